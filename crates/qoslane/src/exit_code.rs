@@ -1,0 +1,21 @@
+//! Exit codes: the documented table (docs/admin-guide.md, CONTRIBUTING.md).
+//! Every error kind maps to one of these in [`crate::error::Error::exit_code`].
+
+/// Success; for hooks also "failed but rolled back under `on_failure: continue`".
+pub const OK: i32 = 0;
+/// The run failed: a hook under `fail_job`, an unhealthy node, a failed sync.
+pub const FAILED: i32 = 1;
+/// The mapping file is invalid (`validate`, `sync`).
+pub const INVALID_MAPPING: i32 = 2;
+/// Bad command line or environment (e.g. no `SLURM_JOB_ID` for a hook).
+pub const USAGE: i32 = 64;
+/// An input file is missing or unreadable (the mapping).
+pub const NO_INPUT: i32 = 66;
+/// A program qoslane needs (smpquery, scontrol) is missing or failed.
+pub const UNAVAILABLE: i32 = 69;
+/// A bug: an invariant did not hold.
+pub const INTERNAL: i32 = 70;
+/// Reading or writing state, audit or a node setting failed.
+pub const IO: i32 = 74;
+/// Gave up waiting: the node lock or the run's deadline. Try again.
+pub const TEMPFAIL: i32 = 75;

@@ -1,0 +1,283 @@
+//! Validated mapping types. Every value here was checked by
+//! [`super::validate`]; none of these types can be built with a wrong value.
+
+use std::fmt;
+
+/// An InfiniBand Service Level, 0..=15 (4 bits on the wire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServiceLevel(u8);
+
+/// A data Virtual Lane, 0..=14. VL15 is the management lane: an SL mapped to
+/// it is dropped, so a mapping can never ask for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VirtualLane(u8);
+
+/// A RoCE/GRH traffic class, 0..=255.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TrafficClass(u8);
+
+impl ServiceLevel {
+    pub const MAX: u8 = 15;
+    pub fn new(v: u64) -> Option<Self> {
+        (v <= u64::from(Self::MAX)).then(|| Self(v as u8))
+    }
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+impl VirtualLane {
+    pub const MAX: u8 = 14;
+    pub fn new(v: u64) -> Option<Self> {
+        (v <= u64::from(Self::MAX)).then(|| Self(v as u8))
+    }
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+impl TrafficClass {
+    pub const MAX: u8 = 255;
+    pub fn new(v: u64) -> Option<Self> {
+        u8::try_from(v).ok().map(Self)
+    }
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+macro_rules! display_inner {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    )*};
+}
+display_inner!(ServiceLevel, VirtualLane, TrafficClass);
+
+/// What to do when a level's fabric check fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FabricCheck {
+    /// A misaligned port fails the prolog (rolled back, per `on_failure`).
+    Enforce,
+    /// A misaligned port is audited; the level is applied anyway.
+    Warn,
+    /// No probe is made.
+    Off,
+}
+
+/// What a failed prolog does to the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Roll back; the job runs on the baseline (no SL exports); exit 0.
+    Continue,
+    /// Roll back; the prolog exits non-zero so Slurm requeues the job.
+    FailJob,
+}
+
+impl FabricCheck {
+    pub const NAMES: &[&str] = &["enforce", "warn", "off"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enforce => "enforce",
+            Self::Warn => "warn",
+            Self::Off => "off",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "enforce" => Some(Self::Enforce),
+            "warn" => Some(Self::Warn),
+            "off" => Some(Self::Off),
+            _ => None,
+        }
+    }
+}
+
+impl OnFailure {
+    pub const NAMES: &[&str] = &["continue", "fail_job"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Continue => "continue",
+            Self::FailJob => "fail_job",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "continue" => Some(Self::Continue),
+            "fail_job" => Some(Self::FailJob),
+            _ => None,
+        }
+    }
+}
+
+/// A `devices:` entry: an HCA, optionally one of its ports (`mlx5_0/1`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSelector {
+    pub device: String,
+    pub port: Option<u32>,
+}
+
+impl DeviceSelector {
+    pub fn matches(&self, device: &str, port: u32) -> bool {
+        self.device == device && self.port.is_none_or(|p| p == port)
+    }
+}
+
+impl fmt::Display for DeviceSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.port {
+            Some(p) => write!(f, "{}/{p}", self.device),
+            None => f.write_str(&self.device),
+        }
+    }
+}
+
+/// An absolute, normalised path under `/sys/` or `/proc/sys/`, as written in
+/// the mapping (not yet under the root prefix).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SettingPath(String);
+
+impl SettingPath {
+    /// The allowed trees. Anything else is refused: qoslane writes as root.
+    pub const ALLOWED_PREFIXES: &[&str] = &["/sys/", "/proc/sys/"];
+
+    /// Checks the path; the error is a message fragment for a diagnostic.
+    pub fn new(s: &str) -> Result<Self, String> {
+        if !s.starts_with('/') {
+            return Err(format!("path `{s}` is not absolute"));
+        }
+        if s.contains('\0') {
+            return Err("path contains a NUL byte".into());
+        }
+        if s.contains("//") {
+            return Err(format!("path `{s}` is not normalised (`//`)"));
+        }
+        if s.ends_with('/') {
+            return Err(format!("path `{s}` ends with `/`: it must name a file"));
+        }
+        if s.split('/').any(|c| c == ".." || c == ".") {
+            return Err(format!(
+                "path `{s}` is not normalised (`.` or `..` component)"
+            ));
+        }
+        if !Self::ALLOWED_PREFIXES.iter().any(|p| s.starts_with(p)) {
+            return Err(format!("path `{s}` is outside /sys/ and /proc/sys/"));
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The path relative to `/`, for joining under a root prefix.
+    pub fn relative(&self) -> &str {
+        &self.0[1..]
+    }
+}
+
+impl fmt::Display for SettingPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One node setting a level asks for: write `value` to `path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSetting {
+    pub path: SettingPath,
+    /// One line, no NUL.
+    pub value: String,
+}
+
+/// A priority level. Levels are ordered from highest priority (index 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Level {
+    pub name: String,
+    pub qos: Vec<String>,
+    pub service_level: ServiceLevel,
+    pub virtual_lane: Option<VirtualLane>,
+    pub traffic_class: Option<TrafficClass>,
+    pub on_failure: Option<OnFailure>,
+    pub node_settings: Vec<NodeSetting>,
+}
+
+/// A validated mapping file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// Index into `levels` of the level for unlisted QoS names.
+    default_level: usize,
+    pub fabric_check: FabricCheck,
+    pub on_failure: OnFailure,
+    pub devices: Vec<DeviceSelector>,
+    /// Highest priority first.
+    levels: Vec<Level>,
+}
+
+/// How a QoS name found its level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LevelMatch {
+    /// A level lists the QoS.
+    Listed,
+    /// No level lists it: the default level.
+    Default,
+}
+
+impl Mapping {
+    /// Built only by the validator, which has checked that `default_level`
+    /// indexes `levels` and that `levels` is non-empty.
+    pub(super) fn new_validated(
+        default_level: usize,
+        fabric_check: FabricCheck,
+        on_failure: OnFailure,
+        devices: Vec<DeviceSelector>,
+        levels: Vec<Level>,
+    ) -> Self {
+        debug_assert!(default_level < levels.len());
+        Self {
+            default_level,
+            fabric_check,
+            on_failure,
+            devices,
+            levels,
+        }
+    }
+
+    pub fn levels(&self) -> &[Level] {
+        &self.levels
+    }
+
+    pub fn default_level(&self) -> &Level {
+        &self.levels[self.default_level]
+    }
+
+    /// The level's rank: 0 is the highest priority.
+    pub fn rank(&self, name: &str) -> Option<usize> {
+        self.levels.iter().position(|l| l.name == name)
+    }
+
+    pub fn level(&self, name: &str) -> Option<&Level> {
+        self.levels.iter().find(|l| l.name == name)
+    }
+
+    /// The level a job of QoS `qos` gets. Slurm stores QoS names in lower case,
+    /// so the comparison ignores ASCII case.
+    pub fn level_for_qos(&self, qos: Option<&str>) -> (&Level, LevelMatch) {
+        if let Some(q) = qos {
+            for l in &self.levels {
+                if l.qos.iter().any(|n| n.eq_ignore_ascii_case(q)) {
+                    return (l, LevelMatch::Listed);
+                }
+            }
+        }
+        (self.default_level(), LevelMatch::Default)
+    }
+
+    /// The failure policy in force for `level`.
+    pub fn on_failure_for(&self, level: &Level) -> OnFailure {
+        level.on_failure.unwrap_or(self.on_failure)
+    }
+}

@@ -1,0 +1,729 @@
+//! From a YAML tree to a [`Mapping`], reporting every problem at once.
+//!
+//! Two stages, like the rest of the program: shape and types first (keys,
+//! scalars, ranges), then meaning across the file (uniqueness, references).
+//! Nothing here touches the node.
+
+use std::collections::HashMap;
+
+use super::diagnostic::Diagnostic;
+use super::types::{
+    DeviceSelector, FabricCheck, Level, Mapping, NodeSetting, OnFailure, ServiceLevel, SettingPath,
+    TrafficClass, VirtualLane,
+};
+use super::yaml::{self, Node, NodeKind, Span};
+
+const TOP_KEYS: &[&str] = &[
+    "default_level",
+    "fabric_check",
+    "on_failure",
+    "devices",
+    "levels",
+];
+const LEVEL_KEYS: &[&str] = &[
+    "name",
+    "qos",
+    "service_level",
+    "virtual_lane",
+    "traffic_class",
+    "on_failure",
+    "node_settings",
+];
+const SETTING_KEYS: &[&str] = &["path", "value"];
+
+/// The longest name accepted for a level or a QoS (they end up in metric
+/// labels and environment values).
+const MAX_NAME_LEN: usize = 64;
+
+/// The outcome of validating a file: the mapping when there is no error,
+/// and every diagnostic (warnings too) in source order.
+#[derive(Debug)]
+pub struct Validation {
+    pub mapping: Option<Mapping>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Validation {
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == super::Severity::Error)
+    }
+}
+
+/// Validates the text of a mapping file.
+pub fn validate_str(src: &str) -> Validation {
+    let mut cx = Cx::default();
+    let mapping = match yaml::parse(src) {
+        Err(e) => {
+            cx.diags.push(Diagnostic::error(e.span, e.message));
+            None
+        }
+        Ok(None) => {
+            cx.diags.push(
+                Diagnostic::error(
+                    Span {
+                        line: 1,
+                        col: 1,
+                        start: 0,
+                        end: 0,
+                    },
+                    "the mapping file is empty",
+                )
+                .help("a mapping needs `default_level` and at least one entry under `levels`"),
+            );
+            None
+        }
+        Ok(Some(root)) => cx.mapping(&root),
+    };
+    let mut diagnostics = cx.diags;
+    diagnostics.sort_by_key(|d| (d.span.start, d.severity == super::Severity::Warning));
+    let has_error = diagnostics
+        .iter()
+        .any(|d| d.severity == super::Severity::Error);
+    Validation {
+        mapping: if has_error { None } else { mapping },
+        diagnostics,
+    }
+}
+
+#[derive(Default)]
+struct Cx {
+    diags: Vec<Diagnostic>,
+}
+
+/// The first occurrence of each known key of a YAML mapping.
+struct Fields<'n> {
+    node: &'n Node,
+    found: HashMap<&'n str, (&'n Node, &'n Node)>,
+}
+
+impl<'n> Fields<'n> {
+    fn get(&self, key: &str) -> Option<&'n Node> {
+        self.found
+            .get(key)
+            .map(|(_, v)| *v)
+            .filter(|v| !v.is_null())
+    }
+}
+
+impl Cx {
+    fn err(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    // ---------------------------------------------------------------- shape
+
+    /// Checks that `node` is a mapping with only `known` keys, each once.
+    fn fields<'n>(&mut self, node: &'n Node, known: &[&str], what: &str) -> Option<Fields<'n>> {
+        let NodeKind::Map(entries) = &node.kind else {
+            self.err(
+                Diagnostic::error(
+                    node.span,
+                    format!(
+                        "expected {what} (a mapping of keys), found {}",
+                        node.describe()
+                    ),
+                )
+                .label(format!("expected {what}")),
+            );
+            return None;
+        };
+        let mut found: HashMap<&'n str, (&'n Node, &'n Node)> = HashMap::new();
+        for (k, v) in entries {
+            let NodeKind::Scalar { value: key, .. } = &k.kind else {
+                self.err(Diagnostic::error(
+                    k.span,
+                    format!("keys of {what} must be plain names"),
+                ));
+                continue;
+            };
+            if let Some((first, _)) = found.get(key.as_str()) {
+                self.err(
+                    Diagnostic::error(k.span, format!("duplicate key `{key}` in {what}"))
+                        .label("defined again here")
+                        .related(first.span, "first defined here"),
+                );
+                continue;
+            }
+            if !known.contains(&key.as_str()) {
+                let mut d = Diagnostic::error(k.span, format!("unknown key `{key}` in {what}"))
+                    .label("unknown key");
+                d = match nearest(key, known) {
+                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    None => d.help(format!("known keys: {}", known.join(", "))),
+                };
+                self.err(d);
+                continue;
+            }
+            found.insert(key.as_str(), (k, v));
+        }
+        Some(Fields { node, found })
+    }
+
+    fn required<'n>(&mut self, f: &Fields<'n>, key: &str, what: &str) -> Option<&'n Node> {
+        let v = f.get(key);
+        if v.is_none() {
+            let span = f.found.get(key).map_or(f.node.span, |(k, _)| k.span);
+            self.err(
+                Diagnostic::error(span, format!("{what} has no `{key}`"))
+                    .label(format!("`{key}` is required here")),
+            );
+        }
+        v
+    }
+
+    fn seq<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n [Node]> {
+        match &node.kind {
+            NodeKind::Seq(items) => Some(items),
+            _ => {
+                self.err(
+                    Diagnostic::error(
+                        node.span,
+                        format!("expected a list for {what}, found {}", node.describe()),
+                    )
+                    .label("expected a list"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A string value. Plain scalars that YAML 1.1 (and so Ansible) reads as
+    /// booleans or null are refused: they mean something else to the tools
+    /// around this file.
+    fn string<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
+        match &node.kind {
+            NodeKind::Scalar {
+                value,
+                plain: false,
+            } => Some(value),
+            NodeKind::Scalar { value, plain: true } => {
+                if yaml::is_null(value) {
+                    self.err(
+                        Diagnostic::error(
+                            node.span,
+                            format!("expected a string for {what}, found null"),
+                        )
+                        .label("empty value"),
+                    );
+                    None
+                } else if is_yaml11_bool(value) {
+                    self.err(
+                        Diagnostic::error(
+                            node.span,
+                            format!("`{value}` is a boolean in YAML 1.1 (Ansible reads it as one), not a string"),
+                        )
+                        .label("ambiguous value")
+                        .help(format!("quote it if you mean the string: \"{value}\"")),
+                    );
+                    None
+                } else {
+                    Some(value)
+                }
+            }
+            _ => {
+                self.err(
+                    Diagnostic::error(
+                        node.span,
+                        format!("expected a string for {what}, found {}", node.describe()),
+                    )
+                    .label("expected a string"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A decimal integer in `0..=max`, written plainly.
+    fn integer(&mut self, node: &Node, key: &str, max: u64) -> Option<u64> {
+        let range = format!("`{key}` must be an integer from 0 to {max}");
+        let value = match &node.kind {
+            NodeKind::Scalar { value, plain: true } if !yaml::is_null(value) => value,
+            NodeKind::Scalar {
+                value,
+                plain: false,
+            } => {
+                self.err(
+                    Diagnostic::error(node.span, format!("{range}, found the string \"{value}\""))
+                        .label("quoted")
+                        .help("write the number without quotes"),
+                );
+                return None;
+            }
+            _ => {
+                self.err(
+                    Diagnostic::error(node.span, format!("{range}, found {}", node.describe()))
+                        .label("expected an integer"),
+                );
+                return None;
+            }
+        };
+        let digits = value.strip_prefix('-').unwrap_or(value);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            self.err(
+                Diagnostic::error(node.span, format!("{range}, found `{value}`"))
+                    .label("not a decimal integer"),
+            );
+            return None;
+        }
+        if digits.len() > 1 && digits.starts_with('0') {
+            self.err(
+                Diagnostic::error(
+                    node.span,
+                    format!("{range}, found `{value}` with a leading zero"),
+                )
+                .label("leading zero")
+                .help(
+                    "YAML 1.1 (Ansible) reads a leading zero as octal; write the number without it",
+                ),
+            );
+            return None;
+        }
+        match (value.starts_with('-'), value.parse::<u64>()) {
+            (false, Ok(n)) if n <= max => Some(n),
+            _ => {
+                self.err(
+                    Diagnostic::error(node.span, format!("{range}, found {value}"))
+                        .label("out of range"),
+                );
+                None
+            }
+        }
+    }
+
+    fn choice<T: Copy>(
+        &mut self,
+        node: &Node,
+        key: &str,
+        names: &[&str],
+        parse: fn(&str) -> Option<T>,
+    ) -> Option<T> {
+        // `off` is a documented value of `fabric_check`: take the plain word
+        // even though YAML 1.1 would read it as a boolean.
+        let s = match &node.kind {
+            NodeKind::Scalar { value, .. } if !node.is_null() => value.as_str(),
+            _ => {
+                self.err(
+                    Diagnostic::error(
+                        node.span,
+                        format!(
+                            "`{key}` must be one of {}, found {}",
+                            names.join(", "),
+                            node.describe()
+                        ),
+                    )
+                    .label("expected a word"),
+                );
+                return None;
+            }
+        };
+        let v = parse(s);
+        if v.is_none() {
+            let mut d = Diagnostic::error(
+                node.span,
+                format!("`{key}` must be one of {}, found `{s}`", names.join(", ")),
+            )
+            .label("unknown value");
+            if let Some(n) = nearest(s, names) {
+                d = d.help(format!("did you mean `{n}`?"));
+            }
+            self.err(d);
+        }
+        v
+    }
+
+    fn name(&mut self, node: &Node, what: &str) -> Option<String> {
+        let s = self.string(node, what)?;
+        if s.is_empty() || s.len() > MAX_NAME_LEN || !s.bytes().all(is_name_byte) {
+            self.err(
+                Diagnostic::error(
+                    node.span,
+                    format!(
+                        "{what} `{}` must be 1 to {MAX_NAME_LEN} letters, digits, `_`, `-` or `.`",
+                        s.escape_debug()
+                    ),
+                )
+                .label("invalid name"),
+            );
+            return None;
+        }
+        Some(s.to_owned())
+    }
+
+    // ---------------------------------------------------------------- meaning
+
+    fn mapping(&mut self, root: &Node) -> Option<Mapping> {
+        let f = self.fields(root, TOP_KEYS, "the mapping file")?;
+        let default_level = self
+            .required(&f, "default_level", "the mapping file")
+            .and_then(|n| self.name(n, "`default_level`").map(|s| (s, n.span)));
+        let fabric_check = match f.get("fabric_check") {
+            None => Some(FabricCheck::Enforce),
+            Some(n) => self.choice(n, "fabric_check", FabricCheck::NAMES, FabricCheck::parse),
+        };
+        let on_failure = match f.get("on_failure") {
+            None => Some(OnFailure::Continue),
+            Some(n) => self.choice(n, "on_failure", OnFailure::NAMES, OnFailure::parse),
+        };
+        let devices = match f.get("devices") {
+            None => Some(Vec::new()),
+            Some(n) => self.devices(n),
+        };
+        let levels = self
+            .required(&f, "levels", "the mapping file")
+            .and_then(|n| self.levels(n));
+
+        let (levels, level_spans) = levels?;
+        let (default_name, default_span) = default_level?;
+        let Some(default_index) = levels.iter().position(|l| l.name == default_name) else {
+            let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
+            let mut d = Diagnostic::error(
+                default_span,
+                format!("`default_level` names `{default_name}`, which is not a level"),
+            )
+            .label("no such level");
+            d = match nearest(&default_name, &names) {
+                Some(n) => d.help(format!("did you mean `{n}`?")),
+                None => d.help(format!("levels: {}", names.join(", "))),
+            };
+            self.err(d);
+            return None;
+        };
+        let _ = level_spans;
+        Some(Mapping::new_validated(
+            default_index,
+            fabric_check?,
+            on_failure?,
+            devices?,
+            levels,
+        ))
+    }
+
+    fn devices(&mut self, node: &Node) -> Option<Vec<DeviceSelector>> {
+        let items = self.seq(node, "`devices`")?;
+        let mut out = Vec::new();
+        let mut ok = true;
+        let mut seen: HashMap<String, Span> = HashMap::new();
+        for item in items {
+            let Some(s) = self.string(item, "a device") else {
+                ok = false;
+                continue;
+            };
+            let (dev, port) = match s.split_once('/') {
+                None => (s, None),
+                Some((d, p)) => (d, Some(p)),
+            };
+            let port = match port.map(|p| p.parse::<u32>().ok().filter(|n| (1..=255).contains(n))) {
+                Some(None) => {
+                    self.err(
+                        Diagnostic::error(
+                            item.span,
+                            format!(
+                                "device `{s}`: the port after `/` must be a number from 1 to 255"
+                            ),
+                        )
+                        .label("bad port"),
+                    );
+                    ok = false;
+                    continue;
+                }
+                Some(Some(p)) => Some(p),
+                None => None,
+            };
+            if dev.is_empty() || dev.len() > MAX_NAME_LEN || !dev.bytes().all(is_name_byte) {
+                self.err(
+                    Diagnostic::error(
+                        item.span,
+                        format!(
+                            "device `{}` is not an HCA name such as `mlx5_0` or `mlx5_0/1`",
+                            s.escape_debug()
+                        ),
+                    )
+                    .label("bad device"),
+                );
+                ok = false;
+                continue;
+            }
+            if let Some(first) = seen.get(s) {
+                self.err(
+                    Diagnostic::error(item.span, format!("device `{s}` is listed twice"))
+                        .label("listed again here")
+                        .related(*first, "first listed here"),
+                );
+                ok = false;
+                continue;
+            }
+            seen.insert(s.to_owned(), item.span);
+            out.push(DeviceSelector {
+                device: dev.to_owned(),
+                port,
+            });
+        }
+        ok.then_some(out)
+    }
+
+    fn levels(&mut self, node: &Node) -> Option<(Vec<Level>, Vec<Span>)> {
+        let items = self.seq(node, "`levels`")?;
+        if items.is_empty() {
+            self.err(
+                Diagnostic::error(
+                    node.span,
+                    "`levels` is empty: a mapping needs at least one level",
+                )
+                .label("no levels"),
+            );
+            return None;
+        }
+        let mut levels = Vec::new();
+        let mut spans = Vec::new();
+        let mut ok = true;
+        // Cross-level uniqueness: first place each thing was seen.
+        let mut names: HashMap<String, Span> = HashMap::new();
+        let mut qos_seen: HashMap<String, (Span, String)> = HashMap::new();
+        let mut sls: HashMap<u8, (Span, String)> = HashMap::new();
+        for item in items {
+            let Some(parsed) = self.level(item) else {
+                ok = false;
+                continue;
+            };
+            let (level, name_span, qos_spans, sl_span) = parsed;
+            if let Some(first) = names.get(&level.name) {
+                self.err(
+                    Diagnostic::error(
+                        name_span,
+                        format!("level name `{}` is used twice", level.name),
+                    )
+                    .label("used again here")
+                    .related(*first, "first used here"),
+                );
+                ok = false;
+            } else {
+                names.insert(level.name.clone(), name_span);
+            }
+            for (q, span) in level.qos.iter().zip(&qos_spans) {
+                let key = q.to_ascii_lowercase();
+                if let Some((first, other)) = qos_seen.get(&key) {
+                    let msg = if *other == level.name {
+                        format!("QoS `{q}` is listed twice in level `{}`", level.name)
+                    } else {
+                        format!(
+                            "QoS `{q}` is in two levels: `{other}` and `{}`; a QoS maps to one level",
+                            level.name
+                        )
+                    };
+                    self.err(
+                        Diagnostic::error(*span, msg)
+                            .label("listed again here")
+                            .related(*first, format!("first listed in level `{other}`")),
+                    );
+                    ok = false;
+                } else {
+                    qos_seen.insert(key, (*span, level.name.clone()));
+                }
+            }
+            let sl = level.service_level.get();
+            if let Some((first, other)) = sls.get(&sl) {
+                self.err(
+                    Diagnostic::error(sl_span, format!("service_level {sl} is used by levels `{other}` and `{}`; each level needs its own SL", level.name))
+                        .label("used again here")
+                        .related(*first, format!("used by level `{other}`")),
+                );
+                ok = false;
+            } else {
+                sls.insert(sl, (sl_span, level.name.clone()));
+            }
+            spans.push(item.span);
+            levels.push(level);
+        }
+        ok.then_some((levels, spans))
+    }
+
+    /// One level, with the spans the cross-level checks point at.
+    fn level(&mut self, node: &Node) -> Option<(Level, Span, Vec<Span>, Span)> {
+        let f = self.fields(node, LEVEL_KEYS, "a level")?;
+        let name_node = self.required(&f, "name", "this level");
+        let name = name_node.and_then(|n| self.name(n, "level name"));
+        let qos = self
+            .required(&f, "qos", "this level")
+            .and_then(|n| self.qos_list(n));
+        let sl_node = self.required(&f, "service_level", "this level");
+        let sl = sl_node
+            .and_then(|n| self.integer(n, "service_level", u64::from(ServiceLevel::MAX)))
+            .and_then(ServiceLevel::new);
+        let vl = match f.get("virtual_lane") {
+            None => Some(None),
+            Some(n) => match self.integer(n, "virtual_lane", 15) {
+                Some(15) => {
+                    self.err(
+                        Diagnostic::error(
+                            n.span,
+                            "virtual_lane 15 is the management lane: traffic on it is dropped",
+                        )
+                        .label("VL15")
+                        .help("data lanes are 0 to 14"),
+                    );
+                    None
+                }
+                v => v.and_then(VirtualLane::new).map(Some),
+            },
+        };
+        let tc = match f.get("traffic_class") {
+            None => Some(None),
+            Some(n) => self
+                .integer(n, "traffic_class", u64::from(TrafficClass::MAX))
+                .and_then(TrafficClass::new)
+                .map(Some),
+        };
+        let on_failure = match f.get("on_failure") {
+            None => Some(None),
+            Some(n) => self
+                .choice(n, "on_failure", OnFailure::NAMES, OnFailure::parse)
+                .map(Some),
+        };
+        let node_settings = match f.get("node_settings") {
+            None => Some(Vec::new()),
+            Some(n) => self.node_settings(n),
+        };
+        let (qos, qos_spans) = qos?;
+        Some((
+            Level {
+                name: name?,
+                qos,
+                service_level: sl?,
+                virtual_lane: vl?,
+                traffic_class: tc?,
+                on_failure: on_failure?,
+                node_settings: node_settings?,
+            },
+            name_node?.span,
+            qos_spans,
+            sl_node?.span,
+        ))
+    }
+
+    fn qos_list(&mut self, node: &Node) -> Option<(Vec<String>, Vec<Span>)> {
+        let items = self.seq(node, "`qos`")?;
+        if items.is_empty() {
+            self.err(
+                Diagnostic::error(
+                    node.span,
+                    "`qos` is empty: list the Slurm QoS names of this level",
+                )
+                .label("no QoS"),
+            );
+            return None;
+        }
+        let mut names = Vec::new();
+        let mut spans = Vec::new();
+        let mut ok = true;
+        for item in items {
+            match self.name(item, "QoS name") {
+                Some(q) => {
+                    if q.bytes().any(|b| b.is_ascii_uppercase()) {
+                        self.err(
+                            Diagnostic::warning(
+                                item.span,
+                                format!(
+                                    "Slurm stores QoS names in lower case; `{q}` matches `{}`",
+                                    q.to_ascii_lowercase()
+                                ),
+                            )
+                            .label("upper case"),
+                        );
+                    }
+                    names.push(q);
+                    spans.push(item.span);
+                }
+                None => ok = false,
+            }
+        }
+        ok.then_some((names, spans))
+    }
+
+    fn node_settings(&mut self, node: &Node) -> Option<Vec<NodeSetting>> {
+        let items = self.seq(node, "`node_settings`")?;
+        let mut out = Vec::new();
+        let mut ok = true;
+        let mut seen: HashMap<String, Span> = HashMap::new();
+        for item in items {
+            let Some(f) = self.fields(item, SETTING_KEYS, "a node setting") else {
+                ok = false;
+                continue;
+            };
+            let path_node = self.required(&f, "path", "this node setting");
+            let path = path_node.and_then(|n| {
+                let s = self.string(n, "`path`")?;
+                match SettingPath::new(s) {
+                    Ok(p) => Some(p),
+                    Err(msg) => {
+                        self.err(
+                            Diagnostic::error(n.span, msg)
+                                .label("bad path")
+                                .help("node settings are absolute, normalised paths under /sys/ or /proc/sys/"),
+                        );
+                        None
+                    }
+                }
+            });
+            let value = self
+                .required(&f, "value", "this node setting")
+                .and_then(|n| {
+                    let s = self.string(n, "`value`")?;
+                    if s.contains(['\n', '\r', '\0']) {
+                        self.err(
+                            Diagnostic::error(
+                                n.span,
+                                "a node setting value must be one line with no NUL",
+                            )
+                            .label("multi-line value"),
+                        );
+                        return None;
+                    }
+                    Some(s.to_owned())
+                });
+            let (Some(path), Some(value)) = (path, value) else {
+                ok = false;
+                continue;
+            };
+            let span = path_node.map(|n| n.span).unwrap_or(item.span);
+            if let Some(first) = seen.get(path.as_str()) {
+                self.err(
+                    Diagnostic::error(
+                        span,
+                        format!("node setting `{path}` is listed twice in this level"),
+                    )
+                    .label("listed again here")
+                    .related(*first, "first listed here"),
+                );
+                ok = false;
+                continue;
+            }
+            seen.insert(path.as_str().to_owned(), span);
+            out.push(NodeSetting { path, value });
+        }
+        ok.then_some(out)
+    }
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
+/// Plain words YAML 1.1 resolves to booleans.
+fn is_yaml11_bool(s: &str) -> bool {
+    matches!(
+        s.to_ascii_lowercase().as_str(),
+        "y" | "yes" | "n" | "no" | "true" | "false" | "on" | "off"
+    )
+}
+
+/// The known word closest to `word`, when it is close enough to be a typo.
+fn nearest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(word, k), *k))
+        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}

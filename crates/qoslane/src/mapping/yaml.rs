@@ -1,0 +1,285 @@
+//! A YAML document as a tree of nodes that remember where they were written.
+//!
+//! The parser (`saphyr-parser`, YAML 1.2) gives events with spans; this module
+//! folds them into [`Node`]s, keeping every mapping entry in order — duplicates
+//! included, so the validator can point at both. Anchors, aliases and tags are
+//! refused: a mapping file has no use for them and aliases can blow up.
+
+use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as YSpan};
+
+/// A location in the source: 1-based line and column (in characters), and
+/// the byte range for rendering snippets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Span {
+    pub line: usize,
+    pub col: usize,
+    pub start: usize,
+    pub end: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// `plain` is false for quoted and block scalars: `"3"` is a string.
+    Scalar {
+        value: String,
+        plain: bool,
+    },
+    Seq(Vec<Node>),
+    Map(Vec<(Node, Node)>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub kind: NodeKind,
+    pub span: Span,
+}
+
+impl Node {
+    /// What the node is, for "expected X, found Y" messages.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            NodeKind::Scalar { value, plain: true } if is_null(value) => "null".into(),
+            NodeKind::Scalar { value, plain: true } => format!("`{value}`"),
+            NodeKind::Scalar {
+                value,
+                plain: false,
+            } => format!("the string \"{value}\""),
+            NodeKind::Seq(_) => "a list".into(),
+            NodeKind::Map(_) => "a mapping".into(),
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(&self.kind, NodeKind::Scalar { value, plain: true } if is_null(value))
+    }
+}
+
+/// YAML 1.2 core-schema null.
+pub fn is_null(plain: &str) -> bool {
+    matches!(plain, "" | "~" | "null" | "Null" | "NULL")
+}
+
+/// A syntax error: where, and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub span: Span,
+    pub message: String,
+}
+
+/// Maps the parser's character indices to byte offsets.
+struct Positions<'a> {
+    src: &'a str,
+    /// Byte offset of each char, only built for non-ASCII sources.
+    char_bytes: Option<Vec<usize>>,
+}
+
+impl<'a> Positions<'a> {
+    fn new(src: &'a str) -> Self {
+        let char_bytes = (!src.is_ascii()).then(|| {
+            let mut v: Vec<usize> = src.char_indices().map(|(b, _)| b).collect();
+            v.push(src.len());
+            v
+        });
+        Self { src, char_bytes }
+    }
+
+    fn byte(&self, char_index: usize) -> usize {
+        match &self.char_bytes {
+            None => char_index.min(self.src.len()),
+            Some(v) => v.get(char_index).copied().unwrap_or(self.src.len()),
+        }
+    }
+
+    fn span(&self, s: YSpan) -> Span {
+        let start = self.byte(s.start.index());
+        let end = self.byte(s.end.index()).max(start);
+        Span {
+            line: s.start.line(),
+            col: s.start.col() + 1,
+            start,
+            end,
+        }
+    }
+
+    fn point(&self, m: saphyr_parser::Marker) -> Span {
+        let start = self.byte(m.index());
+        // Underline one character where there is one.
+        let end = self.src[start..]
+            .chars()
+            .next()
+            .map_or(start, |c| start + c.len_utf8());
+        Span {
+            line: m.line(),
+            col: m.col() + 1,
+            start,
+            end,
+        }
+    }
+}
+
+enum Frame {
+    Seq(Vec<Node>, Span),
+    Map(Vec<(Node, Node)>, Option<Node>, Span),
+}
+
+/// Parses `src` into one document's root node. `Ok(None)` for a file with no
+/// document (empty, or only comments).
+pub fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
+    let pos = Positions::new(src);
+    let mut parser = Parser::new_from_str(src);
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut root: Option<Node> = None;
+    let mut documents = 0usize;
+
+    let scan_err = |e: ScanError| {
+        let span = pos.point(*e.marker());
+        let found_tab = src[span.start..].starts_with('\t');
+        let message = if found_tab {
+            "tab character: YAML indentation must use spaces".to_owned()
+        } else {
+            format!("invalid YAML: {}", e.info())
+        };
+        SyntaxError { span, message }
+    };
+
+    while let Some(ev) = parser.next_event() {
+        let (event, yspan) = ev.map_err(scan_err)?;
+        let span = pos.span(yspan);
+        let refuse = |what: &str| SyntaxError {
+            span,
+            message: format!("{what} are not supported in a mapping file; write the value out"),
+        };
+        let node = match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
+            Event::DocumentStart(_) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(SyntaxError {
+                        span,
+                        message: "a mapping file holds one YAML document; found a second".into(),
+                    });
+                }
+                continue;
+            }
+            Event::Alias(_) => return Err(refuse("anchors and aliases")),
+            Event::Scalar(_, _, anchor, _) if anchor != 0 => {
+                return Err(refuse("anchors and aliases"));
+            }
+            Event::Scalar(_, _, _, Some(_)) => return Err(refuse("YAML tags")),
+            Event::Scalar(value, style, _, None) => Node {
+                kind: NodeKind::Scalar {
+                    value: value.into_owned(),
+                    plain: style == ScalarStyle::Plain,
+                },
+                span,
+            },
+            Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag)
+                if anchor != 0 || tag.is_some() =>
+            {
+                return Err(refuse(if anchor != 0 {
+                    "anchors and aliases"
+                } else {
+                    "YAML tags"
+                }));
+            }
+            Event::SequenceStart(..) => {
+                stack.push(Frame::Seq(Vec::new(), span));
+                continue;
+            }
+            Event::MappingStart(..) => {
+                stack.push(Frame::Map(Vec::new(), None, span));
+                continue;
+            }
+            Event::SequenceEnd => match stack.pop() {
+                Some(Frame::Seq(items, start)) => Node {
+                    kind: NodeKind::Seq(items),
+                    span: start,
+                },
+                _ => unreachable!("parser emits balanced sequence events"),
+            },
+            Event::MappingEnd => match stack.pop() {
+                Some(Frame::Map(entries, _, start)) => Node {
+                    kind: NodeKind::Map(entries),
+                    span: start,
+                },
+                _ => unreachable!("parser emits balanced mapping events"),
+            },
+        };
+        match stack.last_mut() {
+            None => root = Some(node),
+            Some(Frame::Seq(items, _)) => items.push(node),
+            Some(Frame::Map(entries, pending, _)) => match pending.take() {
+                None => *pending = Some(node),
+                Some(key) => entries.push((key, node)),
+            },
+        }
+    }
+    Ok(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scalar(n: &Node) -> &str {
+        match &n.kind {
+            NodeKind::Scalar { value, .. } => value,
+            _ => panic!("not a scalar"),
+        }
+    }
+
+    #[test]
+    fn keeps_duplicate_keys_in_order_with_positions() {
+        let root = parse("a: 1\nb: x\na: \"2\"\n").unwrap().unwrap();
+        let NodeKind::Map(entries) = root.kind else {
+            panic!()
+        };
+        let keys: Vec<_> = entries
+            .iter()
+            .map(|(k, _)| (scalar(k), k.span.line, k.span.col))
+            .collect();
+        assert_eq!(keys, [("a", 1, 1), ("b", 2, 1), ("a", 3, 1)]);
+        assert_eq!(
+            entries[2].1.kind,
+            NodeKind::Scalar {
+                value: "2".into(),
+                plain: false
+            }
+        );
+        assert_eq!(entries[2].1.span.col, 4);
+    }
+
+    #[test]
+    fn byte_spans_survive_non_ascii() {
+        let src = "# é\nname: ü\nx: 1\n";
+        let root = parse(src).unwrap().unwrap();
+        let NodeKind::Map(entries) = root.kind else {
+            panic!()
+        };
+        let x = &entries[1].1;
+        assert_eq!(&src[x.span.start..x.span.end], "1");
+        assert_eq!((x.span.line, x.span.col), (3, 4));
+    }
+
+    #[test]
+    fn refuses_aliases_and_second_documents() {
+        assert!(
+            parse("a: &x 1\nb: *x\n")
+                .unwrap_err()
+                .message
+                .contains("anchors")
+        );
+        assert!(
+            parse("a: 1\n---\nb: 2\n")
+                .unwrap_err()
+                .message
+                .contains("second")
+        );
+    }
+
+    #[test]
+    fn empty_and_comment_only_files_have_no_document() {
+        assert_eq!(parse("").unwrap(), None);
+        assert_eq!(parse("# nothing\n").unwrap(), None);
+    }
+}

@@ -1,0 +1,129 @@
+//! Where things live. Every system path is resolved under a root prefix
+//! (`--root`/`QOSLANE_ROOT`, default `/`) so tests run in temp trees; this is
+//! the only module that knows the default locations.
+
+use std::path::{Path, PathBuf};
+
+use crate::mapping::SettingPath;
+
+/// Default locations, relative to the root.
+pub mod defaults {
+    pub const CONFIG: &str = "etc/qoslane/qos-network.yml";
+    pub const RUN_DIR: &str = "run/qoslane";
+    pub const LIB_DIR: &str = "var/lib/qoslane";
+    pub const AUDIT_LOG: &str = "var/log/qoslane/audit.jsonl";
+    pub const TEXTFILE_DIR: &str = "var/lib/prometheus/node-exporter";
+    pub const SYSFS_IB: &str = "sys/class/infiniband";
+    /// Programs are absolute and never rerooted: Slurm hooks have no PATH.
+    pub const SMPQUERY: &str = "/usr/sbin/smpquery";
+    pub const SCONTROL: &str = "/usr/bin/scontrol";
+}
+
+/// Resolved locations for one run.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    pub root: PathBuf,
+    /// The mapping file (not rerooted when given explicitly).
+    pub config: PathBuf,
+    /// tmpfs state: journal, lock, per-job records, fabric cache.
+    pub run_dir: PathBuf,
+    /// Persistent state: last-known-good mapping, metric counters.
+    pub lib_dir: PathBuf,
+    pub audit_log: PathBuf,
+    pub textfile_dir: PathBuf,
+    pub smpquery: PathBuf,
+    pub scontrol: PathBuf,
+}
+
+/// Explicit overrides, from flags or the environment.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub root: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub audit_log: Option<PathBuf>,
+    pub textfile_dir: Option<PathBuf>,
+    pub smpquery: Option<PathBuf>,
+    pub scontrol: Option<PathBuf>,
+}
+
+impl Paths {
+    pub fn new(o: Overrides) -> Self {
+        let root = o.root.unwrap_or_else(|| PathBuf::from("/"));
+        let at = |rel: &str| root.join(rel);
+        Self {
+            config: o.config.unwrap_or_else(|| at(defaults::CONFIG)),
+            run_dir: at(defaults::RUN_DIR),
+            lib_dir: at(defaults::LIB_DIR),
+            audit_log: o.audit_log.unwrap_or_else(|| at(defaults::AUDIT_LOG)),
+            textfile_dir: o.textfile_dir.unwrap_or_else(|| at(defaults::TEXTFILE_DIR)),
+            smpquery: o.smpquery.unwrap_or_else(|| defaults::SMPQUERY.into()),
+            scontrol: o.scontrol.unwrap_or_else(|| defaults::SCONTROL.into()),
+            root,
+        }
+    }
+
+    /// A node setting's file under the root.
+    pub fn setting(&self, p: &SettingPath) -> PathBuf {
+        self.root.join(p.relative())
+    }
+
+    /// `/sys/class/infiniband` under the root.
+    pub fn sysfs_ib(&self) -> PathBuf {
+        self.root.join(defaults::SYSFS_IB)
+    }
+
+    pub fn lock_file(&self) -> PathBuf {
+        self.run_dir.join("lock")
+    }
+    pub fn journal(&self) -> PathBuf {
+        self.run_dir.join("journal.json")
+    }
+    pub fn node_state(&self) -> PathBuf {
+        self.run_dir.join("node.json")
+    }
+    pub fn jobs_dir(&self) -> PathBuf {
+        self.run_dir.join("jobs")
+    }
+    pub fn job_record(&self, job: crate::job::JobId) -> PathBuf {
+        self.jobs_dir().join(format!("{job}.json"))
+    }
+    pub fn fabric_cache(&self) -> PathBuf {
+        self.run_dir.join("fabric.json")
+    }
+    pub fn last_known_good(&self) -> PathBuf {
+        self.lib_dir.join("last-known-good.yml")
+    }
+    pub fn counters(&self) -> PathBuf {
+        self.lib_dir.join("counters.json")
+    }
+    pub fn textfile(&self) -> PathBuf {
+        self.textfile_dir.join("qoslane.prom")
+    }
+
+    /// Shows a path as the admin would write it: without the root prefix.
+    pub fn display<'a>(&self, p: &'a Path) -> std::borrow::Cow<'a, str> {
+        match p.strip_prefix(&self.root) {
+            Ok(rel) if self.root != Path::new("/") => format!("/{}", rel.display()).into(),
+            _ => p.to_string_lossy(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn everything_defaults_under_the_root_but_programs() {
+        let p = Paths::new(Overrides {
+            root: Some("/tmp/r".into()),
+            ..Default::default()
+        });
+        assert_eq!(p.config, Path::new("/tmp/r/etc/qoslane/qos-network.yml"));
+        assert_eq!(p.audit_log, Path::new("/tmp/r/var/log/qoslane/audit.jsonl"));
+        assert_eq!(p.smpquery, Path::new("/usr/sbin/smpquery"));
+        let s = SettingPath::new("/proc/sys/net/x").unwrap();
+        assert_eq!(p.setting(&s), Path::new("/tmp/r/proc/sys/net/x"));
+        assert_eq!(p.display(&p.setting(&s)), "/proc/sys/net/x");
+    }
+}
