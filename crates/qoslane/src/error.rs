@@ -50,6 +50,9 @@ pub enum Error {
     #[error("fabric check: {0}")]
     Fabric(String),
 
+    #[error("unhealthy: {0}")]
+    Unhealthy(String),
+
     #[error("state {}: {detail}", path.display())]
     State { path: PathBuf, detail: String },
 
@@ -85,7 +88,7 @@ impl Error {
             Self::Io { .. } | Self::State { .. } => exit_code::IO,
             Self::LockTimeout { .. } | Self::Deadline { .. } => exit_code::TEMPFAIL,
             Self::Program { .. } => exit_code::UNAVAILABLE,
-            Self::Verify { .. } | Self::Fabric(_) => exit_code::FAILED,
+            Self::Verify { .. } | Self::Fabric(_) | Self::Unhealthy(_) => exit_code::FAILED,
             Self::Internal(_) => exit_code::INTERNAL,
         }
     }

@@ -1,0 +1,147 @@
+//! The audit log: one JSON object per line, appended with a single write and
+//! fsynced; never rewritten. Every hook run and every change gets a line.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::job::JobId;
+use crate::job::qos::QosSource;
+use crate::state::Change;
+
+/// How a run ended, as the audit log and the metrics name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The level was granted and its settings are in place.
+    Applied,
+    /// Nothing needed to change (also: an Epilog with nothing to undo).
+    Unchanged,
+    /// Something failed after changes began; the before-values are back.
+    RolledBack,
+    /// Something failed before any change; the node is untouched.
+    Failed,
+    /// An Epilog (or recover) put settings back to what they were before.
+    Reverted,
+}
+
+impl Outcome {
+    pub const ALL: &[Outcome] = &[
+        Self::Applied,
+        Self::Unchanged,
+        Self::RolledBack,
+        Self::Failed,
+        Self::Reverted,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Unchanged => "unchanged",
+            Self::RolledBack => "rolled_back",
+            Self::Failed => "failed",
+            Self::Reverted => "reverted",
+        }
+    }
+    pub fn is_success(self) -> bool {
+        matches!(self, Self::Applied | Self::Unchanged | Self::Reverted)
+    }
+}
+
+/// One audit line. Field names are a contract (DESIGN.md).
+#[derive(Clone, Debug, Serialize)]
+pub struct Entry {
+    pub time: String,
+    pub node: String,
+    pub event: &'static str,
+    pub job_id: Option<JobId>,
+    pub user: Option<String>,
+    pub qos: Option<String>,
+    pub qos_source: Option<QosSource>,
+    pub level: Option<String>,
+    pub service_level: Option<u8>,
+    pub virtual_lane: Option<u8>,
+    pub changes: Vec<Change>,
+    pub fabric: serde_json::Value,
+    pub outcome: Outcome,
+    pub error: Option<String>,
+    pub duration_ms: f64,
+    pub mapping_sha256: Option<String>,
+    /// Things the admin should know that are not errors (fallbacks, warnings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Entry {
+    pub fn new(event: &'static str, outcome: Outcome) -> Self {
+        Self {
+            time: now_rfc3339(),
+            node: node_name(),
+            event,
+            job_id: None,
+            user: None,
+            qos: None,
+            qos_source: None,
+            level: None,
+            service_level: None,
+            virtual_lane: None,
+            changes: Vec::new(),
+            fabric: serde_json::Value::Null,
+            outcome,
+            error: None,
+            duration_ms: 0.0,
+            mapping_sha256: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Appends `entry` as one line with one write(2), then fsyncs.
+pub fn append(path: &Path, entry: &Entry) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(dir)
+            .map_err(Error::io("create audit directory", dir))?;
+    }
+    let mut line = serde_json::to_vec(entry)
+        .map_err(|e| Error::Internal(format!("serialise audit entry: {e}")))?;
+    line.push(b'\n');
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o640)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(Error::io("open audit log", path))?;
+    let n = f
+        .write(&line)
+        .map_err(Error::io("append to audit log", path))?;
+    if n != line.len() {
+        return Err(Error::io("append to audit log", path)(
+            std::io::Error::other("short write"),
+        ));
+    }
+    f.sync_data().map_err(Error::io("fsync audit log", path))
+}
+
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// The Slurm node name when run by slurmd, else the host name.
+pub fn node_name() -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| {
+            rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned()
+        })
+}

@@ -1,0 +1,106 @@
+//! The command line, defined once: parsing, `--help`, the man page and the
+//! shell completions all come from these types.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "qoslane",
+    version,
+    about = "Carry a Slurm job's QoS onto the InfiniBand fabric (SL/VL), verified, audited, rolled back",
+    long_about = "qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML mapping, \
+checks on the node's HCA ports that the SL lands on the intended Virtual Lane, applies the level's \
+node settings transactionally and makes the job's libraries (UCX, NCCL, MPI) use that SL.\n\n\
+With no subcommand it acts on SLURM_SCRIPT_CONTEXT: prolog_slurmd -> prolog, epilog_slurmd -> \
+epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and TaskProlog= at it.\n\n\
+Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_ROOT, QOSLANE_CONFIG, \
+QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_SCONTROL, QOSLANE_TIMEOUT_MS.",
+    after_help = "Exit codes: 0 ok, 1 failed, 2 invalid mapping, 64 usage, 66 no input, 69 program unavailable, \
+70 internal, 74 I/O, 75 try again (lock or deadline). See the admin guide."
+)]
+pub struct Cli {
+    /// Resolve every system path under DIR (tests use a temp tree) [env: QOSLANE_ROOT]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// The mapping file [env: QOSLANE_CONFIG] [default: <root>/etc/qoslane/qos-network.yml]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The deadline of one run, in milliseconds; keep it well under Slurm's
+    /// PrologEpilogTimeout [env: QOSLANE_TIMEOUT_MS] [default: 3000]
+    #[arg(long, global = true, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    #[default]
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a mapping file; print every problem as FILE:LINE:COL with a snippet
+    Validate {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Show what a job of QoS NAME would get, without touching the node
+    Explain {
+        #[arg(long, value_name = "NAME")]
+        qos: String,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Slurm Prolog: grant the job's level (verify fabric, apply settings, record)
+    Prolog,
+    /// Slurm Epilog: release the job's level, restore settings when it was the last
+    Epilog,
+    /// Slurm TaskProlog: print the job's `export` lines (runs as the job user)
+    TaskProlog,
+    /// After installing a new mapping: validate, promote, re-check the fabric, re-apply
+    Sync,
+    /// Health check: ports up, levels aligned, mapping valid, state sane
+    Health {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Active jobs, settings (baseline and current), mapping, last audit entries
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Roll back an interrupted transaction
+    Recover,
+    /// Print the metrics, or serve them over HTTP at /metrics
+    Metrics {
+        /// Serve on ADDR (e.g. 127.0.0.1:9817) instead of printing once
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+    },
+    /// Write the man page or shell completions (for packaging)
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: Generate,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Generate {
+    /// Man pages into DIR
+    Man { dir: PathBuf },
+    /// Completions for SHELL into DIR
+    Completions {
+        shell: clap_complete::Shell,
+        dir: PathBuf,
+    },
+}

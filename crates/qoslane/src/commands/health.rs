@@ -1,0 +1,110 @@
+//! `qoslane health`: for Slurm's HealthCheckProgram (through hookrun). Ports
+//! up, every level aligned on every port (a fresh probe: catches an SM that
+//! re-swept with a new table), mapping valid, state sane, no pending
+//! journal. Prints one line; exit 0 healthy, 1 not.
+
+use std::io::Write;
+
+use serde_json::json;
+
+use super::Ctx;
+use super::hooks::alignments;
+use super::session::Session;
+use crate::audit::Outcome;
+use crate::config;
+use crate::deadline::Deadline;
+use crate::error::Error;
+use crate::exit_code;
+use crate::fabric::{self, ProbeMode};
+use crate::mapping::FabricCheck;
+use crate::state::fsutil;
+
+pub fn run(ctx: &Ctx, as_json: bool) -> i32 {
+    let mut s = Session::new(&ctx.paths, "health", Deadline::after(ctx.timeout));
+    let mut checks: Vec<(&str, Result<String, String>)> = Vec::new();
+
+    let loaded = config::read_valid(&ctx.paths.config);
+    checks.push((
+        "mapping",
+        loaded
+            .as_ref()
+            .map(|(m, sha, _)| format!("valid, {} levels, sha256 {sha}", m.levels().len()))
+            .map_err(|e| format!("{e}")),
+    ));
+    for dir in [&ctx.paths.run_dir, &ctx.paths.lib_dir] {
+        if dir.exists() {
+            checks.push((
+                "state",
+                fsutil::check_dir(dir)
+                    .map(|()| format!("{} ok", dir.display()))
+                    .map_err(|e| e.to_string()),
+            ));
+        }
+    }
+    checks.push((
+        "journal",
+        if ctx.paths.journal().exists() {
+            Err("an interrupted transaction is pending: run `qoslane recover`".into())
+        } else {
+            Ok("none pending".into())
+        },
+    ));
+    if let Ok((m, _, _)) = &loaded {
+        if m.fabric_check == FabricCheck::Off {
+            checks.push(("fabric", Ok("fabric_check off".into())));
+        } else {
+            match fabric::assess(&ctx.paths, m, &s.deadline, ProbeMode::Fresh) {
+                Ok(report) => {
+                    s.fabric = Some(alignments(&report));
+                    let r = match report.first_problem() {
+                        None => Ok(format!(
+                            "{} port(s) aligned for {} level(s)",
+                            report.active_ports().len(),
+                            m.levels().len()
+                        )),
+                        Some(p) if m.fabric_check == FabricCheck::Warn => Ok(format!("warn: {p}")),
+                        Some(p) => Err(p),
+                    };
+                    checks.push(("fabric", r));
+                }
+                Err(e) => checks.push(("fabric", Err(e.to_string()))),
+            }
+        }
+    }
+
+    let first_bad = checks.iter().find_map(|(_, r)| r.as_ref().err().cloned());
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let v = json!({
+            "healthy": first_bad.is_none(),
+            "checks": checks.iter().map(|(name, r)| match r {
+                Ok(m) => json!({"check": name, "ok": true, "detail": m}),
+                Err(m) => json!({"check": name, "ok": false, "detail": m}),
+            }).collect::<Vec<_>>(),
+        });
+        let _ = writeln!(out, "{v}");
+    } else {
+        let line = match &first_bad {
+            None => "qoslane: ok".to_owned(),
+            Some(m) => format!("qoslane: {}", m.replace('\n', " ")),
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    s.entry.notes = checks
+        .iter()
+        .map(|(n, r)| match r {
+            Ok(m) => format!("{n}: ok: {m}"),
+            Err(m) => format!("{n}: FAIL: {m}"),
+        })
+        .collect();
+    match first_bad {
+        None => {
+            s.finish(Outcome::Unchanged, None);
+            exit_code::OK
+        }
+        Some(m) => {
+            s.finish(Outcome::Failed, Some(&Error::Unhealthy(m)));
+            exit_code::FAILED
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! One module per subcommand; each composes the library layers and returns
+//! an exit code. Shared run plumbing (deadline, lock, audit, metrics) is in
+//! [`session`].
+
+pub mod explain;
+pub mod health;
+pub mod hooks;
+pub mod recover;
+pub mod serve;
+pub mod session;
+pub mod status;
+pub mod sync;
+pub mod task_prolog;
+pub mod validate;
+
+use std::time::Duration;
+
+use crate::paths::Paths;
+
+/// What every command gets.
+#[derive(Debug)]
+pub struct Ctx {
+    pub paths: Paths,
+    pub timeout: Duration,
+    /// `SLURM_SCRIPT_CONTEXT`, when set.
+    pub context: Option<String>,
+}
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(3000);

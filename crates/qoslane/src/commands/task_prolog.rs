@@ -1,0 +1,64 @@
+//! `qoslane task-prolog`: runs as the job user, once per task. Prints the
+//! `export` lines the Prolog recorded for the job and nothing else on stdout;
+//! trusts nothing in its environment but the job id; never fails the task.
+
+use std::io::Write;
+
+use crate::job::JobId;
+use crate::log;
+use crate::paths::Paths;
+use crate::state;
+
+/// The variables the TaskProlog may set, whatever a record says.
+const ALLOWED: &[&str] = &[
+    "UCX_IB_SL",
+    "NCCL_IB_SL",
+    "OMPI_MCA_btl_openib_ib_service_level",
+    "MV2_DEFAULT_SERVICE_LEVEL",
+    "QOSLANE_LEVEL",
+    "UCX_IB_TRAFFIC_CLASS",
+    "NCCL_IB_TC",
+];
+
+/// Always returns 0: a non-zero TaskProlog fails the task.
+pub fn run(paths: &Paths) -> i32 {
+    let job = match JobId::from_env() {
+        Ok(j) => j,
+        Err(e) => {
+            log::warn(&format!("task-prolog: {e}"));
+            return 0;
+        }
+    };
+    let record = match state::read_record_as_user(paths, job) {
+        Ok(Some(r)) => r,
+        Ok(None) => return 0, // baseline: no level granted, no exports
+        Err(e) => {
+            log::warn(&format!("task-prolog: job {job}: {e}"));
+            return 0;
+        }
+    };
+    if record.job_id != job {
+        log::warn(&format!(
+            "task-prolog: record for job {job} names job {}; ignored",
+            record.job_id
+        ));
+        return 0;
+    }
+    let mut out = String::new();
+    for (k, v) in &record.exports {
+        if ALLOWED.contains(&k.as_str())
+            && !v.is_empty()
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            out.push_str(&format!("export {k}={v}\n"));
+        } else {
+            log::warn(&format!(
+                "task-prolog: job {job}: refusing export {k:?}={v:?}"
+            ));
+        }
+    }
+    // One write; a closed stdout is not our failure.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    0
+}

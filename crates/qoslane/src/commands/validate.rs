@@ -1,0 +1,68 @@
+//! `qoslane validate FILE`: every problem at once, with places.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::cli::Format;
+use crate::config;
+use crate::error::{Error, Result};
+use crate::exit_code;
+use crate::mapping::diagnostic::JsonDiagnostic;
+use crate::mapping::{Severity, validate_str};
+
+pub fn run(file: &Path, format: Format) -> Result<i32> {
+    let text = config::read_text(file)?;
+    let v = validate_str(&text);
+    let name = file.display().to_string();
+    let errors = v.errors().count();
+    let warnings = v.diagnostics.len() - errors;
+    let mut out = std::io::stdout().lock();
+    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    match format {
+        Format::Json => {
+            let list: Vec<JsonDiagnostic<'_>> = v.diagnostics.iter().map(Into::into).collect();
+            let s =
+                serde_json::to_string_pretty(&list).map_err(|e| Error::Internal(e.to_string()))?;
+            writeln!(out, "{s}").map_err(w)?;
+        }
+        Format::Human => {
+            let mut err = std::io::stderr().lock();
+            for d in &v.diagnostics {
+                write!(err, "{}", d.render(&name, &text)).map_err(w)?;
+            }
+            match &v.mapping {
+                Some(m) => writeln!(
+                    out,
+                    "{name}: valid: {} levels, default `{}`, fabric_check {}, sha256 {}{}",
+                    m.levels().len(),
+                    m.default_level().name,
+                    m.fabric_check.as_str(),
+                    config::sha256_hex(text.as_bytes()),
+                    if warnings > 0 {
+                        format!(" ({warnings} warnings)")
+                    } else {
+                        String::new()
+                    }
+                )
+                .map_err(w)?,
+                None => writeln!(
+                    err,
+                    "{name}: invalid: {errors} error{}{}",
+                    if errors == 1 { "" } else { "s" },
+                    if warnings > 0 {
+                        format!(", {warnings} warnings")
+                    } else {
+                        String::new()
+                    }
+                )
+                .map_err(w)?,
+            }
+        }
+    }
+    let _ = Severity::Error;
+    Ok(if errors > 0 {
+        exit_code::INVALID_MAPPING
+    } else {
+        exit_code::OK
+    })
+}

@@ -1,0 +1,113 @@
+//! Reading and writing node settings (sysfs, configfs, procfs files) under
+//! the run's deadline, and comparing values the way the kernel writes them.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::paths::Paths;
+
+/// The file for a setting path (as written in the mapping) under the root.
+fn file(paths: &Paths, path: &str) -> PathBuf {
+    paths.root.join(path.trim_start_matches('/'))
+}
+
+/// Reads a setting's current value, without its trailing newline.
+pub fn read(paths: &Paths, path: &str, deadline: &Deadline) -> Result<String> {
+    let f = file(paths, path);
+    let what = format!("read {path}");
+    deadline
+        .run(
+            || what,
+            move || std::fs::read(&f).map_err(Error::io("read setting", f)),
+        )?
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .trim_end_matches(['\n', '\r'])
+                .to_owned()
+        })
+}
+
+/// Writes `value` with a single write(2), as `echo value > file` would (no
+/// O_CREAT: a setting that does not exist is an error, not a new file).
+pub fn write(paths: &Paths, path: &str, value: &str, deadline: &Deadline) -> Result<()> {
+    let f = file(paths, path);
+    let data = format!("{value}\n").into_bytes();
+    let what = format!("write {path}");
+    deadline.run(
+        || what,
+        move || {
+            let mut h = OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .custom_flags_nofollow()
+                .open(&f)
+                .map_err(Error::io("open setting", &f))?;
+            let n = h.write(&data).map_err(Error::io("write setting", &f))?;
+            if n != data.len() {
+                return Err(Error::io("write setting", &f)(std::io::Error::other(
+                    format!("short write: {n} of {} bytes", data.len()),
+                )));
+            }
+            Ok(())
+        },
+    )?
+}
+
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+impl NoFollow for OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+    }
+}
+
+/// Whether `found` (read back) is what writing `wanted` should give, allowing
+/// for the kernel's normalisation: surrounding and repeated whitespace,
+/// numbers in another base or with leading zeros, and `[choice]` lists.
+pub fn same_value(wanted: &str, found: &str) -> bool {
+    let w: Vec<&str> = wanted.split_whitespace().collect();
+    let f: Vec<&str> = found.split_whitespace().collect();
+    if w == f {
+        return true;
+    }
+    if w.len() == f.len()
+        && w.iter().zip(&f).all(|(a, b)| match (int(a), int(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        })
+    {
+        return true;
+    }
+    w.len() == 1
+        && f.iter()
+            .any(|t| t.strip_prefix('[').and_then(|t| t.strip_suffix(']')) == Some(w[0]))
+}
+
+fn int(s: &str) -> Option<i128> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        i128::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_value;
+
+    #[test]
+    fn kernel_normalisation_is_allowed() {
+        assert!(same_value("106", "106"));
+        assert!(same_value("0x6a", "106"));
+        assert!(same_value("4096 87380 6291456", "4096\t87380\t6291456"));
+        assert!(same_value("007", "7"));
+        assert!(same_value("none", "[none] mq-deadline"));
+        assert!(!same_value("106", "0"));
+        assert!(!same_value("none", "none [mq-deadline]"));
+    }
+}

@@ -1,0 +1,173 @@
+//! What qoslane keeps on the node: per-job records, the node's baseline, the
+//! write-ahead journal (under `/run/qoslane`, tmpfs: gone at reboot like the
+//! settings it guards) and the last-known-good mapping (under
+//! `/var/lib/qoslane`). File formats are JSON; every write is atomic.
+
+pub mod fsutil;
+pub mod lock;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::job::JobId;
+use crate::job::qos::QosSource;
+use crate::paths::Paths;
+
+/// Mode of files the job user must read (records) and of the others.
+pub const PUBLIC: u32 = 0o644;
+pub const PRIVATE: u32 = 0o600;
+
+/// What the Prolog granted a job; the TaskProlog and Epilog read it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobRecord {
+    pub job_id: JobId,
+    pub time: String,
+    pub user: Option<String>,
+    pub qos: Option<String>,
+    pub qos_source: QosSource,
+    pub level: String,
+    /// 0 is the highest priority; decides whose node settings win.
+    pub rank: usize,
+    pub service_level: u8,
+    pub virtual_lane: Option<u8>,
+    pub traffic_class: Option<u8>,
+    /// The node settings this job asks for, as `(path, value)`.
+    pub settings: Vec<(String, String)>,
+    /// The TaskProlog exports, fixed at job start.
+    pub exports: Vec<(String, String)>,
+    pub mapping_sha256: String,
+}
+
+/// The node's baseline: the value each setting had before the first job
+/// changed it. A path leaves the baseline when it is restored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeState {
+    pub baseline: BTreeMap<String, String>,
+}
+
+/// One setting change: the unit of apply and of rollback.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub path: String,
+    pub before: String,
+    pub after: String,
+}
+
+/// The write-ahead journal: enough to undo a transaction that did not finish.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Journal {
+    pub event: String,
+    pub job_id: Option<JobId>,
+    pub pid: u32,
+    pub started: String,
+    pub changes: Vec<Change>,
+    /// The node state before the transaction.
+    pub node_before: NodeState,
+    /// Each touched job's record before the transaction (`None`: absent).
+    pub records_before: Vec<(JobId, Option<JobRecord>)>,
+}
+
+/// The state directories of one node, checked and ready.
+#[derive(Debug)]
+pub struct Store<'p> {
+    pub paths: &'p Paths,
+}
+
+impl<'p> Store<'p> {
+    /// Creates the state directories when missing and checks their owner and
+    /// modes (a symlink or a foreign owner is refused).
+    pub fn open(paths: &'p Paths) -> Result<Self> {
+        fsutil::ensure_dir(&paths.run_dir)?;
+        fsutil::ensure_dir(&paths.jobs_dir())?;
+        fsutil::ensure_dir(&paths.lib_dir)?;
+        Ok(Self { paths })
+    }
+
+    pub fn record(&self, job: JobId) -> Result<Option<JobRecord>> {
+        fsutil::read_json(&self.paths.job_record(job))
+    }
+
+    pub fn put_record(&self, r: &JobRecord) -> Result<()> {
+        fsutil::write_json(&self.paths.job_record(r.job_id), r, PUBLIC)
+    }
+
+    pub fn remove_record(&self, job: JobId) -> Result<()> {
+        fsutil::remove(&self.paths.job_record(job)).map(drop)
+    }
+
+    /// Every active job's record, by job id. Files that are not records
+    /// (temp files of a crashed writer) are cleaned up.
+    pub fn records(&self) -> Result<BTreeMap<JobId, JobRecord>> {
+        let dir = self.paths.jobs_dir();
+        let mut out = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).map_err(Error::io("list", &dir))? {
+            let entry = entry.map_err(Error::io("list", &dir))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.contains(".tmp.") {
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
+            let Some(id) = name
+                .strip_suffix(".json")
+                .and_then(|s| JobId::parse(s).ok())
+            else {
+                continue;
+            };
+            if let Some(r) = self.record(id)? {
+                out.insert(id, r);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn node_state(&self) -> Result<NodeState> {
+        Ok(fsutil::read_json(&self.paths.node_state())?.unwrap_or_default())
+    }
+
+    pub fn put_node_state(&self, s: &NodeState) -> Result<()> {
+        fsutil::write_json(&self.paths.node_state(), s, PRIVATE)
+    }
+
+    pub fn journal(&self) -> Result<Option<Journal>> {
+        fsutil::read_json(&self.paths.journal())
+    }
+
+    pub fn put_journal(&self, j: &Journal) -> Result<()> {
+        fsutil::write_json(&self.paths.journal(), j, PRIVATE)
+    }
+
+    pub fn clear_journal(&self) -> Result<()> {
+        fsutil::remove(&self.paths.journal()).map(drop)
+    }
+}
+
+/// Reads a job's record for the TaskProlog, which runs as the job user: the
+/// record must be a regular root-owned file reached without symlinks.
+pub fn read_record_as_user(paths: &Paths, job: JobId) -> Result<Option<JobRecord>> {
+    let path = paths.job_record(job);
+    check_not_symlink(&paths.run_dir)?;
+    check_not_symlink(&paths.jobs_dir())?;
+    match fsutil::read_trusted(&path, 0)? {
+        None => Ok(None),
+        Some(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::state(&path, format!("is not a job record: {e}"))),
+    }
+}
+
+fn check_not_symlink(p: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Ok(md) if md.file_type().is_symlink() => {
+            Err(Error::state(p, "is a symlink; refusing to use it"))
+        }
+        _ => Ok(()),
+    }
+}

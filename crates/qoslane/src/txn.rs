@@ -1,0 +1,311 @@
+//! The transaction: the one shape of every change qoslane makes to a node.
+//!
+//! lock → roll back an interrupted journal → plan (desired settings from the
+//! active jobs) → write the journal (before and after values) → apply each
+//! setting with one write → read back and verify → commit (records, node
+//! state, clear the journal). Any error after the journal restores every
+//! before-value, verifies the restore, and returns the original error. A
+//! SIGKILL anywhere leaves the journal, which the next run undoes first.
+//!
+//! Rollback is data: the journal holds the inverse state, not an undo log.
+
+use std::collections::BTreeMap;
+
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::fault;
+use crate::job::JobId;
+use crate::paths::Paths;
+use crate::settings;
+use crate::state::lock::NodeLock;
+use crate::state::{Change, JobRecord, Journal, NodeState, Store};
+
+/// A change to the set of active jobs.
+#[derive(Clone, Debug)]
+pub enum RecordOp {
+    Put(JobRecord),
+    Remove(JobId),
+}
+
+impl RecordOp {
+    fn job(&self) -> JobId {
+        match self {
+            Self::Put(r) => r.job_id,
+            Self::Remove(j) => *j,
+        }
+    }
+}
+
+/// A transaction that committed.
+#[derive(Debug, Default)]
+pub struct Committed {
+    pub changes: Vec<Change>,
+}
+
+/// A transaction that failed, and what became of the node.
+#[derive(Debug)]
+pub struct Failed {
+    pub error: Error,
+    /// The changes that were attempted (and rolled back, when `rolled_back`).
+    pub changes: Vec<Change>,
+    /// True when settings had been touched and were restored.
+    pub rolled_back: bool,
+    /// Set when the restore itself failed: the journal stays for the next run.
+    pub restore_error: Option<Error>,
+}
+
+/// An interrupted transaction found and undone when taking the lock.
+#[derive(Debug)]
+pub struct Recovered {
+    pub journal: Journal,
+}
+
+/// The node, locked for this run.
+#[derive(Debug)]
+pub struct Node<'p> {
+    pub store: Store<'p>,
+    pub deadline: Deadline,
+    _lock: NodeLock,
+}
+
+impl<'p> Node<'p> {
+    /// Takes the node lock (bounded by `deadline`) and rolls back any
+    /// interrupted transaction before anything else happens.
+    pub fn lock(paths: &'p Paths, deadline: Deadline) -> Result<(Self, Option<Recovered>)> {
+        let store = Store::open(paths)?;
+        let lock = NodeLock::acquire(&paths.lock_file(), &deadline)?;
+        fault::point("locked");
+        let node = Self {
+            store,
+            deadline,
+            _lock: lock,
+        };
+        let recovered = node.recover()?;
+        Ok((node, recovered))
+    }
+
+    pub fn paths(&self) -> &'p Paths {
+        self.store.paths
+    }
+
+    fn recover(&self) -> Result<Option<Recovered>> {
+        let Some(journal) = self.store.journal()? else {
+            return Ok(None);
+        };
+        self.restore(&journal.changes)?;
+        for (job, before) in &journal.records_before {
+            match before {
+                Some(r) => self.store.put_record(r)?,
+                None => self.store.remove_record(*job)?,
+            }
+        }
+        self.store.put_node_state(&journal.node_before)?;
+        self.store.clear_journal()?;
+        Ok(Some(Recovered { journal }))
+    }
+
+    /// Writes every before-value back (last change first) and verifies it.
+    /// Keeps going past a failure so as much as possible is restored; returns
+    /// the first error.
+    fn restore(&self, changes: &[Change]) -> Result<()> {
+        let mut first_err = None;
+        for c in changes.iter().rev() {
+            let r = settings::write(self.paths(), &c.path, &c.before, &self.deadline)
+                .and_then(|()| self.verify(&c.path, &c.before));
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    fn verify(&self, path: &str, wanted: &str) -> Result<()> {
+        let found = settings::read(self.paths(), path, &self.deadline)?;
+        let found = if fault::active("misread") {
+            format!("{found}-misread")
+        } else {
+            found
+        };
+        if settings::same_value(wanted, &found) {
+            Ok(())
+        } else {
+            Err(Error::Verify {
+                path: path.to_owned(),
+                wanted: wanted.to_owned(),
+                found,
+            })
+        }
+    }
+
+    /// Applies `ops` to the set of active jobs and brings the node settings to
+    /// what the new set asks for. `check` runs after the settings are applied
+    /// (e.g. "ports still ACTIVE"); its error rolls everything back.
+    pub fn transact(
+        &self,
+        event: &str,
+        job: Option<JobId>,
+        ops: &[RecordOp],
+        check: &dyn Fn() -> Result<()>,
+    ) -> Result<Committed, Failed> {
+        let early = |error: Error| Failed {
+            error,
+            changes: Vec::new(),
+            rolled_back: false,
+            restore_error: None,
+        };
+        let records = self.store.records().map_err(early)?;
+        let node_before = self.store.node_state().map_err(early)?;
+        let mut after = records.clone();
+        for op in ops {
+            match op {
+                RecordOp::Put(r) => after.insert(r.job_id, r.clone()),
+                RecordOp::Remove(j) => after.remove(j),
+            };
+        }
+        let (changes, node_after) = self.plan(&after, &node_before).map_err(early)?;
+        let records_before: Vec<_> = ops
+            .iter()
+            .map(|op| (op.job(), records.get(&op.job()).cloned()))
+            .collect();
+        if changes.is_empty()
+            && records_before
+                .iter()
+                .zip(ops)
+                .all(|((_, b), op)| same_record(b.as_ref(), op))
+        {
+            if node_after != node_before {
+                self.store.put_node_state(&node_after).map_err(early)?;
+            }
+            return Ok(Committed::default());
+        }
+
+        let journal = Journal {
+            event: event.to_owned(),
+            job_id: job,
+            pid: std::process::id(),
+            started: crate::audit::now_rfc3339(),
+            changes: changes.clone(),
+            node_before,
+            records_before,
+        };
+        self.store.put_journal(&journal).map_err(early)?;
+        fault::point("journaled");
+
+        let result = (|| {
+            for (i, c) in changes.iter().enumerate() {
+                settings::write(self.paths(), &c.path, &c.after, &self.deadline)?;
+                fault::point(&format!("applied:{i}"));
+                self.verify(&c.path, &c.after)?;
+            }
+            check()?;
+            fault::point("verified");
+            for op in ops {
+                match op {
+                    RecordOp::Put(r) => self.store.put_record(r)?,
+                    RecordOp::Remove(j) => self.store.remove_record(*j)?,
+                }
+            }
+            fault::point("recorded");
+            self.store.put_node_state(&node_after)?;
+            fault::point("node_state");
+            self.store.clear_journal()?;
+            fault::point("committed");
+            Ok(())
+        })();
+
+        match result {
+            Ok(()) => Ok(Committed { changes }),
+            Err(error) => {
+                // Undo: settings, then records and node state, as recovery would.
+                let restore_error = self.recover().err();
+                Err(Failed {
+                    error,
+                    changes,
+                    rolled_back: true,
+                    restore_error,
+                })
+            }
+        }
+    }
+
+    /// The settings the active jobs ask for, and the changes to get there.
+    fn plan(
+        &self,
+        active: &BTreeMap<JobId, JobRecord>,
+        node: &NodeState,
+    ) -> Result<(Vec<Change>, NodeState)> {
+        let wants = desired(active, &node.baseline);
+        let mut changes = Vec::new();
+        let mut next = node.clone();
+        for (path, want) in wants {
+            let current = settings::read(self.paths(), &path, &self.deadline)?;
+            let after = match want {
+                Want::Set(v) => {
+                    next.baseline
+                        .entry(path.clone())
+                        .or_insert_with(|| current.clone());
+                    v
+                }
+                Want::Restore(v) => {
+                    next.baseline.remove(&path);
+                    v
+                }
+            };
+            if !settings::same_value(&after, &current) {
+                changes.push(Change {
+                    path,
+                    before: current,
+                    after,
+                });
+            }
+        }
+        Ok((changes, next))
+    }
+}
+
+fn same_record(before: Option<&JobRecord>, op: &RecordOp) -> bool {
+    match op {
+        RecordOp::Put(r) => before == Some(r),
+        RecordOp::Remove(_) => before.is_none(),
+    }
+}
+
+/// What one setting path should hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// An active job's level asks for this value.
+    Set(String),
+    /// No active job asks for the path any more: back to the baseline.
+    Restore(String),
+}
+
+/// Per path, the value of the highest-priority active job that sets it
+/// (lowest rank, then lowest job id); paths no active job sets go back to
+/// their baseline. Pure: the heart of shared-node behaviour.
+pub fn desired(
+    active: &BTreeMap<JobId, JobRecord>,
+    baseline: &BTreeMap<String, String>,
+) -> BTreeMap<String, Want> {
+    let mut best: BTreeMap<&str, (usize, JobId, &str)> = BTreeMap::new();
+    for r in active.values() {
+        for (path, value) in &r.settings {
+            let cand = (r.rank, r.job_id, value.as_str());
+            best.entry(path)
+                .and_modify(|cur| {
+                    if (cand.0, cand.1) < (cur.0, cur.1) {
+                        *cur = cand;
+                    }
+                })
+                .or_insert(cand);
+        }
+    }
+    let mut out: BTreeMap<String, Want> = best
+        .into_iter()
+        .map(|(p, (_, _, v))| (p.to_owned(), Want::Set(v.to_owned())))
+        .collect();
+    for (path, value) in baseline {
+        out.entry(path.clone())
+            .or_insert_with(|| Want::Restore(value.clone()));
+    }
+    out
+}
