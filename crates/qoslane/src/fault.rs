@@ -1,7 +1,10 @@
 //! Fault injection points, compiled in only with the `fault-injection`
 //! feature (the test build). `QOSLANE_FAULT=<point>` SIGKILLs the process
 //! at that point, as Slurm's timeout kill or a crash would;
-//! `QOSLANE_FAULT=misread` makes verification read back a wrong value.
+//! `QOSLANE_FAULT=misread` makes verification read back a wrong value;
+//! `QOSLANE_FAULT=hang-write` makes every setting write block (a hung driver);
+//! `QOSLANE_FAULT=write-error:NAME` fails writes to files named NAME with EIO
+//! (writes of the rollback included: a driver that broke mid-way).
 
 #[cfg(feature = "fault-injection")]
 pub fn point(name: &str) {
@@ -23,5 +26,19 @@ pub fn active(name: &str) -> bool {
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
 pub fn active(_name: &str) -> bool {
+    false
+}
+
+#[cfg(feature = "fault-injection")]
+pub fn write_error(path: &std::path::Path) -> bool {
+    std::env::var("QOSLANE_FAULT").is_ok_and(|v| {
+        v.strip_prefix("write-error:")
+            .is_some_and(|name| path.file_name().is_some_and(|f| f == name))
+    })
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn write_error(_path: &std::path::Path) -> bool {
     false
 }

@@ -18,10 +18,8 @@ pub mod deadline;
 pub mod error;
 pub mod exec;
 pub mod exit_code;
-pub mod fault;
-// Until the fabric module lands (issue 4): same API.
-#[path = "fabric_stub.rs"]
 pub mod fabric;
+pub mod fault;
 pub mod job;
 pub mod log;
 pub mod mapping;

@@ -2,7 +2,7 @@
 //! the run's deadline, and comparing values the way the kernel writes them.
 
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use crate::deadline::Deadline;
@@ -39,6 +39,14 @@ pub fn write(paths: &Paths, path: &str, value: &str, deadline: &Deadline) -> Res
     deadline.run(
         || what,
         move || {
+            if crate::fault::active("hang-write") {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+            if crate::fault::write_error(&f) {
+                return Err(Error::io("write setting", &f)(
+                    std::io::Error::from_raw_os_error(5),
+                ));
+            }
             let mut h = OpenOptions::new()
                 .write(true)
                 .truncate(true)

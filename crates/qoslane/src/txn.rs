@@ -20,6 +20,9 @@ use crate::settings;
 use crate::state::lock::NodeLock;
 use crate::state::{Change, JobRecord, Journal, NodeState, Store};
 
+/// The least time a rollback gets after a failure, deadline or not.
+pub const ROLLBACK_GRACE_MIN: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// A change to the set of active jobs.
 #[derive(Clone, Debug)]
 pub enum RecordOp {
@@ -89,10 +92,14 @@ impl<'p> Node<'p> {
     }
 
     fn recover(&self) -> Result<Option<Recovered>> {
+        self.recover_within(&self.deadline)
+    }
+
+    fn recover_within(&self, deadline: &Deadline) -> Result<Option<Recovered>> {
         let Some(journal) = self.store.journal()? else {
             return Ok(None);
         };
-        self.restore(&journal.changes)?;
+        self.restore(&journal.changes, deadline)?;
         for (job, before) in &journal.records_before {
             match before {
                 Some(r) => self.store.put_record(r)?,
@@ -107,11 +114,18 @@ impl<'p> Node<'p> {
     /// Writes every before-value back (last change first) and verifies it.
     /// Keeps going past a failure so as much as possible is restored; returns
     /// the first error.
-    fn restore(&self, changes: &[Change]) -> Result<()> {
+    fn restore(&self, changes: &[Change], deadline: &Deadline) -> Result<()> {
         let mut first_err = None;
         for c in changes.iter().rev() {
-            let r = settings::write(self.paths(), &c.path, &c.before, &self.deadline)
-                .and_then(|()| self.verify(&c.path, &c.before));
+            // A setting still at its before-value (never written, or the write
+            // failed) is left alone: its driver may be the thing that broke.
+            if settings::read(self.paths(), &c.path, deadline)
+                .is_ok_and(|v| settings::same_value(&c.before, &v))
+            {
+                continue;
+            }
+            let r = settings::write(self.paths(), &c.path, &c.before, deadline)
+                .and_then(|()| self.verify_within(&c.path, &c.before, deadline));
             if let Err(e) = r {
                 first_err.get_or_insert(e);
             }
@@ -120,7 +134,11 @@ impl<'p> Node<'p> {
     }
 
     fn verify(&self, path: &str, wanted: &str) -> Result<()> {
-        let found = settings::read(self.paths(), path, &self.deadline)?;
+        self.verify_within(path, wanted, &self.deadline)
+    }
+
+    fn verify_within(&self, path: &str, wanted: &str, deadline: &Deadline) -> Result<()> {
+        let found = settings::read(self.paths(), path, deadline)?;
         let found = if fault::active("misread") {
             format!("{found}-misread")
         } else {
@@ -216,8 +234,11 @@ impl<'p> Node<'p> {
         match result {
             Ok(()) => Ok(Committed { changes }),
             Err(error) => {
-                // Undo: settings, then records and node state, as recovery would.
-                let restore_error = self.recover().err();
+                // Undo: settings, then records and node state, as recovery
+                // would. The rollback gets its own grace: the run's deadline
+                // may be what failed.
+                let grace = Deadline::after((self.deadline.budget() / 4).max(ROLLBACK_GRACE_MIN));
+                let restore_error = self.recover_within(&grace).err();
                 Err(Failed {
                     error,
                     changes,

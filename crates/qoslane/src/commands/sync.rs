@@ -44,8 +44,13 @@ pub fn run(ctx: &Ctx) -> i32 {
 }
 
 fn body(ctx: &Ctx, s: &mut Session<'_>) -> Result<(Outcome, Option<Error>)> {
-    // Strict: sync is where an admin learns their file is wrong.
-    let (mapping, sha256, _) = config::read_valid(&ctx.paths.config)?;
+    // Strict: sync is where an admin learns their file is wrong, so every
+    // diagnostic is shown, not just the first.
+    let (mapping, sha256, _) = config::read_valid(&ctx.paths.config).inspect_err(|e| {
+        if matches!(e, Error::MappingInvalid { .. }) {
+            let _ = super::validate::run(&ctx.paths.config, crate::cli::Format::Human);
+        }
+    })?;
     s.entry.mapping_sha256 = Some(sha256);
     let loaded: Loaded = config::load(&ctx.paths)?;
 

@@ -127,11 +127,7 @@ pub fn discover(paths: &Paths, selectors: &[DeviceSelector]) -> Result<Discovery
     }
     out.unmatched = selectors
         .iter()
-        .filter(|s| {
-            !out.ports
-                .iter()
-                .any(|p| s.matches(&p.id.device, p.id.port))
-        })
+        .filter(|s| !out.ports.iter().any(|p| s.matches(&p.id.device, p.id.port)))
         .map(ToString::to_string)
         .collect();
     Ok(out)
@@ -162,7 +158,10 @@ fn port_numbers(paths: &Paths, dir: &Path) -> Result<Vec<u32>> {
 }
 
 fn read_port(paths: &Paths, class: &Path, id: PortId) -> Result<SysfsPort> {
-    let dir = class.join(&id.device).join("ports").join(id.port.to_string());
+    let dir = class
+        .join(&id.device)
+        .join("ports")
+        .join(id.port.to_string());
     let f = SysFile { paths, dir: &dir };
     let link_layer = match f.read_opt("link_layer")? {
         // Kernels before link_layer existed had InfiniBand only.
@@ -220,7 +219,10 @@ pub fn not_active(paths: &Paths, ports: &[PortId]) -> Result<Vec<String>> {
     let class = paths.sysfs_ib();
     let mut out = Vec::new();
     for id in ports {
-        let dir = class.join(&id.device).join("ports").join(id.port.to_string());
+        let dir = class
+            .join(&id.device)
+            .join("ports")
+            .join(id.port.to_string());
         let f = SysFile { paths, dir: &dir };
         match f.read_opt("state")? {
             None => out.push(format!(
@@ -328,8 +330,14 @@ mod tests {
 
     #[test]
     fn guids_are_four_groups_of_four_hex_digits() {
-        assert_eq!(parse_guid("0002:c903:00a2:0b30"), Some(0x0002_c903_00a2_0b30));
-        assert_eq!(parse_guid("0a7f:bc12:45ef:d23b"), Some(0x0a7f_bc12_45ef_d23b));
+        assert_eq!(
+            parse_guid("0002:c903:00a2:0b30"),
+            Some(0x0002_c903_00a2_0b30)
+        );
+        assert_eq!(
+            parse_guid("0a7f:bc12:45ef:d23b"),
+            Some(0x0a7f_bc12_45ef_d23b)
+        );
         assert_eq!(parse_guid("0x0002c90300a20b30"), None);
         assert_eq!(parse_guid("0002:c903:00a2"), None);
         assert_eq!(parse_guid("0002:c903:00a2:0b3g"), None);

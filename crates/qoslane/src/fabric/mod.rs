@@ -1,0 +1,243 @@
+//! Is the fabric configured for the levels? For every selected HCA port:
+//! discover it in sysfs ([`sysfs`]), read its SL2VL table, OperVLs and VL
+//! arbitration tables ([`probe`], by `smpquery` in [`smpquery`]) or take
+//! them from the cache ([`cache`]), and check every level of the mapping
+//! ([`check`]). The result is a [`FabricReport`].
+//!
+//! The node never changes the tables (the Subnet Manager owns them); it
+//! refuses a level whose SL lands on VL15, outside OperVLs, or on another VL
+//! than the mapping names. docs/fabric.md is the admin's version.
+//!
+//! `fabric_check: off` is the caller's business: it does not call [`assess`].
+
+pub mod cache;
+pub mod check;
+pub mod probe;
+pub mod report;
+pub mod smpquery;
+pub mod sysfs;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use check::Verdict;
+pub use probe::{PortTables, Probe, Sl2Vl, VlArb, VlArbEntry, VlArbState, VlRange};
+pub use report::{FabricReport, IbPort, SkippedPort, TablesSource};
+pub use smpquery::Smpquery;
+pub use sysfs::{LinkLayer, PortId, PortIdentity};
+
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::mapping::Mapping;
+use crate::paths::Paths;
+
+/// Whether an assessment may use the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeMode {
+    /// Job start: use a valid cache entry; probe only ports without one.
+    Cached,
+    /// `sync`, `health`: probe every port and refresh the cache.
+    Fresh,
+}
+
+/// Knobs of an assessment; [`assess`] uses the defaults.
+#[derive(Clone, Debug)]
+pub struct AssessOptions {
+    /// How long a cache entry stands for a probe (its identity unchanged).
+    pub max_cache_age: Duration,
+    /// The most one port's probe may take, within the run's deadline, so a
+    /// hung query leaves the run time to roll back and audit.
+    pub probe_timeout: Duration,
+}
+
+impl AssessOptions {
+    pub const DEFAULT_MAX_CACHE_AGE: Duration = Duration::from_secs(300);
+    pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+}
+
+impl Default for AssessOptions {
+    fn default() -> Self {
+        Self {
+            max_cache_age: Self::DEFAULT_MAX_CACHE_AGE,
+            probe_timeout: Self::DEFAULT_PROBE_TIMEOUT,
+        }
+    }
+}
+
+/// Discover selected ports, probe (or use cache), check every level of
+/// `mapping` on every IB port. Probes with `paths.smpquery`.
+pub fn assess(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    mode: ProbeMode,
+) -> Result<FabricReport> {
+    assess_with(
+        paths,
+        mapping,
+        deadline,
+        mode,
+        &Smpquery::new(&paths.smpquery),
+        &AssessOptions::default(),
+    )
+}
+
+/// [`assess`] with another probe and options.
+///
+/// An error means the fabric could not be assessed (sysfs unreadable or
+/// unparsable, a probe failed or passed its deadline); misalignments are not
+/// errors but the report's problems.
+pub fn assess_with(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    mode: ProbeMode,
+    probe: &dyn Probe,
+    opts: &AssessOptions,
+) -> Result<FabricReport> {
+    let discovery = {
+        // On a helper thread: a hung driver cannot make the run overstay.
+        let (owned, devices) = (paths.clone(), mapping.devices.clone());
+        deadline.run(
+            || format!("read {}", paths.display(&paths.sysfs_ib())),
+            move || sysfs::discover(&owned, &devices),
+        )
+    }??;
+    let now = cache::now_ms();
+    let mut notes = Vec::new();
+    let cached = match mode {
+        ProbeMode::Fresh => Vec::new(),
+        ProbeMode::Cached => {
+            let (entries, why) = cache::load(&paths.fabric_cache());
+            if let Some(why) = why {
+                notes.push(format!(
+                    "fabric cache {} ignored: {why}",
+                    paths.display(&paths.fabric_cache())
+                ));
+            }
+            entries
+        }
+    };
+
+    let mut ib = Vec::new();
+    let mut roce_ports = Vec::new();
+    let mut skipped = Vec::new();
+    for p in discovery.ports {
+        match (p.active, &p.link_layer, p.identity) {
+            (true, LinkLayer::InfiniBand, Some(identity)) => {
+                let hit = cached
+                    .iter()
+                    .find(|e| e.valid_for(&p.id, &identity, now, opts.max_cache_age));
+                let from_cache = hit.map(|e| (e.tables.clone(), e.probed_at_ms));
+                ib.push((p.id, identity, p.rate, from_cache));
+            }
+            (true, LinkLayer::Ethernet, _) => roce_ports.push(p.id),
+            (active, layer, _) => skipped.push(SkippedPort {
+                port: p.id,
+                link_layer: layer.to_string(),
+                state: p.state,
+                phys_state: p.phys_state,
+                active,
+            }),
+        }
+    }
+
+    // Probe the ports the cache could not serve, all at once.
+    let to_probe: Vec<&PortId> = ib
+        .iter()
+        .filter(|(.., c)| c.is_none())
+        .map(|(id, ..)| id)
+        .collect();
+    let probed: Vec<Result<PortTables>> = if to_probe.is_empty() {
+        Vec::new()
+    } else {
+        let probe_deadline = Deadline::after(deadline.remaining().min(opts.probe_timeout));
+        std::thread::scope(|s| {
+            let handles: Vec<_> = to_probe
+                .iter()
+                .map(|id| s.spawn(|| probe.probe(id, &probe_deadline)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Internal("probe thread panicked".into())))
+                })
+                .collect()
+        })
+    };
+    let any_probed = !probed.is_empty();
+    let mut probed = probed.into_iter();
+    let probed_at = cache::now_ms();
+    let mut ib_ports = Vec::with_capacity(ib.len());
+    for (id, identity, rate, from_cache) in ib {
+        let (tables, source, probed_at_ms) = match from_cache {
+            Some((t, at)) => (t, TablesSource::Cache, at),
+            None => {
+                let t = probed
+                    .next()
+                    .ok_or_else(|| Error::Internal("probe results out of step".into()))??;
+                (t, TablesSource::Probe, probed_at)
+            }
+        };
+        let verdicts = mapping
+            .levels()
+            .iter()
+            .map(|l| check::check(&id, &tables, l))
+            .collect();
+        ib_ports.push(IbPort {
+            port: id,
+            identity,
+            rate,
+            source,
+            probed_at_ms,
+            tables,
+            verdicts,
+        });
+    }
+
+    if any_probed {
+        let entries = ib_ports
+            .iter()
+            .map(|p| cache::Entry {
+                port: p.port.clone(),
+                identity: p.identity.clone(),
+                probed_at_ms: p.probed_at_ms,
+                tables: p.tables.clone(),
+            })
+            .collect();
+        if let Err(e) = cache::store(&paths.fabric_cache(), entries) {
+            notes.push(format!("fabric cache not written: {e}"));
+        }
+    }
+
+    Ok(FabricReport {
+        mode,
+        assessed_at_ms: now,
+        levels: mapping.levels().iter().map(|l| l.name.clone()).collect(),
+        ib_ports,
+        roce_ports,
+        skipped,
+        unselected: discovery.unselected,
+        unmatched_devices: discovery.unmatched,
+        notes,
+    })
+}
+
+/// Reads only sysfs: which of `ports` are not ACTIVE now (for
+/// verify-after-apply), one line each, e.g. `mlx5_0/1: state 1: DOWN, not 4:
+/// ACTIVE`.
+pub fn ports_not_active(paths: &Paths, ports: &[(String, u32)]) -> Result<Vec<String>> {
+    let ids: Vec<PortId> = ports
+        .iter()
+        .map(|(d, p)| PortId::new(d.as_str(), *p))
+        .collect();
+    sysfs::not_active(paths, &ids)
+}
+
+/// The selected ports as sysfs shows them (for `status`, `explain`).
+pub fn discover(paths: &Paths, mapping: &Mapping) -> Result<sysfs::Discovery> {
+    sysfs::discover(paths, &mapping.devices)
+}

@@ -1,0 +1,245 @@
+//! What an assessment found, and the views the rest of qoslane takes of it:
+//! problems and warnings per level (prolog, sync), the audit `fabric` field,
+//! the `qoslane_fabric_aligned` gauge, health's one line.
+
+use serde::{Deserialize, Serialize};
+
+use super::ProbeMode;
+use super::check::Verdict;
+use super::probe::PortTables;
+use super::sysfs::{PortId, PortIdentity};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FabricReport {
+    pub mode: ProbeMode,
+    /// When the assessment ran, ms since the Unix epoch.
+    pub assessed_at_ms: u64,
+    /// The mapping's levels, highest priority first: every one was checked
+    /// on every IB port.
+    pub levels: Vec<String>,
+    /// ACTIVE InfiniBand ports, with their tables and one verdict per level.
+    pub ib_ports: Vec<IbPort>,
+    /// ACTIVE Ethernet (RoCE) ports: no SL2VL; priority comes from the
+    /// traffic class. Not probed.
+    pub roce_ports: Vec<PortId>,
+    /// Selected ports that were not checked: not ACTIVE, or of a link layer
+    /// that is neither InfiniBand nor Ethernet.
+    pub skipped: Vec<SkippedPort>,
+    /// Ports left out by the mapping's `devices:`.
+    pub unselected: Vec<PortId>,
+    /// `devices:` entries that match no port of this node.
+    pub unmatched_devices: Vec<String>,
+    /// What happened to the cache (ignored because corrupt, not written).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TablesSource {
+    /// Probed by this assessment.
+    Probe,
+    /// Taken from the fabric cache.
+    Cache,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IbPort {
+    pub port: PortId,
+    pub identity: PortIdentity,
+    pub rate: Option<String>,
+    pub source: TablesSource,
+    pub probed_at_ms: u64,
+    pub tables: PortTables,
+    /// In the mapping's level order.
+    pub verdicts: Vec<Verdict>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SkippedPort {
+    pub port: PortId,
+    pub link_layer: String,
+    pub state: String,
+    pub phys_state: String,
+    pub active: bool,
+}
+
+impl SkippedPort {
+    fn describe(&self) -> String {
+        if self.active {
+            format!(
+                "{}: link layer {}, neither InfiniBand nor Ethernet",
+                self.port, self.link_layer
+            )
+        } else {
+            format!(
+                "{}: not ACTIVE ({} port, state {}, phys_state {})",
+                self.port, self.link_layer, self.state, self.phys_state
+            )
+        }
+    }
+}
+
+impl FabricReport {
+    /// Problems (misalignments) for one level, as one-line messages; empty =
+    /// aligned on every IB port.
+    ///
+    /// With no ACTIVE port at all (no HCA, all down, none selected) the level
+    /// cannot be shown to reach its VL: that is a problem. With RoCE ports
+    /// only, there is no SL2VL to check: no problem (see [`Self::warnings`]).
+    pub fn problems(&self, level: &str) -> Vec<String> {
+        if !self.levels.iter().any(|l| l == level) {
+            return vec![format!("level `{level}` was not assessed")];
+        }
+        if self.ib_ports.is_empty() {
+            return if self.roce_ports.is_empty() {
+                vec![self.no_port()]
+            } else {
+                Vec::new()
+            };
+        }
+        self.verdicts(level)
+            .filter_map(|(_, v)| v.problem.clone())
+            .collect()
+    }
+
+    pub fn warnings(&self, level: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .verdicts(level)
+            .filter_map(|(_, v)| v.warning.clone())
+            .collect();
+        if self.ib_ports.is_empty() && !self.roce_ports.is_empty() {
+            out.push(format!(
+                "no active InfiniBand port: SL2VL not checked; RoCE port(s) {} take the \
+                 level's traffic_class",
+                join(&self.roce_ports)
+            ));
+        }
+        out.extend(
+            self.unmatched_devices
+                .iter()
+                .map(|d| format!("devices entry `{d}` matches no port of this node")),
+        );
+        out
+    }
+
+    /// What was checked and found, for the audit log `fabric` field.
+    pub fn audit(&self, level: &str) -> serde_json::Value {
+        let ports: Vec<serde_json::Value> = self
+            .verdicts(level)
+            .map(|(p, v)| {
+                serde_json::json!({
+                    "port": p.port.to_string(),
+                    "sl": v.service_level,
+                    "vl": v.vl,
+                    "want_vl": v.want_vl,
+                    "oper_vls": p.tables.oper_vls.as_str(),
+                    "aligned": v.aligned,
+                    "source": p.source,
+                    "age_ms": self.assessed_at_ms.saturating_sub(p.probed_at_ms),
+                })
+            })
+            .collect();
+        let mut v = serde_json::json!({
+            "mode": self.mode,
+            "ports": ports,
+            "problems": self.problems(level),
+        });
+        let extra = [
+            ("warnings", self.warnings(level)),
+            (
+                "roce",
+                self.roce_ports.iter().map(ToString::to_string).collect(),
+            ),
+            (
+                "skipped",
+                self.skipped.iter().map(SkippedPort::describe).collect(),
+            ),
+            ("notes", self.notes.clone()),
+        ];
+        for (key, list) in extra {
+            if !list.is_empty() {
+                v[key] = list.into();
+            }
+        }
+        v
+    }
+
+    /// For metrics: (device, port, level, aligned) for every checked pair.
+    pub fn alignment(&self) -> Vec<(String, u32, String, bool)> {
+        self.ib_ports
+            .iter()
+            .flat_map(|p| {
+                p.verdicts.iter().map(|v| {
+                    (
+                        p.port.device.clone(),
+                        p.port.port,
+                        v.level.clone(),
+                        v.aligned,
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// For health: the first problem of any level (highest priority first),
+    /// else the first selected port that is not ACTIVE, as one line.
+    pub fn first_problem(&self) -> Option<String> {
+        self.levels
+            .iter()
+            .find_map(|l| {
+                self.problems(l)
+                    .into_iter()
+                    .next()
+                    .map(|p| format!("level {l}: {p}"))
+            })
+            .or_else(|| {
+                self.skipped
+                    .iter()
+                    .find(|s| !s.active)
+                    .map(SkippedPort::describe)
+            })
+    }
+
+    /// (device, port) of the ports that were ACTIVE (InfiniBand and RoCE), to
+    /// verify after applying settings.
+    pub fn active_ports(&self) -> Vec<(String, u32)> {
+        self.ib_ports
+            .iter()
+            .map(|p| &p.port)
+            .chain(&self.roce_ports)
+            .map(|p| (p.device.clone(), p.port))
+            .collect()
+    }
+
+    fn verdicts<'a>(&'a self, level: &'a str) -> impl Iterator<Item = (&'a IbPort, &'a Verdict)> {
+        self.ib_ports.iter().flat_map(move |p| {
+            p.verdicts
+                .iter()
+                .filter(move |v| v.level == level)
+                .map(move |v| (p, v))
+        })
+    }
+
+    fn no_port(&self) -> String {
+        let why = if !self.skipped.is_empty() {
+            self.skipped
+                .iter()
+                .map(SkippedPort::describe)
+                .collect::<Vec<_>>()
+                .join("; ")
+        } else if !self.unselected.is_empty() {
+            format!("devices: selects none of {}", join(&self.unselected))
+        } else {
+            "no RDMA device in /sys/class/infiniband".to_owned()
+        };
+        format!("no active InfiniBand or RoCE port to carry the level ({why})")
+    }
+}
+
+fn join(ports: &[PortId]) -> String {
+    ports
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

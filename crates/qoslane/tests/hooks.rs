@@ -1,0 +1,686 @@
+//! The job hooks end to end on a temp root: the admin's story of prolog,
+//! task-prolog and epilog, failures and rollback, shared nodes.
+
+mod util;
+
+use std::time::{Duration, Instant};
+
+use util::{BASE_RMEM, BASE_TOS, Node, RMEM, TOS, ok, stderr};
+
+fn settings(tos: &str, rmem: &str) -> (String, String) {
+    (tos.to_owned(), rmem.to_owned())
+}
+
+#[test]
+fn each_qos_gets_its_own_level_exports_and_settings() {
+    let cases = [
+        (
+            "mission-critical",
+            "3",
+            Some("106"),
+            settings("106", "16777216"),
+        ),
+        ("high", "2", None, settings("74", "8388608")),
+        ("normal", "0", None, settings(BASE_TOS, BASE_RMEM)),
+        ("low", "1", None, settings(BASE_TOS, "1048576")),
+        ("standby", "1", None, settings(BASE_TOS, "1048576")),
+    ];
+    for (qos, sl, tc, want) in cases {
+        let n = Node::new();
+        ok(&n.prolog(7, qos));
+        assert_eq!(n.settings(), want, "settings for {qos}");
+        let out = n.task_prolog(7, &[]);
+        ok(&out);
+        let ex = Node::exports(&out);
+        for var in [
+            "UCX_IB_SL",
+            "NCCL_IB_SL",
+            "OMPI_MCA_btl_openib_ib_service_level",
+            "MV2_DEFAULT_SERVICE_LEVEL",
+        ] {
+            assert_eq!(ex.get(var).map(String::as_str), Some(sl), "{var} for {qos}");
+        }
+        assert_eq!(ex.get("UCX_IB_TRAFFIC_CLASS").map(String::as_str), tc);
+        assert_eq!(ex.get("NCCL_IB_TC").map(String::as_str), tc);
+        let a = n.last_audit("prolog");
+        assert_eq!(a["qos"], qos);
+        assert_eq!(a["qos_source"], "scontrol");
+        assert_eq!(a["service_level"].to_string(), sl);
+        assert_eq!(a["outcome"], "applied");
+        ok(&n.epilog(7));
+        assert_eq!(
+            n.settings(),
+            settings(BASE_TOS, BASE_RMEM),
+            "baseline after {qos}"
+        );
+        assert!(n.records().is_empty());
+    }
+}
+
+#[test]
+fn unknown_qos_gets_the_default_level() {
+    let n = Node::new();
+    ok(&n.prolog(8, "scavenger"));
+    let a = n.last_audit("prolog");
+    assert_eq!(a["level"], "normal");
+    assert_eq!(a["qos"], "scavenger");
+    let ex = Node::exports(&n.task_prolog(8, &[]));
+    assert_eq!(ex["QOSLANE_LEVEL"], "normal");
+    assert_eq!(ex["UCX_IB_SL"], "0");
+}
+
+#[test]
+fn slurm_job_qos_is_trusted_only_in_a_slurmd_context() {
+    let n = Node::new();
+    ok(&n.run(
+        &[],
+        &[
+            ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd"),
+            ("SLURM_JOB_ID", "9"),
+            ("SLURM_JOB_QOS", "high"),
+        ],
+    ));
+    let a = n.last_audit("prolog");
+    assert_eq!(
+        (a["qos"].as_str(), a["qos_source"].as_str()),
+        (Some("high"), Some("env"))
+    );
+    // Without the context the variable is ignored and scontrol asked.
+    ok(&n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "10"),
+            ("SLURM_JOB_QOS", "mission-critical"),
+            ("FAKE_QOS", "low"),
+        ],
+    ));
+    let a = n.last_audit("prolog");
+    assert_eq!(
+        (a["qos"].as_str(), a["qos_source"].as_str()),
+        (Some("low"), Some("scontrol"))
+    );
+}
+
+#[test]
+fn context_dispatch_runs_each_hook() {
+    let n = Node::new();
+    ok(&n.run(
+        &[],
+        &[
+            ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd"),
+            ("SLURM_JOB_ID", "5"),
+            ("FAKE_QOS", "high"),
+        ],
+    ));
+    assert_eq!(n.get(TOS), "74");
+    let root = n.root().to_str().unwrap().to_owned();
+    let out = std::process::Command::new(util::BIN)
+        .env_clear()
+        .args(["--root", &root])
+        .env("SLURM_SCRIPT_CONTEXT", "prolog_task")
+        .env("SLURM_JOB_ID", "5")
+        .output()
+        .unwrap();
+    assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2");
+    ok(&n.run(
+        &[],
+        &[
+            ("SLURM_SCRIPT_CONTEXT", "epilog_slurmd"),
+            ("SLURM_JOB_ID", "5"),
+        ],
+    ));
+    assert_eq!(n.get(TOS), BASE_TOS);
+    let out = n.run(&[], &[("SLURM_SCRIPT_CONTEXT", "prolog_srun")]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+}
+
+#[test]
+fn scontrol_failing_or_hanging_falls_back_to_the_default_within_the_deadline() {
+    let n = Node::new();
+    let out = n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "21"),
+            ("FAKE_QOS", "high"),
+            ("FAKE_SCONTROL_FAIL", "1"),
+        ],
+    );
+    ok(&out);
+    let a = n.last_audit("prolog");
+    assert_eq!(
+        (a["level"].as_str(), a["qos_source"].as_str()),
+        (Some("normal"), Some("default"))
+    );
+    assert!(
+        a["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("Unable to contact"),
+        "{a}"
+    );
+
+    let t = Instant::now();
+    let out = n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "22"),
+            ("FAKE_QOS", "high"),
+            ("FAKE_SCONTROL_SLEEP", "30"),
+            ("QOSLANE_TIMEOUT_MS", "700"),
+        ],
+    );
+    // The deadline bounds the whole run; the job gets the default level.
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    let a = n.last_audit("prolog");
+    assert_eq!(a["qos_source"], "default", "{a}\n{}", stderr(&out));
+}
+
+#[test]
+fn scontrol_output_with_a_spoofed_qos_in_the_job_name_is_not_believed() {
+    let n = Node::new();
+    n.script(
+        "scontrol",
+        "#!/bin/sh\necho \"JobId=$4 JobName=x Account=a QOS=mission-critical JobState=R UserId=u(1) Account=rig QOS=low JobState=RUNNING\"\n",
+    );
+    ok(&n.prolog(30, "ignored"));
+    let a = n.last_audit("prolog");
+    assert_ne!(a["level"], "mission-critical", "{a}");
+}
+
+#[test]
+fn missing_or_bad_job_id_is_a_clear_error() {
+    let n = Node::new();
+    let out = n.run(&["prolog"], &[("FAKE_QOS", "high")]);
+    assert!(
+        stderr(&out).contains("SLURM_JOB_ID is not set"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+    let out = n.run(&["prolog"], &[("SLURM_JOB_ID", "12x; rm -rf /")]);
+    assert!(stderr(&out).contains("is not a job id"), "{}", stderr(&out));
+    assert_eq!(n.last_audit("prolog")["outcome"], "failed");
+}
+
+#[test]
+fn prolog_and_epilog_are_idempotent_and_an_orphan_epilog_is_a_no_op() {
+    let n = Node::new();
+    ok(&n.epilog(40));
+    assert_eq!(n.last_audit("epilog")["outcome"], "unchanged");
+    ok(&n.prolog(41, "high"));
+    ok(&n.prolog(41, "high"));
+    let p = n.audit_events("prolog");
+    assert_eq!(p[1]["outcome"], "unchanged", "{}", p[1]);
+    assert_eq!(p[1]["changes"].as_array().unwrap().len(), 0);
+    ok(&n.epilog(41));
+    ok(&n.epilog(41));
+    let e = n.audit_events("epilog");
+    assert_eq!(
+        (e[1]["outcome"].as_str(), e[2]["outcome"].as_str()),
+        (Some("reverted"), Some("unchanged"))
+    );
+    assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+}
+
+#[test]
+fn shared_node_follows_the_highest_active_level_and_restores_the_baseline() {
+    let n = Node::new();
+    ok(&n.prolog(1, "low"));
+    assert_eq!(n.settings(), settings(BASE_TOS, "1048576"));
+    ok(&n.prolog(2, "mission-critical"));
+    assert_eq!(n.settings(), settings("106", "16777216"));
+    ok(&n.prolog(3, "high"));
+    assert_eq!(n.settings(), settings("106", "16777216"));
+    ok(&n.epilog(2));
+    assert_eq!(n.settings(), settings("74", "8388608"));
+    ok(&n.epilog(3));
+    assert_eq!(n.settings(), settings(BASE_TOS, "1048576"));
+    ok(&n.epilog(1));
+    assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+    // Each job kept its own SL throughout.
+    assert!(n.records().is_empty());
+}
+
+#[test]
+fn an_unreadable_setting_fails_before_any_change() {
+    let n = Node::new();
+    let rmem = n.path(RMEM);
+    std::fs::remove_file(&rmem).unwrap();
+    std::fs::create_dir(&rmem).unwrap();
+    ok(&n.prolog(50, "high"));
+    assert_eq!(n.get(TOS), BASE_TOS);
+    let a = n.last_audit("prolog");
+    assert_eq!(a["outcome"], "failed", "{a}");
+    assert!(a["error"].as_str().unwrap().contains("rmem_max"), "{a}");
+    assert!(n.records().is_empty());
+}
+
+#[test]
+fn a_missing_setting_file_fails_before_any_change() {
+    let n = Node::new();
+    std::fs::remove_file(n.path(RMEM)).unwrap();
+    let out = n.prolog(52, "high");
+    ok(&out);
+    assert_eq!(n.get(TOS), BASE_TOS);
+    let a = n.last_audit("prolog");
+    assert_eq!(a["outcome"], "failed", "{a}");
+    assert!(a["error"].as_str().unwrap().contains("rmem_max"));
+}
+
+#[test]
+fn spoofed_environment_in_the_task_prolog_is_ignored() {
+    let n = Node::new();
+    ok(&n.prolog(60, "low"));
+    let out = n.task_prolog(
+        60,
+        &[
+            ("SLURM_JOB_QOS", "mission-critical"),
+            ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd"),
+            ("QOSLANE_ROOT", "/nonexistent"),
+            ("UCX_IB_SL", "3"),
+        ],
+    );
+    ok(&out);
+    assert_eq!(Node::exports(&out)["UCX_IB_SL"], "1");
+    assert_eq!(Node::exports(&out)["QOSLANE_LEVEL"], "low");
+}
+
+#[test]
+fn task_prolog_for_an_unknown_job_prints_nothing_and_succeeds() {
+    let n = Node::new();
+    let out = n.task_prolog(61, &[]);
+    ok(&out);
+    assert!(out.stdout.is_empty());
+    let out = n.task_prolog(0, &[]);
+    ok(&out);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_symlink_planted_in_the_state_directory_is_refused() {
+    let n = Node::new();
+    ok(&n.prolog(70, "low"));
+    let forged = n.root().join("forged.json");
+    std::fs::write(
+        &forged,
+        std::fs::read_to_string(n.path("/run/qoslane/jobs/70.json"))
+            .unwrap()
+            .replace("\"1\"", "\"3\""),
+    )
+    .unwrap();
+    let rec = n.path("/run/qoslane/jobs/71.json");
+    std::os::unix::fs::symlink(&forged, &rec).unwrap();
+    let out = n.task_prolog(71, &[]);
+    ok(&out);
+    assert!(
+        out.stdout.is_empty(),
+        "followed a symlink: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_edited_mapping_is_picked_up_by_the_next_job_and_audited() {
+    let n = Node::new();
+    ok(&n.prolog(80, "high"));
+    ok(&n.epilog(80));
+    n.write_mapping(&util::MAPPING.replace("service_level: 2", "service_level: 5"));
+    ok(&n.prolog(81, "high"));
+    assert_eq!(Node::exports(&n.task_prolog(81, &[]))["UCX_IB_SL"], "5");
+    let changes = n.audit_events("mapping_changed");
+    assert_eq!(changes.len(), 2, "first sight and the edit: {changes:?}");
+    assert_eq!(changes[1]["outcome"], "applied");
+    assert_ne!(changes[0]["mapping_sha256"], changes[1]["mapping_sha256"]);
+}
+
+#[test]
+fn an_invalid_mapping_on_the_node_falls_back_to_last_known_good() {
+    let n = Node::new();
+    ok(&n.prolog(90, "high"));
+    ok(&n.epilog(90));
+    n.write_mapping(&util::MAPPING.replace("service_level: 2", "service_level: 22"));
+    ok(&n.prolog(91, "high"));
+    assert_eq!(
+        Node::exports(&n.task_prolog(91, &[]))["UCX_IB_SL"],
+        "2",
+        "last-known-good level"
+    );
+    let rejected = n.last_audit("mapping_changed");
+    assert_eq!(rejected["outcome"], "failed");
+    let err = rejected["error"].as_str().unwrap();
+    assert!(
+        err.contains("qos-network.yml:18:20: error:") && err.contains("service_level"),
+        "{err}"
+    );
+    // Audited once per distinct bad file, not once per job.
+    ok(&n.prolog(92, "low"));
+    assert_eq!(
+        n.audit_events("mapping_changed")
+            .iter()
+            .filter(|e| e["outcome"] == "failed")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn with_no_usable_mapping_at_all_the_node_stays_as_it_is() {
+    let n = Node::with_mapping("levels: [");
+    let out = n.prolog(95, "high");
+    ok(&out);
+    assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+    let a = n.last_audit("prolog");
+    assert_eq!(a["outcome"], "failed");
+    let err = a["error"].as_str().unwrap();
+    assert!(
+        err.contains("qos-network.yml:2:1: error: invalid YAML"),
+        "{a}"
+    );
+}
+
+#[test]
+fn sync_reapplies_settings_for_running_jobs_under_the_new_mapping() {
+    let n = Node::new();
+    ok(&n.prolog(100, "high"));
+    assert_eq!(n.get(TOS), "74");
+    n.write_mapping(&util::MAPPING.replace("value: \"74\"", "value: \"90\""));
+    let out = n.run(&["sync"], &[]);
+    ok(&out);
+    assert_eq!(n.get(TOS), "90");
+    let a = n.last_audit("sync");
+    assert_eq!(a["outcome"], "applied", "{a}");
+    assert_eq!(n.last_audit("mapping_changed")["outcome"], "applied");
+    // The running job keeps its environment.
+    assert_eq!(Node::exports(&n.task_prolog(100, &[]))["UCX_IB_SL"], "2");
+    ok(&n.epilog(100));
+    assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+    // Nothing new: unchanged.
+    ok(&n.run(&["sync"], &[]));
+    assert_eq!(n.last_audit("sync")["outcome"], "unchanged");
+}
+
+#[test]
+fn sync_refuses_an_invalid_mapping_and_changes_nothing() {
+    let n = Node::new();
+    ok(&n.prolog(110, "high"));
+    n.write_mapping(&util::MAPPING.replace("default_level: normal", "default_level: norml"));
+    let out = n.run(&["sync"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did you mean `normal`"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(n.get(TOS), "74");
+    assert_eq!(n.last_audit("sync")["outcome"], "failed");
+}
+
+#[test]
+fn explain_and_status_agree_with_what_the_prolog_applied() {
+    let n = Node::new();
+    let out = n.run(&["explain", "--qos", "high", "--format", "json"], &[]);
+    ok(&out);
+    let ex: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    ok(&n.prolog(120, "high"));
+    let a = n.last_audit("prolog");
+    assert_eq!(ex["level"], a["level"]);
+    assert_eq!(ex["service_level"], a["service_level"]);
+    let got = Node::exports(&n.task_prolog(120, &[]));
+    for e in ex["exports"].as_array().unwrap() {
+        assert_eq!(
+            got[e["name"].as_str().unwrap()],
+            e["value"].as_str().unwrap()
+        );
+    }
+    let out = n.run(&["status", "--json"], &[]);
+    ok(&out);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["jobs"][0]["level"], "high");
+    let tos = st["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["path"] == TOS)
+        .unwrap();
+    assert_eq!(
+        (
+            tos["current"].as_str(),
+            tos["baseline"].as_str(),
+            tos["in_sync"].as_bool()
+        ),
+        (Some("74"), Some(BASE_TOS), Some(true))
+    );
+}
+
+#[test]
+fn concurrent_jobs_with_random_levels_end_on_the_baseline() {
+    let n = Node::new();
+    let levels = ["mission-critical", "high", "normal", "low", "standby"];
+    let jobs: Vec<u32> = (1000..1064).collect();
+    std::thread::scope(|s| {
+        for chunk in jobs.chunks(8) {
+            let n = &n;
+            s.spawn(move || {
+                for &j in chunk {
+                    let out = n.prolog(j, levels[(j as usize * 7) % levels.len()]);
+                    assert!(
+                        out.status.success() || out.status.code() == Some(1),
+                        "{}",
+                        stderr(&out)
+                    );
+                }
+                for &j in chunk.iter().rev() {
+                    ok(&n.epilog(j));
+                }
+            });
+        }
+    });
+    assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+    assert!(n.records().is_empty(), "{:?}", n.records());
+    assert!(!n.journal_exists());
+    assert_eq!(
+        n.audit_events("prolog").len(),
+        64,
+        "one audit line per prolog run"
+    );
+    assert_eq!(n.audit_events("epilog").len(), 64);
+    assert!(
+        n.audit_events("prolog")
+            .iter()
+            .all(|e| e["outcome"] == "applied")
+    );
+}
+
+#[cfg(feature = "fault-injection")]
+mod faults {
+    use super::*;
+
+    fn with_fault(
+        n: &Node,
+        job: u32,
+        qos: &str,
+        fault: &str,
+        timeout_ms: &str,
+    ) -> std::process::Output {
+        let id = job.to_string();
+        n.run(
+            &["prolog"],
+            &[
+                ("SLURM_JOB_ID", &id),
+                ("FAKE_QOS", qos),
+                ("QOSLANE_FAULT", fault),
+                ("QOSLANE_TIMEOUT_MS", timeout_ms),
+            ],
+        )
+    }
+
+    /// SIGKILL at every step of a prolog, an epilog and a sync: the next run
+    /// of anything restores the pre-transaction values exactly.
+    #[test]
+    fn a_kill_at_any_step_is_undone_by_the_next_run() {
+        let points = [
+            "locked",
+            "journaled",
+            "applied:0",
+            "applied:1",
+            "verified",
+            "recorded",
+            "node_state",
+            "committed",
+        ];
+        for point in points {
+            // Prolog killed: the node goes back to the baseline (or, past the
+            // commit, keeps the completed transaction).
+            let n = Node::new();
+            let out = with_fault(&n, 200, "high", point, "3000");
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                out.status.signal(),
+                Some(9),
+                "{point}: not killed: {}",
+                stderr(&out)
+            );
+            ok(&n.run(&["recover"], &[]));
+            let committed = point == "committed";
+            let want = if committed {
+                settings("74", "8388608")
+            } else {
+                settings(BASE_TOS, BASE_RMEM)
+            };
+            assert_eq!(n.settings(), want, "prolog killed at {point}");
+            assert_eq!(
+                n.records().len(),
+                usize::from(committed),
+                "prolog killed at {point}: {:?}",
+                n.records()
+            );
+            assert!(!n.journal_exists());
+
+            // Epilog killed while another job keeps a level.
+            let n = Node::new();
+            ok(&n.prolog(300, "low"));
+            ok(&n.prolog(301, "mission-critical"));
+            let out = n.run(
+                &["epilog"],
+                &[("SLURM_JOB_ID", "301"), ("QOSLANE_FAULT", point)],
+            );
+            assert_eq!(out.status.signal(), Some(9), "{point}");
+            // The next run of any hook recovers first.
+            ok(&n.prolog(302, "normal"));
+            let want = if committed {
+                settings(BASE_TOS, "1048576")
+            } else {
+                settings("106", "16777216")
+            };
+            assert_eq!(n.settings(), want, "epilog killed at {point}");
+            let journaled = !matches!(point, "locked" | "committed");
+            assert_eq!(
+                n.audit_events("recover").len(),
+                usize::from(journaled),
+                "{point}"
+            );
+            ok(&n.epilog(301));
+            ok(&n.epilog(300));
+            ok(&n.epilog(302));
+            assert_eq!(
+                n.settings(),
+                settings(BASE_TOS, BASE_RMEM),
+                "{point}: baseline at the end"
+            );
+
+            // Sync killed while it re-applies a changed level.
+            let n = Node::new();
+            ok(&n.prolog(400, "high"));
+            n.write_mapping(
+                &util::MAPPING
+                    .replace("value: \"74\"", "value: \"90\"")
+                    .replace("\"8388608\"", "\"4194304\""),
+            );
+            let out = n.run(&["sync"], &[("QOSLANE_FAULT", point)]);
+            assert_eq!(out.status.signal(), Some(9), "{point}");
+            ok(&n.run(&["recover"], &[]));
+            let want = if committed {
+                settings("90", "4194304")
+            } else {
+                settings("74", "8388608")
+            };
+            assert_eq!(n.settings(), want, "sync killed at {point}");
+            ok(&n.run(&["sync"], &[]));
+            assert_eq!(
+                n.settings(),
+                settings("90", "4194304"),
+                "{point}: sync completes on retry"
+            );
+        }
+    }
+
+    #[test]
+    fn a_write_error_midway_rolls_everything_back() {
+        let n = Node::new();
+        // rmem_max is written second: the ToS was already changed.
+        ok(&with_fault(&n, 50, "high", "write-error:rmem_max", "3000")); // on_failure: continue
+        assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM), "ToS restored");
+        let a = n.last_audit("prolog");
+        assert_eq!(a["outcome"], "rolled_back", "{a}");
+        assert!(a["error"].as_str().unwrap().contains("rmem_max"), "{a}");
+        assert_eq!(a["changes"].as_array().unwrap().len(), 2, "{a}");
+        assert!(
+            n.records().is_empty(),
+            "no record for a job on the baseline"
+        );
+        assert!(
+            Node::exports(&n.task_prolog(50, &[])).is_empty(),
+            "baseline job gets no SL exports"
+        );
+        assert!(!n.journal_exists());
+    }
+
+    #[test]
+    fn fail_job_policy_exits_non_zero_after_rollback() {
+        let n = Node::new();
+        let out = with_fault(&n, 51, "mission-critical", "write-error:rmem_max", "3000");
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+        assert_eq!(n.last_audit("prolog")["outcome"], "rolled_back");
+    }
+
+    #[test]
+    fn a_value_that_reads_back_wrong_is_rolled_back() {
+        let n = Node::new();
+        let out = with_fault(&n, 210, "high", "misread", "3000");
+        ok(&out);
+        let a = n.last_audit("prolog");
+        assert_eq!(a["outcome"], "rolled_back", "{a}");
+        assert!(a["error"].as_str().unwrap().contains("read back"), "{a}");
+        assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+    }
+
+    #[test]
+    fn a_hanging_write_does_not_overstay_and_is_undone() {
+        let n = Node::new();
+        let t = Instant::now();
+        let out = with_fault(&n, 220, "mission-critical", "hang-write", "600");
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "overstayed: {:?}",
+            t.elapsed()
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "fail_job level: {}",
+            stderr(&out)
+        );
+        let a = n.last_audit("prolog");
+        assert!(a["error"].as_str().unwrap().contains("deadline"), "{a}");
+        // The restore hung too: the journal stays and the next run undoes it.
+        ok(&n.run(&["recover"], &[]));
+        assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+        assert!(!n.journal_exists());
+    }
+}
