@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# install-deps.sh — everything the tests and the demo need on a fresh Debian 12
+# machine, as root: the simulated fabric (ibsim + OpenSM + infiniband-diags),
+# the Slurm 22.05 cluster (slurmctld/slurmd/slurmdbd, MariaDB, munge),
+# Prometheus tools, Ansible, benchmarking tools; and the Rust components.
+# Idempotent: a second run installs nothing.
+set -euo pipefail
+
+PKGS=(
+  # simulated InfiniBand fabric and the real diag tools
+  ibsim-utils libumad2sim0 opensm infiniband-diags
+  # single-node Slurm cluster
+  slurmctld slurmd slurm-client slurmdbd munge mariadb-server
+  # telemetry: promtool and node_exporter
+  prometheus prometheus-node-exporter
+  # Omnia integration
+  ansible-core yamllint
+  # benchmarks
+  hyperfine
+  # misc used by scripts
+  procps psmisc python3
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  echo "install-deps: installing ${missing[*]}" >&2
+  made_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then   # keep maintainer scripts from starting daemons
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; made_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/qoslane-apt.log 2>&1 ||
+    { [ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d; tail -30 /tmp/qoslane-apt.log >&2; exit 1; }
+  [ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
+  # Packages may have started daemons despite policy-rc.d (no systemd here); the
+  # rigs start their own.
+  pkill -x prometheus-node-exporter 2>/dev/null || true
+  pkill -x prometheus 2>/dev/null || true
+fi
+
+if command -v rustup >/dev/null 2>&1; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
+  done
+fi
+echo "install-deps: ok" >&2

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test.sh — the whole test suite, as CI runs it (README's test command).
+#
+#   scripts/test.sh            install what is missing, then run every suite
+#   QOSLANE_SKIP_INSTALL=1     do not call install-deps.sh
+#
+# Suites: formatting and lints; unit and integration tests (with fault
+# injection compiled in); the real simulated fabric (ibsim + OpenSM +
+# smpquery); Prometheus rule tests; the real Slurm cluster end to end; the
+# Omnia playbook against the local Slurm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+step() { printf '\n==== %s\n' "$*" >&2; }
+
+if [ "${QOSLANE_SKIP_INSTALL:-0}" != 1 ]; then
+  step "install dependencies"
+  bash scripts/install-deps.sh
+fi
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --features qoslane/fault-injection -q -- -D warnings
+
+step "unit and integration tests (fault injection on, real tools required)"
+export QOSLANE_REQUIRE_TOOLS=1 QOSLANE_FABRIC_RIG=1
+cargo test --workspace --features qoslane/fault-injection 2>&1 | tee /tmp/qoslane-cargo-test.log
+grep -q "test result: ok" /tmp/qoslane-cargo-test.log
+
+for t in tests/e2e/*.sh; do
+  [ -e "$t" ] || continue
+  step "end to end: $t"
+  bash "$t"
+done
+step "all suites passed"
