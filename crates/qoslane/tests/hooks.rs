@@ -182,11 +182,8 @@ fn scontrol_failing_or_hanging_falls_back_to_the_default_within_the_deadline() {
 #[test]
 fn scontrol_output_with_a_spoofed_qos_in_the_job_name_is_not_believed() {
     let n = Node::new();
-    n.script(
-        "scontrol",
-        "#!/bin/sh\necho \"JobId=$4 JobName=x Account=a QOS=mission-critical JobState=R UserId=u(1) Account=rig QOS=low JobState=RUNNING\"\n",
-    );
-    ok(&n.prolog(30, "ignored"));
+    let line = "JobId=30 JobName=x Account=a QOS=mission-critical JobState=R UserId=u(1) Account=rig QOS=low JobState=RUNNING";
+    ok(&n.run(&["prolog"], &[("SLURM_JOB_ID", "30"), ("FAKE_SCONTROL_LINE", line)]));
     let a = n.last_audit("prolog");
     assert_ne!(a["level"], "mission-critical", "{a}");
 }

@@ -74,17 +74,6 @@ impl Node {
         n.write_mapping(mapping);
         n.set(TOS, BASE_TOS);
         n.set(RMEM, BASE_RMEM);
-        // scontrol: answers QOS from $FAKE_QOS_<jobid>, else $FAKE_QOS.
-        n.script(
-            "scontrol",
-            r#"#!/bin/sh
-id=$4
-eval q=\${FAKE_QOS_$id:-\$FAKE_QOS}
-[ -n "$FAKE_SCONTROL_SLEEP" ] && sleep "$FAKE_SCONTROL_SLEEP"
-[ -n "$FAKE_SCONTROL_FAIL" ] && { echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1; }
-echo "JobId=$id JobName=my job UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A Priority=1 Nice=0 Account=rig QOS=$q JobState=RUNNING Reason=None WorkDir=/home/alice/a b"
-"#,
-        );
         n
     }
 
@@ -132,7 +121,7 @@ echo "JobId=$id JobName=my job UserId=alice(1000) GroupId=alice(1000) MCS_label=
         let mut c = Command::new(BIN);
         c.env_clear()
             .env("QOSLANE_ROOT", self.root())
-            .env("QOSLANE_SCONTROL", self.root().join("scontrol"))
+            .env("QOSLANE_SCONTROL", fixture_bin("scontrol"))
             .env("QOSLANE_NO_JOURNAL", "1")
             .args(args);
         for (k, v) in env {
@@ -228,6 +217,11 @@ echo "JobId=$id JobName=my job UserId=alice(1000) GroupId=alice(1000) MCS_label=
             })
             .collect()
     }
+}
+
+/// A committed stand-in program under tests/fixtures/bin.
+pub fn fixture_bin(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin").join(name)
 }
 
 pub fn ok(out: &Output) {
