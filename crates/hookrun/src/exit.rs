@@ -1,0 +1,78 @@
+//! Exit codes: the documented constants and the one place that maps a run's
+//! verdict onto them (docs/hookrun.md has the table).
+//!
+//! Slurm only tells zero from non-zero for Prolog/Epilog (non-zero drains the
+//! node) and TaskProlog (non-zero fails the task), and only logs the status of
+//! HealthCheckProgram. The distinct non-zero values are for the admin reading
+//! slurmd's log or running hookrun by hand.
+
+/// Every required hook passed, or a failure was handled without draining
+/// (`on_failure = requeue` and `scontrol requeuehold` succeeded); health: healthy.
+pub const OK: i32 = 0;
+/// A required hook failed (policy `drain`, or an Epilog/TaskProlog); health: unhealthy.
+pub const HOOK_FAILED: i32 = 1;
+/// Invalid command line, environment or configuration file.
+pub const USAGE: i32 = 2;
+/// A required Prolog hook failed under `on_failure = requeue` and the
+/// requeue-hold did not succeed, so hookrun falls back to draining.
+pub const REQUEUE_FAILED: i32 = 3;
+/// hookrun could not run the hooks at all (hook directory unreadable, not a
+/// directory, signal set-up failed).
+pub const SETUP_FAILED: i32 = 4;
+/// Offset added to the signal number when hookrun is stopped by SIGTERM,
+/// SIGINT or SIGHUP (143 for SIGTERM), as a shell would report it.
+pub const SIGNAL_BASE: i32 = 128;
+
+/// How a hookrun invocation ended, before it becomes a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// All required hooks passed (optional failures do not count).
+    Success,
+    /// A required Prolog hook failed and `scontrol requeuehold` held the job:
+    /// the node stays in service.
+    Requeued,
+    /// A required hook failed and the phase reports it with a non-zero status.
+    RequiredHookFailed,
+    /// Health check found a problem (the node was drained, if it could be).
+    Unhealthy,
+    /// Requeue-hold was the policy but did not work; non-zero so Slurm drains.
+    RequeueFailed,
+    /// Bad command line, environment or configuration.
+    Usage,
+    /// The hooks could not be run at all.
+    SetupFailed,
+    /// hookrun received this termination signal and stopped its hooks.
+    Interrupted(i32),
+}
+
+impl Verdict {
+    /// The process exit status for this verdict. Exhaustive on purpose: a new
+    /// verdict has to pick its code here.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Success | Verdict::Requeued => OK,
+            Verdict::RequiredHookFailed | Verdict::Unhealthy => HOOK_FAILED,
+            Verdict::Usage => USAGE,
+            Verdict::RequeueFailed => REQUEUE_FAILED,
+            Verdict::SetupFailed => SETUP_FAILED,
+            Verdict::Interrupted(signal) => SIGNAL_BASE + signal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_values() {
+        assert_eq!(Verdict::Success.exit_code(), 0);
+        assert_eq!(Verdict::Requeued.exit_code(), 0);
+        assert_eq!(Verdict::RequiredHookFailed.exit_code(), 1);
+        assert_eq!(Verdict::Unhealthy.exit_code(), 1);
+        assert_eq!(Verdict::Usage.exit_code(), 2);
+        assert_eq!(Verdict::RequeueFailed.exit_code(), 3);
+        assert_eq!(Verdict::SetupFailed.exit_code(), 4);
+        assert_eq!(Verdict::Interrupted(15).exit_code(), 143);
+    }
+}

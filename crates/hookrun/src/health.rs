@@ -1,0 +1,203 @@
+//! What a health run does to the node: drain it when a required check fails,
+//! resume it when every check passes and the drain was hookrun's own — never a
+//! node an admin (or Slurm, "Prolog error") drained.
+
+use std::io::Write;
+
+use crate::exit::Verdict;
+use crate::log::{self, Priority};
+use crate::runner::{HookResult, Outcome, PhaseReport};
+use crate::settings::{ENV_NODENAME, EnvSnapshot};
+use crate::slurm::{NodeState, REASON_PREFIX, Scontrol, truncate};
+
+/// Longest drain reason hookrun sets.
+pub const MAX_REASON: usize = 200;
+
+/// `hookrun: 10-ib: port mlx5_0/1 is DOWN` — one line, printable, bounded.
+pub fn drain_reason(failure: &HookResult) -> String {
+    let what = match (&failure.outcome, &failure.first_line) {
+        (Outcome::Failed, Some(line)) => line.clone(),
+        (Outcome::Failed, None) => failure.detail.clone(),
+        (outcome, _) => format!("{}: {}", outcome.label(), failure.detail),
+    };
+    let text = format!("{REASON_PREFIX} {}: {what}", failure.name);
+    let cleaned: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    truncate(cleaned.trim(), MAX_REASON).to_owned()
+}
+
+/// The node name Slurm knows this node by: `SLURMD_NODENAME` (set by slurmd
+/// for its hooks), else the short host name.
+pub fn node_name(env: &EnvSnapshot) -> String {
+    if let Ok(Some(name)) = env.text(ENV_NODENAME) {
+        return name.to_owned();
+    }
+    let uname = rustix::system::uname();
+    let host = uname.nodename().to_string_lossy();
+    host.split('.').next().unwrap_or_default().to_owned()
+}
+
+/// Drains or resumes the node according to `report`, returns the verdict.
+pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> Verdict {
+    let phase = report.phase.name();
+    match report.required_failures().next() {
+        Some(failure) => {
+            let reason = drain_reason(failure);
+            // slurmd logs a failed health check's stdout ("health_check failed:
+            // rc:1 output:…"): give it the one line that says why.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{reason}").and_then(|()| out.flush());
+            drop(out);
+            drain(scontrol, node, &reason, phase);
+            Verdict::Unhealthy
+        }
+        None => {
+            resume_if_ours(scontrol, node, phase);
+            Verdict::Success
+        }
+    }
+}
+
+/// Drains `node` with `reason` — unless someone else drained it (their reason
+/// stays) or hookrun already did with the same reason (its time stays). When
+/// the state cannot be read the node is drained anyway: a sick node must not
+/// take jobs.
+pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) {
+    match scontrol.show_node(node) {
+        Ok(state) if state.is_drained() && !state.drained_by_hookrun() => {
+            log::phase(
+                Priority::Warning,
+                phase,
+                &format!(
+                    "unhealthy ({reason}); node {node} is already drained by someone else ({}), leaving it",
+                    describe(&state)
+                ),
+            );
+            return;
+        }
+        Ok(state) if state.drained_by_hookrun() && state.reason.as_deref() == Some(reason) => {
+            log::phase(
+                Priority::Warning,
+                phase,
+                &format!("unhealthy; node {node} is already drained with this reason ({reason})"),
+            );
+            return;
+        }
+        Ok(_) => {}
+        Err(error) => log::phase(
+            Priority::Warning,
+            phase,
+            &format!("could not read the state of node {node} ({error}); draining anyway"),
+        ),
+    }
+    match scontrol.drain(node, reason) {
+        Ok(()) => log::phase(
+            Priority::Error,
+            phase,
+            &format!("unhealthy: drained node {node}: {reason}"),
+        ),
+        Err(error) => log::phase(
+            Priority::Error,
+            phase,
+            &format!("unhealthy ({reason}), but draining node {node} failed: {error}"),
+        ),
+    }
+}
+
+/// Resumes `node` if, and only if, it is drained with a hookrun reason.
+fn resume_if_ours(scontrol: &Scontrol<'_>, node: &str, phase: &str) {
+    match scontrol.show_node(node) {
+        Ok(state) if state.drained_by_hookrun() => match scontrol.resume(node) {
+            Ok(()) => log::phase(
+                Priority::Info,
+                phase,
+                &format!("healthy: resumed node {node} ({})", describe(&state)),
+            ),
+            Err(error) => log::phase(
+                Priority::Warning,
+                phase,
+                &format!("healthy, but resuming node {node} failed: {error}"),
+            ),
+        },
+        Ok(state) if state.is_drained() => log::phase(
+            Priority::Info,
+            phase,
+            &format!(
+                "healthy; node {node} stays drained: not drained by hookrun ({})",
+                describe(&state)
+            ),
+        ),
+        Ok(_) => {}
+        Err(error) => log::phase(
+            Priority::Warning,
+            phase,
+            &format!("healthy; could not read the state of node {node} ({error}), not resuming"),
+        ),
+    }
+}
+
+fn describe(state: &NodeState) -> String {
+    match &state.reason {
+        Some(reason) => format!("State={} Reason={reason}", state.state),
+        None => format!("State={}", state.state),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(outcome: Outcome, first_line: Option<&str>, detail: &str) -> HookResult {
+        HookResult {
+            name: "10-ib".to_owned(),
+            required: true,
+            outcome,
+            elapsed: None,
+            detail: detail.to_owned(),
+            first_line: first_line.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn reason_uses_the_first_output_line() {
+        let reason = drain_reason(&failure(
+            Outcome::Failed,
+            Some("port mlx5_0/1 DOWN"),
+            "exit status 1",
+        ));
+        assert_eq!(reason, "hookrun: 10-ib: port mlx5_0/1 DOWN");
+    }
+
+    #[test]
+    fn reason_falls_back_to_the_status() {
+        let reason = drain_reason(&failure(Outcome::Failed, None, "exit status 1"));
+        assert_eq!(reason, "hookrun: 10-ib: exit status 1");
+        let reason = drain_reason(&failure(
+            Outcome::Timeout,
+            Some("checking"),
+            "deadline of 10s (hook_timeout) reached; process group killed",
+        ));
+        assert!(
+            reason.starts_with("hookrun: 10-ib: timeout: deadline of 10s"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn reason_is_one_bounded_line() {
+        let long = format!("tab\there {}", "x".repeat(500));
+        let reason = drain_reason(&failure(Outcome::Failed, Some(&long), ""));
+        assert!(reason.len() <= MAX_REASON);
+        assert!(!reason.contains('\t'));
+    }
+
+    #[test]
+    fn node_name_prefers_slurmd_nodename() {
+        let env = EnvSnapshot::from_vars([("SLURMD_NODENAME", "c42")]);
+        assert_eq!(node_name(&env), "c42");
+        let short = node_name(&EnvSnapshot::default());
+        assert!(!short.is_empty() && !short.contains('.'), "{short}");
+    }
+}

@@ -1,0 +1,42 @@
+//! hookrun: the Slurm Prolog/Epilog/TaskProlog/HealthCheck hook framework.
+//!
+//! Slurm points `Prolog=`, `Epilog=`, `TaskProlog=` and `HealthCheckProgram=`
+//! at this one binary; it runs the executables of `prolog.d/`, `epilog.d/`,
+//! `task-prolog.d/` or `health.d/` in order, each under a deadline, and turns
+//! their results into what Slurm understands. docs/hookrun.md is the admin's
+//! guide; this is the map of the code:
+//!
+//! - [`cli`] — command-line syntax; [`settings`] — what it means, merged with
+//!   the environment, [`conffile`] (`hookrun.conf`) and defaults;
+//! - [`phase`] — the four hook points and how they differ;
+//! - [`discover`] — which files of a hook directory run, in which order;
+//! - [`child`] — running one program in its own process group under a
+//!   deadline, with [`signals`] waking it on SIGTERM/SIGCHLD;
+//! - [`runner`] — running a phase's hooks and reporting each result;
+//!   [`protocol`] — the TaskProlog stdout protocol;
+//! - [`app`] — deciding what a phase's result means (exit non-zero, requeue-hold,
+//!   [`health`] drain/resume through [`slurm`]'s scontrol calls);
+//! - [`metrics`] — counters in a locked state file, rendered for node_exporter;
+//! - [`exit`] — the exit codes; [`log`] — stderr (and journal) lines; [`list`] —
+//!   `hookrun list`.
+//!
+//! stdout is written in three places only: TaskProlog protocol lines
+//! ([`runner`]), the drain reason of a failed health check, which slurmd logs
+//! ([`health`]), and `hookrun list`.
+
+pub mod app;
+pub mod child;
+pub mod cli;
+pub mod conffile;
+pub mod discover;
+pub mod exit;
+pub mod health;
+pub mod list;
+pub mod log;
+pub mod metrics;
+pub mod phase;
+pub mod protocol;
+pub mod runner;
+pub mod settings;
+pub mod signals;
+pub mod slurm;

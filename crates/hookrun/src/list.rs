@@ -1,0 +1,87 @@
+//! `hookrun list`: what each phase would run, in order, and what it ignores.
+
+use std::io::{self, Write};
+
+use crate::discover;
+use crate::exit;
+use crate::phase::Phase;
+use crate::settings::Settings;
+
+/// Prints the listing to stdout; returns the exit code.
+pub fn print(settings: &Settings, only: Option<Phase>) -> i32 {
+    let mut out = io::stdout().lock();
+    let mut code = exit::OK;
+    let written = write_listing(&mut out, settings, only, &mut code);
+    match written {
+        Ok(()) => code,
+        // `hookrun list | head` is fine.
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => code,
+        Err(_) => exit::SETUP_FAILED,
+    }
+}
+
+fn write_listing(
+    out: &mut dyn Write,
+    settings: &Settings,
+    only: Option<Phase>,
+    code: &mut i32,
+) -> io::Result<()> {
+    let config = if settings.config_found {
+        settings.config_path.display().to_string()
+    } else {
+        format!("{} (not found: defaults)", settings.config_path.display())
+    };
+    writeln!(out, "# configuration: {config}")?;
+    writeln!(
+        out,
+        "# on_failure={} budget={} hook_timeout={} kill_grace={} scontrol={} scontrol_timeout={}",
+        settings.on_failure.name(),
+        humantime::format_duration(settings.budget),
+        humantime::format_duration(settings.hook_timeout),
+        humantime::format_duration(settings.kill_grace),
+        settings.scontrol.display(),
+        humantime::format_duration(settings.scontrol_timeout),
+    )?;
+    for phase in Phase::ALL
+        .into_iter()
+        .filter(|p| only.is_none_or(|o| o == *p))
+    {
+        let dir = settings.phase_dir(phase);
+        let listing = match discover::scan(&dir) {
+            Ok(listing) => listing,
+            Err(error) => {
+                writeln!(out, "{phase}  {}  (error: {})", dir.display(), error.error)?;
+                *code = exit::SETUP_FAILED;
+                continue;
+            }
+        };
+        if !listing.exists {
+            writeln!(out, "{phase}  {}  (missing: nothing runs)", dir.display())?;
+            continue;
+        }
+        if listing.hooks.is_empty() {
+            writeln!(out, "{phase}  {}  (no hooks: nothing runs)", dir.display())?;
+        } else {
+            writeln!(out, "{phase}  {}", dir.display())?;
+        }
+        let width = listing
+            .hooks
+            .iter()
+            .map(|h| h.name.len())
+            .chain(listing.ignored.iter().map(|(name, _)| name.len()))
+            .max()
+            .unwrap_or(0);
+        for (index, hook) in listing.hooks.iter().enumerate() {
+            let kind = if hook.required {
+                "required"
+            } else {
+                "optional"
+            };
+            writeln!(out, "  {:>2}  {:<width$}  {kind}", index + 1, hook.name)?;
+        }
+        for (name, why) in &listing.ignored {
+            writeln!(out, "   -  {name:<width$}  ignored: {why}")?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,474 @@
+//! Counting hook runs for Prometheus' node_exporter textfile collector.
+//!
+//! hookrun is short-lived and Prologs of different jobs run concurrently, so the
+//! counters live in a JSON state file (`<root>/var/lib/hookrun/metrics.json`),
+//! updated under an exclusive flock with a bounded wait, and every update
+//! re-renders `hookrun.prom` in the classic text format (HELP/TYPE lines, no
+//! timestamps), written to a temporary name that node_exporter ignores, fsynced
+//! and renamed into place. A metrics failure is logged, never fatal.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::fs::FlockOperation;
+use serde::{Deserialize, Serialize};
+
+use crate::runner::Outcome;
+
+pub const STATE_FILE: &str = "metrics.json";
+pub const LOCK_FILE: &str = "metrics.lock";
+pub const PROM_FILE: &str = "hookrun.prom";
+/// Not ending in `.prom`, so node_exporter never reads a half-written file.
+const PROM_TEMP_FILE: &str = ".hookrun.prom.tmp";
+const STATE_TEMP_FILE: &str = ".metrics.json.tmp";
+const STATE_VERSION: u32 = 1;
+
+/// Upper bounds of the duration histogram, in seconds (+Inf is implied).
+pub const BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// How long to wait for another hookrun holding the metrics lock.
+pub const LOCK_WAIT: Duration = Duration::from_secs(1);
+const LOCK_RETRY: Duration = Duration::from_millis(5);
+
+/// One hook run to count.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    pub phase: &'a str,
+    pub hook: &'a str,
+    pub outcome: Outcome,
+    /// `None` for a hook that did not start: counted, not observed.
+    pub elapsed: Option<Duration>,
+}
+
+/// Everything counted so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    #[serde(default)]
+    pub version: u32,
+    /// phase → hook → counters.
+    #[serde(default)]
+    pub hooks: BTreeMap<String, BTreeMap<String, HookStats>>,
+}
+
+/// Counters of one hook.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookStats {
+    /// outcome label → runs.
+    #[serde(default)]
+    pub runs: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub duration: Histogram,
+}
+
+/// A duration histogram; `counts` are per bucket (not cumulative), the last one
+/// for observations above every bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    pub bounds: Vec<f64>,
+    pub counts: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            bounds: BUCKETS.to_vec(),
+            counts: vec![0; BUCKETS.len() + 1],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        if self.bounds != BUCKETS || self.counts.len() != BUCKETS.len() + 1 {
+            // Written with other buckets (an older version): start this one over;
+            // Prometheus treats it as a counter reset.
+            *self = Histogram::default();
+        }
+        let index = BUCKETS
+            .iter()
+            .position(|&bound| seconds <= bound)
+            .unwrap_or(BUCKETS.len());
+        self.counts[index] += 1;
+        self.sum += seconds;
+        self.count += 1;
+    }
+}
+
+impl State {
+    pub fn add(&mut self, record: &Record<'_>) {
+        self.version = STATE_VERSION;
+        let stats = self
+            .hooks
+            .entry(record.phase.to_owned())
+            .or_default()
+            .entry(record.hook.to_owned())
+            .or_default();
+        *stats
+            .runs
+            .entry(record.outcome.label().to_owned())
+            .or_default() += 1;
+        if let Some(elapsed) = record.elapsed {
+            stats.duration.observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// Runs of one hook with one outcome (0 if never seen).
+    pub fn runs(&self, phase: &str, hook: &str, outcome: Outcome) -> u64 {
+        self.hooks
+            .get(phase)
+            .and_then(|hooks| hooks.get(hook))
+            .and_then(|stats| stats.runs.get(outcome.label()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The Prometheus text exposition of every counter.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        out.push_str(
+            "# HELP hookrun_hook_runs_total Slurm hook runs by phase, hook and outcome (ok, failed, timeout, skipped, interrupted).\n\
+             # TYPE hookrun_hook_runs_total counter\n",
+        );
+        for (phase, hook, stats) in self.each_hook() {
+            let labels = format!("phase=\"{}\",hook=\"{}\"", escape(phase), escape(hook));
+            for outcome in Outcome::ALL {
+                let runs = stats.runs.get(outcome.label()).copied().unwrap_or(0);
+                let _ = writeln!(
+                    out,
+                    "hookrun_hook_runs_total{{{labels},outcome=\"{}\"}} {runs}",
+                    outcome.label()
+                );
+            }
+        }
+        out.push_str(
+            "# HELP hookrun_hook_duration_seconds Wall-clock time of Slurm hook runs (hooks that did not start are not observed).\n\
+             # TYPE hookrun_hook_duration_seconds histogram\n",
+        );
+        for (phase, hook, stats) in self.each_hook() {
+            let labels = format!("phase=\"{}\",hook=\"{}\"", escape(phase), escape(hook));
+            let histogram = &stats.duration;
+            let mut cumulative = 0;
+            for (bound, count) in histogram.bounds.iter().zip(&histogram.counts) {
+                cumulative += count;
+                let _ = writeln!(
+                    out,
+                    "hookrun_hook_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "hookrun_hook_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                histogram.count
+            );
+            let _ = writeln!(
+                out,
+                "hookrun_hook_duration_seconds_sum{{{labels}}} {}",
+                histogram.sum
+            );
+            let _ = writeln!(
+                out,
+                "hookrun_hook_duration_seconds_count{{{labels}}} {}",
+                histogram.count
+            );
+        }
+        out
+    }
+
+    fn each_hook(&self) -> impl Iterator<Item = (&str, &str, &HookStats)> {
+        self.hooks.iter().flat_map(|(phase, hooks)| {
+            hooks
+                .iter()
+                .map(move |(hook, stats)| (phase.as_str(), hook.as_str(), stats))
+        })
+    }
+}
+
+/// Escapes a label value: backslash, double quote, newline.
+pub fn escape(value: &str) -> String {
+    let mut escaped = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// Something went wrong while counting; the hooks are unaffected.
+#[derive(Debug)]
+pub struct MetricsError {
+    pub context: String,
+    pub error: io::Error,
+}
+
+impl std::fmt::Display for MetricsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "failed to {}: {}", self.context, self.error)
+    }
+}
+
+impl std::error::Error for MetricsError {}
+
+fn context(context: impl Into<String>) -> impl FnOnce(io::Error) -> MetricsError {
+    let context = context.into();
+    move |error| MetricsError { context, error }
+}
+
+/// Where the metrics go.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub state_dir: PathBuf,
+    /// `hookrun.prom` is written only when this directory exists (node_exporter
+    /// is installed); the state file is always kept.
+    pub textfile_dir: PathBuf,
+}
+
+/// Adds `records` to the state and re-renders the textfile. Returns notes worth
+/// logging (e.g. a corrupt state file that was started over).
+pub fn record(
+    paths: &Paths,
+    records: &[Record<'_>],
+    lock_wait: Duration,
+) -> Result<Vec<String>, MetricsError> {
+    let mut notes = Vec::new();
+    fs::create_dir_all(&paths.state_dir)
+        .map_err(context(format!("create {}", paths.state_dir.display())))?;
+    let lock_path = paths.state_dir.join(LOCK_FILE);
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o644)
+        .open(&lock_path)
+        .map_err(context(format!("open {}", lock_path.display())))?;
+    lock_exclusive(&lock, lock_wait).map_err(context(format!("lock {}", lock_path.display())))?;
+
+    let state_path = paths.state_dir.join(STATE_FILE);
+    let mut state = match fs::read(&state_path) {
+        Ok(bytes) => match serde_json::from_slice::<State>(&bytes) {
+            Ok(state) => state,
+            Err(error) => {
+                notes.push(format!(
+                    "metrics state {} is unreadable ({error}); counting from zero",
+                    state_path.display()
+                ));
+                State::default()
+            }
+        },
+        Err(error) if error.kind() == io::ErrorKind::NotFound => State::default(),
+        Err(error) => return Err(context(format!("read {}", state_path.display()))(error)),
+    };
+    for record in records {
+        state.add(record);
+    }
+    let json = serde_json::to_vec_pretty(&state).map_err(|error| MetricsError {
+        context: "serialise the metrics state".to_owned(),
+        error: io::Error::other(error),
+    })?;
+    write_atomically(&paths.state_dir, STATE_TEMP_FILE, STATE_FILE, &json)?;
+
+    if paths.textfile_dir.is_dir() {
+        write_atomically(
+            &paths.textfile_dir,
+            PROM_TEMP_FILE,
+            PROM_FILE,
+            state.render().as_bytes(),
+        )?;
+    }
+    // The lock goes with `lock` (closing the file releases it).
+    drop(lock);
+    Ok(notes)
+}
+
+/// Reads the state file (for tests and diagnostics).
+pub fn load(state_dir: &Path) -> io::Result<State> {
+    let bytes = fs::read(state_dir.join(STATE_FILE))?;
+    serde_json::from_slice(&bytes).map_err(io::Error::other)
+}
+
+fn lock_exclusive(file: &File, wait: Duration) -> io::Result<()> {
+    let give_up = Instant::now() + wait;
+    loop {
+        match rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) => {
+                if Instant::now() >= give_up {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "still held by another process after {}",
+                            humantime::format_duration(wait)
+                        ),
+                    ));
+                }
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// Writes `dir/temp`, fsyncs it, renames it to `dir/name`, fsyncs `dir`.
+/// Callers hold the metrics lock, so a fixed temporary name is safe, and one
+/// left by a killed run is simply overwritten.
+fn write_atomically(dir: &Path, temp: &str, name: &str, bytes: &[u8]) -> Result<(), MetricsError> {
+    let temp_path = dir.join(temp);
+    let final_path = dir.join(name);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o644)
+        .open(&temp_path)
+        .map_err(context(format!("create {}", temp_path.display())))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(context(format!("write {}", temp_path.display())))?;
+    drop(file);
+    fs::rename(&temp_path, &final_path).map_err(context(format!(
+        "rename {} to {}",
+        temp_path.display(),
+        final_path.display()
+    )))?;
+    // Make the rename itself durable; failure here loses nothing but durability.
+    if let Ok(dir) = File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample<'a>(hook: &'a str, outcome: Outcome, ms: Option<u64>) -> Record<'a> {
+        Record {
+            phase: "prolog",
+            hook,
+            outcome,
+            elapsed: ms.map(Duration::from_millis),
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape("two\nlines"), "two\\nlines");
+        let mut state = State::default();
+        state.add(&sample("odd\"name", Outcome::Ok, Some(1)));
+        assert!(state.render().contains(
+            r#"hookrun_hook_runs_total{phase="prolog",hook="odd\"name",outcome="ok"} 1"#
+        ));
+    }
+
+    #[test]
+    fn rendered_text_format() {
+        let mut state = State::default();
+        state.add(&sample("10-a", Outcome::Ok, Some(3)));
+        state.add(&sample("10-a", Outcome::Failed, Some(700)));
+        state.add(&sample("10-a", Outcome::Skipped, None));
+        let text = state.render();
+        let expected_runs = [
+            r#"hookrun_hook_runs_total{phase="prolog",hook="10-a",outcome="ok"} 1"#,
+            r#"hookrun_hook_runs_total{phase="prolog",hook="10-a",outcome="failed"} 1"#,
+            r#"hookrun_hook_runs_total{phase="prolog",hook="10-a",outcome="timeout"} 0"#,
+            r#"hookrun_hook_runs_total{phase="prolog",hook="10-a",outcome="skipped"} 1"#,
+            r#"hookrun_hook_runs_total{phase="prolog",hook="10-a",outcome="interrupted"} 0"#,
+            r#"hookrun_hook_duration_seconds_bucket{phase="prolog",hook="10-a",le="0.001"} 0"#,
+            r#"hookrun_hook_duration_seconds_bucket{phase="prolog",hook="10-a",le="0.005"} 1"#,
+            r#"hookrun_hook_duration_seconds_bucket{phase="prolog",hook="10-a",le="0.5"} 1"#,
+            r#"hookrun_hook_duration_seconds_bucket{phase="prolog",hook="10-a",le="1"} 2"#,
+            r#"hookrun_hook_duration_seconds_bucket{phase="prolog",hook="10-a",le="10"} 2"#,
+            r#"hookrun_hook_duration_seconds_bucket{phase="prolog",hook="10-a",le="+Inf"} 2"#,
+            r#"hookrun_hook_duration_seconds_sum{phase="prolog",hook="10-a"} 0.703"#,
+            r#"hookrun_hook_duration_seconds_count{phase="prolog",hook="10-a"} 2"#,
+        ];
+        for line in expected_runs {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        assert!(text.contains("# TYPE hookrun_hook_runs_total counter\n"));
+        assert!(text.contains("# TYPE hookrun_hook_duration_seconds histogram\n"));
+        // No timestamps: every sample line is `name{labels} value`.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let after_labels = line.rsplit_once('}').map(|(_, v)| v.trim()).unwrap_or("");
+            assert!(!after_labels.contains(' '), "timestamp or junk in {line}");
+        }
+    }
+
+    #[test]
+    fn overlong_runs_land_in_inf() {
+        let mut histogram = Histogram::default();
+        histogram.observe(42.0);
+        assert_eq!(histogram.counts[BUCKETS.len()], 1);
+        assert_eq!(histogram.count, 1);
+    }
+
+    #[test]
+    fn record_twice_adds_up_and_writes_textfile() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let paths = Paths {
+            state_dir: dir.path().join("state"),
+            textfile_dir: dir.path().join("prom"),
+        };
+        fs::create_dir(&paths.textfile_dir).expect("mkdir");
+        for _ in 0..2 {
+            record(&paths, &[record_ok()], LOCK_WAIT).expect("recorded");
+        }
+        let state = load(&paths.state_dir).expect("state");
+        assert_eq!(state.runs("prolog", "10-a", Outcome::Ok), 2);
+        let prom = fs::read_to_string(paths.textfile_dir.join(PROM_FILE)).expect("prom");
+        assert!(prom.contains(r#"outcome="ok"} 2"#));
+        let leftovers: Vec<_> = fs::read_dir(&paths.textfile_dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(leftovers, [PROM_FILE]);
+    }
+
+    #[test]
+    fn no_textfile_without_the_directory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let paths = Paths {
+            state_dir: dir.path().join("state"),
+            textfile_dir: dir.path().join("absent"),
+        };
+        record(&paths, &[record_ok()], LOCK_WAIT).expect("recorded");
+        assert!(!paths.textfile_dir.exists());
+    }
+
+    #[test]
+    fn corrupt_state_starts_over_with_a_note() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let paths = Paths {
+            state_dir: dir.path().to_owned(),
+            textfile_dir: dir.path().join("absent"),
+        };
+        fs::write(dir.path().join(STATE_FILE), "{not json").expect("write");
+        let notes = record(&paths, &[record_ok()], LOCK_WAIT).expect("recorded");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(
+            load(dir.path())
+                .expect("state")
+                .runs("prolog", "10-a", Outcome::Ok),
+            1
+        );
+    }
+
+    fn record_ok() -> Record<'static> {
+        sample("10-a", Outcome::Ok, Some(2))
+    }
+}

@@ -1,0 +1,408 @@
+//! Runs the hooks of one phase in order, each under its own deadline inside the
+//! phase budget, and reports what happened to each. Deciding what the results
+//! mean for the job and the node is [`crate::app`]'s business.
+
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use crate::child::{self, ChildSpec, Ending, Stream};
+use crate::discover::Hook;
+use crate::log::{self, Priority};
+use crate::phase::Phase;
+use crate::protocol;
+use crate::signals::Signals;
+
+/// Variable set for every hook: which phase runs it (one script can serve several).
+pub const ENV_PHASE: &str = "HOOKRUN_PHASE";
+
+/// The result of one hook, as logged and counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    /// Exited 0.
+    Ok,
+    /// Exited non-zero, died of a signal, or could not be started.
+    Failed,
+    /// Overstayed its deadline (hook timeout or what was left of the budget).
+    Timeout,
+    /// Not started: an earlier required hook failed (prolog, task-prolog), or
+    /// the budget was spent.
+    Skipped,
+    /// hookrun was stopped (SIGTERM/SIGINT/SIGHUP) while the hook ran.
+    Interrupted,
+}
+
+impl Outcome {
+    /// Every outcome, in metric order.
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Ok,
+        Outcome::Failed,
+        Outcome::Timeout,
+        Outcome::Skipped,
+        Outcome::Interrupted,
+    ];
+
+    /// The `outcome` metric label and the word in the log line.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "failed",
+            Outcome::Timeout => "timeout",
+            Outcome::Skipped => "skipped",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn from_label(label: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.label() == label)
+    }
+
+    /// `failed`, `timed out`, … for sentences about a hook.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Outcome::Ok => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Timeout => "timed out",
+            Outcome::Skipped => "was not run",
+            Outcome::Interrupted => "was interrupted",
+        }
+    }
+
+    pub fn is_failure(self) -> bool {
+        !matches!(self, Outcome::Ok)
+    }
+}
+
+/// What happened to one hook.
+#[derive(Debug, Clone)]
+pub struct HookResult {
+    pub name: String,
+    pub required: bool,
+    pub outcome: Outcome,
+    /// `None` when the hook did not start.
+    pub elapsed: Option<Duration>,
+    /// Why it failed, one line; empty for `ok`.
+    pub detail: String,
+    /// First non-blank line of its stdout, else of its stderr.
+    pub first_line: Option<String>,
+}
+
+/// What happened to a phase.
+#[derive(Debug, Clone)]
+pub struct PhaseReport {
+    pub phase: Phase,
+    pub results: Vec<HookResult>,
+    /// The termination signal that stopped the run, if any.
+    pub interrupted: Option<i32>,
+}
+
+impl PhaseReport {
+    /// Required hooks that did not succeed, in run order.
+    pub fn required_failures(&self) -> impl Iterator<Item = &HookResult> {
+        self.results
+            .iter()
+            .filter(|r| r.required && r.outcome.is_failure())
+    }
+
+    /// `3 hooks: 2 ok, 1 failed`
+    pub fn summary(&self) -> String {
+        let mut text = format!(
+            "{} hook{}",
+            self.results.len(),
+            if self.results.len() == 1 { "" } else { "s" }
+        );
+        let mut parts = Vec::new();
+        for outcome in Outcome::ALL {
+            let count = self.results.iter().filter(|r| r.outcome == outcome).count();
+            if count > 0 {
+                parts.push(format!("{count} {}", outcome.label()));
+            }
+        }
+        if !parts.is_empty() {
+            text.push_str(": ");
+            text.push_str(&parts.join(", "));
+        }
+        text
+    }
+}
+
+/// Timing settings for a phase run.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// No hook runs past this instant (start + budget).
+    pub budget_end: Instant,
+    pub budget: Duration,
+    pub hook_timeout: Duration,
+    pub kill_grace: Duration,
+}
+
+/// Runs `hooks` in order.
+pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals) -> PhaseReport {
+    let mut report = PhaseReport {
+        phase,
+        results: Vec::with_capacity(hooks.len()),
+        interrupted: None,
+    };
+    let mut stop_reason: Option<String> = None;
+    for hook in hooks {
+        if let Some(signal) = signals.termination() {
+            report.interrupted = Some(signal);
+            break;
+        }
+        let now = Instant::now();
+        if stop_reason.is_none() && now >= limits.budget_end {
+            stop_reason = Some(format!(
+                "budget of {} spent",
+                humantime::format_duration(limits.budget)
+            ));
+        }
+        if let Some(reason) = &stop_reason {
+            let priority = if hook.required {
+                Priority::Warning
+            } else {
+                Priority::Info
+            };
+            log::hook(
+                priority,
+                phase.name(),
+                &hook.name,
+                &format!("skipped: {reason}"),
+            );
+            report.results.push(HookResult {
+                name: hook.name.clone(),
+                required: hook.required,
+                outcome: Outcome::Skipped,
+                elapsed: None,
+                detail: reason.clone(),
+                first_line: None,
+            });
+            continue;
+        }
+
+        let hook_end = now + limits.hook_timeout;
+        let (deadline, limit) = if limits.budget_end < hook_end {
+            (limits.budget_end, "what was left of the budget")
+        } else {
+            (hook_end, "hook_timeout")
+        };
+        let allowed = format!(
+            "{} ({limit})",
+            humantime::format_duration(round_ms(deadline - now))
+        );
+        let result = run_hook(phase, hook, deadline, &allowed, limits, signals);
+        log_result(phase, &result);
+        let outcome = result.outcome;
+        let failed_required = result.required && outcome.is_failure();
+        report.results.push(result);
+        if let Outcome::Interrupted = outcome {
+            report.interrupted = signals.termination();
+            break;
+        }
+        if failed_required && phase.stops_at_required_failure() {
+            stop_reason = Some(format!("required hook {} failed", hook.name));
+        }
+    }
+    report
+}
+
+fn run_hook(
+    phase: Phase,
+    hook: &Hook,
+    deadline: Instant,
+    allowed: &str,
+    limits: Limits,
+    signals: &Signals,
+) -> HookResult {
+    let mut first_stdout: Option<String> = None;
+    let mut first_stderr: Option<String> = None;
+    let mut stdout_error: Option<std::io::Error> = None;
+    let protocol_channel = phase == Phase::TaskProlog;
+    let mut sink = |stream: Stream, line: &[u8]| {
+        let first = match stream {
+            Stream::Stdout => &mut first_stdout,
+            Stream::Stderr => &mut first_stderr,
+        };
+        if first.is_none() && !line.trim_ascii().is_empty() {
+            *first = Some(String::from_utf8_lossy(line.trim_ascii()).into_owned());
+        }
+        if protocol_channel && stream == Stream::Stdout && protocol::is_protocol_line(line) {
+            // The one place hookrun writes to stdout: Slurm's TaskProlog channel.
+            if stdout_error.is_none() {
+                let mut out = std::io::stdout().lock();
+                let written = out
+                    .write_all(line)
+                    .and_then(|()| out.write_all(b"\n"))
+                    .and_then(|()| out.flush());
+                stdout_error = written.err();
+            }
+        } else {
+            log::hook_output(phase.name(), &hook.name, line);
+        }
+    };
+    let spec = ChildSpec {
+        program: &hook.path,
+        args: &[],
+        env: &[(ENV_PHASE, phase.name().as_ref())],
+        deadline,
+        kill_grace: limits.kill_grace,
+    };
+    let (outcome, elapsed, detail) = match child::run(&spec, signals, &mut sink) {
+        Err(error) => (
+            Outcome::Failed,
+            Duration::ZERO,
+            format!("could not start {}: {error}", hook.path.display()),
+        ),
+        Ok(finished) => {
+            let (outcome, detail) = match finished.ending {
+                Ending::Exited(status) if status.success() => (Outcome::Ok, String::new()),
+                Ending::Exited(status) => (Outcome::Failed, describe_status(status)),
+                Ending::TimedOut => (
+                    Outcome::Timeout,
+                    format!("deadline of {allowed} reached; process group killed"),
+                ),
+                Ending::Stuck => (
+                    Outcome::Timeout,
+                    format!(
+                        "deadline of {allowed} reached; still alive after SIGKILL, left behind"
+                    ),
+                ),
+                Ending::Interrupted(signal) => (
+                    Outcome::Interrupted,
+                    format!(
+                        "hookrun received {}; process group killed",
+                        signal_name(signal)
+                    ),
+                ),
+            };
+            (outcome, finished.elapsed, detail)
+        }
+    };
+    if let Some(error) = stdout_error {
+        log::hook(
+            Priority::Error,
+            phase.name(),
+            &hook.name,
+            &format!("failed to write TaskProlog protocol lines to stdout: {error}"),
+        );
+    }
+    HookResult {
+        name: hook.name.clone(),
+        required: hook.required,
+        outcome,
+        elapsed: Some(elapsed),
+        detail,
+        first_line: first_stdout.or(first_stderr),
+    }
+}
+
+fn round_ms(duration: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn log_result(phase: Phase, result: &HookResult) {
+    let elapsed = log::duration(result.elapsed.unwrap_or_default());
+    let mut line = format!("{} in {elapsed}", result.outcome.label());
+    if !result.detail.is_empty() {
+        line.push_str(": ");
+        line.push_str(&result.detail);
+    }
+    if result.outcome.is_failure() && !result.required {
+        line.push_str(" (optional hook: not acted on)");
+    }
+    let priority = if result.outcome.is_failure() {
+        Priority::Warning
+    } else {
+        Priority::Info
+    };
+    log::hook(priority, phase.name(), &result.name, &line);
+}
+
+/// `exit status 3`, `killed by signal 11 (SIGSEGV)`.
+pub fn describe_status(status: std::process::ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal} ({})", signal_name(signal)),
+        (None, None) => status.to_string(),
+    }
+}
+
+/// The usual name of a signal number, for log lines.
+pub fn signal_name(signal: i32) -> &'static str {
+    use signal_hook::consts::signal as s;
+    match signal {
+        s::SIGHUP => "SIGHUP",
+        s::SIGINT => "SIGINT",
+        s::SIGQUIT => "SIGQUIT",
+        s::SIGILL => "SIGILL",
+        s::SIGABRT => "SIGABRT",
+        s::SIGBUS => "SIGBUS",
+        s::SIGFPE => "SIGFPE",
+        s::SIGKILL => "SIGKILL",
+        s::SIGSEGV => "SIGSEGV",
+        s::SIGPIPE => "SIGPIPE",
+        s::SIGALRM => "SIGALRM",
+        s::SIGTERM => "SIGTERM",
+        s::SIGUSR1 => "SIGUSR1",
+        s::SIGUSR2 => "SIGUSR2",
+        _ => "signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(name: &str, required: bool, outcome: Outcome) -> HookResult {
+        HookResult {
+            name: name.to_owned(),
+            required,
+            outcome,
+            elapsed: None,
+            detail: String::new(),
+            first_line: None,
+        }
+    }
+
+    #[test]
+    fn outcome_labels_round_trip() {
+        for outcome in Outcome::ALL {
+            assert_eq!(Outcome::from_label(outcome.label()), Some(outcome));
+        }
+    }
+
+    #[test]
+    fn optional_failures_are_not_required_failures() {
+        let report = PhaseReport {
+            phase: Phase::Epilog,
+            results: vec![
+                result("10-a", true, Outcome::Ok),
+                result("20-b.optional", false, Outcome::Failed),
+                result("30-c", true, Outcome::Timeout),
+                result("40-d", true, Outcome::Skipped),
+            ],
+            interrupted: None,
+        };
+        let failed: Vec<_> = report
+            .required_failures()
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(failed, ["30-c", "40-d"]);
+        assert_eq!(
+            report.summary(),
+            "4 hooks: 1 ok, 1 failed, 1 timeout, 1 skipped"
+        );
+    }
+
+    #[test]
+    fn exit_statuses_are_described() {
+        use std::process::ExitStatus;
+        assert_eq!(
+            describe_status(ExitStatus::from_raw(3 << 8)),
+            "exit status 3"
+        );
+        assert_eq!(
+            describe_status(ExitStatus::from_raw(11)),
+            "killed by signal 11 (SIGSEGV)"
+        );
+    }
+}

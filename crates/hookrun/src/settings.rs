@@ -1,0 +1,487 @@
+//! Resolved settings: every value hookrun runs with, and where it came from.
+//!
+//! Precedence, highest first: command-line flag, `HOOKRUN_*` environment
+//! variable, `hookrun.conf`, built-in default. Default paths live under the root
+//! prefix; a path given explicitly (flag, variable, config file) is used as given.
+//!
+//! The TaskProlog runs with the job user's environment, so for that phase the
+//! `HOOKRUN_*` variables are ignored ([`EnvSnapshot`] is built untrusted).
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cli::{Options, parse_duration};
+use crate::conffile::{ConfError, ConfFile};
+
+pub const ENV_ROOT: &str = "HOOKRUN_ROOT";
+pub const ENV_HOOK_DIR: &str = "HOOKRUN_HOOK_DIR";
+pub const ENV_CONFIG: &str = "HOOKRUN_CONFIG";
+pub const ENV_ON_FAILURE: &str = "HOOKRUN_ON_FAILURE";
+pub const ENV_BUDGET: &str = "HOOKRUN_BUDGET";
+pub const ENV_HOOK_TIMEOUT: &str = "HOOKRUN_HOOK_TIMEOUT";
+pub const ENV_KILL_GRACE: &str = "HOOKRUN_KILL_GRACE";
+pub const ENV_SCONTROL: &str = "HOOKRUN_SCONTROL";
+pub const ENV_SCONTROL_TIMEOUT: &str = "HOOKRUN_SCONTROL_TIMEOUT";
+pub const ENV_TEXTFILE_DIR: &str = "HOOKRUN_TEXTFILE_DIR";
+
+/// Slurm's variables hookrun reads.
+pub const ENV_SCRIPT_CONTEXT: &str = "SLURM_SCRIPT_CONTEXT";
+pub const ENV_JOB_ID: &str = "SLURM_JOB_ID";
+pub const ENV_NODENAME: &str = "SLURMD_NODENAME";
+
+pub const DEFAULT_HOOK_DIR: &str = "/etc/slurm";
+pub const CONFIG_FILE_NAME: &str = "hookrun.conf";
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(20);
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(500);
+pub const DEFAULT_SCONTROL: &str = "/usr/bin/scontrol";
+pub const DEFAULT_SCONTROL_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/hookrun";
+pub const DEFAULT_TEXTFILE_DIR: &str = "/var/lib/prometheus/node-exporter";
+
+/// What a failed required Prolog hook does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnFailure {
+    /// Exit non-zero: Slurm requeues and holds a batch job (cancels an
+    /// interactive one) and drains the node with "Prolog error".
+    Drain,
+    /// Run `scontrol requeuehold $SLURM_JOB_ID` and exit 0 so the node stays in
+    /// service; if that fails, exit non-zero (drain) after all.
+    Requeue,
+}
+
+impl OnFailure {
+    pub fn name(self) -> &'static str {
+        match self {
+            OnFailure::Drain => "drain",
+            OnFailure::Requeue => "requeue",
+        }
+    }
+
+    fn parse(text: &str) -> Result<OnFailure, String> {
+        match text {
+            "drain" => Ok(OnFailure::Drain),
+            "requeue" => Ok(OnFailure::Requeue),
+            other => Err(format!(
+                "invalid policy {other:?}; expected `drain` or `requeue`"
+            )),
+        }
+    }
+}
+
+/// The variables hookrun looks at, captured once.
+#[derive(Debug, Clone, Default)]
+pub struct EnvSnapshot {
+    vars: BTreeMap<String, OsString>,
+}
+
+impl EnvSnapshot {
+    /// Captures the `HOOKRUN_*` variables and the Slurm variables hookrun reads.
+    pub fn from_process() -> EnvSnapshot {
+        EnvSnapshot::from_vars(std::env::vars_os())
+    }
+
+    /// Builds a snapshot from name/value pairs, keeping only relevant names.
+    pub fn from_vars<I, K, V>(vars: I) -> EnvSnapshot
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        let vars = vars
+            .into_iter()
+            .filter_map(|(name, value)| {
+                let name = name.into().into_string().ok()?;
+                let relevant = name.starts_with("HOOKRUN_")
+                    || [ENV_SCRIPT_CONTEXT, ENV_JOB_ID, ENV_NODENAME].contains(&name.as_str());
+                relevant.then(|| (name, value.into()))
+            })
+            .collect();
+        EnvSnapshot { vars }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&OsStr> {
+        self.vars.get(name).map(OsString::as_os_str)
+    }
+
+    /// A variable that must be UTF-8 text when set. Empty counts as unset:
+    /// `VAR= hookrun` is how people unset things in a shell line.
+    pub fn text(&self, name: &str) -> Result<Option<&str>, SettingsError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(value) if value.is_empty() => Ok(None),
+            Some(value) => value
+                .to_str()
+                .map(Some)
+                .ok_or_else(|| SettingsError(format!("{name} is not valid UTF-8"))),
+        }
+    }
+
+    /// Names of the `HOOKRUN_*` variables that are set.
+    pub fn hookrun_names(&self) -> Vec<&str> {
+        self.vars
+            .keys()
+            .map(String::as_str)
+            .filter(|name| name.starts_with("HOOKRUN_"))
+            .collect()
+    }
+}
+
+/// A setting that cannot be used; reported as a usage error.
+#[derive(Debug)]
+pub struct SettingsError(pub String);
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+impl From<ConfError> for SettingsError {
+    fn from(error: ConfError) -> Self {
+        SettingsError(error.to_string())
+    }
+}
+
+/// Everything a run needs to know, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub root: PathBuf,
+    /// Holds `prolog.d/`, `epilog.d/`, `task-prolog.d/`, `health.d/`.
+    pub hook_dir: PathBuf,
+    /// The configuration file consulted (it may not exist).
+    pub config_path: PathBuf,
+    pub config_found: bool,
+    pub on_failure: OnFailure,
+    pub budget: Duration,
+    pub hook_timeout: Duration,
+    pub kill_grace: Duration,
+    pub scontrol: PathBuf,
+    pub scontrol_timeout: Duration,
+    /// `metrics.json` and its lock live here.
+    pub state_dir: PathBuf,
+    /// `hookrun.prom` is written here (only if the directory exists).
+    pub textfile_dir: PathBuf,
+    /// `HOOKRUN_*` variables that were set but not trusted (task-prolog).
+    pub ignored_env: Vec<String>,
+}
+
+/// Joins an absolute default path under the root prefix.
+pub fn reroot(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
+}
+
+impl Settings {
+    /// Resolves flags, environment (when `trust_env`), config file and defaults.
+    pub fn resolve(
+        options: &Options,
+        env: &EnvSnapshot,
+        trust_env: bool,
+    ) -> Result<Settings, SettingsError> {
+        let env_text = |name: &str| -> Result<Option<&str>, SettingsError> {
+            if trust_env { env.text(name) } else { Ok(None) }
+        };
+        let env_path = |name: &str| -> Option<PathBuf> {
+            if !trust_env {
+                return None;
+            }
+            env.get(name)
+                .filter(|value| !value.is_empty())
+                .map(PathBuf::from)
+        };
+
+        let root = options
+            .root
+            .clone()
+            .or_else(|| env_path(ENV_ROOT))
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let hook_dir = options
+            .hook_dir
+            .clone()
+            .or_else(|| env_path(ENV_HOOK_DIR))
+            .unwrap_or_else(|| reroot(&root, DEFAULT_HOOK_DIR));
+        let config_path = options
+            .config
+            .clone()
+            .or_else(|| env_path(ENV_CONFIG))
+            .unwrap_or_else(|| hook_dir.join(CONFIG_FILE_NAME));
+        let conf = ConfFile::load(&config_path)?;
+
+        // One lookup shape for every non-path setting: flag, variable, file.
+        let pick = |flag: Option<String>,
+                    var: &str,
+                    key: &str|
+         -> Result<Option<(String, String)>, SettingsError> {
+            if let Some(value) = flag {
+                return Ok(Some((value, format!("--{}", key.replace('_', "-")))));
+            }
+            if let Some(value) = env_text(var)? {
+                return Ok(Some((value.to_owned(), var.to_owned())));
+            }
+            Ok(conf.get(key).map(|value| {
+                let place = format!("{}:{}: {key}", config_path.display(), value.line);
+                (value.text.clone(), place)
+            }))
+        };
+        let duration = |flag: Option<Duration>,
+                        var: &str,
+                        key: &str,
+                        default: Duration,
+                        allow_zero: bool|
+         -> Result<Duration, SettingsError> {
+            let value = match flag {
+                Some(value) => Some((value, format!("--{}", key.replace('_', "-")))),
+                None => match pick(None, var, key)? {
+                    Some((text, place)) => Some((
+                        parse_duration(&text)
+                            .map_err(|e| SettingsError(format!("{place}: {e}")))?,
+                        place,
+                    )),
+                    None => None,
+                },
+            };
+            match value {
+                Some((value, place)) if value.is_zero() && !allow_zero => {
+                    Err(SettingsError(format!("{place}: must be longer than zero")))
+                }
+                Some((value, _)) => Ok(value),
+                None => Ok(default),
+            }
+        };
+
+        let on_failure = match pick(
+            options.on_failure.map(|p| p.name().to_owned()),
+            ENV_ON_FAILURE,
+            "on_failure",
+        )? {
+            Some((text, place)) => {
+                OnFailure::parse(&text).map_err(|e| SettingsError(format!("{place}: {e}")))?
+            }
+            None => OnFailure::Drain,
+        };
+        let budget = duration(options.budget, ENV_BUDGET, "budget", DEFAULT_BUDGET, false)?;
+        let hook_timeout = duration(
+            options.hook_timeout,
+            ENV_HOOK_TIMEOUT,
+            "hook_timeout",
+            DEFAULT_HOOK_TIMEOUT,
+            false,
+        )?;
+        let kill_grace = duration(
+            options.kill_grace,
+            ENV_KILL_GRACE,
+            "kill_grace",
+            DEFAULT_KILL_GRACE,
+            true,
+        )?;
+        let scontrol_timeout = duration(
+            options.scontrol_timeout,
+            ENV_SCONTROL_TIMEOUT,
+            "scontrol_timeout",
+            DEFAULT_SCONTROL_TIMEOUT,
+            false,
+        )?;
+
+        let path_setting = |flag: &Option<PathBuf>, var: &str, key: &str| {
+            if let Some(path) = flag {
+                return Ok::<_, SettingsError>(Some((
+                    path.clone(),
+                    format!("--{}", key.replace('_', "-")),
+                )));
+            }
+            if let Some(path) = env_path(var) {
+                return Ok(Some((path, var.to_owned())));
+            }
+            Ok(pick(None, var, key)?.map(|(text, place)| (PathBuf::from(text), place)))
+        };
+        let scontrol = match path_setting(&options.scontrol, ENV_SCONTROL, "scontrol")? {
+            Some((path, place)) => {
+                if !path.is_absolute() {
+                    return Err(SettingsError(format!(
+                        "{place}: scontrol must be an absolute path (Slurm hooks run without PATH), got {}",
+                        path.display()
+                    )));
+                }
+                path
+            }
+            None => PathBuf::from(DEFAULT_SCONTROL),
+        };
+        let textfile_dir = path_setting(&options.textfile_dir, ENV_TEXTFILE_DIR, "textfile_dir")?
+            .map(|(path, _)| path)
+            .unwrap_or_else(|| reroot(&root, DEFAULT_TEXTFILE_DIR));
+
+        let ignored_env = if trust_env {
+            Vec::new()
+        } else {
+            env.hookrun_names().into_iter().map(str::to_owned).collect()
+        };
+
+        Ok(Settings {
+            state_dir: reroot(&root, DEFAULT_STATE_DIR),
+            root,
+            hook_dir,
+            config_found: conf.path.is_some(),
+            config_path,
+            on_failure,
+            budget,
+            hook_timeout,
+            kill_grace,
+            scontrol,
+            scontrol_timeout,
+            textfile_dir,
+            ignored_env,
+        })
+    }
+
+    /// The directory a phase runs.
+    pub fn phase_dir(&self, phase: crate::phase::Phase) -> PathBuf {
+        self.hook_dir.join(phase.dir_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn env(vars: &[(&str, &str)]) -> EnvSnapshot {
+        EnvSnapshot::from_vars(vars.iter().map(|(k, v)| (*k, *v)))
+    }
+
+    fn temp_root(conf: Option<&str>) -> tempfile::TempDir {
+        let root = tempfile::tempdir().expect("temp dir");
+        if let Some(text) = conf {
+            let dir = root.path().join("etc/slurm");
+            fs::create_dir_all(&dir).expect("mkdir");
+            fs::write(dir.join("hookrun.conf"), text).expect("write conf");
+        }
+        root
+    }
+
+    fn options(root: &Path) -> Options {
+        Options {
+            root: Some(root.to_owned()),
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn defaults_live_under_the_root() {
+        let root = temp_root(None);
+        let settings = Settings::resolve(&options(root.path()), &env(&[]), true).expect("defaults");
+        assert_eq!(settings.hook_dir, root.path().join("etc/slurm"));
+        assert_eq!(
+            settings.config_path,
+            root.path().join("etc/slurm/hookrun.conf")
+        );
+        assert!(!settings.config_found);
+        assert_eq!(settings.state_dir, root.path().join("var/lib/hookrun"));
+        assert_eq!(
+            settings.textfile_dir,
+            root.path().join("var/lib/prometheus/node-exporter")
+        );
+        assert_eq!(settings.on_failure, OnFailure::Drain);
+        assert_eq!(settings.budget, DEFAULT_BUDGET);
+        assert_eq!(settings.hook_timeout, DEFAULT_HOOK_TIMEOUT);
+        assert_eq!(settings.kill_grace, DEFAULT_KILL_GRACE);
+        assert_eq!(settings.scontrol, PathBuf::from("/usr/bin/scontrol"));
+    }
+
+    #[test]
+    fn flag_beats_env_beats_config_file() {
+        let root = temp_root(Some(
+            "on_failure = requeue\nbudget = 7s\nhook_timeout = 3s\n",
+        ));
+        let vars = env(&[(ENV_BUDGET, "6s"), (ENV_ON_FAILURE, "drain")]);
+        let mut opts = options(root.path());
+        opts.on_failure = Some(OnFailure::Requeue);
+        let settings = Settings::resolve(&opts, &vars, true).expect("valid");
+        assert_eq!(settings.on_failure, OnFailure::Requeue, "flag wins");
+        assert_eq!(settings.budget, Duration::from_secs(6), "env beats file");
+        assert_eq!(
+            settings.hook_timeout,
+            Duration::from_secs(3),
+            "file beats default"
+        );
+        assert!(settings.config_found);
+    }
+
+    #[test]
+    fn untrusted_env_is_ignored_and_reported() {
+        let root = temp_root(Some("budget = 7s\n"));
+        let vars = env(&[(ENV_BUDGET, "1h"), (ENV_HOOK_DIR, "/home/user/hooks")]);
+        let settings = Settings::resolve(&options(root.path()), &vars, false).expect("valid");
+        assert_eq!(settings.budget, Duration::from_secs(7));
+        assert_eq!(settings.hook_dir, root.path().join("etc/slurm"));
+        assert_eq!(settings.ignored_env, ["HOOKRUN_BUDGET", "HOOKRUN_HOOK_DIR"]);
+    }
+
+    #[test]
+    fn explicit_paths_are_not_rerooted() {
+        let root = temp_root(None);
+        let vars = env(&[
+            (ENV_HOOK_DIR, "/opt/hooks"),
+            (ENV_TEXTFILE_DIR, "/srv/prom"),
+        ]);
+        let settings = Settings::resolve(&options(root.path()), &vars, true).expect("valid");
+        assert_eq!(settings.hook_dir, PathBuf::from("/opt/hooks"));
+        assert_eq!(
+            settings.config_path,
+            PathBuf::from("/opt/hooks/hookrun.conf")
+        );
+        assert_eq!(settings.textfile_dir, PathBuf::from("/srv/prom"));
+    }
+
+    #[test]
+    fn errors_name_where_the_value_came_from() {
+        let root = temp_root(Some("# site policy\nbudget = soon\n"));
+        let error = Settings::resolve(&options(root.path()), &env(&[]), true)
+            .expect_err("invalid duration");
+        let text = error.to_string();
+        assert!(
+            text.contains("hookrun.conf:2: budget: invalid duration \"soon\""),
+            "{text}"
+        );
+
+        let error = Settings::resolve(
+            &options(root.path()),
+            &env(&[(ENV_ON_FAILURE, "reboot")]),
+            true,
+        )
+        .expect_err("invalid policy");
+        assert_eq!(
+            error.to_string(),
+            "HOOKRUN_ON_FAILURE: invalid policy \"reboot\"; expected `drain` or `requeue`"
+        );
+    }
+
+    #[test]
+    fn scontrol_must_be_absolute() {
+        let root = temp_root(Some("scontrol = scontrol\n"));
+        let error = Settings::resolve(&options(root.path()), &env(&[]), true)
+            .expect_err("relative scontrol");
+        assert!(
+            error.to_string().contains("must be an absolute path"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn zero_budget_is_rejected_but_zero_grace_is_allowed() {
+        let root = temp_root(None);
+        let mut opts = options(root.path());
+        opts.budget = Some(Duration::ZERO);
+        let error = Settings::resolve(&opts, &env(&[]), true).expect_err("zero budget");
+        assert_eq!(error.to_string(), "--budget: must be longer than zero");
+
+        let mut opts = options(root.path());
+        opts.kill_grace = Some(Duration::ZERO);
+        let settings = Settings::resolve(&opts, &env(&[]), true).expect("zero grace");
+        assert_eq!(settings.kill_grace, Duration::ZERO);
+    }
+}

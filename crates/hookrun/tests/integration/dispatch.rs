@@ -1,0 +1,89 @@
+//! Choosing the phase: subcommand, SLURM_SCRIPT_CONTEXT, or health by default.
+
+use crate::util::{Fixture, NODE_IDLE};
+
+#[test]
+fn slurm_script_context_selects_the_phase() {
+    let fx = Fixture::new();
+    for phase in ["prolog", "epilog", "task-prolog"] {
+        fx.recording_hook(phase, &format!("10-{phase}"), "");
+    }
+    for (context, hook) in [
+        ("prolog_slurmd", "10-prolog"),
+        ("epilog_slurmd", "10-epilog"),
+        ("prolog_task", "10-task-prolog"),
+    ] {
+        let run = fx.hookrun().env("SLURM_SCRIPT_CONTEXT", context).run();
+        assert_eq!(run.code, Some(0), "{context}: {}", run.stderr);
+        assert_eq!(fx.ran().last().map(String::as_str), Some(hook), "{context}");
+    }
+    assert_eq!(fx.ran().len(), 3);
+}
+
+#[test]
+fn no_context_and_no_subcommand_runs_the_health_check() {
+    // Slurm starts HealthCheckProgram without arguments or a context.
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    fx.recording_hook("health", "10-check", "");
+    fx.recording_hook("prolog", "10-prolog", "");
+    let run = fx.hookrun().env("SLURMD_NODENAME", "c1").run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(fx.ran(), ["10-check"]);
+}
+
+#[test]
+fn an_unsupported_context_is_a_usage_error() {
+    let fx = Fixture::new();
+    fx.recording_hook("health", "10-check", "");
+    let run = fx
+        .hookrun()
+        .env("SLURM_SCRIPT_CONTEXT", "epilog_task")
+        .run();
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.has_line("SLURM_SCRIPT_CONTEXT=epilog_task"),
+        "{}",
+        run.stderr
+    );
+    assert!(fx.ran().is_empty());
+}
+
+#[test]
+fn a_subcommand_wins_over_the_context() {
+    let fx = Fixture::new();
+    fx.recording_hook("epilog", "10-epilog", "");
+    let run = fx
+        .hookrun()
+        .args(["epilog"])
+        .env("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(fx.ran(), ["10-epilog"]);
+}
+
+#[test]
+fn help_and_bad_arguments() {
+    let fx = Fixture::new();
+    let help = fx.hookrun().args(["--help"]).run();
+    assert_eq!(help.code, Some(0));
+    for needle in [
+        "prolog",
+        "task-prolog",
+        "health",
+        "list",
+        "HOOKRUN_ROOT",
+        ".optional",
+    ] {
+        assert!(
+            help.stdout.contains(needle),
+            "--help lacks {needle}:\n{}",
+            help.stdout
+        );
+    }
+    let bad = fx.hookrun().args(["prolog", "--budget", "soon"]).run();
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    let bad = fx.hookrun().args(["reboot"]).run();
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+}

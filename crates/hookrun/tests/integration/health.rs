@@ -1,0 +1,284 @@
+//! Health checks: drain on failure, resume only what hookrun drained.
+
+use crate::util::{Fixture, NODE_IDLE, node_drained};
+
+fn update(node: &str, rest: &[&str]) -> Vec<String> {
+    let mut call = vec!["update".to_owned(), format!("nodename={node}")];
+    call.extend(rest.iter().map(|s| (*s).to_owned()));
+    call
+}
+
+#[test]
+fn a_failing_check_drains_the_node_with_its_first_output_line() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    fx.hook(
+        "health",
+        "10-ib",
+        "echo 'port mlx5_0/1 is DOWN'\necho 'details follow'\nexit 1",
+    );
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(
+        fx.scontrol_updates(),
+        [update(
+            "c1",
+            &[
+                "state=drain",
+                "reason=hookrun: 10-ib: port mlx5_0/1 is DOWN"
+            ]
+        )]
+    );
+    assert!(fx.node().contains("State=IDLE+DRAIN"), "{}", fx.node());
+    // slurmd logs a failed health check's stdout: the reason, one line.
+    assert_eq!(run.stdout, "hookrun: 10-ib: port mlx5_0/1 is DOWN\n");
+}
+
+#[test]
+fn every_check_runs_and_the_first_failure_names_the_drain() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    fx.recording_hook("health", "10-disk", "echo '/tmp full' >&2; exit 1");
+    fx.recording_hook("health", "20-mem", "exit 1");
+    fx.recording_hook("health", "30-ok", "");
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(fx.ran(), ["10-disk", "20-mem", "30-ok"]);
+    assert_eq!(
+        fx.scontrol_updates(),
+        [update(
+            "c1",
+            &["state=drain", "reason=hookrun: 10-disk: /tmp full"]
+        )]
+    );
+}
+
+#[test]
+fn an_optional_check_failing_does_not_drain() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    fx.hook("health", "10-advisory.optional", "echo 'fan slow'; exit 1");
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(fx.scontrol_updates().is_empty());
+}
+
+#[test]
+fn healthy_again_resumes_a_node_hookrun_drained() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    let flag = fx.path("broken");
+    fx.hook(
+        "health",
+        "10-ib",
+        &format!(
+            "if [ -e '{}' ]; then echo 'port down'; exit 1; fi",
+            flag.display()
+        ),
+    );
+
+    std::fs::write(&flag, "").expect("break it");
+    let sick = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(sick.code, Some(1), "{}", sick.stderr);
+    assert!(
+        fx.node().contains("Reason=hookrun: 10-ib: port down"),
+        "{}",
+        fx.node()
+    );
+
+    // The same failure again does not rewrite the reason (keeps its time).
+    let still_sick = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(still_sick.code, Some(1));
+    assert_eq!(fx.scontrol_updates().len(), 1, "{:?}", fx.scontrol_calls());
+
+    std::fs::remove_file(&flag).expect("fix it");
+    let healthy = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(healthy.code, Some(0), "{}", healthy.stderr);
+    assert_eq!(healthy.stdout, "", "nothing on stdout when healthy");
+    assert_eq!(
+        fx.scontrol_updates().last(),
+        Some(&update("c1", &["state=resume"]))
+    );
+    assert!(fx.node().contains("State=IDLE "), "{}", fx.node());
+    assert!(
+        healthy.has_line("healthy: resumed node c1"),
+        "{}",
+        healthy.stderr
+    );
+}
+
+#[test]
+fn a_node_an_admin_drained_stays_drained_when_healthy() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(&node_drained("replacing DIMM B2, ticket 4711"));
+    fx.hook("health", "10-ok", "");
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        fx.scontrol_updates().is_empty(),
+        "{:?}",
+        fx.scontrol_calls()
+    );
+    assert!(
+        run.has_line("stays drained: not drained by hookrun"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_node_slurm_drained_for_a_prolog_error_is_not_resumed() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(&node_drained("Prolog error"));
+    fx.hook("health", "10-ok", "");
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(fx.scontrol_updates().is_empty());
+}
+
+#[test]
+fn an_admins_drain_reason_is_not_overwritten_when_unhealthy() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(&node_drained("maintenance"));
+    fx.hook("health", "10-ib", "echo 'port down'; exit 1");
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        fx.scontrol_updates().is_empty(),
+        "{:?}",
+        fx.scontrol_calls()
+    );
+    assert!(fx.node().contains("Reason=maintenance"));
+    assert!(
+        run.has_line("already drained by someone else"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_healthy_node_in_service_is_not_touched() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    fx.hook("health", "10-ok", "");
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(fx.scontrol_calls(), [["show", "node", "-o", "c1"]]);
+}
+
+#[test]
+fn without_slurmd_nodename_the_short_host_name_is_used() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    fx.hook("health", "10-bad", "exit 1");
+    let run = fx.hookrun().args(["health"]).run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let uname = rustix::system::uname();
+    let host = uname.nodename().to_string_lossy();
+    let short = host.split('.').next().unwrap_or_default();
+    assert_eq!(
+        fx.scontrol_calls().first(),
+        Some(&vec![
+            "show".to_owned(),
+            "node".to_owned(),
+            "-o".to_owned(),
+            short.to_owned()
+        ])
+    );
+    assert_eq!(fx.scontrol_updates().len(), 1);
+    assert_eq!(fx.scontrol_updates()[0][1], format!("nodename={short}"));
+}
+
+#[test]
+fn an_unreadable_node_state_still_drains_an_unhealthy_node() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    // No node.txt: `show node` fails like it does for an unknown node.
+    fx.hook("health", "10-bad", "echo 'bad'; exit 1");
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(run.has_line("draining anyway"), "{}", run.stderr);
+    assert_eq!(
+        fx.scontrol_updates(),
+        [update(
+            "c1",
+            &["state=drain", "reason=hookrun: 10-bad: bad"]
+        )]
+    );
+}
+
+#[test]
+fn health_checks_that_cannot_be_read_drain_the_node() {
+    // slurmd only logs HealthCheckProgram's exit status: the node itself must show it.
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    fx.write("etc/slurm/health.d", "not a directory", 0o644);
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
+    let updates = fx.scontrol_updates();
+    assert_eq!(updates.len(), 1, "{updates:?}");
+    assert_eq!(updates[0][2], "state=drain");
+    assert!(
+        updates[0][3].starts_with("reason=hookrun: ")
+            && updates[0][3].ends_with("health.d: cannot read the health checks"),
+        "{updates:?}"
+    );
+}

@@ -1,0 +1,13 @@
+//! hookrun's integration tests: the real binary against temp-root hook trees.
+//! One test binary (fast to link); the fixture builder is in `util`.
+
+mod deadlines;
+mod discovery;
+mod dispatch;
+mod epilog;
+mod health;
+mod journal;
+mod metrics;
+mod prolog;
+mod task_prolog;
+mod util;

@@ -1,0 +1,97 @@
+//! Metrics: counts add up across runs and concurrent runs lose nothing.
+
+use std::fs;
+
+use crate::util::Fixture;
+
+#[test]
+fn counts_add_up_across_runs_and_phases() {
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-ok", "");
+    fx.hook("prolog", "20-flaky.optional", "exit 1");
+    fx.hook("epilog", "10-ok", "");
+    for _ in 0..3 {
+        assert_eq!(fx.hookrun().args(["prolog"]).run().code, Some(0));
+    }
+    assert_eq!(fx.hookrun().args(["epilog"]).run().code, Some(0));
+
+    assert_eq!(fx.runs("prolog", "10-ok", "ok"), Some(3.0));
+    assert_eq!(fx.runs("prolog", "10-ok", "failed"), Some(0.0));
+    assert_eq!(fx.runs("prolog", "20-flaky.optional", "failed"), Some(3.0));
+    assert_eq!(fx.runs("epilog", "10-ok", "ok"), Some(1.0));
+    assert_eq!(
+        fx.sample(r#"hookrun_hook_duration_seconds_count{phase="prolog",hook="10-ok"}"#),
+        Some(3.0)
+    );
+    assert_eq!(
+        fx.sample(r#"hookrun_hook_duration_seconds_bucket{phase="prolog",hook="10-ok",le="+Inf"}"#),
+        Some(3.0)
+    );
+    let prom = fx.prom();
+    assert!(
+        prom.contains("# TYPE hookrun_hook_runs_total counter\n"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("# TYPE hookrun_hook_duration_seconds histogram\n"),
+        "{prom}"
+    );
+    // Only the finished file is in the textfile directory.
+    let names: Vec<_> = fs::read_dir(fx.path("var/lib/prometheus/node-exporter"))
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    assert_eq!(names, ["hookrun.prom"]);
+    assert!(fx.path("var/lib/hookrun/metrics.json").is_file());
+}
+
+#[test]
+fn concurrent_runs_do_not_lose_counts() {
+    // Prologs of different jobs run concurrently on one node.
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-a", "");
+    fx.hook("prolog", "20-b", "");
+    const RUNS: usize = 12;
+    let children: Vec<_> = (0..RUNS)
+        .map(|_| fx.hookrun().args(["prolog"]).spawn())
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().expect("wait");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("metrics not updated"), "{stderr}");
+    }
+    assert_eq!(fx.runs("prolog", "10-a", "ok"), Some(RUNS as f64));
+    assert_eq!(fx.runs("prolog", "20-b", "ok"), Some(RUNS as f64));
+}
+
+#[test]
+fn a_metrics_failure_never_fails_the_hooks() {
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-ok", "");
+    // The state directory cannot be created: a file is in the way.
+    fx.write("var/lib/hookrun", "in the way", 0o644);
+    let run = fx.hookrun().args(["prolog"]).run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.has_line("metrics not updated"), "{}", run.stderr);
+}
+
+#[test]
+fn the_textfile_directory_can_be_moved() {
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-ok", "");
+    let elsewhere = fx.path("srv/prom");
+    fs::create_dir_all(&elsewhere).expect("mkdir");
+    let run = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("HOOKRUN_TEXTFILE_DIR", &elsewhere)
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(elsewhere.join("hookrun.prom").is_file());
+    assert!(fx.prom().is_empty(), "the default location is not written");
+}

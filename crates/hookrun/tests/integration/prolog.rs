@@ -1,0 +1,211 @@
+//! The Prolog: required/optional hooks and the two failure policies.
+
+use crate::util::Fixture;
+
+#[test]
+fn required_failure_under_drain_exits_1_and_later_hooks_do_not_run() {
+    let fx = Fixture::new();
+    fx.recording_hook("prolog", "10-ok", "");
+    fx.recording_hook("prolog", "20-broken", "echo 'no GPU found' >&2; exit 7");
+    fx.recording_hook("prolog", "30-after", "");
+    let run = fx.hookrun().args(["prolog"]).run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(fx.ran(), ["10-ok", "20-broken"]);
+    assert!(
+        run.has_line("hookrun[prolog] 20-broken> no GPU found"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.has_line("hookrun[prolog] 20-broken: failed in "),
+        "{}",
+        run.stderr
+    );
+    assert!(run.has_line(": exit status 7"), "{}", run.stderr);
+    assert!(
+        run.has_line("hookrun[prolog] 30-after: skipped: required hook 20-broken failed"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.has_line("Slurm drains the node"), "{}", run.stderr);
+    assert!(fx.scontrol_calls().is_empty(), "drain policy calls nothing");
+}
+
+#[test]
+fn optional_failure_is_logged_and_counted_only() {
+    let fx = Fixture::new();
+    fx.recording_hook("prolog", "10-flaky.optional", "exit 1");
+    fx.recording_hook("prolog", "20-ok", "");
+    let run = fx.hookrun().args(["prolog"]).run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(fx.ran(), ["10-flaky.optional", "20-ok"]);
+    assert!(
+        run.has_line("10-flaky.optional: failed in ")
+            && run.has_line("(optional hook: not acted on)"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(fx.runs("prolog", "10-flaky.optional", "failed"), Some(1.0));
+}
+
+#[test]
+fn success_is_logged_one_line_per_hook() {
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-qoslane", "");
+    let run = fx.hookrun().args(["prolog"]).run();
+    assert_eq!(run.code, Some(0));
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("hookrun[prolog] 10-qoslane: "))
+        .expect("result line");
+    assert!(
+        line.starts_with("hookrun[prolog] 10-qoslane: ok in "),
+        "{line}"
+    );
+    assert!(line.ends_with(" ms"), "{line}");
+}
+
+#[test]
+fn requeue_policy_holds_the_job_and_keeps_the_node() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.recording_hook("prolog", "10-broken", "exit 1");
+    fx.recording_hook("prolog", "20-after", "");
+    let run = fx
+        .hookrun()
+        .args(["prolog", "--on-failure", "requeue"])
+        .env("SLURM_JOB_ID", "4242")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(fx.scontrol_calls(), [["requeuehold", "4242"]]);
+    assert_eq!(fx.ran(), ["10-broken"]);
+    assert!(run.has_line("job 4242 requeued and held"), "{}", run.stderr);
+}
+
+#[test]
+fn requeue_that_fails_falls_back_to_drain() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(1);
+    fx.hook("prolog", "10-broken", "exit 1");
+    let run = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("HOOKRUN_ON_FAILURE", "requeue")
+        .env("SLURM_JOB_ID", "77")
+        .run();
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert_eq!(fx.scontrol_calls(), [["requeuehold", "77"]]);
+    assert!(
+        run.has_line("requeue-hold of job 77 failed"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.has_line("the node drains"), "{}", run.stderr);
+}
+
+#[test]
+fn requeue_without_a_job_id_falls_back_to_drain() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.hook("prolog", "10-broken", "exit 1");
+    let run = fx
+        .hookrun()
+        .args(["prolog", "--on-failure", "requeue"])
+        .run();
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert!(fx.scontrol_calls().is_empty());
+    assert!(run.has_line("SLURM_JOB_ID is not set"), "{}", run.stderr);
+}
+
+#[test]
+fn requeue_with_scontrol_missing_falls_back_to_drain() {
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-broken", "exit 1");
+    let run = fx
+        .hookrun()
+        .args(["prolog", "--on-failure", "requeue"])
+        .env("SLURM_JOB_ID", "5")
+        .run();
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert!(run.has_line("could not start"), "{}", run.stderr);
+}
+
+#[test]
+fn policy_from_the_config_file() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.conf("# site policy\non_failure = requeue\n");
+    fx.hook("prolog", "10-broken", "exit 1");
+    let run = fx.hookrun().args(["prolog"]).env("SLURM_JOB_ID", "9").run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(fx.scontrol_calls(), [["requeuehold", "9"]]);
+
+    // A flag beats the file.
+    let run = fx
+        .hookrun()
+        .args(["prolog", "--on-failure", "drain"])
+        .env("SLURM_JOB_ID", "9")
+        .run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+}
+
+#[test]
+fn a_bad_config_file_is_a_usage_error_naming_the_line() {
+    let fx = Fixture::new();
+    fx.conf("on_failure = requeue\non_falure = drain\n");
+    fx.recording_hook("prolog", "10-ok", "");
+    let run = fx.hookrun().args(["prolog"]).run();
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.has_line("hookrun.conf:2: unknown key \"on_falure\""),
+        "{}",
+        run.stderr
+    );
+    assert!(fx.ran().is_empty(), "no hook runs on a bad configuration");
+}
+
+#[test]
+fn hooks_get_the_phase_the_environment_and_no_stdin() {
+    let fx = Fixture::new();
+    let out = fx.path("seen");
+    fx.hook(
+        "prolog",
+        "10-env",
+        &format!(
+            "read line; echo \"read=$? phase=$HOOKRUN_PHASE job=$SLURM_JOB_ID path=${{PATH-unset}}\" > '{}'",
+            out.display()
+        ),
+    );
+    let run = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("SLURM_JOB_ID", "31")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let seen = std::fs::read_to_string(out).expect("hook wrote");
+    // stdin is /dev/null (read hits EOF at once); the environment is inherited
+    // as is — hookrun adds no PATH of its own.
+    assert!(
+        seen.starts_with("read=1 phase=prolog job=31 path="),
+        "{seen}"
+    );
+}
+
+#[test]
+fn a_hook_that_cannot_be_executed_is_a_failure() {
+    let fx = Fixture::new();
+    fx.write(
+        "etc/slurm/prolog.d/10-bad-interpreter",
+        "#!/nonexistent/interpreter\n",
+        0o755,
+    );
+    let run = fx.hookrun().args(["prolog"]).run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.has_line("10-bad-interpreter: failed in"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.has_line("could not start"), "{}", run.stderr);
+}

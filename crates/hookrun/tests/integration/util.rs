@@ -1,0 +1,289 @@
+//! A temp-root fixture: a hook tree under `<root>/etc/slurm`, a fake scontrol
+//! that records its argv and simulates the node's state, and a way to run the
+//! real hookrun binary against it with an empty environment (Slurm gives hooks
+//! no PATH; neither do these tests).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_hookrun");
+
+/// An idle node as `scontrol show node -o` prints it (trimmed).
+pub const NODE_IDLE: &str = "NodeName=c1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 \
+    State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=debug \
+    CfgTRES=cpu=2 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0";
+
+/// A node drained with `reason`, as `scontrol show node -o` prints it.
+pub fn node_drained(reason: &str) -> String {
+    format!(
+        "{} Reason={reason} [root@2024-05-01T10:00:00]",
+        NODE_IDLE.replace("State=IDLE ", "State=IDLE+DRAIN ")
+    )
+}
+
+#[derive(Debug)]
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+/// What a hookrun run did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    /// stderr lines, for `contains` checks that name the line.
+    pub fn has_line(&self, needle: &str) -> bool {
+        self.stderr.lines().any(|line| line.contains(needle))
+    }
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().to_owned();
+        fs::create_dir_all(root.join("etc/slurm")).expect("mkdir etc/slurm");
+        fs::create_dir_all(root.join("var/lib/prometheus/node-exporter")).expect("mkdir textfile");
+        Fixture { _dir: dir, root }
+    }
+
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+
+    /// `<root>/etc/slurm/<phase>.d/<name>`, a `#!/bin/sh` script, mode 0755.
+    pub fn hook(&self, phase: &str, name: &str, body: &str) -> PathBuf {
+        let path = self.path(&format!("etc/slurm/{phase}.d/{name}"));
+        self.write_script(&path, body);
+        path
+    }
+
+    /// A hook that appends its name to `ran.log`, then runs `then`.
+    pub fn recording_hook(&self, phase: &str, name: &str, then: &str) -> PathBuf {
+        let log = self.path("ran.log");
+        self.hook(
+            phase,
+            name,
+            &format!("echo '{name}' >> '{}'\n{then}", log.display()),
+        )
+    }
+
+    /// Names recorded by [`Fixture::recording_hook`], in run order.
+    pub fn ran(&self) -> Vec<String> {
+        fs::read_to_string(self.path("ran.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn write_script(&self, path: &Path, body: &str) {
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        fs::write(path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+        fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    pub fn write(&self, relative: &str, contents: &str, mode: u32) -> PathBuf {
+        let path = self.path(relative);
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        fs::write(&path, contents).expect("write");
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+        path
+    }
+
+    pub fn conf(&self, text: &str) {
+        self.write("etc/slurm/hookrun.conf", text, 0o644);
+    }
+
+    /// Installs `<root>/bin/scontrol`: records each call's argv (one line per
+    /// call, arguments separated by 0x1f) in `scontrol.calls`; `show node`
+    /// prints `node.txt`; `update … state=drain|resume` rewrites it like
+    /// slurmctld would. Every call exits `exit_code`.
+    pub fn fake_scontrol(&self, exit_code: i32) -> PathBuf {
+        let calls = self.path("scontrol.calls");
+        let state = self.path("node.txt");
+        let path = self.path("bin/scontrol");
+        self.write_script(
+            &path,
+            &format!(
+                r#"calls='{calls}'
+state='{state}'
+printf '%s\037' "$@" >> "$calls"
+printf '\n' >> "$calls"
+case "$1" in
+show)
+  if [ ! -f "$state" ]; then echo "Node $4 not found" >&2; exit 1; fi
+  /bin/cat "$state" ;;
+update)
+  node="${{2#nodename=}}"
+  case "$3" in
+  state=drain) printf '%s\n' "{drained_prefix} Reason=${{4#reason=}} [root@2024-05-01T10:00:00]" | /bin/sed "s/^NodeName=c1/NodeName=$node/" > "$state" ;;
+  state=resume) printf '%s\n' "{idle}" | /bin/sed "s/^NodeName=c1/NodeName=$node/" > "$state" ;;
+  esac ;;
+esac
+exit {exit_code}"#,
+                calls = calls.display(),
+                state = state.display(),
+                drained_prefix = NODE_IDLE.replace("State=IDLE ", "State=IDLE+DRAIN "),
+                idle = NODE_IDLE,
+            ),
+        );
+        path
+    }
+
+    /// What `scontrol show node` will print.
+    pub fn set_node(&self, line: &str) {
+        fs::write(self.path("node.txt"), format!("{line}\n")).expect("write node state");
+    }
+
+    pub fn node(&self) -> String {
+        fs::read_to_string(self.path("node.txt")).unwrap_or_default()
+    }
+
+    /// Each scontrol call's arguments.
+    pub fn scontrol_calls(&self) -> Vec<Vec<String>> {
+        fs::read_to_string(self.path("scontrol.calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| {
+                line.split('\u{1f}')
+                    .filter(|arg| !arg.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `update` calls only.
+    pub fn scontrol_updates(&self) -> Vec<Vec<String>> {
+        self.scontrol_calls()
+            .into_iter()
+            .filter(|call| call.first().is_some_and(|c| c == "update"))
+            .collect()
+    }
+
+    /// hookrun with `--root` and the fake scontrol's path, empty environment.
+    pub fn hookrun(&self) -> Hookrun {
+        let mut command = Command::new(BIN);
+        command
+            .env_clear()
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--scontrol")
+            .arg(self.path("bin/scontrol"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Hookrun { command }
+    }
+
+    pub fn prom(&self) -> String {
+        fs::read_to_string(self.path("var/lib/prometheus/node-exporter/hookrun.prom"))
+            .unwrap_or_default()
+    }
+
+    /// The value of one sample of `hookrun.prom`, by its exact series text.
+    pub fn sample(&self, series: &str) -> Option<f64> {
+        self.prom().lines().find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            value.parse().ok()
+        })
+    }
+
+    pub fn runs(&self, phase: &str, hook: &str, outcome: &str) -> Option<f64> {
+        self.sample(&format!(
+            "hookrun_hook_runs_total{{phase=\"{phase}\",hook=\"{hook}\",outcome=\"{outcome}\"}}"
+        ))
+    }
+}
+
+#[derive(Debug)]
+pub struct Hookrun {
+    command: Command,
+}
+
+impl Hookrun {
+    pub fn args<I, S>(mut self, args: I) -> Hookrun
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.command.args(args);
+        self
+    }
+
+    pub fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Hookrun {
+        self.command.env(name, value);
+        self
+    }
+
+    pub fn run(mut self) -> Run {
+        let started = Instant::now();
+        let output = self.command.output().expect("run hookrun");
+        Run {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            elapsed: started.elapsed(),
+        }
+    }
+
+    pub fn spawn(mut self) -> Child {
+        self.command.spawn().expect("spawn hookrun")
+    }
+}
+
+/// Polls `path` until it holds a complete line (bounded).
+pub fn wait_for_line(path: &Path, within: Duration) -> String {
+    let give_up = Instant::now() + within;
+    loop {
+        if let Ok(text) = fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text.trim().to_owned();
+        }
+        assert!(
+            Instant::now() < give_up,
+            "{} not written within {within:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A process that no longer exists, or is a zombie (dead, waiting for a parent
+/// that is not ours to control — in a container pid 1 may never reap it).
+pub fn process_gone(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+/// Waits (bounded) for `pid` to be gone; SIGKILL is delivered asynchronously.
+pub fn wait_gone(pid: i32, within: Duration) -> bool {
+    let give_up = Instant::now() + within;
+    while Instant::now() < give_up {
+        if process_gone(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    process_gone(pid)
+}
+
+pub fn pid_from(path: &Path) -> i32 {
+    wait_for_line(path, Duration::from_secs(5))
+        .parse()
+        .expect("pid file holds a pid")
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# lib.sh — shared by the end-to-end suites and the demo: build the binaries,
+# lay out a node under a fixture root (mapping, settings files, HCA sysfs, a
+# fixture smpquery, hookrun's hook directories), start/stop the Slurm rig,
+# submit jobs and poll with bounds.
+#
+# Sourced; expects `set -euo pipefail` in the caller.
+
+E2E_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+FIX=$E2E_REPO/crates/qoslane/tests/fixtures
+QL=$E2E_REPO/target/release/qoslane
+HR=$E2E_REPO/target/release/hookrun
+TOS=/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos
+RMEM=/proc/sys/net/core/rmem_max
+BASE_TOS=0
+BASE_RMEM=212992
+
+say() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+fail() { say "FAIL: $*"; E2E_FAILED=$((E2E_FAILED + 1)); }
+pass() { say "ok: $*"; E2E_PASSED=$((E2E_PASSED + 1)); }
+E2E_FAILED=0
+E2E_PASSED=0
+
+# check DESC CMD... : a named assertion
+check() {
+  local desc=$1; shift
+  if "$@"; then pass "$desc"; else fail "$desc"; fi
+}
+eq() { [ "$1" = "$2" ] || { say "  expected '$2', got '$1'"; return 1; }; }
+
+# poll TIMEOUT_S DESC CMD... : until CMD succeeds, at most TIMEOUT_S seconds
+poll() {
+  local t=$1 desc=$2; shift 2
+  local end=$(( $(date +%s%N) + t * 1000000000 ))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s%N)" -gt "$end" ]; then say "timeout (${t}s) waiting for: $desc"; return 1; fi
+    sleep 0.1
+  done
+}
+
+build_release() {
+  say "building release binaries"
+  (cd "$E2E_REPO" && cargo build --release -q -p qoslane -p hookrun)
+}
+
+# make_node ROOT MAPPING_FILE : a compute node's view under ROOT
+make_node() {
+  local r=$1 mapping=$2
+  rm -rf "$r"; install -d -m 0755 "$r"
+  install -d "$r/etc/qoslane" "$r/bin" "$r/out"
+  chmod 1777 "$r/out"
+  cp "$mapping" "$r/etc/qoslane/qos-network.yml"
+  install -d "$(dirname "$r$TOS")" "$(dirname "$r$RMEM")"
+  echo "$BASE_TOS" > "$r$TOS"; echo "$BASE_RMEM" > "$r$RMEM"
+  # One ConnectX port, ACTIVE, modelled on a real mlx5 sysfs tree.
+  cp -a "$FIX/fabric/mlx5-quirks/sys" "$r/"
+  # The SM's tables, as smpquery prints them (fixture answers).
+  ln -s "$FIX/bin/fake-smpquery" "$r/bin/smpquery"
+  set_fabric "$r" identity
+  # hookrun and its hooks; qoslane is one hook per phase.
+  printf '#!/bin/sh\nexec %s --root %s "$@"\n' "$HR" "$r" > "$r/bin/hookrun"
+  chmod 0755 "$r/bin/hookrun"
+  local d
+  for d in prolog.d epilog.d task-prolog.d health.d; do install -d "$r/etc/slurm/$d"; done
+  local env="QOSLANE_SMPQUERY=$r/bin/smpquery QOSLANE_TIMEOUT_MS=3000"
+  printf '#!/bin/sh\n%s exec %s --root %s prolog\n' "$env" "$QL" "$r" > "$r/etc/slurm/prolog.d/10-qoslane"
+  printf '#!/bin/sh\n%s exec %s --root %s epilog\n' "$env" "$QL" "$r" > "$r/etc/slurm/epilog.d/10-qoslane"
+  printf '#!/bin/sh\nexec %s --root %s task-prolog\n' "$QL" "$r" > "$r/etc/slurm/task-prolog.d/10-qoslane"
+  printf '#!/bin/sh\n%s exec %s --root %s health\n' "$env" "$QL" "$r" > "$r/etc/slurm/health.d/10-qoslane"
+  # An existing site hook, like Omnia's epilog.d/logout_user.sh, keeps running.
+  printf '#!/bin/sh\necho "$SLURM_JOB_ID" >> %s/out/logout_user.log\n' "$r" > "$r/etc/slurm/epilog.d/90-logout_user.sh"
+  chmod 0755 "$r"/etc/slurm/*.d/*
+  printf 'on_failure = requeue\nbudget = 15s\nhook_timeout = 5s\n' > "$r/etc/slurm/hookrun.conf"
+}
+
+# set_fabric ROOT identity|reversed : what the SM programmed (fixture answers)
+set_fabric() {
+  local r=$1 t=$2 op
+  for op in sl2vl portinfo vlarb; do cp "$FIX/smpquery/qos-$t.$op.txt" "$r/bin/any.$op.txt"; done
+}
+
+RIG=$E2E_REPO/rigs/slurm_rig.sh
+export RIG_DIR=${RIG_DIR:-/tmp/qoslane-slurmrig}
+# start_slurm ROOT : the rig with hookrun as Prolog, Epilog and TaskProlog
+start_slurm() {
+  local r=$1
+  RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
+  RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
+  RIG_PROLOG_FLAGS=Alloc RIG_PROLOG_EPILOG_TIMEOUT=30 \
+  RIG_QOS="low:10 normal:100 high:1000 mission-critical:10000 scavenger:1" \
+  RIG_EXTRA_CONF="AuthInfo=cred_expire=10" \
+  RIG_FORCE=1 bash "$RIG" start >/dev/null
+  NODE=$(cat "$RIG_DIR/nodename")
+  export NODE
+}
+stop_slurm() { bash "$RIG" stop >/dev/null 2>&1 || true; }
+
+# Job helpers. A job waits for its release file (bounded), so tests control overlap.
+job_script() { # job_script NAME -> path of a batch script that dumps env and waits
+  local f=$WORK/$1.sh
+  cat > "$f" <<EOS
+#!/bin/sh
+env | sort > $WORK/\$SLURM_JOB_ID.env
+i=0; while [ ! -e $WORK/release.\$SLURM_JOB_ID ] && [ ! -e $WORK/release.all ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i+1)); done
+EOS
+  chmod 0755 "$f"; echo "$f"
+}
+submit() { # submit QOS [sbatch args...] -> job id
+  local q=$1; shift
+  /usr/bin/sbatch --parsable --qos="$q" -o "$WORK/slurm-%j.out" "$@" "$(job_script "job-$q")"
+}
+job_state() { /usr/bin/squeue -h -j "$1" -o %T 2>/dev/null; }
+is_running() { [ "$(job_state "$1")" = RUNNING ] && [ -s "$WORK/$1.env" ]; }
+is_gone() { [ -z "$(job_state "$1")" ]; }
+release() { touch "$WORK/release.$1"; }
+env_of() { grep "^$2=" "$WORK/$1.env" | head -1 | cut -d= -f2-; }
+node_state() { /usr/bin/sinfo -h -N -n "$NODE" -o %T | head -1; }
+node_reason() { /usr/bin/scontrol show node -o "$NODE" | sed -n 's/.*Reason=\(.*\) \[.*/\1/p'; }
+resume_node() { /usr/bin/scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true; }
+audit_of() { # audit_of ROOT JOB EVENT FIELD
+  python3 - "$1/var/log/qoslane/audit.jsonl" "$2" "$3" "$4" <<'PY'
+import json, sys
+path, job, event, field = sys.argv[1:]
+lines = [json.loads(l) for l in open(path)]
+hits = [l for l in lines if str(l.get("job_id")) == job and l["event"] == event]
+print(hits[-1].get(field) if hits else "<none>")
+PY
+}

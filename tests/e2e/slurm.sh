@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# slurm.sh — qoslane under hookrun on a real single-node Slurm 22.05 cluster.
+# Each case asserts on what Slurm and the node actually show. Bounded polls,
+# no guessed sleeps. Leaves the rig stopped.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+WORK=$(mktemp -d /tmp/qoslane-e2e.XXXXXX); chmod 0755 "$WORK"
+R=$WORK/root
+cleanup() {
+  local rc=$?
+  touch "$WORK/release.all" 2>/dev/null || true
+  stop_slurm
+  if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $WORK for inspection"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+cat > "$WORK/mapping.yml" <<'YML'
+default_level: normal
+fabric_check: enforce
+on_failure: continue
+levels:
+  - name: mission-critical
+    qos: [mission-critical]
+    service_level: 3
+    virtual_lane: 3
+    traffic_class: 106
+    on_failure: fail_job
+    node_settings:
+      - path: /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos
+        value: "106"
+      - path: /proc/sys/net/core/rmem_max
+        value: "16777216"
+  - name: high
+    qos: [high]
+    service_level: 2
+    virtual_lane: 2
+    node_settings:
+      - path: /proc/sys/net/core/rmem_max
+        value: "8388608"
+  - name: normal
+    qos: [normal]
+    service_level: 0
+    virtual_lane: 0
+  - name: low
+    qos: [low]
+    service_level: 1
+    virtual_lane: 1
+    node_settings:
+      - path: /proc/sys/net/core/rmem_max
+        value: "1048576"
+YML
+
+build_release
+make_node "$R" "$WORK/mapping.yml"
+say "starting the Slurm rig"
+start_slurm "$R"
+say "node $NODE up"
+settings() { echo "$(cat "$R$TOS") $(cat "$R$RMEM")"; }
+
+# ------------------------------------------------------------ each QoS, its own SL
+say "case: sbatch --qos=high gets the high level"
+j=$(submit high)
+poll 60 "job $j running" is_running "$j"
+check "high job: UCX_IB_SL=2" eq "$(env_of "$j" UCX_IB_SL)" 2
+check "high job: NCCL_IB_SL=2" eq "$(env_of "$j" NCCL_IB_SL)" 2
+check "high job: OMPI openib SL=2" eq "$(env_of "$j" OMPI_MCA_btl_openib_ib_service_level)" 2
+check "high job: MV2 SL=2" eq "$(env_of "$j" MV2_DEFAULT_SERVICE_LEVEL)" 2
+check "high job: QOSLANE_LEVEL=high" eq "$(env_of "$j" QOSLANE_LEVEL)" high
+check "high job: rmem_max applied while it runs" eq "$(settings)" "$BASE_TOS 8388608"
+release "$j"; poll 60 "job $j done" is_gone "$j"
+poll 10 "epilog audited" test "$(audit_of "$R" "$j" epilog outcome)" = reverted
+check "high job: audit prolog qos from scontrol" eq "$(audit_of "$R" "$j" prolog qos)/$(audit_of "$R" "$j" prolog qos_source)" high/scontrol
+check "high job: audit prolog applied" eq "$(audit_of "$R" "$j" prolog outcome)" applied
+check "high job: baseline after it ends" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
+
+say "case: srun --qos=low"
+out=$(timeout 60 /usr/bin/srun --qos=low /usr/bin/env)
+check "srun low: UCX_IB_SL=1" eq "$(printf '%s\n' "$out" | sed -n 's/^UCX_IB_SL=//p')" 1
+check "srun low: QOSLANE_LEVEL=low" eq "$(printf '%s\n' "$out" | sed -n 's/^QOSLANE_LEVEL=//p')" low
+
+say "case: a QoS no level lists gets the default level"
+j=$(submit scavenger)
+poll 60 "job $j running" is_running "$j"
+check "scavenger job: default level normal" eq "$(env_of "$j" QOSLANE_LEVEL)" normal
+check "scavenger job: UCX_IB_SL=0" eq "$(env_of "$j" UCX_IB_SL)" 0
+release "$j"; poll 60 "job $j done" is_gone "$j"
+
+say "case: two jobs share the node; settings follow the higher level"
+jl=$(submit low)
+poll 60 "low job running" is_running "$jl"
+check "low alone: rmem 1048576" eq "$(settings)" "$BASE_TOS 1048576"
+jm=$(submit mission-critical)
+poll 60 "mission-critical job running" is_running "$jm"
+check "both: mission-critical wins" eq "$(settings)" "106 16777216"
+check "both: low job kept SL 1" eq "$(env_of "$jl" UCX_IB_SL)" 1
+check "both: mission-critical job SL 3, TC 106" eq "$(env_of "$jm" UCX_IB_SL)/$(env_of "$jm" NCCL_IB_TC)" 3/106
+release "$jm"; poll 60 "mission-critical done" is_gone "$jm"
+poll 10 "mc epilog audited" test "$(audit_of "$R" "$jm" epilog outcome)" = reverted
+check "low again: back to low's settings" eq "$(settings)" "$BASE_TOS 1048576"
+release "$jl"; poll 60 "low done" is_gone "$jl"
+poll 10 "low epilog audited" test "$(audit_of "$R" "$jl" epilog outcome)" = reverted
+check "idle: baseline" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
+check "site epilog hook ran for every job" eq "$(sort -u "$R/out/logout_user.log" | grep -c .)" 5
+
+# ------------------------------------------------------------ failures
+say "case: a failing required hook under requeue: job held, node in service"
+printf '#!/bin/sh\necho "scratch not mounted" >&2\nexit 1\n' > "$R/etc/slurm/prolog.d/60-scratch"
+chmod 0755 "$R/etc/slurm/prolog.d/60-scratch"
+j=$(submit high)
+held() { /usr/bin/scontrol show job -o "$1" | grep -q 'JobState=PENDING.*Reason=\(JobHeldUser\|JobHeldAdmin\|launch_failed_requeued_held\)' ||
+         /usr/bin/scontrol show job -o "$1" | grep -q 'Priority=0 .*JobState=PENDING'; }
+poll 60 "job $j requeued and held" held "$j"
+check "requeue policy: node still in service" test "$(node_state)" != drained -a "$(node_state)" != draining
+poll 20 "epilog reverted the failed start" test "$(settings)" = "$BASE_TOS $BASE_RMEM"
+check "requeue policy: baseline restored" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
+/usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+
+say "case: a failing required hook under drain: Slurm drains the node"
+sed -i 's/^on_failure = requeue/on_failure = drain/' "$R/etc/slurm/hookrun.conf"
+j=$(submit high)
+drained() { case "$(node_state)" in drain*|drained*) return 0;; *) return 1;; esac; }
+poll 60 "node drained" drained
+check "drain policy: reason Prolog error" eq "$(node_reason)" "Prolog error"
+/usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+rm -f "$R/etc/slurm/prolog.d/60-scratch"
+sed -i 's/^on_failure = drain/on_failure = requeue/' "$R/etc/slurm/hookrun.conf"
+resume_node; poll 30 "node idle again" test "$(node_state)" = idle
+
+say "case: a hanging optional hook is killed at its deadline; the job starts"
+printf '#!/bin/sh\nsleep 600\n' > "$R/etc/slurm/prolog.d/70-slow.optional"
+chmod 0755 "$R/etc/slurm/prolog.d/70-slow.optional"
+t0=$(date +%s)
+j=$(submit normal)
+poll 60 "job $j running despite the hang" is_running "$j"
+check "hang: job started within the hook deadline (+ scheduling)" test $(( $(date +%s) - t0 )) -lt 30
+check "hang: counted as timeout" grep -q 'hookrun_hook_runs_total{phase="prolog",hook="70-slow.optional",outcome="timeout"} 1' "$R/var/lib/prometheus/node-exporter/hookrun.prom"
+release "$j"; poll 60 "job $j done" is_gone "$j"
+rm -f "$R/etc/slurm/prolog.d/70-slow.optional"
+
+say "case: fabric drift (SM re-swept): health drains, fail_job level refused, health resumes"
+set_fabric "$R" reversed
+out=$(SLURMD_NODENAME=$NODE "$R/bin/hookrun" health 2>/dev/null || true)
+poll 10 "health drained the node" drained
+check "health: drain reason names the misalignment" bash -c "[[ \"$(node_reason)\" == 'hookrun: 10-qoslane: qoslane: '*'SL 3 -> VL 4, want VL 3'* ]]"
+resume_node
+j=$(submit mission-critical)
+poll 60 "job $j requeued and held" held "$j"
+check "fail_job on misaligned fabric: audit failed" eq "$(audit_of "$R" "$j" prolog outcome)" failed
+check "fail_job: error names SL/VL" grep -q 'SL 3 -> VL 4, want VL 3' "$R/var/log/qoslane/audit.jsonl"
+check "fail_job: node untouched" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
+/usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+set_fabric "$R" identity
+SLURMD_NODENAME=$NODE "$R/bin/hookrun" health >/dev/null 2>&1 || true
+poll 10 "health resumed the node it drained" test "$(node_state)" = idle
+
+say "case: health leaves an admin-drained node alone"
+/usr/bin/scontrol update nodename="$NODE" state=drain reason="admin: maintenance"
+SLURMD_NODENAME=$NODE "$R/bin/hookrun" health >/dev/null 2>&1 || true
+check "admin drain kept" eq "$(node_reason)" "admin: maintenance"
+resume_node
+
+say "summary: $E2E_PASSED passed, $E2E_FAILED failed"
+echo "$E2E_PASSED passed, $E2E_FAILED failed"
+[ "$E2E_FAILED" -eq 0 ]
