@@ -1,17 +1,27 @@
 //! Metrics: counters kept across runs in `/var/lib/qoslane/counters.json`
 //! (hooks are short-lived processes), rendered in the classic Prometheus text
 //! format into node_exporter's textfile directory, atomically, without
-//! timestamps. Writing metrics never fails a hook.
+//! timestamps. Writing metrics never fails a hook. docs/metrics.md describes
+//! every family.
+//!
+//! Concurrency: Prologs and Epilogs of different jobs run at once, and a run
+//! that could not get the node lock still counts itself, so the
+//! read-modify-write of the counters has its own lock
+//! (`counters.lock` beside them, bounded wait).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::audit::Outcome;
-use crate::error::Result;
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::job::JobId;
 use crate::paths::Paths;
-use crate::state::fsutil;
+use crate::state::lock::NodeLock;
+use crate::state::{JobRecord, fsutil};
 
 /// Histogram buckets (seconds): a Prolog should take milliseconds; Slurm's
 /// window is seconds.
@@ -21,6 +31,9 @@ pub const BUCKETS: [f64; 13] = [
 
 /// Events that always have series, so rates and alerts see zeros.
 pub const EVENTS: &[&str] = &["prolog", "epilog", "sync", "recover", "health"];
+
+/// The longest a run waits for another run's counter update (a few ms each).
+pub const COUNTERS_LOCK_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Histogram {
@@ -108,6 +121,39 @@ pub struct Gauges {
     pub mapping_sha256: Option<String>,
 }
 
+/// The gauges as the node's state has them now, read-only (no directory is
+/// created, no stray file removed): every level of the last-known-good
+/// mapping with zero, plus one per active job record. For readers such as
+/// `qoslane metrics`.
+pub fn gauges(paths: &Paths) -> Gauges {
+    let mut g = Gauges {
+        mapping_sha256: crate::config::last_known_good_sha(paths),
+        ..Default::default()
+    };
+    if let Ok((m, _, _)) = crate::config::read_valid(&paths.last_known_good()) {
+        for l in m.levels() {
+            g.active_jobs.insert(l.name.clone(), 0);
+        }
+    }
+    let Ok(dir) = std::fs::read_dir(paths.jobs_dir()) else {
+        return g;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|n| JobId::parse(n).ok())
+        else {
+            continue;
+        };
+        if let Ok(Some(r)) = fsutil::read_json::<JobRecord>(&paths.job_record(id)) {
+            *g.active_jobs.entry(r.level).or_default() += 1;
+        }
+    }
+    g
+}
+
 /// Escapes a label value for the text format.
 fn esc(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -127,7 +173,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         &mut o,
         "qoslane_hook_runs_total",
         "counter",
-        "qoslane runs by event and outcome.",
+        "Runs of qoslane by event (prolog, epilog, sync, recover, health) and outcome.",
     );
     let mut runs = c.runs.clone();
     for e in EVENTS {
@@ -150,7 +196,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         &mut o,
         "qoslane_rollbacks_total",
         "counter",
-        "Transactions rolled back (settings restored) by event.",
+        "Transactions rolled back (node settings restored to their before-values) by event.",
     );
     let mut rb = c.rollbacks.clone();
     for e in EVENTS {
@@ -163,9 +209,13 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         &mut o,
         "qoslane_hook_duration_seconds",
         "histogram",
-        "Wall time of qoslane runs by event.",
+        "Wall time of qoslane runs by event, in seconds.",
     );
-    for (event, h) in &c.durations {
+    let mut durations = c.durations.clone();
+    for e in EVENTS {
+        durations.entry((*e).into()).or_default();
+    }
+    for (event, h) in &durations {
         let mut cum = 0;
         for (i, b) in BUCKETS.iter().enumerate() {
             cum += h.counts.get(i).copied().unwrap_or(0);
@@ -197,7 +247,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         &mut o,
         "qoslane_active_jobs",
         "gauge",
-        "Jobs running on this node by granted level.",
+        "Jobs with a granted level on this node, by level (as of the last run).",
     );
     for (level, n) in &g.active_jobs {
         let _ = writeln!(o, "qoslane_active_jobs{{level=\"{}\"}} {n}", esc(level));
@@ -206,23 +256,30 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         &mut o,
         "qoslane_fabric_aligned",
         "gauge",
-        "1 when the level's SL lands on its VL on the port, else 0.",
+        "1 when the level's SL lands on its intended VL on the HCA port, else 0 (last fabric check).",
     );
+    // One series per (device, port, level), even if an assessment listed a
+    // port twice: a duplicate series makes node_exporter drop the file.
+    let mut fabric: BTreeMap<(&str, u32, &str), bool> = BTreeMap::new();
     for a in &c.fabric {
+        *fabric
+            .entry((a.device.as_str(), a.port, a.level.as_str()))
+            .or_insert(true) &= a.aligned;
+    }
+    for ((device, port, level), aligned) in fabric {
         let _ = writeln!(
             o,
-            "qoslane_fabric_aligned{{device=\"{}\",port=\"{}\",level=\"{}\"}} {}",
-            esc(&a.device),
-            a.port,
-            esc(&a.level),
-            u8::from(a.aligned)
+            "qoslane_fabric_aligned{{device=\"{}\",port=\"{port}\",level=\"{}\"}} {}",
+            esc(device),
+            esc(level),
+            u8::from(aligned)
         );
     }
     header(
         &mut o,
         "qoslane_mapping_info",
         "gauge",
-        "The mapping in force (last known good), by SHA-256.",
+        "Always 1; the sha256 label identifies the mapping in force (last known good).",
     );
     if let Some(sha) = &g.mapping_sha256 {
         let _ = writeln!(o, "qoslane_mapping_info{{sha256=\"{}\"}} 1", esc(sha));
@@ -231,7 +288,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         &mut o,
         "qoslane_last_success_timestamp_seconds",
         "gauge",
-        "Unix time of the last successful run by event.",
+        "Unix time of the last successful run, by event.",
     );
     for (event, t) in &c.last_success {
         let _ = writeln!(
@@ -243,14 +300,30 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
     o
 }
 
+/// The counters so far; all zero when the file does not exist yet.
 pub fn load(paths: &Paths) -> Result<Counters> {
     Ok(fsutil::read_json(&paths.counters())?.unwrap_or_default())
 }
 
-/// Adds `run` to the counters and rewrites the textfile. Call under the node
-/// lock. Errors are returned for logging; callers never fail a hook on them.
+/// Adds `run` to the counters and rewrites the textfile. The counters have
+/// their own lock, so this is safe with or without the node lock. Errors are
+/// returned for logging; callers never fail a hook on them.
 pub fn record_and_publish(paths: &Paths, run: &Run<'_>, gauges: &Gauges) -> Result<()> {
-    let mut c = load(paths).unwrap_or_default();
+    fsutil::ensure_dir(&paths.lib_dir)?;
+    let _lock = NodeLock::acquire(
+        &paths.lib_dir.join("counters.lock"),
+        &Deadline::after(COUNTERS_LOCK_WAIT),
+    )?;
+    let mut c = match load(paths) {
+        Ok(c) => c,
+        // Prometheus' rate() takes a reset in its stride; the file is
+        // rewritten below, so this is said once.
+        Err(e @ Error::State { .. }) => {
+            crate::log::warn(&format!("metrics: {e}; counting from zero"));
+            Counters::default()
+        }
+        Err(e) => return Err(e),
+    };
     c.record(run);
     fsutil::write_json(&paths.counters(), &c, crate::state::PRIVATE)?;
     publish(paths, &c, gauges)

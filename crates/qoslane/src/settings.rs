@@ -21,7 +21,20 @@ pub fn read(paths: &Paths, path: &str, deadline: &Deadline) -> Result<String> {
     deadline
         .run(
             || what,
-            move || std::fs::read(&f).map_err(Error::io("read setting", f)),
+            move || {
+                // Never through a symlink at the last component (the
+                // directories of sysfs are symlinks; the files are not).
+                let h = OpenOptions::new()
+                    .read(true)
+                    .custom_flags_nofollow()
+                    .open(&f)
+                    .map_err(Error::io("open setting", &f))?;
+                let mut buf = Vec::new();
+                h.take(64 * 1024)
+                    .read_to_end(&mut buf)
+                    .map_err(Error::io("read setting", &f))?;
+                Ok::<_, Error>(buf)
+            },
         )?
         .map(|b| {
             String::from_utf8_lossy(&b)

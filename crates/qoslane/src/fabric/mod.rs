@@ -153,7 +153,12 @@ pub fn assess_with(
     let probed: Vec<Result<PortTables>> = if to_probe.is_empty() {
         Vec::new()
     } else {
-        let probe_deadline = Deadline::after(deadline.remaining().min(opts.probe_timeout));
+        // The run's deadline, or the probe's own bound when that is sooner.
+        let probe_deadline = if deadline.remaining() <= opts.probe_timeout {
+            *deadline
+        } else {
+            Deadline::after(opts.probe_timeout)
+        };
         std::thread::scope(|s| {
             let handles: Vec<_> = to_probe
                 .iter()

@@ -56,7 +56,13 @@ pub fn validate_str(src: &str) -> Validation {
     let mut cx = Cx::default();
     let mapping = match yaml::parse(src) {
         Err(e) => {
-            cx.diags.push(Diagnostic::error(e.span, e.message));
+            let d = e
+                .related
+                .into_iter()
+                .fold(Diagnostic::error(e.span, e.message), |d, (span, label)| {
+                    d.related(span, label)
+                });
+            cx.diags.push(d);
             None
         }
         Ok(None) => {
@@ -92,10 +98,24 @@ struct Cx {
     diags: Vec<Diagnostic>,
 }
 
+/// A level as far as it could be read.
+#[derive(Default)]
+struct LevelParts {
+    /// The whole level, when every part of it is valid.
+    level: Option<Level>,
+    name: Option<(String, Span)>,
+    /// The valid QoS names.
+    qos: Vec<(String, Span)>,
+    service_level: Option<(u8, Span)>,
+}
+
 /// The first occurrence of each known key of a YAML mapping.
 struct Fields<'n> {
     node: &'n Node,
     found: HashMap<&'n str, (&'n Node, &'n Node)>,
+    /// Known keys an unknown key was taken for (`servce_level`): their
+    /// absence is already reported, as that key's "did you mean".
+    suggested: Vec<&'static str>,
 }
 
 impl<'n> Fields<'n> {
@@ -115,7 +135,12 @@ impl Cx {
     // ---------------------------------------------------------------- shape
 
     /// Checks that `node` is a mapping with only `known` keys, each once.
-    fn fields<'n>(&mut self, node: &'n Node, known: &[&str], what: &str) -> Option<Fields<'n>> {
+    fn fields<'n>(
+        &mut self,
+        node: &'n Node,
+        known: &[&'static str],
+        what: &str,
+    ) -> Option<Fields<'n>> {
         let NodeKind::Map(entries) = &node.kind else {
             self.err(
                 Diagnostic::error(
@@ -130,6 +155,7 @@ impl Cx {
             return None;
         };
         let mut found: HashMap<&'n str, (&'n Node, &'n Node)> = HashMap::new();
+        let mut suggested = Vec::new();
         for (k, v) in entries {
             let NodeKind::Scalar { value: key, .. } = &k.kind else {
                 self.err(Diagnostic::error(
@@ -150,7 +176,10 @@ impl Cx {
                 let mut d = Diagnostic::error(k.span, format!("unknown key `{key}` in {what}"))
                     .label("unknown key");
                 d = match nearest(key, known) {
-                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    Some(s) => {
+                        suggested.push(s);
+                        d.help(format!("did you mean `{s}`?"))
+                    }
                     None => d.help(format!("known keys: {}", known.join(", "))),
                 };
                 self.err(d);
@@ -158,12 +187,18 @@ impl Cx {
             }
             found.insert(key.as_str(), (k, v));
         }
-        Some(Fields { node, found })
+        Some(Fields {
+            node,
+            found,
+            suggested,
+        })
     }
 
     fn required<'n>(&mut self, f: &Fields<'n>, key: &str, what: &str) -> Option<&'n Node> {
         let v = f.get(key);
-        if v.is_none() {
+        // A misspelt key is reported once, as unknown with a suggestion,
+        // not a second time as a missing one.
+        if v.is_none() && !f.suggested.contains(&key) {
             let span = f.found.get(key).map_or(f.node.span, |(k, _)| k.span);
             self.err(
                 Diagnostic::error(span, format!("{what} has no `{key}`"))
@@ -370,14 +405,15 @@ impl Cx {
             None => Some(Vec::new()),
             Some(n) => self.devices(n),
         };
-        let levels = self
+        let (levels, names) = self
             .required(&f, "levels", "the mapping file")
-            .and_then(|n| self.levels(n));
+            .map_or((None, None), |n| self.levels(n));
 
-        let (levels, level_spans) = levels?;
         let (default_name, default_span) = default_level?;
-        let Some(default_index) = levels.iter().position(|l| l.name == default_name) else {
-            let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
+        // Checked whenever every level has a valid name, even if some other
+        // part of a level is wrong: all faults at once.
+        if let Some(names) = names.filter(|n| !n.contains(&default_name)) {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
             let mut d = Diagnostic::error(
                 default_span,
                 format!("`default_level` names `{default_name}`, which is not a level"),
@@ -389,8 +425,9 @@ impl Cx {
             };
             self.err(d);
             return None;
-        };
-        let _ = level_spans;
+        }
+        let levels = levels?;
+        let default_index = levels.iter().position(|l| l.name == default_name)?;
         Some(Mapping::new_validated(
             default_index,
             fabric_check?,
@@ -463,8 +500,14 @@ impl Cx {
         ok.then_some(out)
     }
 
-    fn levels(&mut self, node: &Node) -> Option<(Vec<Level>, Vec<Span>)> {
-        let items = self.seq(node, "`levels`")?;
+    /// The levels, when all are valid; and their names, when every level
+    /// has a valid one. The checks across levels (names, QoS, SLs) use every
+    /// valid part of every level, so one wrong value in a level does not hide
+    /// a duplicate elsewhere in it.
+    fn levels(&mut self, node: &Node) -> (Option<Vec<Level>>, Option<Vec<String>>) {
+        let Some(items) = self.seq(node, "`levels`") else {
+            return (None, None);
+        };
         if items.is_empty() {
             self.err(
                 Diagnostic::error(
@@ -473,43 +516,45 @@ impl Cx {
                 )
                 .label("no levels"),
             );
-            return None;
+            return (None, None);
         }
         let mut levels = Vec::new();
-        let mut spans = Vec::new();
+        let mut level_names = Vec::new();
         let mut ok = true;
+        let mut names_ok = true;
         // Cross-level uniqueness: first place each thing was seen.
         let mut names: HashMap<String, Span> = HashMap::new();
         let mut qos_seen: HashMap<String, (Span, String)> = HashMap::new();
         let mut sls: HashMap<u8, (Span, String)> = HashMap::new();
         for item in items {
-            let Some(parsed) = self.level(item) else {
-                ok = false;
+            let parts = self.level(item);
+            match parts.level {
+                Some(level) => levels.push(level),
+                None => ok = false,
+            }
+            // Without its name, a level cannot be named in a message.
+            let Some((name, name_span)) = parts.name else {
+                names_ok = false;
                 continue;
             };
-            let (level, name_span, qos_spans, sl_span) = parsed;
-            if let Some(first) = names.get(&level.name) {
+            if let Some(first) = names.get(&name) {
                 self.err(
-                    Diagnostic::error(
-                        name_span,
-                        format!("level name `{}` is used twice", level.name),
-                    )
-                    .label("used again here")
-                    .related(*first, "first used here"),
+                    Diagnostic::error(name_span, format!("level name `{name}` is used twice"))
+                        .label("used again here")
+                        .related(*first, "first used here"),
                 );
                 ok = false;
             } else {
-                names.insert(level.name.clone(), name_span);
+                names.insert(name.clone(), name_span);
             }
-            for (q, span) in level.qos.iter().zip(&qos_spans) {
+            for (q, span) in &parts.qos {
                 let key = q.to_ascii_lowercase();
                 if let Some((first, other)) = qos_seen.get(&key) {
-                    let msg = if *other == level.name {
-                        format!("QoS `{q}` is listed twice in level `{}`", level.name)
+                    let msg = if *other == name {
+                        format!("QoS `{q}` is listed twice in level `{name}`")
                     } else {
                         format!(
-                            "QoS `{q}` is in two levels: `{other}` and `{}`; a QoS maps to one level",
-                            level.name
+                            "QoS `{q}` is in two levels: `{other}` and `{name}`; a QoS maps to one level"
                         )
                     };
                     self.err(
@@ -519,54 +564,63 @@ impl Cx {
                     );
                     ok = false;
                 } else {
-                    qos_seen.insert(key, (*span, level.name.clone()));
+                    qos_seen.insert(key, (*span, name.clone()));
                 }
             }
-            let sl = level.service_level.get();
-            if let Some((first, other)) = sls.get(&sl) {
-                self.err(
-                    Diagnostic::error(sl_span, format!("service_level {sl} is used by levels `{other}` and `{}`; each level needs its own SL", level.name))
-                        .label("used again here")
-                        .related(*first, format!("used by level `{other}`")),
-                );
-                ok = false;
-            } else {
-                sls.insert(sl, (sl_span, level.name.clone()));
+            if let Some((sl, sl_span)) = parts.service_level {
+                if let Some((first, other)) = sls.get(&sl) {
+                    self.err(
+                        Diagnostic::error(sl_span, format!("service_level {sl} is used by levels `{other}` and `{name}`; each level needs its own SL"))
+                            .label("used again here")
+                            .related(*first, format!("used by level `{other}`")),
+                    );
+                    ok = false;
+                } else {
+                    sls.insert(sl, (sl_span, name.clone()));
+                }
             }
-            spans.push(item.span);
-            levels.push(level);
+            level_names.push(name);
         }
-        ok.then_some((levels, spans))
+        (ok.then_some(levels), names_ok.then_some(level_names))
     }
 
-    /// One level, with the spans the cross-level checks point at.
-    fn level(&mut self, node: &Node) -> Option<(Level, Span, Vec<Span>, Span)> {
-        let f = self.fields(node, LEVEL_KEYS, "a level")?;
-        let name_node = self.required(&f, "name", "this level");
-        let name = name_node.and_then(|n| self.name(n, "level name"));
-        let qos = self
+    /// One level: the whole of it when valid, and every valid part.
+    fn level(&mut self, node: &Node) -> LevelParts {
+        let Some(f) = self.fields(node, LEVEL_KEYS, "a level") else {
+            return LevelParts::default();
+        };
+        let name = self
+            .required(&f, "name", "this level")
+            .and_then(|n| Some((self.name(n, "level name")?, n.span)));
+        let (qos, qos_ok) = self
             .required(&f, "qos", "this level")
-            .and_then(|n| self.qos_list(n));
-        let sl_node = self.required(&f, "service_level", "this level");
-        let sl = sl_node
-            .and_then(|n| self.integer(n, "service_level", u64::from(ServiceLevel::MAX)))
-            .and_then(ServiceLevel::new);
+            .map_or((Vec::new(), false), |n| self.qos_list(n));
+        let sl = self
+            .required(&f, "service_level", "this level")
+            .and_then(|n| {
+                let v = self.integer(n, "service_level", u64::from(ServiceLevel::MAX))?;
+                Some((ServiceLevel::new(v)?, n.span))
+            });
         let vl = match f.get("virtual_lane") {
             None => Some(None),
-            Some(n) => match self.integer(n, "virtual_lane", 15) {
-                Some(15) => {
-                    self.err(
-                        Diagnostic::error(
-                            n.span,
-                            "virtual_lane 15 is the management lane: traffic on it is dropped",
-                        )
-                        .label("VL15")
-                        .help("data lanes are 0 to 14"),
-                    );
-                    None
-                }
-                v => v.and_then(VirtualLane::new).map(Some),
-            },
+            // VL15 gets its own message; any other value the range message,
+            // which must say 0 to 14, not 0 to 15.
+            Some(n) if matches!(&n.kind, NodeKind::Scalar { value, plain: true } if value == "15") =>
+            {
+                self.err(
+                    Diagnostic::error(
+                        n.span,
+                        "virtual_lane 15 is the management lane: traffic on it is dropped",
+                    )
+                    .label("VL15")
+                    .help("data lanes are 0 to 14"),
+                );
+                None
+            }
+            Some(n) => self
+                .integer(n, "virtual_lane", u64::from(VirtualLane::MAX))
+                .and_then(VirtualLane::new)
+                .map(Some),
         };
         let tc = match f.get("traffic_class") {
             None => Some(None),
@@ -585,25 +639,34 @@ impl Cx {
             None => Some(Vec::new()),
             Some(n) => self.node_settings(n),
         };
-        let (qos, qos_spans) = qos?;
-        Some((
-            Level {
-                name: name?,
-                qos,
-                service_level: sl?,
-                virtual_lane: vl?,
-                traffic_class: tc?,
-                on_failure: on_failure?,
-                node_settings: node_settings?,
-            },
-            name_node?.span,
-            qos_spans,
-            sl_node?.span,
-        ))
+        let level = match (&name, qos_ok, sl, vl, tc, on_failure, node_settings) {
+            (Some((name, _)), true, Some((sl, _)), Some(vl), Some(tc), Some(of), Some(ns)) => {
+                Some(Level {
+                    name: name.clone(),
+                    qos: qos.iter().map(|(q, _)| q.clone()).collect(),
+                    service_level: sl,
+                    virtual_lane: vl,
+                    traffic_class: tc,
+                    on_failure: of,
+                    node_settings: ns,
+                })
+            }
+            _ => None,
+        };
+        LevelParts {
+            level,
+            name,
+            qos,
+            service_level: sl.map(|(sl, span)| (sl.get(), span)),
+        }
     }
 
-    fn qos_list(&mut self, node: &Node) -> Option<(Vec<String>, Vec<Span>)> {
-        let items = self.seq(node, "`qos`")?;
+    /// The valid QoS names with their places, and whether the whole list is
+    /// valid.
+    fn qos_list(&mut self, node: &Node) -> (Vec<(String, Span)>, bool) {
+        let Some(items) = self.seq(node, "`qos`") else {
+            return (Vec::new(), false);
+        };
         if items.is_empty() {
             self.err(
                 Diagnostic::error(
@@ -612,10 +675,9 @@ impl Cx {
                 )
                 .label("no QoS"),
             );
-            return None;
+            return (Vec::new(), false);
         }
         let mut names = Vec::new();
-        let mut spans = Vec::new();
         let mut ok = true;
         for item in items {
             match self.name(item, "QoS name") {
@@ -632,13 +694,12 @@ impl Cx {
                             .label("upper case"),
                         );
                     }
-                    names.push(q);
-                    spans.push(item.span);
+                    names.push((q, item.span));
                 }
                 None => ok = false,
             }
         }
-        ok.then_some((names, spans))
+        (names, ok)
     }
 
     fn node_settings(&mut self, node: &Node) -> Option<Vec<NodeSetting>> {

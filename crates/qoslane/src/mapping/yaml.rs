@@ -59,18 +59,39 @@ pub fn is_null(plain: &str) -> bool {
     matches!(plain, "" | "~" | "null" | "Null" | "NULL")
 }
 
-/// A syntax error: where, and what.
+/// A syntax error: where, and what; possibly a second place that explains
+/// it (the `[` still open when the error was found).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyntaxError {
     pub span: Span,
     pub message: String,
+    pub related: Vec<(Span, String)>,
 }
 
-/// Maps the parser's character indices to byte offsets.
+impl SyntaxError {
+    fn new(span: Span, message: impl Into<String>) -> Self {
+        Self {
+            span,
+            message: message.into(),
+            related: Vec::new(),
+        }
+    }
+}
+
+/// Maps the parser's character indices to byte offsets, and byte offsets to
+/// lines and columns.
+///
+/// Line and column are computed from the byte offset, not taken from the
+/// parser's marker: at the end of the input the marker's line/column run one
+/// line past the index (`key` + EOF is reported at line N+1, column 1), and
+/// the headline must name the line the snippet shows.
 struct Positions<'a> {
     src: &'a str,
     /// Byte offset of each char, only built for non-ASCII sources.
     char_bytes: Option<Vec<usize>>,
+    /// Byte offset where each line starts; lines end at `\n`, as editors
+    /// and the snippet renderer count them.
+    line_starts: Vec<usize>,
 }
 
 impl<'a> Positions<'a> {
@@ -80,7 +101,26 @@ impl<'a> Positions<'a> {
             v.push(src.len());
             v
         });
-        Self { src, char_bytes }
+        let line_starts = std::iter::once(0)
+            .chain(src.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self {
+            src,
+            char_bytes,
+            line_starts,
+        }
+    }
+
+    /// 1-based line and column (in characters) of the char at byte `at`. A
+    /// leading byte order mark is invisible in an editor: not a column.
+    fn line_col(&self, at: usize) -> (usize, usize) {
+        let line = self.line_starts.partition_point(|&s| s <= at);
+        let start = self.line_starts[line - 1];
+        let mut col = self.src[start..at].chars().count() + 1;
+        if line == 1 && at > 0 && self.src.starts_with('\u{feff}') {
+            col -= 1;
+        }
+        (line, col)
     }
 
     fn byte(&self, char_index: usize) -> usize {
@@ -93,33 +133,101 @@ impl<'a> Positions<'a> {
     fn span(&self, s: YSpan) -> Span {
         let start = self.byte(s.start.index());
         let end = self.byte(s.end.index()).max(start);
+        let (line, col) = self.line_col(start);
         Span {
-            line: s.start.line(),
-            col: s.start.col() + 1,
+            line,
+            col,
             start,
             end,
         }
     }
 
     fn point(&self, m: saphyr_parser::Marker) -> Span {
-        let start = self.byte(m.index());
+        self.point_at(self.byte(m.index()))
+    }
+
+    /// The character at byte `start`.
+    fn point_at(&self, start: usize) -> Span {
         // Underline one character where there is one.
         let end = self.src[start..]
             .chars()
             .next()
             .map_or(start, |c| start + c.len_utf8());
+        let (line, col) = self.line_col(start);
         Span {
-            line: m.line(),
-            col: m.col() + 1,
+            line,
+            col,
             start,
             end,
         }
     }
 }
 
+/// The deepest nesting of lists and mappings accepted. A mapping file needs
+/// five (file, `levels`, a level, `node_settings`, a setting); the bound keeps
+/// the tree shallow, so building and dropping it cannot exhaust the stack
+/// (`- - - …` nests one level per two bytes).
+const MAX_DEPTH: usize = 32;
+
 enum Frame {
     Seq(Vec<Node>, Span),
     Map(Vec<(Node, Node)>, Option<Node>, Span),
+}
+
+impl Frame {
+    fn span(&self) -> Span {
+        match self {
+            Self::Seq(_, s) | Self::Map(_, _, s) => *s,
+        }
+    }
+}
+
+/// A scanner error, placed and worded for the person who wrote the file.
+fn scan_error(pos: &Positions<'_>, stack: &[Frame], e: &ScanError) -> SyntaxError {
+    let src = pos.src;
+    let mut span = pos.point(*e.marker());
+    let mut message = format!("invalid YAML: {}", e.info());
+    // A tab is refused where YAML (or this parser) wants a space. The
+    // scanner reports it at the tab, just after it, or at the start of the
+    // token it was reading, which may be lines above the tab (a plain scalar
+    // continues onto the next line): point at the tab itself.
+    let before = src[..span.start].chars().next_back();
+    let tab = if src[span.start..].starts_with('\t') {
+        Some(span.start)
+    } else if before == Some('\t') {
+        Some(span.start - 1)
+    } else if e.info().contains("tab") {
+        src[span.start..].find('\t').map(|i| span.start + i)
+    } else {
+        None
+    };
+    if let Some(at) = tab {
+        span = pos.point_at(at);
+        let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+        message = if src[line_start..at].bytes().all(|b| b == b' ' || b == b'\t') {
+            "tab character in indentation: YAML indentation must use spaces".into()
+        } else {
+            format!("tab character: write a space instead ({})", e.info())
+        };
+    }
+    // An unclosed `[` or `{` shows up as an error somewhere after it (often
+    // on the next line): name the bracket that is still open.
+    let mut related = Vec::new();
+    if let Some((open, what)) = stack.iter().rev().find_map(|f| {
+        let s = f.span();
+        match src[s.start..].chars().next() {
+            Some('[') => Some((s, "this `[` is still open")),
+            Some('{') => Some((s, "this `{` is still open")),
+            _ => None,
+        }
+    }) {
+        related.push((open, what.to_owned()));
+    }
+    SyntaxError {
+        span,
+        message,
+        related,
+    }
 }
 
 /// Parses `src` into one document's root node. `Ok(None)` for a file with no
@@ -131,33 +239,24 @@ pub fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
     let mut root: Option<Node> = None;
     let mut documents = 0usize;
 
-    let scan_err = |e: ScanError| {
-        let span = pos.point(*e.marker());
-        let found_tab = src[span.start..].starts_with('\t');
-        let message = if found_tab {
-            "tab character: YAML indentation must use spaces".to_owned()
-        } else {
-            format!("invalid YAML: {}", e.info())
-        };
-        SyntaxError { span, message }
-    };
-
     while let Some(ev) = parser.next_event() {
-        let (event, yspan) = ev.map_err(scan_err)?;
-        let span = pos.span(yspan);
-        let refuse = |what: &str| SyntaxError {
-            span,
-            message: format!("{what} are not supported in a mapping file; write the value out"),
+        let (event, yspan) = ev.map_err(|e| scan_error(&pos, &stack, &e))?;
+        let mut span = pos.span(yspan);
+        let refuse = move |what: &str| {
+            SyntaxError::new(
+                span,
+                format!("{what} are not supported in a mapping file; write the value out"),
+            )
         };
         let node = match event {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
             Event::DocumentStart(_) => {
                 documents += 1;
                 if documents > 1 {
-                    return Err(SyntaxError {
+                    return Err(SyntaxError::new(
                         span,
-                        message: "a mapping file holds one YAML document; found a second".into(),
-                    });
+                        "a mapping file holds one YAML document; found a second",
+                    ));
                 }
                 continue;
             }
@@ -166,13 +265,18 @@ pub fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
                 return Err(refuse("anchors and aliases"));
             }
             Event::Scalar(_, _, _, Some(_)) => return Err(refuse("YAML tags")),
-            Event::Scalar(value, style, _, None) => Node {
-                kind: NodeKind::Scalar {
-                    value: value.into_owned(),
-                    plain: style == ScalarStyle::Plain,
-                },
-                span,
-            },
+            Event::Scalar(value, style, _, None) => {
+                // A block scalar's span runs on to the next token: keep the
+                // caret on the text.
+                span.end = span.start + src[span.start..span.end].trim_end().len();
+                Node {
+                    kind: NodeKind::Scalar {
+                        value: value.into_owned(),
+                        plain: style == ScalarStyle::Plain,
+                    },
+                    span,
+                }
+            }
             Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag)
                 if anchor != 0 || tag.is_some() =>
             {
@@ -181,6 +285,14 @@ pub fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
                 } else {
                     "YAML tags"
                 }));
+            }
+            Event::SequenceStart(..) | Event::MappingStart(..) if stack.len() >= MAX_DEPTH => {
+                return Err(SyntaxError::new(
+                    span,
+                    format!(
+                        "lists and mappings nested more than {MAX_DEPTH} deep; a mapping file needs 5"
+                    ),
+                ));
             }
             Event::SequenceStart(..) => {
                 stack.push(Frame::Seq(Vec::new(), span));
