@@ -116,7 +116,10 @@ release() { touch "$WORK/release.$1"; }
 env_of() { grep "^$2=" "$WORK/$1.env" | head -1 | cut -d= -f2-; }
 node_state() { /usr/bin/sinfo -h -N -n "$NODE" -o %T | head -1; }
 node_reason() { /usr/bin/scontrol show node -o "$NODE" | sed -n 's/.*Reason=\(.*\) \[.*/\1/p'; }
-resume_node() { /usr/bin/scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true; }
+# resume_node: resume and wait until idle (a node still completing a job's
+# Epilog may ignore the first resume)
+resume_once() { /usr/bin/scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true; [ "$(node_state)" = idle ]; }
+resume_node() { poll 30 "node $NODE resumed to idle" resume_once; }
 audit_of() { # audit_of ROOT JOB EVENT FIELD
   python3 - "$1/var/log/qoslane/audit.jsonl" "$2" "$3" "$4" <<'PY'
 import json, sys

@@ -125,7 +125,7 @@ check "drain policy: reason Prolog error" eq "$(node_reason)" "Prolog error"
 /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
 rm -f "$R/etc/slurm/prolog.d/60-scratch"
 sed -i 's/^on_failure = drain/on_failure = requeue/' "$R/etc/slurm/hookrun.conf"
-resume_node; poll 30 "node idle again" test "$(node_state)" = idle
+resume_node
 
 say "case: a hanging optional hook is killed at its deadline; the job starts"
 printf '#!/bin/sh\nsleep 600\n' > "$R/etc/slurm/prolog.d/70-slow.optional"

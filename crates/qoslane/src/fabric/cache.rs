@@ -120,3 +120,72 @@ pub fn store(path: &Path, entries: Vec<Entry>) -> Result<()> {
         Error::io("write", path)(e)
     })
 }
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests: a panic is the failure report")]
+mod tests {
+    use super::super::probe::{Sl2Vl, VlArbState, VlRange};
+    use super::*;
+
+    fn entry(probed_at_ms: u64) -> Entry {
+        Entry {
+            port: PortId::new("mlx5_0", 1),
+            identity: identity(4, 1),
+            probed_at_ms,
+            tables: PortTables {
+                sl2vl: Sl2Vl::new([0; 16]).unwrap(),
+                oper_vls: VlRange::from_code(4).unwrap(),
+                vl_cap: VlRange::from_code(4).unwrap(),
+                link_state: "Active".into(),
+                vlarb: VlArbState::Unavailable("test".into()),
+            },
+        }
+    }
+
+    fn identity(lid: u16, sm_lid: u16) -> PortIdentity {
+        PortIdentity {
+            node_guid: "0x0002c90300440320".into(),
+            lid,
+            sm_lid,
+        }
+    }
+
+    #[test]
+    fn an_entry_serves_its_port_identity_and_age_only() {
+        let e = entry(1_000_000);
+        let port = PortId::new("mlx5_0", 1);
+        let age = Duration::from_secs(300);
+        assert!(e.valid_for(&port, &identity(4, 1), 1_000_000, age));
+        assert!(e.valid_for(&port, &identity(4, 1), 1_299_999, age));
+        assert!(
+            !e.valid_for(&port, &identity(4, 1), 1_300_000, age),
+            "too old"
+        );
+        assert!(
+            !e.valid_for(&port, &identity(4, 1), 999_999, age),
+            "from the future"
+        );
+        assert!(
+            !e.valid_for(&port, &identity(5, 1), 1_000_000, age),
+            "new LID"
+        );
+        assert!(
+            !e.valid_for(&port, &identity(4, 2), 1_000_000, age),
+            "new SM"
+        );
+        assert!(!e.valid_for(&PortId::new("mlx5_0", 2), &identity(4, 1), 1_000_000, age));
+        assert!(!e.valid_for(&port, &identity(4, 1), 1_000_000, Duration::ZERO));
+    }
+
+    #[test]
+    fn store_then_load_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run/qoslane/fabric.json");
+        store(&path, vec![entry(7)]).unwrap();
+        let (entries, note) = load(&path);
+        assert_eq!(note, None);
+        assert_eq!(entries, [entry(7)]);
+        let (entries, note) = load(&dir.path().join("missing.json"));
+        assert!(entries.is_empty() && note.is_none());
+    }
+}

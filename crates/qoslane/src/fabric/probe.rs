@@ -163,3 +163,46 @@ pub enum VlArbState {
     Read(VlArb),
     Unavailable(String),
 }
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests: a panic is the failure report")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vl_ranges_count_data_vls() {
+        let counts: Vec<(&str, u8)> = (1..=5)
+            .map(|c| VlRange::from_code(c).unwrap())
+            .map(|r| (r.as_str(), r.data_vls()))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("VL0", 1),
+                ("VL0-1", 2),
+                ("VL0-3", 4),
+                ("VL0-7", 8),
+                ("VL0-14", 15)
+            ]
+        );
+        assert_eq!(VlRange::from_code(0), None, "0 is `no change`");
+        assert_eq!(VlRange::from_code(6), None);
+        assert_eq!(VlRange::parse("VL0-7").map(VlRange::code), Some(4));
+        assert_eq!(VlRange::parse("?(6)"), None);
+        let r = VlRange::parse("VL0-3").unwrap();
+        assert!(r.contains(3) && !r.contains(4));
+    }
+
+    #[test]
+    fn tables_deserialize_only_valid_values() {
+        let t: Sl2Vl = serde_json::from_str("[0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,15]").unwrap();
+        assert_eq!(t.vl(15), Sl2Vl::VL15);
+        assert!(serde_json::from_str::<Sl2Vl>("[0,1,2]").is_err());
+        assert!(serde_json::from_str::<Sl2Vl>("[0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,16]").is_err());
+        assert!(serde_json::from_str::<VlRange>("\"VL0-5\"").is_err());
+        assert_eq!(
+            serde_json::to_string(&VlRange::from_code(5)).unwrap(),
+            "\"VL0-14\""
+        );
+    }
+}

@@ -368,6 +368,14 @@ pub fn parse_vlarb(text: &str) -> Result<VlArb, ParseError> {
                 .and_then(hex_cells)
                 .filter(|v| v.iter().all(|&vl| vl <= 15))
                 .ok_or_else(|| bad(n, VL, l))?;
+            if table.len() + vls.len() > cap {
+                let left = cap - table.len();
+                return Err(bad(
+                    n,
+                    &format!("{left} more entries ({name} cap {cap})"),
+                    l,
+                ));
+            }
             const WEIGHT: &str = "`WEIGHT: |0x.. |…|` with one weight per VL";
             let (n, l) = lines.expect(WEIGHT)?;
             let weights = l
@@ -380,13 +388,6 @@ pub fn parse_vlarb(text: &str) -> Result<VlArb, ParseError> {
                     .zip(weights)
                     .map(|(vl, weight)| VlArbEntry { vl, weight }),
             );
-        }
-        if table.len() != cap {
-            return Err(ParseError {
-                line: 0,
-                expected: format!("{cap} entries in the {name} table, as its cap says"),
-                found: Some(format!("{} entries", table.len())),
-            });
         }
     }
     if let Some((n, l)) = lines.peek() {
@@ -553,6 +554,12 @@ WEIGHT: |0x4 |0x0 |0x0 |0x0 |0x0 |0x0 |0x0 |0x0 |
         assert_eq!(e.line, 7);
         let e = parse_vlarb(&VLARB.replace("LowCap 8", "LowCap 9")).unwrap_err();
         assert_eq!(e.line, 5, "{e}");
+        let e = parse_vlarb(&VLARB.replace("LowCap 8", "LowCap 7")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 3: expected 7 more entries (Low cap 7), \
+             found `VL    : |0x0 |0x1 |0x2 |0x4 |0x5 |0x6 |0x7 |0x0 |`"
+        );
         let e = parse_vlarb("# No VLArbitration tables (BSP0): Lid 1 port 0\n").unwrap_err();
         assert_eq!(e.line, 1);
     }
