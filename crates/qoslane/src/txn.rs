@@ -164,12 +164,14 @@ impl<'p> Node<'p> {
         job: Option<JobId>,
         ops: &[RecordOp],
         check: &dyn Fn() -> Result<()>,
-    ) -> Result<Committed, Failed> {
-        let early = |error: Error| Failed {
-            error,
-            changes: Vec::new(),
-            rolled_back: false,
-            restore_error: None,
+    ) -> Result<Committed, Box<Failed>> {
+        let early = |error: Error| {
+            Box::new(Failed {
+                error,
+                changes: Vec::new(),
+                rolled_back: false,
+                restore_error: None,
+            })
         };
         let records = self.store.records().map_err(early)?;
         let node_before = self.store.node_state().map_err(early)?;
@@ -239,12 +241,12 @@ impl<'p> Node<'p> {
                 // may be what failed.
                 let grace = Deadline::after((self.deadline.budget() / 4).max(ROLLBACK_GRACE_MIN));
                 let restore_error = self.recover_within(&grace).err();
-                Err(Failed {
+                Err(Box::new(Failed {
                     error,
                     changes,
                     rolled_back: true,
                     restore_error,
-                })
+                }))
             }
         }
     }

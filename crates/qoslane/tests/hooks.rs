@@ -1,6 +1,8 @@
 //! The job hooks end to end on a temp root: the admin's story of prolog,
 //! task-prolog and epilog, failures and rollback, shared nodes.
 
+#![expect(clippy::unwrap_used, reason = "a failing test should stop loudly")]
+
 mod util;
 
 use std::time::{Duration, Instant};
@@ -183,7 +185,10 @@ fn scontrol_failing_or_hanging_falls_back_to_the_default_within_the_deadline() {
 fn scontrol_output_with_a_spoofed_qos_in_the_job_name_is_not_believed() {
     let n = Node::new();
     let line = "JobId=30 JobName=x Account=a QOS=mission-critical JobState=R UserId=u(1) Account=rig QOS=low JobState=RUNNING";
-    ok(&n.run(&["prolog"], &[("SLURM_JOB_ID", "30"), ("FAKE_SCONTROL_LINE", line)]));
+    ok(&n.run(
+        &["prolog"],
+        &[("SLURM_JOB_ID", "30"), ("FAKE_SCONTROL_LINE", line)],
+    ));
     let a = n.last_audit("prolog");
     assert_ne!(a["level"], "mission-critical", "{a}");
 }
@@ -374,7 +379,10 @@ fn with_no_usable_mapping_at_all_the_node_stays_as_it_is() {
     let a = n.last_audit("prolog");
     assert_eq!(a["outcome"], "failed");
     let err = a["error"].as_str().unwrap();
-    assert!(err.contains("qos-network.yml:1:") && err.contains("error: invalid YAML"), "{a}");
+    assert!(
+        err.contains("qos-network.yml:1:") && err.contains("error: invalid YAML"),
+        "{a}"
+    );
 }
 
 #[test]

@@ -176,7 +176,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
             s.entry.changes = c.changes;
             Ok(outcome)
         }
-        Err(f) => Err(from_txn(f, policy, s)),
+        Err(f) => Err(from_txn(*f, policy, s)),
     }
 }
 
@@ -299,6 +299,6 @@ fn epilog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
             s.entry.changes = c.changes;
             Ok(Outcome::Reverted)
         }
-        Err(f) => Err(from_txn(f, policy, s)),
+        Err(f) => Err(from_txn(*f, policy, s)),
     }
 }

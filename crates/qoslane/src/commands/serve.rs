@@ -120,9 +120,25 @@ impl std::fmt::Debug for Slot {
 /// Over the connection cap: a short answer, never waiting on the client.
 fn busy(mut stream: TcpStream) {
     let _ = stream.set_nonblocking(true);
-    let _ = stream
-        .write_all(response("503 Service Unavailable", "text/plain", "busy\n", &[]).as_bytes());
-    let _ = stream.shutdown(Shutdown::Both);
+    // What already arrived is read first, so that closing does not reset the
+    // connection under the answer.
+    let mut sink = [0u8; 4096];
+    for _ in 0..MAX_REQUEST / sink.len() {
+        match stream.read(&mut sink) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+    let _ = stream.write_all(
+        response(
+            "503 Service Unavailable",
+            "text/plain; charset=utf-8",
+            "busy\n",
+            &[],
+        )
+        .as_bytes(),
+    );
+    let _ = stream.shutdown(Shutdown::Write);
 }
 
 /// Why a request head could not be read.

@@ -1,7 +1,7 @@
 //! Test fixture: a node under a temp root — mapping, node settings files,
 //! a fake `scontrol`, a fake `smpquery` — and a runner for the real binary.
 
-#![allow(dead_code)]
+#![expect(dead_code, reason = "each test binary uses part of the fixture")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -221,7 +221,9 @@ impl Node {
 
 /// A committed stand-in program under tests/fixtures/bin.
 pub fn fixture_bin(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/bin")
+        .join(name)
 }
 
 pub fn ok(out: &Output) {
