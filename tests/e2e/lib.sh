@@ -114,6 +114,11 @@ is_running() { [ "$(job_state "$1")" = RUNNING ] && [ -s "$WORK/$1.env" ]; }
 is_gone() { [ -z "$(job_state "$1")" ]; }
 release() { touch "$WORK/release.$1"; }
 env_of() { grep "^$2=" "$WORK/$1.env" | head -1 | cut -d= -f2-; }
+# held JOB: requeued and held after a failed Prolog (requeuehold or Slurm's own)
+held() {
+  /usr/bin/scontrol show job -o "$1" | grep -Eq 'JobState=PENDING .*Reason=(JobHeldUser|JobHeldAdmin|launch_failed_requeued_held)' ||
+    /usr/bin/scontrol show job -o "$1" | grep -Eq 'Priority=0 .*JobState=PENDING'
+}
 node_state() { /usr/bin/sinfo -h -N -n "$NODE" -o %T | head -1; }
 node_reason() { /usr/bin/scontrol show node -o "$NODE" | sed -n 's/.*Reason=\(.*\) \[.*/\1/p'; }
 # resume_node: resume and wait until idle (a node still completing a job's

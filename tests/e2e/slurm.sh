@@ -108,8 +108,6 @@ say "case: a failing required hook under requeue: job held, node in service"
 printf '#!/bin/sh\necho "scratch not mounted" >&2\nexit 1\n' > "$R/etc/slurm/prolog.d/60-scratch"
 chmod 0755 "$R/etc/slurm/prolog.d/60-scratch"
 j=$(submit high)
-held() { /usr/bin/scontrol show job -o "$1" | grep -q 'JobState=PENDING.*Reason=\(JobHeldUser\|JobHeldAdmin\|launch_failed_requeued_held\)' ||
-         /usr/bin/scontrol show job -o "$1" | grep -q 'Priority=0 .*JobState=PENDING'; }
 poll 60 "job $j requeued and held" held "$j"
 check "requeue policy: node still in service" test "$(node_state)" != drained -a "$(node_state)" != draining
 poll 20 "epilog reverted the failed start" test "$(settings)" = "$BASE_TOS $BASE_RMEM"

@@ -8,7 +8,7 @@ use crate::config;
 use crate::error::{Error, Result};
 use crate::exit_code;
 use crate::mapping::diagnostic::JsonDiagnostic;
-use crate::mapping::{Severity, validate_str};
+use crate::mapping::validate_str;
 
 pub fn run(file: &Path, format: Format) -> Result<i32> {
     let text = config::read_text(file)?;
@@ -38,31 +38,30 @@ pub fn run(file: &Path, format: Format) -> Result<i32> {
                     m.default_level().name,
                     m.fabric_check.as_str(),
                     config::sha256_hex(text.as_bytes()),
-                    if warnings > 0 {
-                        format!(" ({warnings} warnings)")
-                    } else {
-                        String::new()
-                    }
+                    plural_warnings(" (", warnings, ")")
                 )
                 .map_err(w)?,
                 None => writeln!(
                     err,
                     "{name}: invalid: {errors} error{}{}",
                     if errors == 1 { "" } else { "s" },
-                    if warnings > 0 {
-                        format!(", {warnings} warnings")
-                    } else {
-                        String::new()
-                    }
+                    plural_warnings(", ", warnings, "")
                 )
                 .map_err(w)?,
             }
         }
     }
-    let _ = Severity::Error;
     Ok(if errors > 0 {
         exit_code::INVALID_MAPPING
     } else {
         exit_code::OK
     })
+}
+
+fn plural_warnings(before: &str, n: usize, after: &str) -> String {
+    match n {
+        0 => String::new(),
+        1 => format!("{before}1 warning{after}"),
+        n => format!("{before}{n} warnings{after}"),
+    }
 }

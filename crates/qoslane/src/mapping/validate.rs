@@ -74,7 +74,11 @@ pub fn validate_str(src: &str) -> Validation {
                         start: 0,
                         end: 0,
                     },
-                    "the mapping file is empty",
+                    if src.trim().is_empty() {
+                        "the mapping file is empty"
+                    } else {
+                        "the mapping file has only comments: no YAML document"
+                    },
                 )
                 .help("a mapping needs `default_level` and at least one entry under `levels`"),
             );

@@ -210,6 +210,18 @@ fn scan_error(pos: &Positions<'_>, stack: &[Frame], e: &ScanError) -> SyntaxErro
             format!("tab character: write a space instead ({})", e.info())
         };
     }
+    // An unclosed quote is reported at the opening quote, as a problem
+    // with whatever the string ran into: say what is likely missing.
+    let rest_of_line = src[span.start..].split('\n').next().unwrap_or("");
+    if let Some(q) = rest_of_line
+        .chars()
+        .next()
+        .filter(|c| matches!(c, '"' | '\''))
+        && e.info().contains("quoted scalar")
+        && !rest_of_line[1..].contains(q)
+    {
+        message = format!("invalid YAML: {} (is the closing `{q}` missing?)", e.info());
+    }
     // An unclosed `[` or `{` shows up as an error somewhere after it (often
     // on the next line): name the bracket that is still open.
     let mut related = Vec::new();

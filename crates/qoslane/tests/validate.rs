@@ -1,0 +1,1208 @@
+//! The mapping file's contract, as the admin meets it through `qoslane validate`.
+//!
+//! - golden diagnostics: every file under `mappings/bad/` holds one fault (or a
+//!   deliberate few) and its rendered diagnostics are an insta snapshot
+//!   (`snapshots/validate__bad__<file>.snap`); review a changed snapshot by
+//!   reading it: the caret must sit on the offending token;
+//! - good mappings: `mappings/good/` and the shipped example validate cleanly;
+//! - the real binary: exit codes 0 / 2 / 66, human output on stderr, JSON;
+//! - properties: mappings built from valid parts validate and round-trip, and
+//!   one out-of-range number gives exactly one error on its own line;
+//! - the fuzz target's body (`fuzz/src/lib.rs`) over the corpus and thousands
+//!   of mutations of it, so stable toolchains exercise it too.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+use qoslane::mapping::diagnostic::JsonDiagnostic;
+use qoslane::mapping::{
+    DeviceSelector, FabricCheck, Level, NodeSetting, OnFailure, ServiceLevel, SettingPath,
+    Severity, TrafficClass, Validation, VirtualLane, validate_str,
+};
+use serde_json::json;
+
+/// The parser+validator body the cargo-fuzz target runs; shared, not copied.
+#[path = "../fuzz/src/lib.rs"]
+mod fuzz_body;
+
+// ------------------------------------------------------------------ helpers
+
+fn mappings_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mappings")
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/qos-network.yml")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// The `.yml` files of `mappings/<dir>/`, sorted.
+fn yml_files(dir: &str) -> Vec<PathBuf> {
+    let dir = mappings_dir().join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Every diagnostic rendered as `qoslane validate` prints it on stderr.
+fn render(display: &str, src: &str, v: &Validation) -> String {
+    v.diagnostics
+        .iter()
+        .map(|d| d.render(display, src))
+        .collect()
+}
+
+fn count(v: &Validation, severity: Severity) -> usize {
+    v.diagnostics
+        .iter()
+        .filter(|d| d.severity == severity)
+        .count()
+}
+
+fn qoslane(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qoslane"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("QOSLANE_CONFIG")
+        .env_remove("SLURM_SCRIPT_CONTEXT")
+        .output()
+        .expect("run qoslane")
+}
+
+// ------------------------------------------------------------------ golden: bad mappings
+
+/// Checks `mappings/bad/<case>.yml`: the number of errors and warnings, that a
+/// mapping comes out exactly when there is no error, and the rendered
+/// diagnostics against the snapshot.
+fn golden(case: &str, errors: usize, warnings: usize) {
+    let file = format!("{}.yml", case.replace('_', "-"));
+    let src = read(&mappings_dir().join("bad").join(&file));
+    let v = validate_str(&src);
+    let display = format!("bad/{file}");
+    let out = render(&display, &src, &v);
+    assert_eq!(
+        (count(&v, Severity::Error), count(&v, Severity::Warning)),
+        (errors, warnings),
+        "(errors, warnings) of {display}:\n{out}"
+    );
+    assert_eq!(
+        v.mapping.is_some(),
+        errors == 0,
+        "{display}: mapping iff no error"
+    );
+    // The same invariants the fuzz target checks, on every golden file.
+    fuzz_body::check(&src);
+
+    let mut settings = insta::Settings::clone_current();
+    settings.set_omit_expression(true);
+    // The fault, as the file's first comment states it, heads the snapshot.
+    let fault = src
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# "))
+        .unwrap_or(match case {
+            "empty" => "an empty file",
+            _ => "(no description)",
+        });
+    settings.set_description(format!("{display}: {fault}"));
+    settings.bind(|| insta::assert_snapshot!(format!("bad__{}", case.replace('_', "-")), out));
+}
+
+/// One test per bad file: `case => (errors, warnings)`. A file under
+/// `mappings/bad/` without a line here fails `every_bad_file_has_a_case`.
+macro_rules! bad_mappings {
+    ($($case:ident => ($errors:literal, $warnings:literal),)*) => {
+        const BAD_CASES: &[&str] = &[$(stringify!($case)),*];
+        mod bad {
+            $(
+                #[test]
+                fn $case() {
+                    super::golden(stringify!($case), $errors, $warnings);
+                }
+            )*
+        }
+    };
+}
+
+bad_mappings! {
+    // Ranges.
+    range_service_level_16 => (1, 0),
+    range_virtual_lane_15 => (1, 0),
+    range_virtual_lane_99 => (1, 0),
+    range_traffic_class_256 => (1, 0),
+    // How numbers are written.
+    number_negative => (1, 0),
+    number_huge => (1, 0),
+    number_quoted => (1, 0),
+    number_leading_zero => (1, 0),
+    number_hex => (1, 0),
+    number_float => (1, 0),
+    // Uniqueness and references across the file.
+    level_name_duplicate => (1, 0),
+    qos_duplicate_in_level => (1, 0),
+    qos_duplicate_across_levels => (1, 0),
+    default_level_unknown => (1, 0),
+    service_level_duplicate => (1, 0),
+    // Node settings.
+    setting_path_relative => (1, 0),
+    setting_path_dotdot => (1, 0),
+    setting_path_double_slash => (1, 0),
+    setting_path_outside => (1, 0),
+    setting_path_trailing_slash => (1, 0),
+    setting_value_multiline => (1, 0),
+    setting_path_duplicate => (1, 0),
+    // Required keys.
+    levels_empty => (1, 0),
+    levels_missing => (1, 0),
+    default_level_missing => (1, 0),
+    level_missing_keys => (2, 0),
+    level_missing_name => (1, 0),
+    service_level_null => (1, 0),
+    // Names.
+    qos_name_space => (1, 0),
+    qos_name_comma => (1, 0),
+    qos_uppercase_warning => (0, 1),
+    qos_empty => (1, 0),
+    level_name_too_long => (1, 0),
+    // YAML itself.
+    yaml_unclosed_bracket => (1, 0),
+    yaml_tab_indent => (1, 0),
+    yaml_tab_after_colon => (1, 0),
+    yaml_unclosed_quote => (1, 0),
+    yaml_bad_indentation => (1, 0),
+    yaml_tag => (1, 0),
+    yaml_anchor_alias => (1, 0),
+    yaml_second_document => (1, 0),
+    empty => (1, 0),
+    comment_only => (1, 0),
+    yaml11_bool_name => (1, 0),
+    yaml11_bool_qos => (1, 0),
+    yaml11_bool_value => (1, 0),
+    // Keys.
+    key_duplicate_top => (1, 0),
+    key_duplicate_in_level => (1, 0),
+    key_unknown_typo => (1, 0),
+    key_unknown_top => (1, 0),
+    key_not_a_name => (1, 0),
+    setting_key_typo => (1, 0),
+    // Types.
+    type_qos_string => (1, 0),
+    type_levels_mapping => (1, 0),
+    type_level_list => (1, 0),
+    type_root_list => (1, 0),
+    setting_not_a_mapping => (1, 0),
+    // Top-level choices and devices.
+    fabric_check_bogus => (1, 0),
+    fabric_check_typo => (1, 0),
+    on_failure_dash => (1, 0),
+    level_on_failure_unknown => (1, 0),
+    devices_bad_port => (1, 0),
+    devices_space => (1, 0),
+    devices_duplicate => (1, 0),
+    // All at once.
+    default_level_and_range => (2, 0),
+    multiple_faults => (12, 0),
+}
+
+#[test]
+fn every_bad_file_has_a_case() {
+    let files: BTreeSet<String> = yml_files("bad")
+        .iter()
+        .map(|p| {
+            p.file_stem()
+                .expect("stem")
+                .to_string_lossy()
+                .replace('-', "_")
+        })
+        .collect();
+    let cases: BTreeSet<String> = BAD_CASES.iter().map(|c| (*c).to_owned()).collect();
+    assert_eq!(files, cases, "mappings/bad/ and bad_mappings! disagree");
+    assert!(
+        cases.len() >= 25,
+        "the golden set covers at least 25 faults"
+    );
+}
+
+/// Every snapshot belongs to a bad file: a renamed case leaves no orphan.
+#[test]
+fn every_snapshot_has_a_bad_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return; // first run, before any snapshot was written
+    };
+    let files: BTreeSet<String> = yml_files("bad")
+        .iter()
+        .map(|p| p.file_stem().expect("stem").to_string_lossy().into_owned())
+        .collect();
+    for e in entries {
+        let name = e.expect("directory entry").file_name();
+        let name = name.to_string_lossy();
+        if let Some(case) = name
+            .strip_prefix("validate__bad__")
+            .and_then(|n| n.strip_suffix(".snap"))
+        {
+            assert!(files.contains(case), "orphan snapshot {name}");
+        }
+    }
+}
+
+// ------------------------------------------------------------------ JSON form
+
+fn json_of(src: &str) -> serde_json::Value {
+    let v = validate_str(src);
+    let list: Vec<JsonDiagnostic<'_>> = v.diagnostics.iter().map(Into::into).collect();
+    serde_json::to_value(list).expect("serialise diagnostics")
+}
+
+#[test]
+fn json_range_error_has_severity_line_column_message() {
+    let src = read(&mappings_dir().join("bad/range-service-level-16.yml"));
+    assert_eq!(
+        json_of(&src),
+        json!([{
+            "severity": "error",
+            "line": 6,
+            "column": 20,
+            "message": "`service_level` must be an integer from 0 to 15, found 16",
+        }])
+    );
+}
+
+#[test]
+fn json_duplicate_names_the_first_place_and_help_is_kept() {
+    let src = read(&mappings_dir().join("bad/service-level-duplicate.yml"));
+    assert_eq!(
+        json_of(&src),
+        json!([{
+            "severity": "error",
+            "line": 12,
+            "column": 20,
+            "message": "service_level 2 is used by levels `high` and `low`; each level needs its own SL (used by level `high` at line 6, column 20)",
+        }])
+    );
+    let src = read(&mappings_dir().join("bad/on-failure-dash.yml"));
+    assert_eq!(
+        json_of(&src),
+        json!([{
+            "severity": "error",
+            "line": 3,
+            "column": 13,
+            "message": "`on_failure` must be one of continue, fail_job, found `fail-job`",
+            "help": "did you mean `fail_job`?",
+        }])
+    );
+}
+
+#[test]
+fn json_warning_is_a_warning() {
+    let src = read(&mappings_dir().join("bad/qos-uppercase-warning.yml"));
+    assert_eq!(
+        json_of(&src),
+        json!([{
+            "severity": "warning",
+            "line": 5,
+            "column": 11,
+            "message": "Slurm stores QoS names in lower case; `High` matches `high`",
+        }])
+    );
+}
+
+// ------------------------------------------------------------------ the binary
+
+#[test]
+fn binary_exit_0_for_the_shipped_example() {
+    let ex = example();
+    let out = qoslane(
+        ex.parent().expect("examples/"),
+        &["validate", "qos-network.yml"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with(
+            "qos-network.yml: valid: 4 levels, default `normal`, fabric_check enforce, sha256 "
+        ),
+        "{stdout}"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn binary_exit_2_lists_every_fault_on_stderr() {
+    let dir = mappings_dir();
+    let file = "bad/multiple-faults.yml";
+    let out = qoslane(&dir, &["validate", file]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "stdout is not for diagnostics");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+
+    let src = read(&dir.join(file));
+    let v = validate_str(&src);
+    let headlines: Vec<String> = v.diagnostics.iter().map(|d| d.headline(file)).collect();
+    assert_eq!(headlines.len(), 12);
+    let printed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with(&format!("{file}:")) && l.contains(": error: "))
+        .collect();
+    assert_eq!(printed, headlines, "stderr:\n{stderr}");
+    // Exactly what the golden snapshot shows, then the summary line.
+    assert_eq!(
+        stderr,
+        format!("{}{file}: invalid: 12 errors\n", render(file, &src, &v))
+    );
+}
+
+#[test]
+fn binary_exit_0_with_warnings_and_2_for_a_syntax_error() {
+    let dir = mappings_dir();
+    let out = qoslane(&dir, &["validate", "bad/qos-uppercase-warning.yml"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("bad/qos-uppercase-warning.yml:5:11: warning: "),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(1 warning)"));
+
+    let out = qoslane(&dir, &["validate", "bad/yaml-unclosed-bracket.yml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("bad/yaml-unclosed-bracket.yml:"),);
+}
+
+#[test]
+fn binary_exit_66_for_a_missing_file() {
+    let out = qoslane(&mappings_dir(), &["validate", "no/such/mapping.yml"]);
+    assert_eq!(out.status.code(), Some(66));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no/such/mapping.yml"), "{stderr}");
+}
+
+#[test]
+fn binary_json_goes_to_stdout() {
+    let out = qoslane(
+        &mappings_dir(),
+        &["validate", "--format", "json", "bad/multiple-faults.yml"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let list = list.as_array().expect("a JSON array");
+    assert_eq!(list.len(), 12);
+    for d in list {
+        assert_eq!(d["severity"], "error");
+        assert!(d["line"].as_u64().is_some_and(|l| l >= 1));
+        assert!(d["column"].as_u64().is_some_and(|c| c >= 1));
+        assert!(d["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+
+    let out = qoslane(
+        &mappings_dir(),
+        &["validate", "--format", "json", "good/minimal.yml"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+}
+
+// ------------------------------------------------------------------ good mappings
+
+#[test]
+fn good_mappings_validate_without_any_diagnostic() {
+    let mut files = yml_files("good");
+    assert!(files.len() >= 7);
+    files.push(example());
+    for f in files {
+        let src = read(&f);
+        let v = validate_str(&src);
+        assert!(
+            v.diagnostics.is_empty() && v.mapping.is_some(),
+            "{}:\n{}",
+            f.display(),
+            render(&f.display().to_string(), &src, &v)
+        );
+        fuzz_body::check(&src);
+    }
+}
+
+fn good(name: &str) -> qoslane::mapping::Mapping {
+    let src = read(&mappings_dir().join("good").join(name));
+    validate_str(&src).mapping.expect("a valid mapping")
+}
+
+#[test]
+fn shipped_example_reads_as_documented() {
+    let m = validate_str(&read(&example())).mapping.expect("valid");
+    let names: Vec<&str> = m.levels().iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["mission-critical", "high", "normal", "low"]);
+    assert_eq!(m.default_level().name, "normal");
+    assert_eq!(m.fabric_check, FabricCheck::Enforce);
+    assert_eq!(m.on_failure, OnFailure::Continue);
+    let mc = &m.levels()[0];
+    assert_eq!(mc.service_level.get(), 3);
+    assert_eq!(mc.virtual_lane.map(VirtualLane::get), Some(4));
+    assert_eq!(mc.traffic_class.map(TrafficClass::get), Some(106));
+    assert_eq!(m.on_failure_for(mc), OnFailure::FailJob);
+    assert_eq!(mc.node_settings[0].value, "106");
+    assert_eq!(m.levels()[3].qos, ["low", "standby"]);
+}
+
+#[test]
+fn minimal_and_no_optional_keys_take_the_defaults() {
+    for m in [good("minimal.yml"), good("no-optional-keys.yml")] {
+        assert_eq!(m.fabric_check, FabricCheck::Enforce);
+        assert_eq!(m.on_failure, OnFailure::Continue);
+        assert!(m.devices.is_empty());
+        for l in m.levels() {
+            assert_eq!(
+                (l.virtual_lane, l.traffic_class, l.on_failure),
+                (None, None, None)
+            );
+            assert!(l.node_settings.is_empty());
+        }
+    }
+}
+
+#[test]
+fn devices_with_ports_are_parsed() {
+    let m = good("devices-with-ports.yml");
+    let sel = |d: &str, p| DeviceSelector {
+        device: d.to_owned(),
+        port: p,
+    };
+    assert_eq!(
+        m.devices,
+        [
+            sel("mlx5_0", None),
+            sel("mlx5_1", Some(1)),
+            sel("mlx5_2", Some(2))
+        ]
+    );
+}
+
+#[test]
+fn fabric_check_off_and_warn() {
+    assert_eq!(good("fabric-check-off.yml").fabric_check, FabricCheck::Off);
+    assert_eq!(good("fabric-check-off.yml").on_failure, OnFailure::FailJob);
+    let m = good("fabric-check-warn.yml");
+    assert_eq!(m.fabric_check, FabricCheck::Warn);
+    assert_eq!(m.levels()[0].virtual_lane.map(VirtualLane::get), Some(14));
+    assert_eq!(
+        m.levels()[0].traffic_class.map(TrafficClass::get),
+        Some(255)
+    );
+}
+
+#[test]
+fn sixteen_levels_use_every_service_level() {
+    let m = good("sixteen-levels.yml");
+    let sls: BTreeSet<u8> = m.levels().iter().map(|l| l.service_level.get()).collect();
+    assert_eq!(sls, (0..=15).collect());
+    assert_eq!(m.default_level().service_level.get(), 0);
+}
+
+#[test]
+fn quoted_yaml11_words_and_flow_style_are_plain_strings() {
+    let m = good("quoted-and-flow.yml");
+    assert_eq!(m.default_level().name, "yes");
+    assert_eq!(m.levels()[0].qos, ["on", "no"]);
+    let s = &m.levels()[1].node_settings;
+    assert_eq!(
+        (s[0].path.as_str(), s[0].value.as_str()),
+        ("/sys/class/net/ib0/mtu", "2044")
+    );
+}
+
+/// Windows line endings (a file edited on a laptop): same result, same places.
+#[test]
+fn crlf_line_endings_change_nothing() {
+    for f in yml_files("good") {
+        let crlf = read(&f).replace('\n', "\r\n");
+        let v = validate_str(&crlf);
+        assert!(
+            v.diagnostics.is_empty(),
+            "{}: {:?}",
+            f.display(),
+            v.diagnostics
+        );
+    }
+    for case in [
+        "multiple-faults",
+        "setting-value-multiline",
+        "yaml-unclosed-bracket",
+    ] {
+        let lf = read(&mappings_dir().join(format!("bad/{case}.yml")));
+        let crlf = lf.replace('\n', "\r\n");
+        let places = |src: &str| -> Vec<(usize, usize, String)> {
+            validate_str(src)
+                .diagnostics
+                .iter()
+                .map(|d| (d.span.line, d.span.col, d.message.clone()))
+                .collect()
+        };
+        assert_eq!(places(&crlf), places(&lf), "{case}");
+        fuzz_body::check(&crlf);
+    }
+}
+
+#[test]
+fn unicode_comments_keep_columns_in_characters() {
+    let src = read(&mappings_dir().join("good/unicode-comments.yml"));
+    assert_eq!(good("unicode-comments.yml").levels()[0].name, "high");
+    // Break the line after a non-ASCII comment: the column still counts
+    // characters, and the snippet still underlines the right bytes.
+    let bad = src.replace("service_level: 2    # SL ②", "service_level: 20   # SL ②");
+    let v = validate_str(&bad);
+    assert_eq!(v.diagnostics.len(), 1);
+    let d = &v.diagnostics[0];
+    assert_eq!((d.span.line, d.span.col), (6, 20));
+    assert_eq!(&bad[d.span.start..d.span.end], "20");
+}
+
+// ------------------------------------------------------------------ properties
+
+/// A mapping made of valid parts, and how to write it.
+#[derive(Clone, Debug)]
+struct Spec {
+    default_level: usize,
+    default_last: bool,
+    fabric_check: Option<FabricCheck>,
+    on_failure: Option<OnFailure>,
+    devices: Option<Vec<DeviceSelector>>,
+    levels: Vec<LevelSpec>,
+}
+
+#[derive(Clone, Debug)]
+struct LevelSpec {
+    level: Level,
+    /// Order of the keys after `name`.
+    key_order: Vec<usize>,
+    qos_flow: bool,
+    quote: Quote,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Quote {
+    Plain,
+    Single,
+    Double,
+}
+
+impl Quote {
+    fn write(self, s: &str) -> String {
+        match self {
+            Self::Plain => s.to_owned(),
+            Self::Single => format!("'{}'", s.replace('\'', "''")),
+            Self::Double => format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")),
+        }
+    }
+}
+
+/// A numeric field as written: where, and its largest valid value.
+#[derive(Clone, Debug)]
+struct NumField {
+    line: usize,
+    indent: usize,
+    key: &'static str,
+    max: u64,
+}
+
+/// The text of a spec, and where its numbers are.
+struct Written {
+    lines: Vec<String>,
+    numbers: Vec<NumField>,
+}
+
+impl Written {
+    fn push(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    fn number(&mut self, indent: usize, key: &'static str, value: u64, max: u64) {
+        self.push(format!("{:indent$}{key}: {value}", ""));
+        self.numbers.push(NumField {
+            line: self.lines.len(),
+            indent,
+            key,
+            max,
+        });
+    }
+
+    fn text(&self) -> String {
+        let mut s = self.lines.join("\n");
+        s.push('\n');
+        s
+    }
+}
+
+fn write_spec(spec: &Spec) -> Written {
+    let mut w = Written {
+        lines: vec!["# generated".into()],
+        numbers: Vec::new(),
+    };
+    let default = format!(
+        "default_level: {}",
+        spec.levels[spec.default_level]
+            .quote
+            .write(&spec.levels[spec.default_level].level.name)
+    );
+    if !spec.default_last {
+        w.push(default.clone());
+    }
+    if let Some(f) = spec.fabric_check {
+        w.push(format!("fabric_check: {}", f.as_str()));
+    }
+    if let Some(o) = spec.on_failure {
+        w.push(format!("on_failure: {}", o.as_str()));
+    }
+    if let Some(devices) = &spec.devices {
+        let list: Vec<String> = devices.iter().map(ToString::to_string).collect();
+        w.push(format!("devices: [{}]", list.join(", ")));
+    }
+    w.push("levels:".into());
+    for ls in &spec.levels {
+        let l = &ls.level;
+        w.push(format!("  - name: {}", ls.quote.write(&l.name)));
+        for key in &ls.key_order {
+            match key {
+                0 if ls.qos_flow => {
+                    let q: Vec<String> = l.qos.iter().map(|q| ls.quote.write(q)).collect();
+                    w.push(format!("    qos: [{}]", q.join(", ")));
+                }
+                0 => {
+                    w.push("    qos:".into());
+                    for q in &l.qos {
+                        w.push(format!("      - {}", ls.quote.write(q)));
+                    }
+                }
+                1 => w.number(
+                    4,
+                    "service_level",
+                    l.service_level.get().into(),
+                    ServiceLevel::MAX.into(),
+                ),
+                2 => {
+                    if let Some(vl) = l.virtual_lane {
+                        w.number(4, "virtual_lane", vl.get().into(), VirtualLane::MAX.into());
+                    }
+                }
+                3 => {
+                    if let Some(tc) = l.traffic_class {
+                        w.number(
+                            4,
+                            "traffic_class",
+                            tc.get().into(),
+                            TrafficClass::MAX.into(),
+                        );
+                    }
+                }
+                4 => {
+                    if let Some(o) = l.on_failure {
+                        w.push(format!("    on_failure: {}", o.as_str()));
+                    }
+                }
+                _ => {
+                    if !l.node_settings.is_empty() {
+                        w.push("    node_settings:".into());
+                        for s in &l.node_settings {
+                            w.push(format!("      - path: {}", s.path));
+                            w.push(format!("        value: {}", Quote::Double.write(&s.value)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if spec.default_last {
+        w.push(default);
+    }
+    w
+}
+
+/// Names that YAML 1.1 reads as booleans or null are only valid quoted; the
+/// generator keeps to words that are strings in every reading.
+fn name() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9_.-]{0,11}".prop_filter("a YAML 1.1 boolean or null", |s| {
+        !matches!(
+            s.as_str(),
+            "y" | "n" | "yes" | "no" | "on" | "off" | "true" | "false" | "null"
+        )
+    })
+}
+
+fn fabric_check() -> impl Strategy<Value = FabricCheck> {
+    prop_oneof![
+        Just(FabricCheck::Enforce),
+        Just(FabricCheck::Warn),
+        Just(FabricCheck::Off)
+    ]
+}
+
+fn on_failure() -> impl Strategy<Value = OnFailure> {
+    prop_oneof![Just(OnFailure::Continue), Just(OnFailure::FailJob)]
+}
+
+fn quote() -> impl Strategy<Value = Quote> {
+    prop_oneof![Just(Quote::Plain), Just(Quote::Single), Just(Quote::Double)]
+}
+
+fn setting_path() -> impl Strategy<Value = SettingPath> {
+    (
+        prop_oneof![Just("/sys/"), Just("/proc/sys/")],
+        prop::collection::vec("[a-z0-9_]{1,8}", 1..4),
+    )
+        .prop_map(|(root, parts)| {
+            SettingPath::new(&format!("{root}{}", parts.join("/"))).expect("a valid path")
+        })
+}
+
+fn node_settings() -> impl Strategy<Value = Vec<NodeSetting>> {
+    prop::collection::btree_map(setting_path(), "[ -~]{0,12}", 0..3).prop_map(|m| {
+        m.into_iter()
+            .map(|(path, value)| NodeSetting { path, value })
+            .collect()
+    })
+}
+
+fn devices() -> impl Strategy<Value = Vec<DeviceSelector>> {
+    prop::collection::btree_set(("mlx5_[0-9]", prop::option::of(1u32..=255)), 0..4).prop_map(
+        |set| {
+            set.into_iter()
+                .map(|(device, port)| DeviceSelector { device, port })
+                .collect()
+        },
+    )
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (1usize..=16)
+        .prop_flat_map(|n| {
+            (
+                prop::collection::btree_set(name(), n),
+                prop::collection::vec(1usize..=3, n),
+                Just((0u8..=15).collect::<Vec<_>>()).prop_shuffle(),
+                prop::collection::vec(
+                    (
+                        prop::option::of(0u8..=14),
+                        prop::option::of(any::<u8>()),
+                        prop::option::of(on_failure()),
+                        node_settings(),
+                        Just((0usize..6).collect::<Vec<_>>()).prop_shuffle(),
+                        any::<bool>(),
+                        quote(),
+                    ),
+                    n,
+                ),
+                0..n,
+            )
+        })
+        .prop_flat_map(|(names, qos_counts, sls, parts, default)| {
+            let total = qos_counts.iter().sum::<usize>();
+            (
+                Just((names, qos_counts, sls, parts, default)),
+                prop::collection::btree_set(name(), total),
+                any::<bool>(),
+                prop::option::of(fabric_check()),
+                prop::option::of(on_failure()),
+                prop::option::of(devices()),
+            )
+        })
+        .prop_map(
+            |(
+                (names, qos_counts, sls, parts, default_level),
+                qos,
+                default_last,
+                fc,
+                of,
+                devices,
+            )| {
+                let mut qos = qos.into_iter();
+                let levels = names
+                    .into_iter()
+                    .zip(qos_counts)
+                    .zip(sls)
+                    .zip(parts)
+                    .map(
+                        |(((name, nq), sl), (vl, tc, of, ns, key_order, qos_flow, quote))| {
+                            LevelSpec {
+                                level: Level {
+                                    name,
+                                    qos: qos.by_ref().take(nq).collect(),
+                                    service_level: ServiceLevel::new(sl.into()).expect("0..=15"),
+                                    virtual_lane: vl
+                                        .map(|v| VirtualLane::new(v.into()).expect("0..=14")),
+                                    traffic_class: tc
+                                        .map(|t| TrafficClass::new(t.into()).expect("u8")),
+                                    on_failure: of,
+                                    node_settings: ns,
+                                },
+                                key_order,
+                                qos_flow,
+                                quote,
+                            }
+                        },
+                    )
+                    .collect();
+                Spec {
+                    default_level,
+                    default_last,
+                    fabric_check: fc,
+                    on_failure: of,
+                    devices,
+                    levels,
+                }
+            },
+        )
+}
+
+/// An out-of-range way to write a number whose largest valid value is `max`.
+#[derive(Clone, Debug)]
+enum BadNumber {
+    Above(u64),
+    Negative(u64),
+    Huge(String),
+}
+
+impl BadNumber {
+    fn write(&self, max: u64) -> String {
+        match self {
+            Self::Above(d) => (u128::from(max) + 1 + u128::from(*d)).to_string(),
+            Self::Negative(n) => format!("-{n}"),
+            Self::Huge(digits) => digits.clone(),
+        }
+    }
+}
+
+fn bad_number() -> impl Strategy<Value = BadNumber> {
+    prop_oneof![
+        4 => (0u64..300).prop_map(BadNumber::Above),
+        1 => any::<u64>().prop_map(BadNumber::Above),
+        2 => (1u64..1000).prop_map(BadNumber::Negative),
+        1 => "[1-9][0-9]{19,30}".prop_map(BadNumber::Huge),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 300,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn valid_parts_validate_and_round_trip(spec in spec()) {
+        let text = write_spec(&spec).text();
+        let v = validate_str(&text);
+        prop_assert!(
+            v.diagnostics.is_empty(),
+            "{}\n{}", text, render("generated.yml", &text, &v)
+        );
+        let m = v.mapping.expect("a mapping when there is no diagnostic");
+        let levels: Vec<Level> = spec.levels.iter().map(|l| l.level.clone()).collect();
+        prop_assert_eq!(m.levels(), &levels[..]);
+        prop_assert_eq!(&m.default_level().name, &levels[spec.default_level].name);
+        prop_assert_eq!(m.fabric_check, spec.fabric_check.unwrap_or(FabricCheck::Enforce));
+        prop_assert_eq!(m.on_failure, spec.on_failure.unwrap_or(OnFailure::Continue));
+        prop_assert_eq!(m.devices, spec.devices.unwrap_or_default());
+    }
+
+    #[test]
+    fn one_out_of_range_number_is_one_error_on_its_line(
+        spec in spec(),
+        which in any::<Index>(),
+        bad in bad_number(),
+    ) {
+        let mut w = write_spec(&spec);
+        let field = which.get(&w.numbers).clone();
+        let value = bad.write(field.max);
+        w.lines[field.line - 1] = format!("{:indent$}{}: {value}", "", field.key, indent = field.indent);
+        let text = w.text();
+        let v = validate_str(&text);
+        let out = render("mutated.yml", &text, &v);
+        prop_assert_eq!(v.diagnostics.len(), 1, "{}\n{}", text, out);
+        let d = &v.diagnostics[0];
+        prop_assert_eq!(d.severity, Severity::Error);
+        prop_assert_eq!((d.span.line, d.span.col), (field.line, field.indent + field.key.len() + 3));
+        prop_assert_eq!(&text[d.span.start..d.span.end], value.as_str());
+        prop_assert!(d.message.contains(field.key), "{}", out);
+        prop_assert!(v.mapping.is_none());
+    }
+}
+
+// ------------------------------------------------------------------ fuzz body, on stable
+
+/// The good and bad mappings and the shipped example: the seed corpus (the
+/// same files seed the real fuzzer, see `fuzz/README.md`).
+fn corpus() -> Vec<String> {
+    let mut files = yml_files("good");
+    files.extend(yml_files("bad"));
+    files.push(example());
+    files.iter().map(|f| read(f)).collect()
+}
+
+/// Fragments that matter to a YAML scanner or to the validator.
+const TOKENS: &[&str] = &[
+    "[",
+    "]",
+    "{",
+    "}",
+    ":",
+    ": ",
+    ",",
+    "- ",
+    "-",
+    "#",
+    "&a ",
+    "*a",
+    "!!str ",
+    "!",
+    "'",
+    "\"",
+    "|",
+    ">",
+    "---\n",
+    "...\n",
+    "%YAML 1.2\n",
+    "\t",
+    "\n",
+    "\r\n",
+    "\r",
+    " ",
+    "    ",
+    "\\",
+    "\u{feff}",
+    "é",
+    "②",
+    "\u{0}",
+    "0",
+    "15",
+    "16",
+    "-1",
+    "0x3",
+    "03",
+    "1e3",
+    ".inf",
+    "~",
+    "null",
+    "yes",
+    "off",
+    "service_level: ",
+    "levels:\n",
+    "  - name: x\n",
+    "qos: [a]",
+    "default_level: ",
+    "node_settings:\n      - path: /sys/a\n        value: ",
+    "99999999999999999999",
+];
+
+#[derive(Clone, Debug)]
+enum Mutation {
+    Delete(Index, usize),
+    Insert(Index, Index),
+    InsertText(Index, String),
+    ReplaceChar(Index, char),
+    DuplicateLine(Index),
+    SwapLines(Index, Index),
+    Truncate(Index),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        (any::<Index>(), 1usize..12).prop_map(|(i, n)| Mutation::Delete(i, n)),
+        (any::<Index>(), any::<Index>()).prop_map(|(i, t)| Mutation::Insert(i, t)),
+        (any::<Index>(), ".{1,6}").prop_map(|(i, s)| Mutation::InsertText(i, s)),
+        (any::<Index>(), any::<char>()).prop_map(|(i, c)| Mutation::ReplaceChar(i, c)),
+        any::<Index>().prop_map(Mutation::DuplicateLine),
+        (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Mutation::SwapLines(a, b)),
+        any::<Index>().prop_map(Mutation::Truncate),
+    ]
+}
+
+/// Applies `m` to `s`, character-wise so the result stays UTF-8.
+fn mutate(s: &str, m: &Mutation) -> String {
+    let mut chars: Vec<char> = s.chars().collect();
+    let at = |i: &Index, len: usize| i.index(len + 1);
+    match m {
+        Mutation::Delete(i, n) => {
+            let a = at(i, chars.len());
+            let b = (a + n).min(chars.len());
+            chars.drain(a..b);
+        }
+        Mutation::Insert(i, t) => {
+            let a = at(i, chars.len());
+            chars.splice(a..a, t.get(TOKENS).chars());
+        }
+        Mutation::InsertText(i, t) => {
+            let a = at(i, chars.len());
+            chars.splice(a..a, t.chars());
+        }
+        Mutation::ReplaceChar(i, c) => {
+            if !chars.is_empty() {
+                let a = i.index(chars.len());
+                chars[a] = *c;
+            }
+        }
+        Mutation::Truncate(i) => chars.truncate(at(i, chars.len())),
+        Mutation::DuplicateLine(_) | Mutation::SwapLines(..) => {
+            let mut lines: Vec<&str> = s.split_inclusive('\n').collect();
+            if lines.is_empty() {
+                return s.to_owned();
+            }
+            match m {
+                Mutation::DuplicateLine(i) => {
+                    let l = i.index(lines.len());
+                    lines.insert(l, lines[l]);
+                }
+                Mutation::SwapLines(a, b) => {
+                    let (a, b) = (a.index(lines.len()), b.index(lines.len()));
+                    lines.swap(a, b);
+                }
+                _ => unreachable!(),
+            }
+            return lines.concat();
+        }
+    }
+    chars.into_iter().collect()
+}
+
+#[test]
+fn fuzz_body_accepts_the_whole_corpus() {
+    for src in corpus() {
+        fuzz_body::check(&src);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 10000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Mutated corpus files: near-valid input, where the validator works hardest.
+    #[test]
+    fn fuzz_body_never_panics_on_mutated_corpus(src in mutated_corpus()) {
+        fuzz_body::check(&src);
+    }
+
+    /// Text over YAML's punctuation: the scanner's error paths.
+    #[test]
+    fn fuzz_body_never_panics_on_yaml_soup(src in "[\\[\\]{}:,#&*!|>'\"%@`?\\- \t\r\na-z0-9_/.~é\u{feff}]{0,160}") {
+        fuzz_body::check(&src);
+    }
+
+    #[test]
+    fn fuzz_body_never_panics_on_any_string(src in any::<String>()) {
+        fuzz_body::check(&src);
+    }
+}
+
+/// A corpus file after a few mutations; shown as text when a case fails.
+fn mutated_corpus() -> impl Strategy<Value = String> {
+    let corpus = corpus();
+    (any::<Index>(), prop::collection::vec(mutation(), 1..6)).prop_map(move |(file, mutations)| {
+        mutations
+            .iter()
+            .fold(file.get(&corpus).clone(), |src, m| mutate(&src, m))
+    })
+}
+
+// ------------------------------------------------------------------ regressions
+
+/// The parser's marker for an error at the end of the input ran one line past
+/// the text (`f` at EOF was reported at 3:1 of a two-line file), so the
+/// headline named a line the snippet did not show.
+#[test]
+fn regression_error_at_end_of_input_is_on_the_last_line() {
+    let v = validate_str("default_level: normal\nf");
+    assert_eq!(v.diagnostics.len(), 1);
+    assert_eq!(
+        (v.diagnostics[0].span.line, v.diagnostics[0].span.col),
+        (2, 2)
+    );
+    let v = validate_str("%A");
+    assert_eq!(
+        (v.diagnostics[0].span.line, v.diagnostics[0].span.col),
+        (1, 3)
+    );
+}
+
+/// A byte order mark (Windows editors write one) is not a column.
+#[test]
+fn regression_byte_order_mark_is_not_a_column() {
+    let v = validate_str("\u{feff}levels: 3\n");
+    let d = v
+        .diagnostics
+        .iter()
+        .find(|d| d.message.contains("expected a list"))
+        .expect("`levels: 3` is refused");
+    assert_eq!((d.span.line, d.span.col), (1, 9));
+    fuzz_body::check("\u{feff}0\u{feff}");
+}
+
+/// A tab that breaks a plain scalar's continuation line was reported at the
+/// start of the scalar, a line above the tab.
+#[test]
+fn regression_tab_is_reported_where_it_is() {
+    let src = "default_level: normal\nlevels:\n  - name: normal\n\tqos: [normal]\n";
+    let v = validate_str(src);
+    assert_eq!(v.diagnostics.len(), 1);
+    let d = &v.diagnostics[0];
+    assert_eq!((d.span.line, d.span.col), (4, 1));
+    assert_eq!(&src[d.span.start..d.span.end], "\t");
+    assert!(
+        d.message.starts_with("tab character in indentation"),
+        "{}",
+        d.message
+    );
+}
+
+/// `- - - …` nested one list per two bytes and the tree was dropped
+/// recursively: a 200 kB file overflowed the stack.
+#[test]
+fn regression_deep_block_nesting_is_refused() {
+    let v = validate_str(&"- ".repeat(100));
+    assert_eq!(v.diagnostics.len(), 1);
+    assert!(
+        v.diagnostics[0]
+            .message
+            .contains("nested more than 32 deep"),
+        "{:?}",
+        v.diagnostics
+    );
+}
+
+/// Deep nesting must neither overflow the stack in the parser nor when the
+/// tree is dropped; the file size limit (1 MiB) bounds the depth.
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    for open in ["[", "{", "- "] {
+        let src = open.repeat(100_000);
+        let v = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let v = validate_str(&src);
+                v.errors().count()
+            })
+            .expect("spawn")
+            .join()
+            .unwrap_or_else(|_| panic!("validate panicked on {open:?} x 100000"));
+        assert!(v >= 1);
+    }
+}

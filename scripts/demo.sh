@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# demo.sh — the whole qoslane flow on this machine (the README's main command):
+#   a simulated InfiniBand fabric (ibsim) with a real OpenSM programming QoS
+#   SL2VL tables, read by the real smpquery; a real single-node Slurm 22.05
+#   cluster with hookrun as Prolog/Epilog/TaskProlog; one job per QoS; what
+#   each job got (its SL exports, the node setting, the fabric check, the audit
+#   lines); the SM re-programmed under our feet (drift) caught by the health
+#   check; the metrics. Everything it starts, it stops.
+#
+#   scripts/demo.sh                 as root on Debian 12 (installs what is missing)
+#   QOSLANE_SKIP_INSTALL=1          do not call install-deps.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" != --inside-fabric ]; then
+  [ "${QOSLANE_SKIP_INSTALL:-0}" = 1 ] || bash scripts/install-deps.sh
+  . tests/e2e/lib.sh
+  build_release
+  # The fabric lives as long as the demo: ibsim + OpenSM with its default QoS
+  # table (SL0-7 -> VL7..0), the demo runs inside it. The rig preloads
+  # umad2sim for its command; the demo itself must not have it.
+  exec bash rigs/ibsim_rig.sh -n node2 -- env -u LD_PRELOAD bash "$0" --inside-fabric
+fi
+
+. tests/e2e/lib.sh
+WORK=$(mktemp -d /tmp/qoslane-demo.XXXXXX); chmod 0755 "$WORK"
+R=$WORK/root
+cleanup() { touch "$WORK/release.all" 2>/dev/null || true; stop_slurm; rm -rf "$WORK"; }
+trap cleanup EXIT
+title() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+show() { printf '$ %s\n' "$*"; "$@"; }
+
+# ------------------------------------------------------------------ the node
+make_node "$R" examples/qos-network.yml
+# This node's HCA port is the simulated node2's: identity from the rig.
+p=$R/sys/class/infiniband/mlx5_0
+printf '%s\n' "${RIG_NODE_GUID:?}" | sed 's/^0x//; s/\(....\)/\1:/g; s/:$//' > "$p/node_guid"
+printf '0x%x\n' "$RIG_LID" > "$p/ports/1/lid"
+printf '0x%x\n' "$RIG_SM_LID" > "$p/ports/1/sm_lid"
+# qoslane runs the real smpquery against the simulated fabric through the
+# wrapper; it cannot pass an environment, so the wrapper reads <link>.env.
+rm -f "$R/bin/smpquery"
+ln -s "$E2E_REPO/rigs/smpquery-sim" "$R/bin/smpquery"
+cat > "$R/bin/smpquery.env" <<ENV
+export IBSIM_SOCKNAME=$IBSIM_SOCKNAME RIG_UMAD2SIM=$RIG_UMAD2SIM RIG_WORK=$RIG_WORK RIG_CA=$RIG_CA
+export SMPQUERY_SIM_HOSTS=mlx5_0=node2
+ENV
+q() { QOSLANE_SMPQUERY=$R/bin/smpquery "$QL" --root "$R" "$@"; }
+
+title "The mapping (an Omnia input file): four tiers"
+grep -vE '^\s*#' examples/qos-network.yml | sed 's/^/  /'
+show "$QL" validate examples/qos-network.yml
+title "What a mission-critical job would get (dry run)"
+q explain --qos mission-critical
+title "The fabric as OpenSM programmed it: real smpquery on node2's port"
+show "$R/bin/smpquery" -C mlx5_0 -P 1 -D sl2vl 0
+title "Health: every level lands on its VL (fresh probe)"
+q health || true
+
+# ------------------------------------------------------------------ Slurm
+title "A real Slurm 22.05 cluster, hookrun as Prolog/Epilog/TaskProlog"
+start_slurm "$R"
+sed -n '/^Prolog=/p; /^Epilog=/p; /^TaskProlog=/p; /^PrologFlags=/p; /^PrologEpilogTimeout=/p' /etc/slurm/slurm.conf | sed 's/^/  /'
+ls "$R"/etc/slurm/*.d/* | sed "s|$R||; s/^/  /"
+
+title "One job per QoS (two at a time: this node has $(nproc) CPUs)"
+printf '  %-5s %-17s %-9s %-10s %-7s %-17s %s\n' JOB QOS UCX_IB_SL NCCL_IB_SL NCCL_TC QOSLANE_LEVEL "default_roce_tos while running"
+run_pair() {
+  local a b
+  a=$(submit "$1"); b=$(submit "$2")
+  poll 90 "job $a running" is_running "$a"; poll 90 "job $b running" is_running "$b"
+  local tos; tos=$(cat "$R$TOS")
+  for j in "$a" "$b"; do
+    printf '  %-5s %-17s %-9s %-10s %-7s %-17s %s\n' "$j" "$(env_of "$j" SLURM_JOB_QOS)" "$(env_of "$j" UCX_IB_SL)" \
+      "$(env_of "$j" NCCL_IB_SL)" "$(env_of "$j" NCCL_IB_TC)" "$(env_of "$j" QOSLANE_LEVEL)" "$tos"
+  done
+  release "$a"; release "$b"
+  poll 90 "job $a done" is_gone "$a"; poll 90 "job $b done" is_gone "$b"
+}
+run_pair mission-critical low
+run_pair high normal
+poll 10 "epilogs audited" test "$(grep -c '"event":"epilog"' "$R/var/log/qoslane/audit.jsonl")" -ge 4
+echo "  (shared node: the highest active level's setting wins; the baseline returns when the last job ends: now $(cat "$R$TOS"))"
+
+title "The audit log (one line per run; abridged)"
+python3 - "$R/var/log/qoslane/audit.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e["event"] not in ("prolog", "epilog"):
+        continue
+    fab = e.get("fabric") or {}
+    ports = fab.get("ports") if isinstance(fab, dict) else None
+    checked = ""
+    if ports:
+        checked = "; ".join(f'{p.get("port")}: {p.get("verdict", p)}' for p in ports)[:90]
+    ch = ", ".join(f'{c["path"].rsplit("/",1)[-1]} {c["before"]}->{c["after"]}' for c in e["changes"])
+    print(f'  job {e["job_id"]:<3} {e["event"]:<6} qos={e["qos"] or "-":<16} via {e["qos_source"] or "-":<8} '
+          f'level={e["level"] or "-":<16} SL={e["service_level"]} VL={e["virtual_lane"]} {e["outcome"]:<9} '
+          f'{e["duration_ms"]:.1f} ms  {ch}')
+PY
+echo "  one prolog line in full:"
+grep '"event":"prolog"' "$R/var/log/qoslane/audit.jsonl" | head -1 | sed 's/^/  /'
+
+# ------------------------------------------------------------------ drift
+title "The SM is re-programmed (SL3 -> VL3 now): health catches the drift"
+sed -i 's/^qos_ca_sl2vl .*/qos_ca_sl2vl 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7/' "$RIG_WORK/opensm.conf"
+kill -HUP "$RIG_OSM_PID"
+drifted() { ! q health >/dev/null 2>&1; }
+poll 20 "the new table on node2's port" drifted
+q health || true
+echo "  a mission-critical job now (on_failure: fail_job) is refused and held, not run unprotected:"
+j=$(submit mission-critical)
+poll 60 "job $j held" held "$j"
+/usr/bin/scontrol show job -o "$j" | grep -o 'JobState=[^ ]* Reason=[^ ]*' | sed 's/^/  /'
+{ grep "\"job_id\":$j," "$R/var/log/qoslane/audit.jsonl" | grep -o '"error":"[^"]*"' | head -1 | sed 's/^/  audit: /'; } || true
+/usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+resume_node
+
+title "Metrics (node_exporter textfile, Prometheus text format)"
+grep -E '^(qoslane_hook_runs_total\{event="(prolog|epilog)",outcome="(applied|reverted|failed)"|qoslane_rollbacks_total|qoslane_active_jobs|qoslane_fabric_aligned|qoslane_hook_duration_seconds_(sum|count)|hookrun_hook_runs_total)' \
+  "$R/var/lib/prometheus/node-exporter/qoslane.prom" "$R/var/lib/prometheus/node-exporter/hookrun.prom" | sed "s|$R/var/lib/prometheus/node-exporter/||; s/^/  /"
+
+title "Done: rigs stopped, node restored"
