@@ -50,7 +50,9 @@ impl Histogram {
             .position(|b| secs <= *b)
             .unwrap_or(BUCKETS.len());
         self.counts[i] += 1;
-        self.sum += secs;
+        // Whole nanoseconds: such a sum survives the JSON round trip exactly,
+        // so every reader renders the same text.
+        self.sum = ((self.sum + secs) * 1e9).round() / 1e9;
     }
 }
 

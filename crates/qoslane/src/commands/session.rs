@@ -10,7 +10,7 @@ use crate::config::{self, Loaded, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::log;
-use crate::metrics::{self, Alignment, Gauges, Run};
+use crate::metrics::{self, Alignment, Run};
 use crate::paths::Paths;
 use crate::state::Store;
 use crate::txn::Node;
@@ -148,30 +148,10 @@ impl<'p> Session<'p> {
     }
 
     fn count(&self, run: &Run<'_>) {
-        let gauges = self.gauges();
+        let gauges = metrics::gauges(self.paths);
         if let Err(err) = metrics::record_and_publish(self.paths, run, &gauges) {
             log::warn(&format!("metrics: {err}"));
         }
-    }
-
-    fn gauges(&self) -> Gauges {
-        let mut g = Gauges {
-            mapping_sha256: config::last_known_good_sha(self.paths),
-            ..Default::default()
-        };
-        if let Ok((m, _, _)) = config::read_valid(&self.paths.last_known_good()) {
-            for l in m.levels() {
-                g.active_jobs.insert(l.name.clone(), 0);
-            }
-        }
-        if let Ok(store) = Store::open(self.paths)
-            && let Ok(records) = store.records()
-        {
-            for r in records.values() {
-                *g.active_jobs.entry(r.level.clone()).or_default() += 1;
-            }
-        }
-        g
     }
 
     /// Ends the run: the audit line, then the metrics (under the node lock
