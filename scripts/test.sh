@@ -28,7 +28,12 @@ export QOSLANE_REQUIRE_TOOLS=1 QOSLANE_FABRIC_RIG=1
 cargo test --workspace --features qoslane/fault-injection 2>&1 | tee /tmp/qoslane-cargo-test.log
 grep -q "test result: ok" /tmp/qoslane-cargo-test.log
 
-for t in tests/e2e/*.sh; do
+step "Prometheus rules and metrics (promtool)"
+promtool check rules deploy/prometheus/qoslane-alerts.yml
+(cd deploy/prometheus && promtool test rules qoslane-alerts.test.yml)
+promtool check metrics < crates/qoslane/tests/golden/metrics.prom
+
+for t in tests/e2e/slurm.sh tests/e2e/omnia.sh; do
   [ -e "$t" ] || continue
   step "end to end: $t"
   bash "$t"
