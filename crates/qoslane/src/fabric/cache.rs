@@ -122,7 +122,6 @@ pub fn store(path: &Path, entries: Vec<Entry>) -> Result<()> {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests: a panic is the failure report")]
 mod tests {
     use super::super::probe::{Sl2Vl, VlArbState, VlRange};
     use super::*;

@@ -165,7 +165,6 @@ pub enum VlArbState {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests: a panic is the failure report")]
 mod tests {
     use super::*;
 

@@ -408,7 +408,6 @@ fn hex_cells(s: &str) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests: a panic is the failure report")]
 mod tests {
     use super::*;
 
