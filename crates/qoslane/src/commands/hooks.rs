@@ -68,8 +68,22 @@ fn exit_for(policy: OnFailure) -> i32 {
 }
 
 pub fn prolog(ctx: &Ctx) -> i32 {
-    let mut s = Session::new(&ctx.paths, "prolog", Deadline::after(ctx.timeout));
-    match prolog_body(ctx, &mut s) {
+    run_hook(ctx, "prolog", prolog_body)
+}
+
+pub fn epilog(ctx: &Ctx) -> i32 {
+    run_hook(ctx, "epilog", epilog_body)
+}
+
+/// One hook run: the body, then the audit line and metrics, and the exit
+/// code of the policy that applies.
+fn run_hook(
+    ctx: &Ctx,
+    event: &'static str,
+    body: fn(&Ctx, &mut Session<'_>) -> Result<Outcome, HookFailure>,
+) -> i32 {
+    let mut s = Session::new(&ctx.paths, event, Deadline::after(ctx.timeout));
+    match body(ctx, &mut s) {
         Ok(outcome) => {
             s.finish(outcome, None);
             exit_code::OK
@@ -81,13 +95,20 @@ pub fn prolog(ctx: &Ctx) -> i32 {
     }
 }
 
+/// Both hooks start the same way: the job id (a failure here leaves the node
+/// as it is and the job on the baseline) and the user, into the audit entry.
+fn job_of(s: &mut Session<'_>) -> Result<JobId, HookFailure> {
+    let job = JobId::from_env().map_err(|e| HookFailure::before_changes(e, OnFailure::Continue))?;
+    s.entry.job_id = Some(job);
+    s.entry.user = std::env::var("SLURM_JOB_USER").ok();
+    Ok(job)
+}
+
 fn prolog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
     // Before a mapping is known, a failure leaves the node as it is and the
     // job runs on the baseline.
     let early = |e| HookFailure::before_changes(e, OnFailure::Continue);
-    let job = JobId::from_env().map_err(early)?;
-    s.entry.job_id = Some(job);
-    s.entry.user = std::env::var("SLURM_JOB_USER").ok();
+    let job = job_of(s)?;
     let loaded = s.mapping().map_err(early)?;
     let m = &loaded.mapping;
 
@@ -250,25 +271,9 @@ pub fn ports_still_active(paths: &Paths, ports: &[(String, u32)]) -> Result<()> 
     }
 }
 
-pub fn epilog(ctx: &Ctx) -> i32 {
-    let mut s = Session::new(&ctx.paths, "epilog", Deadline::after(ctx.timeout));
-    match epilog_body(ctx, &mut s) {
-        Ok(outcome) => {
-            s.finish(outcome, None);
-            exit_code::OK
-        }
-        Err(f) => {
-            s.finish(f.outcome, Some(&f.error));
-            exit_for(f.policy)
-        }
-    }
-}
-
 fn epilog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
     let early = |e| HookFailure::before_changes(e, OnFailure::Continue);
-    let job = JobId::from_env().map_err(early)?;
-    s.entry.job_id = Some(job);
-    s.entry.user = std::env::var("SLURM_JOB_USER").ok();
+    let job = job_of(s)?;
     let node = s.node().map_err(early)?;
     let Some(record) = node.store.record(job).map_err(early)? else {
         s.entry.notes.push(
