@@ -13,8 +13,9 @@ PKGS=(
   slurmctld slurmd slurm-client slurmdbd munge mariadb-server
   # telemetry: promtool and node_exporter
   prometheus prometheus-node-exporter
-  # Omnia integration
-  ansible-core yamllint
+  # Omnia integration (python3-apt: Ansible's apt module; rpm: rpmbuild for the .rpm;
+  # python3-venv: ansible-lint is installed from PyPI into a venv by deploy/omnia/lint.sh)
+  ansible-core yamllint python3-apt rpm python3-venv
   # benchmarks
   hyperfine
   # misc used by scripts

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# build.sh — the qoslane packages: one .deb and one .rpm holding qoslane and
+# hookrun, qoslane's man pages and shell completions, the example mapping and
+# the hook files.
+#
+#   packaging/build.sh                  both packages into target/packages/
+#   packaging/build.sh --deb            only the .deb   (--rpm: only the .rpm)
+#   packaging/build.sh --out DIR        somewhere else
+#   packaging/build.sh --cargo-tools    with cargo-deb / cargo-generate-rpm
+#                                       (from [package.metadata.*] of
+#                                       crates/qoslane/Cargo.toml) instead
+#
+# By default the packages are made by the distributions' own tools from one
+# staged tree: dpkg-deb (always on Debian) and rpmbuild (Debian package
+# `rpm`). They need no compilation: `cargo install cargo-deb
+# cargo-generate-rpm` takes minutes on a small CI machine (see
+# docs/omnia.md), the native tools take a second. Both ways give the same
+# file list; tests/e2e/omnia.sh checks it.
+#
+# Layout (both packages):
+#   /usr/sbin/qoslane, /usr/sbin/hookrun
+#   /usr/share/man/man1/qoslane*.1.gz
+#   /usr/share/bash-completion/completions/qoslane
+#   /usr/share/zsh/vendor-completions/_qoslane   (.deb; .rpm: zsh/site-functions)
+#   /usr/share/fish/vendor_completions.d/qoslane.fish
+#   /usr/share/doc/qoslane/examples/qos-network.yml
+#   /usr/lib/qoslane/hooks/{prolog.d,epilog.d,task-prolog.d,health.d}/NN-qoslane
+# The hooks are NOT installed into /etc/slurm: installing the package changes
+# nothing in Slurm. Enable them with the Omnia playbook, or by hand (symlinks
+# into /etc/slurm/<phase>.d/, see docs/omnia.md). A removed package leaves
+# broken symlinks, which hookrun reports and skips instead of failing jobs.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$REPO/target/packages
+WANT_DEB=1 WANT_RPM=1 CARGO_TOOLS=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) OUT=$(realpath -m "$2"); shift 2 ;;
+    --deb) WANT_RPM=0; shift ;;
+    --rpm) WANT_DEB=0; shift ;;
+    --cargo-tools) CARGO_TOOLS=1; shift ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    *) echo "build.sh: unknown argument $1 (see --help)" >&2; exit 64 ;;
+  esac
+done
+
+log() { printf '[packaging] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+t0=$(date +%s.%N)
+
+cd "$REPO"
+log "cargo build --release -p qoslane -p hookrun"
+cargo build --release -q -p qoslane -p hookrun
+REL=$REPO/target/release
+VERSION=$(cargo pkgid -p qoslane | sed 's/.*[#@]//')
+REVISION=1
+SUMMARY="Slurm QoS to InfiniBand Service Level/Virtual Lane, with the hookrun hook framework"
+DESCRIPTION="qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML
+mapping, checks on the node's HCA ports that the SL lands on the intended
+Virtual Lane as the Subnet Manager programmed it, applies the level's node
+settings transactionally (journaled, verified, rolled back on failure) and
+makes the job's libraries (UCX, NCCL, Open MPI, MVAPICH2) use that SL.
+hookrun is the Slurm Prolog/Epilog/TaskProlog/HealthCheckProgram framework
+that runs qoslane and the site's other hooks in order, under deadlines."
+MAINTAINER="qoslane maintainers <qoslane@users.noreply.github.com>"
+HOMEPAGE=https://github.com/qoslane/qoslane
+mkdir -p "$OUT"
+
+# ------------------------------------------------------------ generated files
+GEN=$REPO/target/packaging/generated
+rm -rf "$GEN"; mkdir -p "$GEN/man" "$GEN/completions"
+"$REL/qoslane" generate man "$GEN/man"
+for sh in bash zsh fish; do "$REL/qoslane" generate completions "$sh" "$GEN/completions"; done
+gzip -9n "$GEN"/man/*.1
+[ -s "$GEN/man/qoslane.1.gz" ] || die "qoslane generate man wrote no qoslane.1"
+
+# ------------------------------------------------------------ staged tree
+# stage DIR ZSH_DIR: the installed tree under DIR
+stage() {
+  local d=$1 zsh=$2 p
+  rm -rf "$d"
+  install -D -m 0755 "$REL/qoslane" "$d/usr/sbin/qoslane"
+  install -D -m 0755 "$REL/hookrun" "$d/usr/sbin/hookrun"
+  install -d -m 0755 "$d/usr/share/man/man1"
+  install -m 0644 "$GEN"/man/*.1.gz "$d/usr/share/man/man1/"
+  install -D -m 0644 "$GEN/completions/qoslane.bash" "$d/usr/share/bash-completion/completions/qoslane"
+  install -D -m 0644 "$GEN/completions/_qoslane" "$d$zsh/_qoslane"
+  install -D -m 0644 "$GEN/completions/qoslane.fish" "$d/usr/share/fish/vendor_completions.d/qoslane.fish"
+  install -D -m 0644 "$REPO/examples/qos-network.yml" "$d/usr/share/doc/qoslane/examples/qos-network.yml"
+  for p in "$REPO"/packaging/hooks/*.d/*; do
+    install -D -m 0755 "$p" "$d/usr/lib/qoslane/hooks/$(basename "$(dirname "$p")")/$(basename "$p")"
+  done
+}
+
+# ------------------------------------------------------------ .deb
+build_deb_native() {
+  local arch st deb depends
+  arch=$(dpkg --print-architecture)
+  st=$REPO/target/packaging/deb/qoslane_${VERSION}-${REVISION}_$arch
+  stage "$st" /usr/share/zsh/vendor-completions
+  install -D -m 0644 "$REPO/packaging/debian/copyright" "$st/usr/share/doc/qoslane/copyright"
+  # Depends from the binaries' shared libraries, as dpkg-shlibdeps computes
+  # them for any Debian package (it wants a debian/control to sit beside).
+  local sd=$REPO/target/packaging/deb/shlibdeps
+  rm -rf "$sd"; mkdir -p "$sd/debian"
+  printf 'Source: qoslane\n\nPackage: qoslane\nArchitecture: any\n' > "$sd/debian/control"
+  depends=$(cd "$sd" && dpkg-shlibdeps -O "$st/usr/sbin/qoslane" "$st/usr/sbin/hookrun" 2>/dev/null |
+            sed -n 's/^shlibs:Depends=//p')
+  [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies"
+  install -d -m 0755 "$st/DEBIAN"
+  {
+    echo "Package: qoslane"
+    echo "Version: ${VERSION}-${REVISION}"
+    echo "Architecture: $arch"
+    echo "Maintainer: $MAINTAINER"
+    echo "Installed-Size: $(du -sk --exclude=DEBIAN "$st" | cut -f1)"
+    echo "Depends: $depends"
+    echo "Recommends: slurmd"
+    echo "Section: admin"
+    echo "Priority: optional"
+    echo "Homepage: $HOMEPAGE"
+    echo "Description: $SUMMARY"
+    printf '%s\n' "$DESCRIPTION" | sed 's/^/ /'
+  } > "$st/DEBIAN/control"
+  (cd "$st" && find usr -type f -print0 | sort -z | xargs -0 md5sum > DEBIAN/md5sums)
+  chmod 0644 "$st/DEBIAN/control" "$st/DEBIAN/md5sums"
+  deb=$OUT/qoslane_${VERSION}-${REVISION}_$arch.deb
+  dpkg-deb --root-owner-group -Zxz --build "$st" "$deb" >/dev/null
+  log "built $deb"
+}
+
+# ------------------------------------------------------------ .rpm
+build_rpm_native() {
+  command -v rpmbuild >/dev/null || die "rpmbuild not found (Debian: apt-get install rpm)"
+  local top=$REPO/target/packaging/rpm arch
+  arch=$(uname -m)
+  rm -rf "$top"; mkdir -p "$top"/{BUILD,RPMS,SPECS,SRPMS,BUILDROOT}
+  stage "$top/stage" /usr/share/zsh/site-functions
+  sed -e "s|@VERSION@|$VERSION|" -e "s|@RELEASE@|$REVISION|" -e "s|@SUMMARY@|$SUMMARY|" \
+      -e "s|@URL@|$HOMEPAGE|" "$REPO/packaging/rpm/qoslane.spec.in" > "$top/SPECS/qoslane.spec"
+  printf '%s\n' "$DESCRIPTION" > "$top/description"
+  rpmbuild -bb --quiet \
+    --define "_topdir $top" --define "_stagedir $top/stage" --define "_descfile $top/description" \
+    --define "_build_id_links none" --define "debug_package %{nil}" --define "__os_install_post %{nil}" \
+    --target "$arch" "$top/SPECS/qoslane.spec" >"$top/rpmbuild.log" 2>&1 ||
+    { tail -20 "$top/rpmbuild.log" >&2; die "rpmbuild failed (log: $top/rpmbuild.log)"; }
+  cp "$top/RPMS/$arch/qoslane-${VERSION}-${REVISION}.$arch.rpm" "$OUT/"
+  log "built $OUT/qoslane-${VERSION}-${REVISION}.$arch.rpm"
+}
+
+# ------------------------------------------------------------ cargo tools
+build_with_cargo_tools() {
+  # The assets of [package.metadata.deb] / [package.metadata.generate-rpm]
+  # point at target/packaging/generated (made above) and packaging/.
+  if [ $WANT_DEB = 1 ]; then
+    cargo deb --version >/dev/null 2>&1 || die "cargo-deb not installed (cargo install --locked cargo-deb)"
+    cargo deb -p qoslane --no-build --no-strip --output "$OUT" >&2
+  fi
+  if [ $WANT_RPM = 1 ]; then
+    cargo generate-rpm --version >/dev/null 2>&1 || die "cargo-generate-rpm not installed (cargo install --locked cargo-generate-rpm)"
+    cargo generate-rpm -p crates/qoslane -o "$OUT" >&2
+  fi
+}
+
+if [ $CARGO_TOOLS = 1 ]; then
+  build_with_cargo_tools
+else
+  [ $WANT_DEB = 1 ] && build_deb_native
+  [ $WANT_RPM = 1 ] && build_rpm_native
+fi
+log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s: $(cd "$OUT" && ls qoslane[_-]* | tr '\n' ' ')"

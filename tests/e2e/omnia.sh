@@ -1,0 +1,407 @@
+#!/usr/bin/env bash
+# omnia.sh — the Omnia integration end to end, on this machine (as root): the
+# packages built and their contents checked; the playbook applied with the
+# local connection to the real single-node Slurm 22.05 rig (localhost is both
+# slurm_control_node and slurm_node); jobs of each QoS; a mapping change
+# (new tier, changed SL) detected, audited and applied on the next run; a run
+# with nothing to do reports changed=0; an invalid input stops at validation
+# with file:line:column and key, leaving /etc/qoslane and /etc/slurm
+# byte-identical; the removal path restores slurm.conf exactly.
+#
+# This machine has no InfiniBand HCA: the test mapping is the shipped Omnia
+# input with `fabric_check: off` (the SL/VL check itself is proven in
+# crates/qoslane/tests/fabric.rs and rigs/fabric_e2e.sh on the simulated
+# fabric). Everything it changes on the machine (/etc/slurm, /etc/qoslane,
+# qoslane's state, the qoslane package, QoS it adds) is put back on exit, and
+# the rig is left stopped. Bounded polls, no guessed sleeps.
+#
+#   bash tests/e2e/omnia.sh
+#   QOSLANE_REQUIRE_TOOLS=1 ... fail (not skip) without rpmbuild
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || { say "omnia.sh needs root (it drives slurm.conf and dpkg)"; exit 1; }
+T_START=$(date +%s.%N)
+OMNIA=$E2E_REPO/deploy/omnia
+PLAYBOOK=/usr/bin/ansible-playbook
+WORK=$(mktemp -d /tmp/qoslane-omnia.XXXXXX); chmod 0755 "$WORK"
+mkdir -p "$WORK/out" "$WORK/input" "$WORK/packages"; chmod 1777 "$WORK/out"
+
+# One Slurm rig per machine: the e2e suites take turns.
+exec 9>/run/lock/qoslane-slurm-rig.lock
+flock -w 1800 9 || { say "another suite holds the Slurm rig lock"; exit 1; }
+if pgrep -x slurmctld >/dev/null && ! [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
+  say "a slurmctld not started from $RIG_DIR is running; not touching it"; exit 1
+fi
+
+# ------------------------------------------------------------ machine state, put back on exit
+STATE_PATHS=(etc/slurm etc/qoslane var/lib/qoslane run/qoslane var/log/qoslane var/lib/hookrun
+             var/cache/qoslane var/lib/prometheus/node-exporter/qoslane.prom
+             var/lib/prometheus/node-exporter/hookrun.prom)
+pre=()
+for p in "${STATE_PATHS[@]}"; do [ -e "/$p" ] && pre+=("$p"); done
+tar -C / -cpf "$WORK/pre-state.tar" --files-from /dev/null "${pre[@]}"
+PKG_BEFORE=$(dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -c "ok installed" || true)
+QOS_BEFORE=""   # name|priority of each QoS once the rig is up
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
+    local q p
+    for q in ultra-high standby; do   # QoS this test made the role create
+      case " $QOS_BEFORE " in *" $q|"*) ;; *) sacctmgr -i delete qos "$q" >/dev/null 2>&1 ;; esac
+    done
+    for q in $QOS_BEFORE; do          # priorities the role changed
+      p=${q#*|}; sacctmgr -i modify qos where name="${q%%|*}" set priority="$p" >/dev/null 2>&1
+    done
+  fi
+  stop_slurm
+  if [ "$PKG_BEFORE" = 0 ] && dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -q "ok installed"; then
+    dpkg --purge qoslane >/dev/null 2>&1
+  fi
+  for p in "${STATE_PATHS[@]}"; do rm -rf "/${p:?}"; done
+  tar -C / -xpf "$WORK/pre-state.tar"
+  say "machine state restored (${#pre[@]} paths from before), rig stopped"
+  if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $WORK for inspection"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# ------------------------------------------------------------ lint
+t=$(date +%s.%N)
+check "lint: yamllint and ansible-lint (production profile)" bash -c "bash '$OMNIA/lint.sh' >'$WORK/lint.log' 2>&1 || { cat '$WORK/lint.log' >&2; false; }"
+say "lint in $(secs "$t")s"
+
+# ------------------------------------------------------------ packages
+say "building the packages (packaging/build.sh)"
+t=$(date +%s.%N)
+want=(--deb)
+if command -v rpmbuild >/dev/null; then want=(); elif [ "${QOSLANE_REQUIRE_TOOLS:-0}" = 1 ]; then
+  fail "rpmbuild missing (apt-get install rpm)"; else say "SKIP rpm: rpmbuild missing (apt-get install rpm)"; fi
+bash "$E2E_REPO/packaging/build.sh" --out "$WORK/packages" "${want[@]}" 2>"$WORK/build.log" || { cat "$WORK/build.log" >&2; exit 1; }
+say "packages built in $(secs "$t")s"
+DEB=$(ls "$WORK"/packages/qoslane_*.deb)
+VERSION=$("$QL" --version | awk '{print $2}')
+
+# The files each package must hold (man pages: whatever qoslane generates).
+mkdir -p "$WORK/man"; "$QL" generate man "$WORK/man"
+expected() { # expected ZSH_DIR
+  {
+    printf '%s\n' /usr/sbin/qoslane /usr/sbin/hookrun \
+      /usr/share/bash-completion/completions/qoslane "$1/_qoslane" \
+      /usr/share/fish/vendor_completions.d/qoslane.fish \
+      /usr/share/doc/qoslane/examples/qos-network.yml \
+      /usr/lib/qoslane/hooks/prolog.d/10-qoslane /usr/lib/qoslane/hooks/epilog.d/50-qoslane \
+      /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane /usr/lib/qoslane/hooks/health.d/10-qoslane
+    for m in "$WORK"/man/*.1; do echo "/usr/share/man/man1/$(basename "$m").gz"; done
+  } | sort
+}
+deb_files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | grep -v '^/usr/share/doc/qoslane/copyright$' | sort)
+check "deb: holds exactly the expected files" eq "$deb_files" "$(expected /usr/share/zsh/vendor-completions)"
+check "deb: binaries and hooks are executable" eq \
+  "$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ && $6 ~ /sbin\/|hooks\/.*\.d\/./ && $1 != "-rwxr-xr-x"' | wc -l)" 0
+check "deb: version $VERSION, Depends on libc6" bash -c \
+  "dpkg-deb -f '$DEB' Version | grep -qx '$VERSION-1' && dpkg-deb -f '$DEB' Depends | grep -q libc6"
+check "deb: shipped hooks are packaging/hooks" bash -c "
+  set -e; x=\$(mktemp -d); dpkg-deb -x '$DEB' \"\$x\"
+  for f in $E2E_REPO/packaging/hooks/*.d/*; do cmp \"\$f\" \"\$x/usr/lib/qoslane/hooks/\$(basename \"\$(dirname \"\$f\")\")/\$(basename \"\$f\")\"; done
+  rm -rf \"\$x\""
+if RPM=$(ls "$WORK"/packages/qoslane-*.rpm 2>/dev/null); then
+  rpm_files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$RPM" 2>/dev/null | awk '$1 !~ /^d/ {print $2}' | sort)
+  check "rpm: holds exactly the expected files" eq "$rpm_files" "$(expected /usr/share/zsh/site-functions)"
+  check "rpm: version $VERSION-1, license Apache-2.0" eq \
+    "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{LICENSE}' "$RPM" 2>/dev/null)" "$VERSION-1 Apache-2.0"
+fi
+
+cat > "$WORK/inventory" <<EOF
+[slurm_control_node]
+localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3
+[slurm_node]
+localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3
+EOF
+export ANSIBLE_NOCOLOR=1 ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_LOCAL_TEMP=$WORK/ansible-tmp \
+       ANSIBLE_REMOTE_TEMP=$WORK/ansible-tmp ANSIBLE_DEPRECATION_WARNINGS=0
+
+# ------------------------------------------------------------ Omnia's slurm.conf layout
+# The role's slurm.conf tasks alone, on a file shaped like Omnia's template
+# (commented "#Prolog=" lines, Epilog=.../logout_user.sh, PrologFlags=Contain):
+# each line lands in place or after its commented line, and the removal tasks
+# give the file back byte for byte. No Slurm needed (scontrol: /bin/true).
+say "case: Omnia's slurm.conf layout"
+printf '%s\n' ClusterName=omnia SlurmctldHost=head '#Prolog=' '#Epilog=' \
+  Epilog=/etc/slurm/epilog.d/logout_user.sh '#TaskProlog=' PrologFlags=Contain \
+  '#HealthCheckProgram=' '#HealthCheckInterval=' 'NodeName=node[001-004] CPUs=64 State=UNKNOWN' \
+  'PartitionName=normal Nodes=ALL Default=YES State=UP' > "$WORK/omnia-slurm.conf"
+cp "$WORK/omnia-slurm.conf" "$WORK/omnia-slurm.conf.orig"
+printf '%s\n' ClusterName=omnia SlurmctldHost=head '#Prolog=' Prolog=/usr/sbin/hookrun '#Epilog=' \
+  Epilog=/usr/sbin/hookrun '#TaskProlog=' TaskProlog=/usr/sbin/hookrun PrologFlags=Contain,Alloc \
+  '#HealthCheckProgram=' HealthCheckProgram=/usr/sbin/hookrun '#HealthCheckInterval=' \
+  HealthCheckInterval=300 HealthCheckNodeState=ANY PrologEpilogTimeout=30 \
+  'NodeName=node[001-004] CPUs=64 State=UNKNOWN' 'PartitionName=normal Nodes=ALL Default=YES State=UP' \
+  > "$WORK/omnia-slurm.conf.expected"
+printf '%s\n' '- name: The role'"'"'s slurm.conf tasks on a fixture file' '  hosts: slurm_control_node' \
+  '  gather_facts: false' '  tasks:' '    - name: One tasks file of the role' \
+  '      ansible.builtin.include_role:' '        name: slurm_qos_network' \
+  '        tasks_from: "{{ conf_file }}"' '      loop: "{{ conf_steps.split() }}"' \
+  '      loop_control:' '        loop_var: conf_file' > "$WORK/conf-only.yml"
+conf_step() { # conf_step LOGNAME TASKS_FILE... (one play, in order)
+  local name=$1; shift
+  ANSIBLE_ROLES_PATH=$OMNIA/roles timeout 120 "$PLAYBOOK" -i "$WORK/inventory" "$WORK/conf-only.yml" \
+    -e "slurm_qos_network_input_dir=$OMNIA/input" -e "conf_steps='$*'" \
+    -e "slurm_qos_network_slurm_conf=$WORK/omnia-slurm.conf" -e slurm_qos_network_scontrol=/bin/true \
+    >"$WORK/$name.log" 2>&1 || { tail -20 "$WORK/$name.log" >&2; return 1; }
+}
+check "omnia layout: role's slurm.conf tasks ran" conf_step omnia-conf load_input.yml read_slurm_conf.yml slurm_conf.yml
+check "omnia layout: lines in place or after their commented lines, flags merged" \
+  cmp "$WORK/omnia-slurm.conf.expected" "$WORK/omnia-slurm.conf"
+check "omnia layout: original kept" cmp -s "$WORK/omnia-slurm.conf.orig" "$WORK/omnia-slurm.conf.qoslane-orig"
+check "omnia layout: a second run changes nothing" bash -c "$(declare -f conf_step); WORK='$WORK' OMNIA='$OMNIA' PLAYBOOK='$PLAYBOOK' \
+  conf_step omnia-conf-again load_input.yml read_slurm_conf.yml slurm_conf.yml &&
+  grep -qE '^localhost +: .* changed=0 ' '$WORK/omnia-conf-again.log' && cmp -s '$WORK/omnia-slurm.conf.expected' '$WORK/omnia-slurm.conf'"
+check "omnia layout: removal tasks ran" conf_step omnia-conf-remove remove_slurm_conf.yml
+check "omnia layout: removal gives the file back byte for byte" cmp "$WORK/omnia-slurm.conf.orig" "$WORK/omnia-slurm.conf"
+
+# ------------------------------------------------------------ the rig
+# Prolog: the rig's env-dumping hook (a site script outside prolog.d, which
+# the role adopts); Epilog: Omnia's epilog.d/logout_user.sh; no TaskProlog;
+# PrologFlags=Alloc and PrologEpilogTimeout=30 as the site had them. The
+# role takes these lines over, and the removal path must give them back.
+install -d /etc/slurm/epilog.d
+printf '#!/bin/sh\necho "$SLURM_JOB_ID" >> %s/out/logout_user.log\n' "$WORK" > /etc/slurm/epilog.d/logout_user.sh
+chmod 0755 /etc/slurm/epilog.d/logout_user.sh
+say "starting the Slurm rig"
+t=$(date +%s.%N)
+RIG_EPILOG=/etc/slurm/epilog.d/logout_user.sh RIG_TASKPROLOG="" RIG_TASKEPILOG="" \
+RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" RIG_PROLOG_FLAGS=Alloc RIG_PROLOG_EPILOG_TIMEOUT=30 \
+RIG_EXTRA_CONF="AuthInfo=cred_expire=10" RIG_FORCE=1 \
+  bash "$RIG" start >"$WORK/rig.log" 2>&1 || { tail -20 "$WORK/rig.log" >&2; exit 1; }
+NODE=$(cat "$RIG_DIR/nodename")
+say "rig up in $(secs "$t")s, node $NODE"
+QOS_BEFORE=$(sacctmgr -n -P show qos format=name,priority | sort | tr '\n' ' ')
+CONF=/etc/slurm/slurm.conf
+CONF_SHA0=$(sha256sum < "$CONF")
+cp "$CONF" "$WORK/slurm.conf.orig"
+RIG_PROLOG_HOOK=$(sed -n 's/^Prolog=//p' "$CONF")
+
+# ------------------------------------------------------------ input
+cp "$OMNIA/input/slurm_qos_network.yml" "$OMNIA/input/slurm_qos_network_config.yml" "$WORK/input/"
+MAP=$WORK/input/slurm_qos_network.yml CFG=$WORK/input/slurm_qos_network_config.yml
+sed -i 's/^fabric_check: enforce$/fabric_check: off/' "$MAP"   # no HCA here
+sed -i -e "s|^qoslane_package_dir: \"\"|qoslane_package_dir: \"$WORK/packages\"|" \
+       -e "s|^qoslane_binary_dir: \"\"|qoslane_binary_dir: \"$E2E_REPO/target/release\"|" \
+       -e 's/^prolog_epilog_timeout: 30$/prolog_epilog_timeout: 40/' \
+       -e 's/^  normal: 100$/  normal: 150/' "$CFG"
+grep -q '^fabric_check: off$' "$MAP" && grep -q '^prolog_epilog_timeout: 40$' "$CFG" && grep -q '^  normal: 150$' "$CFG" ||
+  { say "could not prepare the test input from deploy/omnia/input"; exit 1; }
+
+RUN=0
+play() { # play NAME PLAYBOOK [args...] : run it, log in $WORK/NAME.log; return its exit code
+  local name=$1 pb=$2; shift 2; RUN=$((RUN + 1))
+  local t; t=$(date +%s.%N)
+  set +e
+  (cd "$OMNIA" && timeout 600 "$PLAYBOOK" -i "$WORK/inventory" "$pb" \
+     -e "slurm_qos_network_input_dir=$WORK/input" "$@") >"$WORK/$name.log" 2>&1
+  local rc=$?
+  set -e
+  say "playbook run $RUN ($name): exit $rc in $(secs "$t")s; $(grep -E '^localhost +:' "$WORK/$name.log" | tail -1 | tr -s ' ')"
+  return $rc
+}
+recap() { grep -E '^localhost +:' "$WORK/$1.log" | tail -1 | sed -n "s/.* $2=\([0-9]*\).*/\1/p"; }
+conf_value() { grep -iE "^\s*$1\s*=" "$CONF" | sed 's/^[^=]*=//'; }
+conf_count() { grep -ciE "^\s*$1\s*=" "$CONF" || true; }
+audit() { # audit EVENT FIELD [JOB] : FIELD of the last EVENT entry (of JOB)
+  python3 - /var/log/qoslane/audit.jsonl "$@" <<'PY'
+import json, sys
+path, event, field = sys.argv[1:4]
+job = sys.argv[4] if len(sys.argv) > 4 else None
+hits = [l for l in map(json.loads, open(path))
+        if l["event"] == event and (job is None or str(l.get("job_id")) == job)]
+print(hits[-1].get(field) if hits else "<none>")
+PY
+}
+audit_count() { grep -c "\"event\":\"$1\"" /var/log/qoslane/audit.jsonl 2>/dev/null || echo 0; }
+# slurmd (22.05, SlurmdDebug=info) logs this line each time it reads
+# slurm.conf: at start and on `scontrol reconfigure`.
+slurmd_reads() { grep -c 'CPU frequency setting not configured' "$RIG_DIR/log/slurmd.log" || true; }
+slurmd_reread() { [ "$(slurmd_reads)" -gt "$1" ]; }
+slurmd_config() { /usr/bin/scontrol show config | sed -n "s/^$1 *= //p"; }
+
+cat > "$WORK/job.sh" <<EOF
+#!/bin/sh
+env | sort > $WORK/out/\$SLURM_JOB_ID.env
+EOF
+chmod 0755 "$WORK/job.sh"
+run_job() { # run_job QOS -> job id, once the job and its Epilog are done
+  local q=$1 j
+  j=$(timeout 120 /usr/bin/sbatch --wait --parsable --qos="$q" -o "$WORK/out/slurm-%j.out" "$WORK/job.sh") ||
+    { say "sbatch --qos=$q failed: $(cat "$WORK"/out/slurm-*.out 2>/dev/null | tail -3)"; return 1; }
+  poll 60 "job $j gone from squeue (Epilog done)" is_gone "$j" || return 1
+  echo "$j"
+}
+env_of() { grep "^$2=" "$WORK/out/$1.env" | head -1 | cut -d= -f2-; }
+
+# ------------------------------------------------------------ run 1: install
+say "case: first run installs and wires everything"
+reads=$(slurmd_reads)
+play install slurm_qos_network.yml || { tail -40 "$WORK/install.log" >&2; exit 1; }
+check "run 1: changed, nothing failed" test "$(recap install changed)" -gt 0 -a "$(recap install failed)" = 0
+check "run 1: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
+cp "$CONF" "$WORK/slurm.conf.run1"
+check "run 1: package installed with dpkg" bash -c \
+  "dpkg-query -W -f='\${Status} \${Version}' qoslane | grep -qx 'install ok installed $VERSION-1'"
+check "run 1: hookrun from the package" eq "$(dpkg-query -S /usr/sbin/hookrun 2>/dev/null | cut -d: -f1)" qoslane
+check "run 1: mapping installed byte for byte" cmp -s "$MAP" /etc/qoslane/qos-network.yml
+for h in prolog.d/10-qoslane epilog.d/50-qoslane task-prolog.d/10-qoslane health.d/10-qoslane; do
+  check "run 1: hook $h = packaging/hooks/$h, executable" \
+    bash -c "cmp -s '$E2E_REPO/packaging/hooks/$h' '/etc/slurm/$h' && [ -x '/etc/slurm/$h' ]"
+done
+check "run 1: the site Prolog is adopted into prolog.d" \
+  eq "$(readlink "/etc/slurm/prolog.d/00-$(basename "$RIG_PROLOG_HOOK")")" "$RIG_PROLOG_HOOK"
+check "run 1: epilog.d/logout_user.sh kept" test -x /etc/slurm/epilog.d/logout_user.sh
+check "run 1: hookrun.conf from the switches" bash -c \
+  "grep -qx 'on_failure = drain' /etc/slurm/hookrun.conf && grep -qx 'budget = 20s' /etc/slurm/hookrun.conf"
+for kv in Prolog=/usr/sbin/hookrun Epilog=/usr/sbin/hookrun TaskProlog=/usr/sbin/hookrun \
+          HealthCheckProgram=/usr/sbin/hookrun HealthCheckInterval=300 HealthCheckNodeState=ANY \
+          PrologFlags=Alloc PrologEpilogTimeout=40; do
+  k=${kv%%=*}
+  check "run 1: slurm.conf has $kv, once" eq "$(conf_count "$k") $(conf_value "$k")" "1 ${kv#*=}"
+done
+strip_managed() { grep -viE '^\s*(Prolog|Epilog|TaskProlog|HealthCheckProgram|HealthCheckInterval|HealthCheckNodeState|PrologFlags|PrologEpilogTimeout)\s*=' "$1"; }
+check "run 1: every other slurm.conf line untouched" cmp -s <(strip_managed "$WORK/slurm.conf.orig") <(strip_managed "$CONF")
+check "run 1: original slurm.conf kept for removal" cmp -s "$WORK/slurm.conf.orig" "$CONF.qoslane-orig"
+check "run 1: slurmctld uses hookrun (reconfigured)" eq "$(slurmd_config Prolog)" /usr/sbin/hookrun
+check "run 1: sync audited the first mapping" eq "$(audit mapping_changed outcome)" applied
+check "run 1: audited hash = the admin's file" eq "$(audit mapping_changed mapping_sha256)" "$(sha256sum < "$MAP" | cut -d' ' -f1)"
+check "run 1: QoS standby created (priority 1)" eq "$(sacctmgr -n -P show qos standby format=priority)" 1
+check "run 1: QoS normal priority set to 150" eq "$(sacctmgr -n -P show qos normal format=priority)" 150
+check "run 1: hookrun health passes (fabric_check off, no HCA)" bash -c \
+  "/usr/sbin/hookrun health 2>&1 | grep -q '10-qoslane: ok'"
+
+say "case: a --qos=high job gets the high level's SL"
+j=$(run_job high)
+check "high job: UCX_IB_SL=2" eq "$(env_of "$j" UCX_IB_SL)" 2
+check "high job: NCCL_IB_SL=2" eq "$(env_of "$j" NCCL_IB_SL)" 2
+check "high job: MV2_DEFAULT_SERVICE_LEVEL=2" eq "$(env_of "$j" MV2_DEFAULT_SERVICE_LEVEL)" 2
+check "high job: QOSLANE_LEVEL=high" eq "$(env_of "$j" QOSLANE_LEVEL)" high
+check "high job: prolog audited (qos from scontrol)" eq "$(audit prolog qos "$j")/$(audit prolog qos_source "$j")/$(audit prolog level "$j")" high/scontrol/high
+epilog_audited() { [ "$(audit epilog job_id "$1")" = "$1" ]; }
+check "high job: epilog audited" poll 30 "epilog audited for job $j" epilog_audited "$j"
+check "high job: Omnia's logout_user.sh ran under hookrun" grep -qx "$j" "$WORK/out/logout_user.log"
+check "high job: the adopted site Prolog ran under hookrun" test -s "$RIG_DIR/out/prolog_job$j.env"
+j=$(run_job mission-critical)
+check "mission-critical job: UCX_IB_SL=3, its own level" eq "$(env_of "$j" UCX_IB_SL)/$(env_of "$j" QOSLANE_LEVEL)" 3/mission-critical
+
+# ------------------------------------------------------------ run 2: a new tier, a changed SL
+say "case: the admin adds an ultra-high tier and moves high to SL 4"
+python3 - "$MAP" <<'PY'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+new_tier = ("  - name: ultra-high\n    qos: [ultra-high]\n    service_level: 5\n    virtual_lane: 5\n")
+s = s.replace("  - name: mission-critical\n", new_tier + "  - name: mission-critical\n", 1)
+s = s.replace("  - name: high\n    qos: [high]\n    service_level: 2\n    virtual_lane: 2\n",
+              "  - name: high\n    qos: [high]\n    service_level: 4\n    virtual_lane: 4\n", 1)
+open(p, "w").write(s)
+PY
+grep -q 'name: ultra-high' "$MAP" && grep -q 'service_level: 4' "$MAP" || { say "mapping edit failed"; exit 1; }
+changes_before=$(audit_count mapping_changed)
+play change slurm_qos_network.yml || { tail -40 "$WORK/change.log" >&2; exit 1; }
+check "run 2: reported changed" test "$(recap change changed)" -gt 0 -a "$(recap change failed)" = 0
+check "run 2: the new mapping is on the node" cmp -s "$MAP" /etc/qoslane/qos-network.yml
+check "run 2: sync audited mapping_changed" eq "$(audit_count mapping_changed)" "$((changes_before + 1))"
+check "run 2: audited hash = the edited file" eq "$(audit mapping_changed mapping_sha256)" "$(sha256sum < "$MAP" | cut -d' ' -f1)"
+check "run 2: the task that ran sync changed" grep -q "changed: \[localhost\]" <(sed -n '/Apply the mapping on the node/,/^$/p' "$WORK/change.log")
+check "run 2: QoS ultra-high created" eq "$(sacctmgr -n -P show qos ultra-high format=name)" ultra-high
+sacctmgr -i modify user root set qos+=ultra-high >/dev/null   # the admin grants the new QoS
+j=$(run_job high)
+check "high job after the change: UCX_IB_SL=4" eq "$(env_of "$j" UCX_IB_SL)" 4
+check "high job after the change: audited with the new hash" eq "$(audit prolog mapping_sha256 "$j")" "$(sha256sum < "$MAP" | cut -d' ' -f1)"
+j=$(run_job ultra-high)
+check "ultra-high job: UCX_IB_SL=5, QOSLANE_LEVEL=ultra-high" eq "$(env_of "$j" UCX_IB_SL)/$(env_of "$j" QOSLANE_LEVEL)" 5/ultra-high
+
+# ------------------------------------------------------------ run 3: nothing to do
+say "case: a run with nothing changed changes nothing"
+conf_sha=$(sha256sum < "$CONF")
+play noop slurm_qos_network.yml || { tail -40 "$WORK/noop.log" >&2; exit 1; }
+check "run 3: PLAY RECAP changed=0" eq "$(recap noop changed)" 0
+check "run 3: sync not run (mapping unchanged)" grep -q "skipping: \[localhost\]" <(sed -n '/Apply the mapping on the node/,/^$/p' "$WORK/noop.log")
+check "run 3: Slurm not reconfigured" bash -c "! grep -q 'RUNNING HANDLER' '$WORK/noop.log'"
+check "run 3: slurm.conf unchanged" eq "$(sha256sum < "$CONF")" "$conf_sha"
+
+# ------------------------------------------------------------ invalid input
+say "case: an invalid mapping stops at validation; nothing on the node changes"
+snapshot() { find /etc/qoslane /etc/slurm -type f -print0 | sort -z | xargs -0 sha256sum; find /etc/slurm -type l -printf '%p -> %l\n' | sort; }
+snapshot > "$WORK/before.sha"
+cp "$MAP" "$WORK/mapping.good"
+sl_line=$(grep -n '^    service_level: 4$' "$MAP" | head -1 | cut -d: -f1)
+key_line=$(grep -n '^on_failure: continue$' "$MAP" | cut -d: -f1)
+sed -i -e "${sl_line}s/service_level: 4/service_level: 22/" -e "${key_line}s/^on_failure:/on_falure:/" "$MAP"
+if play invalid slurm_qos_network.yml; then fail "invalid mapping: the playbook failed"; else pass "invalid mapping: the playbook failed"; fi
+check "invalid mapping: names line $sl_line, column 20, key service_level and the reason" \
+  grep -qF "slurm_qos_network.yml:$sl_line:20: error: key \`service_level\`: \`service_level\` must be an integer from 0 to 15, found 22" "$WORK/invalid.log"
+check "invalid mapping: names line $key_line, the unknown key and the suggestion" \
+  grep -qF "slurm_qos_network.yml:$key_line:1: error: key \`on_falure\`: unknown key \`on_falure\` in the mapping file; did you mean \`on_failure\`?" "$WORK/invalid.log"
+check "invalid mapping: stopped before any node play" bash -c "! grep -q 'PLAY \[Configure' '$WORK/invalid.log'"
+snapshot > "$WORK/after.sha"
+check "invalid mapping: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after.sha"
+cp "$WORK/mapping.good" "$MAP"
+cp "$CFG" "$WORK/config.good"
+budget_line=$(grep -n '^hook_budget: 20$' "$CFG" | cut -d: -f1)
+sed -i 's/^hook_budget: 20$/hook_budget: 35/' "$CFG"
+if play invalid-config slurm_qos_network.yml; then fail "invalid switch: the playbook failed"; else pass "invalid switch: the playbook failed"; fi
+check "invalid switch: names the file, line $budget_line, hook_budget and the limit" \
+  grep -qF "slurm_qos_network_config.yml, line $budget_line: hook_budget must be an integer of seconds from 1 to prolog_epilog_timeout - 7 (40 - 7), found 35" "$WORK/invalid-config.log"
+snapshot > "$WORK/after2.sha"
+check "invalid switch: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after2.sha"
+cp "$WORK/config.good" "$CFG"
+sed -i 's/^slurm_qos_network_enabled: true$/slurm_qos_network_enabled: false/' "$CFG"
+play disabled slurm_qos_network.yml || { tail -40 "$WORK/disabled.log" >&2; exit 1; }
+check "disabled: validated, then nothing changed" eq "$(recap disabled changed)/$(recap disabled failed)" 0/0
+check "disabled: says how to remove the feature" grep -q "run slurm_qos_network_remove.yml" "$WORK/disabled.log"
+snapshot > "$WORK/after3.sha"
+check "disabled: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after3.sha"
+cp "$WORK/config.good" "$CFG"
+
+# ------------------------------------------------------------ removal
+say "case: the removal path puts slurm.conf back as it was"
+if [ "$PKG_BEFORE" = 0 ]; then uninstall=(-e slurm_qos_network_uninstall=true); else uninstall=(); fi
+reads=$(slurmd_reads)
+play remove slurm_qos_network_remove.yml "${uninstall[@]}" || { tail -40 "$WORK/remove.log" >&2; exit 1; }
+check "removal: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
+check "removal: slurm.conf byte-identical to the original" eq "$(sha256sum < "$CONF")" "$CONF_SHA0"
+check "removal: backup removed" test ! -e "$CONF.qoslane-orig"
+check "removal: slurmctld back on the site's hooks" eq "$(slurmd_config Prolog)/$(slurmd_config Epilog)" "$RIG_PROLOG_HOOK//etc/slurm/epilog.d/logout_user.sh"
+check "removal: qoslane's hooks, the adopted link and hookrun.conf gone" bash -c \
+  "! ls /etc/slurm/prolog.d /etc/slurm/task-prolog.d /etc/slurm/health.d /etc/slurm/hookrun.conf 2>/dev/null | grep -q . && [ ! -e /etc/slurm/epilog.d/50-qoslane ]"
+check "removal: epilog.d/logout_user.sh and the site Prolog stay" test -x /etc/slurm/epilog.d/logout_user.sh -a -x "$RIG_PROLOG_HOOK"
+check "removal: the audit log stays" test -s /var/log/qoslane/audit.jsonl
+if [ "$PKG_BEFORE" = 0 ]; then
+  check "removal: package uninstalled" bash -c "! dpkg-query -W -f='\${Status}' qoslane 2>/dev/null | grep -q 'ok installed'"
+fi
+j=$(run_job high)
+check "after removal: jobs run, no SL exports" eq "$(env_of "$j" UCX_IB_SL)" ""
+check "after removal: logout_user.sh still runs as the Epilog" grep -qx "$j" "$WORK/out/logout_user.log"
+# ------------------------------------------------------------ binaries instead of a package
+if [ "$PKG_BEFORE" = 0 ]; then
+say "case: no package for the node: the binaries from qoslane_binary_dir"
+sed -i 's|^qoslane_package_dir: .*|qoslane_package_dir: ""|' "$CFG"
+reads=$(slurmd_reads)
+play binaries slurm_qos_network.yml || { tail -40 "$WORK/binaries.log" >&2; exit 1; }
+check "binaries: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
+check "binaries: /usr/sbin/qoslane and hookrun are the release binaries, no package" bash -c \
+  "cmp -s '$QL' /usr/sbin/qoslane && cmp -s '$HR' /usr/sbin/hookrun && ! dpkg-query -S /usr/sbin/hookrun >/dev/null 2>&1"
+j=$(run_job high)
+check "binaries: high job UCX_IB_SL=4" eq "$(env_of "$j" UCX_IB_SL)" 4
+reads=$(slurmd_reads)
+play remove-binaries slurm_qos_network_remove.yml -e slurm_qos_network_uninstall=true || { tail -40 "$WORK/remove-binaries.log" >&2; exit 1; }
+check "removal (binaries): slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
+check "removal (binaries): slurm.conf byte-identical to the original" eq "$(sha256sum < "$CONF")" "$CONF_SHA0"
+check "removal (binaries): binaries gone" test ! -e /usr/sbin/qoslane -a ! -e /usr/sbin/hookrun
+fi
+play remove-again slurm_qos_network_remove.yml "${uninstall[@]}" || { tail -40 "$WORK/remove-again.log" >&2; exit 1; }
+check "removal again: changed=0" eq "$(recap remove-again changed)" 0
+
+say "omnia e2e: $E2E_PASSED passed, $E2E_FAILED failed, $RUN playbook runs, $(secs "$T_START")s"
+[ "$E2E_FAILED" = 0 ]
