@@ -70,7 +70,18 @@ impl ConfFile {
     /// Reads `path`; a missing file is an empty configuration, not an error.
     pub fn load(path: &Path) -> Result<ConfFile, ConfError> {
         match std::fs::read_to_string(path) {
-            Ok(text) => ConfFile::parse(path, &text),
+            Ok(text) => {
+                // It names a program hookrun runs (`scontrol`): whoever can
+                // write it runs commands as root (crate::trust).
+                crate::trust::check_file(path).map_err(|why| ConfError::Read {
+                    path: path.to_owned(),
+                    error: io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!("refusing to use it: {why}"),
+                    ),
+                })?;
+                ConfFile::parse(path, &text)
+            }
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(ConfFile::default()),
             Err(error) => Err(ConfError::Read {
                 path: path.to_owned(),

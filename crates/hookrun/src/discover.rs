@@ -43,6 +43,9 @@ pub struct Hook {
     /// Full path, run directly (no shell).
     pub path: PathBuf,
     pub required: bool,
+    /// Set when the file may not be trusted to run as this user (see
+    /// [`crate::trust`]): it is not run, and counts as a failed hook.
+    pub refused: Option<String>,
 }
 
 /// Why an entry of the directory does not run.
@@ -136,6 +139,15 @@ pub fn scan(dir: &Path) -> Result<Listing, ScanError> {
         dir: dir.to_owned(),
         error,
     };
+    // Whoever can write the directory decides what runs (crate::trust).
+    if dir.exists()
+        && let Err(why) = crate::trust::check_dir(dir)
+    {
+        return Err(scan_error(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("refusing to use it: {why}"),
+        )));
+    }
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -165,6 +177,7 @@ pub fn scan(dir: &Path) -> Result<Listing, ScanError> {
             Some(reason) => listing.ignored.push((name, reason)),
             None => listing.hooks.push(Hook {
                 required: !is_optional(&file_name),
+                refused: crate::trust::check_file(&path).err(),
                 file_name,
                 name,
                 path,

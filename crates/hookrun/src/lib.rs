@@ -10,6 +10,7 @@
 //!   the environment, [`conffile`] (`hookrun.conf`) and defaults;
 //! - [`phase`] — the four hook points and how they differ;
 //! - [`discover`] — which files of a hook directory run, in which order;
+//!   [`trust`] — who may own and write them (else they are refused);
 //! - [`child`] — running one program in its own process group under a
 //!   deadline, with [`signals`] waking it on SIGTERM/SIGCHLD;
 //! - [`runner`] — running a phase's hooks and reporting each result;
@@ -40,3 +41,4 @@ pub mod runner;
 pub mod settings;
 pub mod signals;
 pub mod slurm;
+pub mod trust;

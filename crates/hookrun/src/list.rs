@@ -77,7 +77,15 @@ fn write_listing(
             } else {
                 "optional"
             };
-            writeln!(out, "  {:>2}  {:<width$}  {kind}", index + 1, hook.name)?;
+            match &hook.refused {
+                None => writeln!(out, "  {:>2}  {:<width$}  {kind}", index + 1, hook.name)?,
+                Some(why) => writeln!(
+                    out,
+                    "  {:>2}  {:<width$}  {kind}, refused (fails): {why}",
+                    index + 1,
+                    hook.name
+                )?,
+            }
         }
         for (name, why) in &listing.ignored {
             writeln!(out, "   -  {name:<width$}  ignored: {why}")?;

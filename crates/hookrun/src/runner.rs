@@ -213,6 +213,16 @@ fn run_hook(
     limits: Limits,
     signals: &Signals,
 ) -> HookResult {
+    if let Some(why) = &hook.refused {
+        return HookResult {
+            name: hook.name.clone(),
+            required: hook.required,
+            outcome: Outcome::Failed,
+            elapsed: None,
+            detail: format!("refusing to run it: {why}"),
+            first_line: None,
+        };
+    }
     let mut first_stdout: Option<String> = None;
     let mut first_stderr: Option<String> = None;
     let mut stdout_error: Option<std::io::Error> = None;
@@ -300,8 +310,11 @@ fn round_ms(duration: Duration) -> Duration {
 }
 
 fn log_result(phase: Phase, result: &HookResult) {
-    let elapsed = log::duration(result.elapsed.unwrap_or_default());
-    let mut line = format!("{} in {elapsed}", result.outcome.label());
+    // A hook that was not started (refused) has no time to report.
+    let mut line = match result.elapsed {
+        Some(elapsed) => format!("{} in {}", result.outcome.label(), log::duration(elapsed)),
+        None => result.outcome.label().to_owned(),
+    };
     if !result.detail.is_empty() {
         line.push_str(": ");
         line.push_str(&result.detail);

@@ -30,13 +30,12 @@ fn mapping(levels: usize, qos: usize) -> String {
         "default_level: tier-{:02}\nfabric_check: enforce\non_failure: continue\ndevices: []\nlevels:\n",
         levels - 1
     );
-    for i in 0..levels {
+    for (i, vl) in REVERSED.iter().enumerate().take(levels) {
         let n = qos / levels + usize::from(i < qos % levels);
         let names: Vec<String> = (0..n).map(|k| format!("q{i:02}-{k:04}")).collect();
         s += &format!(
-            "  - name: tier-{i:02}\n    qos: [{}]\n    service_level: {i}\n    virtual_lane: {}\n",
+            "  - name: tier-{i:02}\n    qos: [{}]\n    service_level: {i}\n    virtual_lane: {vl}\n",
             names.join(", "),
-            REVERSED[i]
         );
         if i < 2 || i == levels - 1 {
             let tos = match i {

@@ -47,10 +47,18 @@ pub fn sha256_hex(data: &[u8]) -> String {
 /// Reads and validates a mapping file. The error for an invalid file carries
 /// the first diagnostic's headline (`FILE:LINE:COL: error: …`).
 pub fn read_valid(path: &Path) -> Result<(Mapping, String, String)> {
+    check_trusted(path)?;
     let text = read_text(path)?;
+    if let Some((m, sha)) = memo::get(&text) {
+        return Ok((m, sha, text));
+    }
     let v = validate_str(&text);
     match v.mapping {
-        Some(m) => Ok((m, sha256_hex(text.as_bytes()), text)),
+        Some(m) => {
+            let sha = sha256_hex(text.as_bytes());
+            memo::put(&text, &m, &sha);
+            Ok((m, sha, text))
+        }
         None => {
             let errors: Vec<_> = v.errors().collect();
             Err(Error::MappingInvalid {
@@ -63,6 +71,44 @@ pub fn read_valid(path: &Path) -> Result<(Mapping, String, String)> {
             })
         }
     }
+}
+
+/// The mapping decides which kernel files root writes (`node_settings`), so
+/// it is trusted like the state files: the file (through symlinks) and its
+/// directory must be owned by root (or the user running qoslane) and not be
+/// writable by group or others. A missing file is left to the read to report.
+/// `validate` does not ask this: it only reads.
+pub fn check_trusted(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(real) = std::fs::canonicalize(path) else {
+        return Ok(());
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for p in [Some(real.as_path()), real.parent()].into_iter().flatten() {
+        let md = std::fs::metadata(p).map_err(Error::io("inspect", p))?;
+        let why = if md.uid() != 0 && md.uid() != me {
+            format!("is owned by uid {}", md.uid())
+        } else if md.mode() & 0o022 != 0 {
+            format!(
+                "is writable by group or others (mode {:o})",
+                md.mode() & 0o7777
+            )
+        } else {
+            continue;
+        };
+        return Err(Error::state(
+            path,
+            if p == real {
+                format!("{why}; refusing to use this mapping")
+            } else {
+                format!(
+                    "{}: its directory {why}; refusing to use this mapping",
+                    p.display()
+                )
+            },
+        ));
+    }
+    Ok(())
 }
 
 pub fn read_text(path: &Path) -> Result<String> {
@@ -125,6 +171,42 @@ pub fn last_known_good_sha(paths: &Paths) -> Option<String> {
     std::fs::read(paths.last_known_good())
         .ok()
         .map(|b| sha256_hex(&b))
+}
+
+/// A run reads the same mapping text several times (the admin's file, the
+/// last-known-good copy, the metrics' view of it, the Epilog's policy): the
+/// last valid text, with its mapping and hash, is kept for the process, so a
+/// text identical byte for byte is validated and hashed once. Keyed by
+/// the content, never by the path or a timestamp: a changed file is always
+/// read and validated anew.
+mod memo {
+    use std::sync::Mutex;
+
+    use crate::mapping::Mapping;
+
+    struct Entry {
+        text: String,
+        mapping: Mapping,
+        sha256: String,
+    }
+
+    static LAST: Mutex<Option<Entry>> = Mutex::new(None);
+
+    pub fn get(text: &str) -> Option<(Mapping, String)> {
+        let last = LAST.lock().ok()?;
+        let e = last.as_ref().filter(|e| e.text == text)?;
+        Some((e.mapping.clone(), e.sha256.clone()))
+    }
+
+    pub fn put(text: &str, mapping: &Mapping, sha256: &str) {
+        if let Ok(mut last) = LAST.lock() {
+            *last = Some(Entry {
+                text: text.to_owned(),
+                mapping: mapping.clone(),
+                sha256: sha256.to_owned(),
+            });
+        }
+    }
 }
 
 /// Makes a valid admin file the last-known-good copy when it differs.

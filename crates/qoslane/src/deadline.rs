@@ -28,6 +28,14 @@ impl Deadline {
         self.start.elapsed()
     }
 
+    /// A deadline for a step that must leave the rest of the run time to
+    /// finish (asking slurmctld, probing the fabric): half of what remains.
+    /// A slow controller or a hung SMP query then costs the job its QoS (it
+    /// falls back) but never the transaction's time.
+    pub fn half(&self) -> Self {
+        Self::after(self.remaining() / 2)
+    }
+
     /// Time left; zero once passed.
     pub fn remaining(&self) -> Duration {
         self.budget.saturating_sub(self.start.elapsed())

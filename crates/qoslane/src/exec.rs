@@ -1,6 +1,7 @@
 //! Running an external program (scontrol, smpquery): absolute path, no shell,
 //! no PATH lookup, its own process group, killed when the deadline passes.
 
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -8,6 +9,15 @@ use std::sync::mpsc;
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
+
+/// The most output read from a program (stdout, and stderr each): scontrol's
+/// job line and smpquery's tables are a few kilobytes.
+pub const MAX_OUTPUT: u64 = 1 << 20;
+
+enum Done {
+    Exited(std::io::Result<Output>),
+    TooLarge,
+}
 
 /// Runs `program args…` and returns its output when it exits 0.
 pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output> {
@@ -19,7 +29,7 @@ pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output>
         return Err(fail("not an absolute path (hooks run with no PATH)".into()));
     }
     deadline.check(|| format!("run {}", program.display()))?;
-    let child = Command::new(program)
+    let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -28,17 +38,50 @@ pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output>
         .spawn()
         .map_err(|e| fail(format!("cannot run: {e}")))?;
     let pid = child.id();
-    let (tx, rx) = mpsc::sync_channel(1);
+    let kill_group = || {
+        // The whole group: a wrapper script's children go too.
+        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    };
+    let (tx, rx) = mpsc::sync_channel(2);
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
+        // Bounded reads: a runaway program cannot grow us without end (a
+        // Prolog's memory is the node's).
+        let stderr = child.stderr.take();
+        let errors = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(e) = stderr {
+                let _ = e.take(MAX_OUTPUT).read_to_end(&mut buf);
+            }
+            buf
+        });
+        let mut stdout = Vec::new();
+        if let Some(o) = child.stdout.take() {
+            let _ = o.take(MAX_OUTPUT + 1).read_to_end(&mut stdout);
+        }
+        if stdout.len() as u64 > MAX_OUTPUT {
+            let _ = tx.send(Done::TooLarge);
+        }
+        let status = child.wait();
+        let stderr = errors.join().unwrap_or_default();
+        let _ = tx.send(Done::Exited(status.map(|status| Output {
+            status,
+            stdout,
+            stderr,
+        })));
     });
     let out = match rx.recv_timeout(deadline.remaining()) {
-        Ok(r) => r.map_err(|e| fail(format!("wait: {e}")))?,
+        Ok(Done::Exited(r)) => r.map_err(|e| fail(format!("wait: {e}")))?,
+        Ok(Done::TooLarge) => {
+            kill_group();
+            let _ = rx.recv_timeout(std::time::Duration::from_millis(200));
+            return Err(fail(format!(
+                "printed more than {MAX_OUTPUT} bytes; killed (is it the right program?)"
+            )));
+        }
         Err(_) => {
-            // The whole group: a wrapper script's children go too.
-            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-            }
+            kill_group();
             let _ = rx.recv_timeout(std::time::Duration::from_millis(200));
             return Err(deadline.passed(format!("{} {}", program.display(), args.join(" "))));
         }

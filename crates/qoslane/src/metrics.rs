@@ -307,36 +307,79 @@ pub fn load(paths: &Paths) -> Result<Counters> {
     Ok(fsutil::read_json(&paths.counters())?.unwrap_or_default())
 }
 
-/// Adds `run` to the counters and rewrites the textfile. The counters have
-/// their own lock, so this is safe with or without the node lock. Errors are
-/// returned for logging; callers never fail a hook on them.
-pub fn record_and_publish(paths: &Paths, run: &Run<'_>, gauges: &Gauges) -> Result<()> {
+/// Adds `run` to the counters, then brings the textfile up to date. The
+/// counters have their own lock, so this is safe with or without the node
+/// lock. Under that lock only the read-add-replace of `counters.json`
+/// happens; the file is flushed to disk after the lock is released, so
+/// concurrent runs' flushes overlap (a journaling filesystem commits them
+/// together) instead of queueing behind the lock. Errors are returned for
+/// logging; callers never fail a hook on them.
+pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
     fsutil::ensure_dir(&paths.lib_dir)?;
-    let _lock = NodeLock::acquire(
-        &paths.lib_dir.join("counters.lock"),
-        &Deadline::after(COUNTERS_LOCK_WAIT),
-    )?;
-    let mut c = match load(paths) {
-        Ok(c) => c,
-        // Prometheus' rate() takes a reset in its stride; the file is
-        // rewritten below, so this is said once.
-        Err(e @ Error::State { .. }) => {
-            crate::log::warn(&format!("metrics: {e}; counting from zero"));
-            Counters::default()
-        }
-        Err(e) => return Err(e),
+    let counted = {
+        let _lock = NodeLock::acquire(
+            &paths.lib_dir.join("counters.lock"),
+            &Deadline::after(COUNTERS_LOCK_WAIT),
+        )?;
+        let mut c = match load(paths) {
+            Ok(c) => c,
+            // Prometheus' rate() takes a reset in its stride; the file is
+            // rewritten below, so this is said once.
+            Err(e @ Error::State { .. }) => {
+                crate::log::warn(&format!("metrics: {e}; counting from zero"));
+                Counters::default()
+            }
+            Err(e) => return Err(e),
+        };
+        c.record(run);
+        let mut data = serde_json::to_vec_pretty(&c)
+            .map_err(|e| Error::Internal(format!("serialise counters: {e}")))?;
+        data.push(b'\n');
+        fsutil::atomic_replace(&paths.counters(), &data, crate::state::PRIVATE)?
     };
-    c.record(run);
-    fsutil::write_json(&paths.counters(), &c, crate::state::PRIVATE)?;
-    publish(paths, &c, gauges)
+    let published = publish_latest(paths);
+    counted.flush()?;
+    published
+}
+
+/// Rewrites the textfile from the counters and the gauges as the node's
+/// state has them now — once for many runs when they finish together.
+///
+/// One run publishes at a time (`publish.lock`, never waited for). A run
+/// that finds another one publishing leaves it to that one: when done, a
+/// publisher looks at the counters again and publishes again if any run
+/// counted meanwhile. Every run counts after its transaction committed, so
+/// the last textfile written shows every count and the final state, while
+/// N jobs ending at once read the N job records far fewer than N times.
+fn publish_latest(paths: &Paths) -> Result<()> {
+    let lock = paths.lib_dir.join("publish.lock");
+    // Bounded: each round is a few milliseconds.
+    for _ in 0..64 {
+        let publishing = match NodeLock::acquire(&lock, &Deadline::after(Duration::ZERO)) {
+            Ok(l) => l,
+            Err(Error::LockTimeout { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let c = load(paths)?;
+        publish(paths, &c, &gauges(paths))?;
+        drop(publishing);
+        if load(paths).is_ok_and(|now| now == c) {
+            return Ok(());
+        }
+    }
+    Ok(())
 }
 
 /// Writes the textfile: a temp name node_exporter ignores, then a rename.
+/// Not flushed to disk: it is rewritten from the counters by every run.
 pub fn publish(paths: &Paths, c: &Counters, gauges: &Gauges) -> Result<()> {
     fsutil::ensure_dir_relaxed(&paths.textfile_dir)?;
-    fsutil::atomic_write(
+    // The replacement is visible at once; a crash before the kernel wrote it
+    // back leaves the previous file (or an empty one) until the next run.
+    let _derived = fsutil::atomic_replace(
         &paths.textfile(),
         render(c, gauges).as_bytes(),
         crate::state::PUBLIC,
-    )
+    )?;
+    Ok(())
 }

@@ -78,6 +78,7 @@ impl<'p> Node<'p> {
         let store = Store::open(paths)?;
         let lock = NodeLock::acquire(&paths.lock_file(), &deadline)?;
         fault::point("locked");
+        store.remove_stale_temp_files();
         let node = Self {
             store,
             deadline,

@@ -10,4 +10,5 @@ mod journal;
 mod metrics;
 mod prolog;
 mod task_prolog;
+mod trust;
 mod util;

@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::exit_code;
 use crate::fabric::{self, ProbeMode};
 use crate::mapping::FabricCheck;
-use crate::state::fsutil;
+use crate::state::{Store, fsutil};
 
 pub fn run(ctx: &Ctx, as_json: bool) -> i32 {
     let mut s = Session::new(&ctx.paths, "health", Deadline::after(ctx.timeout));
@@ -40,6 +40,27 @@ pub fn run(ctx: &Ctx, as_json: bool) -> i32 {
                     .map_err(|e| e.to_string()),
             ));
         }
+    }
+    // The state files must be readable and trusted: a corrupt or foreign
+    // record, baseline or journal stops every change (qoslane will not act
+    // on state it cannot trust), so the node must not take jobs.
+    if ctx.paths.run_dir.is_dir() {
+        let store = Store { paths: &ctx.paths };
+        // The jobs directory appears with the first job (the fabric cache
+        // may have created the run directory before).
+        let records = if ctx.paths.jobs_dir().exists() {
+            store.records().map(|r| r.len())
+        } else {
+            Ok(0)
+        };
+        checks.push((
+            "state",
+            records
+                .and_then(|n| store.node_state().map(|_| n))
+                .and_then(|n| store.journal().map(|_| n))
+                .map(|n| format!("{n} job record(s), baseline and journal readable"))
+                .map_err(|e| e.to_string()),
+        ));
     }
     checks.push((
         "journal",

@@ -19,7 +19,7 @@ use crate::job::{JobId, exports};
 use crate::mapping::{FabricCheck, LevelMatch, OnFailure};
 use crate::metrics::Alignment;
 use crate::paths::Paths;
-use crate::state::JobRecord;
+use crate::state::{JobRecord, Store};
 use crate::txn::{Failed, RecordOp};
 
 /// How a hook run failed: the error, and the policy that decides the exit.
@@ -165,7 +165,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
         mapping_sha256: loaded.sha256.clone(),
     };
 
-    s.promote(&loaded)
+    s.promote_or_note(&loaded)
         .map_err(|e| HookFailure::before_changes(e, policy))?;
     let node = s
         .node()
@@ -213,7 +213,9 @@ fn check_fabric(
         s.entry.fabric = serde_json::json!({"check": "off"});
         return Ok(Vec::new());
     }
-    let report = match fabric::assess(paths, m, &s.deadline, ProbeMode::Cached) {
+    // At most half of what is left: a hung SMP query must leave the
+    // transaction (and, under `warn`, the grant) its time.
+    let report = match fabric::assess(paths, m, &s.deadline.half(), ProbeMode::Cached) {
         Ok(r) => r,
         Err(e) if m.fabric_check == FabricCheck::Warn => {
             s.entry
@@ -271,9 +273,32 @@ pub fn ports_still_active(paths: &Paths, ports: &[(String, u32)]) -> Result<()> 
     }
 }
 
+/// The `on_failure` of `level` under the mapping in force, if it still has
+/// the level; `continue` otherwise.
+fn level_policy(paths: &Paths, level: &str) -> OnFailure {
+    crate::config::load(paths)
+        .ok()
+        .and_then(|l| {
+            l.mapping
+                .level(level)
+                .map(|lv| l.mapping.on_failure_for(lv))
+        })
+        .unwrap_or(OnFailure::Continue)
+}
+
 fn epilog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
-    let early = |e| HookFailure::before_changes(e, OnFailure::Continue);
     let job = job_of(s)?;
+    // The policy of the job's level decides the exit, also when the lock or
+    // the state directory fails before anything is undone (the job's
+    // settings then stay: an Epilog failure like any other). The record is
+    // read without the lock for that: files are replaced atomically, and it
+    // is read again under the lock below.
+    let policy = Store { paths: &ctx.paths }
+        .record(job)
+        .ok()
+        .flatten()
+        .map_or(OnFailure::Continue, |r| level_policy(&ctx.paths, &r.level));
+    let early = |e| HookFailure::before_changes(e, policy);
     let node = s.node().map_err(early)?;
     let Some(record) = node.store.record(job).map_err(early)? else {
         s.entry.notes.push(
@@ -281,15 +306,7 @@ fn epilog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
         );
         return Ok(Outcome::Unchanged);
     };
-    // The policy of the job's level under the mapping in force, if it still has it.
-    let policy = crate::config::load(&ctx.paths)
-        .ok()
-        .and_then(|l| {
-            l.mapping
-                .level(&record.level)
-                .map(|lv| l.mapping.on_failure_for(lv))
-        })
-        .unwrap_or(OnFailure::Continue);
+    let policy = level_policy(&ctx.paths, &record.level);
     let node = s.node().map_err(early)?;
     let result = node.transact("epilog", Some(job), &[RecordOp::Remove(job)], &|| Ok(()));
     s.entry.qos = record.qos.clone();

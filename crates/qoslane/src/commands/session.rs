@@ -13,7 +13,7 @@ use crate::log;
 use crate::metrics::{self, Alignment, Run};
 use crate::paths::Paths;
 use crate::state::Store;
-use crate::txn::Node;
+use crate::txn::{Node, Recovered};
 
 #[derive(Debug)]
 pub struct Session<'p> {
@@ -60,28 +60,34 @@ impl<'p> Session<'p> {
                         .as_ref()
                         .ok_or_else(|| Error::Internal("node lock vanished".into()));
                 }
-                let mut e = Entry::new("recover", Outcome::Reverted);
-                e.job_id = r.journal.job_id;
-                e.changes = r.journal.changes.clone();
-                e.notes.push(format!(
-                    "rolled back an interrupted {} (pid {}, started {})",
-                    r.journal.event, r.journal.pid, r.journal.started
-                ));
-                log::warn(&e.notes[0]);
-                self.write_audit(&e);
-                self.count(&Run {
-                    event: "recover",
-                    outcome: Outcome::Reverted,
-                    seconds: 0.0,
-                    rolled_back: true,
-                    fabric: None,
-                });
+                self.audit_recovered(&r);
             }
             self.node = Some(node);
         }
         self.node
             .as_ref()
             .ok_or_else(|| Error::Internal("node lock vanished".into()))
+    }
+
+    /// An interrupted transaction this run undid gets its own `recover` line
+    /// and count, whichever step of the run took the lock.
+    fn audit_recovered(&self, r: &Recovered) {
+        let mut e = Entry::new("recover", Outcome::Reverted);
+        e.job_id = r.journal.job_id;
+        e.changes = r.journal.changes.clone();
+        e.notes.push(format!(
+            "rolled back an interrupted {} (pid {}, started {})",
+            r.journal.event, r.journal.pid, r.journal.started
+        ));
+        log::warn(&e.notes[0]);
+        self.write_audit(&e);
+        self.count(&Run {
+            event: "recover",
+            outcome: Outcome::Reverted,
+            seconds: 0.0,
+            rolled_back: true,
+            fabric: None,
+        });
     }
 
     /// The mapping for this run. An unusable admin file is logged and noted;
@@ -120,6 +126,20 @@ impl<'p> Session<'p> {
         Ok(())
     }
 
+    /// [`Session::promote`] for a hook: failing to save the last-known-good
+    /// copy (a full or read-only `/var/lib`) must not cost the job its level:
+    /// the mapping is valid and in use; it is noted, and the next run tries
+    /// again. Failing to take the lock is still an error.
+    pub fn promote_or_note(&mut self, loaded: &Loaded) -> Result<()> {
+        self.node()?;
+        if let Err(e) = self.promote(loaded) {
+            let msg = format!("mapping not saved as last-known-good: {e}");
+            log::warn(&msg);
+            self.entry.notes.push(msg);
+        }
+        Ok(())
+    }
+
     /// Audits a rejected admin file once per distinct content.
     fn audit_rejected(&self, loaded: &Loaded) {
         let marker = self.paths.lib_dir.join("last-rejected.sha256");
@@ -148,14 +168,17 @@ impl<'p> Session<'p> {
     }
 
     fn count(&self, run: &Run<'_>) {
-        let gauges = metrics::gauges(self.paths);
-        if let Err(err) = metrics::record_and_publish(self.paths, run, &gauges) {
+        if let Err(err) = metrics::record_and_publish(self.paths, run) {
             log::warn(&format!("metrics: {err}"));
         }
     }
 
-    /// Ends the run: the audit line, then the metrics (under the node lock
-    /// when this run holds it or can get it quickly).
+    /// Ends the run: the audit line, then the metrics. Both happen after the
+    /// node lock is released: the transaction is committed (or never began),
+    /// the audit line is one append, and the metrics have their own lock. So
+    /// other jobs' Prologs and Epilogs do not queue behind this run's disk
+    /// flushes. A run that never held the lock still takes it briefly (it
+    /// can get it quickly): taking it undoes an interrupted transaction.
     pub fn finish(mut self, outcome: Outcome, error: Option<&Error>) {
         self.entry.outcome = outcome;
         self.entry.error = error.map(ToString::to_string);
@@ -168,9 +191,10 @@ impl<'p> Session<'p> {
                 outcome.as_str()
             ));
         }
+        let held = self.node.take().is_some();
         self.write_audit(&self.entry);
-        if self.node.is_none() {
-            // Metrics are counted under the lock; a short grace is enough.
+        if !held {
+            // A short grace is enough: this is only for recovery.
             let grace = Deadline::after(
                 std::time::Duration::from_millis(500).min(
                     self.deadline
@@ -178,8 +202,14 @@ impl<'p> Session<'p> {
                         .max(std::time::Duration::from_millis(50)),
                 ),
             );
-            if let Ok((n, _)) = Node::lock(self.paths, grace) {
-                self.node = Some(n);
+            if let Ok((n, recovered)) = Node::lock(self.paths, grace) {
+                // Taking the lock undoes an interrupted transaction: that
+                // must be audited here too (health, or a run that failed
+                // before it needed the lock).
+                if let Some(r) = recovered {
+                    self.audit_recovered(&r);
+                }
+                drop(n);
             }
         }
         let run = Run {

@@ -7,7 +7,7 @@ use std::io::Write;
 use crate::job::JobId;
 use crate::log;
 use crate::paths::Paths;
-use crate::state;
+use crate::state::{self, JobRecord};
 
 /// The variables the TaskProlog may set, whatever a record says.
 const ALLOWED: &[&str] = &[
@@ -37,14 +37,28 @@ pub fn run(paths: &Paths) -> i32 {
             return 0;
         }
     };
+    let (out, refused) = protocol_lines(job, &record);
+    for r in refused {
+        log::warn(&format!("task-prolog: job {job}: {r}"));
+    }
+    // One write; a closed stdout is not our failure.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    0
+}
+
+/// What the TaskProlog prints for `record` (Slurm's protocol: only `export
+/// NAME=VALUE` lines, NAME one of the allowed variables, VALUE plain
+/// `[A-Za-z0-9_.-]`), and what it refused. Pure, so that the record reader
+/// can be fuzzed end to end (fuzz/src/job_record.rs).
+pub fn protocol_lines(job: JobId, record: &JobRecord) -> (String, Vec<String>) {
     if record.job_id != job {
-        log::warn(&format!(
-            "task-prolog: record for job {job} names job {}; ignored",
-            record.job_id
-        ));
-        return 0;
+        return (
+            String::new(),
+            vec![format!("record names job {}; ignored", record.job_id)],
+        );
     }
     let mut out = String::new();
+    let mut refused = Vec::new();
     for (k, v) in &record.exports {
         if ALLOWED.contains(&k.as_str())
             && !v.is_empty()
@@ -53,12 +67,8 @@ pub fn run(paths: &Paths) -> i32 {
         {
             out.push_str(&format!("export {k}={v}\n"));
         } else {
-            log::warn(&format!(
-                "task-prolog: job {job}: refusing export {k:?}={v:?}"
-            ));
+            refused.push(format!("refusing export {k:?}={v:?}"));
         }
     }
-    // One write; a closed stdout is not our failure.
-    let _ = std::io::stdout().lock().write_all(out.as_bytes());
-    0
+    (out, refused)
 }

@@ -56,7 +56,9 @@ pub fn resolve(
         source: QosSource::Default,
         note: Some(note),
     };
-    match exec::run(scontrol, &["show", "job", "-o", &id], deadline) {
+    // At most half the run's time: the level must still be applied after a
+    // slow controller (FACTS: seconds when slurmctld is busy).
+    match exec::run(scontrol, &["show", "job", "-o", &id], &deadline.half()) {
         Err(e) => fallback(format!("scontrol: {e}")),
         Ok(out) => match parse_scontrol_qos(&String::from_utf8_lossy(&out.stdout)) {
             Ok(q) => JobQos {
@@ -77,56 +79,69 @@ fn is_qos_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// The `QOS=` field of one `scontrol show job -o` line.
+/// The `QOS=` field of `scontrol show job -o ID`.
 ///
-/// Values of other fields may hold spaces and user text (`JobName=`,
-/// `Comment=`, `Command=`, `WorkDir=`), so a user could write ` QOS=x` into
-/// one. When `QOS=` occurs more than once, only the occurrence at its fixed
-/// place — right after `Account=…` and right before `JobState=` — is taken,
-/// and it must be the only one there; anything else is ambiguous and the job
-/// gets the default level, never a level it named itself.
+/// Values of other fields may hold spaces, newlines and user text
+/// (`JobName=`, `Comment=`, `Command=`, `WorkDir=`), so a user could write
+/// ` QOS=x` into one, even on a line of its own. No line is therefore taken
+/// to be a whole record: everything from the first line starting with
+/// `JobId=` to the end is one text. When `QOS=` occurs more than once, only
+/// occurrences at its fixed place — right after `Account=…` and right before
+/// ` JobState=` — count, and they must all agree (a heterogeneous job prints
+/// one record per component); anything else is ambiguous and the job gets the
+/// default level, never a level it named itself. Sound because the real field
+/// is always there and always at its place.
 pub fn parse_scontrol_qos(output: &str) -> Result<String, String> {
-    let line = output
-        .lines()
-        .find(|l| l.starts_with("JobId="))
+    let start = std::iter::once(0)
+        .chain(output.match_indices('\n').map(|(i, _)| i + 1))
+        .find(|&i| output[i..].starts_with("JobId="))
         .ok_or("no `JobId=` line in the output")?;
-    let values: Vec<(usize, &str)> = field_starts(line, "QOS=")
-        .map(|i| (i, line[i + 4..].split(' ').next().unwrap_or("")))
+    let text = &output[start..];
+    let values: Vec<(usize, &str)> = field_starts(text, "QOS=")
+        .map(|i| {
+            let value = text[i + 4..]
+                .split(|c: char| c.is_ascii_whitespace())
+                .next();
+            (i, value.unwrap_or(""))
+        })
         .collect();
-    let chosen: Vec<&str> =
-        if values.len() == 1 {
-            vec![values[0].1]
-        } else {
-            values
-                .iter()
-                .filter(|(i, v)| {
-                    let before = &line[..*i];
-                    let after = &line[i + 4 + v.len()..];
-                    after.starts_with(" JobState=")
-                        && before.trim_end().rsplit(' ').next().is_some_and(|f| {
-                            f.starts_with("Account=") && f.len() > "Account=".len()
-                        })
-                })
-                .map(|(_, v)| *v)
-                .collect()
-        };
-    match chosen.as_slice() {
-        [] if values.is_empty() => Err("no `QOS=` field".into()),
-        [q] if *q == "(null)" => Err("QOS=(null): accounting is not enforcing QoS".into()),
-        [q] if is_qos_name(q) => Ok((*q).to_owned()),
-        [q] => Err(format!("`QOS={}` is not a QoS name", q.escape_debug())),
-        _ => Err(format!(
+    let chosen: Vec<&str> = if values.len() == 1 {
+        vec![values[0].1]
+    } else {
+        values
+            .iter()
+            .filter(|(i, v)| {
+                let before = &text[..*i];
+                let after = &text[i + 4 + v.len()..];
+                after.starts_with(" JobState=")
+                    && before
+                        .trim_end()
+                        .rsplit(|c: char| c.is_ascii_whitespace())
+                        .next()
+                        .is_some_and(|f| f.starts_with("Account=") && f.len() > "Account=".len())
+            })
+            .map(|(_, v)| *v)
+            .collect()
+    };
+    let agreed = chosen.first().filter(|q| chosen.iter().all(|c| c == *q));
+    match agreed {
+        None if values.is_empty() => Err("no `QOS=` field".into()),
+        Some(q) if *q == "(null)" => Err("QOS=(null): accounting is not enforcing QoS".into()),
+        Some(q) if is_qos_name(q) => Ok((*q).to_owned()),
+        Some(q) => Err(format!("`QOS={}` is not a QoS name", q.escape_debug())),
+        None => Err(format!(
             "`QOS=` appears {} times and its place is ambiguous",
             values.len()
         )),
     }
 }
 
-/// Byte offsets where ` KEY=` (or `KEY=` at the start) begins.
+/// Byte offsets where `KEY=` begins a field: at the start of the text or
+/// after whitespace.
 fn field_starts<'a>(line: &'a str, key: &'a str) -> impl Iterator<Item = usize> + 'a {
     line.match_indices(key)
         .map(|(i, _)| i)
-        .filter(move |&i| i == 0 || line.as_bytes()[i - 1] == b' ')
+        .filter(move |&i| i == 0 || line.as_bytes()[i - 1].is_ascii_whitespace())
 }
 
 #[cfg(test)]
@@ -158,6 +173,38 @@ mod tests {
             parse_scontrol_qos(&clever).is_err(),
             "ambiguous output must not pick a level"
         );
+    }
+
+    /// Regression (issue 8, reliability review): a job name holding a
+    /// newline made the first physical line a complete-looking record whose
+    /// only `QOS=` was the user's (`sbatch -J $'x Account=a QOS=… JobState=R\n…'`).
+    #[test]
+    fn a_job_name_with_a_newline_cannot_spoof() {
+        let spoof = REAL.replace(
+            "JobName=wrap",
+            "JobName=x Account=a QOS=mission-critical JobState=R\nrest",
+        );
+        assert!(parse_scontrol_qos(&spoof).is_err(), "must not pick a level");
+        let spoof = REAL.replace("JobName=wrap", "JobName=x\nQOS=mission-critical");
+        assert_eq!(parse_scontrol_qos(&spoof).unwrap(), "high");
+        let same = REAL.replace(
+            "JobName=wrap",
+            "JobName=x Account=a QOS=high JobState=R\nrest",
+        );
+        assert_eq!(parse_scontrol_qos(&same).unwrap(), "high");
+    }
+
+    #[test]
+    fn a_heterogeneous_job_agrees_or_falls_back() {
+        let two = format!("{}{}", REAL, REAL.replace("JobId=7", "JobId=8"));
+        assert_eq!(parse_scontrol_qos(&two).unwrap(), "high");
+        let differ = format!(
+            "{}{}",
+            REAL,
+            REAL.replace("JobId=7", "JobId=8")
+                .replace("QOS=high", "QOS=low")
+        );
+        assert!(parse_scontrol_qos(&differ).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -61,17 +61,56 @@ pub fn check_dir(dir: &Path) -> Result<()> {
 /// exclusively, never through a symlink), fsynced, renamed over, the
 /// directory fsynced. Readers see the old or the new file, never half.
 pub fn atomic_write(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    let (_, dir) = replace(path, data, mode, true)?;
+    sync_dir(dir)
+}
+
+/// A file [`atomic_replace`] put in place whose content may not be on disk yet.
+#[derive(Debug)]
+#[must_use = "flush it, unless the file need not survive a crash"]
+pub struct Unflushed {
+    file: File,
+    path: PathBuf,
+}
+
+impl Unflushed {
+    /// Makes the replacement durable: the file's data, then the rename.
+    pub fn flush(self) -> Result<()> {
+        self.file
+            .sync_all()
+            .map_err(Error::io("fsync", &self.path))?;
+        match self.path.parent() {
+            Some(dir) => sync_dir(dir),
+            None => Ok(()),
+        }
+    }
+}
+
+/// [`atomic_write`] without waiting for the disk: readers see the old or the
+/// new file, never half, as soon as it returns; [`Unflushed::flush`] makes it
+/// durable, and can run after a lock is released so that concurrent writers'
+/// flushes overlap (a journaling filesystem commits them together) instead of
+/// queueing behind the lock. Left unflushed, a crash may bring back the
+/// previous version or, on some filesystems, an empty file: for files that are
+/// rewritten by the next run (the metrics textfile) or read defensively.
+pub fn atomic_replace(path: &Path, data: &[u8], mode: u32) -> Result<Unflushed> {
+    let (file, _) = replace(path, data, mode, false)?;
+    Ok(Unflushed {
+        file,
+        path: path.to_owned(),
+    })
+}
+
+/// Writes `data` to an exclusive temp file beside `path` (fsynced first when
+/// `flush`), renames it over `path`; the file and its directory.
+fn replace<'a>(path: &'a Path, data: &[u8], mode: u32, flush: bool) -> Result<(File, &'a Path)> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::state(path, "has no parent directory"))?;
     let name = path
         .file_name()
         .ok_or_else(|| Error::state(path, "has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = dir.join(temp_name(&name.to_string_lossy(), std::process::id()));
     let _ = fs::remove_file(&tmp);
     let mut f = OpenOptions::new()
         .write(true)
@@ -85,20 +124,58 @@ pub fn atomic_write(path: &Path, data: &[u8], mode: u32) -> Result<()> {
         f.set_permissions(fs::Permissions::from_mode(mode))
             .map_err(Error::io("chmod", &tmp))?;
         f.write_all(data).map_err(Error::io("write", &tmp))?;
-        f.sync_all().map_err(Error::io("fsync", &tmp))?;
+        if flush {
+            f.sync_all().map_err(Error::io("fsync", &tmp))?;
+        }
         fs::rename(&tmp, path).map_err(Error::io("rename into place", path))
     })();
     if res.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     res?;
-    sync_dir(dir)
+    Ok((f, dir))
 }
 
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(Error::io("fsync directory", dir))
+}
+
+/// The name of [`atomic_write`]'s temp file for `name`, by process `pid`.
+fn temp_name(name: &str, pid: u32) -> String {
+    format!(".{name}.tmp.{pid}")
+}
+
+/// Whether `name` is one of [`atomic_write`]'s temp files; its writer's pid.
+pub fn temp_file_writer(name: &str) -> Option<i32> {
+    let (_, pid) = name.strip_prefix('.')?.rsplit_once(".tmp.")?;
+    pid.parse().ok()
+}
+
+/// Removes the temp files of atomic writes in `dir` whose writer is gone (a
+/// write killed between creating and renaming it: Slurm's timeout kill, an
+/// OOM kill). A live writer's file is never touched, so this is safe with or
+/// without the node lock. Best effort: failures are ignored.
+pub fn remove_stale_temp_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = temp_file_writer(&name.to_string_lossy()) else {
+            continue;
+        };
+        let alive = rustix::process::Pid::from_raw(pid).is_some_and(|p| {
+            !matches!(
+                rustix::process::test_kill_process(p),
+                Err(rustix::io::Errno::SRCH)
+            )
+        });
+        if !alive {
+            let _ = fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Removes `path` if present and makes the removal durable.

@@ -102,8 +102,11 @@ impl<'p> Store<'p> {
         fsutil::remove(&self.paths.job_record(job)).map(drop)
     }
 
-    /// Every active job's record, by job id. Files that are not records
-    /// (temp files of a crashed writer) are cleaned up.
+    /// Every active job's record, by job id. Read-only: files that are not
+    /// records (temp files, live or left by a killed writer) are skipped;
+    /// [`Store::remove_stale_temp_files`] cleans the dead ones. (Removing
+    /// them here raced with a live writer when `status` listed the records
+    /// without the lock.)
     pub fn records(&self) -> Result<BTreeMap<JobId, JobRecord>> {
         let dir = self.paths.jobs_dir();
         let mut out = BTreeMap::new();
@@ -111,8 +114,7 @@ impl<'p> Store<'p> {
             let entry = entry.map_err(Error::io("list", &dir))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with('.') && name.contains(".tmp.") {
-                let _ = std::fs::remove_file(entry.path());
+            if fsutil::temp_file_writer(&name).is_some() {
                 continue;
             }
             let Some(id) = name
@@ -126,6 +128,18 @@ impl<'p> Store<'p> {
             }
         }
         Ok(out)
+    }
+
+    /// Removes what atomic writes killed mid-way left in the state
+    /// directories (temp files of writers that are gone).
+    pub fn remove_stale_temp_files(&self) {
+        for dir in [
+            &self.paths.run_dir,
+            &self.paths.jobs_dir(),
+            &self.paths.lib_dir,
+        ] {
+            fsutil::remove_stale_temp_files(dir);
+        }
     }
 
     pub fn node_state(&self) -> Result<NodeState> {

@@ -239,3 +239,208 @@ pub fn ok(out: &Output) {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+// ------------------------------------------------------------ reliability helpers
+// (used by tests/reliability.rs; hooks.rs does not need them)
+
+/// What a transaction may change on a node, for exact before/after
+/// comparisons: setting values, job records (parsed, whole), the node's
+/// baseline, whether a journal is pending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub settings: BTreeMap<String, String>,
+    pub records: BTreeMap<String, serde_json::Value>,
+    pub baseline: BTreeMap<String, String>,
+    pub journal: bool,
+}
+
+impl Snapshot {
+    /// The same snapshot with each record's `time` removed (two runs of the
+    /// same transaction differ only there).
+    pub fn timeless(&self) -> Self {
+        let mut s = self.clone();
+        for r in s.records.values_mut() {
+            if let Some(o) = r.as_object_mut() {
+                o.remove("time");
+            }
+        }
+        s
+    }
+}
+
+impl Node {
+    /// The settings at `paths`, the records, the baseline and the journal.
+    pub fn snapshot(&self, paths: &[&str]) -> Snapshot {
+        let settings = paths
+            .iter()
+            .map(|p| ((*p).to_owned(), self.get(p)))
+            .collect();
+        let mut records = BTreeMap::new();
+        for name in self.records() {
+            if name.starts_with('.') {
+                continue;
+            }
+            let text = std::fs::read_to_string(self.path("/run/qoslane/jobs").join(&name))
+                .unwrap_or_else(|e| panic!("record {name}: {e}"));
+            let v: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("record {name}: {e}"));
+            records.insert(name, v);
+        }
+        let baseline = std::fs::read_to_string(self.path("/run/qoslane/node.json"))
+            .ok()
+            .map(|t| {
+                let v: serde_json::Value = serde_json::from_str(&t).expect("node.json is JSON");
+                v["baseline"]
+                    .as_object()
+                    .expect("node.json has a baseline")
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().expect("string").to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Snapshot {
+            settings,
+            records,
+            baseline,
+            journal: self.journal_exists(),
+        }
+    }
+
+    /// Files a writer left behind: temp files of atomic writes anywhere in
+    /// the state directories.
+    pub fn stray_files(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for dir in ["/run/qoslane", "/run/qoslane/jobs", "/var/lib/qoslane"] {
+            let Ok(rd) = std::fs::read_dir(self.path(dir)) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.contains(".tmp.") {
+                    out.push(format!("{dir}/{name}"));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// A stand-in `smpquery` for this node: `<root>/fakebin/smpquery`, a
+    /// symlink to the committed fake, driven by files beside it (see
+    /// tests/fixtures/bin/fake-smpquery).
+    pub fn fake_smpquery(&self) -> PathBuf {
+        let bin = self.root().join("fakebin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let link = bin.join("smpquery");
+        if !link.exists() {
+            std::os::unix::fs::symlink(fixture_bin("fake-smpquery"), &link).unwrap();
+        }
+        link
+    }
+
+    /// A file beside the fake smpquery (`any.sl2vl.txt`, `hang`, …).
+    pub fn smpquery_file(&self, name: &str, content: &str) {
+        self.fake_smpquery();
+        std::fs::write(self.root().join("fakebin").join(name), content).unwrap();
+    }
+
+    /// Copies a sysfs fixture (tests/fixtures/fabric/NAME) under the root.
+    pub fn add_fabric(&self, name: &str) {
+        copy_tree(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/fabric")
+                .join(name),
+            self.root(),
+        );
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// A captured smpquery output (tests/fixtures/smpquery/SCENARIO.OP.txt).
+pub fn captured_smpquery(scenario: &str, op: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/smpquery")
+        .join(format!("{scenario}.{op}.txt"));
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A filesystem mounted for one test (a tiny or read-only tmpfs), unmounted
+/// (lazily) when dropped. Declare it after the `Node` so it goes first.
+#[derive(Debug)]
+pub struct Mount {
+    pub path: PathBuf,
+}
+
+impl Mount {
+    /// `mount -t tmpfs -o OPTIONS tmpfs PATH` (PATH created). `None`, with a
+    /// message, when this machine does not let us mount (not root, no
+    /// CAP_SYS_ADMIN); a failure instead when `QOSLANE_REQUIRE_TOOLS=1` (CI).
+    pub fn tmpfs(path: &Path, options: &str) -> Option<Self> {
+        std::fs::create_dir_all(path).unwrap();
+        let out = Command::new("/usr/bin/mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(path)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self {
+                path: path.to_owned(),
+            }),
+            other => {
+                let why = match other {
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    std::env::var_os("QOSLANE_REQUIRE_TOOLS").is_none_or(|v| v != "1"),
+                    "cannot mount a tmpfs (QOSLANE_REQUIRE_TOOLS=1): {why}"
+                );
+                eprintln!("SKIPPED: cannot mount a tmpfs here: {why}");
+                None
+            }
+        }
+    }
+
+    /// Remounts read-only (or back).
+    pub fn remount(&self, options: &str) {
+        let out = Command::new("/usr/bin/mount")
+            .args(["-o", &format!("remount,{options}")])
+            .arg(&self.path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Fills the filesystem: a file that takes every free block.
+    pub fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.path.join(".filler")).unwrap();
+        let block = [0u8; 1024];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.sync_all();
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("/usr/bin/umount")
+            .arg("-l")
+            .arg(&self.path)
+            .output();
+    }
+}

@@ -1,0 +1,11 @@
+//! Fuzz target `scontrol_qos`: the checks are in `src/scontrol.rs` (shared with the
+//! stable test suite, `tests/reliability.rs`).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../src/scontrol.rs"]
+mod body;
+
+fuzz_target!(|data: &[u8]| body::check(data));

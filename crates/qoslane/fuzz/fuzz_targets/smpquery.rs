@@ -1,0 +1,11 @@
+//! Fuzz target `smpquery`: the checks are in `src/smpquery.rs` (shared with the
+//! stable test suite, `tests/reliability.rs`).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../src/smpquery.rs"]
+mod body;
+
+fuzz_target!(|data: &[u8]| body::check(data));

@@ -1,0 +1,156 @@
+//! The body of the `smpquery` fuzz target, apart from libFuzzer so the stable
+//! test suite runs the same checks (`tests/reliability.rs` includes this file
+//! as a module).
+//!
+//! `qoslane::fabric::smpquery::{parse_sl2vl, parse_portinfo, parse_vlarb}`
+//! read infiniband-diags' output; the fabric check stands on them. For any
+//! text (`Smpquery` refuses output that is not UTF-8 before parsing):
+//!
+//! - no panic, no hang, errors render and name a line that exists;
+//! - what parses is in range: SL2VL entries 0..=15, OperVLs/VLCap one of the
+//!   five ranges, arbitration VLs 0..=15 with exactly the announced number of
+//!   entries per table;
+//! - round trip: a table rendered the way smpquery prints it parses back to
+//!   the same values (from bytes, for the fuzzer: `check_roundtrip`).
+
+use qoslane::fabric::smpquery::{ParseError, parse_portinfo, parse_sl2vl, parse_vlarb};
+use qoslane::fabric::{VlArbEntry, VlRange};
+
+fn check_error(text: &str, e: &ParseError) {
+    let lines = text.lines().count();
+    assert!(e.line <= lines, "error line {} of {lines}: {e}", e.line);
+    assert!(!e.to_string().is_empty());
+}
+
+/// Any text through all three parsers.
+pub fn check_text(text: &str) {
+    match parse_sl2vl(text) {
+        Ok(t) => assert!(t.as_array().iter().all(|&vl| vl <= 15)),
+        Err(e) => check_error(text, &e),
+    }
+    match parse_portinfo(text) {
+        Ok(p) => {
+            for r in [p.oper_vls, p.vl_cap] {
+                assert!([1, 2, 4, 8, 15].contains(&r.data_vls()), "{r}");
+                assert_eq!(VlRange::parse(r.as_str()), Some(r));
+            }
+            assert!(!p.link_state.is_empty());
+        }
+        Err(e) => check_error(text, &e),
+    }
+    match parse_vlarb(text) {
+        Ok(a) => {
+            assert!(a.low.iter().chain(&a.high).all(|e| e.vl <= 15));
+            if let Some((low, high)) = announced_caps(text) {
+                assert_eq!((a.low.len(), a.high.len()), (low, high), "{text:?}");
+            }
+        }
+        Err(e) => check_error(text, &e),
+    }
+}
+
+/// `LowCap N HighCap M` of a vlarb title line, as the parser should read it.
+fn announced_caps(text: &str) -> Option<(usize, usize)> {
+    let title = text.lines().find(|l| !l.trim().is_empty())?;
+    let (rest, high) = title.rsplit_once(" HighCap ")?;
+    let (_, low) = rest.rsplit_once(" LowCap ")?;
+    Some((low.parse().ok()?, high.trim().parse().ok()?))
+}
+
+/// `smpquery -D sl2vl 0` for a CA port.
+pub fn render_sl2vl(table: &[u8; 16]) -> String {
+    let cells = |f: &dyn Fn(usize) -> String| (0..16).map(f).collect::<String>();
+    format!(
+        "# SL2VL table: DR path slid 65535; dlid 65535; 0\n\
+         #                 SL: |{}\n\
+         ports: in  0, out  0: |{}\n",
+        cells(&|i| format!("{i:2}|")),
+        cells(&|i| format!("{:2}|", table[i]))
+    )
+}
+
+/// `smpquery -D portinfo 0`, the fields the check reads among others.
+pub fn render_portinfo(port: u32, state: &str, cap: VlRange, oper: VlRange) -> String {
+    let field =
+        |name: &str, value: &str| format!("{name}:{}{value}\n", ".".repeat(32 - name.len()));
+    [
+        "# Port info: DR path slid 65535; dlid 65535; 0 port 0\n".to_owned(),
+        field("Mkey", "<not displayed>"),
+        field("CapMask", "0x50c048"),
+        "\t\t\t\tIsTrapSupported\n".to_owned(),
+        field("LocalPort", &port.to_string()),
+        field("LinkState", state),
+        field("VLCap", cap.as_str()),
+        field("VLArbHighCap", "8"),
+        field("VLArbLowCap", "8"),
+        field("OperVLs", oper.as_str()),
+        field("McastPkeyTrapSuppressionEnabled", "0"),
+    ]
+    .concat()
+}
+
+/// `smpquery -D vlarb 0`: rows of at most 32 entries (one MAD block each).
+pub fn render_vlarb(low: &[VlArbEntry], high: &[VlArbEntry]) -> String {
+    let mut s = format!(
+        "# VLArbitration tables: DR path slid 65535; dlid 65535; 0 port 0 LowCap {} HighCap {}\n",
+        low.len(),
+        high.len()
+    );
+    for (name, table) in [("Low", low), ("High", high)] {
+        if table.is_empty() {
+            continue;
+        }
+        s.push_str(&format!("# {name} priority VL Arbitration Table:\n"));
+        for block in table.chunks(32) {
+            s.push_str("VL    : |");
+            for e in block {
+                s.push_str(&format!("{:<4}|", format!("0x{:x}", e.vl)));
+            }
+            s.push_str("\nWEIGHT: |");
+            for e in block {
+                s.push_str(&format!("{:<4}|", format!("0x{:x}", e.weight)));
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// Tables from bytes, rendered, parsed back: the same values.
+pub fn check_roundtrip(data: &[u8]) {
+    let byte = |i: usize| data.get(i).copied().unwrap_or(0);
+    let mut table = [0u8; 16];
+    for (i, t) in table.iter_mut().enumerate() {
+        *t = byte(i) & 0x0f;
+    }
+    let t = parse_sl2vl(&render_sl2vl(&table)).expect("rendered sl2vl parses");
+    assert_eq!(t.as_array(), &table);
+
+    let range = |b: u8| VlRange::from_code(1 + b % 5).expect("1..=5");
+    let (cap, oper) = (range(byte(16)), range(byte(17)));
+    let port = u32::from(byte(18)) + 1;
+    let p = parse_portinfo(&render_portinfo(port, "Active", cap, oper)).expect("portinfo parses");
+    assert_eq!((p.local_port, p.vl_cap, p.oper_vls), (port, cap, oper));
+
+    let rest = data.get(19..).unwrap_or(&[]);
+    let low_len = usize::from(byte(19) % 65);
+    let entries: Vec<VlArbEntry> = rest
+        .chunks(2)
+        .map(|c| VlArbEntry {
+            vl: c[0] & 0x0f,
+            weight: c.get(1).copied().unwrap_or(0),
+        })
+        .collect();
+    let (low, high) = entries.split_at(low_len.min(entries.len()));
+    let high = &high[..high.len().min(64)];
+    let a = parse_vlarb(&render_vlarb(low, high)).expect("rendered vlarb parses");
+    assert_eq!((a.low.as_slice(), a.high.as_slice()), (low, high));
+}
+
+/// The fuzz entry.
+pub fn check(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        check_text(text);
+    }
+    check_roundtrip(data);
+}
