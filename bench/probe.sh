@@ -60,7 +60,7 @@ record fabric "prolog, no fabric cache: probe with the real smpquery" prolog-pro
 from=$(alines "$R")
 hf prolog-cached-real --prepare "$QL epilog" "$QL prolog"
 check prolog-cached-real "$R" "$from" prolog applied --source scontrol --min "$PRUNS" >/dev/null
-record fabric "prolog, fabric cache fresh (same node)" prolog-cached-real --target-ms 5
+record fabric "prolog on the ibsim node, fabric cache fresh (QoS from the fixture scontrol)" prolog-cached-real --target-ms 5
 "$QL" epilog >/dev/null 2>&1
 
 # By hand, probing every time like qoslane without a cache.

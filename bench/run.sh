@@ -16,6 +16,8 @@
 #                        its `bench:begin`/`bench:end` markers)
 #     --wait-quiet S     wait up to S seconds for the 1-min load to drop below 0.5
 #                        before measuring (the machine is shared; default 0)
+#     --append           keep the results of the sections not re-run (e.g. re-run
+#                        `--only controller --append` once the Slurm rig is free)
 #   Environment: BENCH_OUT (default bench/results/latest), BENCH_WORK (fixture
 #   roots, default /var/tmp/qoslane-bench), BENCH_TMPFS (their run/ dirs,
 #   default /dev/shm/qoslane-bench), RIG_DIR (Slurm rig state,
@@ -35,6 +37,7 @@ QUICK=0
 ONLY=hooks,growth,storm,fabric,controller,criterion
 UPDATE_DOC=0
 WAIT_QUIET=0
+APPEND=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1; RUNS=30 ;;
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
     --no-rigs) ONLY=$(echo "$ONLY" | tr ',' '\n' | grep -vxE 'fabric|controller' | paste -sd,) ;;
     --update-doc) UPDATE_DOC=1 ;;
     --wait-quiet) WAIT_QUIET=$2; shift ;;
+    --append) APPEND=1 ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 64 ;;
   esac
@@ -56,7 +60,23 @@ OUT=${BENCH_OUT:-$REPO/bench/results/latest}
 WORK=${BENCH_WORK:-/var/tmp/qoslane-bench}
 export BENCH_TMPFS=${BENCH_TMPFS:-/dev/shm/qoslane-bench}
 export RIG_DIR=${RIG_DIR:-/tmp/qoslane-slurmrig}
-rm -rf "$OUT" "$WORK" "$BENCH_TMPFS"
+if [ "$APPEND" = 1 ] && [ -f "$OUT/results.jsonl" ]; then
+  # Drop the rows of the sections about to be re-run; keep the others.
+  python3 - "$OUT/results.jsonl" "$ONLY" <<'PY'
+import json, sys
+path, only = sys.argv[1], sys.argv[2].split(",")
+prefix = {"hooks": ("hooks",), "growth": ("growth",), "storm": ("storm",), "fabric": ("fabric",),
+          "controller": ("controller",), "criterion": ("criterion",)}
+drop = tuple(p for o in only for p in prefix.get(o, ()))
+rows = [l for l in open(path) if not json.loads(l)["section"].startswith(drop)]
+open(path, "w").writelines(rows)
+PY
+  rm -f "$OUT/failures.txt"
+  mv "$OUT/meta.txt" "$OUT/meta.prev.txt" 2>/dev/null || true
+else
+  rm -rf "$OUT"
+fi
+rm -rf "$WORK" "$BENCH_TMPFS"
 mkdir -p "$OUT/raw" "$WORK/bin" "$BENCH_TMPFS"
 for tool in hyperfine python3 cargo; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is missing (Debian: apt-get install hyperfine python3)" >&2; exit 69; }
@@ -79,6 +99,7 @@ export QL
   echo "tools: $(hyperfine --version), $(rustc --version)"
   echo "binary: $(stat -c %s "$QL") bytes"
   echo "runs per row: $RUNS"
+  echo "sections: $ONLY$([ "$APPEND" = 1 ] && echo " (appended to an earlier run's other sections)")"
 } > "$OUT/meta.txt"
 cat "$OUT/meta.txt" >&2
 if [ "$WAIT_QUIET" -gt 0 ]; then
@@ -182,8 +203,8 @@ for i in range(1024):
 open(sys.argv[1], "w").write("\n".join(lines) + "\n")
 PY
   set +e
-  "$QL" validate "$WORK/map-1024-levels.yml" > "$OUT/raw/validate-1024-levels.txt" 2>&1
-  echo "exit $?" >> "$OUT/raw/validate-1024-levels.txt"
+  "$QL" validate "$WORK/map-1024-levels.yml" > "$OUT/raw/validate-1024-levels.out" 2>&1
+  echo "exit $?" >> "$OUT/raw/validate-1024-levels.out"
   set -e
   hf validate-1024-levels -i "$QL validate $WORK/map-1024-levels.yml"
   record growth-validate "qoslane validate: 1,024 levels (invalid: 1,008 duplicate SLs, all reported)" validate-1024-levels --param levels=1024 --param qos=1024

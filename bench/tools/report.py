@@ -75,6 +75,26 @@ def simple_table(rows, first="case"):
     return "\n".join(o)
 
 
+def summary(rows):
+    """The targets of issue 8, one row each, from whatever rows this run has."""
+    o = ["| what | target | median ms (IQR; p95) | peak RSS MB (max) | met |", "|---|---|---:|---:|---|"]
+    for r in by(rows, "hooks", "fabric"):
+        if not r.get("target_ms"):
+            continue
+        w = r["wall_ms"]
+        rss = f"{r['rss_mb']['max']:.1f}" if r.get("rss_mb") else "—"
+        tgt = f"< {r['target_ms']:g} ms" + (f", < {r['target_rss_mb']:g} MB" if r.get("rss_mb") else "")
+        o.append(f"| {esc(r['label'])} | {tgt} | {f(w['median'])} ({f(w['p25'])}–{f(w['p75'])}; {f(w['p95'])}) | "
+                 f"{rss} | {verdict(r)} |")
+    for r in by(rows, "storm"):
+        ok = r["total_wall_ms"] < 2000 and not r["problems"]
+        o.append(f"| {esc(r['label'])}: total wall | < 2 s, every run inside its {r['deadline_ms']} ms deadline, "
+                 f"final state = baseline | {f(r['total_wall_ms'])} total; longest run "
+                 f"{f(max(r['prolog_ms']['max'], r['epilog_ms']['max']))} | — | "
+                 f"{'yes' if ok else '**no**'}{'' if not r['problems'] else ': ' + '; '.join(r['problems'][:2])} |")
+    return "\n".join(o)
+
+
 def find(rows, label_start):
     for r in rows:
         if r["label"].startswith(label_start):
@@ -112,7 +132,7 @@ def main():
                       f"{f(qp['wall_ms']['median'])} (probe every run, QoS from env) | {hp['wall_ms']['median'] / qp['wall_ms']['median']:.2f}× |")
     hr = find(fab, "by hand")
     pr = find(fab, "prolog, no fabric cache")
-    pc = find(fab, "prolog, fabric cache fresh")
+    pc = find(fab, "prolog on the ibsim node, fabric cache fresh")
     if hr and pr:
         ratios.append(f"| fixture scontrol + real smpquery (ibsim) | {f(hr['wall_ms']['median'])} | "
                       f"{f(pr['wall_ms']['median'])} (probe every run) | {hr['wall_ms']['median'] / pr['wall_ms']['median']:.2f}× |")
@@ -175,16 +195,19 @@ def main():
     if os.path.exists(fails):
         s += ["", "**Failed checks:**", "", "```", open(fails).read().strip(), "```"]
     text = "\n".join(s) + "\n"
+    head = summary(rows) + "\n\n" + s[0] + "\n"
     if a.splice:
         doc = open(a.splice).read()
-        b, e = "<!-- bench:begin -->", "<!-- bench:end -->"
-        if b not in doc or e not in doc:
-            sys.exit(f"{a.splice}: no {b} ... {e} markers")
-        pre, rest = doc.split(b, 1)
-        _, post = rest.split(e, 1)
-        open(a.splice, "w").write(pre + b + "\n" + text + e + post)
+        for (b, e), body in ((("<!-- bench:summary -->", "<!-- bench:summary-end -->"), head),
+                             (("<!-- bench:begin -->", "<!-- bench:end -->"), text)):
+            if b not in doc or e not in doc:
+                sys.exit(f"{a.splice}: no {b} ... {e} markers")
+            pre, rest = doc.split(b, 1)
+            _, post = rest.split(e, 1)
+            doc = pre + b + "\n" + body + e + post
+        open(a.splice, "w").write(doc)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write("### Targets\n\n" + summary(rows) + "\n\n" + text)
 
 
 if __name__ == "__main__":
