@@ -175,25 +175,34 @@ if want hooks; then
 fi
 
 # ------------------------------------------------------------------ 2. growth
+# Each curve is measured interleaved (bench/tools/curve.py: every iteration
+# runs the hook once on each node of the curve), so load that comes and goes
+# on the shared machine hits every point alike.
 if want growth; then
   bsay "section growth: mapping size, active jobs, ports"
   GRUNS=$(( RUNS / 2 > 20 ? RUNS / 2 : 20 ))
-  HF=(hyperfine -N --style basic --warmup 5 --runs "$GRUNS"); MRUNS=$GRUNS
-  export SLURM_SCRIPT_CONTEXT=prolog_slurmd
+  ENVQ='SLURM_SCRIPT_CONTEXT=prolog_slurmd,SLURM_JOB_QOS=$BENCH_QOS'
+  curve() { python3 bench/tools/curve.py "$OUT" "$@" >> "$OUT/raw/growth.txt" || nok "growth curve $2 $1: $(tail -3 "$OUT/raw/growth.txt")"; }
+
   # Mapping size: levels (at most 16: SLs are 4 bits and distinct) and QoS names.
+  specs=()
   for spec in 4:4 16:16 16:64 16:1024; do
     lv=${spec%%:*}; nq=${spec##*:}
     R=$WORK/map-$lv-$nq
     bench_node "$R" "$lv" "$nq" 1
-    node_env "$R"; export SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=$BENCH_QOS
-    warm_cache "$R"
-    measure_prolog "map-$lv-$nq" "$R" 7 growth-mapping "$lv levels, $nq QoS names" env "" --param levels="$lv" --param qos="$nq"
+    node_env "$R"; warm_cache "$R"
+    specs+=("$lv levels, $nq QoS names=$R,$ENVQ")
+  done
+  curve growth-mapping prolog "$GRUNS" "${specs[@]}"
+  curve growth-mapping-epilog epilog "$GRUNS" "${specs[@]}"
+  HF=(hyperfine -N --style basic --warmup 5 --runs "$GRUNS")
+  for spec in 4:4 16:16 16:64 16:1024; do
+    lv=${spec%%:*}; nq=${spec##*:}; R=$WORK/map-$lv-$nq
     hf "validate-$lv-$nq" "$QL validate $R/etc/qoslane/qos-network.yml"
     record growth-validate "qoslane validate: $lv levels, $nq QoS names ($(wc -c < "$R/etc/qoslane/qos-network.yml") bytes)" "validate-$lv-$nq" --param levels="$lv" --param qos="$nq"
     node_is_baseline "$R" || nok "map-$lv-$nq not at baseline"
   done
   # 1,024 levels cannot exist; show that the validator says so.
-  gen_mapping 16 16 3>/dev/null > /dev/null
   if gen_mapping 17 17 3>/dev/null >/dev/null 2>&1; then nok "gen_mapping accepted 17 levels"; fi
   python3 - "$WORK/map-1024-levels.yml" <<'PY'
 import sys
@@ -207,32 +216,40 @@ PY
   echo "exit $?" >> "$OUT/raw/validate-1024-levels.out"
   set -e
   hf validate-1024-levels -i "$QL validate $WORK/map-1024-levels.yml"
-  record growth-validate "qoslane validate: 1,024 levels (invalid: 1,008 duplicate SLs, all reported)" validate-1024-levels --param levels=1024 --param qos=1024
+  record growth-validate "qoslane validate: 1,024 levels (invalid: $(grep -c ': error:' "$OUT/raw/validate-1024-levels.out") duplicate-SL errors, all reported, $(tail -1 "$OUT/raw/validate-1024-levels.out"))" validate-1024-levels --param levels=1024 --param qos=1024
 
   # Active jobs on the node (examples/qos-network.yml, one port).
+  specs=()
   for n in 1 8 64; do
     R=$WORK/jobs-$n
     bench_node "$R" 4 5 1 "$REPO/examples/qos-network.yml"
-    node_env "$R"; export SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=high
-    warm_cache "$R"
+    node_env "$R"; warm_cache "$R"
     populate "$R" "$n"
-    measure_prolog "jobs-$n-prolog" "$R" 7 growth-jobs "prolog with $n active job(s) after it" env "" --param jobs="$n"
-    # another job of a higher level may keep the ToS: `unchanged` is right then
-    EPILOG_OUTCOMES=reverted,unchanged measure_epilog "jobs-$n-epilog" "$R" 7 growth-jobs "epilog with $n active job(s) before it" "" --param jobs="$n"
+    specs+=("$n active job(s) with it=$R,$ENVQ")
   done
+  curve growth-jobs prolog "$GRUNS" "${specs[@]}"
+  curve growth-jobs-epilog epilog "$GRUNS" "${specs[@]}"
 
-  # Ports: cached (job start) and probed (no cache: the fixture smpquery per port).
+  # Ports: cached (job start), interleaved; probed (no cache), one by one.
+  specs=()
   for p in 1 4 16; do
     R=$WORK/ports-$p
     bench_node "$R" 4 5 "$p" "$REPO/examples/qos-network.yml"
+    node_env "$R"; warm_cache "$R"
+    specs+=("$p port(s), fabric cache fresh=$R,$ENVQ")
+  done
+  curve growth-ports prolog "$GRUNS" "${specs[@]}"
+  HF=(hyperfine -N --style basic --warmup 5 --runs "$(( GRUNS / 2 ))"); MRUNS=$(( GRUNS / 2 ))
+  for p in 1 4 16; do
+    R=$WORK/ports-$p
     node_env "$R"; export SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=high
-    warm_cache "$R"
-    measure_prolog "ports-$p-cached" "$R" 7 growth-ports "$p port(s), fabric cache fresh" env "" --param ports="$p"
     from=$(alines "$R"); export SLURM_JOB_ID=7
     hf "ports-$p-probe" --prepare "bash -c '$QL epilog; rm -f $R/run/qoslane/fabric.json'" "$QL prolog"
-    check "ports-$p-probe" "$R" "$from" prolog applied --source env --min "$GRUNS" >/dev/null
-    record growth-ports "$p port(s), no cache: probe every port (fixture smpquery)" "ports-$p-probe" --param ports="$p"
+    check "ports-$p-probe" "$R" "$from" prolog applied --source env --min "$MRUNS" >/dev/null
+    record growth-ports-probe "$p port(s), no cache: probe every port (fixture smpquery)" "ports-$p-probe" --param ports="$p"
     "$QL" epilog >/dev/null 2>&1
+    warm_cache "$R"
+    node_is_baseline "$R" || nok "ports-$p not at baseline"
   done
   unset SLURM_SCRIPT_CONTEXT SLURM_JOB_QOS MRUNS
   HF=(hyperfine -N --style basic --warmup 10 --runs "$RUNS")

@@ -150,10 +150,13 @@ def main():
     if busy:
         s += ["", "### The same hooks on a node whose jobs keep every core busy (informative)", "",
               simple_table(busy)]
-    for sec, title in (("growth-mapping", "Growth: mapping size (prolog, QoS from SLURM_JOB_QOS, one port, cache fresh)"),
+    for sec, title in (("growth-mapping", "Growth: mapping size — prolog (QoS from SLURM_JOB_QOS, one port, cache fresh; interleaved)"),
+                       ("growth-mapping-epilog", "Growth: mapping size — epilog (interleaved)"),
                        ("growth-validate", "Growth: `qoslane validate` of the same mappings"),
-                       ("growth-jobs", "Growth: active jobs on the node (QoS from SLURM_JOB_QOS)"),
-                       ("growth-ports", "Growth: HCA ports")):
+                       ("growth-jobs", "Growth: active jobs on the node — prolog (QoS from SLURM_JOB_QOS; interleaved)"),
+                       ("growth-jobs-epilog", "Growth: active jobs on the node — epilog (interleaved)"),
+                       ("growth-ports", "Growth: HCA ports, fabric cache fresh — prolog (interleaved)"),
+                       ("growth-ports-probe", "Growth: HCA ports, no fabric cache — prolog probing every port")):
         g = by(rows, sec)
         if g:
             s += ["", f"### {title}", "", simple_table(g)]
