@@ -16,8 +16,8 @@ PKGS=(
   # Omnia integration (python3-apt: Ansible's apt module; rpm: rpmbuild for the .rpm;
   # python3-venv: ansible-lint is installed from PyPI into a venv by deploy/omnia/lint.sh)
   ansible-core yamllint python3-apt rpm python3-venv
-  # benchmarks
-  hyperfine
+  # benchmarks (bench/run.sh): hyperfine, /usr/bin/time for peak RSS
+  hyperfine time
   # misc used by scripts
   procps psmisc python3
 )
