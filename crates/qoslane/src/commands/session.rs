@@ -54,13 +54,9 @@ impl<'p> Session<'p> {
                         r.journal.event, r.journal.pid
                     ));
                     self.rolled_back = true;
-                    self.node = Some(node);
-                    return self
-                        .node
-                        .as_ref()
-                        .ok_or_else(|| Error::Internal("node lock vanished".into()));
+                } else {
+                    self.audit_recovered(&r);
                 }
-                self.audit_recovered(&r);
             }
             self.node = Some(node);
         }
