@@ -19,10 +19,10 @@
 #
 # Layout (both packages):
 #   /usr/sbin/qoslane, /usr/sbin/hookrun
-#   /usr/share/man/man1/qoslane*.1.gz
-#   /usr/share/bash-completion/completions/qoslane
-#   /usr/share/zsh/vendor-completions/_qoslane   (.deb; .rpm: zsh/site-functions)
-#   /usr/share/fish/vendor_completions.d/qoslane.fish
+#   /usr/share/man/man1/{qoslane,hookrun}*.1.gz
+#   /usr/share/bash-completion/completions/{qoslane,hookrun}
+#   /usr/share/zsh/vendor-completions/_{qoslane,hookrun}   (.deb; .rpm: zsh/site-functions)
+#   /usr/share/fish/vendor_completions.d/{qoslane,hookrun}.fish
 #   /usr/share/doc/qoslane/examples/qos-network.yml
 #   /usr/lib/qoslane/hooks/{prolog.d,epilog.d,task-prolog.d,health.d}/NN-qoslane
 # The hooks are NOT installed into /etc/slurm: installing the package changes
@@ -70,10 +70,13 @@ mkdir -p "$OUT"
 # ------------------------------------------------------------ generated files
 GEN=$REPO/target/packaging/generated
 rm -rf "$GEN"; mkdir -p "$GEN/man" "$GEN/completions"
-"$REL/qoslane" generate man "$GEN/man"
-for sh in bash zsh fish; do "$REL/qoslane" generate completions "$sh" "$GEN/completions"; done
+for bin in qoslane hookrun; do
+  "$REL/$bin" generate man "$GEN/man"
+  for sh in bash zsh fish; do "$REL/$bin" generate completions "$sh" "$GEN/completions"; done
+done
 gzip -9n "$GEN"/man/*.1
 [ -s "$GEN/man/qoslane.1.gz" ] || die "qoslane generate man wrote no qoslane.1"
+[ -s "$GEN/man/hookrun.1.gz" ] || die "hookrun generate man wrote no hookrun.1"
 
 # ------------------------------------------------------------ staged tree
 # stage DIR ZSH_DIR: the installed tree under DIR
@@ -84,9 +87,11 @@ stage() {
   install -D -m 0755 "$REL/hookrun" "$d/usr/sbin/hookrun"
   install -d -m 0755 "$d/usr/share/man/man1"
   install -m 0644 "$GEN"/man/*.1.gz "$d/usr/share/man/man1/"
-  install -D -m 0644 "$GEN/completions/qoslane.bash" "$d/usr/share/bash-completion/completions/qoslane"
-  install -D -m 0644 "$GEN/completions/_qoslane" "$d$zsh/_qoslane"
-  install -D -m 0644 "$GEN/completions/qoslane.fish" "$d/usr/share/fish/vendor_completions.d/qoslane.fish"
+  for b in qoslane hookrun; do
+    install -D -m 0644 "$GEN/completions/$b.bash" "$d/usr/share/bash-completion/completions/$b"
+    install -D -m 0644 "$GEN/completions/_$b" "$d$zsh/_$b"
+    install -D -m 0644 "$GEN/completions/$b.fish" "$d/usr/share/fish/vendor_completions.d/$b.fish"
+  done
   install -D -m 0644 "$REPO/examples/qos-network.yml" "$d/usr/share/doc/qoslane/examples/qos-network.yml"
   for p in "$REPO"/packaging/hooks/*.d/*; do
     install -D -m 0755 "$p" "$d/usr/lib/qoslane/hooks/$(basename "$(dirname "$p")")/$(basename "$p")"

@@ -86,12 +86,14 @@ DEB=$(ls "$WORK"/packages/qoslane_*.deb)
 VERSION=$("$QL" --version | awk '{print $2}')
 
 # The files each package must hold (man pages: whatever qoslane generates).
-mkdir -p "$WORK/man"; "$QL" generate man "$WORK/man"
+mkdir -p "$WORK/man"; "$QL" generate man "$WORK/man"; "$(dirname "$QL")/hookrun" generate man "$WORK/man"
 expected() { # expected ZSH_DIR
   {
     printf '%s\n' /usr/sbin/qoslane /usr/sbin/hookrun \
       /usr/share/bash-completion/completions/qoslane "$1/_qoslane" \
       /usr/share/fish/vendor_completions.d/qoslane.fish \
+      /usr/share/bash-completion/completions/hookrun "$1/_hookrun" \
+      /usr/share/fish/vendor_completions.d/hookrun.fish \
       /usr/share/doc/qoslane/examples/qos-network.yml \
       /usr/lib/qoslane/hooks/prolog.d/10-qoslane /usr/lib/qoslane/hooks/epilog.d/50-qoslane \
       /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane /usr/lib/qoslane/hooks/health.d/10-qoslane

@@ -44,7 +44,10 @@ pub fn main() -> i32 {
 
 /// Runs a parsed command line against an environment snapshot.
 pub fn run(cli: &Cli, env: &EnvSnapshot) -> i32 {
-    let action = match action(cli.command, env) {
+    if let Some(Command::Generate { what }) = &cli.command {
+        return generate(what);
+    }
+    let action = match action(cli.command.clone(), env) {
         Ok(action) => action,
         Err(message) => {
             log::phase(Priority::Error, "error", &message);
@@ -76,6 +79,9 @@ pub fn action(command: Option<Command>, env: &EnvSnapshot) -> Result<Action, Str
         Some(Command::TaskProlog) => Action::Run(Phase::TaskProlog),
         Some(Command::Health) => Action::Run(Phase::Health),
         Some(Command::List { phase }) => Action::List(phase),
+        Some(Command::Generate { .. }) => {
+            return Err("`generate` writes files; it runs no hooks".into());
+        }
         None => match env.text(ENV_SCRIPT_CONTEXT).map_err(|e| e.to_string())? {
             None => Action::Run(Phase::Health),
             Some(context) => Action::Run(Phase::from_script_context(context).ok_or_else(|| {
@@ -87,6 +93,33 @@ pub fn action(command: Option<Command>, env: &EnvSnapshot) -> Result<Action, Str
             })?),
         },
     })
+}
+
+/// `hookrun generate man DIR` / `completions SHELL DIR`: the man page and
+/// completions come from the same clap definitions as the parser.
+fn generate(what: &crate::cli::Generate) -> i32 {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let dir = match what {
+        crate::cli::Generate::Man { dir } | crate::cli::Generate::Completions { dir, .. } => dir,
+    };
+    let result = std::fs::create_dir_all(dir).and_then(|()| match what {
+        crate::cli::Generate::Man { .. } => clap_mangen::generate_to(cmd, dir),
+        crate::cli::Generate::Completions { shell, .. } => {
+            clap_complete::generate_to(*shell, &mut cmd, "hookrun", dir).map(drop)
+        }
+    });
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            log::phase(
+                Priority::Error,
+                "error",
+                &format!("generate into {}: {e}", dir.display()),
+            );
+            exit::USAGE
+        }
+    }
 }
 
 fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {

@@ -49,7 +49,7 @@ pub struct Cli {
 }
 
 /// What to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
     /// Run prolog.d/ (Slurm `Prolog=`); stops at the first failed required hook.
     Prolog,
@@ -66,6 +66,24 @@ pub enum Command {
         /// Only this phase.
         #[arg(value_enum)]
         phase: Option<Phase>,
+    },
+    /// Write the man page or shell completions (for packaging).
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: Generate,
+    },
+}
+
+/// What `hookrun generate` writes, from these same definitions.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum Generate {
+    /// Man pages into DIR.
+    Man { dir: PathBuf },
+    /// Completions for SHELL into DIR.
+    Completions {
+        shell: clap_complete::Shell,
+        dir: PathBuf,
     },
 }
 

@@ -87,3 +87,30 @@ fn help_and_bad_arguments() {
     let bad = fx.hookrun().args(["reboot"]).run();
     assert_eq!(bad.code, Some(2), "{}", bad.stderr);
 }
+
+#[test]
+fn generate_writes_man_pages_and_completions_and_runs_no_hook() {
+    let fx = Fixture::new();
+    fx.recording_hook("health", "10-check", "");
+    let out = fx.path("generated");
+    let dir = out.to_str().unwrap();
+    let run = fx.hookrun().args(["generate", "man", dir]).run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let man = std::fs::read_to_string(out.join("hookrun.1")).unwrap();
+    assert!(
+        man.contains(".TH hookrun") && man.contains("prolog"),
+        "{man}"
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let run = fx
+            .hookrun()
+            .args(["generate", "completions", shell, dir])
+            .run();
+        assert_eq!(run.code, Some(0), "{shell}: {}", run.stderr);
+    }
+    assert!(out.join("hookrun.bash").exists() && out.join("_hookrun").exists());
+    assert!(
+        fx.ran().is_empty(),
+        "generate must not run the health check"
+    );
+}
