@@ -85,7 +85,7 @@ export RIG_DIR=${RIG_DIR:-/tmp/qoslane-slurmrig}
 start_slurm() {
   local r=$1
   # One suite at a time owns the machine's Slurm (the rig rewrites /etc/slurm).
-  exec 9>/run/lock/qoslane-slurm-rig.lock
+  mkdir -p /run/lock; exec 9>/run/lock/qoslane-slurm-rig.lock
   flock -w 1800 9 || { say "another suite holds the Slurm rig lock"; return 1; }
   RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
   RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \

@@ -28,7 +28,7 @@ WORK=$(mktemp -d /tmp/qoslane-omnia.XXXXXX); chmod 0755 "$WORK"
 mkdir -p "$WORK/out" "$WORK/input" "$WORK/packages"; chmod 1777 "$WORK/out"
 
 # One Slurm rig per machine: the e2e suites take turns.
-exec 9>/run/lock/qoslane-slurm-rig.lock
+mkdir -p /run/lock; exec 9>/run/lock/qoslane-slurm-rig.lock
 flock -w 1800 9 || { say "another suite holds the Slurm rig lock"; exit 1; }
 if pgrep -x slurmctld >/dev/null && ! [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
   say "a slurmctld not started from $RIG_DIR is running; not touching it"; exit 1
