@@ -21,17 +21,9 @@ HF=(hyperfine -N --style basic --warmup 5 --runs "$PRUNS"); MRUNS=$PRUNS
 
 R=$WORK/fabric
 bench_node "$R" 4 5 1 "$BENCH_REPO/examples/qos-network.yml"
-# This node's port is the simulated node2's: its identity from the rig.
-p=$R/sys/class/infiniband/mlx5_0
-printf '%s\n' "${RIG_NODE_GUID:?}" | sed 's/^0x//; s/\(....\)/\1:/g; s/:$//' > "$p/node_guid"
-printf '0x%x\n' "$RIG_LID" > "$p/ports/1/lid"
-printf '0x%x\n' "$RIG_SM_LID" > "$p/ports/1/sm_lid"
-rm -f "$R/bin/smpquery"
-ln -s "$BENCH_REPO/rigs/smpquery-sim" "$R/bin/smpquery"
-cat > "$R/bin/smpquery.env" <<ENV
-export IBSIM_SOCKNAME=$IBSIM_SOCKNAME RIG_UMAD2SIM=$RIG_UMAD2SIM RIG_WORK=$RIG_WORK RIG_CA=$RIG_CA
-export SMPQUERY_SIM_HOSTS=mlx5_0=node2
-ENV
+# This node's HCA port is the simulated node2's (identity, real smpquery).
+. "$BENCH_REPO/rigs/sim_port.sh"
+attach_sim_port "$R"
 node_env "$R"
 export SLURM_JOB_ID=7
 

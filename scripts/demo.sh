@@ -32,19 +32,9 @@ show() { printf '$ %s\n' "$*"; "$@"; }
 
 # ------------------------------------------------------------------ the node
 make_node "$R" examples/qos-network.yml
-# This node's HCA port is the simulated node2's: identity from the rig.
-p=$R/sys/class/infiniband/mlx5_0
-printf '%s\n' "${RIG_NODE_GUID:?}" | sed 's/^0x//; s/\(....\)/\1:/g; s/:$//' > "$p/node_guid"
-printf '0x%x\n' "$RIG_LID" > "$p/ports/1/lid"
-printf '0x%x\n' "$RIG_SM_LID" > "$p/ports/1/sm_lid"
-# qoslane runs the real smpquery against the simulated fabric through the
-# wrapper; it cannot pass an environment, so the wrapper reads <link>.env.
-rm -f "$R/bin/smpquery"
-ln -s "$E2E_REPO/rigs/smpquery-sim" "$R/bin/smpquery"
-cat > "$R/bin/smpquery.env" <<ENV
-export IBSIM_SOCKNAME=$IBSIM_SOCKNAME RIG_UMAD2SIM=$RIG_UMAD2SIM RIG_WORK=$RIG_WORK RIG_CA=$RIG_CA
-export SMPQUERY_SIM_HOSTS=mlx5_0=node2
-ENV
+# This node's HCA port is the simulated node2's (identity, real smpquery).
+. "$E2E_REPO/rigs/sim_port.sh"
+attach_sim_port "$R"
 q() { QOSLANE_SMPQUERY=$R/bin/smpquery "$QL" --root "$R" "$@"; }
 
 title "The mapping (an Omnia input file): four tiers"
