@@ -128,14 +128,16 @@ pub struct Gauges {
 /// mapping with zero, plus one per active job record. For readers such as
 /// `qoslane metrics`.
 pub fn gauges(paths: &Paths) -> Gauges {
-    let mut g = Gauges {
-        mapping_sha256: crate::config::last_known_good_sha(paths),
-        ..Default::default()
-    };
-    if let Ok((m, _, _)) = crate::config::read_valid(&paths.last_known_good()) {
-        for l in m.levels() {
-            g.active_jobs.insert(l.name.clone(), 0);
+    let mut g = Gauges::default();
+    // One read of the last-known-good copy gives both its levels and its hash.
+    match crate::config::read_valid(&paths.last_known_good()) {
+        Ok((m, sha, _)) => {
+            g.mapping_sha256 = Some(sha);
+            for l in m.levels() {
+                g.active_jobs.insert(l.name.clone(), 0);
+            }
         }
+        Err(_) => g.mapping_sha256 = crate::config::last_known_good_sha(paths),
     }
     let Ok(dir) = std::fs::read_dir(paths.jobs_dir()) else {
         return g;
