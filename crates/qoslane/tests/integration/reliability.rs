@@ -1,6 +1,6 @@
 //! Reliability, issue 8: what happens to a node when qoslane is killed, times
 //! out, runs concurrently with itself, or meets a failing dependency. Every
-//! test runs the real binary on a temp root (tests/util) and checks the node
+//! test runs the real binary on a temp root (`util`) and checks the node
 //! against an independent model, not against qoslane's own planner.
 //!
 //! - `crash_matrix`: SIGKILL at each transaction point of prologs, epilogs and
@@ -21,14 +21,14 @@
 
 #![expect(clippy::unwrap_used, reason = "a failing test should stop loudly")]
 
-mod util;
+use crate::util;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use util::{Mount, Node, RMEM, TOS, ok, stderr};
+use crate::util::{Mount, Node, RMEM, TOS, ok, stderr};
 
 // ------------------------------------------------------------------ the model
 
@@ -1909,11 +1909,11 @@ fn fault_mapping_absent_invalid_huge_or_not_a_file() {
 // what `fuzz/src/*.rs` says; the same checks run here on every test run, fed
 // by proptest and by mutations of captured real outputs (fuzz/README.md).
 
-#[path = "../fuzz/src/job_record.rs"]
+#[path = "../../fuzz/src/job_record.rs"]
 mod fuzz_job_record;
-#[path = "../fuzz/src/scontrol.rs"]
+#[path = "../../fuzz/src/scontrol.rs"]
 mod fuzz_scontrol;
-#[path = "../fuzz/src/smpquery.rs"]
+#[path = "../../fuzz/src/smpquery.rs"]
 mod fuzz_smpquery;
 
 mod fuzz_on_stable {

@@ -1,13 +1,11 @@
 //! The job hooks end to end on a temp root: the admin's story of prolog,
 //! task-prolog and epilog, failures and rollback, shared nodes.
 
-#![expect(clippy::unwrap_used, reason = "a failing test should stop loudly")]
-
-mod util;
+use crate::util;
 
 use std::time::{Duration, Instant};
 
-use util::{BASE_RMEM, BASE_TOS, Node, RMEM, TOS, ok, stderr};
+use crate::util::{BASE_RMEM, BASE_TOS, Node, RMEM, TOS, ok, stderr};
 
 fn settings(tos: &str, rmem: &str) -> (String, String) {
     (tos.to_owned(), rmem.to_owned())

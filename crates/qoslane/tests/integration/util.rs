@@ -1,7 +1,11 @@
 //! Test fixture: a node under a temp root — mapping, node settings files,
 //! a fake `scontrol`, a fake `smpquery` — and a runner for the real binary.
 
-#![expect(dead_code, reason = "each test binary uses part of the fixture")]
+#![expect(dead_code, reason = "not every helper is used in every build")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "a failing fixture should stop the test loudly"
+)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -241,7 +245,7 @@ pub fn stderr(out: &Output) -> String {
 }
 
 // ------------------------------------------------------------ reliability helpers
-// (used by tests/reliability.rs; hooks.rs does not need them)
+// (used by the reliability tests; hooks does not need them)
 
 /// What a transaction may change on a node, for exact before/after
 /// comparisons: setting values, job records (parsed, whole), the node's

@@ -21,7 +21,6 @@ use qoslane::fabric::{
 use qoslane::mapping::{Mapping, validate_str};
 use qoslane::paths::{Overrides, Paths};
 
-#[path = "fabric/rig.rs"]
 mod rig;
 
 // ---------------------------------------------------------------- helpers

@@ -2,8 +2,8 @@
 //!
 //! - golden diagnostics: every file under `mappings/bad/` holds one fault (or a
 //!   deliberate few) and its rendered diagnostics are an insta snapshot
-//!   (`snapshots/validate__bad__<file>.snap`); review a changed snapshot by
-//!   reading it: the caret must sit on the offending token;
+//!   (`tests/snapshots/integration__validate__bad__<file>.snap`); review a
+//!   changed snapshot by reading it: the caret must sit on the offending token;
 //! - good mappings: `mappings/good/` and the shipped example validate cleanly;
 //! - the real binary: exit codes 0 / 2 / 66, human output on stderr, JSON;
 //! - properties: mappings built from valid parts validate and round-trip, and
@@ -25,7 +25,7 @@ use qoslane::mapping::{
 use serde_json::json;
 
 /// The parser+validator body the cargo-fuzz target runs; shared, not copied.
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod fuzz_body;
 
 // ------------------------------------------------------------------ helpers
@@ -105,6 +105,8 @@ fn golden(case: &str, errors: usize, warnings: usize) {
 
     let mut settings = insta::Settings::clone_current();
     settings.set_omit_expression(true);
+    // The snapshots stay in tests/snapshots/, beside this binary's directory.
+    settings.set_snapshot_path("../snapshots");
     // The fault, as the file's first comment states it, heads the snapshot.
     let fault = src
         .lines()
@@ -248,7 +250,7 @@ fn every_snapshot_has_a_bad_file() {
         let name = e.expect("directory entry").file_name();
         let name = name.to_string_lossy();
         if let Some(case) = name
-            .strip_prefix("validate__bad__")
+            .strip_prefix("integration__validate__bad__")
             .and_then(|n| n.strip_suffix(".snap"))
         {
             assert!(files.contains(case), "orphan snapshot {name}");
