@@ -1,0 +1,12 @@
+//! qoslane's integration tests: the real binary (and the library) against
+//! temp-root nodes. One test binary (fast to link), a module per story; the
+//! fixture builder is in `util`. Fixture files stay beside this directory:
+//! `tests/fixtures/`, `tests/golden/`, `tests/mappings/`, `tests/snapshots/`.
+
+mod cli;
+mod fabric;
+mod hooks;
+mod metrics;
+mod reliability;
+mod util;
+mod validate;
