@@ -1,0 +1,269 @@
+//! Atomic replace: readers see the old file or the new one, never half, and
+//! root never writes through a name someone else could have placed.
+//!
+//! The directory is reached by [`walk::open_dir`] (so it is the one judged);
+//! the temp file `.NAME.tmp.PID.SEQ` is created in it with
+//! `O_CREAT | O_EXCL | O_NOFOLLOW` (an existing name, symlink or not, is
+//! never opened), written, fsynced when durability is asked for, and renamed
+//! over `NAME` within the same directory descriptor; then the directory is
+//! fsynced. Temp names end in neither `.prom` nor `.json`, so node_exporter
+//! and readers of the final names never see them. A writer killed between
+//! create and rename leaves its temp file; [`remove_leftovers`] removes those
+//! whose writer is gone, and every writer calls it.
+//!
+//! [`walk::open_dir`]: crate::walk::open_dir
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::error::{Error, Result};
+use crate::walk::{self, Dir, Judge};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A replacement already visible to readers whose data may not be on disk.
+#[derive(Debug)]
+#[must_use = "flush it, unless the file need not survive a crash"]
+pub struct Pending {
+    file: File,
+    dir: Dir,
+}
+
+impl Pending {
+    /// Makes the replacement durable: the file's data, then the rename.
+    pub fn flush(self) -> Result<()> {
+        self.file
+            .sync_all()
+            .map_err(Error::io("fsync", self.dir.path()))?;
+        sync_dir(&self.dir)
+    }
+}
+
+/// How durable a replacement must be before [`replace`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the data before the rename, and the directory after it.
+    Durable,
+    /// Visible at once; [`Pending::flush`] makes it durable later (after a
+    /// lock is released, so concurrent writers' flushes overlap).
+    Visible,
+}
+
+/// Replaces `path` with `data` (mode `mode`), reaching its directory from
+/// `root` under `judge`, making missing directories (0755) on the way when
+/// `create_dirs`.
+pub fn replace(
+    root: &Path,
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    judge: Judge,
+    create_dirs: bool,
+    durability: Durability,
+) -> Result<Pending> {
+    let (dir_path, name) = walk::split(path)?;
+    let dir = walk::open_dir(root, dir_path, judge, create_dirs.then_some(0o755))?;
+    replace_in(dir, name, data, mode, durability)
+}
+
+/// [`replace`] with [`Durability::Durable`], flushed.
+pub fn write(root: &Path, path: &Path, data: &[u8], mode: u32, judge: Judge, create_dirs: bool) -> Result<()> {
+    replace(root, path, data, mode, judge, create_dirs, Durability::Durable)?.flush_dir_only()
+}
+
+impl Pending {
+    fn flush_dir_only(self) -> Result<()> {
+        sync_dir(&self.dir)
+    }
+}
+
+/// [`replace`] into an already open directory.
+pub fn replace_in(dir: Dir, name: &OsStr, data: &[u8], mode: u32, durability: Durability) -> Result<Pending> {
+    remove_leftovers(&dir);
+    let tmp = temp_name(name, std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+    let tmp_path = dir.path().join(&tmp);
+    let final_path = dir.path().join(name);
+    let create = || {
+        rfs::openat(
+            dir.fd(),
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+    };
+    // The name is this process's: whatever holds it (a dead process of the
+    // same pid, or a planted link) is removed, never opened.
+    let fd = match create() {
+        Err(Errno::EXIST) => {
+            let _ = rfs::unlinkat(dir.fd(), tmp.as_str(), AtFlags::empty());
+            create()
+        }
+        other => other,
+    }
+    .map_err(Error::errno("create", &tmp_path))?;
+    let mut file = File::from(fd);
+    let res = (|| {
+        // The create honoured the umask; set the mode we mean.
+        rfs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Error::errno("chmod", &tmp_path))?;
+        file.write_all(data).map_err(Error::io("write", &tmp_path))?;
+        if durability == Durability::Durable {
+            file.sync_all().map_err(Error::io("fsync", &tmp_path))?;
+        }
+        rfs::renameat(dir.fd(), tmp.as_str(), dir.fd(), name)
+            .map_err(Error::errno("rename into place", &final_path))
+    })();
+    if let Err(e) = res {
+        let _ = rfs::unlinkat(dir.fd(), tmp.as_str(), AtFlags::empty());
+        return Err(e);
+    }
+    Ok(Pending { file, dir })
+}
+
+/// Removes `path` if present (never following a symlink: the name goes) and
+/// makes the removal durable. Whether it was there.
+pub fn remove(root: &Path, path: &Path, judge: Judge) -> Result<bool> {
+    let (dir_path, name) = walk::split(path)?;
+    let dir = match walk::open_dir(root, dir_path, judge, None) {
+        Ok(d) => d,
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match rfs::unlinkat(dir.fd(), name, AtFlags::empty()) {
+        Ok(()) => {
+            sync_dir(&dir)?;
+            Ok(true)
+        }
+        Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(Error::errno("remove", path)(e)),
+    }
+}
+
+/// fsync of a directory (through an `O_PATH` descriptor: reopened for it).
+pub fn sync_dir(dir: &Dir) -> Result<()> {
+    let fd = rfs::openat(
+        dir.fd(),
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Error::errno("open directory", dir.path()))?;
+    rfs::fsync(&fd).map_err(Error::errno("fsync directory", dir.path()))
+}
+
+fn temp_name(name: &OsStr, pid: u32, seq: u32) -> String {
+    format!(".{}.tmp.{pid}.{seq}", name.to_string_lossy())
+}
+
+/// Whether `name` is a temp file of [`replace`]: its writer's pid.
+pub fn temp_file_writer(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix('.')?;
+    let (_, tail) = rest.rsplit_once(".tmp.")?;
+    let pid = tail.split_once('.').map_or(tail, |(pid, _)| pid);
+    pid.parse().ok()
+}
+
+/// Removes the temp files in `dir` whose writer is gone (killed between
+/// create and rename: Slurm's timeout kill, the OOM killer). A live
+/// writer's file is never touched. Best effort.
+pub fn remove_leftovers(dir: &Dir) {
+    let Ok(fd) = rfs::openat(
+        dir.fd(),
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let Ok(mut entries) = rfs::Dir::read_from(&fd) else {
+        return;
+    };
+    let me = std::process::id();
+    let mut dead = Vec::new();
+    while let Some(Ok(e)) = entries.next() {
+        let name = e.file_name().to_bytes();
+        let Some(pid) = temp_file_writer(&String::from_utf8_lossy(name)) else {
+            continue;
+        };
+        // Our own pid's names are left to the writer (see `replace_in`).
+        let alive = u32::try_from(pid).ok() == Some(me)
+            || rustix::process::Pid::from_raw(pid).is_some_and(|p| {
+                !matches!(rustix::process::test_kill_process(p), Err(Errno::SRCH))
+            });
+        if !alive {
+            dead.push(name.to_vec());
+        }
+    }
+    for name in dead {
+        let _ = rfs::unlinkat(dir.fd(), OsStr::from_bytes(&name), AtFlags::empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::{MetadataExt, symlink};
+
+    #[test]
+    fn replaces_without_following_a_planted_temp_name() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        let victim = root.join("victim");
+        fs::write(&victim, "secret").expect("write");
+        fs::create_dir(root.join("prom")).expect("mkdir");
+        // Every temp name this process could use next is a symlink.
+        let seq = SEQ.load(Ordering::Relaxed);
+        for s in seq..seq + 64 {
+            let n = temp_name(OsStr::new("x.prom"), std::process::id(), s);
+            symlink(&victim, root.join("prom").join(n)).expect("symlink");
+        }
+        // Each is removed when its name comes up, never followed.
+        replace(root, &root.join("prom/x.prom"), b"m 1\n", 0o644, Judge::NoFollow, false, Durability::Durable)
+            .expect("replaced")
+            .flush()
+            .expect("flushed");
+        assert_eq!(fs::read_to_string(&victim).expect("read"), "secret");
+        assert_eq!(fs::read_to_string(root.join("prom/x.prom")).expect("read"), "m 1\n");
+        assert_eq!(fs::metadata(root.join("prom/x.prom")).expect("md").mode() & 0o777, 0o644);
+    }
+
+    #[test]
+    fn a_symlinked_directory_of_someone_else_is_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir(root.join("elsewhere")).expect("mkdir");
+        symlink(root.join("elsewhere"), root.join("prom")).expect("symlink");
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::lchown(root.join("prom"), Some(65534), None).expect("lchown");
+            let e = replace(root, &root.join("prom/x.prom"), b"", 0o644, Judge::NoFollow, false, Durability::Visible)
+                .unwrap_err();
+            assert!(e.to_string().contains("symlink owned by uid 65534"), "{e}");
+            assert!(!root.join("elsewhere/x.prom").exists());
+        }
+    }
+
+    #[test]
+    fn leftovers_of_dead_writers_go() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        // pid 2^22+1 is above the kernel's pid_max limit: never alive.
+        fs::write(root.join(".f.json.tmp.4194305.0"), "half").expect("write");
+        fs::write(root.join(".f.json.tmp.1.0"), "init is alive").expect("write");
+        replace(root, &root.join("f.json"), b"{}", 0o600, Judge::Trusted, false, Durability::Visible)
+            .expect("replaced")
+            .flush()
+            .expect("flushed");
+        assert!(!root.join(".f.json.tmp.4194305.0").exists());
+        assert!(root.join(".f.json.tmp.1.0").exists());
+        assert_eq!(temp_file_writer(".a.b.tmp.12.3"), Some(12));
+        assert_eq!(temp_file_writer(".a.b.tmp.12"), Some(12));
+        assert_eq!(temp_file_writer("a.b"), None);
+    }
+}

@@ -1,0 +1,124 @@
+//! A JSON file that short-lived processes update read-modify-write: counters
+//! of runs, kept across them. The update happens under a [`lock`] beside the
+//! file; the new content replaces the old atomically and is flushed to disk
+//! after the lock is released (concurrent writers' flushes then overlap). A
+//! file that cannot be read as `T` is started over, and said so. Readers
+//! need no lock (the file is replaced, never written in place) and may be
+//! other users: the file is judged as a [`trusted`] read (owned by root or
+//! the reader), so its mode is the caller's choice (0644 to be readable).
+//!
+//! [`lock`]: crate::lock
+//! [`trusted`]: crate::trusted
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::atomic::{self, Durability, Pending};
+use crate::error::{Error, Result};
+use crate::trusted::{self, Symlink};
+use crate::walk::{self, Judge};
+
+/// Largest counter file read: anything bigger is not ours.
+pub const MAX_BYTES: u64 = 4 << 20;
+
+/// The result of an update.
+#[derive(Debug)]
+#[must_use = "flush the file"]
+pub struct Updated<T> {
+    pub value: T,
+    /// Set when the old file could not be read and counting started over.
+    pub restarted: Option<String>,
+    pub pending: Pending,
+}
+
+/// Updates `dir/name` under the lock `dir/lock_name` (waiting until
+/// `until`): reads it (default when absent), applies `f`, replaces it with
+/// mode `mode`. `dir` is made when missing (0755) and must be trusted.
+pub fn update<T, F>(
+    root: &Path,
+    dir: &Path,
+    name: &str,
+    lock_name: &str,
+    mode: u32,
+    until: Instant,
+    f: F,
+) -> Result<Updated<T>>
+where
+    T: Serialize + DeserializeOwned + Default,
+    F: FnOnce(&mut T),
+{
+    let d = walk::open_dir(root, dir, Judge::Trusted, Some(0o755))?;
+    let _lock = crate::lock::acquire(&d, lock_name, until)?;
+    let path = dir.join(name);
+    let mut restarted = None;
+    let mut value = match load::<T>(root, &path) {
+        Ok(v) => v.unwrap_or_default(),
+        Err(e @ (Error::Untrusted { .. } | Error::TooLarge { .. })) => {
+            restarted = Some(format!("{e}; counting from zero"));
+            T::default()
+        }
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::InvalidData => {
+            restarted = Some(format!("{} is not valid ({source}); counting from zero", path.display()));
+            T::default()
+        }
+        Err(e) => return Err(e),
+    };
+    f(&mut value);
+    let mut data = serde_json::to_vec_pretty(&value).map_err(|e| Error::Io {
+        op: "serialise",
+        path: path.clone(),
+        source: std::io::Error::other(e),
+    })?;
+    data.push(b'\n');
+    let pending = atomic::replace_in(d, name.as_ref(), &data, mode, Durability::Visible)?;
+    Ok(Updated {
+        value,
+        restarted,
+        pending,
+    })
+}
+
+/// Reads the file (no lock needed); `Ok(None)` when absent. Content that is
+/// not a `T` is an `InvalidData` I/O error.
+pub fn load<T: DeserializeOwned>(root: &Path, path: &Path) -> Result<Option<T>> {
+    match trusted::read(root, path, Symlink::Refuse, MAX_BYTES)? {
+        None => Ok(None),
+        Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Io {
+            op: "parse",
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    #[test]
+    fn counts_add_up_and_corrupt_files_restart() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("lib");
+        let until = || Instant::now() + Duration::from_secs(1);
+        for _ in 0..3 {
+            let u = update::<BTreeMap<String, u64>, _>(tmp.path(), &dir, "c.json", "c.lock", 0o644, until(), |m| {
+                *m.entry("runs".into()).or_default() += 1;
+            })
+            .expect("updated");
+            assert!(u.restarted.is_none());
+            u.pending.flush().expect("flushed");
+        }
+        let m: BTreeMap<String, u64> = load(tmp.path(), &dir.join("c.json")).expect("load").expect("some");
+        assert_eq!(m["runs"], 3);
+        std::fs::write(dir.join("c.json"), "{not json").expect("write");
+        let u = update::<BTreeMap<String, u64>, _>(tmp.path(), &dir, "c.json", "c.lock", 0o644, until(), |_| {})
+            .expect("updated");
+        assert!(u.restarted.expect("restarted").contains("counting from zero"));
+        u.pending.flush().expect("flushed");
+    }
+}

@@ -1,0 +1,30 @@
+//! `nodeio`: the primitives that a program running as root on a compute node
+//! uses to touch files others can also touch, each written once and used by
+//! both `qoslane` and `hookrun`.
+//!
+//! - [`walk`]: resolving a directory under the root prefix one component at a
+//!   time, never through a symlink a non-trusted user could have made, and
+//!   judging each directory by its *descriptor*;
+//! - [`trusted`]: reading a file that decides what root does (the mapping, a
+//!   state file, a hook): opened once without following, judged by `fstat`,
+//!   its owner and mode and those of every directory up to the root prefix;
+//! - [`atomic`]: replacing a file (exclusive no-follow temp name, fsync,
+//!   rename, directory fsync) and removing what killed writers left;
+//! - [`lock`]: flock'd lock files nobody else can open, with a bounded wait;
+//! - [`counter_file`]: a JSON file updated read-modify-write under its lock;
+//! - [`prom`]: the Prometheus text exposition format (escaping, histograms);
+//! - [`log`]: journald, else syslog, else stderr only; never blocks past the
+//!   run's deadline, counts what it had to drop.
+//!
+//! Nothing here knows about Slurm or InfiniBand.
+
+pub mod atomic;
+pub mod counter_file;
+pub mod error;
+pub mod lock;
+pub mod log;
+pub mod prom;
+pub mod trusted;
+pub mod walk;
+
+pub use error::{Error, Result};

@@ -1,0 +1,137 @@
+//! The Prometheus text exposition format, classic (0.0.4): `# HELP` and
+//! `# TYPE` once per family, label values escaped, no timestamps, histograms
+//! as cumulative `_bucket{le=…}` series ending in `+Inf`, then `_sum` and
+//! `_count`. Both `qoslane.prom` and `hookrun.prom` are written by this.
+
+use std::fmt::{Display, Write as _};
+
+/// A metric family's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Counter => "counter",
+            Self::Gauge => "gauge",
+            Self::Histogram => "histogram",
+        }
+    }
+}
+
+/// Builds one exposition text.
+#[derive(Debug, Default)]
+pub struct Writer {
+    out: String,
+}
+
+impl Writer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts a family: its help (one line) and type.
+    pub fn family(&mut self, name: &str, kind: Kind, help: &str) -> &mut Self {
+        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
+        self
+    }
+
+    /// One sample: `name{labels} value`.
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) -> &mut Self {
+        self.out.push_str(name);
+        self.labels(labels, None);
+        let _ = writeln!(self.out, " {value}");
+        self
+    }
+
+    /// A histogram's series from per-bucket counts (not cumulative; one more
+    /// count than bounds, the last for observations above every bound).
+    pub fn histogram(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        bounds: &[f64],
+        counts: &[u64],
+        sum: f64,
+    ) -> &mut Self {
+        let mut cumulative = 0u64;
+        let bucket = format!("{name}_bucket");
+        for (i, bound) in bounds.iter().enumerate() {
+            cumulative += counts.get(i).copied().unwrap_or(0);
+            self.out.push_str(&bucket);
+            self.labels(labels, Some(&bound.to_string()));
+            let _ = writeln!(self.out, " {cumulative}");
+        }
+        cumulative += counts.get(bounds.len()..).map_or(0, |rest| rest.iter().sum());
+        self.out.push_str(&bucket);
+        self.labels(labels, Some("+Inf"));
+        let _ = writeln!(self.out, " {cumulative}");
+        self.sample(&format!("{name}_sum"), labels, sum);
+        self.sample(&format!("{name}_count"), labels, cumulative)
+    }
+
+    fn labels(&mut self, labels: &[(&str, &str)], le: Option<&str>) {
+        if labels.is_empty() && le.is_none() {
+            return;
+        }
+        self.out.push('{');
+        let mut first = true;
+        for (k, v) in labels.iter().copied().chain(le.map(|le| ("le", le))) {
+            if !first {
+                self.out.push(',');
+            }
+            first = false;
+            let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+        }
+        self.out.push('}');
+    }
+
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+/// Escapes a label value: backslash, double quote, newline.
+pub fn escape(value: &str) -> String {
+    let mut escaped = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// Help text escapes backslash and newline.
+fn escape_help(help: &str) -> String {
+    help.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_samples_and_histograms() {
+        let mut w = Writer::new();
+        w.family("x_total", Kind::Counter, "Things.")
+            .sample("x_total", &[("a", "q\"\\\n")], 3)
+            .family("d_seconds", Kind::Histogram, "Durations.")
+            .histogram("d_seconds", &[("e", "p")], &[0.5, 1.0], &[1, 0, 2], 7.25);
+        assert_eq!(
+            w.finish(),
+            "# HELP x_total Things.\n# TYPE x_total counter\nx_total{a=\"q\\\"\\\\\\n\"} 3\n\
+             # HELP d_seconds Durations.\n# TYPE d_seconds histogram\n\
+             d_seconds_bucket{e=\"p\",le=\"0.5\"} 1\nd_seconds_bucket{e=\"p\",le=\"1\"} 1\n\
+             d_seconds_bucket{e=\"p\",le=\"+Inf\"} 3\nd_seconds_sum{e=\"p\"} 7.25\nd_seconds_count{e=\"p\"} 3\n"
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! Resolving a directory one component at a time from the root prefix, with
+//! `openat(O_PATH | O_NOFOLLOW)` at every step, so the directory a caller
+//! ends up with is the one that was judged, whatever is renamed meanwhile.
+//!
+//! A symlink on the way is followed only when root or the caller owns it
+//! (whoever could have made it could have written the file itself). Under
+//! [`Judge::Trusted`] every directory from the root prefix down must also be
+//! owned by root or the caller and not be writable by group or others unless
+//! it is sticky (`/tmp`: others cannot rename or remove what is ours there).
+//! Under [`Judge::NoFollow`] only the symlink rule applies: for directories
+//! shared with other programs (node_exporter's textfile directory belongs to
+//! the `prometheus` user on Debian).
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{self as rfs, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::error::{Error, Result};
+
+/// Longest chain of symlinks followed in one resolution, as the kernel's.
+const MAX_SYMLINKS: u32 = 40;
+const GROUP_OR_OTHER_WRITE: u32 = 0o022;
+const STICKY: u32 = 0o1000;
+
+/// How much the directories on the way are judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Judge {
+    /// Owned by root or the caller, not writable by group or others unless
+    /// sticky; symlinks only of root or the caller.
+    Trusted,
+    /// Symlinks only of root or the caller; owners and modes not judged.
+    NoFollow,
+}
+
+/// An open directory that was judged on the way to it.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Dir {
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+    /// The path it was reached by (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// `path()/name`, for messages.
+    pub fn child(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+/// Root, or the user running this program.
+pub fn trusted_uid(uid: u32) -> bool {
+    uid == 0 || uid == rustix::process::geteuid().as_raw()
+}
+
+/// Why a directory with this owner and mode may not be trusted, if so.
+/// `sticky_ok`: a sticky group/other-writable directory is accepted (an
+/// ancestor, not the directory holding the file itself).
+pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
+    if !trusted_uid(uid) {
+        return Some(format!("is owned by uid {uid}, not root or the caller"));
+    }
+    if mode & GROUP_OR_OTHER_WRITE != 0 && !(sticky_ok && mode & STICKY != 0) {
+        return Some(format!(
+            "is writable by group or others (mode {:o})",
+            mode & 0o7777
+        ));
+    }
+    None
+}
+
+/// Opens `dir` (absolute) from the root prefix `root`; with `create`, makes
+/// missing directories with that mode on the way (`mkdir -p`, race-free).
+pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result<Dir> {
+    let (start, rest) = match dir.strip_prefix(root) {
+        Ok(rest) if root.is_absolute() => (root, rest),
+        _ => (Path::new("/"), dir.strip_prefix("/").unwrap_or(dir)),
+    };
+    let mut queue: VecDeque<OsString> = VecDeque::new();
+    push_components(&mut queue, rest, dir)?;
+    let mut fd = open_start(start, judge)?;
+    let mut at = start.to_path_buf();
+    let mut hops = 0;
+    while let Some(comp) = queue.pop_front() {
+        let here = at.join(&comp);
+        let next = match rfs::openat(
+            &fd,
+            comp.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(next) => next,
+            Err(Errno::NOENT) if create.is_some() => {
+                let mode = create.unwrap_or(0o755);
+                match rfs::mkdirat(&fd, comp.as_os_str(), Mode::from_raw_mode(mode)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(Error::errno("create directory", &here)(e)),
+                }
+                queue.push_front(comp);
+                continue;
+            }
+            Err(e) => return Err(Error::errno("open directory", &here)(e)),
+        };
+        let st = rfs::fstat(&next).map_err(Error::errno("inspect", &here))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Symlink => {
+                if !trusted_uid(st.st_uid) {
+                    return Err(Error::untrusted(
+                        &here,
+                        format!(
+                            "is a symlink owned by uid {}; refusing to follow it",
+                            st.st_uid
+                        ),
+                    ));
+                }
+                hops += 1;
+                if hops > MAX_SYMLINKS {
+                    return Err(Error::untrusted(&here, "too many levels of symlinks"));
+                }
+                let target = read_link(&next, &here)?;
+                let target = Path::new(OsStr::from_bytes(&target));
+                let mut pushed = VecDeque::new();
+                push_components(&mut pushed, target, &here)?;
+                pushed.extend(queue);
+                queue = pushed;
+                if target.is_absolute() {
+                    fd = open_start(Path::new("/"), judge)?;
+                    at = PathBuf::from("/");
+                }
+            }
+            FileType::Directory => {
+                if judge == Judge::Trusted
+                    && let Some(why) = judge_dir(st.st_uid, st.st_mode, true)
+                {
+                    return Err(Error::untrusted(&here, why));
+                }
+                fd = next;
+                at = here;
+            }
+            _ => return Err(Error::untrusted(&here, "is not a directory")),
+        }
+    }
+    Ok(Dir {
+        fd,
+        path: dir.to_path_buf(),
+    })
+}
+
+fn open_start(start: &Path, judge: Judge) -> Result<OwnedFd> {
+    let fd = rfs::open(
+        start,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Error::errno("open directory", start))?;
+    if judge == Judge::Trusted {
+        let st = rfs::fstat(&fd).map_err(Error::errno("inspect", start))?;
+        if let Some(why) = judge_dir(st.st_uid, st.st_mode, true) {
+            return Err(Error::untrusted(start, why));
+        }
+    }
+    Ok(fd)
+}
+
+fn push_components(queue: &mut VecDeque<OsString>, path: &Path, whole: &Path) -> Result<()> {
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => queue.push_back(n.to_os_string()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                return Err(Error::untrusted(whole, "contains `..`; refusing it"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The target of the symlink open (`O_PATH | O_NOFOLLOW`) at `fd`.
+pub(crate) fn read_link(fd: &OwnedFd, path: &Path) -> Result<Vec<u8>> {
+    rfs::readlinkat(fd, c"", Vec::new())
+        .map(std::ffi::CString::into_bytes)
+        .map_err(Error::errno("read symlink", path))
+}
+
+/// Splits `path` into its directory and final name.
+pub(crate) fn split(path: &Path) -> Result<(&Path, &OsStr)> {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => Ok((dir, name)),
+        _ => Err(Error::untrusted(path, "has no directory or no file name")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    fn chmod(p: &Path, mode: u32) {
+        fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    #[test]
+    fn trusted_walk_refuses_writable_dirs_and_accepts_sticky() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("a/b")).expect("mkdir");
+        chmod(&root.join("a"), 0o777);
+        let e = open_dir(root, &root.join("a/b"), Judge::Trusted, None).unwrap_err();
+        assert!(e.to_string().contains("mode 777"), "{e}");
+        assert!(open_dir(root, &root.join("a/b"), Judge::NoFollow, None).is_ok());
+        chmod(&root.join("a"), 0o1777);
+        assert!(open_dir(root, &root.join("a/b"), Judge::Trusted, None).is_ok());
+    }
+
+    #[test]
+    fn own_symlinks_are_followed_and_create_makes_dirs() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("real")).expect("mkdir");
+        symlink("real", root.join("link")).expect("symlink");
+        let d = open_dir(root, &root.join("link/x/y"), Judge::Trusted, Some(0o755))
+            .expect("created through our own symlink");
+        assert_eq!(d.path(), root.join("link/x/y"));
+        assert!(root.join("real/x/y").is_dir());
+        assert!(open_dir(root, &root.join("nope"), Judge::Trusted, None)
+            .unwrap_err()
+            .is_not_found());
+    }
+}
