@@ -1,31 +1,28 @@
 #!/usr/bin/env bash
-# bench/lib.sh — fixture nodes for the benchmarks (sourced by bench/run.sh and
-# bench/probe.sh; expects `set -euo pipefail`).
+# bench/lib.sh — fixture nodes for the benchmarks and the measuring helpers
+# (sourced by bench/run.sh, bench/probe.sh and bench/compare.sh; expects
+# `set -euo pipefail`).
 #
-# A bench node is a compute node's view under a root prefix, laid out like
-# tests/e2e/lib.sh's make_node but parameterised for the growth curves:
+# A bench node is scripts/lib/node.sh's fixture node (the one tests/e2e and
+# the demo use), parameterised for the growth curves:
 #   bench_node ROOT LEVELS QOS_TOTAL PORTS [MAPPING_FILE]
 # - the mapping: MAPPING_FILE as given (examples/qos-network.yml for the
 #   headline rows), or generated: LEVELS levels (SL 0..LEVELS-1, each level's
 #   virtual_lane what the fixture fabric maps its SL to), QOS_TOTAL QoS names
 #   spread evenly over them, node settings on the first, second and last level;
-# - the node settings' files (RoCE ToS in configfs, a procfs knob) at baseline;
-# - PORTS ACTIVE InfiniBand ports in sysfs (mlx5_0..mlx5_{PORTS-1}, port 1
-#   each, modelled on the mlx5 fixture, each with its own GUID and LID);
-# - the fixture smpquery (tests/fixtures/bin/fake-smpquery) answering with the
-#   SL2VL table OpenSM programs by default on ibsim (SL0-7 -> VL7..0);
+# - PORTS ACTIVE InfiniBand ports (mlx5_0..mlx5_{PORTS-1});
+# - the fixture smpquery answering with the SL2VL table OpenSM programs by
+#   default on ibsim (SL0-7 -> VL7..0: `reversed`);
 # - run/ on tmpfs and var/ on disk, as on a real node (/run is tmpfs; the
 #   audit log, counters and the textfile are on a persistent disk).
 #
 # Each node gets ROOT/bench.env: the environment a Slurm Prolog would run
 # qoslane with (fixture scontrol, fixture smpquery, the root).
 
-BENCH_REPO=${BENCH_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
-FIX=$BENCH_REPO/crates/qoslane/tests/fixtures
-TOS=/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos
-RMEM=/proc/sys/net/core/rmem_max
-BASE_TOS=0
-BASE_RMEM=212992
+# The node layout, FIX, TOS, RMEM, BASE_TOS, BASE_RMEM and the rig lock.
+# shellcheck source=../scripts/lib/node.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/node.sh"
+BENCH_REPO=${BENCH_REPO:-$NODE_REPO}
 # The SL -> VL table of the fixture answers (qos-reversed, ibsim's default).
 REVERSED_VL=(7 6 5 4 3 2 1 0 0 1 2 3 4 5 6 7)
 
@@ -64,32 +61,16 @@ gen_mapping() {
 bench_node() {
   local r=$1 levels=$2 total=$3 ports=$4 mapping=${5:-}
   local tmpfs=${BENCH_TMPFS:?}
-  rm -rf "$r"; install -d -m 0755 "$r" "$r/etc/qoslane" "$r/bin" "$r/var/log"
+  node_layout "$r" "$mapping" "$ports" reversed
+  install -d -m 0755 "$r/var/log"
   # /run is tmpfs on a real node: the same here.
   local run; run=$tmpfs/$(basename "$r")-run
   rm -rf "$run"; install -d -m 0755 "$run"
   ln -s "$run" "$r/run"
-  local qos
-  if [ -n "$mapping" ]; then
-    cp "$mapping" "$r/etc/qoslane/qos-network.yml"
-    qos=high
-  else
+  local qos=high
+  if [ -z "$mapping" ]; then
     qos=$(gen_mapping "$levels" "$total" 3>&1 >"$r/etc/qoslane/qos-network.yml")
   fi
-  install -d "$(dirname "$r$TOS")" "$(dirname "$r$RMEM")"
-  echo "$BASE_TOS" > "$r$TOS"; echo "$BASE_RMEM" > "$r$RMEM"
-  # PORTS ACTIVE IB ports, one per device, each its own GUID and LID.
-  local src=$FIX/fabric/mlx5-quirks/sys/class/infiniband/mlx5_0 i d
-  for ((i = 0; i < ports; i++)); do
-    d=$r/sys/class/infiniband/mlx5_$i
-    install -d "$d"
-    cp -a "$src/." "$d/"
-    printf '0a7f:bc12:45ef:%04x\n' $((0xd200 + i)) > "$d/node_guid"
-    printf '0x%x\n' $((0x10 + i)) > "$d/ports/1/lid"
-  done
-  ln -s "$FIX/bin/fake-smpquery" "$r/bin/smpquery"
-  local op
-  for op in sl2vl portinfo vlarb; do cp "$FIX/smpquery/qos-reversed.$op.txt" "$r/bin/any.$op.txt"; done
   cat > "$r/bench.env" <<ENV
 export QOSLANE_ROOT=$r
 export QOSLANE_SMPQUERY=$r/bin/smpquery
@@ -107,7 +88,7 @@ ENV
 # variables a previous node or variant set)
 node_env() {
   unset SLURM_SCRIPT_CONTEXT SLURM_JOB_QOS SLURM_JOB_ID
-  # shellcheck disable=SC1091
+  # shellcheck source=/dev/null  # written by bench_node
   . "$1/bench.env"
 }
 
@@ -160,7 +141,7 @@ wait_quiet() {
 # HF (the hyperfine command line as an array), MRUNS (the runs HF makes when
 # it is not RUNS).
 
-# nok TEXT : a check failed (the run goes on; run.sh exits non-zero at the end)
+# nok TEXT : a measured run did not do its job (the run goes on; run.sh exits non-zero at the end)
 nok() { bsay "FAIL: $*"; echo "FAIL: $*" >> "$OUT/failures.txt"; }
 
 # hf NAME ARGS... : hyperfine with its JSON export in raw/NAME.json
@@ -185,8 +166,10 @@ rss() {
 
 alines() { if [ -f "$1/var/log/qoslane/audit.jsonl" ]; then wc -l < "$1/var/log/qoslane/audit.jsonl"; else echo 0; fi; }
 
-# check NAME ROOT FROM EVENT OUTCOMES [--source S] : the audit says every run did it
-check() {
+# check_audit NAME ROOT FROM EVENT OUTCOMES [--source S] [--min N] : the audit
+# log's lines from line FROM say every run did it (bench/tools/check_audit.py);
+# the verdict goes to raw/NAME.check, a failure to failures.txt (nok)
+check_audit() {
   local name=$1 root=$2 from=$3; shift 3
   local res
   if res=$(python3 "$BENCH_REPO/bench/tools/check_audit.py" "$root/var/log/qoslane/audit.jsonl" "$from" "$@"); then
@@ -213,7 +196,7 @@ measure_prolog() {
   local from; from=$(alines "$r")
   export SLURM_JOB_ID=$job
   hf "$name" --prepare "$QL epilog" "$QL prolog" || return 0
-  check "$name" "$r" "$from" prolog applied --source "$source" --min "${MRUNS:-$RUNS}" >/dev/null
+  check_audit "$name" "$r" "$from" prolog applied --source "$source" --min "${MRUNS:-$RUNS}" >/dev/null
   "$QL" epilog >/dev/null 2>&1
   if [ -n "$target" ]; then
     rss "$name" "$QL epilog" "$QL" prolog
@@ -231,7 +214,7 @@ measure_epilog() {
   local from; from=$(alines "$r")
   export SLURM_JOB_ID=$job
   hf "$name" --prepare "$QL prolog" "$QL epilog" || return 0
-  check "$name" "$r" "$from" epilog "${EPILOG_OUTCOMES:-reverted}" --min "${MRUNS:-$RUNS}" >/dev/null
+  check_audit "$name" "$r" "$from" epilog "${EPILOG_OUTCOMES:-reverted}" --min "${MRUNS:-$RUNS}" >/dev/null
   if [ -n "$target" ]; then
     rss "$name" "$QL prolog" "$QL" epilog
     record "$section" "$label" "$name" --target-ms "$target" --target-rss-mb 8 "$@"

@@ -34,13 +34,13 @@ record fabric "one real smpquery (sl2vl) through rigs/smpquery-sim" smpquery-sim
 # Health: a fresh probe of every port, every level checked.
 from=$(alines "$R")
 hf health-probe "$QL health"
-check health-probe "$R" "$from" health applied,unchanged --min "$PRUNS" >/dev/null || true
+check_audit health-probe "$R" "$from" health applied,unchanged --min "$PRUNS" >/dev/null || true
 record fabric "health (fresh probe: 3 real smpquery calls at once)" health-probe
 
 # Prolog with a probe: no cache before each run (QoS via the fixture scontrol).
 from=$(alines "$R")
 hf prolog-probe-real --prepare "bash -c '$QL epilog; rm -f $R/run/qoslane/fabric.json'" "$QL prolog"
-check prolog-probe-real "$R" "$from" prolog applied --source scontrol --min "$PRUNS" >/dev/null
+check_audit prolog-probe-real "$R" "$from" prolog applied --source scontrol --min "$PRUNS" >/dev/null
 tail -1 "$R/var/log/qoslane/audit.jsonl" | grep -q '"source":"probe"' ||
   nok "prolog-probe-real: the last prolog's audit line does not show a probe"
 rss prolog-probe-real "$QL epilog; rm -f $R/run/qoslane/fabric.json" "$QL" prolog
@@ -51,7 +51,7 @@ record fabric "prolog, no fabric cache: probe with the real smpquery" prolog-pro
 "$QL" health >/dev/null 2>&1
 from=$(alines "$R")
 hf prolog-cached-real --prepare "$QL epilog" "$QL prolog"
-check prolog-cached-real "$R" "$from" prolog applied --source scontrol --min "$PRUNS" >/dev/null
+check_audit prolog-cached-real "$R" "$from" prolog applied --source scontrol --min "$PRUNS" >/dev/null
 record fabric "prolog on the ibsim node, fabric cache fresh (QoS from the fixture scontrol)" prolog-cached-real --target-ms 5
 "$QL" epilog >/dev/null 2>&1
 

@@ -28,6 +28,9 @@
 # Exit status: non-zero when a measured run did not do what it was measured
 # doing (the audit, counters and final state are checked), not for a missed
 # target: targets are reported in the tables.
+#
+# Each measured row's environment is scoped by a ( ... ) around it, on purpose:
+# shellcheck disable=SC2030,SC2031  # (the next row must not inherit it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -59,7 +62,6 @@ export BENCH_REPO=$REPO
 OUT=${BENCH_OUT:-$REPO/bench/results/latest}
 WORK=${BENCH_WORK:-/var/tmp/qoslane-bench}
 export BENCH_TMPFS=${BENCH_TMPFS:-/dev/shm/qoslane-bench}
-export RIG_DIR=${RIG_DIR:-/tmp/qoslane-slurmrig}
 if [ "$APPEND" = 1 ] && [ -f "$OUT/results.jsonl" ]; then
   # Drop the rows of the sections about to be re-run; keep the others.
   python3 - "$OUT/results.jsonl" "$ONLY" <<'PY'
@@ -127,7 +129,7 @@ if want hooks; then
   ( export SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=high
     from=$(alines "$R"); export SLURM_JOB_ID=7
     hf prolog-probe-fixture --prepare "bash -c '$QL epilog; rm -f $R/run/qoslane/fabric.json'" "$QL prolog"
-    check prolog-probe-fixture "$R" "$from" prolog applied --source env --min "$RUNS" >/dev/null
+    check_audit prolog-probe-fixture "$R" "$from" prolog applied --source env --min "$RUNS" >/dev/null
     rss prolog-probe-fixture "$QL epilog; rm -f $R/run/qoslane/fabric.json" "$QL" prolog
     record hooks "prolog, no fabric cache: probe with the fixture smpquery (sh script)" prolog-probe-fixture --target-rss-mb 8 )
   "$QL" epilog >/dev/null 2>&1 || true
@@ -181,6 +183,7 @@ fi
 if want growth; then
   bsay "section growth: mapping size, active jobs, ports"
   GRUNS=$(( RUNS / 2 > 20 ? RUNS / 2 : 20 ))
+  # shellcheck disable=SC2016  # curve.py puts each node's $BENCH_QOS in
   ENVQ='SLURM_SCRIPT_CONTEXT=prolog_slurmd,SLURM_JOB_QOS=$BENCH_QOS'
   curve() { python3 bench/tools/curve.py "$OUT" "$@" >> "$OUT/raw/growth.txt" || nok "growth curve $2 $1: $(tail -3 "$OUT/raw/growth.txt")"; }
 
@@ -245,7 +248,7 @@ PY
     node_env "$R"; export SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=high
     from=$(alines "$R"); export SLURM_JOB_ID=7
     hf "ports-$p-probe" --prepare "bash -c '$QL epilog; rm -f $R/run/qoslane/fabric.json'" "$QL prolog"
-    check "ports-$p-probe" "$R" "$from" prolog applied --source env --min "$MRUNS" >/dev/null
+    check_audit "ports-$p-probe" "$R" "$from" prolog applied --source env --min "$MRUNS" >/dev/null
     record growth-ports-probe "$p port(s), no cache: probe every port (fixture smpquery)" "ports-$p-probe" --param ports="$p"
     "$QL" epilog >/dev/null 2>&1
     warm_cache "$R"
@@ -284,13 +287,17 @@ fi
 # ------------------------------------------------------------------ 5. the controller
 if want controller; then
   bsay "section controller: scontrol show job against the local slurmctld (rigs/slurm_rig.sh)"
-  if pgrep -x slurmctld >/dev/null; then
+  if ! rig_lock 0; then
+    echo "skipped: another suite holds the Slurm rig lock ($RIG_LOCK); re-run with --only controller --append" > "$OUT/raw/controller.note"
+    bsay "$(cat "$OUT/raw/controller.note")"
+  elif pgrep -x slurmctld >/dev/null; then
+    rig_unlock
     echo "skipped: a slurmctld is already running (another test's rig); not touching it" > "$OUT/raw/controller.note"
     bsay "$(cat "$OUT/raw/controller.note")"
   else
     started=0
     if RIG_PROLOG="" RIG_EPILOG="" RIG_TASKPROLOG="" RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
-        bash rigs/slurm_rig.sh start > "$OUT/raw/slurm-rig.log" 2>&1; then
+        bash "$RIG" start > "$OUT/raw/slurm-rig.log" 2>&1; then
       started=1
       job=$(/usr/bin/sbatch --parsable --hold --qos=high -o /dev/null --wrap 'sleep 1')
       python3 bench/tools/ctl.py "$OUT" "$job" --callers 1,16,64 --calls $(( QUICK ? 5 : 20 )) > "$OUT/raw/controller.txt" ||
@@ -301,7 +308,8 @@ if want controller; then
     else
       tail -20 "$OUT/raw/slurm-rig.log" >&2; nok "slurm rig did not start"
     fi
-    [ "$started" = 1 ] && { bash rigs/slurm_rig.sh stop >> "$OUT/raw/slurm-rig.log" 2>&1 || nok "slurm rig stop"; }
+    if [ "$started" = 1 ]; then bash "$RIG" stop >> "$OUT/raw/slurm-rig.log" 2>&1 || nok "slurm rig stop"; fi
+    rig_unlock
   fi
 fi
 

@@ -51,7 +51,7 @@ q health || true
 title "A real Slurm 22.05 cluster, hookrun as Prolog/Epilog/TaskProlog"
 start_slurm "$R"
 sed -n '/^Prolog=/p; /^Epilog=/p; /^TaskProlog=/p; /^PrologFlags=/p; /^PrologEpilogTimeout=/p' /etc/slurm/slurm.conf | sed 's/^/  /'
-ls "$R"/etc/slurm/*.d/* | sed "s|$R||; s/^/  /"
+printf '%s\n' "$R"/etc/slurm/*.d/* | sed "s|$R||; s/^/  /"
 
 title "One job per QoS (two at a time: this node has $(nproc) CPUs)"
 printf '  %-5s %-17s %-9s %-10s %-7s %-17s %s\n' JOB QOS UCX_IB_SL NCCL_IB_SL NCCL_TC QOSLANE_LEVEL "default_roce_tos while running"

@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# lib.sh — shared by the end-to-end suites and the demo: build the binaries,
-# lay out a node under a fixture root (mapping, settings files, HCA sysfs, a
-# fixture smpquery, hookrun's hook directories), start/stop the Slurm rig,
-# submit jobs and poll with bounds.
+# lib.sh — shared by the end-to-end suites and the demo: named assertions
+# (`check DESC CMD...`), build the binaries, a node for the Slurm rig
+# (`make_node`, laid out by scripts/lib/node.sh), start/stop the rig under its
+# lock, submit jobs and poll with bounds.
 #
 # Sourced; expects `set -euo pipefail` in the caller.
 
-E2E_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-FIX=$E2E_REPO/crates/qoslane/tests/fixtures
+# The node layout, its constants (FIX, TOS, RMEM, BASE_*) and the rig lock:
+# scripts/lib/node.sh.
+# shellcheck source=../../scripts/lib/node.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/node.sh"
+E2E_REPO=$NODE_REPO
 QL=$E2E_REPO/target/release/qoslane
 HR=$E2E_REPO/target/release/hookrun
-TOS=/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos
-RMEM=/proc/sys/net/core/rmem_max
-BASE_TOS=0
-BASE_RMEM=212992
 
 say() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 fail() { say "FAIL: $*"; E2E_FAILED=$((E2E_FAILED + 1)); }
@@ -43,50 +42,15 @@ build_release() {
   (cd "$E2E_REPO" && cargo build --release -q -p qoslane -p hookrun)
 }
 
-# make_node ROOT MAPPING_FILE : a compute node's view under ROOT
-make_node() {
-  local r=$1 mapping=$2
-  rm -rf "$r"; install -d -m 0755 "$r"
-  install -d "$r/etc/qoslane" "$r/bin" "$r/out"
-  chmod 1777 "$r/out"
-  cp "$mapping" "$r/etc/qoslane/qos-network.yml"
-  install -d "$(dirname "$r$TOS")" "$(dirname "$r$RMEM")"
-  echo "$BASE_TOS" > "$r$TOS"; echo "$BASE_RMEM" > "$r$RMEM"
-  # One ConnectX port, ACTIVE, modelled on a real mlx5 sysfs tree.
-  cp -a "$FIX/fabric/mlx5-quirks/sys" "$r/"
-  # The SM's tables, as smpquery prints them (fixture answers).
-  ln -s "$FIX/bin/fake-smpquery" "$r/bin/smpquery"
-  set_fabric "$r" identity
-  # hookrun and its hooks; qoslane is one hook per phase.
-  printf '#!/bin/sh\nexec %s --root %s "$@"\n' "$HR" "$r" > "$r/bin/hookrun"
-  chmod 0755 "$r/bin/hookrun"
-  local d
-  for d in prolog.d epilog.d task-prolog.d health.d; do install -d "$r/etc/slurm/$d"; done
-  local env="QOSLANE_SMPQUERY=$r/bin/smpquery QOSLANE_TIMEOUT_MS=3000"
-  printf '#!/bin/sh\n%s exec %s --root %s prolog\n' "$env" "$QL" "$r" > "$r/etc/slurm/prolog.d/10-qoslane"
-  printf '#!/bin/sh\n%s exec %s --root %s epilog\n' "$env" "$QL" "$r" > "$r/etc/slurm/epilog.d/10-qoslane"
-  printf '#!/bin/sh\nexec %s --root %s task-prolog\n' "$QL" "$r" > "$r/etc/slurm/task-prolog.d/10-qoslane"
-  printf '#!/bin/sh\n%s exec %s --root %s health\n' "$env" "$QL" "$r" > "$r/etc/slurm/health.d/10-qoslane"
-  # An existing site hook, like Omnia's epilog.d/logout_user.sh, keeps running.
-  printf '#!/bin/sh\necho "$SLURM_JOB_ID" >> %s/out/logout_user.log\n' "$r" > "$r/etc/slurm/epilog.d/90-logout_user.sh"
-  chmod 0755 "$r"/etc/slurm/*.d/*
-  printf 'on_failure = requeue\nbudget = 15s\nhook_timeout = 5s\n' > "$r/etc/slurm/hookrun.conf"
-}
+# make_node ROOT MAPPING_FILE : a compute node under the Slurm rig: one port,
+# the SM's identity table, hookrun and its hooks (scripts/lib/node.sh)
+make_node() { node_layout "$1" "$2" 1 identity; node_hooks "$1"; }
 
-# set_fabric ROOT identity|reversed : what the SM programmed (fixture answers)
-set_fabric() {
-  local r=$1 t=$2 op
-  for op in sl2vl portinfo vlarb; do cp "$FIX/smpquery/qos-$t.$op.txt" "$r/bin/any.$op.txt"; done
-}
-
-RIG=$E2E_REPO/rigs/slurm_rig.sh
-export RIG_DIR=${RIG_DIR:-/tmp/qoslane-slurmrig}
 # start_slurm ROOT : the rig with hookrun as Prolog, Epilog and TaskProlog
 start_slurm() {
   local r=$1
   # One suite at a time owns the machine's Slurm (the rig rewrites /etc/slurm).
-  mkdir -p /run/lock; exec 9>/run/lock/qoslane-slurm-rig.lock
-  flock -w 1800 9 || { say "another suite holds the Slurm rig lock"; return 1; }
+  rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the Slurm rig lock ($RIG_LOCK)"; return 1; }
   RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
   RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
   RIG_PROLOG_FLAGS=Alloc RIG_PROLOG_EPILOG_TIMEOUT=30 \

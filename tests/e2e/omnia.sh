@@ -28,8 +28,7 @@ WORK=$(mktemp -d /tmp/qoslane-omnia.XXXXXX); chmod 0755 "$WORK"
 mkdir -p "$WORK/out" "$WORK/input" "$WORK/packages"; chmod 1777 "$WORK/out"
 
 # One Slurm rig per machine: the e2e suites take turns.
-mkdir -p /run/lock; exec 9>/run/lock/qoslane-slurm-rig.lock
-flock -w 1800 9 || { say "another suite holds the Slurm rig lock"; exit 1; }
+rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the Slurm rig lock ($RIG_LOCK)"; exit 1; }
 if pgrep -x slurmctld >/dev/null && ! [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
   say "a slurmctld not started from $RIG_DIR is running; not touching it"; exit 1
 fi
@@ -171,8 +170,7 @@ check "omnia layout: removal gives the file back byte for byte" cmp "$WORK/omnia
 # PrologFlags=Alloc and PrologEpilogTimeout=30 as the site had them. The
 # role takes these lines over, and the removal path must give them back.
 install -d /etc/slurm/epilog.d
-printf '#!/bin/sh\necho "$SLURM_JOB_ID" >> %s/out/logout_user.log\n' "$WORK" > /etc/slurm/epilog.d/logout_user.sh
-chmod 0755 /etc/slurm/epilog.d/logout_user.sh
+site_epilog_hook /etc/slurm/epilog.d/logout_user.sh "$WORK/out"
 say "starting the Slurm rig"
 t=$(date +%s.%N)
 RIG_EPILOG=/etc/slurm/epilog.d/logout_user.sh RIG_TASKPROLOG="" RIG_TASKEPILOG="" \
@@ -195,8 +193,9 @@ sed -i -e "s|^qoslane_package_dir: \"\"|qoslane_package_dir: \"$WORK/packages\"|
        -e "s|^qoslane_binary_dir: \"\"|qoslane_binary_dir: \"$E2E_REPO/target/release\"|" \
        -e 's/^prolog_epilog_timeout: 30$/prolog_epilog_timeout: 40/' \
        -e 's/^  normal: 100$/  normal: 150/' "$CFG"
-grep -q '^fabric_check: off$' "$MAP" && grep -q '^prolog_epilog_timeout: 40$' "$CFG" && grep -q '^  normal: 150$' "$CFG" ||
-  { say "could not prepare the test input from deploy/omnia/input"; exit 1; }
+if ! { grep -q '^fabric_check: off$' "$MAP" && grep -q '^prolog_epilog_timeout: 40$' "$CFG" && grep -q '^  normal: 150$' "$CFG"; }; then
+  say "could not prepare the test input from deploy/omnia/input"; exit 1
+fi
 
 RUN=0
 play() { # play NAME PLAYBOOK [args...] : run it, log in $WORK/NAME.log; return its exit code
@@ -307,7 +306,7 @@ s = s.replace("  - name: high\n    qos: [high]\n    service_level: 2\n    virtua
               "  - name: high\n    qos: [high]\n    service_level: 4\n    virtual_lane: 4\n", 1)
 open(p, "w").write(s)
 PY
-grep -q 'name: ultra-high' "$MAP" && grep -q 'service_level: 4' "$MAP" || { say "mapping edit failed"; exit 1; }
+if ! { grep -q 'name: ultra-high' "$MAP" && grep -q 'service_level: 4' "$MAP"; }; then say "mapping edit failed"; exit 1; fi
 changes_before=$(audit_count mapping_changed)
 play change slurm_qos_network.yml || { tail -40 "$WORK/change.log" >&2; exit 1; }
 check "run 2: reported changed" test "$(recap change changed)" -gt 0 -a "$(recap change failed)" = 0
