@@ -174,4 +174,4 @@ else
   [ $WANT_DEB = 1 ] && build_deb_native
   [ $WANT_RPM = 1 ] && build_rpm_native
 fi
-log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s: $(cd "$OUT" && ls qoslane[_-]* | tr '\n' ' ')"
+log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s: $(cd "$OUT" && printf '%s ' qoslane[_-]*)"

@@ -23,6 +23,7 @@ capture() {
     # one rig per OpenSM configuration; each writes <name>.<op>.txt
     run() { # run NAME RIG-ARGS... : capture sl2vl, portinfo and vlarb
         local name=$1; shift
+        # shellcheck disable=SC2016  # the script is bash -c's; its $0 $1 are the arguments after it
         "$rig" "$@" -- env -u LD_PRELOAD bash -c '
             set -e
             for op in sl2vl portinfo vlarb; do
@@ -39,6 +40,7 @@ capture() {
     run qos-off -Q
     # OperVLs lowered after OpenSM programmed the table (ibportstate ... vls 2):
     # SL2VL entries now point outside OperVLs.
+    # shellcheck disable=SC2016  # bash -c's script: its $0 $1 are the arguments after it
     "$rig" -s 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7 -- bash -c '
         set -e
         ibportstate -D 0 1 vls 2 >/dev/null
@@ -46,6 +48,7 @@ capture() {
         env -u LD_PRELOAD "$0" -C mlx5_0 -P 1 -D sl2vl 0 >"$1.sl2vl.txt"' \
         "$here/smpquery-sim" "$out/opervls-lowered"
     # what a failing call prints (a port the CA does not have)
+    # shellcheck disable=SC2016  # bash -c's script: its $0 $1 are the arguments after it
     "$rig" -- env -u LD_PRELOAD bash -c '
         "$0" -C mlx5_0 -P 2 -D sl2vl 0 >/dev/null 2>"$1.stderr.txt"; echo "exit $?" >>"$1.stderr.txt"' \
         "$here/smpquery-sim" "$out/no-such-port"

@@ -83,13 +83,13 @@ if [ "$need_install" = 1 ]; then
     [ "$(id -u)" = 0 ] || die "need root to apt-get install ibsim-utils opensm infiniband-diags"
     log "installing ibsim-utils opensm infiniband-diags"
     export DEBIAN_FRONTEND=noninteractive
-    pkgs="ibsim-utils libumad2sim0 opensm infiniband-diags"
+    pkgs=(ibsim-utils libumad2sim0 opensm infiniband-diags)
     # fresh containers have no package lists yet
     ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 || apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends $pkgs >/dev/null 2>&1 ||
+    apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1 ||
         { apt-get update -q >/dev/null &&
-          apt-get install -y -q --no-install-recommends $pkgs >/dev/null; } ||
-        die "apt-get install $pkgs failed"
+          apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; } ||
+        die "apt-get install ${pkgs[*]} failed"
     UMAD2SIM=$(dpkg -L libumad2sim0 | grep '/libumad2sim\.so$' | head -n1)
 fi
 [ -f "$UMAD2SIM" ] || die "libumad2sim.so not found"
@@ -110,11 +110,11 @@ export IBSIM_SOCKNAME="rig$$x${RANDOM}"
 unset IBSIM_SERVER_NAME IBSIM_SERVER_PORT SIM_SET_ISSM || true
 
 stop_pid() { # stop_pid PID NAME : TERM, wait up to 5 s, then KILL; reap
-    local pid=$1 name=$2 i
+    local pid=$1 name=$2 _
     [ -n "$pid" ] || return 0
     kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 50); do
+    for _ in $(seq 50); do
         kill -0 "$pid" 2>/dev/null || break
         # a reaped-by-us child disappears at once; zombies need wait
         [ "$(awk '{print $3}' /proc/"$pid"/stat 2>/dev/null)" = Z ] && break
@@ -199,7 +199,7 @@ t0=$(date +%s%N)
 ms() { echo $(( ($(date +%s%N) - t0) / 1000000 )); }
 ibsim -s -n net >ibsim.log 2>&1 </dev/null &
 IBSIM_PID=$!
-for i in $(seq 100); do   # abstract socket shows up as "@name:ctl" in /proc/net/unix
+for _ in $(seq 100); do   # abstract socket shows up as "@name:ctl" in /proc/net/unix
     grep -qE "@${IBSIM_SOCKNAME}:ctl@?\$" /proc/net/unix && break
     kill -0 "$IBSIM_PID" 2>/dev/null || { cat ibsim.log >&2; die "ibsim exited"; }
     sleep 0.05
@@ -220,7 +220,7 @@ SIM_HOST=$SM_NODE SIM_SET_ISSM=1 LD_PRELOAD=$UMAD2SIM \
     OSM_CACHE_DIR=$WORK OSM_TMP_DIR=$WORK \
     opensm -F "$WORK/opensm.conf" >opensm.stdout 2>&1 </dev/null &
 OSM_PID=$!
-for i in $(seq 300); do
+for _ in $(seq 300); do
     grep -q "SUBNET UP" opensm.log 2>/dev/null && break
     kill -0 "$OSM_PID" 2>/dev/null || { cat opensm.stdout opensm.log >&2 2>/dev/null; die "opensm exited"; }
     sleep 0.05
@@ -246,7 +246,7 @@ for n in node1 node2 node3; do
     nlid=$(printf '%s\n' "$info" | sed -n 's/.*Base lid: \([0-9]*\).*/\1/p')
     smlid=$(printf '%s\n' "$info" | sed -n 's/.*SM lid: \([0-9]*\).*/\1/p')
     ca=$(sim "$n" ibstat -l | head -n1)
-    [ -n "$guid" ] && [ -n "$nlid" ] || die "cannot parse ibstat of $n: $info"
+    if [ -z "$guid" ] || [ -z "$nlid" ]; then die "cannot parse ibstat of $n: $info"; fi
     N=$(printf '%s' "$n" | tr '[:lower:]' '[:upper:]')
     export "RIG_${N}_GUID=$guid" "RIG_${N}_LID=$nlid"
     if [ "$n" = "$NODE" ]; then
