@@ -2,7 +2,7 @@
 # install-deps.sh — everything the tests and the demo need on a fresh Debian 12
 # machine, as root: the simulated fabric (ibsim + OpenSM + infiniband-diags),
 # the Slurm 22.05 cluster (slurmctld/slurmd/slurmdbd, MariaDB, munge),
-# Prometheus tools, Ansible, benchmarking tools; and the Rust components.
+# Prometheus tools, Ansible, benchmarking tools, shellcheck; and the Rust components.
 # Idempotent: a second run installs nothing.
 set -euo pipefail
 
@@ -18,6 +18,8 @@ PKGS=(
   ansible-core yamllint python3-apt rpm python3-venv
   # benchmarks (bench/run.sh): hyperfine, /usr/bin/time for peak RSS
   hyperfine time
+  # lint of every shell script (scripts/shellcheck.sh, a step of scripts/test.sh)
+  shellcheck
   # misc used by scripts
   procps psmisc python3
 )

@@ -6,10 +6,10 @@
 #   QOSLANE_SKIP_SLURM=1       skip the suites that take over the machine's
 #                              Slurm (the rig rewrites /etc/slurm); CI runs them
 #
-# Suites: formatting and lints; unit and integration tests (with fault
-# injection compiled in); the real simulated fabric (ibsim + OpenSM +
-# smpquery); Prometheus rule tests; the real Slurm cluster end to end; the
-# Omnia playbook against the local Slurm.
+# Suites: formatting and lints; shellcheck over every shell script; unit and
+# integration tests (with fault injection compiled in); the real simulated
+# fabric (ibsim + OpenSM + smpquery); Prometheus rule tests; the real Slurm
+# cluster end to end; the Omnia playbook against the local Slurm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -24,6 +24,9 @@ fi
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --features qoslane/fault-injection -q -- -D warnings
+
+step "shellcheck"
+bash scripts/shellcheck.sh
 
 step "unit and integration tests (fault injection on, real tools required)"
 export QOSLANE_REQUIRE_TOOLS=1 QOSLANE_FABRIC_RIG=1
