@@ -1,0 +1,164 @@
+//! The fuzz bodies on stable: the libFuzzer targets of `fuzz/` (scontrol_qos,
+//! smpquery, job_record) check what `fuzz/src/*.rs` says; the same checks run
+//! here on every test run, fed by proptest and by mutations of captured real
+//! outputs (fuzz/README.md). proptest's saved failures are in
+//! `fuzz_on_stable.proptest-regressions` beside this file (replayed first).
+
+#[path = "../../../fuzz/src/job_record.rs"]
+mod fuzz_job_record;
+#[path = "../../../fuzz/src/scontrol.rs"]
+mod fuzz_scontrol;
+#[path = "../../../fuzz/src/smpquery.rs"]
+mod fuzz_smpquery;
+
+use proptest::prelude::*;
+
+/// Pieces a user would put in their job's name, comment or directory to
+/// spoof a QoS: fake fields, newlines, the real field names.
+fn spoof_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        Just(" Account=a QOS=mission-critical JobState=R".to_owned()),
+        Just("\n".to_owned()),
+        Just(" ".to_owned()),
+        Just("QOS=low".to_owned()),
+        Just(" QOS=".to_owned()),
+        Just("JobId=8 ".to_owned()),
+        Just(" JobState=RUNNING".to_owned()),
+        Just("Account=rigacct".to_owned()),
+        Just("QOS=high".to_owned()),
+        Just("\t".to_owned()),
+        "[a-z=()_.\\- ]{0,8}",
+    ];
+    prop::collection::vec(piece, 0..8).prop_map(|v| v.concat())
+}
+
+fn captured() -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smpquery");
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("fixtures")
+        .map(|e| std::fs::read_to_string(e.expect("entry").path()).expect("read"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A captured output with lines deleted, duplicated, truncated, or a
+/// character replaced.
+fn mutated_output() -> impl Strategy<Value = String> {
+    let outputs = captured();
+    (0..outputs.len(), any::<u64>(), 0..4u8, any::<char>()).prop_map(move |(i, r, kind, c)| {
+        let text = &outputs[i];
+        let lines: Vec<&str> = text.lines().collect();
+        let at = (r as usize) % lines.len().max(1);
+        match kind {
+            0 => {
+                let mut l = lines.clone();
+                l.remove(at);
+                l.join("\n")
+            }
+            1 => {
+                let mut l = lines.clone();
+                l.insert(at, lines[at]);
+                l.join("\n")
+            }
+            2 => text.chars().take((r as usize) % (text.len() + 1)).collect(),
+            _ => {
+                let mut chars: Vec<char> = text.chars().collect();
+                let n = chars.len();
+                chars[(r as usize) % n] = c;
+                chars.into_iter().collect()
+            }
+        }
+    })
+}
+
+fn record_json() -> impl Strategy<Value = String> {
+    let name = prop_oneof![
+        Just("UCX_IB_SL".to_owned()),
+        Just("QOSLANE_LEVEL".to_owned()),
+        Just("NCCL_IB_TC".to_owned()),
+        Just("LD_PRELOAD".to_owned()),
+        "[A-Z_]{0,12}",
+        any::<String>(),
+    ];
+    let value = prop_oneof![
+        Just("3".to_owned()),
+        Just("3\nexport LD_PRELOAD=/tmp/x.so".to_owned()),
+        Just("".to_owned()),
+        "[a-z0-9._\\- ;$`]{0,10}",
+        any::<String>(),
+    ];
+    (prop::collection::vec((name, value), 0..6), 1..5u32).prop_map(|(exports, job)| {
+        serde_json::json!({
+            "job_id": job, "time": "t", "user": "alice", "qos": "high",
+            "qos_source": "scontrol", "level": "high", "rank": 1,
+            "service_level": 2, "virtual_lane": 2, "traffic_class": null,
+            "settings": [], "exports": exports, "mapping_sha256": "x"
+        })
+        .to_string()
+    })
+}
+
+proptest! {
+    // Saved failures beside this file: the default (`SourceParallel`) would
+    // look in tests/proptest-regressions/ once the binary has a main.rs.
+    #![proptest_config(ProptestConfig {
+        cases: 4000,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn scontrol_user_fields_never_spoof(n in spoof_text(), c in spoof_text(), w in spoof_text()) {
+        fuzz_scontrol::check_spoof(&n, &c, &w);
+        fuzz_scontrol::check_output(&fuzz_scontrol::real_line(&n, &c, &w));
+    }
+
+    #[test]
+    fn scontrol_any_output(s in any::<String>()) {
+        fuzz_scontrol::check(s.as_bytes());
+    }
+
+    #[test]
+    fn smpquery_mutated_real_outputs(s in mutated_output()) {
+        fuzz_smpquery::check(s.as_bytes());
+    }
+
+    #[test]
+    fn smpquery_any_bytes_and_roundtrip(b in prop::collection::vec(any::<u8>(), 0..300)) {
+        fuzz_smpquery::check(&b);
+    }
+
+    #[test]
+    fn job_record_any_exports(j in record_json()) {
+        fuzz_job_record::check(j.as_bytes());
+    }
+
+    #[test]
+    fn job_record_any_bytes(b in prop::collection::vec(any::<u8>(), 0..200)) {
+        fuzz_job_record::check(&b);
+    }
+}
+
+#[test]
+fn captured_outputs_parse_and_roundtrip() {
+    for text in captured() {
+        fuzz_smpquery::check_text(&text);
+    }
+    fuzz_smpquery::check_roundtrip(&[0xff; 200]);
+    fuzz_smpquery::check_roundtrip(&[]);
+}
+
+/// The fuzzer's first finding, by construction (the review found it
+/// first): a newline in the job name split the record.
+#[test]
+fn regression_scontrol_newline_in_job_name() {
+    fuzz_scontrol::check_spoof(
+        "x Account=a QOS=mission-critical JobState=R\nrest",
+        "",
+        "/tmp",
+    );
+    fuzz_scontrol::check(b"x Account=a QOS=mission-critical JobState=R\n\x1f\x1f/tmp");
+}
