@@ -14,7 +14,7 @@ use crate::log::{self, Priority};
 use crate::metrics;
 use crate::phase::Phase;
 use crate::runner::{self, Limits, PhaseReport};
-use crate::settings::{ENV_JOB_ID, ENV_SCRIPT_CONTEXT, EnvSnapshot, OnFailure, Settings, reroot};
+use crate::settings::{ENV_JOB_ID, ENV_SCRIPT_CONTEXT, EnvSnapshot, OnFailure, Settings};
 use crate::signals::Signals;
 use crate::slurm::{REASON_PREFIX, Scontrol};
 
@@ -131,7 +131,9 @@ fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {
         Phase::TaskProlog => None,
         _ => env.text(ENV_JOB_ID).ok().flatten(),
     };
-    log::use_journal(&reroot(&settings.root, log::JOURNAL_SOCKET), job_id);
+    log::init(&settings.root, job_id);
+    // Logging waits for nothing past the phase's budget and the kill grace.
+    nodeio::log::set_deadline(started + settings.budget + settings.kill_grace);
     let signals = match Signals::install() {
         Ok(signals) => signals,
         Err(error) => {
@@ -162,7 +164,7 @@ fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {
     };
 
     let dir = settings.phase_dir(phase);
-    let listing = match discover::scan(&dir) {
+    let listing = match discover::scan(&settings.root, &dir) {
         Ok(listing) => listing,
         Err(error) => {
             log::phase(Priority::Error, name, &error.to_string());
@@ -346,6 +348,7 @@ fn count(report: &PhaseReport, settings: &Settings, verdict: Verdict) {
         })
         .collect();
     let paths = metrics::Paths {
+        root: settings.root.clone(),
         state_dir: settings.state_dir.clone(),
         textfile_dir: settings.textfile_dir.clone(),
     };

@@ -68,12 +68,12 @@ impl std::error::Error for ConfError {}
 
 impl ConfFile {
     /// Reads `path`; a missing file is an empty configuration, not an error.
-    pub fn load(path: &Path) -> Result<ConfFile, ConfError> {
+    pub fn load(root: &Path, path: &Path) -> Result<ConfFile, ConfError> {
         match std::fs::read_to_string(path) {
             Ok(text) => {
                 // It names a program hookrun runs (`scontrol`): whoever can
                 // write it runs commands as root (crate::trust).
-                crate::trust::check_file(path).map_err(|why| ConfError::Read {
+                crate::trust::check_file(root, path).map_err(|why| ConfError::Read {
                     path: path.to_owned(),
                     error: io::Error::new(
                         io::ErrorKind::PermissionDenied,
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn missing_file_is_empty() {
-        let conf = ConfFile::load(Path::new("/nonexistent/hookrun.conf")).expect("missing is fine");
+        let conf = ConfFile::load(Path::new("/"), Path::new("/nonexistent/hookrun.conf")).expect("missing is fine");
         assert_eq!(conf, ConfFile::default());
     }
 }

@@ -134,14 +134,14 @@ pub fn is_optional(name: &OsStr) -> bool {
 }
 
 /// Lists `dir`. A missing directory is an empty listing.
-pub fn scan(dir: &Path) -> Result<Listing, ScanError> {
+pub fn scan(root: &Path, dir: &Path) -> Result<Listing, ScanError> {
     let scan_error = |error| ScanError {
         dir: dir.to_owned(),
         error,
     };
     // Whoever can write the directory decides what runs (crate::trust).
     if dir.exists()
-        && let Err(why) = crate::trust::check_dir(dir)
+        && let Err(why) = crate::trust::check_dir(root, dir)
     {
         return Err(scan_error(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -177,7 +177,7 @@ pub fn scan(dir: &Path) -> Result<Listing, ScanError> {
             Some(reason) => listing.ignored.push((name, reason)),
             None => listing.hooks.push(Hook {
                 required: !is_optional(&file_name),
-                refused: crate::trust::check_file(&path).err(),
+                refused: crate::trust::check_file(root, &path).err(),
                 file_name,
                 name,
                 path,

@@ -47,7 +47,7 @@ fn write_listing(
         .filter(|p| only.is_none_or(|o| o == *p))
     {
         let dir = settings.phase_dir(phase);
-        let listing = match discover::scan(&dir) {
+        let listing = match discover::scan(&settings.root, &dir) {
             Ok(listing) => listing,
             Err(error) => {
                 writeln!(out, "{phase}  {}  (error: {})", dir.display(), error.error)?;

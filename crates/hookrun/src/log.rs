@@ -4,47 +4,30 @@
 //! stdout is never written here: for the TaskProlog it is Slurm's protocol
 //! channel.
 
-use std::io::Write;
-use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Duration;
+
+use nodeio::log as sink;
+pub use nodeio::log::Priority;
+
+use crate::settings::reroot;
 
 /// The journal's native socket, under the root prefix.
 pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
+/// syslog's socket, under the root prefix.
+pub const SYSLOG_SOCKET: &str = "/dev/log";
 
-/// syslog priorities, as the journal wants them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
-    Error = 3,
-    Warning = 4,
-    Info = 6,
-}
-
-#[derive(Debug)]
-struct Journal {
-    socket: UnixDatagram,
-    job_id: Option<String>,
-}
-
-static JOURNAL: OnceLock<Journal> = OnceLock::new();
-
-/// Also sends every line to the journal at `socket`, tagged with the job id.
-/// Does nothing when the socket is not there. Never blocks: a full socket
-/// buffer drops the line (it is on stderr anyway).
-pub fn use_journal(socket: &Path, job_id: Option<&str>) {
-    if !socket.exists() {
-        return;
-    }
-    let Ok(datagram) = UnixDatagram::unbound() else {
-        return;
-    };
-    if datagram.connect(socket).is_err() || datagram.set_nonblocking(true).is_err() {
-        return;
-    }
-    let _ = JOURNAL.set(Journal {
-        socket: datagram,
-        job_id: job_id.map(str::to_owned),
+/// Also sends every line to the journal (else syslog) under `root`, tagged
+/// with the job id. Never blocks: a full socket drops the line and counts it
+/// (`nodeio::log`); it is on stderr anyway.
+pub fn init(root: &Path, job_id: Option<&str>) {
+    sink::init(sink::Config {
+        ident: "hookrun",
+        journal: Some(reroot(root, JOURNAL_SOCKET)),
+        syslog: Some(reroot(root, SYSLOG_SOCKET)),
+        fields: job_id
+            .map(|j| vec![("SLURM_JOB_ID".to_owned(), j.to_owned())])
+            .unwrap_or_default(),
     });
 }
 
@@ -83,27 +66,11 @@ pub fn hook_output(phase: &str, hook: &str, line: &[u8]) {
 }
 
 fn emit(priority: Priority, phase: &str, hook: Option<&str>, line: &str) {
-    // Nowhere to report a failing stderr; the hooks' work matters more.
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
-    if let Some(journal) = JOURNAL.get() {
-        let mut record = format!(
-            "PRIORITY={}\nSYSLOG_IDENTIFIER=hookrun\nHOOKRUN_PHASE={phase}\n",
-            priority as u8
-        );
-        if let Some(hook) = hook {
-            record.push_str(&format!("HOOKRUN_HOOK={}\n", one_line(hook)));
-        }
-        if let Some(job_id) = &journal.job_id {
-            record.push_str(&format!("SLURM_JOB_ID={}\n", one_line(job_id)));
-        }
-        record.push_str(&format!("MESSAGE={}\n", one_line(line)));
-        let _ = journal.socket.send(record.as_bytes());
+    let mut fields = vec![("HOOKRUN_PHASE", phase)];
+    if let Some(hook) = hook {
+        fields.push(("HOOKRUN_HOOK", hook));
     }
-}
-
-/// The native protocol's simple form takes one line per field.
-fn one_line(text: &str) -> String {
-    text.replace('\n', " ")
+    sink::emit(priority, line, line, &fields);
 }
 
 /// `3.2 ms`, `1.50 s`: short and exact enough for a log line.

@@ -8,14 +8,13 @@
 //! and renamed into place. A metrics failure is logged, never fatal.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write as _};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rustix::fs::FlockOperation;
+use nodeio::walk::Judge;
+use nodeio::{atomic, counter_file, prom};
 use serde::{Deserialize, Serialize};
 
 use crate::runner::Outcome;
@@ -23,9 +22,6 @@ use crate::runner::Outcome;
 pub const STATE_FILE: &str = "metrics.json";
 pub const LOCK_FILE: &str = "metrics.lock";
 pub const PROM_FILE: &str = "hookrun.prom";
-/// Not ending in `.prom`, so node_exporter never reads a half-written file.
-const PROM_TEMP_FILE: &str = ".hookrun.prom.tmp";
-const STATE_TEMP_FILE: &str = ".metrics.json.tmp";
 const STATE_VERSION: u32 = 1;
 
 /// Upper bounds of the duration histogram, in seconds (+Inf is implied).
@@ -35,7 +31,6 @@ pub const BUCKETS: [f64; 13] = [
 
 /// How long to wait for another hookrun holding the metrics lock.
 pub const LOCK_WAIT: Duration = Duration::from_secs(1);
-const LOCK_RETRY: Duration = Duration::from_millis(5);
 
 /// One hook run to count.
 #[derive(Debug, Clone, Copy)]
@@ -135,54 +130,38 @@ impl State {
 
     /// The Prometheus text exposition of every counter.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        out.push_str(
-            "# HELP hookrun_hook_runs_total Slurm hook runs by phase, hook and outcome (ok, failed, timeout, skipped, interrupted).\n\
-             # TYPE hookrun_hook_runs_total counter\n",
+        let mut w = prom::Writer::new();
+        w.family(
+            "hookrun_hook_runs_total",
+            prom::Kind::Counter,
+            "Slurm hook runs by phase, hook and outcome (ok, failed, timeout, skipped, interrupted).",
         );
         for (phase, hook, stats) in self.each_hook() {
-            let labels = format!("phase=\"{}\",hook=\"{}\"", escape(phase), escape(hook));
             for outcome in Outcome::ALL {
                 let runs = stats.runs.get(outcome.label()).copied().unwrap_or(0);
-                let _ = writeln!(
-                    out,
-                    "hookrun_hook_runs_total{{{labels},outcome=\"{}\"}} {runs}",
-                    outcome.label()
+                w.sample(
+                    "hookrun_hook_runs_total",
+                    &[("phase", phase), ("hook", hook), ("outcome", outcome.label())],
+                    runs,
                 );
             }
         }
-        out.push_str(
-            "# HELP hookrun_hook_duration_seconds Wall-clock time of Slurm hook runs (hooks that did not start are not observed).\n\
-             # TYPE hookrun_hook_duration_seconds histogram\n",
+        w.family(
+            "hookrun_hook_duration_seconds",
+            prom::Kind::Histogram,
+            "Wall-clock time of Slurm hook runs (hooks that did not start are not observed).",
         );
         for (phase, hook, stats) in self.each_hook() {
-            let labels = format!("phase=\"{}\",hook=\"{}\"", escape(phase), escape(hook));
-            let histogram = &stats.duration;
-            let mut cumulative = 0;
-            for (bound, count) in histogram.bounds.iter().zip(&histogram.counts) {
-                cumulative += count;
-                let _ = writeln!(
-                    out,
-                    "hookrun_hook_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "hookrun_hook_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-                histogram.count
-            );
-            let _ = writeln!(
-                out,
-                "hookrun_hook_duration_seconds_sum{{{labels}}} {}",
-                histogram.sum
-            );
-            let _ = writeln!(
-                out,
-                "hookrun_hook_duration_seconds_count{{{labels}}} {}",
-                histogram.count
+            let h = &stats.duration;
+            w.histogram(
+                "hookrun_hook_duration_seconds",
+                &[("phase", phase), ("hook", hook)],
+                &h.bounds,
+                &h.counts,
+                h.sum,
             );
         }
-        out
+        w.finish()
     }
 
     fn each_hook(&self) -> impl Iterator<Item = (&str, &str, &HookStats)> {
@@ -194,19 +173,7 @@ impl State {
     }
 }
 
-/// Escapes a label value: backslash, double quote, newline.
-pub fn escape(value: &str) -> String {
-    let mut escaped = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => escaped.push_str("\\\\"),
-            '"' => escaped.push_str("\\\""),
-            '\n' => escaped.push_str("\\n"),
-            c => escaped.push(c),
-        }
-    }
-    escaped
-}
+pub use nodeio::prom::escape;
 
 /// Something went wrong while counting; the hooks are unaffected.
 #[derive(Debug)]
@@ -223,14 +190,24 @@ impl std::fmt::Display for MetricsError {
 
 impl std::error::Error for MetricsError {}
 
-fn context(context: impl Into<String>) -> impl FnOnce(io::Error) -> MetricsError {
-    let context = context.into();
-    move |error| MetricsError { context, error }
+impl From<nodeio::Error> for MetricsError {
+    fn from(e: nodeio::Error) -> Self {
+        let (context, error) = match e {
+            nodeio::Error::Io { op, path, source } => (format!("{op} {}", path.display()), source),
+            other => (
+                "use the metrics files".to_owned(),
+                io::Error::new(io::ErrorKind::PermissionDenied, other.to_string()),
+            ),
+        };
+        MetricsError { context, error }
+    }
 }
 
 /// Where the metrics go.
 #[derive(Debug, Clone)]
 pub struct Paths {
+    /// The root prefix: directories are reached from it (nodeio::walk).
+    pub root: PathBuf,
     pub state_dir: PathBuf,
     /// `hookrun.prom` is written only when this directory exists (node_exporter
     /// is installed); the state file is always kept.
@@ -239,58 +216,45 @@ pub struct Paths {
 
 /// Adds `records` to the state and re-renders the textfile. Returns notes worth
 /// logging (e.g. a corrupt state file that was started over).
+///
+/// The state file is updated under its lock (`nodeio::counter_file`: a lock
+/// file nobody else can open) and flushed after the lock is released. Under
+/// the same lock (so the last textfile shows the last count), the textfile
+/// is replaced atomically (`nodeio::atomic`) in a directory reached
+/// without following anyone else's symlink: on Debian it belongs to the
+/// `prometheus` user. It is not flushed: every run rewrites it.
 pub fn record(
     paths: &Paths,
     records: &[Record<'_>],
     lock_wait: Duration,
 ) -> Result<Vec<String>, MetricsError> {
     let mut notes = Vec::new();
-    fs::create_dir_all(&paths.state_dir)
-        .map_err(context(format!("create {}", paths.state_dir.display())))?;
-    let lock_path = paths.state_dir.join(LOCK_FILE);
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o644)
-        .open(&lock_path)
-        .map_err(context(format!("open {}", lock_path.display())))?;
-    lock_exclusive(&lock, lock_wait).map_err(context(format!("lock {}", lock_path.display())))?;
-
-    let state_path = paths.state_dir.join(STATE_FILE);
-    let mut state = match fs::read(&state_path) {
-        Ok(bytes) => match serde_json::from_slice::<State>(&bytes) {
-            Ok(state) => state,
-            Err(error) => {
-                notes.push(format!(
-                    "metrics state {} is unreadable ({error}); counting from zero",
-                    state_path.display()
-                ));
-                State::default()
+    let updated = counter_file::update::<State, _>(
+        &paths.root,
+        &paths.state_dir,
+        STATE_FILE,
+        LOCK_FILE,
+        0o644,
+        Instant::now() + lock_wait,
+        |state| {
+            for record in records {
+                state.add(record);
             }
         },
-        Err(error) if error.kind() == io::ErrorKind::NotFound => State::default(),
-        Err(error) => return Err(context(format!("read {}", state_path.display()))(error)),
-    };
-    for record in records {
-        state.add(record);
-    }
-    let json = serde_json::to_vec_pretty(&state).map_err(|error| MetricsError {
-        context: "serialise the metrics state".to_owned(),
-        error: io::Error::other(error),
-    })?;
-    write_atomically(&paths.state_dir, STATE_TEMP_FILE, STATE_FILE, &json)?;
-
+    )?;
+    notes.extend(updated.restarted.clone());
     if paths.textfile_dir.is_dir() {
-        write_atomically(
-            &paths.textfile_dir,
-            PROM_TEMP_FILE,
-            PROM_FILE,
-            state.render().as_bytes(),
+        let _visible = atomic::replace(
+            &paths.root,
+            &paths.textfile_dir.join(PROM_FILE),
+            updated.value.render().as_bytes(),
+            0o644,
+            Judge::NoFollow,
+            false,
+            atomic::Durability::Visible,
         )?;
     }
-    // The lock goes with `lock` (closing the file releases it).
-    drop(lock);
+    updated.release()?;
     Ok(notes)
 }
 
@@ -298,57 +262,6 @@ pub fn record(
 pub fn load(state_dir: &Path) -> io::Result<State> {
     let bytes = fs::read(state_dir.join(STATE_FILE))?;
     serde_json::from_slice(&bytes).map_err(io::Error::other)
-}
-
-fn lock_exclusive(file: &File, wait: Duration) -> io::Result<()> {
-    let give_up = Instant::now() + wait;
-    loop {
-        match rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(()),
-            Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) => {
-                if Instant::now() >= give_up {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!(
-                            "still held by another process after {}",
-                            humantime::format_duration(wait)
-                        ),
-                    ));
-                }
-                std::thread::sleep(LOCK_RETRY);
-            }
-            Err(error) => return Err(error.into()),
-        }
-    }
-}
-
-/// Writes `dir/temp`, fsyncs it, renames it to `dir/name`, fsyncs `dir`.
-/// Callers hold the metrics lock, so a fixed temporary name is safe, and one
-/// left by a killed run is simply overwritten.
-fn write_atomically(dir: &Path, temp: &str, name: &str, bytes: &[u8]) -> Result<(), MetricsError> {
-    let temp_path = dir.join(temp);
-    let final_path = dir.join(name);
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o644)
-        .open(&temp_path)
-        .map_err(context(format!("create {}", temp_path.display())))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(context(format!("write {}", temp_path.display())))?;
-    drop(file);
-    fs::rename(&temp_path, &final_path).map_err(context(format!(
-        "rename {} to {}",
-        temp_path.display(),
-        final_path.display()
-    )))?;
-    // Make the rename itself durable; failure here loses nothing but durability.
-    if let Ok(dir) = File::open(dir) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -421,6 +334,7 @@ mod tests {
     fn record_twice_adds_up_and_writes_textfile() {
         let dir = tempfile::tempdir().expect("temp dir");
         let paths = Paths {
+            root: dir.path().to_owned(),
             state_dir: dir.path().join("state"),
             textfile_dir: dir.path().join("prom"),
         };
@@ -443,6 +357,7 @@ mod tests {
     fn no_textfile_without_the_directory() {
         let dir = tempfile::tempdir().expect("temp dir");
         let paths = Paths {
+            root: dir.path().to_owned(),
             state_dir: dir.path().join("state"),
             textfile_dir: dir.path().join("absent"),
         };
@@ -454,6 +369,7 @@ mod tests {
     fn corrupt_state_starts_over_with_a_note() {
         let dir = tempfile::tempdir().expect("temp dir");
         let paths = Paths {
+            root: dir.path().to_owned(),
             state_dir: dir.path().to_owned(),
             textfile_dir: dir.path().join("absent"),
         };

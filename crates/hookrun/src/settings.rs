@@ -210,7 +210,7 @@ impl Settings {
             .clone()
             .or_else(|| env_path(ENV_CONFIG))
             .unwrap_or_else(|| hook_dir.join(CONFIG_FILE_NAME));
-        let conf = ConfFile::load(&config_path)?;
+        let conf = ConfFile::load(&root, &config_path)?;
 
         // One lookup shape for every non-path setting: flag, variable, file.
         let pick = |flag: Option<String>,

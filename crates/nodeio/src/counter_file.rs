@@ -24,14 +24,26 @@ use crate::walk::{self, Judge};
 /// Largest counter file read: anything bigger is not ours.
 pub const MAX_BYTES: u64 = 4 << 20;
 
-/// The result of an update.
+/// The result of an update, still under the lock: what must follow the
+/// update in the same order as the updates (a textfile rendered from it) is
+/// done before [`Updated::release`].
 #[derive(Debug)]
-#[must_use = "flush the file"]
+#[must_use = "release the lock, then flush the file"]
 pub struct Updated<T> {
     pub value: T,
     /// Set when the old file could not be read and counting started over.
     pub restarted: Option<String>,
-    pub pending: Pending,
+    pending: Pending,
+    lock: crate::lock::Lock,
+}
+
+impl<T> Updated<T> {
+    /// Releases the lock, then makes the update durable.
+    pub fn release(self) -> Result<T> {
+        drop(self.lock);
+        self.pending.flush()?;
+        Ok(self.value)
+    }
 }
 
 /// Updates `dir/name` under the lock `dir/lock_name` (waiting until
@@ -51,7 +63,7 @@ where
     F: FnOnce(&mut T),
 {
     let d = walk::open_dir(root, dir, Judge::Trusted, Some(0o755))?;
-    let _lock = crate::lock::acquire(&d, lock_name, until)?;
+    let lock = crate::lock::acquire(&d, lock_name, until)?;
     let path = dir.join(name);
     let mut restarted = None;
     let mut value = match load::<T>(root, &path) {
@@ -78,6 +90,7 @@ where
         value,
         restarted,
         pending,
+        lock,
     })
 }
 
@@ -111,14 +124,14 @@ mod tests {
             })
             .expect("updated");
             assert!(u.restarted.is_none());
-            u.pending.flush().expect("flushed");
+            u.release().expect("flushed");
         }
         let m: BTreeMap<String, u64> = load(tmp.path(), &dir.join("c.json")).expect("load").expect("some");
         assert_eq!(m["runs"], 3);
         std::fs::write(dir.join("c.json"), "{not json").expect("write");
         let u = update::<BTreeMap<String, u64>, _>(tmp.path(), &dir, "c.json", "c.lock", 0o644, until(), |_| {})
             .expect("updated");
-        assert!(u.restarted.expect("restarted").contains("counting from zero"));
-        u.pending.flush().expect("flushed");
+        assert!(u.restarted.as_deref().expect("restarted").contains("counting from zero"));
+        u.release().expect("flushed");
     }
 }

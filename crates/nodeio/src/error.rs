@@ -16,7 +16,7 @@ pub enum Error {
     },
     /// The file or a directory on its way may be changed by someone other
     /// than root or the caller, or is not what it must be.
-    #[error("{}: {why}", path.display())]
+    #[error("{} {why}", path.display())]
     Untrusted { path: PathBuf, why: String },
     /// Larger than the caller allows.
     #[error("{}: {size} bytes is more than the limit of {limit}", path.display())]

@@ -221,7 +221,7 @@ mod tests {
         chmod(&f, 0o644);
         chmod(&root.join("etc"), 0o777);
         let e = read(root, &f, Symlink::Refuse, 100).unwrap_err().to_string();
-        assert!(e.contains("etc: is writable by group or others (mode 777)"), "{e}");
+        assert!(e.contains("etc is writable by group or others (mode 777)"), "{e}");
         chmod(&root.join("etc"), 0o755);
         chmod(&root.join("etc/q"), 0o1777);
         assert!(read(root, &f, Symlink::Refuse, 100).is_err(), "sticky does not help the holder");

@@ -82,16 +82,29 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
 /// Opens `dir` (absolute) from the root prefix `root`; with `create`, makes
 /// missing directories with that mode on the way (`mkdir -p`, race-free).
 pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result<Dir> {
+    // `..` never climbs above the root prefix (as in a chroot).
     let (start, rest) = match dir.strip_prefix(root) {
         Ok(rest) if root.is_absolute() => (root, rest),
         _ => (Path::new("/"), dir.strip_prefix("/").unwrap_or(dir)),
     };
-    let mut queue: VecDeque<OsString> = VecDeque::new();
-    push_components(&mut queue, rest, dir)?;
+    let mut queue: VecDeque<Comp> = VecDeque::new();
+    push_components(&mut queue, rest);
     let mut fd = open_start(start, judge)?;
     let mut at = start.to_path_buf();
+    // The directories above `fd`, for `..` (physical, as the kernel's).
+    let mut above: Vec<(OwnedFd, PathBuf)> = Vec::new();
     let mut hops = 0;
     while let Some(comp) = queue.pop_front() {
+        let comp = match comp {
+            Comp::Up => {
+                if let Some((up, path)) = above.pop() {
+                    fd = up;
+                    at = path;
+                }
+                continue;
+            }
+            Comp::Name(n) => n,
+        };
         let here = at.join(&comp);
         let next = match rfs::openat(
             &fd,
@@ -106,7 +119,7 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
                     Ok(()) | Err(Errno::EXIST) => {}
                     Err(e) => return Err(Error::errno("create directory", &here)(e)),
                 }
-                queue.push_front(comp);
+                queue.push_front(Comp::Name(comp));
                 continue;
             }
             Err(e) => return Err(Error::errno("open directory", &here)(e)),
@@ -130,12 +143,13 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
                 let target = read_link(&next, &here)?;
                 let target = Path::new(OsStr::from_bytes(&target));
                 let mut pushed = VecDeque::new();
-                push_components(&mut pushed, target, &here)?;
+                push_components(&mut pushed, target);
                 pushed.extend(queue);
                 queue = pushed;
                 if target.is_absolute() {
                     fd = open_start(Path::new("/"), judge)?;
                     at = PathBuf::from("/");
+                    above.clear();
                 }
             }
             FileType::Directory => {
@@ -144,8 +158,7 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
                 {
                     return Err(Error::untrusted(&here, why));
                 }
-                fd = next;
-                at = here;
+                above.push((std::mem::replace(&mut fd, next), std::mem::replace(&mut at, here)));
             }
             _ => return Err(Error::untrusted(&here, "is not a directory")),
         }
@@ -172,17 +185,19 @@ fn open_start(start: &Path, judge: Judge) -> Result<OwnedFd> {
     Ok(fd)
 }
 
-fn push_components(queue: &mut VecDeque<OsString>, path: &Path, whole: &Path) -> Result<()> {
+enum Comp {
+    Name(OsString),
+    Up,
+}
+
+fn push_components(queue: &mut VecDeque<Comp>, path: &Path) {
     for c in path.components() {
         match c {
-            Component::Normal(n) => queue.push_back(n.to_os_string()),
+            Component::Normal(n) => queue.push_back(Comp::Name(n.to_os_string())),
+            Component::ParentDir => queue.push_back(Comp::Up),
             Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                return Err(Error::untrusted(whole, "contains `..`; refusing it"));
-            }
         }
     }
-    Ok(())
 }
 
 /// The target of the symlink open (`O_PATH | O_NOFOLLOW`) at `fd`.

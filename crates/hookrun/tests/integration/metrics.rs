@@ -95,3 +95,61 @@ fn the_textfile_directory_can_be_moved() {
     assert!(elsewhere.join("hookrun.prom").is_file());
     assert!(fx.prom().is_empty(), "the default location is not written");
 }
+
+/// Regression: the textfile was written through the fixed temp name
+/// `.hookrun.prom.tmp`, opened with create+truncate following symlinks. The
+/// `prometheus` user owns the textfile directory on Debian and could plant
+/// that name as a symlink: root then overwrote the link's target.
+#[test]
+fn a_planted_symlink_in_the_textfile_directory_is_never_written_through() {
+    use std::os::unix::fs::symlink;
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-a", "");
+    let victim = fx.path("etc/shadow-like");
+    fs::create_dir_all(fx.path("etc")).expect("mkdir");
+    fs::write(&victim, "root only\n").expect("write");
+    let textfiles = fx.path("var/lib/prometheus/node-exporter");
+    symlink(&victim, textfiles.join(".hookrun.prom.tmp")).expect("symlink");
+    assert_eq!(fx.hookrun().args(["prolog"]).run().code, Some(0));
+    assert_eq!(fs::read_to_string(&victim).expect("read"), "root only\n");
+    assert_eq!(fx.runs("prolog", "10-a", "ok"), Some(1.0));
+}
+
+/// Regression: the same user swapped the textfile directory for a symlink of
+/// theirs to a directory root writes into; it is refused, not followed.
+#[test]
+fn a_textfile_directory_swapped_for_someone_elses_symlink_is_refused() {
+    use std::os::unix::fs::symlink;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to make a symlink owned by another user");
+        return;
+    }
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-a", "");
+    let textfiles = fx.path("var/lib/prometheus/node-exporter");
+    fs::remove_dir(&textfiles).expect("rmdir");
+    let target = fx.path("etc/cron.d");
+    fs::create_dir_all(&target).expect("mkdir");
+    symlink(&target, &textfiles).expect("symlink");
+    std::os::unix::fs::lchown(&textfiles, Some(65534), Some(65534)).expect("lchown");
+    let run = fx.hookrun().args(["prolog"]).run();
+    assert_eq!(run.code, Some(0), "metrics never fail the phase: {}", run.stderr);
+    assert!(run.has_line("symlink owned by uid 65534"), "{}", run.stderr);
+    assert_eq!(fs::read_dir(&target).expect("ls").count(), 0, "nothing written there");
+}
+
+/// Regression: the metrics lock was mode 0644, so any user could hold an
+/// exclusive flock on it and stall every Prolog by a second (and freeze the
+/// counts). It is 0600, also when an older version left it 0644.
+#[test]
+fn the_metrics_lock_is_private() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-a", "");
+    let lock = fx.path("var/lib/hookrun/metrics.lock");
+    fs::create_dir_all(lock.parent().expect("dir")).expect("mkdir");
+    fs::write(&lock, "").expect("write");
+    fs::set_permissions(&lock, fs::Permissions::from_mode(0o644)).expect("chmod");
+    assert_eq!(fx.hookrun().args(["prolog"]).run().code, Some(0));
+    assert_eq!(fs::metadata(&lock).expect("md").mode() & 0o777, 0o600);
+}
