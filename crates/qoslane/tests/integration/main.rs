@@ -7,6 +7,7 @@ mod cli;
 mod fabric;
 mod hooks;
 mod metrics;
+mod planner;
 mod reliability;
 mod util;
 mod validate;
