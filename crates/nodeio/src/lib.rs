@@ -18,6 +18,7 @@
 //!
 //! Nothing here knows about Slurm or InfiniBand.
 
+pub mod append;
 pub mod atomic;
 pub mod counter_file;
 pub mod error;

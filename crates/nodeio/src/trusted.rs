@@ -105,7 +105,7 @@ pub fn check_file(root: &Path, path: &Path) -> Result<Opened> {
     open(root, path, Symlink::FollowTrusted)?.ok_or_else(|| Error::Io {
         op: "open",
         path: path.to_path_buf(),
-        source: std::io::ErrorKind::NotFound.into(),
+        source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error()),
     })
 }
 
@@ -116,6 +116,50 @@ pub fn check_dir(root: &Path, dir: &Path) -> Result<Dir> {
     let d = walk::open_dir(root, dir, Judge::Trusted, None)?;
     judge_holder(&d)?;
     Ok(d)
+}
+
+/// A directory of the caller's own state (`/run/qoslane`): reached under
+/// [`Judge::Trusted`] (made when `create`, 0755), itself never a symlink,
+/// owned by the caller (not merely by root), writable by nobody else.
+pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
+    let (parent, name) = walk::split(dir)?;
+    let holder = walk::open_dir(root, parent, Judge::Trusted, create.then_some(0o755))?;
+    let open = || {
+        rfs::openat(
+            holder.fd(),
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    let fd = match open() {
+        Err(Errno::NOENT) if create => {
+            match rfs::mkdirat(holder.fd(), name, Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(Error::errno("create directory", dir)(e)),
+            }
+            open()
+        }
+        other => other,
+    }
+    .map_err(Error::errno("open directory", dir))?;
+    let st = rfs::fstat(&fd).map_err(Error::errno("inspect directory", dir))?;
+    let me = rustix::process::geteuid().as_raw();
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Symlink => return Err(Error::untrusted(dir, "is a symlink; refusing to use it")),
+        FileType::Directory => {}
+        _ => return Err(Error::untrusted(dir, "is not a directory")),
+    }
+    if st.st_uid != me {
+        return Err(Error::untrusted(dir, format!("is owned by uid {}, not {me}", st.st_uid)));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(Error::untrusted(
+            dir,
+            format!("is writable by group or others (mode {:o})", st.st_mode & 0o7777),
+        ));
+    }
+    Ok(Dir::from_parts(fd, dir.to_path_buf()))
 }
 
 /// The directory holding a trusted file: sticky does not help there (others
@@ -165,14 +209,14 @@ fn open_in(dir: &Dir, name: &OsStr, path: &Path) -> Result<Step> {
     if !trusted_uid(st.st_uid) {
         return Err(Error::untrusted(
             path,
-            format!("is owned by uid {}, not root or the caller; refusing to trust it", st.st_uid),
+            format!("is owned by uid {}, not root or the caller", st.st_uid),
         ));
     }
     if st.st_mode & 0o022 != 0 {
         return Err(Error::untrusted(
             path,
             format!(
-                "is writable by group or others (mode {:o}); refusing to trust it",
+                "is writable by group or others (mode {:o})",
                 st.st_mode & 0o7777
             ),
         ));

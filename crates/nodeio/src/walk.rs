@@ -58,6 +58,27 @@ impl Dir {
     }
 }
 
+impl Dir {
+    pub(crate) fn from_parts(fd: OwnedFd, path: PathBuf) -> Self {
+        Self { fd, path }
+    }
+}
+
+/// Opens a kernel setting file (sysfs, procfs, configfs) for reading or
+/// writing, never through a symlink at its last component (sysfs's
+/// directories are symlinks; its files are not), never creating it. The one
+/// place such a file is opened.
+pub fn open_setting(path: &Path, write: bool) -> std::io::Result<std::fs::File> {
+    let flags = if write {
+        OFlags::WRONLY | OFlags::TRUNC
+    } else {
+        OFlags::RDONLY
+    };
+    rfs::open(path, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        .map(std::fs::File::from)
+        .map_err(Into::into)
+}
+
 /// Root, or the user running this program.
 pub fn trusted_uid(uid: u32) -> bool {
     uid == 0 || uid == rustix::process::geteuid().as_raw()

@@ -1,15 +1,11 @@
 //! The audit log: one JSON object per line, appended with a single write and
 //! fsynced; never rewritten. Every hook run and every change gets a line.
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::Path;
-
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::job::JobId;
+use crate::paths::Paths;
 use crate::job::qos::QosSource;
 use crate::state::Change;
 
@@ -99,34 +95,15 @@ impl Entry {
     }
 }
 
-/// Appends `entry` as one line with one write(2), then fsyncs.
-pub fn append(path: &Path, entry: &Entry) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o750)
-            .create(dir)
-            .map_err(Error::io("create audit directory", dir))?;
-    }
+/// Appends `entry` as one line with one write(2), then fsyncs
+/// (`nodeio::append`: no symlink of anyone else's followed on the way, the
+/// file itself never a symlink).
+pub fn append(paths: &Paths, entry: &Entry) -> Result<()> {
     let mut line = serde_json::to_vec(entry)
         .map_err(|e| Error::Internal(format!("serialise audit entry: {e}")))?;
     line.push(b'\n');
-    let mut f = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o640)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-        .map_err(Error::io("open audit log", path))?;
-    let n = f
-        .write(&line)
-        .map_err(Error::io("append to audit log", path))?;
-    if n != line.len() {
-        return Err(Error::io("append to audit log", path)(
-            std::io::Error::other("short write"),
-        ));
-    }
-    f.sync_data().map_err(Error::io("fsync audit log", path))
+    nodeio::append::append_line(&paths.root, &paths.audit_log, &line, 0o640)?;
+    Ok(())
 }
 
 pub fn now_rfc3339() -> String {

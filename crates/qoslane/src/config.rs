@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use nodeio::trusted::Symlink;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -46,9 +47,8 @@ pub fn sha256_hex(data: &[u8]) -> String {
 
 /// Reads and validates a mapping file. The error for an invalid file carries
 /// the first diagnostic's headline (`FILE:LINE:COL: error: …`).
-pub fn read_valid(path: &Path) -> Result<(Mapping, String, String)> {
-    check_trusted(path)?;
-    let text = read_text(path)?;
+pub fn read_valid(paths: &Paths, path: &Path) -> Result<(Mapping, String, String)> {
+    let text = read_trusted_text(paths, path)?;
     if let Some((m, sha)) = memo::get(&text) {
         return Ok((m, sha, text));
     }
@@ -74,63 +74,56 @@ pub fn read_valid(path: &Path) -> Result<(Mapping, String, String)> {
 }
 
 /// The mapping decides which kernel files root writes (`node_settings`), so
-/// it is trusted like the state files: the file (through symlinks) and its
-/// directory must be owned by root (or the user running qoslane) and not be
-/// writable by group or others. A missing file is left to the read to report.
-/// `validate` does not ask this: it only reads.
-pub fn check_trusted(path: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(real) = std::fs::canonicalize(path) else {
-        return Ok(());
-    };
-    let me = rustix::process::geteuid().as_raw();
-    for p in [Some(real.as_path()), real.parent()].into_iter().flatten() {
-        let md = std::fs::metadata(p).map_err(Error::io("inspect", p))?;
-        let why = if md.uid() != 0 && md.uid() != me {
-            format!("is owned by uid {}", md.uid())
-        } else if md.mode() & 0o022 != 0 {
-            format!(
-                "is writable by group or others (mode {:o})",
-                md.mode() & 0o7777
-            )
-        } else {
-            continue;
-        };
-        return Err(Error::state(
+/// it is read like the state files (nodeio's trusted read): opened once, the
+/// descriptor judged — a regular file of root (or the user running qoslane),
+/// not writable by group or others — in directories nobody else can write
+/// from the root prefix down; a symlink only of root's, judged by its
+/// target. What is validated is what was judged. `validate` does not ask
+/// this: it only reads.
+pub fn read_trusted_text(paths: &Paths, path: &Path) -> Result<String> {
+    let refused = |p: &Path, why: String| {
+        Error::state(
             path,
-            if p == real {
+            if p == path {
                 format!("{why}; refusing to use this mapping")
             } else {
-                format!(
-                    "{}: its directory {why}; refusing to use this mapping",
-                    p.display()
-                )
+                format!("{}: {why}; refusing to use this mapping", p.display())
             },
-        ));
-    }
-    Ok(())
+        )
+    };
+    let bytes = match nodeio::trusted::read(&paths.root, path, Symlink::FollowTrusted, MAX_MAPPING_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return Err(Error::MappingMissing {
+                path: path.to_owned(),
+                source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error()),
+            });
+        }
+        Err(nodeio::Error::TooLarge { size, .. }) => return Err(too_large(path, size)),
+        Err(nodeio::Error::Untrusted { path: p, why }) => return Err(refused(&p, why)),
+        Err(nodeio::Error::Io { source, .. }) => {
+            return Err(Error::MappingMissing {
+                path: path.to_owned(),
+                source,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    utf8(path, bytes)
 }
 
-pub fn read_text(path: &Path) -> Result<String> {
-    let md = std::fs::metadata(path).map_err(|source| Error::MappingMissing {
+fn too_large(path: &Path, size: u64) -> Error {
+    Error::MappingInvalid {
         path: path.to_owned(),
-        source,
-    })?;
-    if md.len() > MAX_MAPPING_BYTES {
-        return Err(Error::MappingInvalid {
-            path: path.to_owned(),
-            count: 1,
-            first: format!(
-                "{}: {} bytes is too large for a mapping file (limit {MAX_MAPPING_BYTES})",
-                path.display(),
-                md.len()
-            ),
-        });
+        count: 1,
+        first: format!(
+            "{}: {size} bytes is too large for a mapping file (limit {MAX_MAPPING_BYTES})",
+            path.display()
+        ),
     }
-    let bytes = std::fs::read(path).map_err(|source| Error::MappingMissing {
-        path: path.to_owned(),
-        source,
-    })?;
+}
+
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String> {
     String::from_utf8(bytes).map_err(|e| Error::MappingInvalid {
         path: path.to_owned(),
         count: 1,
@@ -142,10 +135,27 @@ pub fn read_text(path: &Path) -> Result<String> {
     })
 }
 
+/// Reads a mapping file without judging who may write it (`validate`, and
+/// messages about a rejected file).
+pub fn read_text(path: &Path) -> Result<String> {
+    let md = std::fs::metadata(path).map_err(|source| Error::MappingMissing {
+        path: path.to_owned(),
+        source,
+    })?;
+    if md.len() > MAX_MAPPING_BYTES {
+        return Err(too_large(path, md.len()));
+    }
+    let bytes = std::fs::read(path).map_err(|source| Error::MappingMissing {
+        path: path.to_owned(),
+        source,
+    })?;
+    utf8(path, bytes)
+}
+
 /// The mapping this run uses: the admin's file if valid, else last-known-good.
 /// With neither, the error of the admin's file.
 pub fn load(paths: &Paths) -> Result<Loaded> {
-    match read_valid(&paths.config) {
+    match read_valid(paths, &paths.config) {
         Ok((mapping, sha256, text)) => Ok(Loaded {
             mapping,
             sha256,
@@ -153,7 +163,7 @@ pub fn load(paths: &Paths) -> Result<Loaded> {
             problem: None,
             text,
         }),
-        Err(e) => match read_valid(&paths.last_known_good()) {
+        Err(e) => match read_valid(paths, &paths.last_known_good()) {
             Ok((mapping, sha256, text)) => Ok(Loaded {
                 mapping,
                 sha256,
@@ -168,8 +178,9 @@ pub fn load(paths: &Paths) -> Result<Loaded> {
 
 /// The SHA-256 of the last-known-good copy, if any.
 pub fn last_known_good_sha(paths: &Paths) -> Option<String> {
-    std::fs::read(paths.last_known_good())
+    fsutil::read_trusted(paths, &paths.last_known_good())
         .ok()
+        .flatten()
         .map(|b| sha256_hex(&b))
 }
 
@@ -219,8 +230,9 @@ pub fn promote(paths: &Paths, loaded: &Loaded) -> Result<Option<Option<String>>>
     if previous.as_deref() == Some(loaded.sha256.as_str()) {
         return Ok(None);
     }
-    fsutil::ensure_dir(&paths.lib_dir)?;
+    fsutil::ensure_dir(paths, &paths.lib_dir)?;
     fsutil::atomic_write(
+        paths,
         &paths.last_known_good(),
         loaded.text.as_bytes(),
         crate::state::PUBLIC,

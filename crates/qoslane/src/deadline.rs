@@ -36,6 +36,11 @@ impl Deadline {
         Self::after(self.remaining() / 2)
     }
 
+    /// The instant it passes.
+    pub fn instant(&self) -> Instant {
+        self.start + self.budget
+    }
+
     /// Time left; zero once passed.
     pub fn remaining(&self) -> Duration {
         self.budget.saturating_sub(self.start.elapsed())

@@ -1,17 +1,27 @@
 //! Diagnostics for the admin: one line per message on stderr, and to the
-//! systemd journal when its socket is there (Slurm discards hook stderr).
-//! Never stdout: in a TaskProlog, stdout is Slurm's protocol channel.
+//! systemd journal (else syslog) under the root prefix — Slurm discards hook
+//! stderr. Never stdout: in a TaskProlog, stdout is Slurm's protocol
+//! channel. The sinks and their never-blocking rules are `nodeio::log`'s;
+//! [`init`] chooses them once per run, and the run's deadline bounds them.
 
-use std::io::Write;
-use std::os::unix::net::UnixDatagram;
+use crate::paths::Paths;
 
-const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
+pub use nodeio::log::Priority;
 
-#[derive(Clone, Copy, Debug)]
-pub enum Priority {
-    Error = 3,
-    Warning = 4,
-    Info = 6,
+/// The journal's native socket and syslog's, under the root prefix.
+pub const JOURNAL_SOCKET: &str = "run/systemd/journal/socket";
+pub const SYSLOG_SOCKET: &str = "dev/log";
+
+/// Chooses the persistent sink (none with `QOSLANE_NO_JOURNAL` set).
+pub fn init(paths: &Paths) {
+    let off = std::env::var_os("QOSLANE_NO_JOURNAL").is_some();
+    let under_root = |rel: &str| (!off).then(|| paths.root.join(rel));
+    nodeio::log::init(nodeio::log::Config {
+        ident: "qoslane",
+        journal: under_root(JOURNAL_SOCKET),
+        syslog: under_root(SYSLOG_SOCKET),
+        fields: Vec::new(),
+    });
 }
 
 pub fn error(msg: &str) {
@@ -30,24 +40,5 @@ pub fn emit(prio: Priority, msg: &str) {
         Priority::Warning => "warning: ",
         Priority::Info => "",
     };
-    let _ = writeln!(std::io::stderr().lock(), "qoslane: {tag}{msg}");
-    if std::env::var_os("QOSLANE_NO_JOURNAL").is_none() {
-        journal(prio, msg);
-    }
-}
-
-/// The journal's native protocol: `KEY=value` lines in one datagram.
-fn journal(prio: Priority, msg: &str) {
-    if !std::path::Path::new(JOURNAL_SOCKET).exists() {
-        return;
-    }
-    let Ok(sock) = UnixDatagram::unbound() else {
-        return;
-    };
-    let one_line = msg.replace('\n', " ");
-    let dgram = format!(
-        "PRIORITY={}\nSYSLOG_IDENTIFIER=qoslane\nMESSAGE={one_line}\n",
-        prio as u8
-    );
-    let _ = sock.send_to(dgram.as_bytes(), JOURNAL_SOCKET);
+    nodeio::log::emit(prio, &format!("qoslane: {tag}{msg}"), msg, &[]);
 }

@@ -77,6 +77,7 @@ fn main() -> ExitCode {
         smpquery: env("QOSLANE_SMPQUERY"),
         scontrol: env("QOSLANE_SCONTROL"),
     });
+    qoslane::log::init(&paths);
     if hook == Some(Hook::TaskProlog) {
         return ExitCode::from(commands::task_prolog::run(&paths) as u8);
     }

@@ -10,17 +10,14 @@
 //! (`counters.lock` beside them, bounded wait).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::audit::Outcome;
-use crate::deadline::Deadline;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::job::JobId;
 use crate::paths::Paths;
-use crate::state::lock::NodeLock;
 use crate::state::{JobRecord, fsutil};
 
 /// Histogram buckets (seconds): a Prolog should take milliseconds; Slurm's
@@ -31,6 +28,13 @@ pub const BUCKETS: [f64; 13] = [
 
 /// Events that always have series, so rates and alerts see zeros.
 pub const EVENTS: &[&str] = &["prolog", "epilog", "sync", "recover", "health"];
+
+/// The counters and their lock, in the lib directory. The counters are
+/// public (0644: `qoslane metrics` may run as a metrics user); the lock is
+/// private (nodeio::lock), so no user can hold it.
+const COUNTERS_FILE: &str = "counters.json";
+const COUNTERS_LOCK: &str = "counters.lock";
+const PUBLISH_LOCK: &str = "publish.lock";
 
 /// The longest a run waits for another run's counter update (a few ms each).
 pub const COUNTERS_LOCK_WAIT: Duration = Duration::from_secs(1);
@@ -130,7 +134,7 @@ pub struct Gauges {
 pub fn gauges(paths: &Paths) -> Gauges {
     let mut g = Gauges::default();
     // One read of the last-known-good copy gives both its levels and its hash.
-    match crate::config::read_valid(&paths.last_known_good()) {
+    match crate::config::read_valid(paths, &paths.last_known_good()) {
         Ok((m, sha, _)) => {
             g.mapping_sha256 = Some(sha);
             for l in m.levels() {
@@ -151,32 +155,21 @@ pub fn gauges(paths: &Paths) -> Gauges {
         else {
             continue;
         };
-        if let Ok(Some(r)) = fsutil::read_json::<JobRecord>(&paths.job_record(id)) {
+        if let Ok(Some(r)) = fsutil::read_json::<JobRecord>(paths, &paths.job_record(id)) {
             *g.active_jobs.entry(r.level).or_default() += 1;
         }
     }
     g
 }
 
-/// Escapes a label value for the text format.
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// Renders the families of DESIGN.md in the classic text format.
+/// Renders the families of DESIGN.md in the classic text format
+/// (`nodeio::prom`).
 pub fn render(c: &Counters, g: &Gauges) -> String {
-    let mut o = String::new();
-    header(
-        &mut o,
+    use nodeio::prom::{Kind, Writer};
+    let mut w = Writer::new();
+    w.family(
         "qoslane_hook_runs_total",
-        "counter",
+        Kind::Counter,
         "Runs of qoslane by event (prolog, epilog, sync, recover, health) and outcome.",
     );
     let mut runs = c.runs.clone();
@@ -188,18 +181,16 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
     }
     for (event, outcomes) in &runs {
         for (outcome, n) in outcomes {
-            let _ = writeln!(
-                o,
-                "qoslane_hook_runs_total{{event=\"{}\",outcome=\"{}\"}} {n}",
-                esc(event),
-                esc(outcome)
+            w.sample(
+                "qoslane_hook_runs_total",
+                &[("event", event), ("outcome", outcome)],
+                n,
             );
         }
     }
-    header(
-        &mut o,
+    w.family(
         "qoslane_rollbacks_total",
-        "counter",
+        Kind::Counter,
         "Transactions rolled back (node settings restored to their before-values) by event.",
     );
     let mut rb = c.rollbacks.clone();
@@ -207,12 +198,11 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         rb.entry((*e).into()).or_insert(0);
     }
     for (event, n) in &rb {
-        let _ = writeln!(o, "qoslane_rollbacks_total{{event=\"{}\"}} {n}", esc(event));
+        w.sample("qoslane_rollbacks_total", &[("event", event)], n);
     }
-    header(
-        &mut o,
+    w.family(
         "qoslane_hook_duration_seconds",
-        "histogram",
+        Kind::Histogram,
         "Wall time of qoslane runs by event, in seconds.",
     );
     let mut durations = c.durations.clone();
@@ -220,46 +210,25 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         durations.entry((*e).into()).or_default();
     }
     for (event, h) in &durations {
-        let mut cum = 0;
-        for (i, b) in BUCKETS.iter().enumerate() {
-            cum += h.counts.get(i).copied().unwrap_or(0);
-            let _ = writeln!(
-                o,
-                "qoslane_hook_duration_seconds_bucket{{event=\"{}\",le=\"{b}\"}} {cum}",
-                esc(event)
-            );
-        }
-        cum += h.counts.get(BUCKETS.len()).copied().unwrap_or(0);
-        let _ = writeln!(
-            o,
-            "qoslane_hook_duration_seconds_bucket{{event=\"{}\",le=\"+Inf\"}} {cum}",
-            esc(event)
-        );
-        let _ = writeln!(
-            o,
-            "qoslane_hook_duration_seconds_sum{{event=\"{}\"}} {}",
-            esc(event),
-            h.sum
-        );
-        let _ = writeln!(
-            o,
-            "qoslane_hook_duration_seconds_count{{event=\"{}\"}} {cum}",
-            esc(event)
+        w.histogram(
+            "qoslane_hook_duration_seconds",
+            &[("event", event)],
+            &BUCKETS,
+            &h.counts,
+            h.sum,
         );
     }
-    header(
-        &mut o,
+    w.family(
         "qoslane_active_jobs",
-        "gauge",
+        Kind::Gauge,
         "Jobs with a granted level on this node, by level (as of the last run).",
     );
     for (level, n) in &g.active_jobs {
-        let _ = writeln!(o, "qoslane_active_jobs{{level=\"{}\"}} {n}", esc(level));
+        w.sample("qoslane_active_jobs", &[("level", level)], n);
     }
-    header(
-        &mut o,
+    w.family(
         "qoslane_fabric_aligned",
-        "gauge",
+        Kind::Gauge,
         "1 when the level's SL lands on its intended VL on the HCA port, else 0 (last fabric check).",
     );
     // One series per (device, port, level), even if an assessment listed a
@@ -271,42 +240,34 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
             .or_insert(true) &= a.aligned;
     }
     for ((device, port, level), aligned) in fabric {
-        let _ = writeln!(
-            o,
-            "qoslane_fabric_aligned{{device=\"{}\",port=\"{port}\",level=\"{}\"}} {}",
-            esc(device),
-            esc(level),
-            u8::from(aligned)
+        w.sample(
+            "qoslane_fabric_aligned",
+            &[("device", device), ("port", &port.to_string()), ("level", level)],
+            u8::from(aligned),
         );
     }
-    header(
-        &mut o,
+    w.family(
         "qoslane_mapping_info",
-        "gauge",
+        Kind::Gauge,
         "Always 1; the sha256 label identifies the mapping in force (last known good).",
     );
     if let Some(sha) = &g.mapping_sha256 {
-        let _ = writeln!(o, "qoslane_mapping_info{{sha256=\"{}\"}} 1", esc(sha));
+        w.sample("qoslane_mapping_info", &[("sha256", sha)], 1);
     }
-    header(
-        &mut o,
+    w.family(
         "qoslane_last_success_timestamp_seconds",
-        "gauge",
+        Kind::Gauge,
         "Unix time of the last successful run, by event.",
     );
     for (event, t) in &c.last_success {
-        let _ = writeln!(
-            o,
-            "qoslane_last_success_timestamp_seconds{{event=\"{}\"}} {t}",
-            esc(event)
-        );
+        w.sample("qoslane_last_success_timestamp_seconds", &[("event", event)], t);
     }
-    o
+    w.finish()
 }
 
 /// The counters so far; all zero when the file does not exist yet.
 pub fn load(paths: &Paths) -> Result<Counters> {
-    Ok(fsutil::read_json(&paths.counters())?.unwrap_or_default())
+    Ok(fsutil::read_json(paths, &paths.counters())?.unwrap_or_default())
 }
 
 /// Adds `run` to the counters, then brings the textfile up to date. The
@@ -317,31 +278,23 @@ pub fn load(paths: &Paths) -> Result<Counters> {
 /// together) instead of queueing behind the lock. Errors are returned for
 /// logging; callers never fail a hook on them.
 pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
-    fsutil::ensure_dir(&paths.lib_dir)?;
-    let counted = {
-        let _lock = NodeLock::acquire(
-            &paths.lib_dir.join("counters.lock"),
-            &Deadline::after(COUNTERS_LOCK_WAIT),
-        )?;
-        let mut c = match load(paths) {
-            Ok(c) => c,
-            // Prometheus' rate() takes a reset in its stride; the file is
-            // rewritten below, so this is said once.
-            Err(e @ Error::State { .. }) => {
-                crate::log::warn(&format!("metrics: {e}; counting from zero"));
-                Counters::default()
-            }
-            Err(e) => return Err(e),
-        };
-        c.record(run);
-        let mut data = serde_json::to_vec_pretty(&c)
-            .map_err(|e| Error::Internal(format!("serialise counters: {e}")))?;
-        data.push(b'\n');
-        fsutil::atomic_replace(&paths.counters(), &data, crate::state::PRIVATE)?
-    };
-    let published = publish_latest(paths);
-    counted.flush()?;
-    published
+    fsutil::ensure_dir(paths, &paths.lib_dir)?;
+    let updated = nodeio::counter_file::update::<Counters, _>(
+        &paths.root,
+        &paths.lib_dir,
+        COUNTERS_FILE,
+        COUNTERS_LOCK,
+        crate::state::PUBLIC,
+        std::time::Instant::now() + COUNTERS_LOCK_WAIT,
+        |c| c.record(run),
+    )?;
+    if let Some(note) = &updated.restarted {
+        // Prometheus' rate() takes a reset in its stride.
+        crate::log::warn(&format!("metrics: {note}"));
+    }
+    // Flushed after the lock is released (nodeio::counter_file).
+    updated.release()?;
+    publish_latest(paths)
 }
 
 /// Rewrites the textfile from the counters and the gauges as the node's
@@ -354,13 +307,13 @@ pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
 /// the last textfile written shows every count and the final state, while
 /// N jobs ending at once read the N job records far fewer than N times.
 fn publish_latest(paths: &Paths) -> Result<()> {
-    let lock = paths.lib_dir.join("publish.lock");
+    let dir = nodeio::walk::open_dir(&paths.root, &paths.lib_dir, nodeio::walk::Judge::Trusted, None)?;
     // Bounded: each round is a few milliseconds.
     for _ in 0..64 {
-        let publishing = match NodeLock::acquire(&lock, &Deadline::after(Duration::ZERO)) {
+        let publishing = match nodeio::lock::acquire(&dir, PUBLISH_LOCK, std::time::Instant::now()) {
             Ok(l) => l,
-            Err(Error::LockTimeout { .. }) => return Ok(()),
-            Err(e) => return Err(e),
+            Err(nodeio::Error::LockTimeout { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
         };
         let c = load(paths)?;
         publish(paths, &c, &gauges(paths))?;
@@ -372,16 +325,20 @@ fn publish_latest(paths: &Paths) -> Result<()> {
     Ok(())
 }
 
-/// Writes the textfile: a temp name node_exporter ignores, then a rename.
-/// Not flushed to disk: it is rewritten from the counters by every run.
+/// Writes the textfile (`nodeio::atomic`: a temp name node_exporter
+/// ignores, then a rename, in a directory reached without following anyone
+/// else's symlink: it belongs to the `prometheus` user on Debian). Not
+/// flushed to disk: it is rewritten from the counters by every run; a crash
+/// before write-back leaves the previous file (or an empty one) until then.
 pub fn publish(paths: &Paths, c: &Counters, gauges: &Gauges) -> Result<()> {
-    fsutil::ensure_dir_relaxed(&paths.textfile_dir)?;
-    // The replacement is visible at once; a crash before the kernel wrote it
-    // back leaves the previous file (or an empty one) until the next run.
-    let _derived = fsutil::atomic_replace(
+    let _visible = nodeio::atomic::replace(
+        &paths.root,
         &paths.textfile(),
         render(c, gauges).as_bytes(),
         crate::state::PUBLIC,
+        nodeio::walk::Judge::NoFollow,
+        true,
+        nodeio::atomic::Durability::Visible,
     )?;
     Ok(())
 }

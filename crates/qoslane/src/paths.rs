@@ -19,6 +19,9 @@ pub mod defaults {
     pub const SCONTROL: &str = "/usr/bin/scontrol";
 }
 
+/// The node lock's name in the run directory.
+pub const LOCK_FILE: &str = "lock";
+
 /// Resolved locations for one run.
 #[derive(Clone, Debug)]
 pub struct Paths {
@@ -73,7 +76,7 @@ impl Paths {
     }
 
     pub fn lock_file(&self) -> PathBuf {
-        self.run_dir.join("lock")
+        self.run_dir.join(LOCK_FILE)
     }
     pub fn journal(&self) -> PathBuf {
         self.run_dir.join("journal.json")

@@ -1,7 +1,6 @@
 //! Reading and writing node settings (sysfs, configfs, procfs files) under
 //! the run's deadline, and comparing values the way the kernel writes them.
 
-use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -24,10 +23,7 @@ pub fn read(paths: &Paths, path: &str, deadline: &Deadline) -> Result<String> {
             move || {
                 // Never through a symlink at the last component (the
                 // directories of sysfs are symlinks; the files are not).
-                let h = OpenOptions::new()
-                    .read(true)
-                    .custom_flags_nofollow()
-                    .open(&f)
+                let h = nodeio::walk::open_setting(&f, false)
                     .map_err(Error::io("open setting", &f))?;
                 let mut buf = Vec::new();
                 h.take(64 * 1024)
@@ -60,12 +56,8 @@ pub fn write(paths: &Paths, path: &str, value: &str, deadline: &Deadline) -> Res
                     std::io::Error::from_raw_os_error(5),
                 ));
             }
-            let mut h = OpenOptions::new()
-                .write(true)
-                .truncate(true)
-                .custom_flags_nofollow()
-                .open(&f)
-                .map_err(Error::io("open setting", &f))?;
+            let mut h =
+                nodeio::walk::open_setting(&f, true).map_err(Error::io("open setting", &f))?;
             let n = h.write(&data).map_err(Error::io("write setting", &f))?;
             if n != data.len() {
                 return Err(Error::io("write setting", &f)(std::io::Error::other(
@@ -75,16 +67,6 @@ pub fn write(paths: &Paths, path: &str, value: &str, deadline: &Deadline) -> Res
             Ok(())
         },
     )?
-}
-
-trait NoFollow {
-    fn custom_flags_nofollow(&mut self) -> &mut Self;
-}
-impl NoFollow for OpenOptions {
-    fn custom_flags_nofollow(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-    }
 }
 
 /// Whether `found` (read back) is what writing `wanted` should give, allowing

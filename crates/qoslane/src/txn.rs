@@ -76,7 +76,7 @@ impl<'p> Node<'p> {
     /// interrupted transaction before anything else happens.
     pub fn lock(paths: &'p Paths, deadline: Deadline) -> Result<(Self, Option<Recovered>)> {
         let store = Store::open(paths)?;
-        let lock = NodeLock::acquire(&paths.lock_file(), &deadline)?;
+        let lock = NodeLock::acquire(paths, &deadline)?;
         fault::point("locked");
         store.remove_stale_temp_files();
         let node = Self {

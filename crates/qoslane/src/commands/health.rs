@@ -23,7 +23,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> i32 {
     let mut s = Session::new(&ctx.paths, "health", Deadline::after(ctx.timeout));
     let mut checks: Vec<(&str, Result<String, String>)> = Vec::new();
 
-    let loaded = config::read_valid(&ctx.paths.config);
+    let loaded = config::read_valid(&ctx.paths, &ctx.paths.config);
     checks.push((
         "mapping",
         loaded
@@ -35,7 +35,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> i32 {
         if dir.exists() {
             checks.push((
                 "state",
-                fsutil::check_dir(dir)
+                fsutil::check_dir(&ctx.paths, dir)
                     .map(|()| format!("{} ok", dir.display()))
                     .map_err(|e| e.to_string()),
             ));

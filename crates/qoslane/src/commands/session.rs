@@ -28,6 +28,8 @@ pub struct Session<'p> {
 
 impl<'p> Session<'p> {
     pub fn new(paths: &'p Paths, event: &'static str, deadline: Deadline) -> Self {
+        // Logging waits for nothing past the run's deadline (nodeio::log).
+        nodeio::log::set_deadline(deadline.instant());
         Self {
             paths,
             deadline,
@@ -150,7 +152,7 @@ impl<'p> Session<'p> {
         e.notes
             .push(format!("kept last-known-good sha256 {}", loaded.sha256));
         self.write_audit(&e);
-        let _ = crate::state::fsutil::atomic_write(&marker, sha.as_bytes(), crate::state::PRIVATE);
+        let _ = crate::state::fsutil::atomic_write(self.paths, &marker, sha.as_bytes(), crate::state::PRIVATE);
     }
 
     pub fn store(&self) -> Option<&Store<'p>> {
@@ -158,7 +160,7 @@ impl<'p> Session<'p> {
     }
 
     fn write_audit(&self, e: &Entry) {
-        if let Err(err) = audit::append(&self.paths.audit_log, e) {
+        if let Err(err) = audit::append(self.paths, e) {
             log::error(&format!("audit: {err}"));
         }
     }

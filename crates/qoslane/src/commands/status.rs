@@ -24,7 +24,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Result<i32> {
     let config_sha = config::read_text(&paths.config)
         .ok()
         .map(|t| config::sha256_hex(t.as_bytes()));
-    let config_valid = config::read_valid(&paths.config)
+    let config_valid = config::read_valid(paths, &paths.config)
         .map(|_| ())
         .map_err(|e| e.to_string());
     let lkg = config::last_known_good_sha(paths);

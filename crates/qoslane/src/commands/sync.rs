@@ -46,7 +46,7 @@ pub fn run(ctx: &Ctx) -> i32 {
 fn body(ctx: &Ctx, s: &mut Session<'_>) -> Result<(Outcome, Option<Error>)> {
     // Strict: sync is where an admin learns their file is wrong, so every
     // diagnostic is shown, not just the first.
-    let (mapping, sha256, _) = config::read_valid(&ctx.paths.config).inspect_err(|e| {
+    let (mapping, sha256, _) = config::read_valid(&ctx.paths, &ctx.paths.config).inspect_err(|e| {
         if matches!(e, Error::MappingInvalid { .. }) {
             let _ = super::validate::run(&ctx.paths.config, crate::cli::Format::Human);
         }

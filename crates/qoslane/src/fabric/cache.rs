@@ -8,14 +8,9 @@
 //! within the maximum age, or at once by a `Fresh` assessment (`sync`,
 //! `health`), which always probes and rewrites the cache.
 //!
-//! The file is written atomically (temp file in the same directory, fsync,
-//! rename). A file that cannot be read or parsed is ignored and rewritten:
+//! The file is written atomically (nodeio's atomic replace). A file that cannot be read or parsed is ignored and rewritten:
 //! the cache can only save time, never decide an outcome.
 
-use std::fs;
-use std::io::{self, Write};
-use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use super::probe::PortTables;
 use super::sysfs::{PortId, PortIdentity};
 use crate::error::{Error, Result};
+use crate::paths::Paths;
+use crate::state::fsutil;
 
 /// Bumped when the layout changes; another version is ignored (rewritten).
 const VERSION: u32 = 1;
@@ -68,11 +65,12 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The entries, or none and why (a missing file says nothing).
-pub fn load(path: &Path) -> (Vec<Entry>, Option<String>) {
-    let text = match fs::read(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return (Vec::new(), None),
+/// The entries, or none and why (a missing file says nothing). Read like
+/// every state file (nodeio's trusted read: no symlink, root's or ours).
+pub fn load(paths: &Paths) -> (Vec<Entry>, Option<String>) {
+    let text = match fsutil::read_trusted(paths, &paths.fabric_cache()) {
+        Ok(Some(t)) => t,
+        Ok(None) => return (Vec::new(), None),
         Err(e) => return (Vec::new(), Some(format!("read: {e}"))),
     };
     match serde_json::from_slice::<CacheFile>(&text) {
@@ -85,40 +83,19 @@ pub fn load(path: &Path) -> (Vec<Entry>, Option<String>) {
     }
 }
 
-/// Replaces the file atomically with `entries`.
-pub fn store(path: &Path, entries: Vec<Entry>) -> Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| Error::Internal(format!("cache path {} has no parent", path.display())))?;
-    fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
-    let body = serde_json::to_vec(&CacheFile {
+/// Replaces the file atomically with `entries` (nodeio's atomic replace; on
+/// tmpfs, so not flushed: it is only ever a cache). Temp files of killed
+/// writers are removed by the next writer.
+pub fn store(paths: &Paths, entries: Vec<Entry>) -> Result<()> {
+    fsutil::ensure_dir(paths, &paths.run_dir)?;
+    let mut body = serde_json::to_vec(&CacheFile {
         version: VERSION,
         ports: entries,
     })
     .map_err(|e| Error::Internal(format!("serialize fabric cache: {e}")))?;
-    // Unique per process and call: concurrent prologs write concurrently.
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    let name = path
-        .file_name()
-        .map_or_else(Default::default, |n| n.to_string_lossy());
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let write = || -> io::Result<()> {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(&body)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        // Persist the rename too (a no-op on tmpfs).
-        fs::File::open(dir)?.sync_all()
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        Error::io("write", path)(e)
-    })
+    body.push(b'\n');
+    let _visible = fsutil::atomic_replace(paths, &paths.fabric_cache(), &body, crate::state::PUBLIC)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -179,12 +156,15 @@ mod tests {
     #[test]
     fn store_then_load_round_trips() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("run/qoslane/fabric.json");
-        store(&path, vec![entry(7)]).unwrap();
-        let (entries, note) = load(&path);
+        let paths = Paths::new(crate::paths::Overrides {
+            root: Some(dir.path().to_owned()),
+            ..Default::default()
+        });
+        let (entries, note) = load(&paths);
+        assert!(entries.is_empty() && note.is_none());
+        store(&paths, vec![entry(7)]).unwrap();
+        let (entries, note) = load(&paths);
         assert_eq!(note, None);
         assert_eq!(entries, [entry(7)]);
-        let (entries, note) = load(&dir.path().join("missing.json"));
-        assert!(entries.is_empty() && note.is_none());
     }
 }

@@ -110,7 +110,7 @@ pub fn assess_with(
     let cached = match mode {
         ProbeMode::Fresh => Vec::new(),
         ProbeMode::Cached => {
-            let (entries, why) = cache::load(&paths.fabric_cache());
+            let (entries, why) = cache::load(paths);
             if let Some(why) = why {
                 notes.push(format!(
                     "fabric cache {} ignored: {why}",
@@ -213,7 +213,7 @@ pub fn assess_with(
                 tables: p.tables.clone(),
             })
             .collect();
-        if let Err(e) = cache::store(&paths.fabric_cache(), entries) {
+        if let Err(e) = cache::store(paths, entries) {
             notes.push(format!("fabric cache not written: {e}"));
         }
     }

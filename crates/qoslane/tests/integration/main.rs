@@ -9,5 +9,6 @@ mod hooks;
 mod metrics;
 mod planner;
 mod reliability;
+mod trust;
 mod util;
 mod validate;

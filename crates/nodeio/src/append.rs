@@ -1,0 +1,32 @@
+//! Appending to a log file (the audit log) that root keeps: the directory is
+//! reached without following anyone else's symlink (made 0750 when missing),
+//! the file opened with `O_APPEND | O_CREAT | O_NOFOLLOW`, each record one
+//! `write(2)` (appends of one write do not interleave), then `fdatasync`.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use rustix::fs::{self as rfs, Mode, OFlags};
+
+use crate::error::{Error, Result};
+use crate::walk::{self, Judge};
+
+/// Appends `record` (one line, with its newline) to `path` with mode `mode`.
+pub fn append_line(root: &Path, path: &Path, record: &[u8], mode: u32) -> Result<()> {
+    let (dir_path, name) = walk::split(path)?;
+    let dir = walk::open_dir(root, dir_path, Judge::NoFollow, Some(0o750))?;
+    let fd = rfs::openat(
+        dir.fd(),
+        name,
+        OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )
+    .map_err(Error::errno("open", path))?;
+    let mut f = File::from(fd);
+    let n = f.write(record).map_err(Error::io("append to", path))?;
+    if n != record.len() {
+        return Err(Error::io("append to", path)(std::io::Error::other("short write")));
+    }
+    f.sync_data().map_err(Error::io("fsync", path))
+}

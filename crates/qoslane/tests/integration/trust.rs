@@ -1,0 +1,182 @@
+//! The node tried as an attacker would: each test is a defect that was found
+//! that way and is fixed in `nodeio` (one safe primitive per risky act).
+//! Regression tests, named after the attack.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixDatagram;
+use std::time::{Duration, Instant};
+
+use crate::util::{self, Node, ok, stderr};
+
+fn chmod(p: &std::path::Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The mapping names the kernel files root writes. Its trust check judged
+/// the file and its own directory only, by path, then reopened it by name:
+/// a user who could write a directory above (here `/etc`) could swap in her
+/// own `qoslane/` between check and read. Every directory from the root
+/// prefix down is judged now, and the file read is the descriptor judged.
+#[test]
+fn a_mapping_under_a_directory_others_can_write_is_refused() {
+    let n = Node::new();
+    ok(&n.prolog(1, "high")); // a valid mapping becomes last-known-good
+    ok(&n.epilog(1));
+    n.write_mapping(&util::MAPPING.replace("value: \"74\"", "value: \"75\""));
+    chmod(&n.path("/etc"), 0o777);
+    let out = n.prolog(2, "high");
+    ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains("etc: is writable by group or others (mode 777)"),
+        "{err}"
+    );
+    assert!(err.contains("using last-known-good"), "{err}");
+    assert_eq!(n.get(util::TOS), "74", "the last-known-good level, not hers");
+    chmod(&n.path("/etc"), 0o755);
+}
+
+/// qoslane sent to the journal with a blocking send outside the deadline: a
+/// journal that does not read hung a Prolog with `--timeout-ms 1000` for
+/// ever, holding the node lock. The journal socket is the root prefix's now
+/// (so this can be tried at all), non-blocking, and what it cannot take is
+/// dropped.
+#[test]
+fn a_journal_that_never_reads_does_not_hang_a_prolog() {
+    let n = Node::new();
+    let sock = n.path("/run/systemd/journal/socket");
+    std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
+    let journal = UnixDatagram::bind(&sock).unwrap();
+
+    // A reading journal gets the lines, under the root prefix.
+    let out = n
+        .cmd(&["prolog", "--timeout-ms", "1000"], &[("SLURM_JOB_ID", "1")])
+        .env_remove("QOSLANE_NO_JOURNAL")
+        .output()
+        .unwrap();
+    ok(&out);
+    journal.set_nonblocking(true).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let got = journal.recv(&mut buf).expect("a line reached the journal");
+    let first = String::from_utf8_lossy(&buf[..got]);
+    assert!(first.contains("SYSLOG_IDENTIFIER=qoslane"), "{first}");
+    ok(&n.epilog(1));
+
+    // Now it stops reading: fill its buffer, then run.
+    let filler = UnixDatagram::unbound().unwrap();
+    filler.connect(&sock).unwrap();
+    filler.set_nonblocking(true).unwrap();
+    while filler.send(&[b'x'; 4096]).is_ok() {}
+    let t = Instant::now();
+    let out = n
+        .cmd(&["prolog", "--timeout-ms", "1000"], &[("SLURM_JOB_ID", "2")])
+        .env_remove("QOSLANE_NO_JOURNAL")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "does not hang: {:?}",
+        t.elapsed()
+    );
+    drop(journal);
+}
+
+/// Temp files of Prologs killed while writing the fabric cache were never
+/// removed (7 of 300 killed Prologs left one). The next writer removes those
+/// of writers that are gone; a live writer's is never touched.
+#[test]
+fn fabric_cache_leftovers_of_killed_writers_are_removed() {
+    let n = Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: warn"));
+    n.add_fabric("mlx5-quirks");
+    for op in ["sl2vl", "portinfo", "vlarb"] {
+        n.smpquery_file(
+            &format!("any.{op}.txt"),
+            &util::captured_smpquery("qos-identity", op),
+        );
+    }
+    let run = n.path("/run/qoslane");
+    std::fs::create_dir_all(&run).unwrap();
+    // pid 2^22 + 1 is above the kernel's pid_max limit: never alive.
+    let dead = run.join(".fabric.json.tmp.4194305.0");
+    std::fs::write(&dead, "{\"half").unwrap();
+    let live = run.join(format!(".fabric.json.tmp.{}.0", std::process::id()));
+    std::fs::write(&live, "in flight").unwrap();
+    let smpquery = n.fake_smpquery().display().to_string();
+    let out = n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "1"),
+            ("FAKE_QOS", "high"),
+            ("QOSLANE_SMPQUERY", &smpquery),
+        ],
+    );
+    ok(&out);
+    assert!(n.path("/run/qoslane/fabric.json").is_file(), "{}", stderr(&out));
+    assert!(!dead.exists(), "the dead writer's temp file is gone");
+    assert!(live.exists(), "a live writer's is not touched");
+}
+
+/// The fabric cache was read without the trusted read: a symlink in its
+/// place was followed. It is refused (the cache is ignored and rewritten).
+#[test]
+fn a_symlink_in_place_of_the_fabric_cache_is_not_read_through() {
+    let n = Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: warn"));
+    n.add_fabric("mlx5-quirks");
+    for op in ["sl2vl", "portinfo", "vlarb"] {
+        n.smpquery_file(
+            &format!("any.{op}.txt"),
+            &util::captured_smpquery("qos-identity", op),
+        );
+    }
+    std::fs::create_dir_all(n.path("/run/qoslane")).unwrap();
+    let decoy = n.root().join("decoy.json");
+    std::fs::write(&decoy, "{}").unwrap();
+    std::os::unix::fs::symlink(&decoy, n.path("/run/qoslane/fabric.json")).unwrap();
+    let smpquery = n.fake_smpquery().display().to_string();
+    let out = n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "1"),
+            ("FAKE_QOS", "high"),
+            ("QOSLANE_SMPQUERY", &smpquery),
+        ],
+    );
+    ok(&out);
+    assert_eq!(std::fs::read_to_string(&decoy).unwrap(), "{}");
+    let md = std::fs::symlink_metadata(n.path("/run/qoslane/fabric.json")).unwrap();
+    assert!(md.is_file(), "replaced by a real cache file, not written through");
+}
+
+/// `qoslane metrics` as a non-root metrics user: the counters were 0600 and
+/// had to be owned by the caller, while the docs said a metrics user could
+/// read them. They are 0644 now, and files of root are trusted by any
+/// reader (nodeio's trusted read: root or the caller).
+#[test]
+fn metrics_are_readable_by_a_non_root_metrics_user() {
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to run as another user");
+        return;
+    }
+    let n = Node::new();
+    ok(&n.prolog(1, "high"));
+    chmod(n.root(), 0o755);
+    // The binary must be reachable by that user too.
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_qoslane"));
+    let reachable = bin.ancestors().skip(1).all(|d| {
+        std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+    });
+    if !reachable {
+        eprintln!("skipped: {} is not reachable by other users", bin.display());
+        return;
+    }
+    let out = n.cmd(&["metrics"], &[]).uid(65534).gid(65534).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(r#"qoslane_hook_runs_total{event="prolog",outcome="applied"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains(r#"qoslane_active_jobs{level="high"} 1"#), "{text}");
+}
