@@ -186,7 +186,8 @@ mod tests {
 
     #[test]
     fn missing_file_is_empty() {
-        let conf = ConfFile::load(Path::new("/"), Path::new("/nonexistent/hookrun.conf")).expect("missing is fine");
+        let conf = ConfFile::load(Path::new("/"), Path::new("/nonexistent/hookrun.conf"))
+            .expect("missing is fine");
         assert_eq!(conf, ConfFile::default());
     }
 }

@@ -141,7 +141,11 @@ impl State {
                 let runs = stats.runs.get(outcome.label()).copied().unwrap_or(0);
                 w.sample(
                     "hookrun_hook_runs_total",
-                    &[("phase", phase), ("hook", hook), ("outcome", outcome.label())],
+                    &[
+                        ("phase", phase),
+                        ("hook", hook),
+                        ("outcome", outcome.label()),
+                    ],
                     runs,
                 );
             }

@@ -73,7 +73,10 @@ mod tests {
             check_dir(root, &dir).unwrap_err().contains("mode 1777"),
             "sticky does not help the hook dir"
         );
-        assert!(check_file(root, &hook).is_err(), "nor the dir holding a hook");
+        assert!(
+            check_file(root, &hook).is_err(),
+            "nor the dir holding a hook"
+        );
         chmod(&dir, 0o755);
 
         // A symlink is judged by the file it leads to and that file's place.

@@ -26,7 +26,9 @@ pub fn append_line(root: &Path, path: &Path, record: &[u8], mode: u32) -> Result
     let mut f = File::from(fd);
     let n = f.write(record).map_err(Error::io("append to", path))?;
     if n != record.len() {
-        return Err(Error::io("append to", path)(std::io::Error::other("short write")));
+        return Err(Error::io("append to", path)(std::io::Error::other(
+            "short write",
+        )));
     }
     f.sync_data().map_err(Error::io("fsync", path))
 }

@@ -74,8 +74,24 @@ pub fn replace(
 }
 
 /// [`replace`] with [`Durability::Durable`], flushed.
-pub fn write(root: &Path, path: &Path, data: &[u8], mode: u32, judge: Judge, create_dirs: bool) -> Result<()> {
-    replace(root, path, data, mode, judge, create_dirs, Durability::Durable)?.flush_dir_only()
+pub fn write(
+    root: &Path,
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    judge: Judge,
+    create_dirs: bool,
+) -> Result<()> {
+    replace(
+        root,
+        path,
+        data,
+        mode,
+        judge,
+        create_dirs,
+        Durability::Durable,
+    )?
+    .flush_dir_only()
 }
 
 impl Pending {
@@ -85,9 +101,19 @@ impl Pending {
 }
 
 /// [`replace`] into an already open directory.
-pub fn replace_in(dir: Dir, name: &OsStr, data: &[u8], mode: u32, durability: Durability) -> Result<Pending> {
+pub fn replace_in(
+    dir: Dir,
+    name: &OsStr,
+    data: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> Result<Pending> {
     remove_leftovers(&dir);
-    let tmp = temp_name(name, std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+    let tmp = temp_name(
+        name,
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed),
+    );
     let tmp_path = dir.path().join(&tmp);
     let final_path = dir.path().join(name);
     let create = || {
@@ -112,7 +138,8 @@ pub fn replace_in(dir: Dir, name: &OsStr, data: &[u8], mode: u32, durability: Du
     let res = (|| {
         // The create honoured the umask; set the mode we mean.
         rfs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Error::errno("chmod", &tmp_path))?;
-        file.write_all(data).map_err(Error::io("write", &tmp_path))?;
+        file.write_all(data)
+            .map_err(Error::io("write", &tmp_path))?;
         if durability == Durability::Durable {
             file.sync_all().map_err(Error::io("fsync", &tmp_path))?;
         }
@@ -225,13 +252,27 @@ mod tests {
             symlink(&victim, root.join("prom").join(n)).expect("symlink");
         }
         // Each is removed when its name comes up, never followed.
-        replace(root, &root.join("prom/x.prom"), b"m 1\n", 0o644, Judge::NoFollow, false, Durability::Durable)
-            .expect("replaced")
-            .flush()
-            .expect("flushed");
+        replace(
+            root,
+            &root.join("prom/x.prom"),
+            b"m 1\n",
+            0o644,
+            Judge::NoFollow,
+            false,
+            Durability::Durable,
+        )
+        .expect("replaced")
+        .flush()
+        .expect("flushed");
         assert_eq!(fs::read_to_string(&victim).expect("read"), "secret");
-        assert_eq!(fs::read_to_string(root.join("prom/x.prom")).expect("read"), "m 1\n");
-        assert_eq!(fs::metadata(root.join("prom/x.prom")).expect("md").mode() & 0o777, 0o644);
+        assert_eq!(
+            fs::read_to_string(root.join("prom/x.prom")).expect("read"),
+            "m 1\n"
+        );
+        assert_eq!(
+            fs::metadata(root.join("prom/x.prom")).expect("md").mode() & 0o777,
+            0o644
+        );
     }
 
     #[test]
@@ -242,8 +283,16 @@ mod tests {
         symlink(root.join("elsewhere"), root.join("prom")).expect("symlink");
         if rustix::process::geteuid().is_root() {
             std::os::unix::fs::lchown(root.join("prom"), Some(65534), None).expect("lchown");
-            let e = replace(root, &root.join("prom/x.prom"), b"", 0o644, Judge::NoFollow, false, Durability::Visible)
-                .unwrap_err();
+            let e = replace(
+                root,
+                &root.join("prom/x.prom"),
+                b"",
+                0o644,
+                Judge::NoFollow,
+                false,
+                Durability::Visible,
+            )
+            .unwrap_err();
             assert!(e.to_string().contains("symlink owned by uid 65534"), "{e}");
             assert!(!root.join("elsewhere/x.prom").exists());
         }
@@ -256,10 +305,18 @@ mod tests {
         // pid 2^22+1 is above the kernel's pid_max limit: never alive.
         fs::write(root.join(".f.json.tmp.4194305.0"), "half").expect("write");
         fs::write(root.join(".f.json.tmp.1.0"), "init is alive").expect("write");
-        replace(root, &root.join("f.json"), b"{}", 0o600, Judge::Trusted, false, Durability::Visible)
-            .expect("replaced")
-            .flush()
-            .expect("flushed");
+        replace(
+            root,
+            &root.join("f.json"),
+            b"{}",
+            0o600,
+            Judge::Trusted,
+            false,
+            Durability::Visible,
+        )
+        .expect("replaced")
+        .flush()
+        .expect("flushed");
         assert!(!root.join(".f.json.tmp.4194305.0").exists());
         assert!(root.join(".f.json.tmp.1.0").exists());
         assert_eq!(temp_file_writer(".a.b.tmp.12.3"), Some(12));

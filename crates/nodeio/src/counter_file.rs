@@ -73,7 +73,10 @@ where
             T::default()
         }
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::InvalidData => {
-            restarted = Some(format!("{} is not valid ({source}); counting from zero", path.display()));
+            restarted = Some(format!(
+                "{} is not valid ({source}); counting from zero",
+                path.display()
+            ));
             T::default()
         }
         Err(e) => return Err(e),
@@ -99,11 +102,13 @@ where
 pub fn load<T: DeserializeOwned>(root: &Path, path: &Path) -> Result<Option<T>> {
     match trusted::read(root, path, Symlink::Refuse, MAX_BYTES)? {
         None => Ok(None),
-        Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Io {
-            op: "parse",
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        }),
+        Some(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::Io {
+                op: "parse",
+                path: path.to_path_buf(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+            }),
     }
 }
 
@@ -119,19 +124,42 @@ mod tests {
         let dir = tmp.path().join("lib");
         let until = || Instant::now() + Duration::from_secs(1);
         for _ in 0..3 {
-            let u = update::<BTreeMap<String, u64>, _>(tmp.path(), &dir, "c.json", "c.lock", 0o644, until(), |m| {
-                *m.entry("runs".into()).or_default() += 1;
-            })
+            let u = update::<BTreeMap<String, u64>, _>(
+                tmp.path(),
+                &dir,
+                "c.json",
+                "c.lock",
+                0o644,
+                until(),
+                |m| {
+                    *m.entry("runs".into()).or_default() += 1;
+                },
+            )
             .expect("updated");
             assert!(u.restarted.is_none());
             u.release().expect("flushed");
         }
-        let m: BTreeMap<String, u64> = load(tmp.path(), &dir.join("c.json")).expect("load").expect("some");
+        let m: BTreeMap<String, u64> = load(tmp.path(), &dir.join("c.json"))
+            .expect("load")
+            .expect("some");
         assert_eq!(m["runs"], 3);
         std::fs::write(dir.join("c.json"), "{not json").expect("write");
-        let u = update::<BTreeMap<String, u64>, _>(tmp.path(), &dir, "c.json", "c.lock", 0o644, until(), |_| {})
-            .expect("updated");
-        assert!(u.restarted.as_deref().expect("restarted").contains("counting from zero"));
+        let u = update::<BTreeMap<String, u64>, _>(
+            tmp.path(),
+            &dir,
+            "c.json",
+            "c.lock",
+            0o644,
+            until(),
+            |_| {},
+        )
+        .expect("updated");
+        assert!(
+            u.restarted
+                .as_deref()
+                .expect("restarted")
+                .contains("counting from zero")
+        );
         u.release().expect("flushed");
     }
 }

@@ -35,7 +35,10 @@ pub fn acquire(dir: &Dir, name: &str, until: Instant) -> Result<Lock> {
     if !trusted_uid(st.st_uid) {
         return Err(Error::untrusted(
             &path,
-            format!("is owned by uid {}; refusing to use it as a lock", st.st_uid),
+            format!(
+                "is owned by uid {}; refusing to use it as a lock",
+                st.st_uid
+            ),
         ));
     }
     if st.st_mode & 0o077 != 0 {

@@ -42,7 +42,12 @@ impl Writer {
     }
 
     /// One sample: `name{labels} value`.
-    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) -> &mut Self {
+    pub fn sample(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        value: impl Display,
+    ) -> &mut Self {
         self.out.push_str(name);
         self.labels(labels, None);
         let _ = writeln!(self.out, " {value}");
@@ -67,7 +72,9 @@ impl Writer {
             self.labels(labels, Some(&bound.to_string()));
             let _ = writeln!(self.out, " {cumulative}");
         }
-        cumulative += counts.get(bounds.len()..).map_or(0, |rest| rest.iter().sum());
+        cumulative += counts
+            .get(bounds.len()..)
+            .map_or(0, |rest| rest.iter().sum());
         self.out.push_str(&bucket);
         self.labels(labels, Some("+Inf"));
         let _ = writeln!(self.out, " {cumulative}");

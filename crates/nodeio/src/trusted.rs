@@ -151,12 +151,18 @@ pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
         _ => return Err(Error::untrusted(dir, "is not a directory")),
     }
     if st.st_uid != me {
-        return Err(Error::untrusted(dir, format!("is owned by uid {}, not {me}", st.st_uid)));
+        return Err(Error::untrusted(
+            dir,
+            format!("is owned by uid {}, not {me}", st.st_uid),
+        ));
     }
     if st.st_mode & 0o022 != 0 {
         return Err(Error::untrusted(
             dir,
-            format!("is writable by group or others (mode {:o})", st.st_mode & 0o7777),
+            format!(
+                "is writable by group or others (mode {:o})",
+                st.st_mode & 0o7777
+            ),
         ));
     }
     Ok(Dir::from_parts(fd, dir.to_path_buf()))
@@ -193,7 +199,10 @@ fn open_in(dir: &Dir, name: &OsStr, path: &Path) -> Result<Step> {
             if !trusted_uid(st.st_uid) {
                 return Err(Error::untrusted(
                     path,
-                    format!("is a symlink owned by uid {}; refusing to follow it", st.st_uid),
+                    format!(
+                        "is a symlink owned by uid {}; refusing to follow it",
+                        st.st_uid
+                    ),
                 ));
             }
             let link = rfs::readlinkat(dir.fd(), name, Vec::new())
@@ -254,21 +263,40 @@ mod tests {
             read(root, &f, Symlink::Refuse, 100).expect("read"),
             Some(b"x: 1\n".to_vec())
         );
-        assert_eq!(read(root, &root.join("etc/q/none"), Symlink::Refuse, 100).expect("absent"), None);
-        assert_eq!(read(root, &root.join("no/dir/f"), Symlink::Refuse, 100).expect("absent"), None);
+        assert_eq!(
+            read(root, &root.join("etc/q/none"), Symlink::Refuse, 100).expect("absent"),
+            None
+        );
+        assert_eq!(
+            read(root, &root.join("no/dir/f"), Symlink::Refuse, 100).expect("absent"),
+            None
+        );
         assert!(matches!(
             read(root, &f, Symlink::Refuse, 2),
             Err(Error::TooLarge { size: 5, .. })
         ));
         chmod(&f, 0o664);
-        assert!(read(root, &f, Symlink::Refuse, 100).unwrap_err().to_string().contains("mode 664"));
+        assert!(
+            read(root, &f, Symlink::Refuse, 100)
+                .unwrap_err()
+                .to_string()
+                .contains("mode 664")
+        );
         chmod(&f, 0o644);
         chmod(&root.join("etc"), 0o777);
-        let e = read(root, &f, Symlink::Refuse, 100).unwrap_err().to_string();
-        assert!(e.contains("etc is writable by group or others (mode 777)"), "{e}");
+        let e = read(root, &f, Symlink::Refuse, 100)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("etc is writable by group or others (mode 777)"),
+            "{e}"
+        );
         chmod(&root.join("etc"), 0o755);
         chmod(&root.join("etc/q"), 0o1777);
-        assert!(read(root, &f, Symlink::Refuse, 100).is_err(), "sticky does not help the holder");
+        assert!(
+            read(root, &f, Symlink::Refuse, 100).is_err(),
+            "sticky does not help the holder"
+        );
     }
 
     #[test]
@@ -277,10 +305,12 @@ mod tests {
         let root = tmp.path();
         fs::write(root.join("real"), "a").expect("write");
         symlink("real", root.join("link")).expect("symlink");
-        assert!(read(root, &root.join("link"), Symlink::Refuse, 9)
-            .unwrap_err()
-            .to_string()
-            .contains("is a symlink"));
+        assert!(
+            read(root, &root.join("link"), Symlink::Refuse, 9)
+                .unwrap_err()
+                .to_string()
+                .contains("is a symlink")
+        );
         assert_eq!(
             read(root, &root.join("link"), Symlink::FollowTrusted, 9).expect("followed"),
             Some(b"a".to_vec())

@@ -74,9 +74,13 @@ pub fn open_setting(path: &Path, write: bool) -> std::io::Result<std::fs::File> 
     } else {
         OFlags::RDONLY
     };
-    rfs::open(path, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-        .map(std::fs::File::from)
-        .map_err(Into::into)
+    rfs::open(
+        path,
+        flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map(std::fs::File::from)
+    .map_err(Into::into)
 }
 
 /// Root, or the user running this program.
@@ -179,7 +183,10 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
                 {
                     return Err(Error::untrusted(&here, why));
                 }
-                above.push((std::mem::replace(&mut fd, next), std::mem::replace(&mut at, here)));
+                above.push((
+                    std::mem::replace(&mut fd, next),
+                    std::mem::replace(&mut at, here),
+                ));
             }
             _ => return Err(Error::untrusted(&here, "is not a directory")),
         }
@@ -269,8 +276,10 @@ mod tests {
             .expect("created through our own symlink");
         assert_eq!(d.path(), root.join("link/x/y"));
         assert!(root.join("real/x/y").is_dir());
-        assert!(open_dir(root, &root.join("nope"), Judge::Trusted, None)
-            .unwrap_err()
-            .is_not_found());
+        assert!(
+            open_dir(root, &root.join("nope"), Judge::Trusted, None)
+                .unwrap_err()
+                .is_not_found()
+        );
     }
 }

@@ -4,9 +4,11 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::fabric::FabricVerdict;
 use crate::job::JobId;
-use crate::paths::Paths;
 use crate::job::qos::QosSource;
+use crate::paths::Paths;
+use crate::report::{Event, Report};
 use crate::state::Change;
 
 /// How a run ended, as the audit log and the metrics name it.
@@ -52,7 +54,7 @@ impl Outcome {
 pub struct Entry {
     pub time: String,
     pub node: String,
-    pub event: &'static str,
+    pub event: Event,
     pub job_id: Option<JobId>,
     pub user: Option<String>,
     pub qos: Option<String>,
@@ -61,7 +63,7 @@ pub struct Entry {
     pub service_level: Option<u8>,
     pub virtual_lane: Option<u8>,
     pub changes: Vec<Change>,
-    pub fabric: serde_json::Value,
+    pub fabric: FabricVerdict,
     pub outcome: Outcome,
     pub error: Option<String>,
     pub duration_ms: f64,
@@ -72,7 +74,28 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn new(event: &'static str, outcome: Outcome) -> Self {
+    /// The audit line of a finished run: its report, its error with causes.
+    pub fn of(report: &Report, error: Option<&Error>, duration_ms: f64) -> Self {
+        let j = &report.job;
+        Self {
+            job_id: j.job_id,
+            user: j.user.clone(),
+            qos: j.qos.clone(),
+            qos_source: j.qos_source,
+            level: j.level.clone(),
+            service_level: j.service_level,
+            virtual_lane: j.virtual_lane,
+            changes: report.changes.clone(),
+            fabric: report.fabric.clone(),
+            error: error.map(Error::with_causes),
+            duration_ms,
+            mapping_sha256: report.mapping_sha256.clone(),
+            notes: report.notes.clone(),
+            ..Self::new(report.event, report.outcome)
+        }
+    }
+
+    pub fn new(event: Event, outcome: Outcome) -> Self {
         Self {
             time: now_rfc3339(),
             node: node_name(),
@@ -85,7 +108,7 @@ impl Entry {
             service_level: None,
             virtual_lane: None,
             changes: Vec::new(),
-            fabric: serde_json::Value::Null,
+            fabric: FabricVerdict::NotChecked,
             outcome,
             error: None,
             duration_ms: 0.0,

@@ -91,24 +91,27 @@ pub fn read_trusted_text(paths: &Paths, path: &Path) -> Result<String> {
             },
         )
     };
-    let bytes = match nodeio::trusted::read(&paths.root, path, Symlink::FollowTrusted, MAX_MAPPING_BYTES) {
-        Ok(Some(b)) => b,
-        Ok(None) => {
-            return Err(Error::MappingMissing {
-                path: path.to_owned(),
-                source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error()),
-            });
-        }
-        Err(nodeio::Error::TooLarge { size, .. }) => return Err(too_large(path, size)),
-        Err(nodeio::Error::Untrusted { path: p, why }) => return Err(refused(&p, why)),
-        Err(nodeio::Error::Io { source, .. }) => {
-            return Err(Error::MappingMissing {
-                path: path.to_owned(),
-                source,
-            });
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let bytes =
+        match nodeio::trusted::read(&paths.root, path, Symlink::FollowTrusted, MAX_MAPPING_BYTES) {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                return Err(Error::MappingMissing {
+                    path: path.to_owned(),
+                    source: std::io::Error::from_raw_os_error(
+                        rustix::io::Errno::NOENT.raw_os_error(),
+                    ),
+                });
+            }
+            Err(nodeio::Error::TooLarge { size, .. }) => return Err(too_large(path, size)),
+            Err(nodeio::Error::Untrusted { path: p, why }) => return Err(refused(&p, why)),
+            Err(nodeio::Error::Io { source, .. }) => {
+                return Err(Error::MappingMissing {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
     utf8(path, bytes)
 }
 

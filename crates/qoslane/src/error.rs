@@ -56,6 +56,16 @@ pub enum Error {
     #[error("state {}: {detail}", path.display())]
     State { path: PathBuf, detail: String },
 
+    /// A change failed and so did putting the node back: the journal is
+    /// kept for the next run (or `qoslane recover`). Both errors are kept;
+    /// the CLI prints the restore error as the cause.
+    #[error("{error}; and the rollback failed too (journal kept for the next run)")]
+    RollbackFailed {
+        error: Box<Error>,
+        #[source]
+        restore: Box<Error>,
+    },
+
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -81,15 +91,42 @@ impl Error {
 
     /// The documented exit code. Exhaustive: a new kind forces a decision.
     pub fn exit_code(&self) -> i32 {
+        self.verdict().code()
+    }
+
+    /// The exit verdict of this error. Exhaustive: a new kind forces a
+    /// decision.
+    pub fn verdict(&self) -> exit_code::Verdict {
+        use exit_code::Verdict;
         match self {
-            Self::Usage(_) => exit_code::USAGE,
-            Self::MappingMissing { .. } => exit_code::NO_INPUT,
-            Self::MappingInvalid { .. } => exit_code::INVALID_MAPPING,
-            Self::Io { .. } | Self::State { .. } => exit_code::IO,
-            Self::LockTimeout { .. } | Self::Deadline { .. } => exit_code::TEMPFAIL,
-            Self::Program { .. } => exit_code::UNAVAILABLE,
-            Self::Verify { .. } | Self::Fabric(_) | Self::Unhealthy(_) => exit_code::FAILED,
-            Self::Internal(_) => exit_code::INTERNAL,
+            Self::Usage(_) => Verdict::Usage,
+            Self::MappingMissing { .. } => Verdict::NoInput,
+            Self::MappingInvalid { .. } => Verdict::InvalidMapping,
+            Self::Io { .. } | Self::State { .. } => Verdict::Io,
+            Self::LockTimeout { .. } | Self::Deadline { .. } => Verdict::TempFail,
+            Self::Program { .. } => Verdict::Unavailable,
+            Self::Verify { .. } | Self::Fabric(_) | Self::Unhealthy(_) => Verdict::Failed,
+            // The documented meaning of 70: a bug, or a rollback that itself
+            // failed (the node needs `recover`).
+            Self::RollbackFailed { .. } | Self::Internal(_) => Verdict::Internal,
         }
+    }
+
+    /// The whole chain on one line, for the audit log and the journal:
+    /// `outer; caused by: inner`.
+    pub fn with_causes(&self) -> String {
+        let mut out = self.to_string();
+        for cause in self.chain().skip(1) {
+            out.push_str("; caused by: ");
+            out.push_str(&cause.to_string());
+        }
+        out
+    }
+
+    /// This error and its causes, outermost first (for `caused by:` lines).
+    pub fn chain(&self) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+        std::iter::successors(Some(self as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        })
     }
 }

@@ -19,3 +19,61 @@ pub const INTERNAL: i32 = 70;
 pub const IO: i32 = 74;
 /// Gave up waiting: the node lock or the run's deadline. Try again.
 pub const TEMPFAIL: i32 = 75;
+
+/// How a run ends, as one value: every command's result becomes one of
+/// these in one place (`report::finish`, `main`), and only here becomes a
+/// number. Converted without truncating casts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    Failed,
+    InvalidMapping,
+    Usage,
+    NoInput,
+    Unavailable,
+    Internal,
+    Io,
+    TempFail,
+}
+
+impl Verdict {
+    /// The documented exit code.
+    pub fn code(self) -> i32 {
+        match self {
+            Self::Ok => OK,
+            Self::Failed => FAILED,
+            Self::InvalidMapping => INVALID_MAPPING,
+            Self::Usage => USAGE,
+            Self::NoInput => NO_INPUT,
+            Self::Unavailable => UNAVAILABLE,
+            Self::Internal => INTERNAL,
+            Self::Io => IO,
+            Self::TempFail => TEMPFAIL,
+        }
+    }
+
+    /// A verdict from a code this table documents; any other is internal.
+    pub fn from_code(code: i32) -> Self {
+        [
+            Self::Ok,
+            Self::Failed,
+            Self::InvalidMapping,
+            Self::Usage,
+            Self::NoInput,
+            Self::Unavailable,
+            Self::Internal,
+            Self::Io,
+            Self::TempFail,
+        ]
+        .into_iter()
+        .find(|v| v.code() == code)
+        .unwrap_or(Self::Internal)
+    }
+}
+
+impl From<Verdict> for std::process::ExitCode {
+    fn from(v: Verdict) -> Self {
+        // Every documented code fits in a byte.
+        Self::from(u8::try_from(v.code()).unwrap_or(70))
+    }
+}

@@ -25,6 +25,7 @@ pub mod log;
 pub mod mapping;
 pub mod metrics;
 pub mod paths;
+pub mod report;
 pub mod settings;
 pub mod state;
 pub mod txn;

@@ -1,4 +1,6 @@
-//! `qoslane`: parse the command line, build the run's context, dispatch.
+//! `qoslane`: parse the command line, decide whether the environment may be
+//! trusted, build the run's context, dispatch in one match; the exit code is
+//! the verdict's.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,23 +10,37 @@ use clap::{CommandFactory, Parser};
 use qoslane::cli::{Cli, Command, Generate};
 use qoslane::commands::{self, Ctx};
 use qoslane::error::Error;
-use qoslane::exit_code;
+use qoslane::exit_code::Verdict;
 use qoslane::paths::{Overrides, Paths};
 
-/// What `SLURM_SCRIPT_CONTEXT` selects when no subcommand is given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Hook {
+/// What runs: a subcommand, or the hook `SLURM_SCRIPT_CONTEXT` selects.
+#[derive(Debug)]
+enum Mode {
     Prolog,
     Epilog,
     TaskProlog,
+    Other(Command),
 }
 
-fn hook_for_context(ctx: Option<&str>) -> Option<Hook> {
-    match ctx? {
-        "prolog_slurmd" => Some(Hook::Prolog),
-        "epilog_slurmd" => Some(Hook::Epilog),
-        "prolog_task" => Some(Hook::TaskProlog),
-        _ => None,
+impl Mode {
+    fn of(command: Option<Command>, context: Option<&str>) -> Result<Self, String> {
+        Ok(match command {
+            Some(Command::Prolog) => Self::Prolog,
+            Some(Command::Epilog) => Self::Epilog,
+            Some(Command::TaskProlog) => Self::TaskProlog,
+            Some(other) => Self::Other(other),
+            None => match context {
+                Some("prolog_slurmd") => Self::Prolog,
+                Some("epilog_slurmd") => Self::Epilog,
+                Some("prolog_task") => Self::TaskProlog,
+                other => {
+                    return Err(format!(
+                        "no subcommand and SLURM_SCRIPT_CONTEXT is {}; see `qoslane --help`",
+                        other.map_or("unset".into(), |c| format!("`{c}`"))
+                    ));
+                }
+            },
+        })
     }
 }
 
@@ -39,35 +55,26 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() {
-                exit_code::USAGE as u8
+            return if e.use_stderr() {
+                Verdict::Usage
             } else {
-                0
-            });
+                Verdict::Ok
+            }
+            .into();
         }
     };
     let context = std::env::var("SLURM_SCRIPT_CONTEXT").ok();
-    let hook = match &cli.command {
-        Some(Command::Prolog) => Some(Hook::Prolog),
-        Some(Command::Epilog) => Some(Hook::Epilog),
-        Some(Command::TaskProlog) => Some(Hook::TaskProlog),
-        Some(_) => None,
-        None => match hook_for_context(context.as_deref()) {
-            Some(h) => Some(h),
-            None => {
-                eprintln!(
-                    "qoslane: no subcommand and SLURM_SCRIPT_CONTEXT is {}; see `qoslane --help`",
-                    context
-                        .as_deref()
-                        .map_or("unset".into(), |c| format!("`{c}`"))
-                );
-                return ExitCode::from(exit_code::USAGE as u8);
-            }
-        },
+    let mode = match Mode::of(cli.command, context.as_deref()) {
+        Ok(m) => m,
+        Err(msg) => {
+            eprintln!("qoslane: {msg}");
+            return Verdict::Usage.into();
+        }
     };
 
-    // The TaskProlog's environment is the user's: only the command line counts.
-    let trust_env = hook != Some(Hook::TaskProlog);
+    // The one trust decision: the TaskProlog runs as the job's user with the
+    // user's environment, so there only the command line counts.
+    let trust_env = !matches!(mode, Mode::TaskProlog);
     let env = |name| if trust_env { env_path(name) } else { None };
     let paths = Paths::new(Overrides {
         root: cli.root.clone().or_else(|| env("QOSLANE_ROOT")),
@@ -78,14 +85,12 @@ fn main() -> ExitCode {
         scontrol: env("QOSLANE_SCONTROL"),
     });
     qoslane::log::init(&paths);
-    if hook == Some(Hook::TaskProlog) {
-        return ExitCode::from(commands::task_prolog::run(&paths) as u8);
-    }
     let timeout = cli
         .timeout_ms
         .or_else(|| {
-            std::env::var("QOSLANE_TIMEOUT_MS")
-                .ok()
+            trust_env
+                .then(|| std::env::var("QOSLANE_TIMEOUT_MS").ok())
+                .flatten()
                 .and_then(|v| v.parse().ok())
         })
         .map_or(commands::DEFAULT_TIMEOUT, Duration::from_millis);
@@ -95,35 +100,39 @@ fn main() -> ExitCode {
         context,
     };
 
-    let result: Result<i32, Error> = match (hook, cli.command) {
-        (Some(Hook::Prolog), _) => Ok(commands::hooks::prolog(&ctx)),
-        (Some(Hook::Epilog), _) => Ok(commands::hooks::epilog(&ctx)),
-        (Some(Hook::TaskProlog), _) => unreachable!("handled above"),
-        (None, Some(cmd)) => match cmd {
-            Command::Validate { file, format } => commands::validate::run(&file, format),
-            Command::Explain { qos, format } => commands::explain::run(&ctx, &qos, format),
-            Command::Sync => Ok(commands::sync::run(&ctx)),
-            Command::Health { json } => Ok(commands::health::run(&ctx, json)),
-            Command::Status { json } => commands::status::run(&ctx, json),
-            Command::Recover => Ok(commands::recover::run(&ctx)),
-            Command::Metrics { listen } => commands::serve::run(&ctx, listen.as_deref()),
-            Command::Generate { what } => generate(what),
-            Command::Prolog | Command::Epilog | Command::TaskProlog => {
-                unreachable!("hooks handled above")
-            }
-        },
-        (None, None) => unreachable!("no hook and no command exits above"),
+    let result: Result<Verdict, Error> = match mode {
+        Mode::Prolog => Ok(commands::hooks::prolog(&ctx)),
+        Mode::Epilog => Ok(commands::hooks::epilog(&ctx)),
+        Mode::TaskProlog => Ok(commands::task_prolog::run(&ctx.paths)),
+        Mode::Other(Command::Validate { file, format }) => commands::validate::run(&file, format),
+        Mode::Other(Command::Explain { qos, format }) => commands::explain::run(&ctx, &qos, format),
+        Mode::Other(Command::Sync) => Ok(commands::sync::run(&ctx)),
+        Mode::Other(Command::Health { json }) => Ok(commands::health::run(&ctx, json)),
+        Mode::Other(Command::Status { json }) => commands::status::run(&ctx, json),
+        Mode::Other(Command::Recover) => Ok(commands::recover::run(&ctx)),
+        Mode::Other(Command::Metrics { listen }) => commands::serve::run(&ctx, listen.as_deref()),
+        Mode::Other(Command::Generate { what }) => generate(what),
+        Mode::Other(Command::Prolog | Command::Epilog | Command::TaskProlog) => {
+            // Mode::of turned these into their own modes.
+            Err(Error::Internal(
+                "hook subcommand reached the dispatch".into(),
+            ))
+        }
     };
     match result {
-        Ok(code) => ExitCode::from(code as u8),
+        Ok(verdict) => verdict.into(),
         Err(e) => {
+            // The error, then its causes (as cargo-nextest prints them).
             eprintln!("qoslane: error: {e}");
-            ExitCode::from(e.exit_code() as u8)
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            e.verdict().into()
         }
     }
 }
 
-fn generate(what: Generate) -> Result<i32, Error> {
+fn generate(what: Generate) -> Result<Verdict, Error> {
     let cmd = Cli::command();
     match what {
         Generate::Man { dir } => {
@@ -137,5 +146,5 @@ fn generate(what: Generate) -> Result<i32, Error> {
                 .map_err(Error::io("write completions to", &dir))?;
         }
     }
-    Ok(exit_code::OK)
+    Ok(Verdict::Ok)
 }

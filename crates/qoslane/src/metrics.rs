@@ -26,9 +26,6 @@ pub const BUCKETS: [f64; 13] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Events that always have series, so rates and alerts see zeros.
-pub const EVENTS: &[&str] = &["prolog", "epilog", "sync", "recover", "health"];
-
 /// The counters and their lock, in the lib directory. The counters are
 /// public (0644: `qoslane metrics` may run as a metrics user); the lock is
 /// private (nodeio::lock), so no user can hold it.
@@ -173,8 +170,8 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         "Runs of qoslane by event (prolog, epilog, sync, recover, health) and outcome.",
     );
     let mut runs = c.runs.clone();
-    for e in EVENTS {
-        let m = runs.entry((*e).into()).or_default();
+    for e in crate::report::Event::COUNTED {
+        let m = runs.entry(e.as_str().into()).or_default();
         for oc in Outcome::ALL {
             m.entry(oc.as_str().into()).or_insert(0);
         }
@@ -194,8 +191,8 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         "Transactions rolled back (node settings restored to their before-values) by event.",
     );
     let mut rb = c.rollbacks.clone();
-    for e in EVENTS {
-        rb.entry((*e).into()).or_insert(0);
+    for e in crate::report::Event::COUNTED {
+        rb.entry(e.as_str().into()).or_insert(0);
     }
     for (event, n) in &rb {
         w.sample("qoslane_rollbacks_total", &[("event", event)], n);
@@ -206,8 +203,8 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         "Wall time of qoslane runs by event, in seconds.",
     );
     let mut durations = c.durations.clone();
-    for e in EVENTS {
-        durations.entry((*e).into()).or_default();
+    for e in crate::report::Event::COUNTED {
+        durations.entry(e.as_str().into()).or_default();
     }
     for (event, h) in &durations {
         w.histogram(
@@ -242,7 +239,11 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
     for ((device, port, level), aligned) in fabric {
         w.sample(
             "qoslane_fabric_aligned",
-            &[("device", device), ("port", &port.to_string()), ("level", level)],
+            &[
+                ("device", device),
+                ("port", &port.to_string()),
+                ("level", level),
+            ],
             u8::from(aligned),
         );
     }
@@ -260,7 +261,11 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         "Unix time of the last successful run, by event.",
     );
     for (event, t) in &c.last_success {
-        w.sample("qoslane_last_success_timestamp_seconds", &[("event", event)], t);
+        w.sample(
+            "qoslane_last_success_timestamp_seconds",
+            &[("event", event)],
+            t,
+        );
     }
     w.finish()
 }
@@ -307,10 +312,16 @@ pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
 /// the last textfile written shows every count and the final state, while
 /// N jobs ending at once read the N job records far fewer than N times.
 fn publish_latest(paths: &Paths) -> Result<()> {
-    let dir = nodeio::walk::open_dir(&paths.root, &paths.lib_dir, nodeio::walk::Judge::Trusted, None)?;
+    let dir = nodeio::walk::open_dir(
+        &paths.root,
+        &paths.lib_dir,
+        nodeio::walk::Judge::Trusted,
+        None,
+    )?;
     // Bounded: each round is a few milliseconds.
     for _ in 0..64 {
-        let publishing = match nodeio::lock::acquire(&dir, PUBLISH_LOCK, std::time::Instant::now()) {
+        let publishing = match nodeio::lock::acquire(&dir, PUBLISH_LOCK, std::time::Instant::now())
+        {
             Ok(l) => l,
             Err(nodeio::Error::LockTimeout { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),

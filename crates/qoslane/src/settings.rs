@@ -23,8 +23,8 @@ pub fn read(paths: &Paths, path: &str, deadline: &Deadline) -> Result<String> {
             move || {
                 // Never through a symlink at the last component (the
                 // directories of sysfs are symlinks; the files are not).
-                let h = nodeio::walk::open_setting(&f, false)
-                    .map_err(Error::io("open setting", &f))?;
+                let h =
+                    nodeio::walk::open_setting(&f, false).map_err(Error::io("open setting", &f))?;
                 let mut buf = Vec::new();
                 h.take(64 * 1024)
                     .read_to_end(&mut buf)

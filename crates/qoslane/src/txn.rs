@@ -57,6 +57,20 @@ pub struct Failed {
     pub restore_error: Option<Error>,
 }
 
+impl Failed {
+    /// The error to report: the original one, or both when the rollback
+    /// failed too (the journal is then kept).
+    pub fn into_error(self) -> Error {
+        match self.restore_error {
+            Some(restore) => Error::RollbackFailed {
+                error: Box::new(self.error),
+                restore: Box::new(restore),
+            },
+            None => self.error,
+        }
+    }
+}
+
 /// An interrupted transaction found and undone when taking the lock.
 #[derive(Debug)]
 pub struct Recovered {

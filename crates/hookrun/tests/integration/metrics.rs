@@ -133,9 +133,18 @@ fn a_textfile_directory_swapped_for_someone_elses_symlink_is_refused() {
     symlink(&target, &textfiles).expect("symlink");
     std::os::unix::fs::lchown(&textfiles, Some(65534), Some(65534)).expect("lchown");
     let run = fx.hookrun().args(["prolog"]).run();
-    assert_eq!(run.code, Some(0), "metrics never fail the phase: {}", run.stderr);
+    assert_eq!(
+        run.code,
+        Some(0),
+        "metrics never fail the phase: {}",
+        run.stderr
+    );
     assert!(run.has_line("symlink owned by uid 65534"), "{}", run.stderr);
-    assert_eq!(fs::read_dir(&target).expect("ls").count(), 0, "nothing written there");
+    assert_eq!(
+        fs::read_dir(&target).expect("ls").count(),
+        0,
+        "nothing written there"
+    );
 }
 
 /// Regression: the metrics lock was mode 0644, so any user could hold an

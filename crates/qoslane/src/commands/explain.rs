@@ -9,11 +9,11 @@ use super::Ctx;
 use crate::cli::Format;
 use crate::config::{self, Source};
 use crate::error::{Error, Result};
-use crate::exit_code;
+use crate::exit_code::Verdict;
 use crate::job::exports;
 use crate::mapping::LevelMatch;
 
-pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<i32> {
+pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<Verdict> {
     let loaded = config::load(&ctx.paths)?;
     let m = &loaded.mapping;
     let (level, how) = m.level_for_qos(Some(qos));
@@ -92,5 +92,5 @@ pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<i32> {
             writeln!(out, "  sha256          {}", loaded.sha256).map_err(w)?;
         }
     }
-    Ok(exit_code::OK)
+    Ok(Verdict::Ok)
 }

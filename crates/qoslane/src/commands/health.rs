@@ -8,19 +8,20 @@ use std::io::Write;
 use serde_json::json;
 
 use super::Ctx;
-use super::hooks::alignments;
 use super::session::Session;
 use crate::audit::Outcome;
 use crate::config;
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::exit_code;
-use crate::fabric::{self, ProbeMode};
-use crate::mapping::FabricCheck;
+use crate::exit_code::Verdict;
+use crate::fabric::ProbeMode;
+use crate::fabric::policy::{self, Scope};
+use crate::report::{Event, Exit, Report};
 use crate::state::{Store, fsutil};
 
-pub fn run(ctx: &Ctx, as_json: bool) -> i32 {
-    let mut s = Session::new(&ctx.paths, "health", Deadline::after(ctx.timeout));
+pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
+    let s = Session::new(&ctx.paths, Event::Health, Deadline::after(ctx.timeout));
+    let mut r = Report::new(Event::Health);
     let mut checks: Vec<(&str, Result<String, String>)> = Vec::new();
 
     let loaded = config::read_valid(&ctx.paths, &ctx.paths.config);
@@ -71,26 +72,12 @@ pub fn run(ctx: &Ctx, as_json: bool) -> i32 {
         },
     ));
     if let Ok((m, _, _)) = &loaded {
-        if m.fabric_check == FabricCheck::Off {
-            checks.push(("fabric", Ok("fabric_check off".into())));
-        } else {
-            match fabric::assess(&ctx.paths, m, &s.deadline, ProbeMode::Fresh) {
-                Ok(report) => {
-                    s.fabric = Some(alignments(&report));
-                    let r = match report.first_problem() {
-                        None => Ok(format!(
-                            "{} port(s) aligned for {} level(s)",
-                            report.active_ports().len(),
-                            m.levels().len()
-                        )),
-                        Some(p) if m.fabric_check == FabricCheck::Warn => Ok(format!("warn: {p}")),
-                        Some(p) => Err(p),
-                    };
-                    checks.push(("fabric", r));
-                }
-                Err(e) => checks.push(("fabric", Err(e.to_string()))),
-            }
-        }
+        let mut fabric = policy::judge(&ctx.paths, m, &s.deadline, ProbeMode::Fresh, Scope::Every);
+        checks.push(("fabric", fabric.health_line(m.levels().len())));
+        // The verdict and alignment for audit and metrics; health's own
+        // lines are its notes.
+        fabric.notes.clear();
+        r.take_fabric(&mut fabric);
     }
 
     let first_bad = checks.iter().find_map(|(_, r)| r.as_ref().err().cloned());
@@ -111,21 +98,15 @@ pub fn run(ctx: &Ctx, as_json: bool) -> i32 {
         };
         let _ = writeln!(out, "{line}");
     }
-    s.entry.notes = checks
+    r.notes = checks
         .iter()
         .map(|(n, r)| match r {
             Ok(m) => format!("{n}: ok: {m}"),
             Err(m) => format!("{n}: FAIL: {m}"),
         })
         .collect();
-    match first_bad {
-        None => {
-            s.finish(Outcome::Unchanged, None);
-            exit_code::OK
-        }
-        Some(m) => {
-            s.finish(Outcome::Failed, Some(&Error::Unhealthy(m)));
-            exit_code::FAILED
-        }
-    }
+    s.finish(match first_bad {
+        None => Ok(r.with(Outcome::Unchanged)),
+        Some(m) => Err(r.fail(Error::Unhealthy(m), Exit::ByError)),
+    })
 }

@@ -11,105 +11,60 @@ use super::Ctx;
 use super::session::Session;
 use crate::audit::Outcome;
 use crate::deadline::Deadline;
-use crate::error::{Error, Result};
-use crate::exit_code;
-use crate::fabric::{self, ProbeMode};
+use crate::exit_code::Verdict;
+use crate::fabric::ProbeMode;
+use crate::fabric::policy::{self, Scope};
 use crate::job::qos;
 use crate::job::{JobId, exports};
-use crate::mapping::{FabricCheck, LevelMatch, OnFailure};
-use crate::metrics::Alignment;
+use crate::mapping::{LevelMatch, OnFailure};
 use crate::paths::Paths;
+use crate::report::{Event, Exit, Failure, Report};
 use crate::state::{JobRecord, Store};
 use crate::txn::{Failed, RecordOp};
 
-/// How a hook run failed: the error, and the policy that decides the exit.
-struct HookFailure {
-    error: Error,
-    outcome: Outcome,
-    policy: OnFailure,
+/// A failed transaction into the report's failure under `policy`.
+fn from_txn(mut report: Report, f: Failed, policy: OnFailure) -> Failure {
+    report.changes.clone_from(&f.changes);
+    report.rolled_back = f.rolled_back;
+    report.fail(f.into_error(), Exit::ByPolicy(policy))
 }
 
-impl HookFailure {
-    fn before_changes(error: Error, policy: OnFailure) -> Self {
-        Self {
-            error,
-            outcome: Outcome::Failed,
-            policy,
-        }
-    }
+pub fn prolog(ctx: &Ctx) -> Verdict {
+    let mut s = Session::new(&ctx.paths, Event::Prolog, Deadline::after(ctx.timeout));
+    let result = prolog_body(ctx, &mut s, Report::new(Event::Prolog));
+    s.finish(result)
 }
 
-fn from_txn(f: Failed, policy: OnFailure, s: &mut Session<'_>) -> HookFailure {
-    s.entry.changes = f.changes;
-    s.rolled_back = f.rolled_back;
-    let error = match f.restore_error {
-        Some(r) => Error::Internal(format!(
-            "{}; and the rollback failed too: {r} (journal kept for the next run)",
-            f.error
-        )),
-        None => f.error,
-    };
-    HookFailure {
-        error,
-        outcome: if f.rolled_back {
-            Outcome::RolledBack
-        } else {
-            Outcome::Failed
-        },
-        policy,
-    }
-}
-
-fn exit_for(policy: OnFailure) -> i32 {
-    match policy {
-        OnFailure::Continue => exit_code::OK,
-        OnFailure::FailJob => exit_code::FAILED,
-    }
-}
-
-pub fn prolog(ctx: &Ctx) -> i32 {
-    run_hook(ctx, "prolog", prolog_body)
-}
-
-pub fn epilog(ctx: &Ctx) -> i32 {
-    run_hook(ctx, "epilog", epilog_body)
-}
-
-/// One hook run: the body, then the audit line and metrics, and the exit
-/// code of the policy that applies.
-fn run_hook(
-    ctx: &Ctx,
-    event: &'static str,
-    body: fn(&Ctx, &mut Session<'_>) -> Result<Outcome, HookFailure>,
-) -> i32 {
-    let mut s = Session::new(&ctx.paths, event, Deadline::after(ctx.timeout));
-    match body(ctx, &mut s) {
-        Ok(outcome) => {
-            s.finish(outcome, None);
-            exit_code::OK
-        }
-        Err(f) => {
-            s.finish(f.outcome, Some(&f.error));
-            exit_for(f.policy)
-        }
-    }
+pub fn epilog(ctx: &Ctx) -> Verdict {
+    let mut s = Session::new(&ctx.paths, Event::Epilog, Deadline::after(ctx.timeout));
+    let result = epilog_body(ctx, &mut s, Report::new(Event::Epilog));
+    s.finish(result)
 }
 
 /// Both hooks start the same way: the job id (a failure here leaves the node
-/// as it is and the job on the baseline) and the user, into the audit entry.
-fn job_of(s: &mut Session<'_>) -> Result<JobId, HookFailure> {
-    let job = JobId::from_env().map_err(|e| HookFailure::before_changes(e, OnFailure::Continue))?;
-    s.entry.job_id = Some(job);
-    s.entry.user = std::env::var("SLURM_JOB_USER").ok();
+/// as it is and the job on the baseline) and the user, into the report.
+fn job_of(r: &mut Report) -> Result<JobId, crate::error::Error> {
+    let job = JobId::from_env()?;
+    r.job.job_id = Some(job);
+    r.job.user = std::env::var("SLURM_JOB_USER").ok();
     Ok(job)
 }
 
-fn prolog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
+/// `?` for a report: a failure of this step fails the run under `policy`.
+macro_rules! step {
+    ($r:ident, $e:expr, $policy:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Err($r.fail(e, Exit::ByPolicy($policy))),
+        }
+    };
+}
+
+fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Failure> {
     // Before a mapping is known, a failure leaves the node as it is and the
     // job runs on the baseline.
-    let early = |e| HookFailure::before_changes(e, OnFailure::Continue);
-    let job = job_of(s)?;
-    let loaded = s.mapping().map_err(early)?;
+    let job = step!(r, job_of(&mut r), OnFailure::Continue);
+    let loaded = step!(r, s.mapping(&mut r), OnFailure::Continue);
     let m = &loaded.mapping;
 
     let env_qos = std::env::var("SLURM_JOB_QOS").ok();
@@ -121,31 +76,41 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
         &s.deadline,
     );
     if let Some(note) = &q.note {
-        s.entry
-            .notes
+        r.notes
             .push(format!("QoS unknown, default level used: {note}"));
     }
     let (level, how) = m.level_for_qos(q.qos.as_deref());
     if how == LevelMatch::Default && q.qos.is_some() {
-        s.entry.notes.push(format!(
+        r.notes.push(format!(
             "no level lists QoS `{}`: default_level",
             q.qos.as_deref().unwrap_or("")
         ));
     }
     let policy = m.on_failure_for(level);
-    s.entry.qos = q.qos.clone();
-    s.entry.qos_source = Some(q.source);
-    s.entry.level = Some(level.name.clone());
-    s.entry.service_level = Some(level.service_level.get());
-    s.entry.virtual_lane = level.virtual_lane.map(|v| v.get());
+    r.job.qos.clone_from(&q.qos);
+    r.job.qos_source = Some(q.source);
+    r.job.level = Some(level.name.clone());
+    r.job.service_level = Some(level.service_level.get());
+    r.job.virtual_lane = level.virtual_lane.map(|v| v.get());
 
-    let active_ports = check_fabric(&ctx.paths, s, m, &level.name)
-        .map_err(|e| HookFailure::before_changes(e, policy))?;
+    // At most half of what is left: a hung SMP query must leave the
+    // transaction (and, under `warn`, the grant) its time.
+    let mut fabric = policy::judge(
+        &ctx.paths,
+        m,
+        &s.deadline.half(),
+        ProbeMode::Cached,
+        Scope::Level(&level.name),
+    );
+    r.take_fabric(&mut fabric);
+    if let Some(refusal) = fabric.refusal.take() {
+        return Err(r.fail(refusal, Exit::ByPolicy(policy)));
+    }
 
     let record = JobRecord {
         job_id: job,
         time: crate::audit::now_rfc3339(),
-        user: s.entry.user.clone(),
+        user: r.job.user.clone(),
         qos: q.qos.clone(),
         qos_source: q.source,
         level: level.name.clone(),
@@ -165,16 +130,10 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
         mapping_sha256: loaded.sha256.clone(),
     };
 
-    s.promote_or_note(&loaded)
-        .map_err(|e| HookFailure::before_changes(e, policy))?;
-    let node = s
-        .node()
-        .map_err(|e| HookFailure::before_changes(e, policy))?;
+    step!(r, s.promote_or_note(&loaded, &mut r), policy);
+    let node = step!(r, s.node(), policy);
     // The same Prolog run twice changes nothing the second time.
-    let existing = node
-        .store
-        .record(job)
-        .map_err(|e| HookFailure::before_changes(e, policy))?;
+    let existing = step!(r, node.store.record(job), policy);
     let rerun = existing.as_ref().is_some_and(|old| {
         JobRecord {
             time: old.time.clone(),
@@ -186,7 +145,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
         _ => record,
     };
     let paths = &ctx.paths;
-    let check = || ports_still_active(paths, &active_ports);
+    let check = || fabric.ports_still_active(paths);
     match node.transact("prolog", Some(job), &[RecordOp::Put(record)], &check) {
         Ok(c) => {
             let outcome = if c.changes.is_empty() && rerun {
@@ -194,82 +153,10 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
             } else {
                 Outcome::Applied
             };
-            s.entry.changes = c.changes;
-            Ok(outcome)
+            r.changes = c.changes;
+            Ok(r.with(outcome))
         }
-        Err(f) => Err(from_txn(*f, policy, s)),
-    }
-}
-
-/// The fabric check of a level, per `fabric_check`. Returns the ports that
-/// were ACTIVE, to verify after applying settings.
-fn check_fabric(
-    paths: &Paths,
-    s: &mut Session<'_>,
-    m: &crate::mapping::Mapping,
-    level: &str,
-) -> Result<Vec<(String, u32)>> {
-    if m.fabric_check == FabricCheck::Off {
-        s.entry.fabric = serde_json::json!({"check": "off"});
-        return Ok(Vec::new());
-    }
-    // At most half of what is left: a hung SMP query must leave the
-    // transaction (and, under `warn`, the grant) its time.
-    let report = match fabric::assess(paths, m, &s.deadline.half(), ProbeMode::Cached) {
-        Ok(r) => r,
-        Err(e) if m.fabric_check == FabricCheck::Warn => {
-            s.entry
-                .notes
-                .push(format!("fabric check could not run: {e}"));
-            s.entry.fabric = serde_json::json!({"check": "warn", "error": e.to_string()});
-            return Ok(Vec::new());
-        }
-        Err(e) => return Err(e),
-    };
-    s.entry.fabric = report.audit(level);
-    s.fabric = Some(alignments(&report));
-    for w in report.warnings(level) {
-        s.entry.notes.push(format!("fabric: {w}"));
-    }
-    let problems = report.problems(level);
-    if !problems.is_empty() {
-        match m.fabric_check {
-            FabricCheck::Enforce => return Err(Error::Fabric(problems.join("; "))),
-            _ => s
-                .entry
-                .notes
-                .extend(problems.into_iter().map(|p| format!("fabric (warn): {p}"))),
-        }
-    }
-    Ok(report.active_ports())
-}
-
-pub fn alignments(report: &fabric::FabricReport) -> Vec<Alignment> {
-    report
-        .alignment()
-        .into_iter()
-        .map(|(device, port, level, aligned)| Alignment {
-            device,
-            port,
-            level,
-            aligned,
-        })
-        .collect()
-}
-
-/// After applying settings: the ports that were ACTIVE still are.
-pub fn ports_still_active(paths: &Paths, ports: &[(String, u32)]) -> Result<()> {
-    if ports.is_empty() {
-        return Ok(());
-    }
-    let down = fabric::ports_not_active(paths, ports)?;
-    if down.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Fabric(format!(
-            "port(s) no longer ACTIVE after applying settings: {}",
-            down.join(", ")
-        )))
+        Err(f) => Err(from_txn(r, *f, policy)),
     }
 }
 
@@ -286,8 +173,8 @@ fn level_policy(paths: &Paths, level: &str) -> OnFailure {
         .unwrap_or(OnFailure::Continue)
 }
 
-fn epilog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
-    let job = job_of(s)?;
+fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Failure> {
+    let job = step!(r, job_of(&mut r), OnFailure::Continue);
     // The policy of the job's level decides the exit, also when the lock or
     // the state directory fails before anything is undone (the job's
     // settings then stay: an Epilog failure like any other). The record is
@@ -297,30 +184,31 @@ fn epilog_body(ctx: &Ctx, s: &mut Session<'_>) -> Result<Outcome, HookFailure> {
         .record(job)
         .ok()
         .flatten()
-        .map_or(OnFailure::Continue, |r| level_policy(&ctx.paths, &r.level));
-    let early = |e| HookFailure::before_changes(e, policy);
-    let node = s.node().map_err(early)?;
-    let Some(record) = node.store.record(job).map_err(early)? else {
-        s.entry.notes.push(
+        .map_or(OnFailure::Continue, |rec| {
+            level_policy(&ctx.paths, &rec.level)
+        });
+    let node = step!(r, s.node(), policy);
+    let Some(record) = step!(r, node.store.record(job), policy) else {
+        r.notes.push(
             "no record for this job (its Prolog did not grant a level): nothing to undo".into(),
         );
-        return Ok(Outcome::Unchanged);
+        return Ok(r.with(Outcome::Unchanged));
     };
     let policy = level_policy(&ctx.paths, &record.level);
-    let node = s.node().map_err(early)?;
+    let node = step!(r, s.node(), policy);
     let result = node.transact("epilog", Some(job), &[RecordOp::Remove(job)], &|| Ok(()));
-    s.entry.qos = record.qos.clone();
-    s.entry.qos_source = Some(record.qos_source);
-    s.entry.level = Some(record.level.clone());
-    s.entry.service_level = Some(record.service_level);
-    s.entry.virtual_lane = record.virtual_lane;
-    s.entry.mapping_sha256 = Some(record.mapping_sha256.clone());
+    r.job.qos.clone_from(&record.qos);
+    r.job.qos_source = Some(record.qos_source);
+    r.job.level = Some(record.level.clone());
+    r.job.service_level = Some(record.service_level);
+    r.job.virtual_lane = record.virtual_lane;
+    r.mapping_sha256 = Some(record.mapping_sha256.clone());
     match result {
-        Ok(c) if c.changes.is_empty() => Ok(Outcome::Unchanged),
+        Ok(c) if c.changes.is_empty() => Ok(r.with(Outcome::Unchanged)),
         Ok(c) => {
-            s.entry.changes = c.changes;
-            Ok(Outcome::Reverted)
+            r.changes = c.changes;
+            Ok(r.with(Outcome::Reverted))
         }
-        Err(f) => Err(from_txn(*f, policy, s)),
+        Err(f) => Err(from_txn(r, *f, policy)),
     }
 }

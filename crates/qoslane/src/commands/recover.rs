@@ -5,28 +5,29 @@ use super::Ctx;
 use super::session::Session;
 use crate::audit::Outcome;
 use crate::deadline::Deadline;
-use crate::exit_code;
+use crate::exit_code::Verdict;
+use crate::report::{Event, Exit, Report};
 
-pub fn run(ctx: &Ctx) -> i32 {
-    let mut s = Session::new(&ctx.paths, "recover", Deadline::after(ctx.timeout));
-    let had_journal = s.paths.journal().exists();
-    match s.node() {
-        Ok(_) => {
-            let outcome = if had_journal {
-                Outcome::Reverted
-            } else {
-                Outcome::Unchanged
-            };
-            if !had_journal {
-                s.entry.notes.push("no interrupted transaction".into());
-            }
-            s.finish(outcome, None);
-            exit_code::OK
+pub fn run(ctx: &Ctx) -> Verdict {
+    let mut s = Session::new(&ctx.paths, Event::Recover, Deadline::after(ctx.timeout));
+    let mut r = Report::new(Event::Recover);
+    let result = match s.lock() {
+        Ok(Some(recovered)) => {
+            let j = recovered.journal;
+            r.job.job_id = j.job_id;
+            r.changes = j.changes;
+            r.rolled_back = true;
+            r.notes.push(format!(
+                "rolled back an interrupted {} (pid {})",
+                j.event, j.pid
+            ));
+            Ok(r.with(Outcome::Reverted))
         }
-        Err(e) => {
-            let code = e.exit_code();
-            s.finish(Outcome::Failed, Some(&e));
-            code
+        Ok(None) => {
+            r.notes.push("no interrupted transaction".into());
+            Ok(r.with(Outcome::Unchanged))
         }
-    }
+        Err(e) => Err(r.fail(e, Exit::ByError)),
+    };
+    s.finish(result)
 }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::Ctx;
 use crate::error::{Error, Result};
-use crate::exit_code;
+use crate::exit_code::Verdict;
 use crate::metrics;
 use crate::paths::Paths;
 
@@ -47,14 +47,14 @@ fn render(paths: &Paths) -> Result<String> {
     Ok(metrics::render(&counters, &metrics::gauges(paths)))
 }
 
-pub fn run(ctx: &Ctx, listen: Option<&str>) -> Result<i32> {
+pub fn run(ctx: &Ctx, listen: Option<&str>) -> Result<Verdict> {
     let Some(addr) = listen else {
         let text = render(&ctx.paths)?;
         std::io::stdout()
             .lock()
             .write_all(text.as_bytes())
             .map_err(Error::io("write", "standard output"))?;
-        return Ok(exit_code::OK);
+        return Ok(Verdict::Ok);
     };
     let listener = TcpListener::bind(addr).map_err(Error::io("listen on", addr))?;
     let local = listener
@@ -92,7 +92,7 @@ pub fn run(ctx: &Ctx, listen: Option<&str>) -> Result<i32> {
             }
         }
     });
-    Ok(exit_code::OK)
+    Ok(Verdict::Ok)
 }
 
 /// One connection's share of [`MAX_CONNECTIONS`], given back on drop.

@@ -1,17 +1,21 @@
 //! The plumbing every node-changing run shares: one deadline, the node lock
 //! (which first undoes an interrupted transaction), the mapping with its
-//! last-known-good fallback and change detection, and the closing audit line
-//! and metrics. Audit and metrics failures are logged, never fatal.
+//! last-known-good fallback and change detection — and [`Session::finish`],
+//! the one place a run's [`Report`] (or [`Failure`]) becomes its audit
+//! line, its metrics and its exit verdict. Audit and metrics failures are
+//! logged, never fatal.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::audit::{self, Entry, Outcome};
 use crate::config::{self, Loaded, Source};
 use crate::deadline::Deadline;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::exit_code::Verdict;
 use crate::log;
-use crate::metrics::{self, Alignment, Run};
+use crate::metrics::{self, Run};
 use crate::paths::Paths;
+use crate::report::{Event, Failure, Report};
 use crate::state::Store;
 use crate::txn::{Node, Recovered};
 
@@ -19,80 +23,69 @@ use crate::txn::{Node, Recovered};
 pub struct Session<'p> {
     pub paths: &'p Paths,
     pub deadline: Deadline,
+    event: Event,
     start: Instant,
-    pub entry: Entry,
     node: Option<Node<'p>>,
-    pub rolled_back: bool,
-    pub fabric: Option<Vec<Alignment>>,
 }
 
 impl<'p> Session<'p> {
-    pub fn new(paths: &'p Paths, event: &'static str, deadline: Deadline) -> Self {
+    pub fn new(paths: &'p Paths, event: Event, deadline: Deadline) -> Self {
         // Logging waits for nothing past the run's deadline (nodeio::log).
         nodeio::log::set_deadline(deadline.instant());
         Self {
             paths,
             deadline,
+            event,
             start: Instant::now(),
-            entry: Entry::new(event, Outcome::Failed),
             node: None,
-            rolled_back: false,
-            fabric: None,
         }
+    }
+
+    /// Takes the node lock, once per run, and hands back an interrupted
+    /// transaction it undid (for `qoslane recover`, which reports it as its
+    /// own run).
+    pub fn lock(&mut self) -> Result<Option<Recovered>> {
+        if self.node.is_some() {
+            return Ok(None);
+        }
+        let (node, recovered) = Node::lock(self.paths, self.deadline)?;
+        self.node = Some(node);
+        Ok(recovered)
     }
 
     /// The node lock, taken once per run. An interrupted transaction found
     /// here is rolled back and audited as its own `recover` entry.
     pub fn node(&mut self) -> Result<&Node<'p>> {
-        if self.node.is_none() {
-            let (node, recovered) = Node::lock(self.paths, self.deadline)?;
-            if let Some(r) = recovered {
-                if self.entry.event == "recover" {
-                    // `qoslane recover` reports it in its own line.
-                    self.entry.job_id = r.journal.job_id;
-                    self.entry.changes = r.journal.changes.clone();
-                    self.entry.notes.push(format!(
-                        "rolled back an interrupted {} (pid {})",
-                        r.journal.event, r.journal.pid
-                    ));
-                    self.rolled_back = true;
-                } else {
-                    self.audit_recovered(&r);
-                }
-            }
-            self.node = Some(node);
+        if let Some(r) = self.lock()? {
+            self.audit_recovered(&r);
         }
-        self.node
-            .as_ref()
-            .ok_or_else(|| Error::Internal("node lock vanished".into()))
+        match &self.node {
+            Some(n) => Ok(n),
+            None => Err(crate::error::Error::Internal("node lock vanished".into())),
+        }
     }
 
     /// An interrupted transaction this run undid gets its own `recover` line
     /// and count, whichever step of the run took the lock.
     fn audit_recovered(&self, r: &Recovered) {
-        let mut e = Entry::new("recover", Outcome::Reverted);
-        e.job_id = r.journal.job_id;
-        e.changes = r.journal.changes.clone();
-        e.notes.push(format!(
+        let mut report = Report::new(Event::Recover).with(Outcome::Reverted);
+        report.job.job_id = r.journal.job_id;
+        report.changes.clone_from(&r.journal.changes);
+        report.rolled_back = true;
+        report.notes.push(format!(
             "rolled back an interrupted {} (pid {}, started {})",
             r.journal.event, r.journal.pid, r.journal.started
         ));
-        log::warn(&e.notes[0]);
-        self.write_audit(&e);
-        self.count(&Run {
-            event: "recover",
-            outcome: Outcome::Reverted,
-            seconds: 0.0,
-            rolled_back: true,
-            fabric: None,
-        });
+        log::warn(&report.notes[0]);
+        self.write_audit(&Entry::of(&report, None, 0.0));
+        self.count(&report, 0.0);
     }
 
-    /// The mapping for this run. An unusable admin file is logged and noted;
-    /// the last-known-good copy is used.
-    pub fn mapping(&mut self) -> Result<Loaded> {
+    /// The mapping for this run. An unusable admin file is logged and noted
+    /// in `report`; the last-known-good copy is used.
+    pub fn mapping(&mut self, report: &mut Report) -> Result<Loaded> {
         let loaded = config::load(self.paths)?;
-        self.entry.mapping_sha256 = Some(loaded.sha256.clone());
+        report.mapping_sha256 = Some(loaded.sha256.clone());
         if loaded.source == Source::LastKnownGood {
             let msg = format!(
                 "mapping {} unusable, using last-known-good: {}",
@@ -100,7 +93,7 @@ impl<'p> Session<'p> {
                 loaded.problem.as_deref().unwrap_or("?")
             );
             log::error(&msg);
-            self.entry.notes.push(msg);
+            report.notes.push(msg);
             self.audit_rejected(&loaded);
         }
         Ok(loaded)
@@ -108,18 +101,18 @@ impl<'p> Session<'p> {
 
     /// Under the lock: a new valid mapping becomes last-known-good and is
     /// audited as `mapping_changed`.
-    pub fn promote(&mut self, loaded: &Loaded) -> Result<()> {
+    pub fn promote(&mut self, loaded: &Loaded, job: Option<crate::job::JobId>) -> Result<()> {
         self.node()?;
         if let Some(previous) = config::promote(self.paths, loaded)? {
-            let mut e = Entry::new("mapping_changed", Outcome::Applied);
-            e.mapping_sha256 = Some(loaded.sha256.clone());
-            e.job_id = self.entry.job_id;
-            e.notes.push(match previous {
+            let mut r = Report::new(Event::MappingChanged).with(Outcome::Applied);
+            r.mapping_sha256 = Some(loaded.sha256.clone());
+            r.job.job_id = job;
+            r.notes.push(match previous {
                 Some(p) => format!("mapping changed from sha256 {p}; now last-known-good"),
                 None => "first mapping seen on this node; now last-known-good".into(),
             });
-            log::info(&e.notes[0]);
-            self.write_audit(&e);
+            log::info(&r.notes[0]);
+            self.write_audit(&Entry::of(&r, None, 0.0));
         }
         Ok(())
     }
@@ -128,12 +121,12 @@ impl<'p> Session<'p> {
     /// copy (a full or read-only `/var/lib`) must not cost the job its level:
     /// the mapping is valid and in use; it is noted, and the next run tries
     /// again. Failing to take the lock is still an error.
-    pub fn promote_or_note(&mut self, loaded: &Loaded) -> Result<()> {
+    pub fn promote_or_note(&mut self, loaded: &Loaded, report: &mut Report) -> Result<()> {
         self.node()?;
-        if let Err(e) = self.promote(loaded) {
+        if let Err(e) = self.promote(loaded, report.job.job_id) {
             let msg = format!("mapping not saved as last-known-good: {e}");
             log::warn(&msg);
-            self.entry.notes.push(msg);
+            report.notes.push(msg);
         }
         Ok(())
     }
@@ -143,16 +136,26 @@ impl<'p> Session<'p> {
         let marker = self.paths.lib_dir.join("last-rejected.sha256");
         let text = config::read_text(&self.paths.config).unwrap_or_default();
         let sha = config::sha256_hex(text.as_bytes());
-        if std::fs::read_to_string(&marker).is_ok_and(|s| s.trim() == sha) {
+        if crate::state::fsutil::read_trusted(self.paths, &marker)
+            .ok()
+            .flatten()
+            .is_some_and(|s| String::from_utf8_lossy(&s).trim() == sha)
+        {
             return;
         }
-        let mut e = Entry::new("mapping_changed", Outcome::Failed);
-        e.error = loaded.problem.clone();
-        e.mapping_sha256 = Some(sha.clone());
-        e.notes
+        let mut r = Report::new(Event::MappingChanged).with(Outcome::Failed);
+        r.mapping_sha256 = Some(sha.clone());
+        r.notes
             .push(format!("kept last-known-good sha256 {}", loaded.sha256));
+        let mut e = Entry::of(&r, None, 0.0);
+        e.error.clone_from(&loaded.problem);
         self.write_audit(&e);
-        let _ = crate::state::fsutil::atomic_write(self.paths, &marker, sha.as_bytes(), crate::state::PRIVATE);
+        let _ = crate::state::fsutil::atomic_write(
+            self.paths,
+            &marker,
+            sha.as_bytes(),
+            crate::state::PRIVATE,
+        );
     }
 
     pub fn store(&self) -> Option<&Store<'p>> {
@@ -165,40 +168,53 @@ impl<'p> Session<'p> {
         }
     }
 
-    fn count(&self, run: &Run<'_>) {
-        if let Err(err) = metrics::record_and_publish(self.paths, run) {
+    fn count(&self, report: &Report, seconds: f64) {
+        let run = Run {
+            event: report.event.as_str(),
+            outcome: report.outcome,
+            seconds,
+            rolled_back: report.rolled_back,
+            fabric: report.alignment.clone(),
+        };
+        if let Err(err) = metrics::record_and_publish(self.paths, &run) {
             log::warn(&format!("metrics: {err}"));
         }
     }
 
-    /// Ends the run: the audit line, then the metrics. Both happen after the
-    /// node lock is released: the transaction is committed (or never began),
-    /// the audit line is one append, and the metrics have their own lock. So
-    /// other jobs' Prologs and Epilogs do not queue behind this run's disk
-    /// flushes. A run that never held the lock still takes it briefly (it
-    /// can get it quickly): taking it undoes an interrupted transaction.
-    pub fn finish(mut self, outcome: Outcome, error: Option<&Error>) {
-        self.entry.outcome = outcome;
-        self.entry.error = error.map(ToString::to_string);
+    /// Ends the run — the one place a result becomes the audit line, the
+    /// metrics and the exit verdict. Both are written after the node lock is
+    /// released: the transaction is committed (or never began), the audit
+    /// line is one append, and the metrics have their own lock, so other
+    /// jobs' hooks do not queue behind this run's disk flushes. A run that
+    /// never held the lock still takes it briefly (it can get it quickly):
+    /// taking it undoes an interrupted transaction.
+    pub fn finish(mut self, result: std::result::Result<Report, Failure>) -> Verdict {
+        debug_assert!(
+            result.as_ref().map_or_else(|f| f.report.event, |r| r.event) == self.event,
+            "a run reports its own event"
+        );
         let secs = self.start.elapsed().as_secs_f64();
-        self.entry.duration_ms = (secs * 1e6).round() / 1e3;
-        if let Some(e) = error {
-            log::error(&format!(
-                "{} failed ({}): {e}",
-                self.entry.event,
-                outcome.as_str()
-            ));
-        }
+        let duration_ms = (secs * 1e6).round() / 1e3;
+        let (report, error, verdict) = match result {
+            Ok(r) => (r, None, Verdict::Ok),
+            Err(f) => {
+                let verdict = f.verdict();
+                log::error(&format!(
+                    "{} failed ({}): {}",
+                    f.report.event,
+                    f.report.outcome.as_str(),
+                    f.error.with_causes()
+                ));
+                (f.report, Some(f.error), verdict)
+            }
+        };
         let held = self.node.take().is_some();
-        self.write_audit(&self.entry);
+        self.write_audit(&Entry::of(&report, error.as_ref(), duration_ms));
         if !held {
             // A short grace is enough: this is only for recovery.
             let grace = Deadline::after(
-                std::time::Duration::from_millis(500).min(
-                    self.deadline
-                        .remaining()
-                        .max(std::time::Duration::from_millis(50)),
-                ),
+                Duration::from_millis(500)
+                    .min(self.deadline.remaining().max(Duration::from_millis(50))),
             );
             if let Ok((n, recovered)) = Node::lock(self.paths, grace) {
                 // Taking the lock undoes an interrupted transaction: that
@@ -210,13 +226,7 @@ impl<'p> Session<'p> {
                 drop(n);
             }
         }
-        let run = Run {
-            event: self.entry.event,
-            outcome,
-            seconds: secs,
-            rolled_back: self.rolled_back,
-            fabric: self.fabric.take(),
-        };
-        self.count(&run);
+        self.count(&report, secs);
+        verdict
     }
 }

@@ -8,13 +8,13 @@ use super::Ctx;
 use crate::config;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::exit_code;
+use crate::exit_code::Verdict;
 use crate::settings;
 use crate::state::Store;
 
 const AUDIT_TAIL: usize = 5;
 
-pub fn run(ctx: &Ctx, as_json: bool) -> Result<i32> {
+pub fn run(ctx: &Ctx, as_json: bool) -> Result<Verdict> {
     let paths = &ctx.paths;
     let deadline = Deadline::after(ctx.timeout);
     let store = Store::open(paths)?;
@@ -64,7 +64,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Result<i32> {
             serde_json::to_string_pretty(&v).map_err(|e| Error::Internal(e.to_string()))?
         )
         .map_err(w)?;
-        return Ok(exit_code::OK);
+        return Ok(Verdict::Ok);
     }
     writeln!(
         out,
@@ -132,7 +132,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Result<i32> {
     for line in &tail {
         writeln!(out, "  {line}").map_err(w)?;
     }
-    Ok(exit_code::OK)
+    Ok(Verdict::Ok)
 }
 
 /// The last `n` lines of the audit log, parsed (unparsable lines verbatim).

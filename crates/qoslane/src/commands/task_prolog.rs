@@ -4,6 +4,7 @@
 
 use std::io::Write;
 
+use crate::exit_code::Verdict;
 use crate::job::JobId;
 use crate::log;
 use crate::paths::Paths;
@@ -20,21 +21,21 @@ const ALLOWED: &[&str] = &[
     "NCCL_IB_TC",
 ];
 
-/// Always returns 0: a non-zero TaskProlog fails the task.
-pub fn run(paths: &Paths) -> i32 {
+/// Always [`Verdict::Ok`]: a non-zero TaskProlog fails the task.
+pub fn run(paths: &Paths) -> Verdict {
     let job = match JobId::from_env() {
         Ok(j) => j,
         Err(e) => {
             log::warn(&format!("task-prolog: {e}"));
-            return 0;
+            return Verdict::Ok;
         }
     };
     let record = match state::read_record_as_user(paths, job) {
         Ok(Some(r)) => r,
-        Ok(None) => return 0, // baseline: no level granted, no exports
+        Ok(None) => return Verdict::Ok, // baseline: no level granted, no exports
         Err(e) => {
             log::warn(&format!("task-prolog: job {job}: {e}"));
-            return 0;
+            return Verdict::Ok;
         }
     };
     let (out, refused) = protocol_lines(job, &record);
@@ -43,7 +44,7 @@ pub fn run(paths: &Paths) -> i32 {
     }
     // One write; a closed stdout is not our failure.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
-    0
+    Verdict::Ok
 }
 
 /// What the TaskProlog prints for `record` (Slurm's protocol: only `export

@@ -6,11 +6,11 @@ use std::path::Path;
 use crate::cli::Format;
 use crate::config;
 use crate::error::{Error, Result};
-use crate::exit_code;
+use crate::exit_code::Verdict;
 use crate::mapping::diagnostic::JsonDiagnostic;
 use crate::mapping::validate_str;
 
-pub fn run(file: &Path, format: Format) -> Result<i32> {
+pub fn run(file: &Path, format: Format) -> Result<Verdict> {
     let text = config::read_text(file)?;
     let v = validate_str(&text);
     let name = file.display().to_string();
@@ -52,9 +52,9 @@ pub fn run(file: &Path, format: Format) -> Result<i32> {
         }
     }
     Ok(if errors > 0 {
-        exit_code::INVALID_MAPPING
+        Verdict::InvalidMapping
     } else {
-        exit_code::OK
+        Verdict::Ok
     })
 }
 

@@ -94,7 +94,8 @@ pub fn store(paths: &Paths, entries: Vec<Entry>) -> Result<()> {
     })
     .map_err(|e| Error::Internal(format!("serialize fabric cache: {e}")))?;
     body.push(b'\n');
-    let _visible = fsutil::atomic_replace(paths, &paths.fabric_cache(), &body, crate::state::PUBLIC)?;
+    let _visible =
+        fsutil::atomic_replace(paths, &paths.fabric_cache(), &body, crate::state::PUBLIC)?;
     Ok(())
 }
 

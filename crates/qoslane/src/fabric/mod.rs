@@ -8,10 +8,12 @@
 //! refuses a level whose SL lands on VL15, outside OperVLs, or on another VL
 //! than the mapping names. docs/fabric.md is the admin's version.
 //!
-//! `fabric_check: off` is the caller's business: it does not call [`assess`].
+//! The policy (`fabric_check: enforce | warn | off`) is judged once, in
+//! [`policy`]; commands read its [`policy::Judgement`].
 
 pub mod cache;
 pub mod check;
+pub mod policy;
 pub mod probe;
 pub mod report;
 pub mod smpquery;
@@ -23,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub use check::Verdict;
 pub use probe::{PortTables, Probe, Sl2Vl, VlArb, VlArbEntry, VlArbState, VlRange};
-pub use report::{FabricReport, IbPort, SkippedPort, TablesSource};
+pub use report::{FabricReport, FabricVerdict, IbPort, LevelVerdict, SkippedPort, TablesSource};
 pub use smpquery::Smpquery;
 pub use sysfs::{LinkLayer, PortId, PortIdentity};
 
@@ -234,12 +236,8 @@ pub fn assess_with(
 /// Reads only sysfs: which of `ports` are not ACTIVE now (for
 /// verify-after-apply), one line each, e.g. `mlx5_0/1: state 1: DOWN, not 4:
 /// ACTIVE`.
-pub fn ports_not_active(paths: &Paths, ports: &[(String, u32)]) -> Result<Vec<String>> {
-    let ids: Vec<PortId> = ports
-        .iter()
-        .map(|(d, p)| PortId::new(d.as_str(), *p))
-        .collect();
-    sysfs::not_active(paths, &ids)
+pub fn ports_not_active(paths: &Paths, ports: &[PortId]) -> Result<Vec<String>> {
+    sysfs::not_active(paths, ports)
 }
 
 /// The selected ports as sysfs shows them (for `status`, `explain`).

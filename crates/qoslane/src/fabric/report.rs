@@ -33,6 +33,74 @@ pub struct FabricReport {
     pub notes: Vec<String>,
 }
 
+/// The fabric part of one run's report (the audit log's `fabric` field):
+/// typed, so every command says the same things the same way.
+#[derive(Debug, Clone, Default)]
+pub enum FabricVerdict {
+    /// This run did not look at the fabric (`null`).
+    #[default]
+    NotChecked,
+    /// `fabric_check: off` (`{"check": "off"}`).
+    Off,
+    /// The assessment itself failed (`{"check": POLICY, "error": …}`).
+    CouldNotRun { policy: &'static str, error: String },
+    /// One level (a Prolog).
+    Level(LevelVerdict),
+    /// Every level of the mapping, by name (`sync`, `health`).
+    Levels(std::collections::BTreeMap<String, LevelVerdict>),
+}
+
+impl Serialize for FabricVerdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Self::NotChecked => s.serialize_none(),
+            Self::Off => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("check", "off")?;
+                m.end()
+            }
+            Self::CouldNotRun { policy, error } => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("check", policy)?;
+                m.serialize_entry("error", error)?;
+                m.end()
+            }
+            Self::Level(v) => v.serialize(s),
+            Self::Levels(map) => map.serialize(s),
+        }
+    }
+}
+
+/// One level's fabric verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct LevelVerdict {
+    pub mode: ProbeMode,
+    pub ports: Vec<PortVerdict>,
+    pub problems: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub roce: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// What one IB port showed for a level.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortVerdict {
+    pub port: String,
+    pub sl: u8,
+    pub vl: u8,
+    pub want_vl: Option<u8>,
+    pub oper_vls: String,
+    pub aligned: bool,
+    pub source: TablesSource,
+    pub age_ms: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TablesSource {
@@ -122,46 +190,29 @@ impl FabricReport {
         out
     }
 
-    /// What was checked and found, for the audit log `fabric` field.
-    pub fn audit(&self, level: &str) -> serde_json::Value {
-        let ports: Vec<serde_json::Value> = self
-            .verdicts(level)
-            .map(|(p, v)| {
-                serde_json::json!({
-                    "port": p.port.to_string(),
-                    "sl": v.service_level,
-                    "vl": v.vl,
-                    "want_vl": v.want_vl,
-                    "oper_vls": p.tables.oper_vls.as_str(),
-                    "aligned": v.aligned,
-                    "source": p.source,
-                    "age_ms": self.assessed_at_ms.saturating_sub(p.probed_at_ms),
+    /// What was checked and found for one level: the audit log's `fabric`.
+    pub fn level_verdict(&self, level: &str) -> LevelVerdict {
+        LevelVerdict {
+            mode: self.mode,
+            ports: self
+                .verdicts(level)
+                .map(|(p, v)| PortVerdict {
+                    port: p.port.to_string(),
+                    sl: v.service_level,
+                    vl: v.vl,
+                    want_vl: v.want_vl,
+                    oper_vls: p.tables.oper_vls.as_str().to_owned(),
+                    aligned: v.aligned,
+                    source: p.source.clone(),
+                    age_ms: self.assessed_at_ms.saturating_sub(p.probed_at_ms),
                 })
-            })
-            .collect();
-        let mut v = serde_json::json!({
-            "mode": self.mode,
-            "ports": ports,
-            "problems": self.problems(level),
-        });
-        let extra = [
-            ("warnings", self.warnings(level)),
-            (
-                "roce",
-                self.roce_ports.iter().map(ToString::to_string).collect(),
-            ),
-            (
-                "skipped",
-                self.skipped.iter().map(SkippedPort::describe).collect(),
-            ),
-            ("notes", self.notes.clone()),
-        ];
-        for (key, list) in extra {
-            if !list.is_empty() {
-                v[key] = list.into();
-            }
+                .collect(),
+            problems: self.problems(level),
+            warnings: self.warnings(level),
+            roce: self.roce_ports.iter().map(ToString::to_string).collect(),
+            skipped: self.skipped.iter().map(SkippedPort::describe).collect(),
+            notes: self.notes.clone(),
         }
-        v
     }
 
     /// For metrics: (device, port, level, aligned) for every checked pair.
@@ -202,12 +253,12 @@ impl FabricReport {
 
     /// (device, port) of the ports that were ACTIVE (InfiniBand and RoCE), to
     /// verify after applying settings.
-    pub fn active_ports(&self) -> Vec<(String, u32)> {
+    pub fn active_ports(&self) -> Vec<PortId> {
         self.ib_ports
             .iter()
             .map(|p| &p.port)
             .chain(&self.roce_ports)
-            .map(|p| (p.device.clone(), p.port))
+            .cloned()
             .collect()
     }
 

@@ -32,7 +32,9 @@ impl From<nodeio::Error> for Error {
             },
             nodeio::Error::LockTimeout { path, waited_ms } => Error::LockTimeout {
                 path,
-                waited: std::time::Duration::from_millis(u64::try_from(waited_ms).unwrap_or(u64::MAX)),
+                waited: std::time::Duration::from_millis(
+                    u64::try_from(waited_ms).unwrap_or(u64::MAX),
+                ),
             },
         }
     }
@@ -87,9 +89,9 @@ pub fn remove_stale_temp_files(paths: &Paths, dir: &Path) {
 /// us, at most [`MAX_STATE_BYTES`]. `Ok(None)` when absent.
 pub fn read_trusted(paths: &Paths, path: &Path) -> Result<Option<Vec<u8>>> {
     match trusted::read(&paths.root, path, Symlink::Refuse, MAX_STATE_BYTES) {
-        Err(nodeio::Error::Untrusted { path, why }) if why.contains("is a symlink") => Err(
-            Error::state(path, "is a symlink; refusing to read it"),
-        ),
+        Err(nodeio::Error::Untrusted { path, why }) if why.contains("is a symlink") => {
+            Err(Error::state(path, "is a symlink; refusing to read it"))
+        }
         other => Ok(other?),
     }
 }
@@ -104,7 +106,12 @@ pub fn read_json<T: serde::de::DeserializeOwned>(paths: &Paths, path: &Path) -> 
     }
 }
 
-pub fn write_json<T: serde::Serialize>(paths: &Paths, path: &Path, value: &T, mode: u32) -> Result<()> {
+pub fn write_json<T: serde::Serialize>(
+    paths: &Paths,
+    path: &Path,
+    value: &T,
+    mode: u32,
+) -> Result<()> {
     let mut data = serde_json::to_vec_pretty(value)
         .map_err(|e| Error::Internal(format!("serialise {}: {e}", path.display())))?;
     data.push(b'\n');

@@ -277,9 +277,9 @@ fn dual_hca_node_checks_both_ib_ports_and_reports_the_down_and_roce_ones() {
     assert_eq!(
         r.active_ports(),
         [
-            ("mlx5_0".into(), 1),
-            ("mlx5_1".into(), 1),
-            ("mlx5_3".into(), 1)
+            PortId::new("mlx5_0", 1),
+            PortId::new("mlx5_1", 1),
+            PortId::new("mlx5_3", 1)
         ]
     );
     let alignment = r.alignment();
@@ -521,9 +521,9 @@ fn sysfs_parse_errors_name_the_file_and_quote_the_content() {
 #[test]
 fn ports_not_active_reads_sysfs_only() {
     let node = Node::from_fixture("dual-hca");
-    let ask: Vec<(String, u32)> = ["mlx5_0", "mlx5_2", "mlx5_7"]
+    let ask: Vec<PortId> = ["mlx5_0", "mlx5_2", "mlx5_7"]
         .iter()
-        .map(|d| ((*d).to_owned(), 1))
+        .map(|d| PortId::new(*d, 1))
         .collect();
     assert_eq!(
         fabric::ports_not_active(&node.paths, &ask).unwrap(),
@@ -674,7 +674,7 @@ fn audit_field_is_small_and_says_what_was_found() {
     let node = Node::from_fixture("dual-hca");
     let probe = FakeProbe::all(tables("qos-reversed")).with("mlx5_1/1", tables("qos-identity"));
     let r = assess_fake(&node, &mapping(MAPPING), ProbeMode::Fresh, &probe);
-    let mut a = r.audit("mission-critical");
+    let mut a = serde_json::to_value(r.level_verdict("mission-critical")).unwrap();
     for p in a["ports"].as_array_mut().unwrap() {
         p["age_ms"] = 0.into(); // timing varies
     }
@@ -884,7 +884,7 @@ fn corrupt_cache_is_ignored_and_rewritten() {
             "{:?}",
             r.notes
         );
-        assert!(r.audit("high")["notes"].is_array());
+        assert!(serde_json::to_value(r.level_verdict("high")).unwrap()["notes"].is_array());
         // rewritten: the next run uses it
         let r = assess_fake(&node, &mapping(MAPPING), ProbeMode::Cached, &probe);
         assert!(probe.take_calls().is_empty(), "{garbage:?}");

@@ -32,7 +32,11 @@ fn a_mapping_under_a_directory_others_can_write_is_refused() {
         "{err}"
     );
     assert!(err.contains("using last-known-good"), "{err}");
-    assert_eq!(n.get(util::TOS), "74", "the last-known-good level, not hers");
+    assert_eq!(
+        n.get(util::TOS),
+        "74",
+        "the last-known-good level, not hers"
+    );
     chmod(&n.path("/etc"), 0o755);
 }
 
@@ -50,7 +54,10 @@ fn a_journal_that_never_reads_does_not_hang_a_prolog() {
 
     // A reading journal gets the lines, under the root prefix.
     let out = n
-        .cmd(&["prolog", "--timeout-ms", "1000"], &[("SLURM_JOB_ID", "1")])
+        .cmd(
+            &["prolog", "--timeout-ms", "1000"],
+            &[("SLURM_JOB_ID", "1")],
+        )
         .env_remove("QOSLANE_NO_JOURNAL")
         .output()
         .unwrap();
@@ -69,7 +76,10 @@ fn a_journal_that_never_reads_does_not_hang_a_prolog() {
     while filler.send(&[b'x'; 4096]).is_ok() {}
     let t = Instant::now();
     let out = n
-        .cmd(&["prolog", "--timeout-ms", "1000"], &[("SLURM_JOB_ID", "2")])
+        .cmd(
+            &["prolog", "--timeout-ms", "1000"],
+            &[("SLURM_JOB_ID", "2")],
+        )
         .env_remove("QOSLANE_NO_JOURNAL")
         .output()
         .unwrap();
@@ -112,7 +122,11 @@ fn fabric_cache_leftovers_of_killed_writers_are_removed() {
         ],
     );
     ok(&out);
-    assert!(n.path("/run/qoslane/fabric.json").is_file(), "{}", stderr(&out));
+    assert!(
+        n.path("/run/qoslane/fabric.json").is_file(),
+        "{}",
+        stderr(&out)
+    );
     assert!(!dead.exists(), "the dead writer's temp file is gone");
     assert!(live.exists(), "a live writer's is not touched");
 }
@@ -145,7 +159,10 @@ fn a_symlink_in_place_of_the_fabric_cache_is_not_read_through() {
     ok(&out);
     assert_eq!(std::fs::read_to_string(&decoy).unwrap(), "{}");
     let md = std::fs::symlink_metadata(n.path("/run/qoslane/fabric.json")).unwrap();
-    assert!(md.is_file(), "replaced by a real cache file, not written through");
+    assert!(
+        md.is_file(),
+        "replaced by a real cache file, not written through"
+    );
 }
 
 /// `qoslane metrics` as a non-root metrics user: the counters were 0600 and
@@ -164,19 +181,28 @@ fn metrics_are_readable_by_a_non_root_metrics_user() {
     chmod(n.root(), 0o755);
     // The binary must be reachable by that user too.
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_qoslane"));
-    let reachable = bin.ancestors().skip(1).all(|d| {
-        std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
-    });
+    let reachable = bin
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
     if !reachable {
         eprintln!("skipped: {} is not reachable by other users", bin.display());
         return;
     }
-    let out = n.cmd(&["metrics"], &[]).uid(65534).gid(65534).output().unwrap();
+    let out = n
+        .cmd(&["metrics"], &[])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(r#"qoslane_hook_runs_total{event="prolog",outcome="applied"} 1"#),
         "{text}"
     );
-    assert!(text.contains(r#"qoslane_active_jobs{level="high"} 1"#), "{text}");
+    assert!(
+        text.contains(r#"qoslane_active_jobs{level="high"} 1"#),
+        "{text}"
+    );
 }

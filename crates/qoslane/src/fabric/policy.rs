@@ -1,0 +1,178 @@
+//! The fabric policy, judged in one place: `fabric_check: enforce | warn |
+//! off` applied to an assessment, for one level (a Prolog) or for every
+//! level (`sync`, `health`). Gather once ([`super::assess`]), then judge
+//! here; the commands only read the [`Judgement`].
+//!
+//! - `off`: nothing is probed; nothing is refused.
+//! - `warn`: problems and a failed assessment become notes; nothing is
+//!   refused.
+//! - `enforce`: a problem of the scope, or a failed assessment, refuses it
+//!   ([`Judgement::refusal`]); the caller's policy (`on_failure`, or the
+//!   command's exit) decides what follows.
+
+use super::{FabricReport, PortId, ProbeMode, assess};
+use crate::deadline::Deadline;
+use crate::error::Error;
+use crate::fabric::report::FabricVerdict;
+use crate::mapping::{FabricCheck, Mapping};
+use crate::metrics::Alignment;
+use crate::paths::Paths;
+
+/// What is judged: one level, or every level of the mapping.
+#[derive(Clone, Copy, Debug)]
+pub enum Scope<'a> {
+    Level(&'a str),
+    Every,
+}
+
+/// The fabric policy's judgement of one assessment.
+#[derive(Debug, Default)]
+pub struct Judgement {
+    /// For the audit log.
+    pub verdict: FabricVerdict,
+    /// For the `qoslane_fabric_aligned` gauge; `None` when nothing was probed.
+    pub alignment: Option<Vec<Alignment>>,
+    /// Warnings, and problems under `warn`, one line each.
+    pub notes: Vec<String>,
+    /// Under `enforce`: why the scope cannot be granted.
+    pub refusal: Option<Error>,
+    /// The ports that were ACTIVE, to verify after applying settings.
+    pub active_ports: Vec<PortId>,
+    /// The assessment, when there was one.
+    pub report: Option<FabricReport>,
+    /// Why the assessment could not run, when it could not.
+    pub error: Option<String>,
+    pub check: Option<FabricCheck>,
+}
+
+/// Assesses the fabric per `mapping.fabric_check` and judges `scope`.
+pub fn judge(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    mode: ProbeMode,
+    scope: Scope<'_>,
+) -> Judgement {
+    let check = mapping.fabric_check;
+    let mut j = Judgement {
+        check: Some(check),
+        ..Judgement::default()
+    };
+    if check == FabricCheck::Off {
+        j.verdict = FabricVerdict::Off;
+        return j;
+    }
+    let report = match assess(paths, mapping, deadline, mode) {
+        Ok(r) => r,
+        Err(e) => {
+            j.verdict = FabricVerdict::CouldNotRun {
+                policy: check.as_str(),
+                error: e.to_string(),
+            };
+            j.error = Some(e.to_string());
+            if check == FabricCheck::Enforce {
+                j.refusal = Some(e);
+            } else {
+                j.notes.push(format!("fabric check could not run: {e}"));
+            }
+            return j;
+        }
+    };
+    j.alignment = Some(alignments(&report));
+    j.active_ports = report.active_ports();
+    let problems: Vec<String> = match scope {
+        Scope::Level(level) => {
+            j.verdict = FabricVerdict::Level(report.level_verdict(level));
+            j.notes.extend(
+                report
+                    .warnings(level)
+                    .into_iter()
+                    .map(|w| format!("fabric: {w}")),
+            );
+            report.problems(level)
+        }
+        Scope::Every => {
+            j.verdict = FabricVerdict::Levels(
+                mapping
+                    .levels()
+                    .iter()
+                    .map(|l| (l.name.clone(), report.level_verdict(&l.name)))
+                    .collect(),
+            );
+            mapping
+                .levels()
+                .iter()
+                .flat_map(|l| {
+                    report
+                        .problems(&l.name)
+                        .into_iter()
+                        .map(move |p| format!("level `{}`: {p}", l.name))
+                })
+                .collect()
+        }
+    };
+    if !problems.is_empty() {
+        let msg = problems.join("; ");
+        match check {
+            FabricCheck::Enforce => j.refusal = Some(Error::Fabric(msg)),
+            _ => j
+                .notes
+                .extend(problems.into_iter().map(|p| format!("fabric (warn): {p}"))),
+        }
+    }
+    j.report = Some(report);
+    j
+}
+
+impl Judgement {
+    /// `health`'s line for the fabric: `Ok(detail)`, or `Err(problem)` when
+    /// the node cannot carry its levels as the policy asks.
+    pub fn health_line(&self, levels: usize) -> Result<String, String> {
+        match (self.check, &self.report, &self.error) {
+            (Some(FabricCheck::Off) | None, _, _) => Ok("fabric_check off".into()),
+            (_, _, Some(e)) => Err(e.clone()),
+            (Some(check), Some(report), None) => match report.first_problem() {
+                None => Ok(format!(
+                    "{} port(s) aligned for {levels} level(s)",
+                    report.active_ports().len()
+                )),
+                Some(p) if check == FabricCheck::Warn => Ok(format!("warn: {p}")),
+                Some(p) => Err(p),
+            },
+            (Some(_), None, None) => Err("fabric not assessed".into()),
+        }
+    }
+}
+
+/// For metrics: one alignment per (port, level).
+fn alignments(report: &FabricReport) -> Vec<Alignment> {
+    report
+        .alignment()
+        .into_iter()
+        .map(|(device, port, level, aligned)| Alignment {
+            device,
+            port,
+            level,
+            aligned,
+        })
+        .collect()
+}
+
+impl Judgement {
+    /// After applying settings: the ports that were ACTIVE still are (a
+    /// setting must never take a link down).
+    pub fn ports_still_active(&self, paths: &Paths) -> crate::error::Result<()> {
+        if self.active_ports.is_empty() {
+            return Ok(());
+        }
+        let down = super::ports_not_active(paths, &self.active_ports)?;
+        if down.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Fabric(format!(
+                "port(s) no longer ACTIVE after applying settings: {}",
+                down.join(", ")
+            )))
+        }
+    }
+}

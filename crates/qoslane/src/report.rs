@@ -1,0 +1,162 @@
+//! What a run did, as one value. Every command that changes or judges the
+//! node returns `Result<Report, Failure>`; [`crate::commands::session`]
+//! turns it, in one place, into the audit line, the metrics run and the
+//! exit verdict. Commands never write the audit or the metrics themselves.
+
+use serde::Serialize;
+
+use crate::audit::Outcome;
+use crate::error::Error;
+use crate::exit_code::Verdict;
+use crate::fabric::FabricVerdict;
+use crate::job::JobId;
+use crate::job::qos::QosSource;
+use crate::mapping::OnFailure;
+use crate::metrics::Alignment;
+use crate::state::Change;
+
+/// What a run was, as the audit log and the metrics name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Prolog,
+    Epilog,
+    Sync,
+    Recover,
+    Health,
+    /// A new mapping became last-known-good, or one was rejected.
+    MappingChanged,
+}
+
+impl Event {
+    /// Events that always have metric series, so rates and alerts see zeros.
+    pub const COUNTED: &[Event] = &[
+        Self::Prolog,
+        Self::Epilog,
+        Self::Sync,
+        Self::Recover,
+        Self::Health,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prolog => "prolog",
+            Self::Epilog => "epilog",
+            Self::Sync => "sync",
+            Self::Recover => "recover",
+            Self::Health => "health",
+            Self::MappingChanged => "mapping_changed",
+        }
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The job a run was about, and the level it got.
+#[derive(Clone, Debug, Default)]
+pub struct JobFacts {
+    pub job_id: Option<JobId>,
+    pub user: Option<String>,
+    pub qos: Option<String>,
+    pub qos_source: Option<QosSource>,
+    pub level: Option<String>,
+    pub service_level: Option<u8>,
+    pub virtual_lane: Option<u8>,
+}
+
+/// What a run did.
+#[derive(Debug)]
+pub struct Report {
+    pub event: Event,
+    pub outcome: Outcome,
+    pub job: JobFacts,
+    pub changes: Vec<Change>,
+    pub fabric: FabricVerdict,
+    /// For the `qoslane_fabric_aligned` gauge, when the fabric was probed.
+    pub alignment: Option<Vec<Alignment>>,
+    /// What the admin should know that is not an error.
+    pub notes: Vec<String>,
+    pub mapping_sha256: Option<String>,
+    /// Node settings were touched and restored.
+    pub rolled_back: bool,
+}
+
+impl Report {
+    pub fn new(event: Event) -> Self {
+        Self {
+            event,
+            outcome: Outcome::Unchanged,
+            job: JobFacts::default(),
+            changes: Vec::new(),
+            fabric: FabricVerdict::NotChecked,
+            alignment: None,
+            notes: Vec::new(),
+            mapping_sha256: None,
+            rolled_back: false,
+        }
+    }
+
+    /// Ends as `outcome`.
+    pub fn with(mut self, outcome: Outcome) -> Self {
+        self.outcome = outcome;
+        self
+    }
+
+    /// Fails with `error`; the exit follows `exit`.
+    pub fn fail(self, error: Error, exit: Exit) -> Failure {
+        let outcome = if self.rolled_back {
+            Outcome::RolledBack
+        } else {
+            Outcome::Failed
+        };
+        Failure {
+            report: self.with(outcome),
+            error,
+            exit,
+        }
+    }
+
+    /// The fabric judgement's parts, into this report.
+    pub fn take_fabric(&mut self, j: &mut crate::fabric::policy::Judgement) {
+        self.fabric = std::mem::take(&mut j.verdict);
+        self.alignment = j.alignment.take();
+        self.notes.append(&mut j.notes);
+    }
+}
+
+/// A run that failed: what it did anyway, why, and how it exits.
+#[derive(Debug)]
+pub struct Failure {
+    pub report: Report,
+    pub error: Error,
+    pub exit: Exit,
+}
+
+/// What decides a failed run's exit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// The error's kind (exit_code.rs).
+    ByError,
+    /// A hook's: the level's `on_failure` (`continue` exits 0: the job runs
+    /// on the baseline; `fail_job` exits 1: Slurm requeues it).
+    ByPolicy(OnFailure),
+}
+
+impl Failure {
+    pub fn verdict(&self) -> Verdict {
+        match self.exit {
+            Exit::ByError => self.error.verdict(),
+            Exit::ByPolicy(OnFailure::Continue) => Verdict::Ok,
+            Exit::ByPolicy(OnFailure::FailJob) => Verdict::Failed,
+        }
+    }
+}
