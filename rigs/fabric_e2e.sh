@@ -4,7 +4,7 @@
 #
 # Usage:
 #   rigs/fabric_e2e.sh            run the rig tests (cargo test -p qoslane
-#                                 --test fabric rig_), which must not skip
+#                                 --test integration fabric::rig::), which must not skip
 #   rigs/fabric_e2e.sh capture    re-capture the smpquery output fixtures in
 #                                 crates/qoslane/tests/fixtures/smpquery/
 #
@@ -59,7 +59,7 @@ case ${1:-test} in
 capture) capture ;;
 test)
     cd "$repo"
-    QOSLANE_FABRIC_RIG=1 exec cargo test -p qoslane --test fabric rig_ -- --test-threads=2
+    QOSLANE_FABRIC_RIG=1 exec cargo test -p qoslane --test integration fabric::rig:: -- --test-threads=2
     ;;
 *) sed -n '2,15p' "$0"; exit 2 ;;
 esac
