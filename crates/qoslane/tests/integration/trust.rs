@@ -132,37 +132,53 @@ fn fabric_cache_leftovers_of_killed_writers_are_removed() {
 }
 
 /// The fabric cache was read without the trusted read: a symlink in its
-/// place was followed. It is refused (the cache is ignored and rewritten).
+/// place was followed, so a forged cache (here: tables in which the level is
+/// misaligned) decided the Prolog. It is refused now: the port is probed.
 #[test]
 fn a_symlink_in_place_of_the_fabric_cache_is_not_read_through() {
-    let n = Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: warn"));
+    let n = Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: enforce"));
     n.add_fabric("mlx5-quirks");
-    for op in ["sl2vl", "portinfo", "vlarb"] {
-        n.smpquery_file(
-            &format!("any.{op}.txt"),
-            &util::captured_smpquery("qos-identity", op),
-        );
-    }
-    std::fs::create_dir_all(n.path("/run/qoslane")).unwrap();
-    let decoy = n.root().join("decoy.json");
-    std::fs::write(&decoy, "{}").unwrap();
-    std::os::unix::fs::symlink(&decoy, n.path("/run/qoslane/fabric.json")).unwrap();
+    let tables = |scenario: &str| {
+        for op in ["sl2vl", "portinfo", "vlarb"] {
+            n.smpquery_file(
+                &format!("any.{op}.txt"),
+                &util::captured_smpquery(scenario, op),
+            );
+        }
+    };
     let smpquery = n.fake_smpquery().display().to_string();
-    let out = n.run(
-        &["prolog"],
-        &[
-            ("SLURM_JOB_ID", "1"),
-            ("FAKE_QOS", "high"),
-            ("QOSLANE_SMPQUERY", &smpquery),
-        ],
-    );
+    let prolog = |job: &str| {
+        n.run(
+            &["prolog"],
+            &[
+                ("SLURM_JOB_ID", job),
+                ("FAKE_QOS", "high"),
+                ("QOSLANE_SMPQUERY", &smpquery),
+            ],
+        )
+    };
+    // A valid, fresh cache in which `high` is misaligned: the forgery.
+    tables("qos-reversed");
+    ok(&prolog("1"));
+    assert_eq!(n.last_audit("prolog")["outcome"], "failed", "reversed tables refuse high");
+    let cache = n.path("/run/qoslane/fabric.json");
+    let decoy = n.root().join("decoy.json");
+    std::fs::rename(&cache, &decoy).unwrap();
+    std::os::unix::fs::symlink(&decoy, &cache).unwrap();
+    let forged = std::fs::read_to_string(&decoy).unwrap();
+    // The fabric is fine now; only the forged cache says otherwise.
+    tables("qos-identity");
+    let out = prolog("2");
     ok(&out);
-    assert_eq!(std::fs::read_to_string(&decoy).unwrap(), "{}");
-    let md = std::fs::symlink_metadata(n.path("/run/qoslane/fabric.json")).unwrap();
-    assert!(
-        md.is_file(),
-        "replaced by a real cache file, not written through"
+    assert_eq!(
+        n.last_audit("prolog")["outcome"],
+        "applied",
+        "the forged cache was not used: {}",
+        stderr(&out)
     );
+    assert_eq!(std::fs::read_to_string(&decoy).unwrap(), forged, "not written through");
+    let md = std::fs::symlink_metadata(&cache).unwrap();
+    assert!(md.is_file(), "replaced by a real cache file");
 }
 
 /// `qoslane metrics` as a non-root metrics user: the counters were 0600 and
