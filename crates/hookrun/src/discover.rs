@@ -196,9 +196,7 @@ fn classify(file_name: &OsStr, path: &Path) -> Option<Ignored> {
     let metadata = match fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(error) => {
-            let is_link = fs::symlink_metadata(path)
-                .map(|m| m.file_type().is_symlink())
-                .unwrap_or(false);
+            let is_link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
             return Some(if is_link && error.kind() == io::ErrorKind::NotFound {
                 Ignored::BrokenSymlink
             } else {

@@ -42,21 +42,18 @@ pub fn node_name(env: &EnvSnapshot) -> String {
 /// Drains or resumes the node according to `report`, returns the verdict.
 pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> Verdict {
     let phase = report.phase.name();
-    match report.required_failures().next() {
-        Some(failure) => {
-            let reason = drain_reason(failure);
-            // slurmd logs a failed health check's stdout ("health_check failed:
-            // rc:1 output:…"): give it the one line that says why.
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{reason}").and_then(|()| out.flush());
-            drop(out);
-            drain(scontrol, node, &reason, phase);
-            Verdict::Unhealthy
-        }
-        None => {
-            resume_if_ours(scontrol, node, phase);
-            Verdict::Success
-        }
+    if let Some(failure) = report.required_failures().next() {
+        let reason = drain_reason(failure);
+        // slurmd logs a failed health check's stdout ("health_check failed:
+        // rc:1 output:…"): give it the one line that says why.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{reason}").and_then(|()| out.flush());
+        drop(out);
+        drain(scontrol, node, &reason, phase);
+        Verdict::Unhealthy
+    } else {
+        resume_if_ours(scontrol, node, phase);
+        Verdict::Success
     }
 }
 

@@ -272,7 +272,7 @@ pub fn load(state_dir: &Path) -> io::Result<State> {
 mod tests {
     use super::*;
 
-    fn sample<'a>(hook: &'a str, outcome: Outcome, ms: Option<u64>) -> Record<'a> {
+    fn sample(hook: &str, outcome: Outcome, ms: Option<u64>) -> Record<'_> {
         Record {
             phase: "prolog",
             hook,
@@ -321,7 +321,7 @@ mod tests {
         assert!(text.contains("# TYPE hookrun_hook_duration_seconds histogram\n"));
         // No timestamps: every sample line is `name{labels} value`.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let after_labels = line.rsplit_once('}').map(|(_, v)| v.trim()).unwrap_or("");
+            let after_labels = line.rsplit_once('}').map_or("", |(_, v)| v.trim());
             assert!(!after_labels.contains(' '), "timestamp or junk in {line}");
         }
     }

@@ -312,8 +312,7 @@ impl Settings {
             None => PathBuf::from(DEFAULT_SCONTROL),
         };
         let textfile_dir = path_setting(&options.textfile_dir, ENV_TEXTFILE_DIR, "textfile_dir")?
-            .map(|(path, _)| path)
-            .unwrap_or_else(|| reroot(&root, DEFAULT_TEXTFILE_DIR));
+            .map_or_else(|| reroot(&root, DEFAULT_TEXTFILE_DIR), |(path, _)| path);
 
         let ignored_env = if trust_env {
             Vec::new()

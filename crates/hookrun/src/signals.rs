@@ -29,8 +29,9 @@ impl Signals {
         let (wake, notify) = UnixStream::pair()?;
         wake.set_nonblocking(true)?;
         for signal in TERMINATION_SIGNALS {
-            // `signal as usize` is safe: these are small positive constants.
-            signal_hook::flag::register_usize(signal, &TERMINATION, signal as usize)?;
+            // Small positive constants: the conversion cannot fail.
+            let value = usize::try_from(signal).unwrap_or(usize::MAX);
+            signal_hook::flag::register_usize(signal, &TERMINATION, value)?;
             signal_hook::low_level::pipe::register(signal, notify.try_clone()?)?;
         }
         signal_hook::low_level::pipe::register(SIGCHLD, notify)?;

@@ -55,7 +55,7 @@ fn bench_validate(c: &mut Criterion) {
     let mut g = c.benchmark_group("validate");
     let example = include_str!("../../../examples/qos-network.yml");
     g.bench_function("examples/qos-network.yml", |b| {
-        b.iter(|| validate_str(black_box(example)))
+        b.iter(|| validate_str(black_box(example)));
     });
     for (levels, qos) in SIZES {
         let text = mapping(levels, qos);
@@ -120,7 +120,7 @@ fn record(job: u32, rank: usize) -> JobRecord {
         qos_source: QosSource::Env,
         level: format!("level-{rank}"),
         rank,
-        service_level: rank as u8,
+        service_level: u8::try_from(rank % 16).unwrap_or(0),
         virtual_lane: Some(REVERSED[rank]),
         traffic_class: None,
         settings,
@@ -143,7 +143,7 @@ fn bench_desired(c: &mut Criterion) {
             })
             .collect();
         g.bench_with_input(BenchmarkId::new("active jobs", n), &active, |b, a| {
-            b.iter(|| qoslane::txn::desired(black_box(a), black_box(&baseline)))
+            b.iter(|| qoslane::txn::desired(black_box(a), black_box(&baseline)));
         });
     }
     g.finish();
@@ -181,7 +181,7 @@ fn bench_check(c: &mut Criterion) {
                         .flat_map(|id| m.levels().iter().map(|l| check::check(id, &t, l)))
                         .filter(|v| v.aligned)
                         .count()
-                })
+                });
             },
         );
     }
@@ -222,7 +222,7 @@ fn bench_render(c: &mut Criterion) {
             mapping_sha256: Some("0".repeat(64)),
         };
         g.bench_function(BenchmarkId::new("16 levels x ports", ports), |b| {
-            b.iter(|| render(black_box(&c2), black_box(&gauges)).len())
+            b.iter(|| render(black_box(&c2), black_box(&gauges)).len());
         });
     }
     g.finish();

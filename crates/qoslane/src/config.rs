@@ -53,23 +53,20 @@ pub fn read_valid(paths: &Paths, path: &Path) -> Result<(Mapping, String, String
         return Ok((m, sha, text));
     }
     let v = validate_str(&text);
-    match v.mapping {
-        Some(m) => {
-            let sha = sha256_hex(text.as_bytes());
-            memo::put(&text, &m, &sha);
-            Ok((m, sha, text))
-        }
-        None => {
-            let errors: Vec<_> = v.errors().collect();
-            Err(Error::MappingInvalid {
-                path: path.to_owned(),
-                count: errors.len(),
-                first: errors
-                    .first()
-                    .map(|d| d.headline(&path.display().to_string()))
-                    .unwrap_or_default(),
-            })
-        }
+    if let Some(m) = v.mapping {
+        let sha = sha256_hex(text.as_bytes());
+        memo::put(&text, &m, &sha);
+        Ok((m, sha, text))
+    } else {
+        let errors: Vec<_> = v.errors().collect();
+        Err(Error::MappingInvalid {
+            path: path.to_owned(),
+            count: errors.len(),
+            first: errors
+                .first()
+                .map(|d| d.headline(&path.display().to_string()))
+                .unwrap_or_default(),
+        })
     }
 }
 

@@ -40,7 +40,7 @@ pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output>
     let pid = child.id();
     let kill_group = || {
         // The whole group: a wrapper script's children go too.
-        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     };

@@ -15,7 +15,7 @@ pub fn point(name: &str) {
 }
 
 #[cfg(not(feature = "fault-injection"))]
-#[inline(always)]
+#[inline]
 pub fn point(_name: &str) {}
 
 #[cfg(feature = "fault-injection")]
@@ -24,7 +24,7 @@ pub fn active(name: &str) -> bool {
 }
 
 #[cfg(not(feature = "fault-injection"))]
-#[inline(always)]
+#[inline]
 pub fn active(_name: &str) -> bool {
     false
 }
@@ -38,7 +38,7 @@ pub fn write_error(path: &std::path::Path) -> bool {
 }
 
 #[cfg(not(feature = "fault-injection"))]
-#[inline(always)]
+#[inline]
 pub fn write_error(_path: &std::path::Path) -> bool {
     false
 }

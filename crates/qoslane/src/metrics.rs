@@ -111,7 +111,7 @@ impl Counters {
                 .insert(run.event.into(), (now * 1000.0).round() / 1000.0);
         }
         if let Some(f) = &run.fabric {
-            self.fabric = f.clone();
+            self.fabric.clone_from(f);
         }
     }
 }

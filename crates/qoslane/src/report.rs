@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::audit::Outcome;
+use crate::audit::Outcome as RunOutcome;
 use crate::error::Error;
 use crate::exit_code::Verdict;
 use crate::fabric::FabricVerdict;
@@ -77,7 +77,7 @@ pub struct JobFacts {
 #[derive(Debug)]
 pub struct Report {
     pub event: Event,
-    pub outcome: Outcome,
+    pub outcome: RunOutcome,
     pub job: JobFacts,
     pub changes: Vec<Change>,
     pub fabric: FabricVerdict,
@@ -94,7 +94,7 @@ impl Report {
     pub fn new(event: Event) -> Self {
         Self {
             event,
-            outcome: Outcome::Unchanged,
+            outcome: RunOutcome::Unchanged,
             job: JobFacts::default(),
             changes: Vec::new(),
             fabric: FabricVerdict::NotChecked,
@@ -106,23 +106,23 @@ impl Report {
     }
 
     /// Ends as `outcome`.
-    pub fn with(mut self, outcome: Outcome) -> Self {
+    pub fn with(mut self, outcome: RunOutcome) -> Self {
         self.outcome = outcome;
         self
     }
 
     /// Fails with `error`; the exit follows `exit`.
-    pub fn fail(self, error: Error, exit: Exit) -> Failure {
+    pub fn fail(self, error: Error, exit: Exit) -> Box<Failure> {
         let outcome = if self.rolled_back {
-            Outcome::RolledBack
+            RunOutcome::RolledBack
         } else {
-            Outcome::Failed
+            RunOutcome::Failed
         };
-        Failure {
+        Box::new(Failure {
             report: self.with(outcome),
             error,
             exit,
-        }
+        })
     }
 
     /// The fabric judgement's parts, into this report.
@@ -132,6 +132,10 @@ impl Report {
         self.notes.append(&mut j.notes);
     }
 }
+
+/// What a command returns: what it did, or why it failed and what it did
+/// anyway (boxed: a report is large, the happy path should not carry it).
+pub type Outcome = Result<Report, Box<Failure>>;
 
 /// A run that failed: what it did anyway, why, and how it exits.
 #[derive(Debug)]

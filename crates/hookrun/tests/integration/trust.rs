@@ -20,7 +20,7 @@ fn a_hook_writable_by_others_or_owned_by_a_user_is_not_run_and_fails() {
         ),
         ("world-writable", |p| chmod(p, 0o757)),
         ("owned by a user", |p| {
-            chown(p, Some(1000), None).expect("chown")
+            chown(p, Some(1000), None).expect("chown");
         }),
     ] {
         let fx = Fixture::new();

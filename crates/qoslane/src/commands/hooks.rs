@@ -23,7 +23,7 @@ use crate::state::{JobRecord, Store};
 use crate::txn::{Failed, RecordOp};
 
 /// A failed transaction into the report's failure under `policy`.
-fn from_txn(mut report: Report, f: Failed, policy: OnFailure) -> Failure {
+fn from_txn(mut report: Report, f: Failed, policy: OnFailure) -> Box<Failure> {
     report.changes.clone_from(&f.changes);
     report.rolled_back = f.rolled_back;
     report.fail(f.into_error(), Exit::ByPolicy(policy))
@@ -60,7 +60,7 @@ macro_rules! step {
     };
 }
 
-fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Failure> {
+fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
     // Before a mapping is known, a failure leaves the node as it is and the
     // job runs on the baseline.
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
@@ -91,7 +91,9 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
     r.job.qos_source = Some(q.source);
     r.job.level = Some(level.name.clone());
     r.job.service_level = Some(level.service_level.get());
-    r.job.virtual_lane = level.virtual_lane.map(|v| v.get());
+    r.job.virtual_lane = level
+        .virtual_lane
+        .map(super::super::mapping::types::VirtualLane::get);
 
     // At most half of what is left: a hung SMP query must leave the
     // transaction (and, under `warn`, the grant) its time.
@@ -116,8 +118,12 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
         level: level.name.clone(),
         rank: m.rank(&level.name).unwrap_or(usize::MAX),
         service_level: level.service_level.get(),
-        virtual_lane: level.virtual_lane.map(|v| v.get()),
-        traffic_class: level.traffic_class.map(|t| t.get()),
+        virtual_lane: level
+            .virtual_lane
+            .map(super::super::mapping::types::VirtualLane::get),
+        traffic_class: level
+            .traffic_class
+            .map(super::super::mapping::types::TrafficClass::get),
         settings: level
             .node_settings
             .iter()
@@ -173,7 +179,7 @@ fn level_policy(paths: &Paths, level: &str) -> OnFailure {
         .unwrap_or(OnFailure::Continue)
 }
 
-fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Failure> {
+fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
     // The policy of the job's level decides the exit, also when the lock or
     // the state directory fails before anything is undone (the job's

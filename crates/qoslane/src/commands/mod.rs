@@ -26,4 +26,4 @@ pub struct Ctx {
     pub context: Option<String>,
 }
 
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(3000);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);

@@ -188,7 +188,7 @@ impl<'p> Session<'p> {
     /// jobs' hooks do not queue behind this run's disk flushes. A run that
     /// never held the lock still takes it briefly (it can get it quickly):
     /// taking it undoes an interrupted transaction.
-    pub fn finish(mut self, result: std::result::Result<Report, Failure>) -> Verdict {
+    pub fn finish(mut self, result: std::result::Result<Report, Box<Failure>>) -> Verdict {
         debug_assert!(
             result.as_ref().map_or_else(|f| f.report.event, |r| r.event) == self.event,
             "a run reports its own event"
@@ -205,6 +205,7 @@ impl<'p> Session<'p> {
                     f.report.outcome.as_str(),
                     f.error.with_causes()
                 ));
+                let f = *f;
                 (f.report, Some(f.error), verdict)
             }
         };

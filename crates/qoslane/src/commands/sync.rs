@@ -14,6 +14,7 @@ use crate::exit_code::Verdict;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
 use crate::log;
+use crate::mapping::diagnostic::render_all;
 use crate::report::{Event, Exit, Failure, Report};
 use crate::txn::RecordOp;
 
@@ -23,7 +24,7 @@ pub fn run(ctx: &Ctx) -> Verdict {
     s.finish(result)
 }
 
-fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Failure> {
+fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
     macro_rules! step {
         ($e:expr) => {
             match $e {
@@ -36,8 +37,12 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Failure
     // diagnostic is shown, not just the first.
     let (mapping, sha256, _) = step!(
         config::read_valid(&ctx.paths, &ctx.paths.config).inspect_err(|e| {
-            if matches!(e, Error::MappingInvalid { .. }) {
-                let _ = super::validate::run(&ctx.paths.config, crate::cli::Format::Human);
+            if matches!(e, Error::MappingInvalid { .. })
+                && let Ok(text) = config::read_text(&ctx.paths.config)
+            {
+                let name = ctx.paths.config.display().to_string();
+                let v = crate::mapping::validate_str(&text);
+                eprint!("{}", render_all(&v.diagnostics, &name, &text));
             }
         })
     );
@@ -91,11 +96,11 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Failure
             let r = r.with(outcome);
             match fabric.refusal {
                 // Applied, but some level cannot be granted on this fabric.
-                Some(problem) => Err(Failure {
+                Some(problem) => Err(Box::new(Failure {
                     report: r,
                     error: problem,
                     exit: Exit::ByError,
-                }),
+                })),
                 None => Ok(r),
             }
         }

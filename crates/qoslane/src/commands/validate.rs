@@ -7,7 +7,7 @@ use crate::cli::Format;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::exit_code::Verdict;
-use crate::mapping::diagnostic::JsonDiagnostic;
+use crate::mapping::diagnostic::{JsonDiagnostic, render_all};
 use crate::mapping::validate_str;
 
 pub fn run(file: &Path, format: Format) -> Result<Verdict> {
@@ -27,9 +27,7 @@ pub fn run(file: &Path, format: Format) -> Result<Verdict> {
         }
         Format::Human => {
             let mut err = std::io::stderr().lock();
-            for d in &v.diagnostics {
-                write!(err, "{}", d.render(&name, &text)).map_err(w)?;
-            }
+            write!(err, "{}", render_all(&v.diagnostics, &name, &text)).map_err(w)?;
             match &v.mapping {
                 Some(m) => writeln!(
                     out,

@@ -29,7 +29,9 @@ pub struct Verdict {
 pub fn check(port: &PortId, t: &PortTables, level: &Level) -> Verdict {
     let sl = level.service_level.get();
     let vl = t.sl2vl.vl(sl);
-    let want_vl = level.virtual_lane.map(|v| v.get());
+    let want_vl = level
+        .virtual_lane
+        .map(super::super::mapping::types::VirtualLane::get);
     let ops = t.oper_vls;
     let want = match want_vl {
         Some(w) if !ops.contains(w) => {

@@ -180,14 +180,13 @@ pub fn assess_with(
     let probed_at = cache::now_ms();
     let mut ib_ports = Vec::with_capacity(ib.len());
     for (id, identity, rate, from_cache) in ib {
-        let (tables, source, probed_at_ms) = match from_cache {
-            Some((t, at)) => (t, TablesSource::Cache, at),
-            None => {
-                let t = probed
-                    .next()
-                    .ok_or_else(|| Error::Internal("probe results out of step".into()))??;
-                (t, TablesSource::Probe, probed_at)
-            }
+        let (tables, source, probed_at_ms) = if let Some((t, at)) = from_cache {
+            (t, TablesSource::Cache, at)
+        } else {
+            let t = probed
+                .next()
+                .ok_or_else(|| Error::Internal("probe results out of step".into()))??;
+            (t, TablesSource::Probe, probed_at)
         };
         let verdicts = mapping
             .levels()

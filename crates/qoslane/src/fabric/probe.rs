@@ -48,7 +48,7 @@ impl VlRange {
         Self::NAMES
             .iter()
             .position(|n| *n == s)
-            .map(|i| Self(i as u8 + 1))
+            .and_then(|i| u8::try_from(i + 1).ok().map(Self))
     }
 
     pub fn code(self) -> u8 {

@@ -111,6 +111,12 @@ impl Diagnostic {
 }
 
 /// The JSON form for tools: `[{severity, line, column, message}]`.
+/// Every diagnostic of `diagnostics` rendered, in order (what `validate`
+/// and `sync` print to stderr for an invalid file).
+pub fn render_all(diagnostics: &[Diagnostic], file: &str, source: &str) -> String {
+    diagnostics.iter().map(|d| d.render(file, source)).collect()
+}
+
 #[derive(Debug, Serialize)]
 pub struct JsonDiagnostic<'a> {
     pub severity: Severity,

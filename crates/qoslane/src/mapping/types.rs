@@ -19,7 +19,7 @@ pub struct TrafficClass(u8);
 impl ServiceLevel {
     pub const MAX: u8 = 15;
     pub fn new(v: u64) -> Option<Self> {
-        (v <= u64::from(Self::MAX)).then_some(Self(v as u8))
+        u8::try_from(v).ok().filter(|v| *v <= Self::MAX).map(Self)
     }
     pub fn get(self) -> u8 {
         self.0
@@ -29,7 +29,7 @@ impl ServiceLevel {
 impl VirtualLane {
     pub const MAX: u8 = 14;
     pub fn new(v: u64) -> Option<Self> {
-        (v <= u64::from(Self::MAX)).then_some(Self(v as u8))
+        u8::try_from(v).ok().filter(|v| *v <= Self::MAX).map(Self)
     }
     pub fn get(self) -> u8 {
         self.0

@@ -213,18 +213,17 @@ impl Cx {
     }
 
     fn seq<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n [Node]> {
-        match &node.kind {
-            NodeKind::Seq(items) => Some(items),
-            _ => {
-                self.err(
-                    Diagnostic::error(
-                        node.span,
-                        format!("expected a list for {what}, found {}", node.describe()),
-                    )
-                    .label("expected a list"),
-                );
-                None
-            }
+        if let NodeKind::Seq(items) = &node.kind {
+            Some(items)
+        } else {
+            self.err(
+                Diagnostic::error(
+                    node.span,
+                    format!("expected a list for {what}, found {}", node.describe()),
+                )
+                .label("expected a list"),
+            );
+            None
         }
     }
 
@@ -751,7 +750,7 @@ impl Cx {
                 ok = false;
                 continue;
             };
-            let span = path_node.map(|n| n.span).unwrap_or(item.span);
+            let span = path_node.map_or(item.span, |n| n.span);
             if let Some(first) = seen.get(path.as_str()) {
                 self.err(
                     Diagnostic::error(

@@ -371,14 +371,14 @@ levels:
 struct Node {
     dir: tempfile::TempDir,
     /// Owner of the `oom_score_adj` the mission-critical level writes.
-    _probe: Option<Proc>,
+    keepalive: Option<Proc>,
 }
 
 impl Node {
     fn new(mapping: &str) -> Self {
         let n = Self {
             dir: tempfile::tempdir().expect("temp dir"),
-            _probe: None,
+            keepalive: None,
         };
         n.write(TOS, "0\n");
         n.write("/etc/qoslane/qos-network.yml", mapping);
@@ -431,7 +431,7 @@ impl Node {
         let link = n.path("/proc/sys/qoslane-probe");
         std::fs::create_dir_all(link.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(&proc_dir, &link).unwrap();
-        n._probe = Some(probe);
+        n.keepalive = Some(probe);
         n
     }
 

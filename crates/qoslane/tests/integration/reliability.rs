@@ -292,7 +292,9 @@ impl Rng {
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .unwrap()
-                    .as_nanos() as u64
+                    .as_nanos()
+                    .try_into()
+                    .unwrap_or(u64::MAX)
             });
         eprintln!("{test}: seed {seed} (replay with QOSLANE_SEED={seed})");
         Self(seed)
@@ -310,16 +312,21 @@ impl Rng {
         self.next() % n
     }
 
+    /// An index below `len`.
+    fn index(&mut self, len: usize) -> usize {
+        usize::try_from(self.below(len as u64)).expect("below len fits usize")
+    }
+
     fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 
     fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
+        &items[self.index(items.len())]
     }
 
     fn qos(&mut self) -> &'static str {
-        QOS[self.below(QOS.len() as u64) as usize]
+        QOS[self.index(QOS.len())]
     }
 }
 

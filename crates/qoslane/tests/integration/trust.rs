@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::util::{self, Node, ok, stderr};
 
 fn chmod(p: &std::path::Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 /// The mapping names the kernel files root writes. Its trust check judged
@@ -136,7 +136,8 @@ fn fabric_cache_leftovers_of_killed_writers_are_removed() {
 /// misaligned) decided the Prolog. It is refused now: the port is probed.
 #[test]
 fn a_symlink_in_place_of_the_fabric_cache_is_not_read_through() {
-    let n = Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: enforce"));
+    let n =
+        Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: enforce"));
     n.add_fabric("mlx5-quirks");
     let tables = |scenario: &str| {
         for op in ["sl2vl", "portinfo", "vlarb"] {
@@ -160,7 +161,11 @@ fn a_symlink_in_place_of_the_fabric_cache_is_not_read_through() {
     // A valid, fresh cache in which `high` is misaligned: the forgery.
     tables("qos-reversed");
     ok(&prolog("1"));
-    assert_eq!(n.last_audit("prolog")["outcome"], "failed", "reversed tables refuse high");
+    assert_eq!(
+        n.last_audit("prolog")["outcome"],
+        "failed",
+        "reversed tables refuse high"
+    );
     let cache = n.path("/run/qoslane/fabric.json");
     let decoy = n.root().join("decoy.json");
     std::fs::rename(&cache, &decoy).unwrap();
@@ -176,7 +181,11 @@ fn a_symlink_in_place_of_the_fabric_cache_is_not_read_through() {
         "the forged cache was not used: {}",
         stderr(&out)
     );
-    assert_eq!(std::fs::read_to_string(&decoy).unwrap(), forged, "not written through");
+    assert_eq!(
+        std::fs::read_to_string(&decoy).unwrap(),
+        forged,
+        "not written through"
+    );
     let md = std::fs::symlink_metadata(&cache).unwrap();
     assert!(md.is_file(), "replaced by a real cache file");
 }

@@ -347,11 +347,7 @@ fn crash_row(sc: &Scenario) -> (String, Vec<String>) {
         if *runner == Op::Health {
             // Health saw the pending journal before undoing it: unhealthy
             // this once, with the reason.
-            assert_eq!(
-                out.status.code(),
-                Some(if journaled { 1 } else { 0 }),
-                "{ctx}"
-            );
+            assert_eq!(out.status.code(), Some(i32::from(journaled)), "{ctx}");
         } else {
             ok(&out);
         }

@@ -44,7 +44,7 @@ fn error_of(n: &Node, event: &str) -> String {
 /// the error, the node untouched, no SL exports for the job.
 fn assert_prolog_refused(n: &Node, job: u32, qos: &'static str, needle: &str, ctx: &str) {
     let out = Op::Prolog(job, qos).run(n, &[]);
-    let code = if qos == "mission-critical" { 1 } else { 0 };
+    let code = i32::from(qos == "mission-critical");
     assert_eq!(out.status.code(), Some(code), "{ctx}: {}", show(&out));
     let a = audit_of(n, "prolog");
     assert_eq!(a["outcome"], "failed", "{ctx}: {a}");
@@ -84,7 +84,7 @@ fn fault_setting_file_missing_or_not_a_file_or_a_symlink() {
             break_it(&n);
             let ctx = format!("wmem_max {what}, {qos}");
             let out = Op::Prolog(1, qos).run(&n, &[]);
-            let code = if qos == "mission-critical" { 1 } else { 0 };
+            let code = i32::from(qos == "mission-critical");
             assert_eq!(out.status.code(), Some(code), "{ctx}: {}", show(&out));
             let a = audit_of(&n, "prolog");
             assert_eq!(a["outcome"], "failed", "{ctx}: {a}");
@@ -698,7 +698,7 @@ fn fault_mapping_absent_invalid_huge_or_not_a_file() {
                     "{}#{}\n",
                     mapping_yaml(&levels(0)),
                     "x".repeat(2 << 20)
-                ))
+                ));
             },
             "too large",
         ),

@@ -49,7 +49,7 @@ fn mutated_output() -> impl Strategy<Value = String> {
     (0..outputs.len(), any::<u64>(), 0..4u8, any::<char>()).prop_map(move |(i, r, kind, c)| {
         let text = &outputs[i];
         let lines: Vec<&str> = text.lines().collect();
-        let at = (r as usize) % lines.len().max(1);
+        let at = usize::try_from(r % lines.len().max(1) as u64).expect("below len");
         match kind {
             0 => {
                 let mut l = lines.clone();
@@ -61,11 +61,14 @@ fn mutated_output() -> impl Strategy<Value = String> {
                 l.insert(at, lines[at]);
                 l.join("\n")
             }
-            2 => text.chars().take((r as usize) % (text.len() + 1)).collect(),
+            2 => text
+                .chars()
+                .take(usize::try_from(r % (text.len() + 1) as u64).expect("below len"))
+                .collect(),
             _ => {
                 let mut chars: Vec<char> = text.chars().collect();
                 let n = chars.len();
-                chars[(r as usize) % n] = c;
+                chars[usize::try_from(r % n as u64).expect("below len")] = c;
                 chars.into_iter().collect()
             }
         }
@@ -84,7 +87,7 @@ fn record_json() -> impl Strategy<Value = String> {
     let value = prop_oneof![
         Just("3".to_owned()),
         Just("3\nexport LD_PRELOAD=/tmp/x.so".to_owned()),
-        Just("".to_owned()),
+        Just(String::new()),
         "[a-z0-9._\\- ;$`]{0,10}",
         any::<String>(),
     ];

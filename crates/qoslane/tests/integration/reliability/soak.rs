@@ -38,7 +38,7 @@ fn concurrency_soak() {
         }
         let lv = levels(variant);
         // One round: distinct jobs, at most one sync.
-        let k = 1 + rng.below(7) as usize;
+        let k = 1 + rng.index(7);
         let mut ops: Vec<Op> = Vec::new();
         let mut busy: BTreeSet<u32> = BTreeSet::new();
         for _ in 0..k {
@@ -61,7 +61,9 @@ fn concurrency_soak() {
                     // A double Epilog, or one for a job that never ran here.
                     match ended.iter().copied().find(|j| !busy.contains(j)) {
                         Some(j) if rng.chance(50) => Op::Epilog(j),
-                        _ => Op::Epilog(1_000_000 + rng.below(1000) as u32),
+                        _ => Op::Epilog(
+                            1_000_000 + u32::try_from(rng.below(1000)).expect("below 1000"),
+                        ),
                     }
                 }
                 85..=89 if !ops.contains(&Op::Sync) => Op::Sync,
@@ -141,7 +143,7 @@ fn concurrency_soak() {
             }
         }
         if synced {
-            for (j, w) in active.iter_mut() {
+            for (j, w) in &mut active {
                 *w = Want::of(&lv, qos_of[j]);
             }
         }

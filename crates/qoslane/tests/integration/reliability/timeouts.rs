@@ -25,7 +25,7 @@ fn slurm_timeout_kill_at_random_moments() {
         ok(&Op::Epilog(j).run(&n, &[]));
     }
     let typical = t.elapsed() / 10;
-    let window = (typical * 3 / 2).as_micros().max(1000) as u64;
+    let window = u64::try_from((typical * 3 / 2).as_micros().max(1000)).unwrap_or(u64::MAX);
 
     let mut next_job = 100;
     // Jobs whose Prolog ran (maybe killed) and whose Epilog has not completed.
@@ -43,7 +43,7 @@ fn slurm_timeout_kill_at_random_moments() {
                 Op::Prolog(next_job, rng.qos())
             }
             5..=8 if !started.is_empty() => {
-                let i = rng.below(started.len() as u64) as usize;
+                let i = rng.index(started.len());
                 Op::Epilog(started[i])
             }
             _ => Op::Sync,
