@@ -10,7 +10,7 @@
 #
 # This machine has no InfiniBand HCA: the test mapping is the shipped Omnia
 # input with `fabric_check: off` (the SL/VL check itself is proven in
-# crates/qoslane/tests/fabric.rs and rigs/fabric_e2e.sh on the simulated
+# crates/qoslane/tests/integration/fabric.rs and rigs/fabric_e2e.sh on the simulated
 # fabric). Everything it changes on the machine (/etc/slurm, /etc/qoslane,
 # qoslane's state, the qoslane package, QoS it adds) is put back on exit, and
 # the rig is left stopped. Bounded polls, no guessed sleeps.

@@ -104,6 +104,11 @@ pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
+/// [`dropped`], counted from zero again: for a counter that adds it up.
+pub fn take_dropped() -> u64 {
+    DROPPED.swap(0, Ordering::Relaxed)
+}
+
 /// Which persistent sink is in use: `journal`, `syslog` or `none`.
 pub fn sink_name() -> &'static str {
     match LOGGER.get().map(|l| &l.sink) {

@@ -198,6 +198,7 @@ fn bench_render(c: &mut Criterion) {
         .enumerate()
     {
         counters.record(&Run {
+            log_lines_dropped: 0,
             event,
             outcome: qoslane::audit::Outcome::Applied,
             seconds: 0.001 * (i % 50) as f64,

@@ -75,6 +75,9 @@ pub struct Counters {
     pub last_success: BTreeMap<String, f64>,
     /// The last fabric assessment.
     pub fabric: Vec<Alignment>,
+    /// Log lines that could not be sent without waiting (nodeio::log).
+    #[serde(default)]
+    pub log_lines_dropped: u64,
 }
 
 /// One finished run, as the metrics see it.
@@ -86,6 +89,8 @@ pub struct Run<'a> {
     pub rolled_back: bool,
     /// `Some` when this run assessed the fabric.
     pub fabric: Option<Vec<Alignment>>,
+    /// Log lines this run dropped rather than wait for a sink.
+    pub log_lines_dropped: u64,
 }
 
 impl Counters {
@@ -110,6 +115,7 @@ impl Counters {
             self.last_success
                 .insert(run.event.into(), (now * 1000.0).round() / 1000.0);
         }
+        self.log_lines_dropped += run.log_lines_dropped;
         if let Some(f) = &run.fabric {
             self.fabric.clone_from(f);
         }
@@ -267,6 +273,12 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
             t,
         );
     }
+    w.family(
+        "qoslane_log_lines_dropped_total",
+        Kind::Counter,
+        "Log lines dropped because the journal, syslog or stderr could not take them before the deadline.",
+    );
+    w.sample("qoslane_log_lines_dropped_total", &[], c.log_lines_dropped);
     w.finish()
 }
 

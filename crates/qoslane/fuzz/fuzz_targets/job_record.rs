@@ -1,5 +1,5 @@
 //! Fuzz target `job_record`: the checks are in `src/job_record.rs` (shared with the
-//! stable test suite, `tests/reliability.rs`).
+//! stable test suite, `tests/integration/reliability/fuzz_on_stable.rs`).
 
 #![no_main]
 

@@ -1,5 +1,5 @@
 //! Fuzz target `scontrol_qos`: the checks are in `src/scontrol.rs` (shared with the
-//! stable test suite, `tests/reliability.rs`).
+//! stable test suite, `tests/integration/reliability/fuzz_on_stable.rs`).
 
 #![no_main]
 

@@ -1,5 +1,5 @@
 //! Fuzz target `smpquery`: the checks are in `src/smpquery.rs` (shared with the
-//! stable test suite, `tests/reliability.rs`).
+//! stable test suite, `tests/integration/reliability/fuzz_on_stable.rs`).
 
 #![no_main]
 

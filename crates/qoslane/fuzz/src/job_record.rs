@@ -1,5 +1,5 @@
 //! The body of the `job_record` fuzz target, apart from libFuzzer so the
-//! stable test suite runs the same checks (`tests/reliability.rs` includes
+//! stable test suite runs the same checks (`tests/integration/reliability/fuzz_on_stable.rs` includes
 //! this file as a module).
 //!
 //! The per-job record (`/run/qoslane/jobs/<id>.json`) is written by the root

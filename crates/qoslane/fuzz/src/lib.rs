@@ -1,5 +1,5 @@
 //! The body of the `validate` fuzz target, kept apart from libFuzzer so the
-//! stable test suite runs the very same checks (`tests/validate.rs` includes
+//! stable test suite runs the very same checks (`tests/integration/validate.rs` includes
 //! this file as a module).
 //!
 //! For any UTF-8 text, the parser and validator must not panic, and what they

@@ -1,5 +1,5 @@
 //! The body of the `scontrol_qos` fuzz target, apart from libFuzzer so the
-//! stable test suite runs the same checks (`tests/reliability.rs` includes
+//! stable test suite runs the same checks (`tests/integration/reliability/fuzz_on_stable.rs` includes
 //! this file as a module).
 //!
 //! `qoslane::job::qos::parse_scontrol_qos` reads the job's QoS from

@@ -1,5 +1,5 @@
 //! The body of the `smpquery` fuzz target, apart from libFuzzer so the stable
-//! test suite runs the same checks (`tests/reliability.rs` includes this file
+//! test suite runs the same checks (`tests/integration/reliability/fuzz_on_stable.rs` includes this file
 //! as a module).
 //!
 //! `qoslane::fabric::smpquery::{parse_sl2vl, parse_portinfo, parse_vlarb}`

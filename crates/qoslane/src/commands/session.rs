@@ -175,6 +175,7 @@ impl<'p> Session<'p> {
             seconds,
             rolled_back: report.rolled_back,
             fabric: report.alignment.clone(),
+            log_lines_dropped: nodeio::log::take_dropped(),
         };
         if let Err(err) = metrics::record_and_publish(self.paths, &run) {
             log::warn(&format!("metrics: {err}"));
