@@ -199,6 +199,7 @@ fn bench_render(c: &mut Criterion) {
     {
         counters.record(&Run {
             log_lines_dropped: 0,
+            settings_gone: 0,
             event,
             outcome: qoslane::audit::Outcome::Applied,
             seconds: 0.001 * (i % 50) as f64,

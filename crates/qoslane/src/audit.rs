@@ -68,6 +68,9 @@ pub struct Entry {
     pub error: Option<String>,
     pub duration_ms: f64,
     pub mapping_sha256: Option<String>,
+    /// Settings whose file had vanished (nothing applied or restored).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings_gone: Vec<String>,
     /// Things the admin should know that are not errors (fallbacks, warnings).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -91,6 +94,7 @@ impl Entry {
             duration_ms,
             mapping_sha256: report.mapping_sha256.clone(),
             notes: report.notes.clone(),
+            settings_gone: report.settings_gone.clone(),
             ..Self::new(report.event, report.outcome)
         }
     }
@@ -113,6 +117,7 @@ impl Entry {
             error: None,
             duration_ms: 0.0,
             mapping_sha256: None,
+            settings_gone: Vec::new(),
             notes: Vec::new(),
         }
     }

@@ -78,6 +78,9 @@ pub struct Counters {
     /// Log lines that could not be sent without waiting (nodeio::log).
     #[serde(default)]
     pub log_lines_dropped: u64,
+    /// Settings found gone (their file vanished), by event.
+    #[serde(default)]
+    pub settings_gone: BTreeMap<String, u64>,
 }
 
 /// One finished run, as the metrics see it.
@@ -91,6 +94,8 @@ pub struct Run<'a> {
     pub fabric: Option<Vec<Alignment>>,
     /// Log lines this run dropped rather than wait for a sink.
     pub log_lines_dropped: u64,
+    /// Settings this run found gone.
+    pub settings_gone: u64,
 }
 
 impl Counters {
@@ -116,6 +121,9 @@ impl Counters {
                 .insert(run.event.into(), (now * 1000.0).round() / 1000.0);
         }
         self.log_lines_dropped += run.log_lines_dropped;
+        if run.settings_gone > 0 {
+            *self.settings_gone.entry(run.event.into()).or_default() += run.settings_gone;
+        }
         if let Some(f) = &run.fabric {
             self.fabric.clone_from(f);
         }
@@ -279,6 +287,18 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         "Log lines dropped because the journal, syslog or stderr could not take them before the deadline.",
     );
     w.sample("qoslane_log_lines_dropped_total", &[], c.log_lines_dropped);
+    w.family(
+        "qoslane_settings_gone_total",
+        Kind::Counter,
+        "Node settings found gone (their file vanished: driver reload, HCA reset) by event; nothing was applied or restored there.",
+    );
+    let mut gone = c.settings_gone.clone();
+    for e in crate::report::Event::COUNTED {
+        gone.entry(e.as_str().into()).or_insert(0);
+    }
+    for (event, n) in &gone {
+        w.sample("qoslane_settings_gone_total", &[("event", event)], n);
+    }
     w.finish()
 }
 

@@ -88,6 +88,9 @@ pub struct Report {
     pub mapping_sha256: Option<String>,
     /// Node settings were touched and restored.
     pub rolled_back: bool,
+    /// Settings whose file vanished (driver reload, HCA reset): nothing was
+    /// applied or restored there.
+    pub settings_gone: Vec<String>,
 }
 
 impl Report {
@@ -102,6 +105,7 @@ impl Report {
             notes: Vec::new(),
             mapping_sha256: None,
             rolled_back: false,
+            settings_gone: Vec::new(),
         }
     }
 
@@ -123,6 +127,17 @@ impl Report {
             error,
             exit,
         })
+    }
+
+    /// Settings found gone, into the report: noted for the admin.
+    pub fn gone(&mut self, gone: Vec<String>) {
+        for g in &gone {
+            self.notes.push(format!(
+                "setting {g} is gone (its file vanished: a driver reload or HCA reset?); \
+                 nothing to apply or restore there"
+            ));
+        }
+        self.settings_gone.extend(gone);
     }
 
     /// The fabric judgement's parts, into this report.

@@ -13,8 +13,67 @@ fn file(paths: &Paths, path: &str) -> PathBuf {
     paths.root.join(path.trim_start_matches('/'))
 }
 
-/// Reads a setting's current value, without its trailing newline.
+/// Reads a setting's current value in the form that can be written back
+/// ([`writable`]): what a before-value is saved as and restored from.
 pub fn read(paths: &Paths, path: &str, deadline: &Deadline) -> Result<String> {
+    read_raw(paths, path, deadline).map(|raw| writable(&raw))
+}
+
+/// What kind of value a setting file holds, judged from what it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// One value (`106`, `16777216`).
+    Plain,
+    /// The kernel lists the choices and brackets the selected one
+    /// (`/sys/block/<dev>/queue/scheduler`: `[none] mq-deadline`); only the
+    /// selection can be written.
+    ChoiceList,
+    /// Several whitespace-separated values (`tcp_rmem`: `4096\t131072\t6291456`);
+    /// written back separated by single spaces.
+    MultiValue,
+}
+
+/// The kind of a value as read.
+pub fn kind(raw: &str) -> Kind {
+    let mut tokens = raw.split_whitespace();
+    let first = tokens.next();
+    let more = tokens.next().is_some();
+    if raw.split_whitespace().any(|t| selected(t).is_some()) {
+        Kind::ChoiceList
+    } else if more || first.is_some_and(|t| t != raw.trim()) {
+        Kind::MultiValue
+    } else {
+        Kind::Plain
+    }
+}
+
+/// What writing back a value read as `raw` must write: the selection of a
+/// choice list, the values of a multi-value file separated by single spaces,
+/// a plain value as it is (trailing newline removed by the reader).
+pub fn writable(raw: &str) -> String {
+    match kind(raw) {
+        Kind::ChoiceList => raw
+            .split_whitespace()
+            .find_map(selected)
+            .unwrap_or_default()
+            .to_owned(),
+        Kind::MultiValue => raw.split_whitespace().collect::<Vec<_>>().join(" "),
+        Kind::Plain => raw.to_owned(),
+    }
+}
+
+fn selected(token: &str) -> Option<&str> {
+    token.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
+}
+
+/// Whether `e` says the setting's file is not there (a configfs entry
+/// removed by a driver reload or an HCA reset): the setting is gone.
+pub fn is_gone(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// The file's text, without its trailing newline.
+fn read_raw(paths: &Paths, path: &str, deadline: &Deadline) -> Result<String> {
     let f = file(paths, path);
     let what = format!("read {path}");
     deadline
@@ -101,7 +160,28 @@ fn int(s: &str) -> Option<i128> {
 
 #[cfg(test)]
 mod tests {
-    use super::same_value;
+    use super::{Kind, kind, same_value, writable};
+
+    #[test]
+    fn values_are_saved_as_what_can_be_written_back() {
+        assert_eq!(kind("106"), Kind::Plain);
+        assert_eq!(writable("106"), "106");
+        assert_eq!(kind("[none] mq-deadline"), Kind::ChoiceList);
+        assert_eq!(writable("[none] mq-deadline"), "none");
+        assert_eq!(writable("mq-deadline [kyber] none"), "kyber");
+        assert_eq!(
+            writable("[none]"),
+            "none",
+            "a single choice is still a choice"
+        );
+        assert_eq!(kind("4096\t131072\t6291456"), Kind::MultiValue);
+        assert_eq!(writable("4096\t131072\t6291456"), "4096 131072 6291456");
+        assert_eq!(writable(""), "");
+        // What is saved verifies against what the kernel reads back.
+        for raw in ["[none] mq-deadline", "4096\t131072  6291456", "0x6a"] {
+            assert!(same_value(&writable(raw), raw), "{raw}");
+        }
+    }
 
     #[test]
     fn kernel_normalisation_is_allowed() {

@@ -43,6 +43,9 @@ impl RecordOp {
 #[derive(Debug, Default)]
 pub struct Committed {
     pub changes: Vec<Change>,
+    /// Settings whose file vanished (driver reload, HCA reset): nothing to
+    /// apply or restore there; recorded, never a reason to fail.
+    pub gone: Vec<String>,
 }
 
 /// A transaction that failed, and what became of the node.
@@ -55,6 +58,8 @@ pub struct Failed {
     pub rolled_back: bool,
     /// Set when the restore itself failed: the journal stays for the next run.
     pub restore_error: Option<Error>,
+    /// Settings found gone while planning or restoring.
+    pub gone: Vec<String>,
 }
 
 impl Failed {
@@ -75,6 +80,8 @@ impl Failed {
 #[derive(Debug)]
 pub struct Recovered {
     pub journal: Journal,
+    /// Settings of the journal whose file is gone: nothing to restore.
+    pub gone: Vec<String>,
 }
 
 /// The node, locked for this run.
@@ -114,7 +121,7 @@ impl<'p> Node<'p> {
         let Some(journal) = self.store.journal()? else {
             return Ok(None);
         };
-        self.restore(&journal.changes, deadline)?;
+        let gone = self.restore(&journal.changes, deadline)?;
         for (job, before) in &journal.records_before {
             match before {
                 Some(r) => self.store.put_record(r)?,
@@ -123,14 +130,17 @@ impl<'p> Node<'p> {
         }
         self.store.put_node_state(&journal.node_before)?;
         self.store.clear_journal()?;
-        Ok(Some(Recovered { journal }))
+        Ok(Some(Recovered { journal, gone }))
     }
 
     /// Writes every before-value back (last change first) and verifies it.
     /// Keeps going past a failure so as much as possible is restored; returns
-    /// the first error.
-    fn restore(&self, changes: &[Change], deadline: &Deadline) -> Result<()> {
+    /// the first error. A setting whose file is gone has nothing to restore:
+    /// it is returned as gone, never an error (else one vanished configfs
+    /// entry would keep the journal, and every later run, stuck).
+    fn restore(&self, changes: &[Change], deadline: &Deadline) -> Result<Vec<String>> {
         let mut first_err = None;
+        let mut gone = Vec::new();
         for c in changes.iter().rev() {
             // A setting still at its before-value (never written, or the write
             // failed) is left alone: its driver may be the thing that broke.
@@ -141,11 +151,15 @@ impl<'p> Node<'p> {
             }
             let r = settings::write(self.paths(), &c.path, &c.before, deadline)
                 .and_then(|()| self.verify_within(&c.path, &c.before, deadline));
-            if let Err(e) = r {
-                first_err.get_or_insert(e);
+            match r {
+                Ok(()) => {}
+                Err(e) if settings::is_gone(&e) => gone.push(c.path.clone()),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
             }
         }
-        first_err.map_or(Ok(()), Err)
+        first_err.map_or(Ok(gone), Err)
     }
 
     fn verify(&self, path: &str, wanted: &str) -> Result<()> {
@@ -186,6 +200,7 @@ impl<'p> Node<'p> {
                 changes: Vec::new(),
                 rolled_back: false,
                 restore_error: None,
+                gone: Vec::new(),
             })
         };
         let records = self.store.records().map_err(early)?;
@@ -197,7 +212,16 @@ impl<'p> Node<'p> {
                 RecordOp::Remove(j) => after.remove(j),
             };
         }
-        let (changes, node_after) = self.plan(&after, &node_before).map_err(early)?;
+        // The settings of the jobs this transaction puts: theirs must exist.
+        let own: Vec<&str> = ops
+            .iter()
+            .filter_map(|op| match op {
+                RecordOp::Put(r) => Some(r),
+                RecordOp::Remove(_) => None,
+            })
+            .flat_map(|r| r.settings.iter().map(|(p, _)| p.as_str()))
+            .collect();
+        let (changes, node_after, gone) = self.plan(&after, &node_before, &own).map_err(early)?;
         let records_before: Vec<_> = ops
             .iter()
             .map(|op| (op.job(), records.get(&op.job()).cloned()))
@@ -211,7 +235,10 @@ impl<'p> Node<'p> {
             if node_after != node_before {
                 self.store.put_node_state(&node_after).map_err(early)?;
             }
-            return Ok(Committed::default());
+            return Ok(Committed {
+                changes: Vec::new(),
+                gone,
+            });
         }
 
         let journal = Journal {
@@ -249,34 +276,64 @@ impl<'p> Node<'p> {
         })();
 
         match result {
-            Ok(()) => Ok(Committed { changes }),
+            Ok(()) => Ok(Committed { changes, gone }),
             Err(error) => {
                 // Undo: settings, then records and node state, as recovery
                 // would. The rollback gets its own grace: the run's deadline
                 // may be what failed.
                 let grace = Deadline::after((self.deadline.budget() / 4).max(ROLLBACK_GRACE_MIN));
-                let restore_error = self.recover_within(&grace).err();
+                let (restore_error, gone) = match self.recover_within(&grace) {
+                    Ok(r) => (None, r.map(|r| r.gone).unwrap_or_default()),
+                    Err(e) => (Some(e), Vec::new()),
+                };
                 Err(Box::new(Failed {
                     error,
                     changes,
                     rolled_back: true,
                     restore_error,
+                    gone,
                 }))
             }
         }
     }
 
     /// The settings the active jobs ask for, and the changes to get there.
+    /// A setting whose file vanished is gone: dropped from the plan and from
+    /// the baseline (nothing can be applied or restored there), unless it is
+    /// one of `own` — the settings of the level this transaction grants,
+    /// which then cannot be granted.
     fn plan(
         &self,
         active: &BTreeMap<JobId, JobRecord>,
         node: &NodeState,
-    ) -> Result<(Vec<Change>, NodeState)> {
+        own: &[&str],
+    ) -> Result<(Vec<Change>, NodeState, Vec<String>)> {
         let wants = desired(active, &node.baseline);
         let mut changes = Vec::new();
+        let mut gone = Vec::new();
         let mut next = node.clone();
+        // A gone setting no job holds any more is forgotten.
+        next.gone.retain(|p| wants.contains_key(p));
         for (path, want) in wants {
-            let current = settings::read(self.paths(), &path, &self.deadline)?;
+            let current = match settings::read(self.paths(), &path, &self.deadline) {
+                Ok(v) => v,
+                Err(e) if settings::is_gone(&e) && !own.contains(&path.as_str()) => {
+                    next.baseline.remove(&path);
+                    // Held by a job still: remembered, so it is said once.
+                    let held = matches!(want, Want::Set(_));
+                    if !node.gone.contains(&path) {
+                        gone.push(path.clone());
+                    }
+                    if held {
+                        next.gone.insert(path);
+                    } else {
+                        next.gone.remove(&path);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            next.gone.remove(&path);
             let after = match want {
                 Want::Set(v) => {
                     next.baseline
@@ -297,7 +354,7 @@ impl<'p> Node<'p> {
                 });
             }
         }
-        Ok((changes, next))
+        Ok((changes, next, gone))
     }
 }
 

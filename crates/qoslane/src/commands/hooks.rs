@@ -26,6 +26,7 @@ use crate::txn::{Failed, RecordOp};
 fn from_txn(mut report: Report, f: Failed, policy: OnFailure) -> Box<Failure> {
     report.changes.clone_from(&f.changes);
     report.rolled_back = f.rolled_back;
+    report.gone(f.gone.clone());
     report.fail(f.into_error(), Exit::ByPolicy(policy))
 }
 
@@ -160,6 +161,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
                 Outcome::Applied
             };
             r.changes = c.changes;
+            r.gone(c.gone);
             Ok(r.with(outcome))
         }
         Err(f) => Err(from_txn(r, *f, policy)),
@@ -210,9 +212,13 @@ fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
     r.job.virtual_lane = record.virtual_lane;
     r.mapping_sha256 = Some(record.mapping_sha256.clone());
     match result {
-        Ok(c) if c.changes.is_empty() => Ok(r.with(Outcome::Unchanged)),
+        Ok(c) if c.changes.is_empty() => {
+            r.gone(c.gone);
+            Ok(r.with(Outcome::Unchanged))
+        }
         Ok(c) => {
             r.changes = c.changes;
+            r.gone(c.gone);
             Ok(r.with(Outcome::Reverted))
         }
         Err(f) => Err(from_txn(r, *f, policy)),

@@ -13,6 +13,7 @@ pub fn run(ctx: &Ctx) -> Verdict {
     let mut r = Report::new(Event::Recover);
     let result = match s.lock() {
         Ok(Some(recovered)) => {
+            r.gone(recovered.gone);
             let j = recovered.journal;
             r.job.job_id = j.job_id;
             r.changes = j.changes;

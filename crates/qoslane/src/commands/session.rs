@@ -76,6 +76,7 @@ impl<'p> Session<'p> {
             "rolled back an interrupted {} (pid {}, started {})",
             r.journal.event, r.journal.pid, r.journal.started
         ));
+        report.gone(r.gone.clone());
         log::warn(&report.notes[0]);
         self.write_audit(&Entry::of(&report, None, 0.0));
         self.count(&report, 0.0);
@@ -176,6 +177,7 @@ impl<'p> Session<'p> {
             rolled_back: report.rolled_back,
             fabric: report.alignment.clone(),
             log_lines_dropped: nodeio::log::take_dropped(),
+            settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
         };
         if let Err(err) = metrics::record_and_publish(self.paths, &run) {
             log::warn(&format!("metrics: {err}"));

@@ -93,6 +93,7 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Fai
                 Outcome::Applied
             };
             r.changes = c.changes;
+            r.gone(c.gone);
             let r = r.with(outcome);
             match fabric.refusal {
                 // Applied, but some level cannot be granted on this fabric.
@@ -107,6 +108,7 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Fai
         Err(f) => {
             r.changes.clone_from(&f.changes);
             r.rolled_back = f.rolled_back;
+            r.gone(f.gone.clone());
             Err(r.fail(f.into_error(), Exit::ByError))
         }
     }

@@ -47,6 +47,10 @@ pub struct JobRecord {
 #[serde(deny_unknown_fields)]
 pub struct NodeState {
     pub baseline: BTreeMap<String, String>,
+    /// Settings found gone (their file vanished) while a job still holds
+    /// them: reported once, skipped quietly after, until the file is back.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub gone: std::collections::BTreeSet<String>,
 }
 
 /// One setting change: the unit of apply and of rollback.

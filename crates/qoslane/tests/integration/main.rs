@@ -9,6 +9,7 @@ mod hooks;
 mod metrics;
 mod planner;
 mod reliability;
+mod settings;
 mod trust;
 mod util;
 mod validate;

@@ -789,6 +789,7 @@ fn counters_render_the_same_after_their_json_round_trip() {
         let outcome = qoslane::audit::Outcome::ALL[i as usize % 5];
         c.record(&metrics::Run {
             log_lines_dropped: 0,
+            settings_gone: 0,
             event: qoslane::report::Event::COUNTED[i as usize % 3].as_str(),
             outcome,
             seconds: f64::from(i).mul_add(0.000_123_456_789_1, 0.000_987_654_321),

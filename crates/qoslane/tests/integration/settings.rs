@@ -1,0 +1,124 @@
+//! Settings that survive the kernel: before-values are saved as what can be
+//! written back (a choice list's selection, a multi-value file's values), and
+//! a setting whose file vanished (a configfs entry removed by a driver reload
+//! or an HCA reset) is `gone`, never a reason to fail another job, another
+//! level, an Epilog or `recover`.
+
+use crate::util::{BASE_RMEM, Node, RMEM, TOS, ok, stderr};
+
+const SCHED: &str = "/sys/block/nvme0n1/queue/scheduler";
+const TCP_RMEM: &str = "/proc/sys/net/ipv4/tcp_rmem";
+
+fn kinds_mapping() -> String {
+    crate::util::MAPPING.replace(
+        "  - name: normal\n",
+        "  - name: io\n    qos: [io]\n    service_level: 4\n    virtual_lane: 4\n    node_settings:\n      - path: /sys/block/nvme0n1/queue/scheduler\n        value: mq-deadline\n      - path: /proc/sys/net/ipv4/tcp_rmem\n        value: \"8192 262144 8388608\"\n  - name: normal\n",
+    )
+}
+
+/// Regression: a choice-list file (`[none] mq-deadline`) was saved as the
+/// text read and written back as such, which the kernel refuses (EINVAL):
+/// the Epilog "restored" nothing. The selection is saved and written back;
+/// a multi-value file is written back as its values, single-spaced.
+#[test]
+fn choice_list_and_multi_value_settings_are_restored_as_the_kernel_takes_them() {
+    let n = Node::with_mapping(&kinds_mapping());
+    n.set(SCHED, "[none] mq-deadline");
+    n.set(TCP_RMEM, "4096\t131072\t6291456");
+    ok(&n.prolog(1, "io"));
+    assert_eq!(n.get(SCHED), "mq-deadline");
+    let prolog = n.last_audit("prolog");
+    let before: Vec<&str> = prolog["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["before"].as_str().unwrap())
+        .collect();
+    assert!(
+        before.contains(&"none"),
+        "saved as the selection: {before:?}"
+    );
+    assert!(before.contains(&"4096 131072 6291456"), "{before:?}");
+    ok(&n.epilog(1));
+    assert_eq!(n.get(SCHED), "none", "the kernel takes only a choice");
+    assert_eq!(n.get(TCP_RMEM), "4096 131072 6291456");
+    assert_eq!(n.last_audit("epilog")["outcome"], "reverted");
+}
+
+/// Regression: when a file a job holds disappeared, every other level's
+/// Prolog failed (even one with no settings) with `open setting … No such
+/// file`, the job's Epilog failed (and drained the node) and its record
+/// stayed for ever.
+#[test]
+fn a_vanished_setting_file_is_gone_and_blocks_nothing() {
+    let n = Node::new();
+    ok(&n.prolog(1, "mission-critical"));
+    assert_eq!(n.get(TOS), "106");
+    std::fs::remove_file(n.path(TOS)).unwrap();
+
+    for (job, qos) in [(2, "normal"), (3, "low")] {
+        let out = n.prolog(job, qos);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(
+            n.last_audit("prolog")["outcome"],
+            "applied",
+            "{qos}: {}",
+            stderr(&out)
+        );
+        if job == 2 {
+            // The first run to meet it says so, once.
+            let p = n.last_audit("prolog");
+            assert_eq!(p["settings_gone"][0], TOS, "{p}");
+        }
+    }
+    // mission-critical's own setting is gone: that level cannot be granted.
+    let out = n.prolog(4, "mission-critical");
+    assert_eq!(out.status.code(), Some(1), "fail_job: {}", stderr(&out));
+
+    for job in [2, 3] {
+        ok(&n.epilog(job));
+    }
+    let out = n.epilog(1);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(n.last_audit("epilog")["outcome"], "reverted");
+    assert!(
+        n.records().is_empty(),
+        "every record removed: {:?}",
+        n.records()
+    );
+    assert_eq!(n.get(RMEM), BASE_RMEM);
+    let m = n.run(&["metrics"], &[]);
+    let text = String::from_utf8_lossy(&m.stdout);
+    assert!(
+        text.contains(r#"qoslane_settings_gone_total{event="prolog"} 1"#),
+        "{text}"
+    );
+}
+
+/// Regression: with an interrupted transaction whose setting then vanished,
+/// `recover` (and every later run) failed with exit 74 for ever.
+#[test]
+fn recover_makes_progress_when_a_journaled_setting_vanished() {
+    let n = Node::new();
+    let out = n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "1"),
+            ("FAKE_QOS", "mission-critical"),
+            ("QOSLANE_FAULT", "applied:0"),
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0), "killed mid-transaction");
+    assert!(n.journal_exists());
+    std::fs::remove_file(n.path(TOS)).unwrap();
+    let out = n.run(&["recover"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!n.journal_exists(), "the journal is done with");
+    let r = n.last_audit("recover");
+    assert_eq!(r["outcome"], "reverted");
+    assert!(
+        r["settings_gone"].as_array().is_some_and(|g| !g.is_empty()),
+        "{r}"
+    );
+    ok(&n.prolog(2, "low"));
+}
