@@ -345,6 +345,7 @@ fn count(report: &PhaseReport, settings: &Settings, verdict: Verdict) {
             hook: &result.name,
             outcome: result.outcome,
             elapsed: result.elapsed,
+            dropped: report.dropped(&result.name),
         })
         .collect();
     let paths = metrics::Paths {

@@ -11,6 +11,12 @@
 //!    cannot have been reused — SIGKILL the group to remove leftovers;
 //! 5. reap, read what is left in the pipes (bounded), flush partial lines.
 //!
+//! A line is passed on whole or not at all: one longer than [`MAX_LINE`] is
+//! dropped whole (reported as [`Output::Dropped`] and counted in
+//! [`Finished::dropped`]), never cut into pieces — the rest of a cut line
+//! would read as a line of its own, and on a TaskProlog's stdout text a hook
+//! merely echoed could become an instruction.
+//!
 //! A process that called `setsid`/`setpgid` has left the group on purpose and is
 //! not ours to kill.
 
@@ -28,7 +34,7 @@ use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 
 use crate::signals::Signals;
 
-/// Longest line passed on; longer output is cut into pieces of this size.
+/// Longest line passed on (without its newline); a longer one is dropped whole.
 pub const MAX_LINE: usize = 16 * 1024;
 /// How long a SIGKILLed leader may take to be reaped before hookrun gives up on it.
 const REAP_WAIT: Duration = Duration::from_secs(2);
@@ -44,6 +50,49 @@ const DRAIN_WAIT: Duration = Duration::from_millis(200);
 pub enum Stream {
     Stdout,
     Stderr,
+}
+
+impl Stream {
+    /// `stdout` / `stderr`: the metric label and the word in log lines.
+    pub fn label(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// What a child's output pipe produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output<'a> {
+    /// One whole line, without its newline; at most [`MAX_LINE`] bytes.
+    Line(&'a [u8]),
+    /// A line longer than [`MAX_LINE`] was dropped whole; `bytes` is its
+    /// length without the newline. Nothing of it was passed on.
+    Dropped { bytes: usize },
+}
+
+/// Over-long lines dropped, per stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dropped {
+    pub stdout: u64,
+    pub stderr: u64,
+}
+
+impl Dropped {
+    pub fn of(&self, stream: Stream) -> u64 {
+        match stream {
+            Stream::Stdout => self.stdout,
+            Stream::Stderr => self.stderr,
+        }
+    }
+
+    fn add(&mut self, stream: Stream, lines: u64) {
+        match stream {
+            Stream::Stdout => self.stdout += lines,
+            Stream::Stderr => self.stderr += lines,
+        }
+    }
 }
 
 /// What to run and for how long.
@@ -78,6 +127,8 @@ pub enum Ending {
 pub struct Finished {
     pub ending: Ending,
     pub elapsed: Duration,
+    /// Over-long lines dropped (each also reported to the sink).
+    pub dropped: Dropped,
 }
 
 /// Where the run stands with respect to the deadline.
@@ -88,12 +139,28 @@ enum Stage {
     Killed { give_up_at: Instant },
 }
 
-/// Runs `spec`, feeding each output line (without its newline) to `sink`.
+/// Runs `spec`, feeding each whole output line (without its newline) to
+/// `sink`; over-long lines are only counted ([`Finished::dropped`]).
 /// Errors only when the program cannot be started.
 pub fn run(
     spec: &ChildSpec<'_>,
     signals: &Signals,
     sink: &mut dyn FnMut(Stream, &[u8]),
+) -> io::Result<Finished> {
+    run_output(spec, signals, &mut |stream, output| {
+        if let Output::Line(line) = output {
+            sink(stream, line);
+        }
+    })
+}
+
+/// Runs `spec`, feeding each whole output line, and each over-long line
+/// dropped, to `sink` in the order they were read.
+/// Errors only when the program cannot be started.
+pub fn run_output(
+    spec: &ChildSpec<'_>,
+    signals: &Signals,
+    sink: &mut dyn FnMut(Stream, Output<'_>),
 ) -> io::Result<Finished> {
     let started = Instant::now();
     let mut command = Command::new(spec.program);
@@ -142,6 +209,7 @@ pub fn run(
                 return Ok(Finished {
                     ending: Ending::Stuck,
                     elapsed: started.elapsed(),
+                    dropped: dropped(&pipes),
                 });
             }
             Stage::Running => spec.deadline,
@@ -182,7 +250,19 @@ pub fn run(
         (None, false, Some(status)) => Ending::Exited(status),
         (None, false, None) => Ending::Stuck,
     };
-    Ok(Finished { ending, elapsed })
+    Ok(Finished {
+        ending,
+        elapsed,
+        dropped: dropped(&pipes),
+    })
+}
+
+fn dropped(pipes: &[LineReader]) -> Dropped {
+    let mut dropped = Dropped::default();
+    for pipe in pipes {
+        dropped.add(pipe.stream, pipe.dropped);
+    }
+    dropped
 }
 
 /// Signals the whole process group. Errors are ignored on purpose: ESRCH means
@@ -222,7 +302,7 @@ fn wait_for_events(
     signals: &Signals,
     pipes: &mut [LineReader],
     timeout: Duration,
-    sink: &mut dyn FnMut(Stream, &[u8]),
+    sink: &mut dyn FnMut(Stream, Output<'_>),
 ) -> io::Result<()> {
     let ready: Vec<bool> = {
         let mut fds = vec![PollFd::from_borrowed_fd(signals.wake_fd(), PollFlags::IN)];
@@ -257,12 +337,22 @@ fn wait_for_events(
     Ok(())
 }
 
-/// One output pipe, split into lines.
+/// One output pipe, split into whole lines.
+///
+/// `pending` holds the start of a line not yet ended, at most [`MAX_LINE`]
+/// bytes past the last read; once it is longer the line is over-long:
+/// what has arrived is discarded (`overlong` counts it) and so is the rest,
+/// up to the next newline, where one [`Output::Dropped`] reports it. Memory
+/// stays bounded however long a line is.
 #[derive(Debug)]
 struct LineReader {
     file: Option<File>,
     stream: Stream,
     pending: Vec<u8>,
+    /// Bytes of an over-long line discarded so far; `None`: not in one.
+    overlong: Option<usize>,
+    /// Over-long lines dropped.
+    dropped: u64,
 }
 
 impl LineReader {
@@ -271,6 +361,8 @@ impl LineReader {
             file: fd.map(File::from),
             stream,
             pending: Vec::new(),
+            overlong: None,
+            dropped: 0,
         }
     }
 
@@ -283,7 +375,7 @@ impl LineReader {
     }
 
     /// One read (poll said it will not block); EOF or an error closes the pipe.
-    fn read_available(&mut self, sink: &mut dyn FnMut(Stream, &[u8])) {
+    fn read_available(&mut self, sink: &mut dyn FnMut(Stream, Output<'_>)) {
         let Some(file) = self.file.as_mut() else {
             return;
         };
@@ -309,24 +401,44 @@ impl LineReader {
         }
     }
 
-    fn emit_lines(&mut self, sink: &mut dyn FnMut(Stream, &[u8])) {
+    /// Passes on every whole line in `pending`; keeps the unended rest, or
+    /// starts discarding it once it is over-long.
+    fn emit_lines(&mut self, sink: &mut dyn FnMut(Stream, Output<'_>)) {
         let mut start = 0;
         while let Some(offset) = self.pending[start..].iter().position(|&b| b == b'\n') {
             let end = start + offset;
-            sink(self.stream, &self.pending[start..end]);
+            self.end_line(start, end, sink);
             start = end + 1;
         }
-        while self.pending.len() - start >= MAX_LINE {
-            sink(self.stream, &self.pending[start..start + MAX_LINE]);
-            start += MAX_LINE;
+        let rest = self.pending.len() - start;
+        if let Some(discarded) = self.overlong.as_mut() {
+            *discarded += rest;
+            self.pending.clear();
+        } else if rest > MAX_LINE {
+            self.overlong = Some(rest);
+            self.pending.clear();
+        } else {
+            self.pending.drain(..start);
         }
-        self.pending.drain(..start);
     }
 
-    /// Passes on a last line that had no newline.
-    fn flush(&mut self, sink: &mut dyn FnMut(Stream, &[u8])) {
-        if !self.pending.is_empty() {
-            sink(self.stream, &self.pending);
+    /// `pending[start..end]` ends a line: the whole of it, or the end of an
+    /// over-long one.
+    fn end_line(&mut self, start: usize, end: usize, sink: &mut dyn FnMut(Stream, Output<'_>)) {
+        let length = self.overlong.take().unwrap_or(0) + (end - start);
+        if length > MAX_LINE {
+            self.dropped += 1;
+            sink(self.stream, Output::Dropped { bytes: length });
+        } else {
+            sink(self.stream, Output::Line(&self.pending[start..end]));
+        }
+    }
+
+    /// Passes on a last line that had no newline (or reports it dropped).
+    fn flush(&mut self, sink: &mut dyn FnMut(Stream, Output<'_>)) {
+        if !self.pending.is_empty() || self.overlong.is_some() {
+            let end = self.pending.len();
+            self.end_line(0, end, sink);
             self.pending.clear();
         }
     }
@@ -336,37 +448,85 @@ impl LineReader {
 mod tests {
     use super::*;
 
-    fn split(chunks: &[&[u8]]) -> Vec<Vec<u8>> {
+    #[derive(Debug, PartialEq, Eq)]
+    enum Got {
+        Line(Vec<u8>),
+        Dropped(usize),
+    }
+
+    fn split(chunks: &[&[u8]]) -> (Vec<Got>, u64) {
         let mut reader = LineReader::new(None, Stream::Stdout);
-        let mut lines = Vec::new();
-        let mut sink = |_: Stream, line: &[u8]| lines.push(line.to_vec());
+        let mut got = Vec::new();
+        let mut sink = |_: Stream, output: Output<'_>| {
+            got.push(match output {
+                Output::Line(line) => Got::Line(line.to_vec()),
+                Output::Dropped { bytes } => Got::Dropped(bytes),
+            });
+        };
         for chunk in chunks {
             reader.pending.extend_from_slice(chunk);
             reader.emit_lines(&mut sink);
+            assert!(reader.pending.len() <= MAX_LINE, "pending stays bounded");
         }
         reader.flush(&mut sink);
-        lines
+        (got, reader.dropped)
+    }
+
+    fn line(text: &[u8]) -> Got {
+        Got::Line(text.to_vec())
     }
 
     #[test]
     fn lines_split_across_reads() {
         assert_eq!(
-            split(&[b"exp", b"ort A=1\nunset", b" B\nprint x"]),
-            vec![
-                b"export A=1".to_vec(),
-                b"unset B".to_vec(),
-                b"print x".to_vec()
-            ]
+            split(&[b"exp", b"ort A=1\nunset", b" B\nprint x"]).0,
+            vec![line(b"export A=1"), line(b"unset B"), line(b"print x")]
         );
     }
 
     #[test]
-    fn empty_lines_are_kept_and_overlong_lines_are_cut() {
+    fn empty_lines_are_kept_and_overlong_lines_are_dropped_whole() {
         let long = vec![b'x'; MAX_LINE + 3];
-        let lines = split(&[b"\n", &long, b"\n"]);
-        assert_eq!(lines.len(), 3);
-        assert!(lines[0].is_empty());
-        assert_eq!(lines[1].len(), MAX_LINE);
-        assert_eq!(lines[2], b"xxx".to_vec());
+        let (got, dropped) = split(&[b"\n", &long, b"\nexport A=1\n"]);
+        assert_eq!(
+            got,
+            vec![line(b""), Got::Dropped(MAX_LINE + 3), line(b"export A=1")]
+        );
+        assert_eq!(dropped, 1);
+    }
+
+    #[test]
+    fn no_piece_of_an_overlong_line_is_passed_on_however_it_arrives() {
+        let tail = b"export LD_PRELOAD=/tmp/x.so";
+        let mut text = vec![b'x'; MAX_LINE];
+        text.extend_from_slice(tail);
+        text.extend_from_slice(b"\nprint ok\n");
+        let length = MAX_LINE + tail.len();
+        for size in [1, 7, 4096, 8192, MAX_LINE, MAX_LINE + 1, text.len()] {
+            let chunks: Vec<&[u8]> = text.chunks(size).collect();
+            let (got, dropped) = split(&chunks);
+            assert_eq!(
+                got,
+                vec![Got::Dropped(length), line(b"print ok")],
+                "chunks of {size}"
+            );
+            assert_eq!(dropped, 1);
+        }
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_passes_and_one_byte_more_does_not() {
+        let exact = vec![b'x'; MAX_LINE];
+        let mut over = exact.clone();
+        over.push(b'y');
+        assert_eq!(split(&[&exact, b"\n"]).0, vec![Got::Line(exact.clone())]);
+        assert_eq!(split(&[&exact]).0, vec![Got::Line(exact.clone())]);
+        assert_eq!(split(&[&over, b"\n"]).0, vec![Got::Dropped(MAX_LINE + 1)]);
+        // An over-long last line without a newline is dropped at EOF.
+        assert_eq!(split(&[&over]).0, vec![Got::Dropped(MAX_LINE + 1)]);
+        assert_eq!(
+            split(&[&over, &over]).0,
+            vec![Got::Dropped(2 * MAX_LINE + 2)]
+        );
     }
 }

@@ -17,6 +17,7 @@ use nodeio::walk::Judge;
 use nodeio::{atomic, counter_file, prom};
 use serde::{Deserialize, Serialize};
 
+use crate::child::{Dropped, Stream};
 use crate::runner::Outcome;
 
 pub const STATE_FILE: &str = "metrics.json";
@@ -29,6 +30,9 @@ pub const BUCKETS: [f64; 13] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// The `stream` label values of `hookrun_lines_dropped_total`, in order.
+const STREAMS: [Stream; 2] = [Stream::Stdout, Stream::Stderr];
+
 /// How long to wait for another hookrun holding the metrics lock.
 pub const LOCK_WAIT: Duration = Duration::from_secs(1);
 
@@ -40,6 +44,8 @@ pub struct Record<'a> {
     pub outcome: Outcome,
     /// `None` for a hook that did not start: counted, not observed.
     pub elapsed: Option<Duration>,
+    /// Over-long output lines dropped whole (`child::MAX_LINE`).
+    pub dropped: Dropped,
 }
 
 /// Everything counted so far.
@@ -60,6 +66,10 @@ pub struct HookStats {
     pub runs: BTreeMap<String, u64>,
     #[serde(default)]
     pub duration: Histogram,
+    /// stream label (`stdout`, `stderr`) → over-long lines dropped whole.
+    /// Absent in state files of older versions: zero.
+    #[serde(default)]
+    pub lines_dropped: BTreeMap<String, u64>,
 }
 
 /// A duration histogram; `counts` are per bucket (not cumulative), the last one
@@ -116,6 +126,15 @@ impl State {
         if let Some(elapsed) = record.elapsed {
             stats.duration.observe(elapsed.as_secs_f64());
         }
+        for stream in STREAMS {
+            let dropped = record.dropped.of(stream);
+            if dropped > 0 {
+                *stats
+                    .lines_dropped
+                    .entry(stream.label().to_owned())
+                    .or_default() += dropped;
+            }
+        }
     }
 
     /// Runs of one hook with one outcome (0 if never seen).
@@ -164,6 +183,25 @@ impl State {
                 &h.counts,
                 h.sum,
             );
+        }
+        w.family(
+            "hookrun_lines_dropped_total",
+            prom::Kind::Counter,
+            "Hook output lines over 16 KiB dropped whole (never passed on in part), by phase, hook and stream.",
+        );
+        for (phase, hook, stats) in self.each_hook() {
+            for stream in STREAMS {
+                let dropped = stats
+                    .lines_dropped
+                    .get(stream.label())
+                    .copied()
+                    .unwrap_or(0);
+                w.sample(
+                    "hookrun_lines_dropped_total",
+                    &[("phase", phase), ("hook", hook), ("stream", stream.label())],
+                    dropped,
+                );
+            }
         }
         w.finish()
     }
@@ -278,7 +316,35 @@ mod tests {
             hook,
             outcome,
             elapsed: ms.map(Duration::from_millis),
+            dropped: Dropped::default(),
         }
+    }
+
+    #[test]
+    fn dropped_lines_are_counted_per_stream_and_old_state_files_still_load() {
+        let mut state = State::default();
+        let mut record = sample("10-a", Outcome::Ok, Some(1));
+        record.dropped = Dropped {
+            stdout: 2,
+            stderr: 0,
+        };
+        state.add(&record);
+        state.add(&record);
+        let text = state.render();
+        for line in [
+            r#"hookrun_lines_dropped_total{phase="prolog",hook="10-a",stream="stdout"} 4"#,
+            r#"hookrun_lines_dropped_total{phase="prolog",hook="10-a",stream="stderr"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        assert!(text.contains("# TYPE hookrun_lines_dropped_total counter\n"));
+        // A state file written before the counter existed.
+        let old = r#"{"version":1,"hooks":{"prolog":{"10-a":{"runs":{"ok":3}}}}}"#;
+        let old: State = serde_json::from_str(old).expect("old state loads");
+        assert_eq!(old.runs("prolog", "10-a", Outcome::Ok), 3);
+        assert!(old.render().contains(
+            r#"hookrun_lines_dropped_total{phase="prolog",hook="10-a",stream="stdout"} 0"#
+        ));
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! phase budget, and reports what happened to each. Deciding what the results
 //! mean for the job and the node is [`crate::app`]'s business.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use crate::child::{self, ChildSpec, Ending, Stream};
+use crate::child::{self, ChildSpec, Dropped, Ending, Output, Stream};
 use crate::discover::Hook;
 use crate::log::{self, Priority};
 use crate::phase::Phase;
@@ -94,9 +95,16 @@ pub struct PhaseReport {
     pub results: Vec<HookResult>,
     /// The termination signal that stopped the run, if any.
     pub interrupted: Option<i32>,
+    /// hook name → over-long output lines dropped (only hooks that had any).
+    pub lines_dropped: BTreeMap<String, Dropped>,
 }
 
 impl PhaseReport {
+    /// Over-long output lines of `hook` that were dropped whole.
+    pub fn dropped(&self, hook: &str) -> Dropped {
+        self.lines_dropped.get(hook).copied().unwrap_or_default()
+    }
+
     /// Required hooks that did not succeed, in run order.
     pub fn required_failures(&self) -> impl Iterator<Item = &HookResult> {
         self.results
@@ -142,6 +150,7 @@ pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals
         phase,
         results: Vec::with_capacity(hooks.len()),
         interrupted: None,
+        lines_dropped: BTreeMap::new(),
     };
     let mut stop_reason: Option<String> = None;
     for hook in hooks {
@@ -189,7 +198,10 @@ pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals
             "{} ({limit})",
             humantime::format_duration(round_ms(deadline - now))
         );
-        let result = run_hook(phase, hook, deadline, &allowed, limits, signals);
+        let (result, dropped) = run_hook(phase, hook, deadline, &allowed, limits, signals);
+        if dropped != Dropped::default() {
+            report.lines_dropped.insert(hook.name.clone(), dropped);
+        }
         log_result(phase, &result);
         let outcome = result.outcome;
         let failed_required = result.required && outcome.is_failure();
@@ -212,9 +224,9 @@ fn run_hook(
     allowed: &str,
     limits: Limits,
     signals: &Signals,
-) -> HookResult {
+) -> (HookResult, Dropped) {
     if let Some(why) = &hook.refused {
-        return HookResult {
+        let result = HookResult {
             name: hook.name.clone(),
             required: hook.required,
             outcome: Outcome::Failed,
@@ -222,12 +234,32 @@ fn run_hook(
             detail: format!("refusing to run it: {why}"),
             first_line: None,
         };
+        return (result, Dropped::default());
     }
     let mut first_stdout: Option<String> = None;
     let mut first_stderr: Option<String> = None;
     let mut stdout_error: Option<std::io::Error> = None;
     let protocol_channel = phase == Phase::TaskProlog;
-    let mut sink = |stream: Stream, line: &[u8]| {
+    let mut sink = |stream: Stream, output: Output<'_>| {
+        let line = match output {
+            Output::Line(line) => line,
+            Output::Dropped { bytes } => {
+                // Never a piece of it: the rest of a cut line would read as
+                // a line of its own (on the TaskProlog's stdout, possibly an
+                // instruction made of text the hook merely echoed).
+                log::hook(
+                    Priority::Warning,
+                    phase.name(),
+                    &hook.name,
+                    &format!(
+                        "dropped an over-long {} line ({bytes} bytes; the limit is {}): no part of it was passed on",
+                        stream.label(),
+                        child::MAX_LINE
+                    ),
+                );
+                return;
+            }
+        };
         let first = match stream {
             Stream::Stdout => &mut first_stdout,
             Stream::Stderr => &mut first_stderr,
@@ -256,11 +288,12 @@ fn run_hook(
         deadline,
         kill_grace: limits.kill_grace,
     };
-    let (outcome, elapsed, detail) = match child::run(&spec, signals, &mut sink) {
+    let (outcome, elapsed, detail, dropped) = match child::run_output(&spec, signals, &mut sink) {
         Err(error) => (
             Outcome::Failed,
             Duration::ZERO,
             format!("could not start {}: {error}", hook.path.display()),
+            Dropped::default(),
         ),
         Ok(finished) => {
             let (outcome, detail) = match finished.ending {
@@ -284,7 +317,7 @@ fn run_hook(
                     ),
                 ),
             };
-            (outcome, finished.elapsed, detail)
+            (outcome, finished.elapsed, detail, finished.dropped)
         }
     };
     if let Some(error) = stdout_error {
@@ -295,14 +328,15 @@ fn run_hook(
             &format!("failed to write TaskProlog protocol lines to stdout: {error}"),
         );
     }
-    HookResult {
+    let result = HookResult {
         name: hook.name.clone(),
         required: hook.required,
         outcome,
         elapsed: Some(elapsed),
         detail,
         first_line: first_stdout.or(first_stderr),
-    }
+    };
+    (result, dropped)
 }
 
 fn round_ms(duration: Duration) -> Duration {
@@ -394,6 +428,7 @@ mod tests {
                 result("40-d", true, Outcome::Skipped),
             ],
             interrupted: None,
+            lines_dropped: BTreeMap::new(),
         };
         let failed: Vec<_> = report
             .required_failures()

@@ -7,6 +7,7 @@ mod dispatch;
 mod epilog;
 mod health;
 mod journal;
+mod long_lines;
 mod metrics;
 mod prolog;
 mod task_prolog;
