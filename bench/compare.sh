@@ -52,7 +52,7 @@ QL=$WORK/bin/qoslane-after
   echo "| binary | hook | median ms | IQR ms | p95 ms | runs |"
   echo "|---|---|---:|---:|---:|---:|"
 } > "$OUT/compare.md"
-for case in "scontrol:QoS from the fixture scontrol" "env:QoS from SLURM_JOB_QOS"; do
+for case in "squeue:QoS from the fixture squeue" "env:QoS from SLURM_JOB_QOS"; do
   via=${case%%:*}
   for jobs in 1 64; do
     R=$WORK/node-$via-$jobs

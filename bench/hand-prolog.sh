@@ -7,17 +7,17 @@
 #
 # It does less than qoslane: no lock (concurrent Prologs race on the ToS), no
 # journal or rollback, no verify, no baseline for the Epilog, no fsync, no
-# metrics, no deadline on scontrol or smpquery (a hung controller hangs it).
+# metrics, no deadline on squeue or smpquery (a hung controller hangs it).
 #
 # Environment (so the bench can run it under a fixture root):
 #   HAND_ROOT      prefix of every node path ("" on a real node)
-#   HAND_SCONTROL  default /usr/bin/scontrol
+#   HAND_SQUEUE    default /usr/bin/squeue
 #   HAND_SMPQUERY  default /usr/sbin/smpquery
 root=${HAND_ROOT:-}
-scontrol=${HAND_SCONTROL:-/usr/bin/scontrol}
+squeue=${HAND_SQUEUE:-/usr/bin/squeue}
 smpquery=${HAND_SMPQUERY:-/usr/sbin/smpquery}
 
-qos=$("$scontrol" show job -o "$SLURM_JOB_ID" | grep -o ' QOS=[^ ]*' | cut -d= -f2)
+qos=$("$squeue" -h -j "$SLURM_JOB_ID" -o %q)
 case $qos in
   mission-critical) sl=3 vl=4 tos=106 ;;
   high) sl=2 vl=5 tos=74 ;;

@@ -17,7 +17,7 @@
 #   audit log, counters and the textfile are on a persistent disk).
 #
 # Each node gets ROOT/bench.env: the environment a Slurm Prolog would run
-# qoslane with (fixture scontrol, fixture smpquery, the root).
+# qoslane with (fixture squeue, fixture smpquery, the root).
 
 # The node layout, FIX, TOS, RMEM, BASE_TOS, BASE_RMEM and the rig lock.
 # shellcheck source=../scripts/lib/node.sh
@@ -74,7 +74,7 @@ bench_node() {
   cat > "$r/bench.env" <<ENV
 export QOSLANE_ROOT=$r
 export QOSLANE_SMPQUERY=$r/bin/smpquery
-export QOSLANE_SCONTROL=$FIX/bin/scontrol
+export QOSLANE_SQUEUE=$FIX/bin/squeue
 export QOSLANE_NO_JOURNAL=1
 export SLURMD_NODENAME=cn0001
 export SLURM_JOB_USER=alice
@@ -103,7 +103,7 @@ warm_cache() {
 }
 
 # populate ROOT N : N-1 other active jobs (ids 100001..), QoS spread over the
-# levels, granted through the Slurm 26.05 path (no scontrol).
+# levels, granted through the Slurm 26.05 path (no squeue).
 populate() {
   local r=$1 n=$2 j names
   mapfile -t names < <(python3 "$BENCH_REPO/bench/tools/qos_names.py" "$r/etc/qoslane/qos-network.yml")

@@ -37,10 +37,10 @@ hf health-probe "$QL health"
 check_audit health-probe "$R" "$from" health applied,unchanged --min "$PRUNS" >/dev/null || true
 record fabric "health (fresh probe: 3 real smpquery calls at once)" health-probe
 
-# Prolog with a probe: no cache before each run (QoS via the fixture scontrol).
+# Prolog with a probe: no cache before each run (QoS via the fixture squeue).
 from=$(alines "$R")
 hf prolog-probe-real --prepare "bash -c '$QL epilog; rm -f $R/run/qoslane/fabric.json'" "$QL prolog"
-check_audit prolog-probe-real "$R" "$from" prolog applied --source scontrol --min "$PRUNS" >/dev/null
+check_audit prolog-probe-real "$R" "$from" prolog applied --source squeue --min "$PRUNS" >/dev/null
 tail -1 "$R/var/log/qoslane/audit.jsonl" | grep -q '"source":"probe"' ||
   nok "prolog-probe-real: the last prolog's audit line does not show a probe"
 rss prolog-probe-real "$QL epilog; rm -f $R/run/qoslane/fabric.json" "$QL" prolog
@@ -51,8 +51,8 @@ record fabric "prolog, no fabric cache: probe with the real smpquery" prolog-pro
 "$QL" health >/dev/null 2>&1
 from=$(alines "$R")
 hf prolog-cached-real --prepare "$QL epilog" "$QL prolog"
-check_audit prolog-cached-real "$R" "$from" prolog applied --source scontrol --min "$PRUNS" >/dev/null
-record fabric "prolog on the ibsim node, fabric cache fresh (QoS from the fixture scontrol)" prolog-cached-real --target-ms 5
+check_audit prolog-cached-real "$R" "$from" prolog applied --source squeue --min "$PRUNS" >/dev/null
+record fabric "prolog on the ibsim node, fabric cache fresh (QoS from the fixture squeue)" prolog-cached-real --target-ms 5
 "$QL" epilog >/dev/null 2>&1
 
 # By hand, probing every time like qoslane without a cache.
@@ -63,6 +63,6 @@ record fabric "prolog on the ibsim node, fabric cache fresh (QoS from the fixtur
   else
     echo "FAIL hand-prolog-real" > "$OUT/raw/hand-prolog-real.check"; nok "hand-prolog-real"
   fi
-  record fabric "by hand: shell Prolog with the real smpquery (fixture scontrol)" hand-prolog-real )
+  record fabric "by hand: shell Prolog with the real smpquery (fixture squeue)" hand-prolog-real )
 echo "$BASE_TOS" > "$R$TOS"
 node_is_baseline "$R" || nok "fabric node not at baseline"

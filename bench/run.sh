@@ -120,11 +120,11 @@ if want hooks; then
   node_env "$R"
   warm_cache "$R"
 
-  # 22.05-25.11: the QoS from `scontrol show job` (the fixture scontrol, a sh script)
-  measure_prolog prolog-scontrol "$R" 7 hooks "prolog, fabric cache fresh, QoS from the fixture scontrol" scontrol 5
-  # 26.05+: SLURM_JOB_QOS in the Prolog's environment, no scontrol at all
-  ( export SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=high QOSLANE_SCONTROL=/nonexistent/scontrol
-    measure_prolog prolog-env "$R" 7 hooks "prolog, fabric cache fresh, QoS from SLURM_JOB_QOS (no scontrol)" env 5 )
+  # 22.05-25.11: the QoS from `squeue -o %q` (the fixture squeue, a sh script)
+  measure_prolog prolog-squeue "$R" 7 hooks "prolog, fabric cache fresh, QoS from the fixture squeue" squeue 5
+  # 26.05+: SLURM_JOB_QOS in the Prolog's environment, no squeue at all
+  ( export SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=high QOSLANE_SQUEUE=/nonexistent/squeue
+    measure_prolog prolog-env "$R" 7 hooks "prolog, fabric cache fresh, QoS from SLURM_JOB_QOS (no squeue)" env 5 )
   # no cache: every prolog probes the port (3 fixture smpquery processes)
   ( export SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=high
     from=$(alines "$R"); export SLURM_JOB_ID=7
@@ -151,7 +151,7 @@ if want hooks; then
   "$QL" epilog >/dev/null 2>&1
 
   # The same job done by hand: a shell Prolog (bench/hand-prolog.sh).
-  ( export HAND_ROOT=$R HAND_SCONTROL=$QOSLANE_SCONTROL HAND_SMPQUERY=$R/bin/smpquery SLURM_JOB_ID=7
+  ( export HAND_ROOT=$R HAND_SQUEUE=$QOSLANE_SQUEUE HAND_SMPQUERY=$R/bin/smpquery SLURM_JOB_ID=7
     hf hand-prolog "/bin/sh $REPO/bench/hand-prolog.sh"
     if [ "$(cat "$R$TOS")" = 74 ] && grep -q 'job=7 qos=high sl=2 vl=5 tos=74' "$R/var/log/qos-prolog.log"; then
       echo "ok hand-prolog set ToS 74 and logged job=7 qos=high sl=2 vl=5" > "$OUT/raw/hand-prolog.check"
@@ -159,7 +159,7 @@ if want hooks; then
       echo "FAIL hand-prolog did not do the job" > "$OUT/raw/hand-prolog.check"; nok "hand-prolog"
     fi
     rss hand-prolog "" /bin/sh "$REPO/bench/hand-prolog.sh"
-    record hooks "by hand: shell Prolog (fixture scontrol | grep, fixture smpquery | awk, echo > ToS, log line)" hand-prolog )
+    record hooks "by hand: shell Prolog (fixture squeue, fixture smpquery | awk, echo > ToS, log line)" hand-prolog )
   echo "$BASE_TOS" > "$R$TOS"
 
   # A shared node whose running jobs keep every core busy: one busy loop per
@@ -262,7 +262,7 @@ fi
 if want storm; then
   bsay "section storm: 256 jobs' prolog+epilog pairs at once on one node"
   rustc -O --edition 2021 bench/tools/storm.rs -o "$WORK/bin/storm"
-  for via in env scontrol; do
+  for via in env squeue; do
     R=$WORK/storm-$via
     bench_node "$R" 4 5 1 "$REPO/examples/qos-network.yml"
     node_env "$R"

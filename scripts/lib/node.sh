@@ -25,7 +25,7 @@
 # measuring to bench/lib.sh (`check_audit`).
 
 NODE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# The committed stand-ins (fake smpquery, scontrol) and captured answers.
+# The committed stand-ins (fake smpquery, squeue) and captured answers.
 FIX=$NODE_REPO/crates/qoslane/tests/fixtures
 # The node settings the fixture mappings change, and their baseline values.
 TOS=/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos

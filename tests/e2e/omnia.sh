@@ -286,7 +286,7 @@ check "high job: UCX_IB_SL=2" eq "$(env_of "$j" UCX_IB_SL)" 2
 check "high job: NCCL_IB_SL=2" eq "$(env_of "$j" NCCL_IB_SL)" 2
 check "high job: MV2_DEFAULT_SERVICE_LEVEL=2" eq "$(env_of "$j" MV2_DEFAULT_SERVICE_LEVEL)" 2
 check "high job: QOSLANE_LEVEL=high" eq "$(env_of "$j" QOSLANE_LEVEL)" high
-check "high job: prolog audited (qos from scontrol)" eq "$(audit prolog qos "$j")/$(audit prolog qos_source "$j")/$(audit prolog level "$j")" high/scontrol/high
+check "high job: prolog audited (qos from squeue)" eq "$(audit prolog qos "$j")/$(audit prolog qos_source "$j")/$(audit prolog level "$j")" high/squeue/high
 epilog_audited() { [ "$(audit epilog job_id "$1")" = "$1" ]; }
 check "high job: epilog audited" poll 30 "epilog audited for job $j" epilog_audited "$j"
 check "high job: Omnia's logout_user.sh ran under hookrun" grep -qx "$j" "$WORK/out/logout_user.log"

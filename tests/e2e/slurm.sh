@@ -71,7 +71,7 @@ check "high job: QOSLANE_LEVEL=high" eq "$(env_of "$j" QOSLANE_LEVEL)" high
 check "high job: rmem_max applied while it runs" eq "$(settings)" "$BASE_TOS 8388608"
 release "$j"; poll 60 "job $j done" is_gone "$j"
 poll 10 "epilog audited" test "$(audit_of "$R" "$j" epilog outcome)" = reverted
-check "high job: audit prolog qos from scontrol" eq "$(audit_of "$R" "$j" prolog qos)/$(audit_of "$R" "$j" prolog qos_source)" high/scontrol
+check "high job: audit prolog qos from squeue" eq "$(audit_of "$R" "$j" prolog qos)/$(audit_of "$R" "$j" prolog qos_source)" high/squeue
 check "high job: audit prolog applied" eq "$(audit_of "$R" "$j" prolog outcome)" applied
 check "high job: baseline after it ends" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
 

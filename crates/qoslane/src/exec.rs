@@ -1,4 +1,4 @@
-//! Running an external program (scontrol, smpquery): absolute path, no shell,
+//! Running an external program (squeue, smpquery): absolute path, no shell,
 //! no PATH lookup, its own process group, killed when the deadline passes.
 
 use std::io::Read;

@@ -82,7 +82,7 @@ fn main() -> ExitCode {
         audit_log: env("QOSLANE_AUDIT_LOG"),
         textfile_dir: env("QOSLANE_TEXTFILE_DIR"),
         smpquery: env("QOSLANE_SMPQUERY"),
-        scontrol: env("QOSLANE_SCONTROL"),
+        squeue: env("QOSLANE_SQUEUE"),
     });
     qoslane::log::init(&paths);
     let timeout = cli

@@ -16,7 +16,7 @@ pub mod defaults {
     pub const SYSFS_IB: &str = "sys/class/infiniband";
     /// Programs are absolute and never rerooted: Slurm hooks have no PATH.
     pub const SMPQUERY: &str = "/usr/sbin/smpquery";
-    pub const SCONTROL: &str = "/usr/bin/scontrol";
+    pub const SQUEUE: &str = "/usr/bin/squeue";
 }
 
 /// The node lock's name in the run directory.
@@ -35,7 +35,8 @@ pub struct Paths {
     pub audit_log: PathBuf,
     pub textfile_dir: PathBuf,
     pub smpquery: PathBuf,
-    pub scontrol: PathBuf,
+    /// `squeue`: where the QoS comes from when slurmd does not pass it.
+    pub squeue: PathBuf,
 }
 
 /// Explicit overrides, from flags or the environment.
@@ -46,7 +47,7 @@ pub struct Overrides {
     pub audit_log: Option<PathBuf>,
     pub textfile_dir: Option<PathBuf>,
     pub smpquery: Option<PathBuf>,
-    pub scontrol: Option<PathBuf>,
+    pub squeue: Option<PathBuf>,
 }
 
 impl Paths {
@@ -60,7 +61,7 @@ impl Paths {
             audit_log: o.audit_log.unwrap_or_else(|| at(defaults::AUDIT_LOG)),
             textfile_dir: o.textfile_dir.unwrap_or_else(|| at(defaults::TEXTFILE_DIR)),
             smpquery: o.smpquery.unwrap_or_else(|| defaults::SMPQUERY.into()),
-            scontrol: o.scontrol.unwrap_or_else(|| defaults::SCONTROL.into()),
+            squeue: o.squeue.unwrap_or_else(|| defaults::SQUEUE.into()),
             root,
         }
     }

@@ -1,6 +1,6 @@
 //! `qoslane prolog` and `qoslane epilog`: grant and release a job's level.
 //!
-//! Prolog: job id → mapping → QoS (env, scontrol, default) → level → fabric
+//! Prolog: job id → mapping → QoS (env, squeue, default) → level → fabric
 //! check → lock → transaction (record + node settings) → audit → metrics.
 //! Epilog: job id → lock → the job's record → transaction (remove record,
 //! settings follow the remaining jobs) → audit → metrics.
@@ -73,7 +73,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
         ctx.context.as_deref(),
         env_qos.as_deref(),
         job,
-        &ctx.paths.scontrol,
+        &ctx.paths.squeue,
         &s.deadline,
     );
     if let Some(note) = &q.note {

@@ -1,10 +1,16 @@
-//! Which QoS a job runs under, and how we know.
+//! Which QoS a job runs under, and how we know — decided so that no text a
+//! user chooses can pick the answer or which source is asked.
 //!
-//! Slurm 26.05+ passes `SLURM_JOB_QOS` to the node Prolog/Epilog from the
-//! signed credential. Before that, the Prolog asks the controller with
-//! `scontrol show job -o ID` under the run's deadline; when that fails the job
-//! gets the default level. The TaskProlog never looks here: its environment
-//! is the user's.
+//! 1. `SLURM_JOB_QOS` in a `prolog_slurmd`/`epilog_slurmd` context: Slurm
+//!    26.05+ passes it from the signed credential (zero controller RPCs).
+//! 2. Otherwise `squeue -h -j ID -o %q` (`QOSLANE_SQUEUE`, absolute path,
+//!    half the run's deadline): it prints the QoS alone, one line per job
+//!    component, so the job name, comment, work dir or submit line — user
+//!    text that `scontrol show job` mixes into its output — never reach the
+//!    parser.
+//! 3. Otherwise the default level, with a note saying why.
+//!
+//! The TaskProlog never looks here: its environment is the user's.
 
 use std::path::Path;
 
@@ -18,6 +24,8 @@ use crate::exec;
 #[serde(rename_all = "lowercase")]
 pub enum QosSource {
     Env,
+    Squeue,
+    /// Records and audit lines written before Stage 2 (read, never made).
     Scontrol,
     Default,
 }
@@ -37,7 +45,7 @@ pub fn resolve(
     context: Option<&str>,
     env_qos: Option<&str>,
     job: JobId,
-    scontrol: &Path,
+    squeue: &Path,
     deadline: &Deadline,
 ) -> JobQos {
     if let (Some(ctx), Some(q)) = (context, env_qos)
@@ -58,16 +66,37 @@ pub fn resolve(
     };
     // At most half the run's time: the level must still be applied after a
     // slow controller (FACTS: seconds when slurmctld is busy).
-    match exec::run(scontrol, &["show", "job", "-o", &id], &deadline.half()) {
-        Err(e) => fallback(format!("scontrol: {e}")),
-        Ok(out) => match parse_scontrol_qos(&String::from_utf8_lossy(&out.stdout)) {
+    match exec::run(squeue, &["-h", "-j", &id, "-o", "%q"], &deadline.half()) {
+        Err(e) => fallback(format!("squeue: {e}")),
+        Ok(out) => match parse_squeue_qos(&String::from_utf8_lossy(&out.stdout)) {
             Ok(q) => JobQos {
                 qos: Some(q),
-                source: QosSource::Scontrol,
+                source: QosSource::Squeue,
                 note: None,
             },
-            Err(why) => fallback(format!("scontrol show job {id}: {why}")),
+            Err(why) => fallback(format!("squeue -j {id} -o %q: {why}")),
         },
+    }
+}
+
+/// The output of `squeue -h -j ID -o %q`: the QoS, one line per job
+/// component (a heterogeneous job has several), all equal. Anything else —
+/// no line, lines that disagree, a line that is not a QoS name — is an
+/// error, and the job gets the default level.
+pub fn parse_squeue_qos(output: &str) -> Result<String, String> {
+    let mut lines = output.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().ok_or("no output (the job is not known)")?;
+    if let Some(other) = lines.find(|l| *l != first) {
+        return Err(format!(
+            "components disagree (`{}` and `{}`)",
+            first.escape_debug(),
+            other.escape_debug()
+        ));
+    }
+    match first {
+        "(null)" => Err("QoS (null): accounting is not enforcing QoS".into()),
+        q if is_qos_name(q) => Ok(q.to_owned()),
+        q => Err(format!("`{}` is not a QoS name", q.escape_debug())),
     }
 }
 
@@ -79,143 +108,43 @@ fn is_qos_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// The `QOS=` field of `scontrol show job -o ID`.
-///
-/// Values of other fields may hold spaces, newlines and user text
-/// (`JobName=`, `Comment=`, `Command=`, `WorkDir=`), so a user could write
-/// ` QOS=x` into one, even on a line of its own. No line is therefore taken
-/// to be a whole record: everything from the first line starting with
-/// `JobId=` to the end is one text. When `QOS=` occurs more than once, only
-/// occurrences at its fixed place — right after `Account=…` and right before
-/// ` JobState=` — count, and they must all agree (a heterogeneous job prints
-/// one record per component); anything else is ambiguous and the job gets the
-/// default level, never a level it named itself. Sound because the real field
-/// is always there and always at its place.
-pub fn parse_scontrol_qos(output: &str) -> Result<String, String> {
-    let start = std::iter::once(0)
-        .chain(output.match_indices('\n').map(|(i, _)| i + 1))
-        .find(|&i| output[i..].starts_with("JobId="))
-        .ok_or("no `JobId=` line in the output")?;
-    let text = &output[start..];
-    let values: Vec<(usize, &str)> = field_starts(text, "QOS=")
-        .map(|i| {
-            let value = text[i + 4..]
-                .split(|c: char| c.is_ascii_whitespace())
-                .next();
-            (i, value.unwrap_or(""))
-        })
-        .collect();
-    let chosen: Vec<&str> = if values.len() == 1 {
-        vec![values[0].1]
-    } else {
-        values
-            .iter()
-            .filter(|(i, v)| {
-                let before = &text[..*i];
-                let after = &text[i + 4 + v.len()..];
-                after.starts_with(" JobState=")
-                    && before
-                        .trim_end()
-                        .rsplit(|c: char| c.is_ascii_whitespace())
-                        .next()
-                        .is_some_and(|f| f.starts_with("Account=") && f.len() > "Account=".len())
-            })
-            .map(|(_, v)| *v)
-            .collect()
-    };
-    let agreed = chosen.first().filter(|q| chosen.iter().all(|c| c == *q));
-    match agreed {
-        None if values.is_empty() => Err("no `QOS=` field".into()),
-        Some(q) if *q == "(null)" => Err("QOS=(null): accounting is not enforcing QoS".into()),
-        Some(q) if is_qos_name(q) => Ok((*q).to_owned()),
-        Some(q) => Err(format!("`QOS={}` is not a QoS name", q.escape_debug())),
-        None => Err(format!(
-            "`QOS=` appears {} times and its place is ambiguous",
-            values.len()
-        )),
-    }
-}
-
-/// Byte offsets where `KEY=` begins a field: at the start of the text or
-/// after whitespace.
-fn field_starts<'a>(line: &'a str, key: &'a str) -> impl Iterator<Item = usize> + 'a {
-    line.match_indices(key)
-        .map(|(i, _)| i)
-        .filter(move |&i| i == 0 || line.as_bytes()[i - 1].is_ascii_whitespace())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Captured from `scontrol show job -o` on Slurm 22.05.8.
-    const REAL: &str = "JobId=7 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=10000 Nice=0 Account=rigacct QOS=high JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A SubmitTime=2026-11-29T10:00:00 EligibleTime=2026-11-29T10:00:00 AccrueTime=2026-11-29T10:00:00 StartTime=2026-11-29T10:00:00 EndTime=Unknown Deadline=N/A SuspendTime=None SecsPreSuspend=0 LastSchedEval=2026-11-29T10:00:00 Scheduler=Main Partition=debug AllocNode:Sid=node:1 ReqNodeList=(null) ExcNodeList=(null) NodeList=node BatchHost=node NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp StdErr=/tmp/slurm-7.out StdIn=/dev/null StdOut=/tmp/slurm-7.out Power=\n";
-
     #[test]
-    fn reads_the_qos_of_a_real_line() {
-        assert_eq!(parse_scontrol_qos(REAL).unwrap(), "high");
-    }
-
-    #[test]
-    fn a_job_name_with_spaces_and_a_fake_qos_cannot_spoof() {
-        let spoof = REAL.replace("JobName=wrap", "JobName=my QOS=mission-critical job");
-        assert_eq!(parse_scontrol_qos(&spoof).unwrap(), "high");
-        let spoof2 = REAL.replace(
-            "WorkDir=/tmp",
-            "WorkDir=/tmp/a QOS=mission-critical JobState=x",
-        );
-        assert_eq!(parse_scontrol_qos(&spoof2).unwrap(), "high");
-        let clever = REAL.replace(
-            "JobName=wrap",
-            "JobName=x Account=a QOS=mission-critical JobState=R",
-        );
+    fn squeue_prints_the_qos_alone() {
+        assert_eq!(parse_squeue_qos("high\n").unwrap(), "high");
+        assert_eq!(parse_squeue_qos("high\nhigh\n").unwrap(), "high", "het job");
         assert!(
-            parse_scontrol_qos(&clever).is_err(),
-            "ambiguous output must not pick a level"
-        );
-    }
-
-    /// Regression (issue 8, reliability review): a job name holding a
-    /// newline made the first physical line a complete-looking record whose
-    /// only `QOS=` was the user's (`sbatch -J $'x Account=a QOS=… JobState=R\n…'`).
-    #[test]
-    fn a_job_name_with_a_newline_cannot_spoof() {
-        let spoof = REAL.replace(
-            "JobName=wrap",
-            "JobName=x Account=a QOS=mission-critical JobState=R\nrest",
-        );
-        assert!(parse_scontrol_qos(&spoof).is_err(), "must not pick a level");
-        let spoof = REAL.replace("JobName=wrap", "JobName=x\nQOS=mission-critical");
-        assert_eq!(parse_scontrol_qos(&spoof).unwrap(), "high");
-        let same = REAL.replace(
-            "JobName=wrap",
-            "JobName=x Account=a QOS=high JobState=R\nrest",
-        );
-        assert_eq!(parse_scontrol_qos(&same).unwrap(), "high");
-    }
-
-    #[test]
-    fn a_heterogeneous_job_agrees_or_falls_back() {
-        let two = format!("{}{}", REAL, REAL.replace("JobId=7", "JobId=8"));
-        assert_eq!(parse_scontrol_qos(&two).unwrap(), "high");
-        let differ = format!(
-            "{}{}",
-            REAL,
-            REAL.replace("JobId=7", "JobId=8")
-                .replace("QOS=high", "QOS=low")
-        );
-        assert!(parse_scontrol_qos(&differ).is_err());
-    }
-
-    #[test]
-    fn null_missing_and_garbage() {
-        assert!(
-            parse_scontrol_qos(&REAL.replace("QOS=high", "QOS=(null)"))
+            parse_squeue_qos("high\nlow\n")
                 .unwrap_err()
-                .contains("(null)")
+                .contains("disagree")
         );
-        assert!(parse_scontrol_qos(&REAL.replace("QOS=high", "QOSX=high")).is_err());
-        assert!(parse_scontrol_qos("slurm_load_jobs error: Invalid job id specified\n").is_err());
-        assert!(parse_scontrol_qos("").is_err());
+        assert!(parse_squeue_qos("").is_err());
+        assert!(
+            parse_squeue_qos("(null)\n")
+                .unwrap_err()
+                .contains("accounting")
+        );
+        assert!(
+            parse_squeue_qos("a b\n")
+                .unwrap_err()
+                .contains("not a QoS name")
+        );
+        assert!(parse_squeue_qos("slurm_load_jobs error: Invalid job id specified\n").is_err());
+    }
+
+    #[test]
+    fn env_only_in_slurmd_contexts() {
+        let d = Deadline::after(std::time::Duration::from_millis(10));
+        let job = JobId::parse("1").unwrap();
+        let none = Path::new("/nonexistent/squeue");
+        let q = resolve(Some("prolog_slurmd"), Some("high"), job, none, &d);
+        assert_eq!((q.qos.as_deref(), q.source), (Some("high"), QosSource::Env));
+        let q = resolve(Some("prolog_task"), Some("high"), job, none, &d);
+        assert_eq!(q.source, QosSource::Default, "the user's environment");
+        let q = resolve(None, Some("high"), job, none, &d);
+        assert_eq!(q.source, QosSource::Default);
     }
 }

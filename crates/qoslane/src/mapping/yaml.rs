@@ -113,10 +113,17 @@ impl<'a> Positions<'a> {
 
     /// 1-based line and column (in characters) of the char at byte `at`. A
     /// leading byte order mark is invisible in an editor: not a column.
+    ///
+    /// Two binary searches, never a scan of the line: a one-line file of a
+    /// megabyte has a span every few bytes, and counting the characters from
+    /// the line's start for each made parsing it quadratic (issue 12).
     fn line_col(&self, at: usize) -> (usize, usize) {
         let line = self.line_starts.partition_point(|&s| s <= at);
         let start = self.line_starts[line - 1];
-        let mut col = self.src[start..at].chars().count() + 1;
+        let mut col = match &self.char_bytes {
+            None => at - start,
+            Some(v) => v.partition_point(|&b| b < at) - v.partition_point(|&b| b < start),
+        } + 1;
         if line == 1 && at > 0 && self.src.starts_with('\u{feff}') {
             col -= 1;
         }

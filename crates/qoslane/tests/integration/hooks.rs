@@ -44,7 +44,7 @@ fn each_qos_gets_its_own_level_exports_and_settings() {
         assert_eq!(ex.get("NCCL_IB_TC").map(String::as_str), tc);
         let a = n.last_audit("prolog");
         assert_eq!(a["qos"], qos);
-        assert_eq!(a["qos_source"], "scontrol");
+        assert_eq!(a["qos_source"], "squeue");
         assert_eq!(a["service_level"].to_string(), sl);
         assert_eq!(a["outcome"], "applied");
         ok(&n.epilog(7));
@@ -85,7 +85,7 @@ fn slurm_job_qos_is_trusted_only_in_a_slurmd_context() {
         (a["qos"].as_str(), a["qos_source"].as_str()),
         (Some("high"), Some("env"))
     );
-    // Without the context the variable is ignored and scontrol asked.
+    // Without the context the variable is ignored and squeue asked.
     ok(&n.run(
         &["prolog"],
         &[
@@ -97,7 +97,7 @@ fn slurm_job_qos_is_trusted_only_in_a_slurmd_context() {
     let a = n.last_audit("prolog");
     assert_eq!(
         (a["qos"].as_str(), a["qos_source"].as_str()),
-        (Some("low"), Some("scontrol"))
+        (Some("low"), Some("squeue"))
     );
 }
 
@@ -135,14 +135,14 @@ fn context_dispatch_runs_each_hook() {
 }
 
 #[test]
-fn scontrol_failing_or_hanging_falls_back_to_the_default_within_the_deadline() {
+fn squeue_failing_or_hanging_falls_back_to_the_default_within_the_deadline() {
     let n = Node::new();
     let out = n.run(
         &["prolog"],
         &[
             ("SLURM_JOB_ID", "21"),
             ("FAKE_QOS", "high"),
-            ("FAKE_SCONTROL_FAIL", "1"),
+            ("FAKE_SQUEUE_FAIL", "1"),
         ],
     );
     ok(&out);
@@ -165,7 +165,7 @@ fn scontrol_failing_or_hanging_falls_back_to_the_default_within_the_deadline() {
         &[
             ("SLURM_JOB_ID", "22"),
             ("FAKE_QOS", "high"),
-            ("FAKE_SCONTROL_SLEEP", "30"),
+            ("FAKE_SQUEUE_SLEEP", "30"),
             ("QOSLANE_TIMEOUT_MS", "700"),
         ],
     );
@@ -179,16 +179,26 @@ fn scontrol_failing_or_hanging_falls_back_to_the_default_within_the_deadline() {
     assert_eq!(a["qos_source"], "default", "{a}\n{}", stderr(&out));
 }
 
+/// The QoS query prints the QoS alone (`squeue -o %q`): whatever the job's
+/// name, comment or directory hold, the level follows the QoS Slurm has.
 #[test]
-fn scontrol_output_with_a_spoofed_qos_in_the_job_name_is_not_believed() {
+fn user_text_never_reaches_the_qos_query() {
     let n = Node::new();
-    let line = "JobId=30 JobName=x Account=a QOS=mission-critical JobState=R UserId=u(1) Account=rig QOS=low JobState=RUNNING";
     ok(&n.run(
         &["prolog"],
-        &[("SLURM_JOB_ID", "30"), ("FAKE_SCONTROL_LINE", line)],
+        &[
+            ("SLURM_JOB_ID", "30"),
+            ("FAKE_QOS", "low"),
+            ("SLURM_JOB_NAME", "x QOS=mission-critical"),
+            ("SLURM_JOB_COMMENT", "QOS=mission-critical"),
+        ],
     ));
     let a = n.last_audit("prolog");
-    assert_ne!(a["level"], "mission-critical", "{a}");
+    assert_eq!(
+        (a["level"].as_str(), a["qos_source"].as_str()),
+        (Some("low"), Some("squeue")),
+        "{a}"
+    );
 }
 
 #[test]

@@ -382,11 +382,7 @@ impl Node {
         };
         n.write(TOS, "0\n");
         n.write("/etc/qoslane/qos-network.yml", mapping);
-        n.script(
-            "scontrol",
-            "#!/bin/sh\n\
-             echo \"JobId=$4 JobName=t UserId=alice(1000) Account=rig QOS=$FAKE_QOS JobState=RUNNING\"\n",
-        );
+        n.script("squeue", "#!/bin/sh\necho \"$FAKE_QOS\"\n");
         n
     }
 
@@ -464,7 +460,7 @@ impl Node {
         let mut c = Command::new(BIN);
         c.env_clear()
             .env("QOSLANE_ROOT", self.root())
-            .env("QOSLANE_SCONTROL", self.root().join("scontrol"))
+            .env("QOSLANE_SQUEUE", self.root().join("squeue"))
             .env("QOSLANE_SMPQUERY", self.root().join("smpquery"))
             .env("QOSLANE_NO_JOURNAL", "1")
             .args(args)

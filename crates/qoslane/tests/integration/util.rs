@@ -125,7 +125,7 @@ impl Node {
         let mut c = Command::new(BIN);
         c.env_clear()
             .env("QOSLANE_ROOT", self.root())
-            .env("QOSLANE_SCONTROL", fixture_bin("scontrol"))
+            .env("QOSLANE_SQUEUE", fixture_bin("squeue"))
             .env("QOSLANE_NO_JOURNAL", "1")
             .args(args);
         for (k, v) in env {

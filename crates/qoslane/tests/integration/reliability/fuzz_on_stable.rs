@@ -1,4 +1,4 @@
-//! The fuzz bodies on stable: the libFuzzer targets of `fuzz/` (scontrol_qos,
+//! The fuzz bodies on stable: the libFuzzer targets of `fuzz/` (squeue_qos,
 //! smpquery, job_record) check what `fuzz/src/*.rs` says; the same checks run
 //! here on every test run, fed by proptest and by mutations of captured real
 //! outputs (fuzz/README.md). proptest's saved failures are in
@@ -6,10 +6,10 @@
 
 #[path = "../../../fuzz/src/job_record.rs"]
 mod fuzz_job_record;
-#[path = "../../../fuzz/src/scontrol.rs"]
-mod fuzz_scontrol;
 #[path = "../../../fuzz/src/smpquery.rs"]
 mod fuzz_smpquery;
+#[path = "../../../fuzz/src/squeue.rs"]
+mod fuzz_squeue;
 
 use proptest::prelude::*;
 
@@ -94,7 +94,7 @@ fn record_json() -> impl Strategy<Value = String> {
     (prop::collection::vec((name, value), 0..6), 1..5u32).prop_map(|(exports, job)| {
         serde_json::json!({
             "job_id": job, "time": "t", "user": "alice", "qos": "high",
-            "qos_source": "scontrol", "level": "high", "rank": 1,
+            "qos_source": "squeue", "level": "high", "rank": 1,
             "service_level": 2, "virtual_lane": 2, "traffic_class": null,
             "settings": [], "exports": exports, "mapping_sha256": "x"
         })
@@ -113,15 +113,16 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
+    /// Whatever text a user could write, squeue's output of QoS names is
+    /// believed only when every line is the same name.
     #[test]
-    fn scontrol_user_fields_never_spoof(n in spoof_text(), c in spoof_text(), w in spoof_text()) {
-        fuzz_scontrol::check_spoof(&n, &c, &w);
-        fuzz_scontrol::check_output(&fuzz_scontrol::real_line(&n, &c, &w));
+    fn squeue_output_is_the_qos_or_nothing(lines in prop::collection::vec(spoof_text(), 0..4)) {
+        fuzz_squeue::check_output(&lines.join("\n"));
     }
 
     #[test]
-    fn scontrol_any_output(s in any::<String>()) {
-        fuzz_scontrol::check(s.as_bytes());
+    fn squeue_any_output(s in any::<String>()) {
+        fuzz_squeue::check(s.as_bytes());
     }
 
     #[test]
@@ -154,14 +155,10 @@ fn captured_outputs_parse_and_roundtrip() {
     fuzz_smpquery::check_roundtrip(&[]);
 }
 
-/// The fuzzer's first finding, by construction (the review found it
-/// first): a newline in the job name split the record.
+/// What scontrol's newline spoof became: two squeue lines that disagree
+/// are no QoS at all (the job gets the default level).
 #[test]
-fn regression_scontrol_newline_in_job_name() {
-    fuzz_scontrol::check_spoof(
-        "x Account=a QOS=mission-critical JobState=R\nrest",
-        "",
-        "/tmp",
-    );
-    fuzz_scontrol::check(b"x Account=a QOS=mission-critical JobState=R\n\x1f\x1f/tmp");
+fn regression_two_lines_that_disagree_are_no_qos() {
+    fuzz_squeue::check(b"low\nmission-critical\n");
+    assert!(qoslane::job::qos::parse_squeue_qos("low\nmission-critical\n").is_err());
 }

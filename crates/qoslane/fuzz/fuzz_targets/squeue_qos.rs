@@ -1,11 +1,11 @@
-//! Fuzz target `scontrol_qos`: the checks are in `src/scontrol.rs` (shared with the
+//! Fuzz target `squeue_qos`: the checks are in `src/squeue.rs` (shared with the
 //! stable test suite, `tests/integration/reliability/fuzz_on_stable.rs`).
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../src/scontrol.rs"]
+#[path = "../src/squeue.rs"]
 mod body;
 
 fuzz_target!(|data: &[u8]| body::check(data));
