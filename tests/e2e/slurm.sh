@@ -80,6 +80,17 @@ out=$(timeout 60 /usr/bin/srun --qos=low /usr/bin/env)
 check "srun low: UCX_IB_SL=1" eq "$(printf '%s\n' "$out" | sed -n 's/^UCX_IB_SL=//p')" 1
 check "srun low: QOSLANE_LEVEL=low" eq "$(printf '%s\n' "$out" | sed -n 's/^QOSLANE_LEVEL=//p')" low
 
+say "case: user text cannot move a job to another level (default normal ranks above low)"
+mkdir -p "$WORK/d QOS=high"; chmod 0777 "$WORK/d QOS=high"
+spoofs=(--comment " QOS=mission-critical" -J "x QOS=mission-critical" -D "$WORK/d QOS=high" -J $'x Account=a QOS=mission-critical JobState=R\nrest')
+for ((i = 0; i < ${#spoofs[@]}; i += 2)); do
+  j=$(submit low "${spoofs[i]}" "${spoofs[i+1]}")
+  poll 60 "spoof $((i / 2 + 1)) job $j running" is_running "$j"
+  check "spoof $((i / 2 + 1)) (${spoofs[i]}): level low, SL 1" eq "$(env_of "$j" QOSLANE_LEVEL)/$(env_of "$j" UCX_IB_SL)" low/1
+  release "$j"; poll 60 "job $j done" is_gone "$j"
+  check "spoof $((i / 2 + 1)): audit says squeue gave low" eq "$(audit_of "$R" "$j" prolog qos)/$(audit_of "$R" "$j" prolog qos_source)" low/squeue
+done
+
 say "case: a QoS no level lists gets the default level"
 j=$(submit scavenger)
 poll 60 "job $j running" is_running "$j"
@@ -102,7 +113,7 @@ check "low again: back to low's settings" eq "$(settings)" "$BASE_TOS 1048576"
 release "$jl"; poll 60 "low done" is_gone "$jl"
 poll 10 "low epilog audited" test "$(audit_of "$R" "$jl" epilog outcome)" = reverted
 check "idle: baseline" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
-check "site epilog hook ran for every job" eq "$(sort -u "$R/out/logout_user.log" | grep -c .)" 5
+check "site epilog hook ran for every job" eq "$(sort -u "$R/out/logout_user.log" | grep -c .)" 9
 
 # ------------------------------------------------------------ failures
 say "case: a failing required hook under requeue: job held, node in service"
