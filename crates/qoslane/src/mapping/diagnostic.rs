@@ -121,7 +121,7 @@ impl Diagnostic {
         if let Some(help) = &self.help {
             group = group.element(Level::HELP.message(help.as_str()));
         }
-        out.push_str(&Renderer::plain().render(&[group]));
+        out.push_str(&excerpt.renumber(Renderer::plain().render(&[group])));
         out.push('\n');
         out
     }
@@ -144,7 +144,10 @@ pub fn render_all(diagnostics: &[Diagnostic], file: &str, source: &str) -> Strin
         .map(|d| d.render_in(file, &lines))
         .collect();
     if let Some(rest) = diagnostics.get(MAX_RENDERED..).filter(|r| !r.is_empty()) {
-        let errors = rest.iter().filter(|d| d.severity == Severity::Error).count();
+        let errors = rest
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
         let warnings = rest.len() - errors;
         let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
         out.push_str(&format!(
@@ -202,19 +205,33 @@ const LONG_LINE: usize = 4096;
 const WINDOW: usize = 1024;
 
 /// The source text a diagnostic's snippet is rendered from: the lines its
-/// spans are on, numbered as in the file, and nothing else. The renderer
-/// shows only annotated lines (`fold`) and `...` for a gap of two lines or
-/// more, so a gap is kept as that many empty lines (a gap of one line is
-/// shown, so it is kept as it is). A line longer than [`LONG_LINE`] is cut
-/// to [`WINDOW`] bytes either side of its annotations, `...` marking a cut
-/// (spaces where only whitespace was cut, so that the renderer still trims
+/// spans are on and nothing else.
+///
+/// The renderer shows only annotated lines (`fold`), the one line between
+/// two of them when there is exactly one, and `...` for a longer gap. So a
+/// gap of one line is kept as it is, and a longer one becomes two empty
+/// lines; the renderer then numbers the lines after such a gap too low, so
+/// its output is renumbered ([`Self::renumber`]). The numbering is chosen to
+/// end at the real number of the last line: the gutter has the width the
+/// whole file would give it. A line longer than [`LONG_LINE`] is cut to
+/// [`WINDOW`] bytes either side of its annotations, `...` marking a cut
+/// (spaces where only indentation was cut, so that the renderer still trims
 /// it as indentation).
+///
+/// What is rendered is what the whole source rendered before (the unit tests
+/// compare both), except for a snippet of a long line and another line: the
+/// renderer aligns the lines it shows, and the long line's window no longer
+/// aligns with the other line.
 struct Excerpt {
     text: String,
+    /// The number the renderer gives the first line of `text`.
     line_start: usize,
     /// Per kept line: its byte range in the source, the part of it kept
     /// (`from` onwards), and where that part starts in `text`.
     kept: Vec<Kept>,
+    /// When a gap was shortened: (number in the excerpt, number in the
+    /// file) of every line the renderer may show, in order.
+    numbers: Option<Vec<(usize, usize)>>,
 }
 
 struct Kept {
@@ -241,65 +258,93 @@ impl Excerpt {
             let from = wanted.last().map_or(lo, |&l| lo.max(l + 1));
             wanted.extend(from..=hi);
         }
-        let first = wanted.first().copied().unwrap_or(0);
         let mut text = String::new();
         let mut kept = Vec::with_capacity(wanted.len());
+        // (0-based line of `text`, 0-based line of the source).
+        let mut numbers = Vec::with_capacity(wanted.len());
+        let mut shortened = false;
+        let mut at_line = 0;
         let mut previous: Option<usize> = None;
         for &i in &wanted {
             if let Some(p) = previous {
                 match i - p - 1 {
                     0 => {}
-                    1 => text.push_str(&src[lines.full(p + 1)]),
-                    gap => text.extend(std::iter::repeat_n('\n', gap)),
+                    1 => {
+                        text.push_str(&src[lines.full(p + 1)]);
+                        numbers.push((at_line, p + 1));
+                        at_line += 1;
+                    }
+                    gap => {
+                        shortened |= gap > 2;
+                        text.push_str("\n\n");
+                        at_line += 2;
+                    }
                 }
             }
             previous = Some(i);
-            let line = lines.full(i);
-            let at = text.len();
-            let content_end = line.start + src[line.clone()].trim_end_matches(['\n', '\r']).len();
-            if content_end - line.start <= LONG_LINE {
-                text.push_str(&src[line.clone()]);
-                kept.push(Kept {
-                    line: line.clone(),
-                    from: line.start,
-                    at,
-                });
-                continue;
-            }
-            // The annotated places on this line.
-            let points = spans
-                .iter()
-                .flat_map(|s| [clamp(s.start), clamp(s.end)])
-                .filter(|&b| lines.of(b) == i);
-            let (lo, hi) = points.fold((usize::MAX, 0), |(lo, hi), b| (lo.min(b), hi.max(b)));
-            let (lo, hi) = if lo > hi { (line.start, line.start) } else { (lo, hi) };
-            let from = floor_boundary(src, lo.saturating_sub(WINDOW).max(line.start));
-            let to = ceil_boundary(src, (hi + WINDOW).min(content_end));
-            if from > line.start {
-                let cut = &src[line.start..from];
-                text.push_str(if cut.chars().all(char::is_whitespace) {
-                    "                                "
-                } else {
-                    "..."
-                });
-            }
-            let at = text.len();
-            text.push_str(&src[from..to]);
-            if to < content_end {
-                text.push_str("...");
-            }
-            text.push_str(&src[content_end..line.end]);
-            kept.push(Kept {
-                line: line.clone(),
-                from,
-                at,
-            });
+            numbers.push((at_line, i));
+            at_line += 1;
+            kept.push(Self::keep(lines, i, spans, &mut text));
         }
+        // The last line keeps its number in the file.
+        let last = wanted.last().copied().unwrap_or(0);
+        let line_start = last + 1 - numbers.last().map_or(0, |&(at, _)| at);
         Self {
             text,
-            line_start: first + 1,
+            line_start,
             kept,
+            numbers: shortened.then(|| {
+                numbers
+                    .into_iter()
+                    .map(|(at, i)| (line_start + at, i + 1))
+                    .collect()
+            }),
         }
+    }
+
+    /// Appends line `i` of the source to `text`, whole or, when long, its
+    /// window around the places `spans` mark on it.
+    fn keep(lines: &Lines<'_>, i: usize, spans: &[Span], text: &mut String) -> Kept {
+        let src = lines.src;
+        let line = lines.full(i);
+        let at = text.len();
+        let content_end = line.start + src[line.clone()].trim_end_matches(['\n', '\r']).len();
+        if content_end - line.start <= LONG_LINE {
+            text.push_str(&src[line.clone()]);
+            return Kept {
+                from: line.start,
+                line,
+                at,
+            };
+        }
+        let (lo, hi) = spans
+            .iter()
+            .flat_map(|s| [s.start.min(src.len()), s.end.min(src.len())])
+            .filter(|&b| lines.of(b) == i)
+            .fold((usize::MAX, 0), |(lo, hi), b| (lo.min(b), hi.max(b)));
+        // A line inside a multi-line span has no mark of its own.
+        let (lo, hi) = if lo > hi {
+            (line.start, line.start)
+        } else {
+            (lo, hi)
+        };
+        let from = floor_boundary(src, lo.saturating_sub(WINDOW).max(line.start));
+        let to = ceil_boundary(src, (hi + WINDOW).min(content_end));
+        if from > line.start {
+            let cut = &src[line.start..from];
+            text.push_str(if cut.chars().all(char::is_whitespace) {
+                "                                "
+            } else {
+                "..."
+            });
+        }
+        let at = text.len();
+        text.push_str(&src[from..to]);
+        if to < content_end {
+            text.push_str("...");
+        }
+        text.push_str(&src[content_end..line.end]);
+        Kept { line, from, at }
     }
 
     /// Where `span` is in [`Self::text`].
@@ -314,6 +359,34 @@ impl Excerpt {
         };
         let start = place(span.start);
         start..place(span.end).max(start)
+    }
+
+    /// The renderer's output with each line's number in the gutter
+    /// (`NN | code`, right-aligned) replaced by its number in the file.
+    fn renumber(&self, rendered: String) -> String {
+        let Some(numbers) = &self.numbers else {
+            return rendered;
+        };
+        let mut out = String::with_capacity(rendered.len());
+        for line in rendered.split_inclusive('\n') {
+            let gutter = line.find(" |").map(|g| &line[..g]);
+            let real = gutter
+                .and_then(|g| g.trim_start().parse::<usize>().ok())
+                .and_then(|n| {
+                    numbers
+                        .binary_search_by_key(&n, |&(at, _)| at)
+                        .ok()
+                        .map(|k| numbers[k].1)
+                });
+            match (gutter, real) {
+                (Some(g), Some(real)) if g.bytes().all(|b| b == b' ' || b.is_ascii_digit()) => {
+                    out.push_str(&format!("{real:>width$}", width = g.len()));
+                    out.push_str(&line[g.len()..]);
+                }
+                _ => out.push_str(line),
+            }
+        }
+        out
     }
 }
 
@@ -331,6 +404,7 @@ fn ceil_boundary(s: &str, mut b: usize) -> usize {
     b
 }
 
+/// The JSON form for tools: `[{severity, line, column, message}]`.
 #[derive(Debug, Serialize)]
 pub struct JsonDiagnostic<'a> {
     pub severity: Severity,
@@ -357,5 +431,162 @@ impl<'a> From<&'a Diagnostic> for JsonDiagnostic<'a> {
             message,
             help: d.help.as_deref(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapping::validate_str;
+
+    /// The rendering before issue 12: the snippet is the whole source.
+    fn render_whole(d: &Diagnostic, file: &str, source: &str) -> String {
+        let mut out = d.headline(file);
+        out.push('\n');
+        let level = match d.severity {
+            Severity::Error => Level::ERROR,
+            Severity::Warning => Level::WARNING,
+        };
+        let mut snippet = Snippet::source(source).line_start(1).fold(true).annotation(
+            AnnotationKind::Primary
+                .span(d.span.start..d.span.end)
+                .label(d.label.as_deref()),
+        );
+        for (span, label) in &d.related {
+            snippet = snippet.annotation(
+                AnnotationKind::Context
+                    .span(span.start..span.end)
+                    .label(label.as_str()),
+            );
+        }
+        let mut group = Group::with_level(level).element(snippet);
+        if let Some(help) = &d.help {
+            group = group.element(Level::HELP.message(help.as_str()));
+        }
+        out.push_str(&Renderer::plain().render(&[group]));
+        out.push('\n');
+        out
+    }
+
+    /// Every `step`-th diagnostic of `src` renders from its excerpt exactly
+    /// as it did from the whole source; except one that shows a long line
+    /// and another line: the renderer aligns the lines it shows, and a long
+    /// line cut to its window no longer aligns with the whole of another.
+    /// Such a snippet is never longer than the whole source's (which can
+    /// run to the full width of the long line).
+    fn same_as_whole(src: &str, step: usize) -> usize {
+        let v = validate_str(src);
+        assert!(!v.diagnostics.is_empty(), "{src:.200}");
+        let lines = Lines::new(src);
+        for d in v.diagnostics.iter().step_by(step) {
+            let (excerpt, whole) = (d.render_in("f.yml", &lines), render_whole(d, "f.yml", src));
+            let shown: Vec<usize> = std::iter::once(d.span)
+                .chain(d.related.iter().map(|(s, _)| *s))
+                .flat_map(|s| [lines.of(s.start), lines.of(s.end)])
+                .collect();
+            let one_line = shown.iter().all(|&l| l == shown[0]);
+            let long = shown.iter().any(|&l| lines.full(l).len() > LONG_LINE);
+            if one_line || !long {
+                assert_eq!(excerpt, whole, "{d:?}");
+            } else {
+                assert!(excerpt.starts_with(&d.headline("f.yml")));
+                assert!(excerpt.len() <= whole.len(), "{excerpt}");
+            }
+        }
+        v.diagnostics.len()
+    }
+
+    #[test]
+    fn excerpts_render_as_the_whole_source_did() {
+        let level = |i: usize, sl: usize| {
+            format!("  - name: l{i}\n    qos: [q{i}]\n    service_level: {sl}\n")
+        };
+        // Far-apart duplicates (`...` between), adjacent ones, a gap of one
+        // line (shown), CRLF, a final line without `\n`, an error at EOF.
+        let mut far = String::from("default_level: l0\nlevels:\n");
+        for i in 0..40 {
+            far.push_str(&level(i, i % 16));
+        }
+        same_as_whole(&far, 1);
+        // The gutter widens from one digit to four between the two places.
+        let mut wide = String::from("default_level: l0\nlevels:\n");
+        for i in 0..400 {
+            wide.push_str(&level(i, i % 16));
+        }
+        assert_eq!(same_as_whole(&wide, 7), 384);
+        let d = &validate_str(&wide).diagnostics[383];
+        let excerpt = Excerpt::new(&Lines::new(&wide), &[d.related[0].0, d.span]);
+        assert!(excerpt.numbers.is_some(), "the gap was shortened");
+        assert!(excerpt.text.len() < 200, "{:?}", excerpt.text);
+        same_as_whole(&far.replace('\n', "\r\n"), 1);
+        same_as_whole("levels:\n  - name: a\n  - name: a\n  - x\n", 1);
+        same_as_whole("a: 1\nb: 2\na: 3\nc: [", 1);
+        same_as_whole("default_level: x\nlevels: [{name: a}, {name: a}]", 1);
+        same_as_whole(
+            "default_level: x\nlevels:\n  - name: \"a\n    b\"\n    qos: 3\n",
+            1,
+        );
+        same_as_whole("", 1);
+        same_as_whole("\u{feff}levels: 3\n", 1);
+        same_as_whole("default_level: normal\nf", 1);
+    }
+
+    #[test]
+    fn long_lines_render_as_the_whole_line_did() {
+        // A one-line list past the window: the caret at the start, the
+        // middle and the end of the line.
+        let list = format!(
+            "default_level: a\nlevels: [{}]\n",
+            vec!["a"; 4000].join(", ")
+        );
+        assert_eq!(same_as_whole(&list, 97), 4000);
+        // Wide characters, and a long run of indentation before the value.
+        let wide = format!(
+            "default_level: a\nlevels: [{}]\n",
+            vec!["é字"; 3000].join(", ")
+        );
+        same_as_whole(&wide, 101);
+        let indented = format!("default_level: a\nlevels: [{}x]\n", " ".repeat(9000));
+        same_as_whole(&indented, 1);
+        let mid = format!(
+            "default_level: a\nlevels: [{}x, {}y]\n",
+            " ".repeat(3000),
+            "z, ".repeat(3000)
+        );
+        same_as_whole(&mid, 1);
+        // A line that is only indentation before the value: cut as such.
+        let block = format!("default_level: a\nlevels:\n{}- x\n", " ".repeat(9000));
+        assert_eq!(same_as_whole(&block, 1), 1);
+        let flow = format!("default_level: a\nlevels: [\n{}x, y]\n", " ".repeat(9000));
+        assert_eq!(same_as_whole(&flow, 1), 2);
+        // A long line shown with another (the `[` still open).
+        let tab = format!("default_level: a\nlevels: [\n{}x, y]\n", "\t ".repeat(3000));
+        same_as_whole(&tab, 1);
+    }
+
+    #[test]
+    fn render_all_counts_what_it_does_not_show() {
+        let src = format!(
+            "default_level: a\nlevels: [{}]\n",
+            vec!["a"; 250].join(", ")
+        );
+        let v = validate_str(&src);
+        assert_eq!(v.diagnostics.len(), 250);
+        let out = render_all(&v.diagnostics, "f.yml", &src);
+        assert_eq!(out.matches(": error: ").count(), MAX_RENDERED);
+        assert!(
+            out.ends_with(
+                "f.yml: 150 more diagnostics not shown (150 errors, 0 warnings); \
+                 `qoslane validate --format json f.yml` lists every one\n"
+            ),
+            "{}",
+            &out[out.len() - 300..]
+        );
+        let few = render_all(&v.diagnostics[..3], "f.yml", &src);
+        let each: String = v.diagnostics[..3]
+            .iter()
+            .map(|d| d.render("f.yml", &src))
+            .collect();
+        assert_eq!(few, each);
     }
 }

@@ -14,15 +14,19 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use qoslane::mapping::diagnostic::JsonDiagnostic;
+use qoslane::config;
+use qoslane::mapping::diagnostic::{JsonDiagnostic, MAX_RENDERED, render_all};
 use qoslane::mapping::{
     DeviceSelector, FabricCheck, Level, NodeSetting, OnFailure, ServiceLevel, SettingPath,
     Severity, TrafficClass, Validation, VirtualLane, validate_str,
 };
 use serde_json::json;
+
+use crate::util::{self, Node};
 
 /// The parser+validator body the cargo-fuzz target runs; shared, not copied.
 #[path = "../../fuzz/src/lib.rs"]
@@ -1206,5 +1210,237 @@ fn deep_nesting_is_an_error_not_a_crash() {
             .join()
             .unwrap_or_else(|_| panic!("validate panicked on {open:?} x 100000"));
         assert!(v >= 1);
+    }
+}
+
+// ------------------------------------------------------------------ size (issue 12)
+
+/// The bound of the tests below. It proves "does not hang", never a speed
+/// (speed is measured in bench/): before issue 12, a megabyte on one line
+/// took minutes to render and seconds to validate, in a release build.
+const NO_HANG: Duration = Duration::from_secs(20);
+
+/// `f`'s result, or a failure when it takes longer than [`NO_HANG`].
+fn without_hanging<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    rx.recv_timeout(NO_HANG)
+        .unwrap_or_else(|e| panic!("{what}: no result within {NO_HANG:?} ({e})"))
+}
+
+/// `default_level: a` and `levels: [a, a, …]` on one line, `items` of them:
+/// every item is an error (a level is a mapping).
+fn one_line_levels(items: usize) -> String {
+    format!(
+        "default_level: a\nlevels: [{}]\n",
+        vec!["a"; items].join(", ")
+    )
+}
+
+/// `n` levels with distinct names and QoS; only 16 SLs exist, so every level
+/// after the 16th reuses one: `n - 16` errors, each pointing back at the
+/// first user of its SL, tens of thousands of lines above.
+fn many_levels(n: usize) -> String {
+    let mut s = String::from("default_level: l0\nlevels:\n");
+    for i in 0..n {
+        s.push_str(&format!(
+            "  - name: l{i}\n    qos: [q{i}]\n    service_level: {}\n",
+            i % 16
+        ));
+    }
+    s
+}
+
+/// The human output of `validate` for a file of `errors` errors: the first
+/// [`MAX_RENDERED`] in full, a line counting the rest, the summary.
+fn assert_rendered_with_the_rest_counted(stderr: &str, file: &str, errors: usize) {
+    assert_eq!(
+        stderr.matches(": error: ").count(),
+        MAX_RENDERED,
+        "{:.2000}",
+        stderr
+    );
+    let rest = errors - MAX_RENDERED;
+    assert!(
+        stderr.ends_with(&format!(
+            "{file}: {rest} more diagnostics not shown ({rest} errors, 0 warnings); \
+             `qoslane validate --format json {file}` lists every one\n\
+             {file}: invalid: {errors} errors\n"
+        )),
+        "{}",
+        &stderr[stderr.len().saturating_sub(600)..]
+    );
+}
+
+/// Issue 12: a one-line `levels: [a, a, …]` of a megabyte (just under the
+/// size limit) took 5.7 s to validate and over two minutes to render, in
+/// release; line:column of each of its 350,000 spans counted the characters
+/// from the start of the line, and each diagnostic was rendered against the
+/// whole file. Validating, rendering and the binary (both formats) finish.
+#[test]
+fn regression_a_megabyte_on_one_line_validates_and_renders() {
+    let items = 349_000;
+    let src = one_line_levels(items);
+    assert!(src.len() > 1_040_000 && src.len() as u64 <= config::MAX_MAPPING_BYTES);
+    let text = src.clone();
+    let (errors, rendered) = without_hanging("validate and render", move || {
+        let v = validate_str(&text);
+        (
+            v.errors().count(),
+            render_all(&v.diagnostics, "big.yml", &text),
+        )
+    });
+    assert_eq!(errors, items);
+    assert!(rendered.starts_with(
+        "big.yml:2:10: error: expected a level (a mapping of keys), found `a`\n  |\n2 | levels: [a, a,"
+    ));
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("big.yml"), &src).expect("write");
+    let path = dir.path().to_owned();
+    let (human, json) = without_hanging("qoslane validate", move || {
+        (
+            qoslane(&path, &["validate", "big.yml"]),
+            qoslane(&path, &["validate", "--format", "json", "big.yml"]),
+        )
+    });
+    assert_eq!(human.status.code(), Some(2));
+    assert_rendered_with_the_rest_counted(
+        &String::from_utf8_lossy(&human.stderr),
+        "big.yml",
+        items,
+    );
+    assert_eq!(json.status.code(), Some(2));
+    let list: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON on stdout");
+    let list = list.as_array().expect("a JSON array");
+    assert_eq!(list.len(), items, "JSON lists every diagnostic");
+    assert_eq!(list[items - 1]["column"], 10 + 3 * (items - 1));
+}
+
+/// Issue 12: 15,000 levels took 9 s to render in release, each of their
+/// 14,984 duplicate-SL errors rendered against the whole file to show a line
+/// near its top. Validating, rendering and the binary finish, and a snippet
+/// still shows both places with the file's own line numbers.
+#[test]
+fn regression_fifteen_thousand_levels_validate_and_render() {
+    let src = many_levels(15_000);
+    let text = src.clone();
+    let (errors, rendered) = without_hanging("validate and render", move || {
+        let v = validate_str(&text);
+        (
+            v.errors().count(),
+            render_all(&v.diagnostics, "many.yml", &text),
+        )
+    });
+    assert_eq!(errors, 15_000 - 16);
+    assert!(
+        rendered.starts_with(
+            "many.yml:53:20: error: service_level 0 is used by levels `l0` and `l16`; each level needs its own SL\n\
+             \x20  |\n\
+             \x205 |     service_level: 0\n\
+             \x20  |                    - used by level `l0`\n\
+             ...\n\
+             53 |     service_level: 0\n\
+             \x20  |                    ^ used again here\n"
+        ),
+        "{:.1000}",
+        rendered
+    );
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("many.yml"), &src).expect("write");
+    let path = dir.path().to_owned();
+    let human = without_hanging("qoslane validate", move || {
+        qoslane(&path, &["validate", "many.yml"])
+    });
+    assert_eq!(human.status.code(), Some(2));
+    assert_rendered_with_the_rest_counted(
+        &String::from_utf8_lossy(&human.stderr),
+        "many.yml",
+        15_000 - 16,
+    );
+}
+
+/// The last of 15,000 levels, far from the first users of the SLs: the
+/// gutter is as wide as the line number, which is the file's.
+#[test]
+fn a_diagnostic_far_down_a_big_file_names_its_own_lines() {
+    let src = many_levels(15_000);
+    let v = without_hanging("validate", {
+        let src = src.clone();
+        move || validate_str(&src).diagnostics
+    });
+    let last = v.last().expect("diagnostics").render("many.yml", &src);
+    assert_eq!(
+        last,
+        "many.yml:45002:20: error: service_level 7 is used by levels `l7` and `l14999`; each level needs its own SL\n\
+         \x20     |\n\
+         \x20  26 |     service_level: 7\n\
+         \x20     |                    - used by level `l7`\n\
+         ...\n\
+         45002 |     service_level: 7\n\
+         \x20     |                    ^ used again here\n"
+    );
+}
+
+/// Issue 12, in the Prolog: a megabyte of `levels: [a, …]` on the node took
+/// 8.4 s of a 3 s deadline and the job lost its level. The file is refused
+/// in good time, and the job gets its level from the last-known-good copy.
+#[test]
+fn regression_prolog_with_a_megabyte_bad_mapping_keeps_the_job_level() {
+    let n = Node::new();
+    util::ok(&n.prolog(90, "high"));
+    util::ok(&n.epilog(90));
+    n.write_mapping(&one_line_levels(349_000));
+    let out = without_hanging("prolog", move || {
+        let out = n.run(
+            &["prolog"],
+            &[
+                ("SLURM_JOB_ID", "91"),
+                ("FAKE_QOS", "high"),
+                ("SLURM_JOB_USER", "alice"),
+                ("QOSLANE_TIMEOUT_MS", "3000"),
+            ],
+        );
+        (out, n)
+    });
+    let (out, n) = out;
+    util::ok(&out);
+    assert_eq!(
+        Node::exports(&n.task_prolog(91, &[]))["UCX_IB_SL"],
+        "2",
+        "the last-known-good level; stderr: {}",
+        util::stderr(&out)
+    );
+    let rejected = n.last_audit("mapping_changed");
+    assert_eq!(rejected["outcome"], "failed");
+    let err = rejected["error"].as_str().unwrap();
+    assert!(
+        err.contains("qos-network.yml:2:10: error: expected a level")
+            && err.contains("(and 348999 more)"),
+        "{err}"
+    );
+}
+
+/// Larger than the limit: refused unread, with the file, its size and the
+/// limit in the one error.
+#[test]
+fn a_mapping_over_the_size_limit_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let size = usize::try_from(config::MAX_MAPPING_BYTES).unwrap() + 1;
+    let mut src = one_line_levels(size / 3);
+    src.truncate(size - 1);
+    src.push('\n');
+    std::fs::write(dir.path().join("huge.yml"), &src).expect("write");
+    for format in ["human", "json"] {
+        let out = qoslane(dir.path(), &["validate", "--format", format, "huge.yml"]);
+        assert_eq!(out.status.code(), Some(2), "{format}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "huge.yml: {size} bytes is too large for a mapping file (limit 1048576)"
+            )),
+            "{format}: {stderr}"
+        );
     }
 }
