@@ -1,9 +1,17 @@
-//! `qoslane health`: for Slurm's HealthCheckProgram (through hookrun). Ports
-//! up, every level aligned on every port (a fresh probe: catches an SM that
-//! re-swept with a new table), mapping valid, state sane, no pending
-//! journal. Prints one line; exit 0 healthy, 1 not.
+//! `qoslane health`: for Slurm's HealthCheckProgram (through hookrun).
+//!
+//! Each check ends `ok`, `warn` or `drain`. Only what means the node cannot
+//! serve jobs safely drains it (exit 1): an interrupted transaction that
+//! cannot be rolled back, state qoslane cannot trust or a state directory it
+//! cannot use, a selected HCA port that should be ACTIVE and is not. An
+//! invalid mapping (the last-known-good copy is in force) or a level the
+//! fabric does not carry is a warning (exit 0): the Prolog refuses that
+//! level per its `on_failure`, other jobs keep running. The first line says
+//! the verdict — for a drain, the reason Slurm shows; every problem follows
+//! on its own line with its fix.
 
 use std::io::Write;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -16,97 +24,295 @@ use crate::error::Error;
 use crate::exit_code::Verdict;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
+use crate::mapping::FabricCheck;
 use crate::report::{Event, Exit, Report};
 use crate::state::{Store, fsutil};
 
-pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
-    let s = Session::new(&ctx.paths, Event::Health, Deadline::after(ctx.timeout));
-    let mut r = Report::new(Event::Health);
-    let mut checks: Vec<(&str, Result<String, String>)> = Vec::new();
+/// How long health waits for a transaction in progress before it looks past
+/// it (a Prolog holding the lock is not a problem of the node).
+const LOCK_WAIT: Duration = Duration::from_millis(500);
 
-    let loaded = config::read_valid(&ctx.paths, &ctx.paths.config);
-    checks.push((
-        "mapping",
-        loaded
-            .as_ref()
-            .map(|(m, sha, _)| format!("valid, {} levels, sha256 {sha}", m.levels().len()))
-            .map_err(|e| format!("{e}")),
-    ));
-    for dir in [&ctx.paths.run_dir, &ctx.paths.lib_dir] {
-        if dir.exists() {
-            checks.push((
-                "state",
-                fsutil::check_dir(&ctx.paths, dir)
-                    .map(|()| format!("{} ok", dir.display()))
-                    .map_err(|e| e.to_string()),
-            ));
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Ok,
+    Warn,
+    Drain,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Warn => "warn",
+            Self::Drain => "drain",
         }
     }
+}
+
+#[derive(Debug)]
+struct Check {
+    name: &'static str,
+    status: Status,
+    detail: String,
+}
+
+fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
+    Check {
+        name,
+        status,
+        detail: detail.into(),
+    }
+}
+
+pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
+    let mut s = Session::new(&ctx.paths, Event::Health, Deadline::after(ctx.timeout));
+    let mut r = Report::new(Event::Health);
+    let mut checks: Vec<Check> = Vec::new();
+    let paths = &ctx.paths;
+
+    // The mapping: an unusable file never drains; the last-known-good copy
+    // (if any) is in force and the Prolog says so in every audit line.
+    let mapping = match config::read_valid(paths, &paths.config) {
+        Ok((m, sha, _)) => {
+            checks.push(check(
+                "mapping",
+                Status::Ok,
+                format!("valid, {} levels, sha256 {sha}", m.levels().len()),
+            ));
+            Some(m)
+        }
+        Err(e) => match config::load(paths) {
+            Ok(l) => {
+                checks.push(check(
+                    "mapping",
+                    Status::Warn,
+                    format!(
+                        "{e}; the last-known-good copy (sha256 {}) is in force: fix the file \
+                         (`qoslane validate`) and run `qoslane sync`",
+                        l.sha256
+                    ),
+                ));
+                Some(l.mapping)
+            }
+            Err(_) => {
+                checks.push(check(
+                    "mapping",
+                    Status::Warn,
+                    format!(
+                        "{e}; no last-known-good copy: jobs run on the baseline until a valid \
+                         mapping is installed (`qoslane validate`, then `qoslane sync`)"
+                    ),
+                ));
+                None
+            }
+        },
+    };
+
+    for dir in [&paths.run_dir, &paths.lib_dir] {
+        if dir.exists() {
+            checks.push(match fsutil::check_dir(paths, dir) {
+                Ok(()) => check("state", Status::Ok, format!("{} ok", dir.display())),
+                Err(e) => check(
+                    "state",
+                    Status::Drain,
+                    format!("{e}: make it a directory of root's, mode 0755"),
+                ),
+            });
+        }
+    }
+
+    // An interrupted transaction is rolled back here (taking the lock does
+    // it, and audits it); one that cannot be is a reason to drain.
+    checks.push(match s.node_within(LOCK_WAIT) {
+        Ok(Some(())) => check(
+            "journal",
+            Status::Ok,
+            "rolled back an interrupted transaction",
+        ),
+        Ok(None) => check("journal", Status::Ok, "none pending"),
+        Err(Error::LockTimeout { .. }) => check(
+            "journal",
+            Status::Ok,
+            "a transaction is in progress (node lock held); not looked at",
+        ),
+        Err(e) => check(
+            "journal",
+            Status::Drain,
+            format!(
+                "an interrupted transaction cannot be rolled back: {}; fix the cause and run \
+                 `qoslane recover`",
+                e.with_causes()
+            ),
+        ),
+    });
+
     // The state files must be readable and trusted: a corrupt or foreign
     // record, baseline or journal stops every change (qoslane will not act
     // on state it cannot trust), so the node must not take jobs.
-    if ctx.paths.run_dir.is_dir() {
-        let store = Store { paths: &ctx.paths };
+    if paths.run_dir.is_dir() {
+        let store = Store { paths };
         // The jobs directory appears with the first job (the fabric cache
         // may have created the run directory before).
-        let records = if ctx.paths.jobs_dir().exists() {
+        let records = if paths.jobs_dir().exists() {
             store.records().map(|r| r.len())
         } else {
             Ok(0)
         };
-        checks.push((
-            "state",
-            records
+        checks.push(
+            match records
                 .and_then(|n| store.node_state().map(|_| n))
                 .and_then(|n| store.journal().map(|_| n))
-                .map(|n| format!("{n} job record(s), baseline and journal readable"))
-                .map_err(|e| e.to_string()),
-        ));
+            {
+                Ok(n) => check(
+                    "state",
+                    Status::Ok,
+                    format!("{n} job record(s), baseline and journal readable"),
+                ),
+                Err(e) => check(
+                    "state",
+                    Status::Drain,
+                    format!("{e}: qoslane will not act on it; inspect, then remove or restore it"),
+                ),
+            },
+        );
     }
-    checks.push((
-        "journal",
-        if ctx.paths.journal().exists() {
-            Err("an interrupted transaction is pending: run `qoslane recover`".into())
-        } else {
-            Ok("none pending".into())
-        },
-    ));
-    if let Ok((m, _, _)) = &loaded {
-        let mut fabric = policy::judge(&ctx.paths, m, &s.deadline, ProbeMode::Fresh, Scope::Every);
-        checks.push(("fabric", fabric.health_line(m.levels().len())));
+
+    if let Some(m) = &mapping {
+        let mut fabric = policy::judge(paths, m, &s.deadline, ProbeMode::Fresh, Scope::Every);
+        checks.extend(fabric_checks(&fabric, m));
         // The verdict and alignment for audit and metrics; health's own
         // lines are its notes.
         fabric.notes.clear();
         r.take_fabric(&mut fabric);
     }
 
-    let first_bad = checks.iter().find_map(|(_, r)| r.as_ref().err().cloned());
+    let drain = checks.iter().find(|c| c.status == Status::Drain);
+    let warnings = checks.iter().filter(|c| c.status == Status::Warn).count();
     let mut out = std::io::stdout().lock();
     if as_json {
         let v = json!({
-            "healthy": first_bad.is_none(),
-            "checks": checks.iter().map(|(name, r)| match r {
-                Ok(m) => json!({"check": name, "ok": true, "detail": m}),
-                Err(m) => json!({"check": name, "ok": false, "detail": m}),
-            }).collect::<Vec<_>>(),
+            "healthy": drain.is_none(),
+            "warnings": warnings,
+            "checks": checks.iter().map(|c| json!({
+                "check": c.name,
+                "ok": c.status != Status::Drain,
+                "status": c.status.as_str(),
+                "detail": c.detail,
+            })).collect::<Vec<_>>(),
         });
         let _ = writeln!(out, "{v}");
     } else {
-        let line = match &first_bad {
-            None => "qoslane: ok".to_owned(),
-            Some(m) => format!("qoslane: {}", m.replace('\n', " ")),
+        // The first line is what Slurm shows (hookrun's drain reason).
+        let first = match (drain, warnings) {
+            (Some(d), _) => format!("qoslane: {}", one_line(&d.detail)),
+            (None, 0) => "qoslane: ok".to_owned(),
+            (None, n) => format!(
+                "qoslane: ok, {n} warning{}: {}",
+                if n == 1 { "" } else { "s" },
+                checks
+                    .iter()
+                    .find(|c| c.status == Status::Warn)
+                    .map(|c| one_line(&c.detail))
+                    .unwrap_or_default()
+            ),
         };
-        let _ = writeln!(out, "{line}");
+        let _ = writeln!(out, "{first}");
+        for c in checks.iter().filter(|c| c.status != Status::Ok) {
+            let _ = writeln!(
+                out,
+                "qoslane: {}: {}: {}",
+                c.status.as_str(),
+                c.name,
+                one_line(&c.detail)
+            );
+        }
     }
     r.notes = checks
         .iter()
-        .map(|(n, r)| match r {
-            Ok(m) => format!("{n}: ok: {m}"),
-            Err(m) => format!("{n}: FAIL: {m}"),
+        .map(|c| match c.status {
+            Status::Ok => format!("{}: ok: {}", c.name, c.detail),
+            Status::Warn => format!("{}: WARN: {}", c.name, c.detail),
+            Status::Drain => format!("{}: FAIL: {}", c.name, c.detail),
         })
         .collect();
-    s.finish(match first_bad {
+    let drain = drain.map(|d| d.detail.clone());
+    s.finish(match drain {
         None => Ok(r.with(Outcome::Unchanged)),
         Some(m) => Err(r.fail(Error::Unhealthy(m), Exit::ByError)),
     })
+}
+
+/// The fabric's checks: a selected port that should be ACTIVE and is not
+/// drains; a level the fabric does not carry is a warning (the Prolog
+/// refuses it per its `on_failure`); so is an assessment that could not run.
+fn fabric_checks(j: &policy::Judgement, m: &crate::mapping::Mapping) -> Vec<Check> {
+    if j.check == Some(FabricCheck::Off) {
+        return vec![check("fabric", Status::Ok, "fabric_check off")];
+    }
+    if let Some(e) = &j.error {
+        return vec![check(
+            "fabric",
+            Status::Warn,
+            format!(
+                "the fabric check could not run ({e}); under `enforce` every level is refused \
+                 until it can: check smpquery and the umad device"
+            ),
+        )];
+    }
+    let Some(report) = &j.report else {
+        return Vec::new();
+    };
+    let mut out: Vec<Check> = report
+        .skipped
+        .iter()
+        .filter(|p| !p.active)
+        .map(|p| {
+            check(
+                "port",
+                Status::Drain,
+                format!(
+                    "{}: not ACTIVE ({} port, state {}, phys_state {}): check the cable, the \
+                     switch port and the SM",
+                    p.port, p.link_layer, p.state, p.phys_state
+                ),
+            )
+        })
+        .collect();
+    let policy = m.fabric_check;
+    for l in m.levels() {
+        for p in report.problems(&l.name) {
+            let refused = if policy == FabricCheck::Enforce {
+                format!(
+                    "its jobs are refused (on_failure: {})",
+                    m.on_failure_for(l).as_str()
+                )
+            } else {
+                "its jobs run untagged on that VL (fabric_check: warn)".to_owned()
+            };
+            out.push(check(
+                "fabric",
+                Status::Warn,
+                format!(
+                    "level {}: {p}; {refused}: fix the SM's SL2VL/VLArb (docs/fabric.md)",
+                    l.name
+                ),
+            ));
+        }
+    }
+    if out.is_empty() {
+        out.push(check(
+            "fabric",
+            Status::Ok,
+            format!(
+                "{} port(s) aligned for {} level(s)",
+                report.active_ports().len(),
+                m.levels().len()
+            ),
+        ));
+    }
+    out
+}
+
+fn one_line(s: &str) -> String {
+    s.replace('\n', " ")
 }

@@ -65,6 +65,19 @@ impl<'p> Session<'p> {
         }
     }
 
+    /// [`Session::node`] waiting at most `wait` (or the run's deadline, if
+    /// sooner) for the lock: for `health`, which must not queue behind a
+    /// Prolog. The recovered transaction, if any, is audited.
+    pub fn node_within(&mut self, wait: std::time::Duration) -> Result<Option<()>> {
+        if self.node.is_some() {
+            return Ok(None);
+        }
+        let d = Deadline::after(wait.min(self.deadline.remaining()));
+        let (node, recovered) = Node::lock(self.paths, d)?;
+        self.node = Some(node);
+        Ok(recovered.map(|r| self.audit_recovered(&r)))
+    }
+
     /// An interrupted transaction this run undid gets its own `recover` line
     /// and count, whichever step of the run took the lock.
     fn audit_recovered(&self, r: &Recovered) {

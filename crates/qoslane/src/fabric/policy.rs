@@ -124,26 +124,6 @@ pub fn judge(
     j
 }
 
-impl Judgement {
-    /// `health`'s line for the fabric: `Ok(detail)`, or `Err(problem)` when
-    /// the node cannot carry its levels as the policy asks.
-    pub fn health_line(&self, levels: usize) -> Result<String, String> {
-        match (self.check, &self.report, &self.error) {
-            (Some(FabricCheck::Off) | None, _, _) => Ok("fabric_check off".into()),
-            (_, _, Some(e)) => Err(e.clone()),
-            (Some(check), Some(report), None) => match report.first_problem() {
-                None => Ok(format!(
-                    "{} port(s) aligned for {levels} level(s)",
-                    report.active_ports().len()
-                )),
-                Some(p) if check == FabricCheck::Warn => Ok(format!("warn: {p}")),
-                Some(p) => Err(p),
-            },
-            (Some(_), None, None) => Err("fabric not assessed".into()),
-        }
-    }
-}
-
 /// For metrics: one alignment per (port, level).
 fn alignments(report: &FabricReport) -> Vec<Alignment> {
     report

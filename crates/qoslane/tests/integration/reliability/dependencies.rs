@@ -614,9 +614,15 @@ fn fault_smpquery_missing_hanging_flooding_garbage_or_failing() {
             "{what}: fail_job: {}",
             show(&out)
         );
-        // health: unhealthy, one line naming it.
+        // health: a warning naming it, not a drain — the node serves the
+        // other levels' jobs (DESIGN.md "What health may drain").
         let out = Op::Health.run(&n, &env);
-        assert_eq!(out.status.code(), Some(1), "{what}: {}", show(&out));
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("qoslane: ok, "),
+            "{what}: {}",
+            show(&out)
+        );
         assert!(
             String::from_utf8_lossy(&out.stdout).contains(needle),
             "{what}: {}",
@@ -724,10 +730,17 @@ fn fault_mapping_absent_invalid_huge_or_not_a_file() {
             error_of(&n, "prolog")
         );
         assert_untouched(&n, what);
-        // Sync says so and changes nothing; health fails.
+        // Sync says so and changes nothing; health warns and does not
+        // drain (regression: one typo drained every node).
         let out = Op::Sync.run(&n, &[]);
         assert_ne!(out.status.code(), Some(0), "{what}: {}", show(&out));
-        assert_eq!(Op::Health.run(&n, &[]).status.code(), Some(1), "{what}");
+        let out = Op::Health.run(&n, &[]);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("warn: mapping: "),
+            "{what}: {}",
+            show(&out)
+        );
 
         // With a last-known-good copy: it is used, the bad file audited once.
         let n = reliability_node(0);
