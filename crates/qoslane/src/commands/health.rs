@@ -81,8 +81,8 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
             ));
             Some(m)
         }
-        Err(e) => match config::load(paths) {
-            Ok(l) => {
+        Err(e) => {
+            if let Ok(l) = config::load(paths) {
                 checks.push(check(
                     "mapping",
                     Status::Warn,
@@ -93,8 +93,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
                     ),
                 ));
                 Some(l.mapping)
-            }
-            Err(_) => {
+            } else {
                 checks.push(check(
                     "mapping",
                     Status::Warn,
@@ -105,7 +104,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
                 ));
                 None
             }
-        },
+        }
     };
 
     for dir in [&paths.run_dir, &paths.lib_dir] {
