@@ -66,8 +66,13 @@ pub enum Command {
     Epilog,
     /// Slurm TaskProlog: print the job's `export` lines (runs as the job user)
     TaskProlog,
-    /// After installing a new mapping: validate, promote, re-check the fabric, re-apply
-    Sync,
+    /// After installing a new mapping: validate, check every level on the fabric, and
+    /// only then put it in force (last-known-good) and re-apply the running jobs' settings
+    Sync {
+        /// Say what would happen (validation, fabric verdict, settings to change); change nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Health check: ports up, levels aligned, mapping valid, state sane
     Health {
         #[arg(long)]

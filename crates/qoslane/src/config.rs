@@ -152,17 +152,70 @@ pub fn read_text(path: &Path) -> Result<String> {
     utf8(path, bytes)
 }
 
-/// The mapping this run uses: the admin's file if valid, else last-known-good.
-/// With neither, the error of the admin's file.
+/// A valid mapping that was not put in force, and why (`rejected.json`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Rejected {
+    pub sha256: String,
+    pub why: String,
+    pub time: String,
+}
+
+/// The mapping refused last (by `sync` or the first Prolog to see it).
+pub fn rejected(paths: &Paths) -> Option<Rejected> {
+    fsutil::read_json(paths, &paths.rejected_mapping())
+        .ok()
+        .flatten()
+}
+
+/// Records that the admin's mapping `sha256` is not put in force, and why.
+pub fn reject(paths: &Paths, sha256: &str, why: &str) -> Result<()> {
+    fsutil::ensure_dir(paths, &paths.lib_dir)?;
+    fsutil::write_json(
+        paths,
+        &paths.rejected_mapping(),
+        &Rejected {
+            sha256: sha256.to_owned(),
+            why: why.to_owned(),
+            time: crate::audit::now_rfc3339(),
+        },
+        crate::state::PUBLIC,
+    )
+}
+
+/// Forgets a rejection (the mapping was put in force, or replaced).
+pub fn clear_rejected(paths: &Paths) -> Result<()> {
+    fsutil::remove(paths, &paths.rejected_mapping()).map(drop)
+}
+
+/// The mapping this run uses: the admin's file if valid and not refused by
+/// the fabric gate (see [`rejected`]), else last-known-good. With neither,
+/// the admin's file (valid: its levels are refused one by one), or its error.
 pub fn load(paths: &Paths) -> Result<Loaded> {
     match read_valid(paths, &paths.config) {
-        Ok((mapping, sha256, text)) => Ok(Loaded {
-            mapping,
-            sha256,
-            source: Source::Config,
-            problem: None,
-            text,
-        }),
+        Ok((mapping, sha256, text)) => {
+            let refused = rejected(paths).filter(|r| r.sha256 == sha256);
+            if let Some(r) = refused
+                && let Ok((m, sha, t)) = read_valid(paths, &paths.last_known_good())
+            {
+                return Ok(Loaded {
+                    mapping: m,
+                    sha256: sha,
+                    source: Source::LastKnownGood,
+                    problem: Some(format!(
+                        "mapping sha256 {sha256} is valid but was not put in force: {}",
+                        r.why
+                    )),
+                    text: t,
+                });
+            }
+            Ok(Loaded {
+                mapping,
+                sha256,
+                source: Source::Config,
+                problem: None,
+                text,
+            })
+        }
         Err(e) => match read_valid(paths, &paths.last_known_good()) {
             Ok((mapping, sha256, text)) => Ok(Loaded {
                 mapping,

@@ -106,7 +106,7 @@ fn main() -> ExitCode {
         Mode::TaskProlog => Ok(commands::task_prolog::run(&ctx.paths)),
         Mode::Other(Command::Validate { file, format }) => commands::validate::run(&file, format),
         Mode::Other(Command::Explain { qos, format }) => commands::explain::run(&ctx, &qos, format),
-        Mode::Other(Command::Sync) => Ok(commands::sync::run(&ctx)),
+        Mode::Other(Command::Sync { dry_run }) => Ok(commands::sync::run(&ctx, dry_run)),
         Mode::Other(Command::Health { json }) => Ok(commands::health::run(&ctx, json)),
         Mode::Other(Command::Status { json }) => commands::status::run(&ctx, json),
         Mode::Other(Command::Recover) => Ok(commands::recover::run(&ctx)),

@@ -94,6 +94,11 @@ impl Paths {
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")
     }
+    /// A valid mapping that was not put in force (a level the fabric does
+    /// not carry under `enforce`), and why.
+    pub fn rejected_mapping(&self) -> PathBuf {
+        self.lib_dir.join("rejected.json")
+    }
     pub fn last_known_good(&self) -> PathBuf {
         self.lib_dir.join("last-known-good.yml")
     }

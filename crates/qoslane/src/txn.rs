@@ -297,65 +297,103 @@ impl<'p> Node<'p> {
         }
     }
 
-    /// The settings the active jobs ask for, and the changes to get there.
-    /// A setting whose file vanished is gone: dropped from the plan and from
-    /// the baseline (nothing can be applied or restored there), unless it is
-    /// one of `own` — the settings of the level this transaction grants,
-    /// which then cannot be granted.
     fn plan(
         &self,
         active: &BTreeMap<JobId, JobRecord>,
         node: &NodeState,
         own: &[&str],
     ) -> Result<(Vec<Change>, NodeState, Vec<String>)> {
-        let wants = desired(active, &node.baseline);
-        let mut changes = Vec::new();
-        let mut gone = Vec::new();
-        let mut next = node.clone();
-        // A gone setting no job holds any more is forgotten.
-        next.gone.retain(|p| wants.contains_key(p));
-        for (path, want) in wants {
-            let current = match settings::read(self.paths(), &path, &self.deadline) {
-                Ok(v) => v,
-                Err(e) if settings::is_gone(&e) && !own.contains(&path.as_str()) => {
-                    next.baseline.remove(&path);
-                    // Held by a job still: remembered, so it is said once.
-                    let held = matches!(want, Want::Set(_));
-                    if !node.gone.contains(&path) {
-                        gone.push(path.clone());
-                    }
-                    if held {
-                        next.gone.insert(path);
-                    } else {
-                        next.gone.remove(&path);
-                    }
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            next.gone.remove(&path);
-            let after = match want {
-                Want::Set(v) => {
-                    next.baseline
-                        .entry(path.clone())
-                        .or_insert_with(|| current.clone());
-                    v
-                }
-                Want::Restore(v) => {
-                    next.baseline.remove(&path);
-                    v
-                }
-            };
-            if !settings::same_value(&after, &current) {
-                changes.push(Change {
-                    path,
-                    before: current,
-                    after,
-                });
-            }
-        }
-        Ok((changes, next, gone))
+        plan(self.paths(), &self.deadline, active, node, own)
     }
+}
+
+/// What `ops` would change, read-only and without the node lock (for
+/// `sync --dry-run`): the records and baseline as they are now, the planner
+/// and the settings' current values. Nothing is written.
+pub fn preview(paths: &Paths, ops: &[RecordOp], deadline: &Deadline) -> Result<Vec<Change>> {
+    let store = Store { paths };
+    let mut after = if paths.jobs_dir().exists() {
+        store.records()?
+    } else {
+        BTreeMap::new()
+    };
+    let node = store.node_state()?;
+    let own: Vec<String> = ops
+        .iter()
+        .filter_map(|op| match op {
+            RecordOp::Put(r) => Some(r),
+            RecordOp::Remove(_) => None,
+        })
+        .flat_map(|r| r.settings.iter().map(|(p, _)| p.clone()))
+        .collect();
+    for op in ops {
+        match op {
+            RecordOp::Put(r) => after.insert(r.job_id, r.clone()),
+            RecordOp::Remove(j) => after.remove(j),
+        };
+    }
+    let own: Vec<&str> = own.iter().map(String::as_str).collect();
+    plan(paths, deadline, &after, &node, &own).map(|(changes, _, _)| changes)
+}
+/// The settings the active jobs ask for, and the changes to get there.
+/// A setting whose file vanished is gone: dropped from the plan and from
+/// the baseline (nothing can be applied or restored there), unless it is
+/// one of `own` — the settings of the level this transaction grants, which
+/// then cannot be granted.
+fn plan(
+    paths: &Paths,
+    deadline: &Deadline,
+    active: &BTreeMap<JobId, JobRecord>,
+    node: &NodeState,
+    own: &[&str],
+) -> Result<(Vec<Change>, NodeState, Vec<String>)> {
+    let wants = desired(active, &node.baseline);
+    let mut changes = Vec::new();
+    let mut gone = Vec::new();
+    let mut next = node.clone();
+    // A gone setting no job holds any more is forgotten.
+    next.gone.retain(|p| wants.contains_key(p));
+    for (path, want) in wants {
+        let current = match settings::read(paths, &path, deadline) {
+            Ok(v) => v,
+            Err(e) if settings::is_gone(&e) && !own.contains(&path.as_str()) => {
+                next.baseline.remove(&path);
+                // Held by a job still: remembered, so it is said once.
+                let held = matches!(want, Want::Set(_));
+                if !node.gone.contains(&path) {
+                    gone.push(path.clone());
+                }
+                if held {
+                    next.gone.insert(path);
+                } else {
+                    next.gone.remove(&path);
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        next.gone.remove(&path);
+        let after = match want {
+            Want::Set(v) => {
+                next.baseline
+                    .entry(path.clone())
+                    .or_insert_with(|| current.clone());
+                v
+            }
+            Want::Restore(v) => {
+                next.baseline.remove(&path);
+                v
+            }
+        };
+        if !settings::same_value(&after, &current) {
+            changes.push(Change {
+                path,
+                before: current,
+                after,
+            });
+        }
+    }
+    Ok((changes, next, gone))
 }
 
 fn same_record(before: Option<&JobRecord>, op: &RecordOp) -> bool {

@@ -73,14 +73,30 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
     // The mapping: an unusable file never drains; the last-known-good copy
     // (if any) is in force and the Prolog says so in every audit line.
     let mapping = match config::read_valid(paths, &paths.config) {
-        Ok((m, sha, _)) => {
-            checks.push(check(
-                "mapping",
-                Status::Ok,
-                format!("valid, {} levels, sha256 {sha}", m.levels().len()),
-            ));
-            Some(m)
-        }
+        Ok((m, sha, _)) => match config::load(paths) {
+            // Valid, but refused by the fabric gate: the previous copy serves.
+            Ok(l) if l.source == config::Source::LastKnownGood => {
+                checks.push(check(
+                    "mapping",
+                    Status::Warn,
+                    format!(
+                        "{}; sha256 {} is in force: fix the fabric (or the mapping) and run \
+                         `qoslane sync`",
+                        l.problem.as_deref().unwrap_or("not put in force"),
+                        l.sha256
+                    ),
+                ));
+                Some(l.mapping)
+            }
+            _ => {
+                checks.push(check(
+                    "mapping",
+                    Status::Ok,
+                    format!("valid, {} levels, sha256 {sha}", m.levels().len()),
+                ));
+                Some(m)
+            }
+        },
         Err(e) => {
             if let Ok(l) = config::load(paths) {
                 checks.push(check(

@@ -65,7 +65,16 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
     // Before a mapping is known, a failure leaves the node as it is and the
     // job runs on the baseline.
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
-    let loaded = step!(r, s.mapping(&mut r), OnFailure::Continue);
+    // A changed mapping is put in force only if the fabric carries every
+    // level (as `sync` decides); else the previous copy serves this job.
+    let gate_deadline = s.deadline.half();
+    let paths = &ctx.paths;
+    let gate = |m: &crate::mapping::Mapping| {
+        policy::judge(paths, m, &gate_deadline, ProbeMode::Cached, Scope::Every)
+            .refusal
+            .map(|e| e.to_string())
+    };
+    let loaded = step!(r, s.mapping_gated(&mut r, gate), OnFailure::Continue);
     let m = &loaded.mapping;
 
     let env_qos = std::env::var("SLURM_JOB_QOS").ok();
@@ -151,7 +160,6 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
         Some(old) if rerun => old,
         _ => record,
     };
-    let paths = &ctx.paths;
     let check = || fabric.ports_still_active(paths);
     match node.transact("prolog", Some(job), &[RecordOp::Put(record)], &check) {
         Ok(c) => {

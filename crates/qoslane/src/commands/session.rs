@@ -113,6 +113,38 @@ impl<'p> Session<'p> {
         Ok(loaded)
     }
 
+    /// [`Session::mapping`] with the fabric gate of a changed mapping: the
+    /// first run to see a new valid mapping asks `judge` (every level on the
+    /// fabric under the policy) before it puts it in force; a refusal is
+    /// recorded (`config::reject`), and the previous copy stays in force —
+    /// as `sync` would decide.
+    pub fn mapping_gated(
+        &mut self,
+        report: &mut Report,
+        judge: impl FnOnce(&crate::mapping::Mapping) -> Option<String>,
+    ) -> Result<Loaded> {
+        let loaded = self.mapping(report)?;
+        let changed = loaded.source == Source::Config
+            && config::last_known_good_sha(self.paths).as_deref() != Some(loaded.sha256.as_str());
+        if !changed {
+            return Ok(loaded);
+        }
+        let Some(why) = judge(&loaded.mapping) else {
+            return Ok(loaded);
+        };
+        if let Err(e) = config::reject(self.paths, &loaded.sha256, &why) {
+            log::warn(&format!(
+                "the refusal of mapping sha256 {} could not be recorded: {e}",
+                loaded.sha256
+            ));
+        }
+        // Now `load` gives the previous copy, when there is one.
+        match config::load(self.paths) {
+            Ok(previous) if previous.source == Source::LastKnownGood => self.mapping(report),
+            _ => Ok(loaded),
+        }
+    }
+
     /// Under the lock: a new valid mapping becomes last-known-good and is
     /// audited as `mapping_changed`.
     pub fn promote(&mut self, loaded: &Loaded, job: Option<crate::job::JobId>) -> Result<()> {

@@ -1,8 +1,15 @@
 //! `qoslane sync`: what a configuration run calls after installing a new
-//! mapping. Validate (an invalid file changes nothing), promote it to
-//! last-known-good, re-probe the fabric for every level, and re-apply node
-//! settings for the running jobs under the new mapping. Running jobs keep
-//! their environment (their SL exports); new jobs get the new mapping.
+//! mapping. A mapping takes effect as a transaction: it is validated (an
+//! invalid file changes nothing), every level is checked on the fabric (a
+//! fresh probe), and only when every level passes under the policy is it put
+//! in force — promoted to last-known-good, the running jobs' node settings
+//! re-applied under it. Otherwise the previous copy stays in force, the
+//! refusal is recorded (so the Prologs agree, `status` and `health` say why)
+//! and sync exits 1. Running jobs keep their environment (their SL exports);
+//! new jobs get the mapping in force. `--dry-run` says all this, changes
+//! nothing.
+
+use std::io::Write;
 
 use super::Ctx;
 use super::session::Session;
@@ -14,56 +21,42 @@ use crate::exit_code::Verdict;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
 use crate::log;
+use crate::mapping::Mapping;
 use crate::mapping::diagnostic::render_all;
+use crate::paths::Paths;
 use crate::report::{Event, Exit, Failure, Report};
+use crate::state::{JobRecord, Store};
 use crate::txn::RecordOp;
 
-pub fn run(ctx: &Ctx) -> Verdict {
+pub fn run(ctx: &Ctx, dry_run: bool) -> Verdict {
+    if dry_run {
+        return dry(ctx);
+    }
     let mut s = Session::new(&ctx.paths, Event::Sync, Deadline::after(ctx.timeout));
     let result = body(ctx, &mut s, Report::new(Event::Sync));
     s.finish(result)
 }
 
-fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
-    macro_rules! step {
-        ($e:expr) => {
-            match $e {
-                Ok(v) => v,
-                Err(e) => return Err(r.fail(e, Exit::ByError)),
-            }
-        };
-    }
-    // Strict: sync is where an admin learns their file is wrong, so every
-    // diagnostic is shown, not just the first.
-    let (mapping, sha256, _) = step!(
-        config::read_valid(&ctx.paths, &ctx.paths.config).inspect_err(|e| {
-            if matches!(e, Error::MappingInvalid { .. })
-                && let Ok(text) = config::read_text(&ctx.paths.config)
-            {
-                let name = ctx.paths.config.display().to_string();
-                let v = crate::mapping::validate_str(&text);
-                eprint!("{}", render_all(&v.diagnostics, &name, &text));
-            }
-        })
-    );
-    r.mapping_sha256 = Some(sha256);
-    let loaded: Loaded = step!(config::load(&ctx.paths));
+/// Strict: sync is where an admin learns their file is wrong, so every
+/// diagnostic is shown, not just the first.
+fn read_strict(paths: &Paths) -> Result<(Mapping, String, String), Error> {
+    config::read_valid(paths, &paths.config).inspect_err(|e| {
+        if matches!(e, Error::MappingInvalid { .. })
+            && let Ok(text) = config::read_text(&paths.config)
+        {
+            let name = paths.config.display().to_string();
+            let v = crate::mapping::validate_str(&text);
+            eprint!("{}", render_all(&v.diagnostics, &name, &text));
+        }
+    })
+}
 
-    let mut fabric = policy::judge(
-        &ctx.paths,
-        &mapping,
-        &s.deadline,
-        ProbeMode::Fresh,
-        Scope::Every,
-    );
-    r.take_fabric(&mut fabric);
-    if let Some(e) = &fabric.refusal {
-        log::error(&format!("fabric: {e}"));
-    }
-
-    step!(s.promote(&loaded, None));
-    let node = step!(s.node());
-    let records = step!(node.store.records());
+/// The running jobs' records re-planned under `mapping` (their level's
+/// settings and rank as the mapping has them now).
+fn replanned(
+    mapping: &Mapping,
+    records: &std::collections::BTreeMap<crate::job::JobId, JobRecord>,
+) -> Vec<RecordOp> {
     let mut ops = Vec::new();
     for rec in records.values() {
         let (level, _) = mapping.level_for_qos(rec.qos.as_deref());
@@ -80,8 +73,58 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Fai
             ops.push(RecordOp::Put(updated));
         }
     }
-    let note = format!("{} running job(s), {} re-planned", records.len(), ops.len());
+    ops
+}
+
+/// What stays in force when a mapping is refused.
+fn previous(paths: &Paths) -> String {
+    config::last_known_good_sha(paths).map_or_else(
+        || "there is no previous copy: its levels are refused one by one".to_owned(),
+        |p| format!("sha256 {p} stays in force"),
+    )
+}
+
+fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
+    macro_rules! step {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => return Err(r.fail(e, Exit::ByError)),
+            }
+        };
+    }
     let paths = &ctx.paths;
+    let (mapping, sha256, _) = step!(read_strict(paths));
+    r.mapping_sha256 = Some(sha256.clone());
+
+    // The gate: every level on the fabric, fresh, under the policy.
+    let mut fabric = policy::judge(paths, &mapping, &s.deadline, ProbeMode::Fresh, Scope::Every);
+    r.take_fabric(&mut fabric);
+    if let Some(refusal) = fabric.refusal.take() {
+        let why = refusal.to_string();
+        if let Err(e) = config::reject(paths, &sha256, &why) {
+            r.notes
+                .push(format!("the refusal could not be recorded: {e}"));
+        }
+        let msg = format!(
+            "mapping sha256 {sha256} not put in force; {}",
+            previous(paths)
+        );
+        log::error(&format!("{msg}: {why}"));
+        r.notes.push(msg);
+        return Err(r.fail(refusal, Exit::ByError));
+    }
+    if let Err(e) = config::clear_rejected(paths) {
+        r.notes
+            .push(format!("an old refusal could not be removed: {e}"));
+    }
+    let loaded: Loaded = step!(config::load(paths));
+
+    step!(s.promote(&loaded, None));
+    let node = step!(s.node());
+    let records = step!(node.store.records());
+    let ops = replanned(&mapping, &records);
+    let note = format!("{} running job(s), {} re-planned", records.len(), ops.len());
     let check = || fabric.ports_still_active(paths);
     let result = node.transact("sync", None, &ops, &check);
     r.notes.push(note);
@@ -94,16 +137,7 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Fai
             };
             r.changes = c.changes;
             r.gone(c.gone);
-            let r = r.with(outcome);
-            match fabric.refusal {
-                // Applied, but some level cannot be granted on this fabric.
-                Some(problem) => Err(Box::new(Failure {
-                    report: r,
-                    error: problem,
-                    exit: Exit::ByError,
-                })),
-                None => Ok(r),
-            }
+            Ok(r.with(outcome))
         }
         Err(f) => {
             r.changes.clone_from(&f.changes);
@@ -112,4 +146,87 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Fai
             Err(r.fail(f.into_error(), Exit::ByError))
         }
     }
+}
+
+/// `sync --dry-run`: validation, the fabric gate, whether the mapping would
+/// be put in force, and the settings that would change — read-only: no
+/// lock, no audit line, no metrics, nothing written (the fabric cache
+/// excepted: the probe is real).
+fn dry(ctx: &Ctx) -> Verdict {
+    let paths = &ctx.paths;
+    let deadline = Deadline::after(ctx.timeout);
+    let mut out = std::io::stdout().lock();
+    let (mapping, sha256, _) = match read_strict(paths) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = writeln!(out, "sync --dry-run: {e}\nwould change nothing");
+            return e.verdict();
+        }
+    };
+    let _ = writeln!(
+        out,
+        "mapping {}: valid, {} levels, sha256 {sha256}",
+        paths.config.display(),
+        mapping.levels().len()
+    );
+    let fabric = policy::judge(paths, &mapping, &deadline, ProbeMode::Fresh, Scope::Every);
+    for n in &fabric.notes {
+        let _ = writeln!(out, "{n}");
+    }
+    if let Some(refusal) = &fabric.refusal {
+        let _ = writeln!(
+            out,
+            "fabric: {refusal}\nwould NOT put it in force ({}); would change nothing",
+            previous(paths)
+        );
+        return Verdict::Failed;
+    }
+    let _ = writeln!(
+        out,
+        "fabric: {}",
+        if fabric.report.is_some() {
+            "every level passes"
+        } else {
+            "not checked (fabric_check off)"
+        }
+    );
+    let _ = match config::last_known_good_sha(paths) {
+        Some(p) if p == sha256 => writeln!(out, "already in force (last-known-good)"),
+        Some(p) => writeln!(
+            out,
+            "would put it in force (last-known-good, replacing sha256 {p})"
+        ),
+        None => writeln!(
+            out,
+            "would put it in force (the first mapping this node keeps)"
+        ),
+    };
+    let store = Store { paths };
+    let records = if paths.jobs_dir().exists() {
+        store.records().unwrap_or_default()
+    } else {
+        std::collections::BTreeMap::default()
+    };
+    let ops = replanned(&mapping, &records);
+    let _ = writeln!(
+        out,
+        "{} running job(s), {} would be re-planned",
+        records.len(),
+        ops.len()
+    );
+    match crate::txn::preview(paths, &ops, &deadline) {
+        Ok(changes) if changes.is_empty() => {
+            let _ = writeln!(out, "no node setting would change");
+        }
+        Ok(changes) => {
+            for c in changes {
+                let _ = writeln!(out, "would set {}: {} -> {}", c.path, c.before, c.after);
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "the settings could not be previewed: {e}");
+            return e.verdict();
+        }
+    }
+    Verdict::Ok
 }

@@ -9,4 +9,4 @@ pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Severity};
 pub use types::*;
-pub use validate::{Validation, validate_str};
+pub use validate::{Validation, validate_str, validate_str_until};

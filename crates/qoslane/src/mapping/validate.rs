@@ -5,13 +5,14 @@
 //! Nothing here touches the node.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use super::diagnostic::Diagnostic;
 use super::types::{
     DeviceSelector, FabricCheck, Level, Mapping, NodeSetting, OnFailure, ServiceLevel, SettingPath,
     TrafficClass, VirtualLane,
 };
-use super::yaml::{self, Node, NodeKind, Span};
+use super::yaml::{self, Budget, Node, NodeKind, Span};
 
 const TOP_KEYS: &[&str] = &[
     "default_level",
@@ -53,8 +54,29 @@ impl Validation {
 
 /// Validates the text of a mapping file.
 pub fn validate_str(src: &str) -> Validation {
-    let mut cx = Cx::default();
-    let mapping = match yaml::parse(src) {
+    let Some(v) = validate_within(src, Budget::unlimited()) else {
+        unreachable!("an unlimited budget is never spent")
+    };
+    v
+}
+
+/// [`validate_str`], giving up once `until` has passed: `None` then. For a
+/// run with a deadline (the Prolog), so that a huge file cannot take all of
+/// it: a megabyte of diagnostics takes a tenth of a second or more to check.
+pub fn validate_str_until(src: &str, until: Instant) -> Option<Validation> {
+    validate_within(src, Budget::until(until))
+}
+
+fn validate_within(src: &str, budget: Budget) -> Option<Validation> {
+    let mut cx = Cx {
+        diags: Vec::new(),
+        budget,
+    };
+    let parsed = yaml::parse_within(src, &mut cx.budget);
+    if cx.budget.spent() {
+        return None;
+    }
+    let mapping = match parsed {
         Err(e) => {
             let d = e
                 .related
@@ -86,20 +108,24 @@ pub fn validate_str(src: &str) -> Validation {
         }
         Ok(Some(root)) => cx.mapping(&root),
     };
+    if cx.budget.spent() {
+        return None;
+    }
     let mut diagnostics = cx.diags;
     diagnostics.sort_by_key(|d| (d.span.start, d.severity == super::Severity::Warning));
     let has_error = diagnostics
         .iter()
         .any(|d| d.severity == super::Severity::Error);
-    Validation {
+    Some(Validation {
         mapping: if has_error { None } else { mapping },
         diagnostics,
-    }
+    })
 }
 
-#[derive(Default)]
 struct Cx {
     diags: Vec<Diagnostic>,
+    /// Spent: every loop stops, and the caller gets no answer.
+    budget: Budget,
 }
 
 /// A level as far as it could be read.
@@ -161,6 +187,9 @@ impl Cx {
         let mut found: HashMap<&'n str, (&'n Node, &'n Node)> = HashMap::new();
         let mut suggested = Vec::new();
         for (k, v) in entries {
+            if self.budget.step() {
+                break;
+            }
             let NodeKind::Scalar { value: key, .. } = &k.kind else {
                 self.err(Diagnostic::error(
                     k.span,
@@ -446,6 +475,9 @@ impl Cx {
         let mut ok = true;
         let mut seen: HashMap<String, Span> = HashMap::new();
         for item in items {
+            if self.budget.step() {
+                break;
+            }
             let Some(s) = self.string(item, "a device") else {
                 ok = false;
                 continue;
@@ -530,6 +562,9 @@ impl Cx {
         let mut qos_seen: HashMap<String, (Span, String)> = HashMap::new();
         let mut sls: HashMap<u8, (Span, String)> = HashMap::new();
         for item in items {
+            if self.budget.step() {
+                break;
+            }
             let parts = self.level(item);
             match parts.level {
                 Some(level) => levels.push(level),
@@ -683,6 +718,9 @@ impl Cx {
         let mut names = Vec::new();
         let mut ok = true;
         for item in items {
+            if self.budget.step() {
+                break;
+            }
             match self.name(item, "QoS name") {
                 Some(q) => {
                     if q.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -711,6 +749,9 @@ impl Cx {
         let mut ok = true;
         let mut seen: HashMap<String, Span> = HashMap::new();
         for item in items {
+            if self.budget.step() {
+                break;
+            }
             let Some(f) = self.fields(item, SETTING_KEYS, "a node setting") else {
                 ok = false;
                 continue;
@@ -783,11 +824,58 @@ fn is_yaml11_bool(s: &str) -> bool {
 }
 
 /// The known word closest to `word`, when it is close enough to be a typo.
+/// A word whose length differs by more than the distance allowed is skipped
+/// unmeasured (the distance is at least the difference): `default_level`
+/// is looked up among every level name.
 fn nearest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    let chars = word.chars().count();
     known
         .iter()
+        .filter(|k| k.chars().count().abs_diff(chars) <= (k.len() / 3).max(2))
         .map(|k| (strsim::damerau_levenshtein(word, k), *k))
         .filter(|(d, k)| *d <= (k.len() / 3).max(2))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    const SRC: &str = "default_level: a\nlevels: [x, y]\n";
+
+    #[test]
+    fn with_time_left_validation_is_the_same() {
+        let later = Instant::now() + Duration::from_secs(3600);
+        let v = validate_str_until(SRC, later).expect("in time");
+        assert_eq!(v.diagnostics, validate_str(SRC).diagnostics);
+        assert_eq!(v.diagnostics.len(), 2);
+    }
+
+    #[test]
+    fn past_the_deadline_there_is_no_answer() {
+        assert!(validate_str_until(SRC, Instant::now()).is_none());
+        // Given up part way: a big file, a deadline that passes meanwhile.
+        let big = format!(
+            "default_level: a\nlevels: [{}]\n",
+            vec!["a"; 300_000].join(", ")
+        );
+        let until = Instant::now() + Duration::from_millis(5);
+        let t = Instant::now();
+        assert!(validate_str_until(&big, until).is_none());
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn nearest_skips_words_of_another_length_only_when_they_cannot_be_near() {
+        assert_eq!(nearest("normla", &["normal", "high"]), Some("normal"));
+        assert_eq!(nearest("hig", &["normal", "high"]), Some("high"));
+        assert_eq!(
+            nearest("mission-critcal", &["mission-critical"]),
+            Some("mission-critical")
+        );
+        assert_eq!(nearest("x", &["mission-critical"]), None);
+    }
 }

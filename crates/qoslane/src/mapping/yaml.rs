@@ -5,6 +5,8 @@
 //! included, so the validator can point at both. Anchors, aliases and tags are
 //! refused: a mapping file has no use for them and aliases can blow up.
 
+use std::time::Instant;
+
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span as YSpan};
 
 /// A location in the source: 1-based line and column (in characters), and
@@ -249,9 +251,60 @@ fn scan_error(pos: &Positions<'_>, stack: &[Frame], e: &ScanError) -> SyntaxErro
     }
 }
 
+/// When reading and checking a file gives up: a Prolog must not spend its
+/// deadline on a huge mapping. The clock is read once per [`Self::EVERY`]
+/// steps (a step is a parser event or an item checked), not per step.
+#[derive(Debug, Default)]
+pub struct Budget {
+    until: Option<Instant>,
+    steps: u32,
+    late: bool,
+}
+
+impl Budget {
+    const EVERY: u32 = 1024;
+
+    /// No limit: every file is read to its end.
+    pub fn unlimited() -> Self {
+        Self::default()
+    }
+
+    /// Gives up once `until` has passed.
+    pub fn until(until: Instant) -> Self {
+        Self {
+            until: Some(until),
+            ..Self::default()
+        }
+    }
+
+    /// One step of work; true once the budget is spent, and from then on.
+    pub fn step(&mut self) -> bool {
+        if let Some(until) = self.until
+            && !self.late
+        {
+            self.steps = self.steps.wrapping_add(1);
+            if self.steps % Self::EVERY == 1 {
+                self.late = Instant::now() >= until;
+            }
+        }
+        self.late
+    }
+
+    /// Whether the work stopped short: what it returned is not the answer.
+    pub fn spent(&self) -> bool {
+        self.late
+    }
+}
+
 /// Parses `src` into one document's root node. `Ok(None)` for a file with no
 /// document (empty, or only comments).
 pub fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
+    parse_within(src, &mut Budget::unlimited())
+}
+
+/// [`parse`], stopping early when `budget` is spent (then the result means
+/// nothing: check [`Budget::spent`]).
+pub fn parse_within(src: &str, budget: &mut Budget) -> Result<Option<Node>, SyntaxError> {
     let pos = Positions::new(src);
     let mut parser = Parser::new_from_str(src);
     let mut stack: Vec<Frame> = Vec::new();
@@ -259,6 +312,9 @@ pub fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
     let mut documents = 0usize;
 
     while let Some(ev) = parser.next_event() {
+        if budget.step() {
+            return Ok(None);
+        }
         let (event, yspan) = ev.map_err(|e| scan_error(&pos, &stack, &e))?;
         let mut span = pos.span(yspan);
         let refuse = move |what: &str| {
