@@ -1117,6 +1117,47 @@ proptest! {
     fn fuzz_body_never_panics_on_any_string(src in any::<String>()) {
         fuzz_body::check(&src);
     }
+
+    /// A snippet rendered from the diagnostic's own lines is the one the
+    /// whole file gave (issue 12 stopped rendering against the whole file).
+    #[test]
+    fn snippets_render_as_from_the_whole_file(src in mutated_corpus()) {
+        let v = validate_str(&src);
+        for d in &v.diagnostics {
+            prop_assert_eq!(d.render("f.yml", &src), render_whole(d, "f.yml", &src));
+        }
+    }
+}
+
+/// How a diagnostic was rendered before issue 12: the snippet's source is
+/// the whole file (quadratic in the file's size; kept here as the reference).
+fn render_whole(d: &qoslane::mapping::Diagnostic, file: &str, source: &str) -> String {
+    use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
+    let level = match d.severity {
+        Severity::Error => Level::ERROR,
+        Severity::Warning => Level::WARNING,
+    };
+    let mut snippet = Snippet::source(source).line_start(1).fold(true).annotation(
+        AnnotationKind::Primary
+            .span(d.span.start..d.span.end)
+            .label(d.label.as_deref()),
+    );
+    for (span, label) in &d.related {
+        snippet = snippet.annotation(
+            AnnotationKind::Context
+                .span(span.start..span.end)
+                .label(label.as_str()),
+        );
+    }
+    let mut group = Group::with_level(level).element(snippet);
+    if let Some(help) = &d.help {
+        group = group.element(Level::HELP.message(help.as_str()));
+    }
+    format!(
+        "{}\n{}\n",
+        d.headline(file),
+        Renderer::plain().render(&[group])
+    )
 }
 
 /// A corpus file after a few mutations; shown as text when a case fails.
@@ -1257,8 +1298,7 @@ fn assert_rendered_with_the_rest_counted(stderr: &str, file: &str, errors: usize
     assert_eq!(
         stderr.matches(": error: ").count(),
         MAX_RENDERED,
-        "{:.2000}",
-        stderr
+        "{stderr:.2000}"
     );
     let rest = errors - MAX_RENDERED;
     assert!(
@@ -1343,8 +1383,7 @@ fn regression_fifteen_thousand_levels_validate_and_render() {
              53 |     service_level: 0\n\
              \x20  |                    ^ used again here\n"
         ),
-        "{:.1000}",
-        rendered
+        "{rendered:.1000}"
     );
 
     let dir = tempfile::tempdir().expect("temp dir");
