@@ -11,6 +11,22 @@ use crate::mapping::{Mapping, validate_str};
 use crate::paths::Paths;
 use crate::state::fsutil;
 
+/// Until when a hook may spend on validating the admin's mapping: half the
+/// run's time, set once by the run (`Session::new`), so that a huge file
+/// leaves the last-known-good fallback and the transaction their share.
+/// Unset (commands such as `validate`): no bound.
+static PARSE_UNTIL: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+pub fn bound_parsing(until: std::time::Instant) {
+    if let Ok(mut u) = PARSE_UNTIL.lock() {
+        *u = Some(until);
+    }
+}
+
+fn parse_bound() -> Option<std::time::Instant> {
+    PARSE_UNTIL.lock().ok().and_then(|u| *u)
+}
+
 /// A mapping file larger than this is refused unread.
 pub const MAX_MAPPING_BYTES: u64 = 1 << 20;
 
@@ -52,7 +68,23 @@ pub fn read_valid(paths: &Paths, path: &Path) -> Result<(Mapping, String, String
     if let Some((m, sha)) = memo::get(&text) {
         return Ok((m, sha, text));
     }
-    let v = validate_str(&text);
+    // Only the admin's file is bounded: the last-known-good copy validated
+    // before, and is what a run falls back to.
+    let bound = parse_bound().filter(|_| path == paths.config);
+    let Some(v) = bound.map_or_else(
+        || Some(validate_str(&text)),
+        |until| crate::mapping::validate_str_until(&text, until),
+    ) else {
+        return Err(Error::MappingInvalid {
+            path: path.to_owned(),
+            count: 1,
+            first: format!(
+                "{}: validation did not finish within the run's deadline (the file is too \
+                 large or too complex for a hook)",
+                path.display()
+            ),
+        });
+    };
     if let Some(m) = v.mapping {
         let sha = sha256_hex(text.as_bytes());
         memo::put(&text, &m, &sha);

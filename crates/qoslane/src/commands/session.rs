@@ -30,8 +30,10 @@ pub struct Session<'p> {
 
 impl<'p> Session<'p> {
     pub fn new(paths: &'p Paths, event: Event, deadline: Deadline) -> Self {
-        // Logging waits for nothing past the run's deadline (nodeio::log).
+        // Logging waits for nothing past the run's deadline (nodeio::log);
+        // validating the mapping takes at most half of it.
         nodeio::log::set_deadline(deadline.instant());
+        config::bound_parsing(deadline.half().instant());
         Self {
             paths,
             deadline,
