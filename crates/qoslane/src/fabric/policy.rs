@@ -10,7 +10,7 @@
 //!   ([`Judgement::refusal`]); the caller's policy (`on_failure`, or the
 //!   command's exit) decides what follows.
 
-use super::{FabricReport, PortId, ProbeMode, assess};
+use super::{FabricReport, PortId, ProbeMode};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::fabric::report::FabricVerdict;
@@ -62,7 +62,19 @@ pub fn judge(
         j.verdict = FabricVerdict::Off;
         return j;
     }
-    let report = match assess(paths, mapping, deadline, mode) {
+    // A `fail_job` level is granted only on a probe younger than the
+    // mapping's bound (default 15 s): the jobs that care most never rely on
+    // an old cache entry.
+    let mut opts = super::AssessOptions::default();
+    if let Scope::Level(name) = scope
+        && mapping
+            .level(name)
+            .is_some_and(|l| mapping.on_failure_for(l) == crate::mapping::OnFailure::FailJob)
+    {
+        opts.max_cache_age = opts.max_cache_age.min(mapping.fail_job_max_probe_age);
+    }
+    let probe = super::Smpquery::new(&paths.smpquery);
+    let report = match super::assess_with(paths, mapping, deadline, mode, &probe, &opts) {
         Ok(r) => r,
         Err(e) => {
             j.verdict = FabricVerdict::CouldNotRun {

@@ -213,6 +213,9 @@ pub struct Mapping {
     pub fabric_check: FabricCheck,
     pub on_failure: OnFailure,
     pub devices: Vec<DeviceSelector>,
+    /// The oldest fabric probe (cache entry) a `fail_job` level's Prolog
+    /// may rely on: an SM change cannot stay hidden from those jobs longer.
+    pub fail_job_max_probe_age: std::time::Duration,
     /// Highest priority first.
     levels: Vec<Level>,
 }
@@ -242,9 +245,16 @@ impl Mapping {
             fabric_check,
             on_failure,
             devices,
+            fail_job_max_probe_age: Self::DEFAULT_FAIL_JOB_MAX_PROBE_AGE,
             levels,
         }
     }
+
+    /// `fail_job_max_probe_age` when the mapping does not say.
+    pub const DEFAULT_FAIL_JOB_MAX_PROBE_AGE: std::time::Duration =
+        std::time::Duration::from_secs(15);
+    /// The most it may be: the cache's own bound for every level.
+    pub const MAX_FAIL_JOB_MAX_PROBE_AGE: std::time::Duration = std::time::Duration::from_secs(300);
 
     pub fn levels(&self) -> &[Level] {
         &self.levels

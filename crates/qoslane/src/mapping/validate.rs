@@ -17,6 +17,7 @@ use super::yaml::{self, Budget, Node, NodeKind, Span};
 const TOP_KEYS: &[&str] = &[
     "default_level",
     "fabric_check",
+    "fail_job_max_probe_age",
     "on_failure",
     "devices",
     "levels",
@@ -433,6 +434,16 @@ impl Cx {
             None => Some(OnFailure::Continue),
             Some(n) => self.choice(n, "on_failure", OnFailure::NAMES, OnFailure::parse),
         };
+        let max_probe_age = match f.get("fail_job_max_probe_age") {
+            None => Some(Mapping::DEFAULT_FAIL_JOB_MAX_PROBE_AGE),
+            Some(n) => self
+                .integer(
+                    n,
+                    "fail_job_max_probe_age",
+                    Mapping::MAX_FAIL_JOB_MAX_PROBE_AGE.as_secs(),
+                )
+                .map(std::time::Duration::from_secs),
+        };
         let devices = match f.get("devices") {
             None => Some(Vec::new()),
             Some(n) => self.devices(n),
@@ -460,13 +471,10 @@ impl Cx {
         }
         let levels = levels?;
         let default_index = levels.iter().position(|l| l.name == default_name)?;
-        Some(Mapping::new_validated(
-            default_index,
-            fabric_check?,
-            on_failure?,
-            devices?,
-            levels,
-        ))
+        let mut m =
+            Mapping::new_validated(default_index, fabric_check?, on_failure?, devices?, levels);
+        m.fail_job_max_probe_age = max_probe_age?;
+        Some(m)
     }
 
     fn devices(&mut self, node: &Node) -> Option<Vec<DeviceSelector>> {

@@ -129,3 +129,35 @@ fn a_prolog_that_first_sees_a_refused_mapping_keeps_the_previous_one() {
     ok(&run(&n, &["sync"], &[]));
     assert_ne!(n.get(LKG), good);
 }
+
+/// Regression: the fabric cache (up to 300 s) hid an SM change from the
+/// Prolog: after OpenSM moved a level's SL to another VL, a `fail_job` job of
+/// that level was still granted. A `fail_job` level relies only on a probe
+/// younger than `fail_job_max_probe_age` (default 15 s; 0 here: always
+/// probe); other levels keep the cache.
+#[test]
+fn a_fail_job_level_never_relies_on_an_old_probe() {
+    let n = fabric_node();
+    n.write_mapping(&format!(
+        "fail_job_max_probe_age: 0\n{}",
+        util::MAPPING.replace("fabric_check: off", "fabric_check: enforce")
+    ));
+    ok(&run(&n, &["prolog"], &[("SLURM_JOB_ID", "1"), ("FAKE_QOS", "mission-critical")]));
+    ok(&run(&n, &["prolog"], &[("SLURM_JOB_ID", "2"), ("FAKE_QOS", "high")]));
+    for id in ["1", "2"] {
+        ok(&n.run(&["epilog"], &[("SLURM_JOB_ID", id)]));
+    }
+    // The SM re-sweeps with another table; no port identity changes.
+    for op in ["sl2vl", "portinfo", "vlarb"] {
+        n.smpquery_file(
+            &format!("any.{op}.txt"),
+            &util::captured_smpquery("qos-reversed", op),
+        );
+    }
+    let out = run(&n, &["prolog"], &[("SLURM_JOB_ID", "3"), ("FAKE_QOS", "mission-critical")]);
+    assert_eq!(out.status.code(), Some(1), "fail_job refused at once: {}", stderr(&out));
+    let out = run(&n, &["prolog"], &[("SLURM_JOB_ID", "4"), ("FAKE_QOS", "high")]);
+    ok(&out);
+    let p = n.last_audit("prolog");
+    assert_eq!(p["fabric"]["ports"][0]["source"], "cache", "a continue level keeps the cache: {p}");
+}
