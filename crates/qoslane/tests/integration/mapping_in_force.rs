@@ -142,8 +142,16 @@ fn a_fail_job_level_never_relies_on_an_old_probe() {
         "fail_job_max_probe_age: 0\n{}",
         util::MAPPING.replace("fabric_check: off", "fabric_check: enforce")
     ));
-    ok(&run(&n, &["prolog"], &[("SLURM_JOB_ID", "1"), ("FAKE_QOS", "mission-critical")]));
-    ok(&run(&n, &["prolog"], &[("SLURM_JOB_ID", "2"), ("FAKE_QOS", "high")]));
+    ok(&run(
+        &n,
+        &["prolog"],
+        &[("SLURM_JOB_ID", "1"), ("FAKE_QOS", "mission-critical")],
+    ));
+    ok(&run(
+        &n,
+        &["prolog"],
+        &[("SLURM_JOB_ID", "2"), ("FAKE_QOS", "high")],
+    ));
     for id in ["1", "2"] {
         ok(&n.run(&["epilog"], &[("SLURM_JOB_ID", id)]));
     }
@@ -154,10 +162,26 @@ fn a_fail_job_level_never_relies_on_an_old_probe() {
             &util::captured_smpquery("qos-reversed", op),
         );
     }
-    let out = run(&n, &["prolog"], &[("SLURM_JOB_ID", "3"), ("FAKE_QOS", "mission-critical")]);
-    assert_eq!(out.status.code(), Some(1), "fail_job refused at once: {}", stderr(&out));
-    let out = run(&n, &["prolog"], &[("SLURM_JOB_ID", "4"), ("FAKE_QOS", "high")]);
+    let out = run(
+        &n,
+        &["prolog"],
+        &[("SLURM_JOB_ID", "3"), ("FAKE_QOS", "mission-critical")],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "fail_job refused at once: {}",
+        stderr(&out)
+    );
+    let out = run(
+        &n,
+        &["prolog"],
+        &[("SLURM_JOB_ID", "4"), ("FAKE_QOS", "high")],
+    );
     ok(&out);
     let p = n.last_audit("prolog");
-    assert_eq!(p["fabric"]["ports"][0]["source"], "cache", "a continue level keeps the cache: {p}");
+    assert_eq!(
+        p["fabric"]["ports"][0]["source"], "cache",
+        "a continue level keeps the cache: {p}"
+    );
 }
