@@ -297,10 +297,15 @@ fn fabric_checks(j: &policy::Judgement, m: &crate::mapping::Mapping) -> Vec<Chec
     for l in m.levels() {
         for p in report.problems(&l.name) {
             let refused = if policy == FabricCheck::Enforce {
-                format!(
-                    "its jobs are refused (on_failure: {})",
-                    m.on_failure_for(l).as_str()
-                )
+                match m.on_failure_for(l) {
+                    crate::mapping::OnFailure::FailJob => {
+                        "its jobs are refused and requeued (on_failure: fail_job)".to_owned()
+                    }
+                    crate::mapping::OnFailure::Continue => {
+                        "its jobs run on the baseline, without its SL (on_failure: continue)"
+                            .to_owned()
+                    }
+                }
             } else {
                 "its jobs run untagged on that VL (fabric_check: warn)".to_owned()
             };
