@@ -181,6 +181,15 @@ SLURMD_NODENAME=$NODE "$R/bin/hookrun" health > "$WORK/health-up.out" 2>&1 || tr
 ctl_idle() { /usr/bin/scontrol show node -o "$NODE" | grep -q 'State=IDLE '; }
 poll 30 "health resumed the node it drained" ctl_idle
 
+say "case: a record left by a killed Epilog is released by health (Slurm no longer has the job here)"
+SLURM_JOB_ID=999999 SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=high QOSLANE_SMPQUERY="$R/bin/smpquery" \
+  "$QL" --root "$R" prolog >/dev/null 2>&1
+check "stale: the record is there, high's setting in force" eq "$(ls "$R/run/qoslane/jobs")/$(settings)" "999999.json/$BASE_TOS 8388608"
+SLURMD_NODENAME=$NODE "$R/bin/hookrun" health >/dev/null 2>&1 || true
+check "stale: health released it" eq "$(ls "$R/run/qoslane/jobs")/$(settings)" "/$BASE_TOS $BASE_RMEM"
+check "stale: audited" grep -q 'job(s) 999999: Slurm no longer has them on node' "$R/var/log/qoslane/audit.jsonl"
+check "stale: the node stays in service" eq "$(node_state)" idle
+
 say "case: health leaves an admin-drained node alone"
 /usr/bin/scontrol update nodename="$NODE" state=drain reason="admin: maintenance"
 SLURMD_NODENAME=$NODE "$R/bin/hookrun" health >/dev/null 2>&1 || true

@@ -27,6 +27,7 @@ use crate::fabric::policy::{self, Scope};
 use crate::mapping::FabricCheck;
 use crate::report::{Event, Exit, Report};
 use crate::state::{Store, fsutil};
+use crate::txn::RecordOp;
 
 /// How long health waits for a transaction in progress before it looks past
 /// it (a Prolog holding the lock is not a problem of the node).
@@ -161,6 +162,10 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
         ),
     });
 
+    if let Some(c) = stale_records(&mut s, &mut r) {
+        checks.push(c);
+    }
+
     // The state files must be readable and trusted: a corrupt or foreign
     // record, baseline or journal stops every change (qoslane will not act
     // on state it cannot trust), so the node must not take jobs.
@@ -242,7 +247,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
             );
         }
     }
-    r.notes = checks
+    let lines: Vec<String> = checks
         .iter()
         .map(|c| match c.status {
             Status::Ok => format!("{}: ok: {}", c.name, c.detail),
@@ -250,10 +255,84 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
             Status::Drain => format!("{}: FAIL: {}", c.name, c.detail),
         })
         .collect();
+    r.notes.extend(lines);
     let drain = drain.map(|d| d.detail.clone());
     s.finish(match drain {
-        None => Ok(r.with(Outcome::Unchanged)),
+        None if r.changes.is_empty() => Ok(r.with(Outcome::Unchanged)),
+        None => Ok(r.with(Outcome::Reverted)),
         Some(m) => Err(r.fail(Error::Unhealthy(m), Exit::ByError)),
+    })
+}
+
+/// Records of jobs Slurm no longer has on this node (an Epilog killed
+/// mid-way, a node rebooted under a job): their levels are released through
+/// the transaction, so the settings follow the jobs that remain, and the
+/// report (audit) lists the changes. Only under the lock health took, and
+/// only when Slurm answered: any doubt removes nothing.
+fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Check> {
+    let paths = s.paths;
+    let deadline = s.deadline.half();
+    let node = s.store()?;
+    let records = node.records().ok()?;
+    if records.is_empty() {
+        return None;
+    }
+    let name = crate::audit::node_name();
+    let on_node = match crate::job::on_node::jobs_on_node(&paths.squeue, &name, &deadline) {
+        Ok(ids) => ids,
+        Err(e) => {
+            return Some(check(
+                "records",
+                Status::Ok,
+                format!(
+                    "{} job record(s); not compared with Slurm ({e})",
+                    records.len()
+                ),
+            ));
+        }
+    };
+    let stale: Vec<crate::job::JobId> = records
+        .keys()
+        .filter(|id| !on_node.contains(id))
+        .copied()
+        .collect();
+    if stale.is_empty() {
+        return Some(check(
+            "records",
+            Status::Ok,
+            format!("{} job record(s), every job on node {name}", records.len()),
+        ));
+    }
+    let ops: Vec<RecordOp> = stale.iter().map(|id| RecordOp::Remove(*id)).collect();
+    let list = stale
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let node = s.node().ok()?;
+    Some(match node.transact("health", None, &ops, &|| Ok(())) {
+        Ok(c) => {
+            r.changes.extend(c.changes);
+            r.gone(c.gone);
+            r.notes.push(format!(
+                "released the level of job(s) {list}: Slurm no longer has them on node {name} \
+                 (their Epilog did not finish)"
+            ));
+            check(
+                "records",
+                Status::Ok,
+                format!("released stale record(s) of job(s) {list} (not on node {name} any more)"),
+            )
+        }
+        Err(f) => check(
+            "records",
+            Status::Drain,
+            format!(
+                "stale record(s) of job(s) {list} could not be released: {}; run `qoslane \
+                 recover`, then `qoslane health`",
+                f.into_error().with_causes()
+            ),
+        ),
     })
 }
 

@@ -2,6 +2,7 @@
 //! the per-job record, and the TaskProlog exports.
 
 pub mod exports;
+pub mod on_node;
 pub mod qos;
 
 use std::fmt;

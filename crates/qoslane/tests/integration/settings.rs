@@ -122,3 +122,48 @@ fn recover_makes_progress_when_a_journaled_setting_vanished() {
     );
     ok(&n.prolog(2, "low"));
 }
+
+/// Regression: a record left by a killed Epilog was never noticed — the job
+/// gone, its settings in force for ever, health "ok". health compares the
+/// records with the jobs Slurm has on the node (`squeue -w NODE -o %A`) and
+/// releases the others through the transaction; with no answer it removes
+/// nothing.
+#[test]
+fn health_releases_records_of_jobs_no_longer_on_the_node() {
+    let n = Node::new();
+    ok(&n.prolog(1, "mission-critical"));
+    ok(&n.prolog(2, "low"));
+    // No answer from Slurm: nothing is removed.
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(n.records().len(), 2);
+    // Job 1's Epilog was killed; Slurm has only job 2 here.
+    let out = n.run(
+        &["health"],
+        &[("FAKE_SQUEUE_NODE_JOBS", "2"), ("SLURMD_NODENAME", "n1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(n.records(), ["2.json"], "job 1's record released");
+    assert_eq!(
+        n.get(TOS),
+        crate::util::BASE_TOS,
+        "mission-critical's setting restored"
+    );
+    assert_eq!(n.get(RMEM), "1048576", "low's setting stays");
+    let h = n.last_audit("health");
+    assert_eq!(h["outcome"], "reverted", "{h}");
+    assert!(
+        h["notes"]
+            .to_string()
+            .contains("job(s) 1: Slurm no longer has them on node n1"),
+        "{h}"
+    );
+    // Every job gone: the baseline.
+    let out = n.run(
+        &["health"],
+        &[("FAKE_SQUEUE_NODE_JOBS", ""), ("SLURMD_NODENAME", "n1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(n.records().is_empty());
+    assert_eq!(n.get(RMEM), BASE_RMEM);
+}
