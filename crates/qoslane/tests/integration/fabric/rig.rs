@@ -588,3 +588,109 @@ fn rig_ibsim_not_running_fails_within_the_deadline() {
         "still running with {needle}: pids {left:?}"
     );
 }
+
+/// The binary on the simulated fabric under a real OpenSM: `sync` puts a
+/// mapping in force only when every level passes (issue 12, item 5), and a
+/// `fail_job` level is not granted on a probe older than
+/// `fail_job_max_probe_age` after the SM re-swept with another table while
+/// a `continue` level still uses the cache (item 6).
+#[test]
+fn rig_mapping_in_force_and_fail_job_probe_age_with_the_binary() {
+    if !rig_wanted("rig_mapping_in_force") {
+        return;
+    }
+    let rig = Rig::start(&["-s", IDENTITY]);
+    let node = rig.node();
+    let root = node.paths.root.clone();
+    let cfg = root.join("etc/qoslane/qos-network.yml");
+    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    let lkg = root.join("var/lib/qoslane/last-known-good.yml");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new(crate::util::BIN);
+        c.env_clear()
+            .env("QOSLANE_ROOT", &root)
+            .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
+            .env("QOSLANE_SQUEUE", crate::util::fixture_bin("squeue"))
+            .env("QOSLANE_NO_JOURNAL", "1")
+            .env("QOSLANE_TIMEOUT_MS", "20000")
+            .args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let good = MAPPING
+        .replace(
+            "fabric_check: enforce\n",
+            "fabric_check: enforce\nfail_job_max_probe_age: 1\n",
+        )
+        .replace(
+            "    virtual_lane: 3\n",
+            "    virtual_lane: 3\n    on_failure: fail_job\n",
+        );
+    fs::write(&cfg, &good).unwrap();
+    let out = run(&["sync"], &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(read(&lkg), good);
+
+    // A mapping whose `high` the SM does not carry (SL 2 -> VL 2, want 5).
+    fs::write(
+        &cfg,
+        good.replace("    virtual_lane: 2\n", "    virtual_lane: 5\n"),
+    )
+    .unwrap();
+    let out = run(&["sync"], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(read(&lkg), good, "the previous copy stays in force");
+    fs::write(&cfg, &good).unwrap();
+    assert!(run(&["sync"], &[]).status.success());
+
+    // Both levels granted on the fresh cache.
+    for (id, qos) in [("1", "mission-critical"), ("2", "high")] {
+        let out = run(&["prolog"], &[("SLURM_JOB_ID", id), ("FAKE_QOS", qos)]);
+        assert!(
+            out.status.success(),
+            "{qos}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(run(&["epilog"], &[("SLURM_JOB_ID", id)]).status.success());
+    }
+    // OpenSM re-sweeps with another table: SL 3 -> VL 4.
+    let t = Instant::now();
+    rig.resweep_with_sl2vl("7,6,5,4,3,2,1,0,0,1,2,3,4,5,6,7");
+    let moved = "| 7| 6| 5| 4| 3| 2| 1| 0|";
+    while !["node2", "node3"].iter().all(|n| {
+        rig.sim(n, &["smpquery", "-D", "sl2vl", "0"])
+            .contains(moved)
+    }) {
+        assert!(t.elapsed() < Duration::from_secs(10), "table never changed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1100)); // past the 1 s bound
+    let out = run(
+        &["prolog"],
+        &[("SLURM_JOB_ID", "3"), ("FAKE_QOS", "mission-critical")],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "fail_job refused on a fresh probe: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SL 3 -> VL 4, want VL 3"));
+    let out = run(&["prolog"], &[("SLURM_JOB_ID", "4"), ("FAKE_QOS", "high")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
