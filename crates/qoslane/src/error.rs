@@ -117,8 +117,12 @@ impl Error {
     pub fn with_causes(&self) -> String {
         let mut out = self.to_string();
         for cause in self.chain().skip(1) {
-            out.push_str("; caused by: ");
-            out.push_str(&cause.to_string());
+            // An I/O error's message already ends with its source's.
+            let text = cause.to_string();
+            if !out.ends_with(&text) {
+                out.push_str("; caused by: ");
+                out.push_str(&text);
+            }
         }
         out
     }

@@ -124,8 +124,14 @@ fn main() -> ExitCode {
         Err(e) => {
             // The error, then its causes (as cargo-nextest prints them).
             eprintln!("qoslane: error: {e}");
+            let mut last = e.to_string();
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                // An I/O error's message already ends with its source's.
+                let text = cause.to_string();
+                if !last.ends_with(&text) {
+                    eprintln!("  caused by: {text}");
+                }
+                last = text;
             }
             e.verdict().into()
         }

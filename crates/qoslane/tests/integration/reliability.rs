@@ -46,10 +46,18 @@ mod timeouts;
 // ------------------------------------------------------------------ the model
 
 const WMEM: &str = "/proc/sys/net/core/wmem_max";
-const PATHS: [&str; 3] = [TOS, RMEM, WMEM];
+/// A choice-list setting: the kernel brackets the selection and takes only a
+/// choice back (its before-value is saved as `none`).
+const SCHED: &str = "/sys/block/nvme0n1/queue/scheduler";
+const PATHS: [&str; 4] = [TOS, RMEM, WMEM, SCHED];
 
 /// The values before any job: the node's true baseline.
-const INITIAL: [(&str, &str); 3] = [(TOS, "0"), (RMEM, "212992"), (WMEM, "212992")];
+const INITIAL: [(&str, &str); 4] = [
+    (TOS, "0"),
+    (RMEM, "212992"),
+    (WMEM, "212992"),
+    (SCHED, "[none] mq-deadline"),
+];
 
 fn initial() -> BTreeMap<String, String> {
     INITIAL
@@ -112,14 +120,15 @@ fn levels(variant: u8) -> Vec<Level> {
             qos: &["bulk"],
             sl: 4,
             fail_job: false,
-            settings: vec![(TOS, v("32", "40"))],
+            settings: vec![(TOS, v("32", "40")), (SCHED, "mq-deadline")],
         },
     ]
 }
 
 fn mapping_yaml(levels: &[Level]) -> String {
-    let mut s =
-        String::from("default_level: normal\nfabric_check: off\non_failure: continue\nlevels:\n");
+    let mut s = String::from(
+        "default_level: normal\nfabric_check: enforce\non_failure: continue\nlevels:\n",
+    );
     for l in levels {
         s.push_str(&format!(
             "  - name: {}\n    qos: [{}]\n    service_level: {}\n",
@@ -236,11 +245,11 @@ fn inconsistencies(n: &Node, active: &BTreeMap<u32, Want>) -> Vec<String> {
     let mut bad = Vec::new();
     let snap = n.snapshot(&PATHS);
     let want = expected_settings(active);
-    if snap.settings != want {
+    if as_written(&snap.settings) != as_written(&want) {
         bad.push(format!("settings {:?}, want {want:?}", snap.settings));
     }
     let base = expected_baseline(active);
-    if snap.baseline != base {
+    if as_written(&snap.baseline) != as_written(&base) {
         bad.push(format!("baseline {:?}, want {base:?}", snap.baseline));
     }
     let on_disk: BTreeSet<String> = snap.records.keys().cloned().collect();
@@ -271,12 +280,30 @@ fn lock_is_free(n: &Node) -> bool {
     free
 }
 
+/// A node for the reliability stories: the levels above, the fabric checked
+/// (`enforce`) on a fixture HCA through the fake smpquery, so every run goes
+/// through the fabric cache as a job start does.
 fn reliability_node(variant: u8) -> Node {
     let n = Node::with_mapping(&mapping_yaml(&levels(variant)));
     for (p, v) in INITIAL {
         n.set(p, v);
     }
+    n.add_fabric("mlx5-quirks");
+    for op in ["sl2vl", "portinfo", "vlarb"] {
+        n.smpquery_file(
+            &format!("any.{op}.txt"),
+            &util::captured_smpquery("qos-identity", op),
+        );
+    }
     n
+}
+
+/// Values compared as the kernel would show them after a write: a choice
+/// list by its selection (a plain fixture file holds what was written).
+fn as_written(m: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    m.iter()
+        .map(|(k, v)| (k.clone(), qoslane::settings::writable(v)))
+        .collect()
 }
 
 /// A small, seedable generator (SplitMix64): the seed is printed so that a

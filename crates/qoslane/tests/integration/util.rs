@@ -128,6 +128,11 @@ impl Node {
             .env("QOSLANE_SQUEUE", fixture_bin("squeue"))
             .env("QOSLANE_NO_JOURNAL", "1")
             .args(args);
+        // A node with the fake smpquery uses it (an explicit one wins below).
+        let fake = self.root().join("fakebin/smpquery");
+        if fake.exists() {
+            c.env("QOSLANE_SMPQUERY", fake);
+        }
         for (k, v) in env {
             c.env(k, v);
         }

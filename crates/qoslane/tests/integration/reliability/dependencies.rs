@@ -233,7 +233,7 @@ fn fault_audit_log_unwritable_never_fails_a_run() {
 fn fault_run_dir_full_or_read_only() {
     // /run/qoslane full: the journal cannot be written; nothing changes.
     let n = reliability_node(0);
-    let Some(m) = Mount::tmpfs(&n.path("/run/qoslane"), "size=16k,mode=0755") else {
+    let Some(m) = Mount::tmpfs(&n.path("/run/qoslane"), "size=64k,mode=0755") else {
         return;
     };
     m.fill();
@@ -526,7 +526,8 @@ fn fault_squeue_missing_failing_hanging_flooding_or_garbage() {
 
 fn fabric_node(check: &str) -> Node {
     let n = Node::with_mapping(
-        &mapping_yaml(&levels(0)).replace("fabric_check: off", &format!("fabric_check: {check}")),
+        &mapping_yaml(&levels(0))
+            .replace("fabric_check: enforce", &format!("fabric_check: {check}")),
     );
     for (p, v) in INITIAL {
         n.set(p, v);
