@@ -47,9 +47,10 @@ pub enum Format {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check a mapping file; print every problem as FILE:LINE:COL with a snippet
+    /// Check a mapping file (default: the installed one, as `nginx -t`); print every problem
+    /// as FILE:LINE:COL with a snippet
     Validate {
-        file: PathBuf,
+        file: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },

@@ -219,6 +219,32 @@ pub fn clear_rejected(paths: &Paths) -> Result<()> {
     fsutil::remove(paths, &paths.rejected_mapping()).map(drop)
 }
 
+/// A mapping file for a dry run (`explain --config FILE`): read without the
+/// trust rules (nothing is applied from it), validated; its first problem is
+/// the error.
+pub fn read_for_dry_run(path: &Path) -> Result<Loaded> {
+    let text = read_text(path)?;
+    let v = validate_str(&text);
+    if let Some(mapping) = v.mapping {
+        return Ok(Loaded {
+            mapping,
+            sha256: sha256_hex(text.as_bytes()),
+            source: Source::Config,
+            problem: None,
+            text,
+        });
+    }
+    let errors: Vec<_> = v.errors().collect();
+    Err(Error::MappingInvalid {
+        path: path.to_owned(),
+        count: errors.len(),
+        first: errors
+            .first()
+            .map(|d| d.headline(&path.display().to_string()))
+            .unwrap_or_default(),
+    })
+}
+
 /// The mapping this run uses: the admin's file if valid and not refused by
 /// the fabric gate (see [`rejected`]), else last-known-good. With neither,
 /// the admin's file (valid: its levels are refused one by one), or its error.

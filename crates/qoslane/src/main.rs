@@ -98,13 +98,16 @@ fn main() -> ExitCode {
         paths,
         timeout,
         context,
+        config_given: cli.config.is_some() || (trust_env && env_path("QOSLANE_CONFIG").is_some()),
     };
 
     let result: Result<Verdict, Error> = match mode {
         Mode::Prolog => Ok(commands::hooks::prolog(&ctx)),
         Mode::Epilog => Ok(commands::hooks::epilog(&ctx)),
         Mode::TaskProlog => Ok(commands::task_prolog::run(&ctx.paths)),
-        Mode::Other(Command::Validate { file, format }) => commands::validate::run(&file, format),
+        Mode::Other(Command::Validate { file, format }) => {
+            commands::validate::run(file.as_deref().unwrap_or(&ctx.paths.config), format)
+        }
         Mode::Other(Command::Explain { qos, format }) => commands::explain::run(&ctx, &qos, format),
         Mode::Other(Command::Sync { dry_run }) => Ok(commands::sync::run(&ctx, dry_run)),
         Mode::Other(Command::Health { json }) => Ok(commands::health::run(&ctx, json)),

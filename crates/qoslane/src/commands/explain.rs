@@ -14,7 +14,14 @@ use crate::job::exports;
 use crate::mapping::LevelMatch;
 
 pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<Verdict> {
-    let loaded = config::load(&ctx.paths)?;
+    // A file named on the command line is explained, or refused with its
+    // problem; the installed one may be served by the copy in force, which
+    // is then said first.
+    let loaded = if ctx.config_given {
+        config::read_for_dry_run(&ctx.paths.config)?
+    } else {
+        config::load(&ctx.paths)?
+    };
     let m = &loaded.mapping;
     let (level, how) = m.level_for_qos(Some(qos));
     let ex = exports::for_level(level);
@@ -57,6 +64,16 @@ pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<Verdict> {
                 LevelMatch::Listed => "listed".to_owned(),
                 LevelMatch::Default => format!("no level lists `{qos}`: default_level"),
             };
+            if loaded.source == Source::LastKnownGood {
+                // Said first: this is not the installed file's answer.
+                writeln!(
+                    out,
+                    "note: {} is unusable ({}); this is the last-known-good copy's answer",
+                    ctx.paths.config.display(),
+                    loaded.problem.as_deref().unwrap_or("?")
+                )
+                .map_err(w)?;
+            }
             writeln!(out, "QoS `{qos}` -> level `{}` ({why})", level.name).map_err(w)?;
             writeln!(out, "  service level   {}", level.service_level).map_err(w)?;
             match level.virtual_lane {

@@ -24,6 +24,9 @@ pub struct Ctx {
     pub timeout: Duration,
     /// `SLURM_SCRIPT_CONTEXT`, when set.
     pub context: Option<String>,
+    /// The mapping was named (`--config`, `QOSLANE_CONFIG`): a dry run then
+    /// explains that file or fails, never the copy in force instead.
+    pub config_given: bool,
 }
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);

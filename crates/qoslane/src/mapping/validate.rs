@@ -783,6 +783,24 @@ impl Cx {
                 .required(&f, "value", "this node setting")
                 .and_then(|n| {
                     let s = self.string(n, "`value`")?;
+                    // A plain number with a leading zero is octal to YAML 1.1
+                    // (Ansible, which templates this file) and decimal here.
+                    let plain = matches!(n.kind, NodeKind::Scalar { plain: true, .. });
+                    if plain
+                        && s.len() > 1
+                        && s.starts_with('0')
+                        && s.bytes().all(|b| b.is_ascii_digit())
+                    {
+                        self.err(
+                            Diagnostic::error(
+                                n.span,
+                                format!("`value: {s}` has a leading zero: YAML 1.1 (Ansible) reads it as octal"),
+                            )
+                            .label("leading zero")
+                            .help(format!("quote it to write it as it is (\"{s}\"), or write the number without the zero")),
+                        );
+                        return None;
+                    }
                     if s.contains(['\n', '\r', '\0']) {
                         self.err(
                             Diagnostic::error(

@@ -73,3 +73,48 @@ fn man_page_and_completions_come_from_the_cli_definition() {
         "bash completion knows the subcommands"
     );
 }
+
+/// `validate` with no path checks the installed mapping, as `nginx -t`.
+#[test]
+fn validate_without_a_path_checks_the_installed_mapping() {
+    let n = crate::util::Node::new();
+    let out = n.run(&["validate"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("qos-network.yml: valid: 4 levels"));
+    n.write_mapping("levels: [");
+    let out = n.run(&["validate"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", crate::util::stderr(&out));
+}
+
+/// Regression: `explain --config FILE` answered from the last-known-good
+/// copy when FILE was invalid, with exit 0, naming the fallback only on its
+/// last line. A file it is given is explained, or refused with its problem.
+#[test]
+fn explain_explains_the_file_it_was_given_or_fails() {
+    let n = crate::util::Node::new();
+    crate::util::ok(&n.prolog(1, "high")); // a last-known-good copy exists
+    let draft = n.root().join("draft.yml");
+    std::fs::write(&draft, "levels: [").unwrap();
+    let d = draft.display().to_string();
+    let out = n.run(&["--config", &d, "explain", "--qos", "high"], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        crate::util::stderr(&out).contains("draft.yml"),
+        "{}",
+        crate::util::stderr(&out)
+    );
+    // The installed file broken: the answer is the copy in force, said first.
+    n.write_mapping("levels: [");
+    let out = n.run(&["explain", "--qos", "high"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("note: ") && text.contains("last-known-good"),
+        "{text}"
+    );
+}

@@ -166,6 +166,7 @@ bad_mappings! {
     setting_path_outside => (1, 0),
     setting_path_trailing_slash => (1, 0),
     setting_value_multiline => (1, 0),
+    setting_value_leading_zero => (1, 0),
     setting_path_duplicate => (1, 0),
     // Required keys.
     levels_empty => (1, 0),
