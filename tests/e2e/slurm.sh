@@ -158,6 +158,11 @@ check "fail_job on misaligned fabric: audit failed" eq "$(audit_of "$R" "$j" pro
 check "fail_job: error names SL/VL" grep -q 'SL 3 -> VL 4, want VL 3' "$R/var/log/qoslane/audit.jsonl"
 check "fail_job: node untouched" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
 /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+j=$(submit high)
+poll 60 "job $j running on the baseline" is_running "$j"
+check "drift: a continue job runs without its SL" eq "$(env_of "$j" UCX_IB_SL)" ""
+check "drift: and its output says why (TaskProlog print)" grep -q "^qoslane: QoS high: level high was not granted (fabric check: .*SL 2 -> VL" "$WORK/slurm-$j.out"
+release "$j"; poll 60 "job $j done" is_gone "$j"
 set_fabric "$R" identity
 
 say "case: a typo in the mapping: the node stays in service, jobs run on the last-known-good copy"

@@ -91,6 +91,11 @@ impl Paths {
     pub fn job_record(&self, job: crate::job::JobId) -> PathBuf {
         self.jobs_dir().join(format!("{job}.json"))
     }
+    /// Why a job runs on the baseline (its level refused under `continue`):
+    /// one line the TaskProlog prints to the job.
+    pub fn job_notice(&self, job: crate::job::JobId) -> PathBuf {
+        self.jobs_dir().join(format!("{job}.notice"))
+    }
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")
     }

@@ -33,7 +33,41 @@ fn from_txn(mut report: Report, f: Failed, policy: OnFailure) -> Box<Failure> {
 pub fn prolog(ctx: &Ctx) -> Verdict {
     let mut s = Session::new(&ctx.paths, Event::Prolog, Deadline::after(ctx.timeout));
     let result = prolog_body(ctx, &mut s, Report::new(Event::Prolog));
+    if let Err(f) = &result
+        && f.exit == Exit::ByPolicy(OnFailure::Continue)
+    {
+        leave_notice(&ctx.paths, f);
+    }
     s.finish(result)
+}
+
+/// A job whose level was refused under `continue` runs on the baseline:
+/// one line for the TaskProlog to print to it (Slurm's `print` protocol
+/// line), so its user learns why. Best effort: the job runs either way.
+fn leave_notice(paths: &Paths, f: &Failure) {
+    let Some(job) = f.report.job.job_id else {
+        return;
+    };
+    let qos = f.report.job.qos.as_deref().unwrap_or("unknown");
+    let level = f.report.job.level.as_deref().unwrap_or("its level");
+    let why: String = f
+        .error
+        .to_string()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(200)
+        .collect();
+    let line = format!(
+        "qoslane: QoS {qos}: level {level} was not granted ({why}); the job runs without its SL"
+    );
+    if crate::state::fsutil::ensure_dir(paths, &paths.jobs_dir()).is_ok() {
+        let _ = crate::state::fsutil::atomic_write(
+            paths,
+            &paths.job_notice(job),
+            line.as_bytes(),
+            crate::state::PUBLIC,
+        );
+    }
 }
 
 pub fn epilog(ctx: &Ctx) -> Verdict {
@@ -191,6 +225,8 @@ fn level_policy(paths: &Paths, level: &str) -> OnFailure {
 
 fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
+    // The job's baseline notice, if its Prolog left one, goes with it.
+    let _ = crate::state::fsutil::remove(&ctx.paths, &ctx.paths.job_notice(job));
     // The policy of the job's level decides the exit, also when the lock or
     // the state directory fails before anything is undone (the job's
     // settings then stay: an Epilog failure like any other). The record is

@@ -32,7 +32,16 @@ pub fn run(paths: &Paths) -> Verdict {
     };
     let record = match state::read_record_as_user(paths, job) {
         Ok(Some(r)) => r,
-        Ok(None) => return Verdict::Ok, // baseline: no level granted, no exports
+        Ok(None) => {
+            // Baseline: no level granted, no exports; say why, if the
+            // Prolog left a notice (one `print` line, our own text).
+            if let Ok(Some(line)) = state::read_notice_as_user(paths, job) {
+                let _ = std::io::stdout()
+                    .lock()
+                    .write_all(format!("print {line}\n").as_bytes());
+            }
+            return Verdict::Ok;
+        }
         Err(e) => {
             log::warn(&format!("task-prolog: job {job}: {e}"));
             return Verdict::Ok;

@@ -166,6 +166,20 @@ impl<'p> Store<'p> {
     }
 }
 
+/// The baseline notice of a job (see `commands::hooks`), for the TaskProlog:
+/// a root-owned file reached through trusted directories, one printable line.
+pub fn read_notice_as_user(paths: &Paths, job: JobId) -> Result<Option<String>> {
+    Ok(
+        fsutil::read_trusted(paths, &paths.job_notice(job))?.map(|b| {
+            String::from_utf8_lossy(&b)
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(400)
+                .collect()
+        }),
+    )
+}
+
 /// Reads a job's record for the TaskProlog, which runs as the job user: the
 /// record must be a regular root-owned file reached without symlinks.
 pub fn read_record_as_user(paths: &Paths, job: JobId) -> Result<Option<JobRecord>> {

@@ -694,3 +694,33 @@ mod faults {
         assert!(!n.journal_exists());
     }
 }
+
+/// A job whose level is refused under `on_failure: continue` runs on the
+/// baseline: its TaskProlog tells it so with Slurm's `print` line (the only
+/// line besides `export` it ever writes), and the Epilog removes the notice.
+#[test]
+fn a_job_on_the_baseline_is_told_why() {
+    let n = Node::new();
+    let out = n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "5"),
+            ("FAKE_QOS", "high"),
+            ("QOSLANE_FAULT", "write-error:rmem_max"),
+        ],
+    );
+    ok(&out);
+    assert_eq!(n.last_audit("prolog")["outcome"], "rolled_back");
+    let tp = n.task_prolog(5, &[]);
+    let text = String::from_utf8_lossy(&tp.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        lines[0].starts_with("print qoslane: QoS high: level high was not granted (")
+            && lines[0].ends_with("); the job runs without its SL"),
+        "{text}"
+    );
+    ok(&n.epilog(5));
+    assert!(!n.path("/run/qoslane/jobs/5.notice").exists());
+    assert!(n.task_prolog(5, &[]).stdout.is_empty());
+}
