@@ -94,7 +94,11 @@ impl Paths {
     /// Why a job runs on the baseline (its level refused under `continue`):
     /// one line the TaskProlog prints to the job.
     pub fn job_notice(&self, job: crate::job::JobId) -> PathBuf {
-        self.jobs_dir().join(format!("{job}.notice"))
+        self.notices_dir().join(job.to_string())
+    }
+    /// Beside the records, never among them: a notice is not a grant.
+    pub fn notices_dir(&self) -> PathBuf {
+        self.run_dir.join("notices")
     }
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")

@@ -60,7 +60,10 @@ fn leave_notice(paths: &Paths, f: &Failure) {
     let line = format!(
         "qoslane: QoS {qos}: level {level} was not granted ({why}); the job runs without its SL"
     );
-    if crate::state::fsutil::ensure_dir(paths, &paths.jobs_dir()).is_ok() {
+    // Only into a state directory qoslane trusts (never through a symlink).
+    if crate::state::fsutil::ensure_dir(paths, &paths.run_dir).is_ok()
+        && crate::state::fsutil::ensure_dir(paths, &paths.notices_dir()).is_ok()
+    {
         let _ = crate::state::fsutil::atomic_write(
             paths,
             &paths.job_notice(job),

@@ -721,6 +721,6 @@ fn a_job_on_the_baseline_is_told_why() {
         "{text}"
     );
     ok(&n.epilog(5));
-    assert!(!n.path("/run/qoslane/jobs/5.notice").exists());
+    assert!(!n.path("/run/qoslane/notices/5").exists());
     assert!(n.task_prolog(5, &[]).stdout.is_empty());
 }

@@ -213,10 +213,11 @@ impl Node {
         self.path("/run/qoslane/journal.json").exists()
     }
 
-    /// `export` lines as a map.
+    /// `export` lines as a map (`print` lines, the baseline notice, skipped).
     pub fn exports(out: &Output) -> BTreeMap<String, String> {
         String::from_utf8_lossy(&out.stdout)
             .lines()
+            .filter(|l| !l.starts_with("print "))
             .map(|l| {
                 let rest = l
                     .strip_prefix("export ")
