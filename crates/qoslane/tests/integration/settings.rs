@@ -167,3 +167,48 @@ fn health_releases_records_of_jobs_no_longer_on_the_node() {
     assert!(n.records().is_empty());
     assert_eq!(n.get(RMEM), BASE_RMEM);
 }
+
+/// The crash matrix with a vanishing setting: a Prolog killed at every
+/// transaction point, then the setting's file vanishes (driver reload), then
+/// each kind of next run. The node always makes progress: the journal is
+/// done with, no record is left for the killed job, later jobs are served.
+#[test]
+fn a_crash_at_every_point_then_a_vanished_setting_never_strands_the_node() {
+    let points = [
+        "locked",
+        "journaled",
+        "applied:0",
+        "applied:1",
+        "verified",
+        "recorded",
+        "node_state",
+        "committed",
+    ];
+    let next_runs: [&[&str]; 3] = [&["recover"], &["health"], &["sync"]];
+    for point in points {
+        for next in next_runs {
+            let ctx = format!("killed at {point}, then {next:?}");
+            let n = Node::new();
+            let out = n.run(
+                &["prolog"],
+                &[
+                    ("SLURM_JOB_ID", "1"),
+                    ("FAKE_QOS", "mission-critical"),
+                    ("QOSLANE_FAULT", point),
+                ],
+            );
+            assert_ne!(out.status.code(), Some(0), "{ctx}: killed");
+            std::fs::remove_file(n.path(TOS)).unwrap();
+            let out = n.run(next, &[]);
+            assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
+            assert!(!n.journal_exists(), "{ctx}: the journal is done with");
+            // Whatever the killed run left, the next jobs are served and the
+            // node ends on its baseline for the settings that remain.
+            ok(&n.prolog(2, "low"));
+            ok(&n.epilog(2));
+            ok(&n.epilog(1));
+            assert!(n.records().is_empty(), "{ctx}: {:?}", n.records());
+            assert_eq!(n.get(RMEM), BASE_RMEM, "{ctx}");
+        }
+    }
+}
