@@ -84,7 +84,7 @@ for l in open(sys.argv[1]):
     ports = fab.get("ports") if isinstance(fab, dict) else None
     checked = ""
     if ports:
-        checked = "; ".join(f'{p.get("port")}: {p.get("verdict", p)}' for p in ports)[:90]
+        checked = "; ".join(f'{p.get("port")}: SL {p.get("sl")} -> VL {p.get("vl")} ({"aligned" if p.get("aligned") else "NOT aligned"}, {p.get("source")})' for p in ports)[:90]
     ch = ", ".join(f'{c["path"].rsplit("/",1)[-1]} {c["before"]}->{c["after"]}' for c in e["changes"])
     print(f'  job {e["job_id"]:<3} {e["event"]:<6} qos={e["qos"] or "-":<16} via {e["qos_source"] or "-":<8} '
           f'level={e["level"] or "-":<16} SL={e["service_level"]} VL={e["virtual_lane"]} {e["outcome"]:<9} '

@@ -124,6 +124,9 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
         }
     };
 
+    // The audit line names the mapping in force.
+    r.mapping_sha256 = config::load(paths).ok().map(|l| l.sha256);
+
     for dir in [&paths.run_dir, &paths.lib_dir] {
         if dir.exists() {
             checks.push(match fsutil::check_dir(paths, dir) {
