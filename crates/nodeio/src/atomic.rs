@@ -82,7 +82,8 @@ pub fn write(
     judge: Judge,
     create_dirs: bool,
 ) -> Result<()> {
-    replace(
+    // The data was fsynced before the rename: only the directory is left.
+    let done = replace(
         root,
         path,
         data,
@@ -90,14 +91,8 @@ pub fn write(
         judge,
         create_dirs,
         Durability::Durable,
-    )?
-    .flush_dir_only()
-}
-
-impl Pending {
-    fn flush_dir_only(self) -> Result<()> {
-        sync_dir(&self.dir)
-    }
+    )?;
+    sync_dir(&done.dir)
 }
 
 /// [`replace`] into an already open directory.

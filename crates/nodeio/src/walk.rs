@@ -56,9 +56,6 @@ impl Dir {
     pub fn child(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
-}
-
-impl Dir {
     pub(crate) fn from_parts(fd: OwnedFd, path: PathBuf) -> Self {
         Self { fd, path }
     }

@@ -90,15 +90,21 @@ pub fn read_valid(paths: &Paths, path: &Path) -> Result<(Mapping, String, String
         memo::put(&text, &m, &sha);
         Ok((m, sha, text))
     } else {
-        let errors: Vec<_> = v.errors().collect();
-        Err(Error::MappingInvalid {
-            path: path.to_owned(),
-            count: errors.len(),
-            first: errors
-                .first()
-                .map(|d| d.headline(&path.display().to_string()))
-                .unwrap_or_default(),
-        })
+        Err(invalid(path, &v))
+    }
+}
+
+/// The error for a file that did not validate: how many errors, the first
+/// one's headline (`FILE:LINE:COL: error: …`).
+fn invalid(path: &Path, v: &crate::mapping::Validation) -> Error {
+    let errors: Vec<_> = v.errors().collect();
+    Error::MappingInvalid {
+        path: path.to_owned(),
+        count: errors.len(),
+        first: errors
+            .first()
+            .map(|d| d.headline(&path.display().to_string()))
+            .unwrap_or_default(),
     }
 }
 
@@ -234,15 +240,7 @@ pub fn read_for_dry_run(path: &Path) -> Result<Loaded> {
             text,
         });
     }
-    let errors: Vec<_> = v.errors().collect();
-    Err(Error::MappingInvalid {
-        path: path.to_owned(),
-        count: errors.len(),
-        first: errors
-            .first()
-            .map(|d| d.headline(&path.display().to_string()))
-            .unwrap_or_default(),
-    })
+    Err(invalid(path, &v))
 }
 
 /// The mapping this run uses: the admin's file if valid and not refused by

@@ -315,8 +315,7 @@ fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Check> {
     let node = s.node().ok()?;
     Some(match node.transact("health", None, &ops, &|| Ok(())) {
         Ok(c) => {
-            r.changes.extend(c.changes);
-            r.gone(c.gone);
+            super::session::committed(r, c);
             r.notes.push(format!(
                 "released the level of job(s) {list}: Slurm no longer has them on node {name} \
                  (their Epilog did not finish)"

@@ -8,7 +8,7 @@
 //! runs on the baseline), `fail_job` exits 1 (Slurm requeues the job).
 
 use super::Ctx;
-use super::session::Session;
+use super::session::{Session, committed, txn_failed};
 use crate::audit::Outcome;
 use crate::deadline::Deadline;
 use crate::exit_code::Verdict;
@@ -20,15 +20,7 @@ use crate::mapping::{LevelMatch, OnFailure};
 use crate::paths::Paths;
 use crate::report::{Event, Exit, Failure, Report};
 use crate::state::{JobRecord, Store};
-use crate::txn::{Failed, RecordOp};
-
-/// A failed transaction into the report's failure under `policy`.
-fn from_txn(mut report: Report, f: Failed, policy: OnFailure) -> Box<Failure> {
-    report.changes.clone_from(&f.changes);
-    report.rolled_back = f.rolled_back;
-    report.gone(f.gone.clone());
-    report.fail(f.into_error(), Exit::ByPolicy(policy))
-}
+use crate::txn::RecordOp;
 
 pub fn prolog(ctx: &Ctx) -> Verdict {
     let mut s = Session::new(&ctx.paths, Event::Prolog, Deadline::after(ctx.timeout));
@@ -205,11 +197,10 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
             } else {
                 Outcome::Applied
             };
-            r.changes = c.changes;
-            r.gone(c.gone);
+            committed(&mut r, c);
             Ok(r.with(outcome))
         }
-        Err(f) => Err(from_txn(r, *f, policy)),
+        Err(f) => Err(txn_failed(r, *f, Exit::ByPolicy(policy))),
     }
 }
 
@@ -259,15 +250,15 @@ fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
     r.job.virtual_lane = record.virtual_lane;
     r.mapping_sha256 = Some(record.mapping_sha256.clone());
     match result {
-        Ok(c) if c.changes.is_empty() => {
-            r.gone(c.gone);
-            Ok(r.with(Outcome::Unchanged))
-        }
         Ok(c) => {
-            r.changes = c.changes;
-            r.gone(c.gone);
-            Ok(r.with(Outcome::Reverted))
+            let outcome = if c.changes.is_empty() {
+                Outcome::Unchanged
+            } else {
+                Outcome::Reverted
+            };
+            committed(&mut r, c);
+            Ok(r.with(outcome))
         }
-        Err(f) => Err(from_txn(r, *f, policy)),
+        Err(f) => Err(txn_failed(r, *f, Exit::ByPolicy(policy))),
     }
 }

@@ -19,6 +19,25 @@ use crate::report::{Event, Failure, Report};
 use crate::state::Store;
 use crate::txn::{Node, Recovered};
 
+/// A committed transaction into `report`: its changes, and the settings it
+/// found gone.
+pub fn committed(report: &mut Report, c: crate::txn::Committed) {
+    report.changes.extend(c.changes);
+    report.gone(c.gone);
+}
+
+/// A failed transaction into `report`'s failure, exiting per `exit`.
+pub fn txn_failed(
+    mut report: Report,
+    f: crate::txn::Failed,
+    exit: crate::report::Exit,
+) -> Box<Failure> {
+    report.changes.clone_from(&f.changes);
+    report.rolled_back = f.rolled_back;
+    report.gone(f.gone.clone());
+    report.fail(f.into_error(), exit)
+}
+
 #[derive(Debug)]
 pub struct Session<'p> {
     pub paths: &'p Paths,
@@ -47,10 +66,14 @@ impl<'p> Session<'p> {
     /// transaction it undid (for `qoslane recover`, which reports it as its
     /// own run).
     pub fn lock(&mut self) -> Result<Option<Recovered>> {
+        self.lock_until(self.deadline)
+    }
+
+    fn lock_until(&mut self, deadline: Deadline) -> Result<Option<Recovered>> {
         if self.node.is_some() {
             return Ok(None);
         }
-        let (node, recovered) = Node::lock(self.paths, self.deadline)?;
+        let (node, recovered) = Node::lock(self.paths, deadline)?;
         self.node = Some(node);
         Ok(recovered)
     }
@@ -71,12 +94,7 @@ impl<'p> Session<'p> {
     /// sooner) for the lock: for `health`, which must not queue behind a
     /// Prolog. The recovered transaction, if any, is audited.
     pub fn node_within(&mut self, wait: std::time::Duration) -> Result<Option<()>> {
-        if self.node.is_some() {
-            return Ok(None);
-        }
-        let d = Deadline::after(wait.min(self.deadline.remaining()));
-        let (node, recovered) = Node::lock(self.paths, d)?;
-        self.node = Some(node);
+        let recovered = self.lock_until(Deadline::after(wait.min(self.deadline.remaining())))?;
         Ok(recovered.map(|r| self.audit_recovered(&r)))
     }
 

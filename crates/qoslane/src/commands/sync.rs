@@ -12,7 +12,7 @@
 use std::io::Write;
 
 use super::Ctx;
-use super::session::Session;
+use super::session::{Session, committed, txn_failed};
 use crate::audit::Outcome;
 use crate::config::{self, Loaded};
 use crate::deadline::Deadline;
@@ -135,16 +135,10 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Fai
             } else {
                 Outcome::Applied
             };
-            r.changes = c.changes;
-            r.gone(c.gone);
+            committed(&mut r, c);
             Ok(r.with(outcome))
         }
-        Err(f) => {
-            r.changes.clone_from(&f.changes);
-            r.rolled_back = f.rolled_back;
-            r.gone(f.gone.clone());
-            Err(r.fail(f.into_error(), Exit::ByError))
-        }
+        Err(f) => Err(txn_failed(r, *f, Exit::ByError)),
     }
 }
 

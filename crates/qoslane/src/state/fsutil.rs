@@ -88,12 +88,12 @@ pub fn remove_stale_temp_files(paths: &Paths, dir: &Path) {
 /// Reads a state file: never through a symlink, a regular file of root or
 /// us, at most [`MAX_STATE_BYTES`]. `Ok(None)` when absent.
 pub fn read_trusted(paths: &Paths, path: &Path) -> Result<Option<Vec<u8>>> {
-    match trusted::read(&paths.root, path, Symlink::Refuse, MAX_STATE_BYTES) {
-        Err(nodeio::Error::Untrusted { path, why }) if why.contains("is a symlink") => {
-            Err(Error::state(path, "is a symlink; refusing to read it"))
-        }
-        other => Ok(other?),
-    }
+    Ok(trusted::read(
+        &paths.root,
+        path,
+        Symlink::Refuse,
+        MAX_STATE_BYTES,
+    )?)
 }
 
 /// Reads and parses a JSON state file.
