@@ -205,6 +205,7 @@ fn bench_render(c: &mut Criterion) {
             seconds: 0.001 * (i % 50) as f64,
             rolled_back: false,
             fabric: None,
+            first_hop: None,
         });
     }
     for ports in [1u32, 16] {

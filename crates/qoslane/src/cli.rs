@@ -92,12 +92,53 @@ pub enum Command {
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
     },
+    /// Fabric-wide checks, for a control node (any host with an HCA on the fabric)
+    Fabric {
+        #[command(subcommand)]
+        what: FabricCommand,
+    },
     /// Write the man page or shell completions (for packaging)
     #[command(hide = true)]
     Generate {
         #[command(subcommand)]
         what: Generate,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FabricCommand {
+    /// Read every switch and HCA port's SL2VL, VLArb and OperVLs once and judge every level
+    /// of the mapping on every data port: dropped (VL 15), not operational (beyond OperVLs),
+    /// starved (weight 0 in both VLArb tables), or on another VL than the level names.
+    /// Exit 0: every level carried; 1: some level is not; 69: the fabric could not be
+    /// (wholly) read
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// The mapping whose levels to judge [default: the installed one]
+    #[arg(long, value_name = "FILE")]
+    pub mapping: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// Also write the verdict as a Prometheus textfile (atomically replaced)
+    #[arg(long, value_name = "FILE")]
+    pub textfile: Option<PathBuf>,
+    /// SMP queries in flight at once (1-16)
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub workers: u8,
+    /// The whole audit's deadline, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// The local HCA to send the queries from (e.g. mlx5_0) [default: the first]
+    #[arg(long = "ca", value_name = "DEVICE", requires = "ca_port")]
+    pub ca: Option<String>,
+    /// The local HCA port to send the queries from
+    #[arg(long = "ca-port", value_name = "PORT", requires = "ca")]
+    pub ca_port: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]

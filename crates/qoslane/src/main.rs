@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
-use qoslane::cli::{Cli, Command, Generate};
+use qoslane::cli::{Cli, Command, FabricCommand, Generate};
 use qoslane::commands::{self, Ctx};
 use qoslane::error::Error;
 use qoslane::exit_code::Verdict;
@@ -82,6 +82,7 @@ fn main() -> ExitCode {
         audit_log: env("QOSLANE_AUDIT_LOG"),
         textfile_dir: env("QOSLANE_TEXTFILE_DIR"),
         smpquery: env("QOSLANE_SMPQUERY"),
+        ibnetdiscover: env("QOSLANE_IBNETDISCOVER"),
         squeue: env("QOSLANE_SQUEUE"),
     });
     qoslane::log::init(&paths);
@@ -114,6 +115,9 @@ fn main() -> ExitCode {
         Mode::Other(Command::Status { json }) => commands::status::run(&ctx, json),
         Mode::Other(Command::Recover) => Ok(commands::recover::run(&ctx)),
         Mode::Other(Command::Metrics { listen }) => commands::serve::run(&ctx, listen.as_deref()),
+        Mode::Other(Command::Fabric {
+            what: FabricCommand::Audit(args),
+        }) => commands::fabric_audit::run(&ctx, &args),
         Mode::Other(Command::Generate { what }) => generate(what),
         Mode::Other(Command::Prolog | Command::Epilog | Command::TaskProlog) => {
             // Mode::of turned these into their own modes.

@@ -65,6 +65,15 @@ pub struct Alignment {
     pub aligned: bool,
 }
 
+/// First-hop output ports of one level with one verdict (sum over the
+/// node's HCA ports).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HopCount {
+    pub level: String,
+    pub verdict: String,
+    pub ports: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counters {
     /// event → outcome → runs.
@@ -81,6 +90,9 @@ pub struct Counters {
     /// Settings found gone (their file vanished), by event.
     #[serde(default)]
     pub settings_gone: BTreeMap<String, u64>,
+    /// The last first-hop check (`sync`, `health`).
+    #[serde(default)]
+    pub first_hop: Vec<HopCount>,
 }
 
 /// One finished run, as the metrics see it.
@@ -96,6 +108,8 @@ pub struct Run<'a> {
     pub log_lines_dropped: u64,
     /// Settings this run found gone.
     pub settings_gone: u64,
+    /// `Some` when this run read the first hop.
+    pub first_hop: Option<Vec<HopCount>>,
 }
 
 impl Counters {
@@ -126,6 +140,9 @@ impl Counters {
         }
         if let Some(f) = &run.fabric {
             self.fabric.clone_from(f);
+        }
+        if let Some(h) = &run.first_hop {
+            self.first_hop.clone_from(h);
         }
     }
 }
@@ -259,6 +276,26 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
                 ("level", level),
             ],
             u8::from(aligned),
+        );
+    }
+    w.family(
+        "qoslane_first_hop_ports",
+        Kind::Gauge,
+        "Output ports of the switch each HCA port is cabled to, by level and verdict \
+         (carried, dropped, not_operational, other_vl, starved, link_down, arbitration_unknown, \
+         unread), as of the last sync or health.",
+    );
+    let mut hops: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for h in &c.first_hop {
+        *hops
+            .entry((h.level.as_str(), h.verdict.as_str()))
+            .or_default() += h.ports;
+    }
+    for ((level, verdict), n) in hops {
+        w.sample(
+            "qoslane_first_hop_ports",
+            &[("level", level), ("verdict", verdict)],
+            n,
         );
     }
     w.family(

@@ -16,6 +16,7 @@ pub mod defaults {
     pub const SYSFS_IB: &str = "sys/class/infiniband";
     /// Programs are absolute and never rerooted: Slurm hooks have no PATH.
     pub const SMPQUERY: &str = "/usr/sbin/smpquery";
+    pub const IBNETDISCOVER: &str = "/usr/sbin/ibnetdiscover";
     pub const SQUEUE: &str = "/usr/bin/squeue";
 }
 
@@ -35,6 +36,8 @@ pub struct Paths {
     pub audit_log: PathBuf,
     pub textfile_dir: PathBuf,
     pub smpquery: PathBuf,
+    /// `ibnetdiscover`: the topology, for `fabric audit`.
+    pub ibnetdiscover: PathBuf,
     /// `squeue`: where the QoS comes from when slurmd does not pass it.
     pub squeue: PathBuf,
 }
@@ -47,6 +50,7 @@ pub struct Overrides {
     pub audit_log: Option<PathBuf>,
     pub textfile_dir: Option<PathBuf>,
     pub smpquery: Option<PathBuf>,
+    pub ibnetdiscover: Option<PathBuf>,
     pub squeue: Option<PathBuf>,
 }
 
@@ -61,6 +65,9 @@ impl Paths {
             audit_log: o.audit_log.unwrap_or_else(|| at(defaults::AUDIT_LOG)),
             textfile_dir: o.textfile_dir.unwrap_or_else(|| at(defaults::TEXTFILE_DIR)),
             smpquery: o.smpquery.unwrap_or_else(|| defaults::SMPQUERY.into()),
+            ibnetdiscover: o
+                .ibnetdiscover
+                .unwrap_or_else(|| defaults::IBNETDISCOVER.into()),
             squeue: o.squeue.unwrap_or_else(|| defaults::SQUEUE.into()),
             root,
         }

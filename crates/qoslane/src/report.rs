@@ -83,6 +83,8 @@ pub struct Report {
     pub fabric: FabricVerdict,
     /// For the `qoslane_fabric_aligned` gauge, when the fabric was probed.
     pub alignment: Option<Vec<Alignment>>,
+    /// For the `qoslane_first_hop_ports` gauge, when the first hop was read.
+    pub first_hop: Option<Vec<crate::metrics::HopCount>>,
     /// What the admin should know that is not an error.
     pub notes: Vec<String>,
     pub mapping_sha256: Option<String>,
@@ -102,6 +104,7 @@ impl Report {
             changes: Vec::new(),
             fabric: FabricVerdict::NotChecked,
             alignment: None,
+            first_hop: None,
             notes: Vec::new(),
             mapping_sha256: None,
             rolled_back: false,
@@ -144,6 +147,7 @@ impl Report {
     pub fn take_fabric(&mut self, j: &mut crate::fabric::policy::Judgement) {
         self.fabric = std::mem::take(&mut j.verdict);
         self.alignment = j.alignment.take();
+        self.first_hop = j.first_hop.take();
         self.notes.append(&mut j.notes);
     }
 }

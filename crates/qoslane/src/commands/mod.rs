@@ -3,6 +3,7 @@
 //! [`session`].
 
 pub mod explain;
+pub mod fabric_audit;
 pub mod health;
 pub mod hooks;
 pub mod recover;

@@ -243,6 +243,7 @@ impl<'p> Session<'p> {
             fabric: report.alignment.clone(),
             log_lines_dropped: nodeio::log::take_dropped(),
             settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
+            first_hop: report.first_hop.clone(),
         };
         if let Err(err) = metrics::record_and_publish(self.paths, &run) {
             log::warn(&format!("metrics: {err}"));

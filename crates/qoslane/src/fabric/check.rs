@@ -1,14 +1,15 @@
 //! The alignment check of one level on one port: does the level's SL land on
 //! a VL the port serves, and on the VL the mapping names?
 //!
-//! `vl = sl2vl[SL]`; a problem when `vl == 15` (the management lane: the
-//! packets are dropped), when `vl` is not among OperVLs' data VLs, or when
-//! the level names a `virtual_lane` and `vl` differs; a warning when `vl`
-//! has weight 0 in both VL arbitration tables (never scheduled).
+//! The rules are [`super::lane`]'s, the same for a switch port: a problem
+//! when the SL lands on VL 15, outside OperVLs, on another VL than the level
+//! names, or on a VL with weight 0 in both arbitration tables (starved); a
+//! warning when the arbitration tables could not be read.
 
 use serde::{Deserialize, Serialize};
 
-use super::probe::{PortTables, Sl2Vl, VlArbState};
+use super::lane::{self, Egress, Lane};
+use super::probe::{PortTables, VlArbState};
 use super::sysfs::PortId;
 use crate::mapping::Level;
 
@@ -22,17 +23,32 @@ pub struct Verdict {
     /// The mapping's `virtual_lane`, when it names one.
     pub want_vl: Option<u8>,
     pub aligned: bool,
+    /// The verdict of the lane rules ([`super::lane`]).
+    #[serde(default = "carried")]
+    pub lane: Lane,
     pub problem: Option<String>,
     pub warning: Option<String>,
 }
 
+/// Cache entries written before the lane rules had no `lane`; they are
+/// re-judged from their tables anyway.
+fn carried() -> Lane {
+    Lane::Carried
+}
+
 pub fn check(port: &PortId, t: &PortTables, level: &Level) -> Verdict {
     let sl = level.service_level.get();
-    let vl = t.sl2vl.vl(sl);
     let want_vl = level
         .virtual_lane
         .map(super::super::mapping::types::VirtualLane::get);
     let ops = t.oper_vls;
+    let egress = Egress {
+        sl2vl: &t.sl2vl,
+        oper_vls: ops,
+        link_active: t.link_state == "Active",
+        vlarb: &t.vlarb,
+    };
+    let (vl, lane) = lane::judge(&egress, sl, want_vl);
     let want = match want_vl {
         Some(w) if !ops.contains(w) => {
             format!(
@@ -43,35 +59,29 @@ pub fn check(port: &PortId, t: &PortTables, level: &Level) -> Verdict {
         Some(w) => format!("want VL {w}"),
         None => format!("want a data VL of OperVLs {ops}"),
     };
-    let problem = if t.link_state != "Active" {
-        Some(format!(
+    let problem = match lane {
+        Lane::LinkDown => Some(format!(
             "{port}: link state {} (PortInfo), not Active: SL {sl} carries no traffic",
             t.link_state
-        ))
-    } else if vl == Sl2Vl::VL15 {
-        Some(format!(
-            "{port}: SL {sl} -> VL 15, the management lane: SL {sl} packets are dropped; {want}"
-        ))
-    } else if !ops.contains(vl) {
-        Some(format!(
-            "{port}: SL {sl} -> VL {vl}, outside OperVLs {ops}: not operational; {want}"
-        ))
-    } else if want_vl.is_some_and(|w| w != vl) {
-        Some(format!("{port}: SL {sl} -> VL {vl}, {want}"))
-    } else {
-        None
-    };
-    // With one data VL there is nothing to arbitrate.
-    let warning = match &t.vlarb {
-        _ if problem.is_some() || ops.data_vls() == 1 => None,
-        VlArbState::Read(arb) if arb.weight(vl) == 0 => Some(format!(
-            "{port}: SL {sl} -> VL {vl}, but VL {vl} has weight 0 in both VL arbitration \
-             tables: it is never scheduled"
         )),
-        VlArbState::Read(_) => None,
-        VlArbState::Unavailable(why) => Some(format!(
+        Lane::Dropped => Some(format!(
+            "{port}: SL {sl} -> VL 15, the management lane: SL {sl} packets are dropped; {want}"
+        )),
+        Lane::NotOperational => Some(format!(
+            "{port}: SL {sl} -> VL {vl}, outside OperVLs {ops}: not operational; {want}"
+        )),
+        Lane::OtherVl => Some(format!("{port}: SL {sl} -> VL {vl}, {want}")),
+        Lane::Starved => Some(format!(
+            "{port}: SL {sl} -> VL {vl}, but VL {vl} has weight 0 in both VL arbitration \
+             tables: it is never scheduled (starved)"
+        )),
+        Lane::Carried | Lane::ArbitrationUnknown => None,
+    };
+    let warning = match &t.vlarb {
+        VlArbState::Unavailable(why) if lane == Lane::ArbitrationUnknown => Some(format!(
             "{port}: VL arbitration tables not read ({why}): cannot tell whether VL {vl} is scheduled"
         )),
+        _ => None,
     };
     Verdict {
         level: level.name.clone(),
@@ -79,6 +89,7 @@ pub fn check(port: &PortId, t: &PortTables, level: &Level) -> Verdict {
         vl,
         want_vl,
         aligned: problem.is_none(),
+        lane,
         problem,
         warning,
     }

@@ -11,13 +11,18 @@
 //! The policy (`fabric_check: enforce | warn | off`) is judged once, in
 //! [`policy`]; commands read its [`policy::Judgement`].
 
+pub mod audit;
 pub mod cache;
 pub mod check;
+pub mod first_hop;
+pub mod lane;
 pub mod policy;
+pub mod pool;
 pub mod probe;
 pub mod report;
 pub mod smpquery;
 pub mod sysfs;
+pub mod topology;
 
 use std::time::Duration;
 
@@ -52,6 +57,9 @@ pub struct AssessOptions {
     /// The most one port's probe may take, within the run's deadline, so a
     /// hung query leaves the run time to roll back and audit.
     pub probe_timeout: Duration,
+    /// Also read the first hop (the switch each port is cabled to): `sync`
+    /// and `health`, not a Prolog.
+    pub first_hop: bool,
 }
 
 impl AssessOptions {
@@ -64,6 +72,7 @@ impl Default for AssessOptions {
         Self {
             max_cache_age: Self::DEFAULT_MAX_CACHE_AGE,
             probe_timeout: Self::DEFAULT_PROBE_TIMEOUT,
+            first_hop: false,
         }
     }
 }
@@ -176,6 +185,27 @@ pub fn assess_with(
         })
     };
     let any_probed = !probed.is_empty();
+    // The first hops, one port at a time (each reads its switch's ports in
+    // a pool), under the same bound as the probes.
+    let first_hops: Vec<Option<first_hop::Assessed>> = if opts.first_hop {
+        let hop_deadline = if deadline.remaining() <= opts.probe_timeout {
+            *deadline
+        } else {
+            Deadline::after(opts.probe_timeout)
+        };
+        ib.iter()
+            .map(|(id, ..)| {
+                Some(first_hop::Assessed::of(
+                    id,
+                    probe.first_hop(id, &hop_deadline),
+                    mapping.levels(),
+                ))
+            })
+            .collect()
+    } else {
+        ib.iter().map(|_| None).collect()
+    };
+    let mut first_hops = first_hops.into_iter();
     let mut probed = probed.into_iter();
     let probed_at = cache::now_ms();
     let mut ib_ports = Vec::with_capacity(ib.len());
@@ -201,6 +231,7 @@ pub fn assess_with(
             probed_at_ms,
             tables,
             verdicts,
+            first_hop: first_hops.next().flatten(),
         });
     }
 

@@ -32,6 +32,9 @@ pub struct Judgement {
     pub verdict: FabricVerdict,
     /// For the `qoslane_fabric_aligned` gauge; `None` when nothing was probed.
     pub alignment: Option<Vec<Alignment>>,
+    /// For the `qoslane_first_hop_ports` gauge; `None` when no first hop
+    /// was read.
+    pub first_hop: Option<Vec<crate::metrics::HopCount>>,
     /// Warnings, and problems under `warn`, one line each.
     pub notes: Vec<String>,
     /// Under `enforce`: why the scope cannot be granted.
@@ -73,6 +76,8 @@ pub fn judge(
     {
         opts.max_cache_age = opts.max_cache_age.min(mapping.fail_job_max_probe_age);
     }
+    // `sync` and `health` (a fresh assessment) also prove the first hop.
+    opts.first_hop = mode == ProbeMode::Fresh;
     let probe = super::Smpquery::new(&paths.smpquery);
     let report = match super::assess_with(paths, mapping, deadline, mode, &probe, &opts) {
         Ok(r) => r,
@@ -91,6 +96,15 @@ pub fn judge(
         }
     };
     j.alignment = Some(alignments(&report));
+    j.first_hop = report.first_hop_counts().map(|c| {
+        c.into_iter()
+            .map(|(level, verdict, ports)| crate::metrics::HopCount {
+                level,
+                verdict,
+                ports,
+            })
+            .collect()
+    });
     j.active_ports = report.active_ports();
     let problems: Vec<String> = match scope {
         Scope::Level(level) => {

@@ -14,6 +14,13 @@ use crate::error::Result;
 /// arbitration tables. Called concurrently for several ports.
 pub trait Probe: Sync {
     fn probe(&self, port: &PortId, deadline: &Deadline) -> Result<PortTables>;
+
+    /// The switch the port is cabled to ([`super::first_hop`]).
+    fn first_hop(&self, port: &PortId, _deadline: &Deadline) -> super::first_hop::FirstHop {
+        super::first_hop::FirstHop::Unavailable {
+            error: format!("{port}: this probe cannot read switches"),
+        }
+    }
 }
 
 /// The port's own tables, as the SM programmed them (never the SM's

@@ -120,6 +120,9 @@ pub struct IbPort {
     pub tables: PortTables,
     /// In the mapping's level order.
     pub verdicts: Vec<Verdict>,
+    /// The switch the port is cabled to, when this assessment read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_hop: Option<super::first_hop::Assessed>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -167,13 +170,64 @@ impl FabricReport {
         }
         self.verdicts(level)
             .filter_map(|(_, v)| v.problem.clone())
+            .chain(self.first_hop_lines(level, |a| &a.problems))
             .collect()
+    }
+
+    /// The first hops' lines of one level (problems or warnings).
+    fn first_hop_lines<'a>(
+        &'a self,
+        level: &'a str,
+        which: impl Fn(&super::first_hop::Assessed) -> &Vec<super::first_hop::LevelLine> + 'a,
+    ) -> impl Iterator<Item = String> + 'a {
+        self.ib_ports
+            .iter()
+            .filter_map(|p| p.first_hop.as_ref())
+            .flat_map(move |a| which(a).iter())
+            .filter(move |l| l.level == level)
+            .map(|l| l.line.clone())
+    }
+
+    /// First-hop output ports by (level, verdict), over every IB port: the
+    /// `qoslane_first_hop_ports` gauge. `None` when no first hop was read.
+    pub fn first_hop_counts(&self) -> Option<Vec<(String, String, u64)>> {
+        let hops: Vec<&super::first_hop::Assessed> = self
+            .ib_ports
+            .iter()
+            .filter_map(|p| p.first_hop.as_ref())
+            .collect();
+        if hops.is_empty() {
+            return None;
+        }
+        let mut counts: std::collections::BTreeMap<(String, String), u64> =
+            std::collections::BTreeMap::new();
+        for level in &self.levels {
+            for lane in super::lane::Lane::ALL {
+                counts.insert((level.clone(), lane.as_str().to_owned()), 0);
+            }
+            counts.insert((level.clone(), "unread".to_owned()), 0);
+        }
+        for a in hops {
+            for f in &a.findings {
+                *counts
+                    .entry((f.level.clone(), f.lane.as_str().to_owned()))
+                    .or_default() += u64::try_from(f.out_ports.len()).unwrap_or(u64::MAX);
+            }
+            let unread = a.unread_ports();
+            for level in &self.levels {
+                *counts
+                    .entry((level.clone(), "unread".to_owned()))
+                    .or_default() += unread;
+            }
+        }
+        Some(counts.into_iter().map(|((l, v), n)| (l, v, n)).collect())
     }
 
     pub fn warnings(&self, level: &str) -> Vec<String> {
         let mut out: Vec<String> = self
             .verdicts(level)
             .filter_map(|(_, v)| v.warning.clone())
+            .chain(self.first_hop_lines(level, |a| &a.warnings))
             .collect();
         if self.ib_ports.is_empty() && !self.roce_ports.is_empty() {
             out.push(format!(

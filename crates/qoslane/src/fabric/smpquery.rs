@@ -40,16 +40,29 @@ impl Smpquery {
         &self.program
     }
 
-    /// Runs one query; its stdout, or the error with the port named.
+    /// Runs one query on the local port (directed route of length 0).
     fn query(&self, port: &PortId, op: &str, deadline: &Deadline) -> Result<String> {
-        let p = port.port.to_string();
-        let args = ["-C", port.device.as_str(), "-P", p.as_str(), "-D", op, "0"];
-        match exec::run(&self.program, &args, deadline) {
-            Ok(out) => String::from_utf8(out.stdout)
-                .map_err(|_| Error::Fabric(format!("{port}: smpquery {op}: output is not UTF-8"))),
+        self.run(Some(port), &["-D", op, "0"], deadline)
+    }
+
+    /// Runs `smpquery [-C DEV -P PORT] ARGS…` (ARGS: `-D sl2vl 0,1 7`, or
+    /// `sl2vl LID 7`); its stdout, or the error with the arguments named.
+    /// `via` is the local HCA port the SMPs leave from (the default port of
+    /// the default device when `None`).
+    pub fn run(&self, via: Option<&PortId>, args: &[&str], deadline: &Deadline) -> Result<String> {
+        let p = via.map(|v| v.port.to_string());
+        let mut argv: Vec<&str> = Vec::with_capacity(args.len() + 4);
+        if let (Some(v), Some(p)) = (via, p.as_deref()) {
+            argv.extend(["-C", v.device.as_str(), "-P", p]);
+        }
+        argv.extend_from_slice(args);
+        match exec::run(&self.program, &argv, deadline) {
+            Ok(out) => String::from_utf8(out.stdout).map_err(|_| {
+                Error::Fabric(format!("smpquery {}: output is not UTF-8", argv.join(" ")))
+            }),
             Err(Error::Program { program, detail }) => Err(Error::Program {
                 program,
-                detail: format!("{}: {detail}", args.join(" ")),
+                detail: format!("{}: {detail}", argv.join(" ")),
             }),
             Err(e) => Err(e),
         }
@@ -95,6 +108,10 @@ impl Probe for Smpquery {
             link_state: info.link_state,
             vlarb,
         })
+    }
+
+    fn first_hop(&self, port: &PortId, deadline: &Deadline) -> super::first_hop::FirstHop {
+        super::first_hop::read(self, port, deadline)
     }
 }
 
@@ -407,6 +424,192 @@ fn hex_cells(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// A switch's SL2VL tables for one output port: one row per input port
+/// (`smpquery sl2vl LID OUT` or `-D sl2vl PATH OUT`):
+///
+/// ```text
+/// # SL2VL table: Lid 2
+/// #                 SL: | 0| 1| 2| 3| 4| 5| 6| 7| 8| 9|10|11|12|13|14|15|
+/// ports: in  0, out  2: | 0| 1| 2|15| 4| 5| 6| 7| 0| 1| 2| 3| 4| 5| 6| 7|
+/// ports: in  1, out  2: | 0| 1| 2|15| 4| 5| 6| 7| 0| 1| 2| 3| 4| 5| 6| 7|
+/// ```
+///
+/// Every row must name `out`; the rows are returned by input port.
+pub fn parse_switch_sl2vl(text: &str, out: u32) -> Result<Vec<(u32, Sl2Vl)>, ParseError> {
+    let mut lines = Lines::new(text);
+    const TITLE: &str = "`# SL2VL table: …`";
+    let (n, l) = lines.expect(TITLE)?;
+    if !l.starts_with("# SL2VL table:") {
+        return Err(bad(n, TITLE, l));
+    }
+    const HEADER: &str = "`#                 SL: | 0| 1|…|15|`";
+    let (n, l) = lines.expect(HEADER)?;
+    if !l.trim_start_matches('#').trim_start().starts_with("SL:") {
+        return Err(bad(n, HEADER, l));
+    }
+    let row_text = format!("`ports: in  N, out {out:2}: |` and 16 VLs 0..=15");
+    let mut rows: Vec<(u32, Sl2Vl)> = Vec::new();
+    while let Some((n, l)) = lines.next() {
+        let row = l
+            .strip_prefix("ports: in ")
+            .and_then(|r| r.split_once(": |"))
+            .and_then(|(ports, rest)| {
+                let (i, o) = ports.split_once(", out ")?;
+                let (i, o) = (i.trim().parse::<u32>().ok()?, o.trim().parse::<u32>().ok()?);
+                if o != out {
+                    return None;
+                }
+                let vls = cells(&format!("|{rest}"))?
+                    .iter()
+                    .map(|c| c.parse::<u8>().ok().filter(|&v| v <= 15))
+                    .collect::<Option<Vec<u8>>>()?;
+                Some((i, Sl2Vl::new(<[u8; 16]>::try_from(vls).ok()?)?))
+            })
+            .ok_or_else(|| bad(n, &row_text, l))?;
+        if rows.iter().any(|(i, _)| *i == row.0) {
+            return Err(bad(n, &format!("one row for in port {}", row.0), l));
+        }
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return Err(ParseError {
+            line: 0,
+            expected: row_text,
+            found: None,
+        });
+    }
+    Ok(rows)
+}
+
+/// The kind of node at the other end of a directed route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeType {
+    ChannelAdapter,
+    Switch,
+    Router,
+}
+
+impl std::fmt::Display for NodeType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ChannelAdapter => "Channel Adapter",
+            Self::Switch => "Switch",
+            Self::Router => "Router",
+        })
+    }
+}
+
+/// The NodeInfo fields a path check needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub node_type: NodeType,
+    pub num_ports: u32,
+    /// The port the SMP entered the node through.
+    pub local_port: u32,
+    pub guid: String,
+}
+
+/// `Name:....value` lines after a `# … info:` title: the value of each
+/// wanted field, by name.
+fn dotted_fields<'a>(
+    text: &'a str,
+    title: &str,
+    wanted: &[&str],
+) -> Result<Vec<(String, usize, &'a str, &'a str)>, ParseError> {
+    let mut lines = Lines::new(text);
+    let expected_title = format!("`{title} …`");
+    let (n, l) = lines.expect(&expected_title)?;
+    if !l.starts_with(title) {
+        return Err(bad(n, &expected_title, l));
+    }
+    let mut out: Vec<(String, usize, &'a str, &'a str)> = Vec::new();
+    while let Some((n, l)) = lines.next() {
+        if l.starts_with('\t') {
+            continue;
+        }
+        let Some((name, rest)) = l.split_once(':') else {
+            return Err(bad(n, "`Name:....value`", l));
+        };
+        if wanted.contains(&name) {
+            if out.iter().any(|(f, ..)| f == name) {
+                return Err(bad(n, &format!("one `{name}` field"), l));
+            }
+            out.push((
+                name.to_owned(),
+                n,
+                l,
+                rest.trim_start_matches('.').trim_end(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn field<'a, T>(
+    fields: &[(String, usize, &'a str, &'a str)],
+    name: &str,
+    expected: &str,
+    parse: impl FnOnce(&'a str) -> Option<T>,
+) -> Result<T, ParseError> {
+    let (_, n, l, v) = fields
+        .iter()
+        .find(|(f, ..)| f == name)
+        .ok_or_else(|| ParseError {
+            line: 0,
+            expected: format!("a `{name}` field"),
+            found: None,
+        })?;
+    parse(v).ok_or_else(|| bad(*n, &format!("{name} {expected}"), l))
+}
+
+/// `smpquery nodeinfo` (`-D nodeinfo 0,1`: the node behind the local port).
+pub fn parse_nodeinfo(text: &str) -> Result<NodeInfo, ParseError> {
+    let f = dotted_fields(
+        text,
+        "# Node info:",
+        &["NodeType", "NumPorts", "LocalPort", "Guid"],
+    )?;
+    Ok(NodeInfo {
+        node_type: field(
+            &f,
+            "NodeType",
+            "Switch, Channel Adapter or Router",
+            |v| match v {
+                "Switch" => Some(NodeType::Switch),
+                "Channel Adapter" => Some(NodeType::ChannelAdapter),
+                "Router" => Some(NodeType::Router),
+                _ => None,
+            },
+        )?,
+        num_ports: field(&f, "NumPorts", "a number", |v| v.parse().ok())?,
+        local_port: field(&f, "LocalPort", "a number", |v| v.parse().ok())?,
+        guid: field(&f, "Guid", "a 0x GUID", |v| {
+            v.strip_prefix("0x")
+                .is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| v.to_owned())
+        })?,
+    })
+}
+
+/// `smpquery nodedesc`: `Node Description:.....leaf1` (the name, trimmed).
+pub fn parse_nodedesc(text: &str) -> Result<String, ParseError> {
+    let mut lines = Lines::new(text);
+    const LINE: &str = "`Node Description:....NAME`";
+    let (n, l) = lines.expect(LINE)?;
+    let desc = l
+        .strip_prefix("Node Description:")
+        .map(|r| r.trim_start_matches('.').trim())
+        .ok_or_else(|| bad(n, LINE, l))?;
+    Ok(desc.to_owned())
+}
+
+/// The `Lid` field of `smpquery portinfo` (a switch's port 0 holds the
+/// switch's LID).
+pub fn parse_lid(text: &str) -> Result<u16, ParseError> {
+    let f = dotted_fields(text, "# Port info:", &["Lid"])?;
+    field(&f, "Lid", "a LID", |v| v.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,5 +764,68 @@ WEIGHT: |0x4 |0x0 |0x0 |0x0 |0x0 |0x0 |0x0 |0x0 |
         );
         let e = parse_vlarb("# No VLArbitration tables (BSP0): Lid 1 port 0\n").unwrap_err();
         assert_eq!(e.line, 1);
+    }
+
+    fn switch_fixture(name: &str) -> String {
+        std::fs::read_to_string(format!(
+            "{}/tests/fixtures/smpquery-switch/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_switch_sl2vl_has_a_row_per_in_port() {
+        let rows = parse_switch_sl2vl(&switch_fixture("spine1.lid.sl2vl.2-vl15.txt"), 2).unwrap();
+        assert_eq!(rows.len(), 9, "in ports 0..=8");
+        assert!(rows.iter().all(|(_, t)| t.vl(3) == 15 && t.vl(2) == 2));
+        let dr = parse_switch_sl2vl(&switch_fixture("leaf1.dr.sl2vl.7.txt"), 7).unwrap();
+        assert_eq!(
+            dr.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            (0..=8).collect::<Vec<_>>()
+        );
+        // Rows of another out port are not this table.
+        let e = parse_switch_sl2vl(&switch_fixture("leaf1.dr.sl2vl.7.txt"), 8).unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        // A CA's single table parses as one row for in port 0.
+        assert_eq!(parse_switch_sl2vl(SL2VL, 0).unwrap().len(), 1);
+        assert!(parse_switch_sl2vl("# SL2VL table: Lid 2\n#  SL: | 0|\n", 2).is_err());
+    }
+
+    #[test]
+    fn node_info_desc_and_lid_of_the_first_switch() {
+        let info = parse_nodeinfo(&switch_fixture("leaf1.dr.nodeinfo.txt")).unwrap();
+        assert_eq!(
+            info,
+            NodeInfo {
+                node_type: NodeType::Switch,
+                num_ports: 8,
+                local_port: 2,
+                guid: "0x0000000000200002".into(),
+            }
+        );
+        let ca = parse_nodeinfo(&switch_fixture("node1.lid.nodeinfo.txt")).unwrap();
+        assert_eq!(ca.node_type, NodeType::ChannelAdapter);
+        assert_eq!(
+            parse_nodedesc("Node Description:...........................leaf1\n").unwrap(),
+            "leaf1"
+        );
+        assert!(parse_nodedesc("leaf1\n").is_err());
+        assert_eq!(
+            parse_lid(&switch_fixture("leaf1.dr.portinfo.0.txt")).unwrap(),
+            4
+        );
+        let pi = parse_portinfo(&switch_fixture("leaf1.dr.portinfo.5-down.txt")).unwrap();
+        assert_eq!(pi.link_state, "Down");
+        let e =
+            parse_nodeinfo("# Node info: Lid 1\nNodeType:.....Hub\nNumPorts:...1\n").unwrap_err();
+        assert!(e.to_string().contains("NodeType"), "{e}");
+    }
+
+    #[test]
+    fn a_zero_weight_on_a_switch_port_reads_as_zero() {
+        let arb = parse_vlarb(&switch_fixture("leaf3.lid.vlarb.2-zero.txt")).unwrap();
+        assert_eq!(arb.weight(3), 0);
+        assert_eq!(arb.weight(2), 64);
     }
 }

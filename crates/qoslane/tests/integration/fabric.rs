@@ -639,17 +639,19 @@ fn max_op_vls_folds_the_table_and_the_message_says_why() {
 }
 
 #[test]
-fn vl_without_arbitration_weight_warns() {
+fn vl_without_arbitration_weight_is_starved() {
+    // A level whose VL is never scheduled is as lost as a dropped one: a
+    // problem (stage 1 only warned), by the same rule as on a switch port.
     let r = check_one("qos-vl3-no-weight", &mapping(MAPPING));
-    assert_eq!(all_problems(&r), Vec::<String>::new());
     assert_eq!(
-        r.warnings("mission-critical"),
+        all_problems(&r),
         [
             "mlx5_0/1: SL 3 -> VL 3, but VL 3 has weight 0 in both VL arbitration tables: \
-          it is never scheduled"
+          it is never scheduled (starved)"
         ]
     );
-    assert_eq!(r.warnings("high"), Vec::<String>::new());
+    assert_eq!(r.warnings("mission-critical"), Vec::<String>::new());
+    assert_eq!(r.problems("high"), Vec::<String>::new());
 }
 
 #[test]

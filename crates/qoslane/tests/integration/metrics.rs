@@ -677,6 +677,18 @@ fn fixed_counters() -> (Counters, Gauges) {
         al("mlx5_1", 1, "low", true),
         al("mlx5_1", 1, "low", false),
     ];
+    let hop = |level: &str, verdict: &str, ports| metrics::HopCount {
+        level: level.into(),
+        verdict: verdict.into(),
+        ports,
+    };
+    c.first_hop = vec![
+        hop("high", "carried", 3),
+        hop("low", "carried", 1),
+        hop("low", "dropped", 2),
+        // Two HCA ports' counts of one (level, verdict): one series, summed.
+        hop("low", "dropped", 1),
+    ];
     let mut g = Gauges {
         mapping_sha256: Some(
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
@@ -791,6 +803,7 @@ fn counters_render_the_same_after_their_json_round_trip() {
             seconds: f64::from(i).mul_add(0.000_123_456_789_1, 0.000_987_654_321),
             rolled_back: i % 7 == 0,
             fabric: None,
+            first_hop: None,
         });
         let json = serde_json::to_vec(&c).unwrap();
         let back: Counters = serde_json::from_slice(&json).unwrap();

@@ -1,0 +1,282 @@
+//! `qoslane fabric audit`: every level of a mapping judged on every data
+//! port of the fabric ([`crate::fabric::audit`]), for a control node. Reads
+//! the fabric, changes nothing on it or on this host (but the textfile, when
+//! asked for one).
+
+use std::io::Write;
+
+use nodeio::prom::{Kind as PromKind, Writer};
+
+use super::Ctx;
+use crate::cli::{AuditArgs, Format};
+use crate::config::{self, Source};
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::exit_code::Verdict;
+use crate::fabric::audit::{self, AuditReport};
+use crate::fabric::lane::Lane;
+use crate::fabric::{PortId, Smpquery};
+
+pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<Verdict> {
+    let loaded = match &args.mapping {
+        Some(f) => config::read_for_dry_run(f)?,
+        None if ctx.config_given => config::read_for_dry_run(&ctx.paths.config)?,
+        None => config::load(&ctx.paths)?,
+    };
+    let from = match (&args.mapping, loaded.source) {
+        (Some(f), _) => f.display().to_string(),
+        (None, Source::Config) => ctx.paths.config.display().to_string(),
+        (None, Source::LastKnownGood) => format!(
+            "{} (the configured file is unusable: {})",
+            ctx.paths.last_known_good().display(),
+            loaded.problem.as_deref().unwrap_or("?")
+        ),
+    };
+    let via = match (&args.ca, args.ca_port) {
+        (Some(device), Some(port)) => Some(PortId {
+            device: device.clone(),
+            port,
+        }),
+        _ => None,
+    };
+    let deadline = Deadline::after(std::time::Duration::from_secs(args.timeout));
+    let started = std::time::SystemTime::now();
+    let result = audit::discover(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline).map(|topo| {
+        audit::audit(
+            &topo,
+            &Smpquery::new(&ctx.paths.smpquery),
+            via.as_ref(),
+            &loaded.mapping,
+            usize::from(args.workers),
+            &deadline,
+        )
+    });
+    if let Some(file) = &args.textfile {
+        write_textfile(ctx, file, result.as_ref().ok(), started)?;
+    }
+    let report = result?;
+    let mut out = std::io::stdout().lock();
+    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    match args.format {
+        Format::Json => {
+            let v = serde_json::json!({
+                "mapping": from,
+                "mapping_sha256": loaded.sha256,
+                "report": report,
+                "verdict": verdict_word(&report),
+            });
+            writeln!(out, "{v:#}").map_err(w)?;
+        }
+        Format::Human => out.write_all(human(&report, &from).as_bytes()).map_err(w)?,
+    }
+    Ok(if report.any_problem() {
+        Verdict::Failed
+    } else if !report.unread.is_empty() {
+        Verdict::Unavailable
+    } else {
+        Verdict::Ok
+    })
+}
+
+fn verdict_word(r: &AuditReport) -> &'static str {
+    if r.any_problem() {
+        "not_carried"
+    } else if !r.unread.is_empty() {
+        "incomplete"
+    } else {
+        "carried"
+    }
+}
+
+/// Findings shown per level in the human report.
+const MAX_LINES: usize = 12;
+
+/// The human report: the fabric, then each level (highest first) with its
+/// findings, then what could not be read, then one verdict line.
+pub fn human(r: &AuditReport, from: &str) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "mapping: {from}");
+    let _ = writeln!(
+        s,
+        "fabric: {} switches, {} HCAs; {} egress ports read by {} workers in {} ms",
+        r.switches, r.hcas, r.ports_read, r.workers, r.duration_ms
+    );
+    for l in &r.levels {
+        let total: u64 = l.pairs.values().sum();
+        let bad: u64 = l
+            .pairs
+            .iter()
+            .filter(|(lane, _)| lane.is_problem())
+            .map(|(_, n)| n)
+            .sum();
+        let vl = l
+            .virtual_lane
+            .map_or_else(String::new, |v| format!(" -> VL {v}"));
+        if bad == 0 {
+            let _ = writeln!(
+                s,
+                "level {} (SL {}{vl}): carried on all {total} port pairs",
+                l.level, l.sl
+            );
+        } else {
+            let lanes: Vec<String> = l
+                .pairs
+                .iter()
+                .filter(|(lane, _)| lane.is_problem())
+                .map(|(lane, n)| format!("{n} {lane}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "level {} (SL {}{vl}): NOT CARRIED on {bad} of {total} port pairs ({})",
+                l.level,
+                l.sl,
+                lanes.join(", ")
+            );
+        }
+        for f in l.findings.iter().take(MAX_LINES) {
+            let mark = if f.lane.is_problem() { "FAIL" } else { "warn" };
+            let _ = writeln!(s, "  {mark} {}", f.message);
+        }
+        if l.findings.len() > MAX_LINES {
+            let _ = writeln!(
+                s,
+                "  ... and {} more (--format json lists every one)",
+                l.findings.len() - MAX_LINES
+            );
+        }
+    }
+    for u in &r.unread {
+        let _ = writeln!(
+            s,
+            "not read: {} {} (lid {}) port {}: {}",
+            u.kind.as_str(),
+            u.name,
+            u.lid,
+            u.port,
+            u.error
+        );
+    }
+    let failing: Vec<&str> = r
+        .levels
+        .iter()
+        .filter(|l| !l.carried())
+        .map(|l| l.level.as_str())
+        .collect();
+    let _ = if failing.is_empty() && r.unread.is_empty() {
+        writeln!(s, "verdict: every level carried on every data port")
+    } else if failing.is_empty() {
+        writeln!(
+            s,
+            "verdict: incomplete: {} ports not read; every level carried on the rest",
+            r.unread.len()
+        )
+    } else {
+        writeln!(
+            s,
+            "verdict: {} of {} levels not carried: {}",
+            failing.len(),
+            r.levels.len(),
+            failing.join(", ")
+        )
+    };
+    s
+}
+
+/// The audit as a Prometheus textfile; on a failed read only the success
+/// gauge (0) and the timestamp, so an alert sees the failure and the last
+/// verdict never lingers.
+pub fn render(r: Option<&AuditReport>, started: std::time::SystemTime) -> String {
+    let mut w = Writer::new();
+    let ts = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    w.family(
+        "qoslane_fabric_audit_last_run_timestamp_seconds",
+        PromKind::Gauge,
+        "Unix time the last fabric audit started.",
+    );
+    w.sample(
+        "qoslane_fabric_audit_last_run_timestamp_seconds",
+        &[],
+        (ts * 1000.0).round() / 1000.0,
+    );
+    w.family(
+        "qoslane_fabric_audit_success",
+        PromKind::Gauge,
+        "1 when the last fabric audit read the topology and every egress port, else 0.",
+    );
+    w.sample(
+        "qoslane_fabric_audit_success",
+        &[],
+        u8::from(r.is_some_and(|r| r.unread.is_empty())),
+    );
+    let Some(r) = r else {
+        return w.finish();
+    };
+    w.family(
+        "qoslane_fabric_audit_duration_seconds",
+        PromKind::Gauge,
+        "How long the last fabric audit took to read and judge the fabric.",
+    );
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "milliseconds of one audit fit an f64 exactly"
+    )]
+    let secs = r.duration_ms as f64 / 1000.0;
+    w.sample("qoslane_fabric_audit_duration_seconds", &[], secs);
+    w.family(
+        "qoslane_fabric_audit_ports_unread",
+        PromKind::Gauge,
+        "Egress ports the last fabric audit could not read.",
+    );
+    w.sample("qoslane_fabric_audit_ports_unread", &[], r.unread.len());
+    w.family(
+        "qoslane_fabric_audit_port_pairs",
+        PromKind::Gauge,
+        "Port pairs (switch in -> out, or an HCA port) by level and verdict in the last fabric audit.",
+    );
+    for l in &r.levels {
+        for lane in Lane::ALL {
+            let n = l.pairs.get(&lane).copied().unwrap_or(0);
+            w.sample(
+                "qoslane_fabric_audit_port_pairs",
+                &[("level", &l.level), ("verdict", lane.as_str())],
+                n,
+            );
+        }
+    }
+    w.family(
+        "qoslane_fabric_audit_level_carried",
+        PromKind::Gauge,
+        "1 when the level is carried on every data port of the fabric (last audit), else 0.",
+    );
+    for l in &r.levels {
+        w.sample(
+            "qoslane_fabric_audit_level_carried",
+            &[("level", &l.level)],
+            u8::from(l.carried()),
+        );
+    }
+    w.finish()
+}
+
+fn write_textfile(
+    ctx: &Ctx,
+    file: &std::path::Path,
+    r: Option<&AuditReport>,
+    started: std::time::SystemTime,
+) -> Result<()> {
+    let text = render(r, started);
+    // Rewritten by every audit: visible is enough.
+    let _visible = nodeio::atomic::replace(
+        &ctx.paths.root,
+        file,
+        text.as_bytes(),
+        crate::state::PUBLIC,
+        nodeio::walk::Judge::NoFollow,
+        false,
+        nodeio::atomic::Durability::Visible,
+    )?;
+    Ok(())
+}

@@ -1,0 +1,395 @@
+//! The fabric-wide audit, for a control node (any host with an HCA on the
+//! fabric): the topology from `ibnetdiscover -p`, then every connected
+//! egress port's tables read once by LID-routed SMP queries in a bounded
+//! pool of workers under one deadline:
+//!
+//! ```text
+//! smpquery portinfo LID PORT      Active? OperVLs          (every connected port)
+//! smpquery sl2vl LID PORT         switch: one row per in port; HCA: its table
+//! smpquery vlarb LID PORT         the egress's arbitration tables
+//! ```
+//!
+//! Then every level of the mapping is judged on every (in, out) pair of data
+//! ports of every switch and on every HCA port, by the lane rules
+//! ([`super::lane`]): dropped (VL 15), not operational (beyond OperVLs),
+//! starved (weight 0 in both VLArb tables), or on another VL than the level
+//! names. Findings are grouped per (level, node, out port, verdict), so a
+//! switch whose every row is wrong is one line, not one per in port.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::lane::{self, Egress, Lane};
+use super::pool;
+use super::probe::{Sl2Vl, VlArbState, VlRange};
+use super::smpquery::{self, Smpquery};
+use super::sysfs::PortId;
+use super::topology::{self, Kind, Topology};
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::exec;
+use crate::mapping::Mapping;
+
+/// Workers by default: enough to hide each query's latency, few enough to
+/// leave the switches' SMAs (and ibsim's 10 client slots) room.
+pub const DEFAULT_WORKERS: usize = 4;
+
+/// One egress port to read.
+#[derive(Clone, Debug)]
+struct Item {
+    kind: Kind,
+    guid: String,
+    name: String,
+    lid: u16,
+    port: u32,
+}
+
+/// One egress port as read.
+#[derive(Clone, Debug)]
+struct Read {
+    active: bool,
+    oper_vls: VlRange,
+    /// (in port, table): one row for an HCA port (in 0).
+    rows: Vec<(u32, Sl2Vl)>,
+    vlarb: VlArbState,
+}
+
+/// A port that could not be read.
+#[derive(Clone, Debug, Serialize)]
+pub struct Unread {
+    pub kind: Kind,
+    pub name: String,
+    pub lid: u16,
+    pub port: u32,
+    pub error: String,
+}
+
+/// One level's verdict on a group of in ports of one egress port.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub lane: Lane,
+    pub sl: u8,
+    pub vl: u8,
+    pub kind: Kind,
+    pub name: String,
+    pub lid: u16,
+    pub oper_vls: VlRange,
+    /// The verdict holds for every data in port of each out port.
+    pub every_in: bool,
+    /// The in ports (switch, when not `every_in`).
+    pub in_ports: Vec<u32>,
+    pub out_ports: Vec<u32>,
+    pub message: String,
+}
+
+impl Finding {
+    fn render(&self, level: &str, want: Option<u8>) -> String {
+        let what = if self.lane == Lane::LinkDown {
+            "link not Active".to_owned()
+        } else {
+            lane::short(self.sl, self.vl, self.lane, want, self.oper_vls)
+        };
+        let at = match (self.kind, self.every_in) {
+            (Kind::Switch, true) => format!(
+                "at switch {} (lid {}) every in port -> {}",
+                self.name,
+                self.lid,
+                join(&self.out_ports)
+            ),
+            (Kind::Switch, false) if !self.in_ports.is_empty() => format!(
+                "at switch {} (lid {}) port {} -> {}",
+                self.name,
+                self.lid,
+                join(&self.in_ports),
+                join(&self.out_ports)
+            ),
+            (kind, _) => format!(
+                "at {} {} (lid {}) port {}",
+                kind.as_str(),
+                self.name,
+                self.lid,
+                join(&self.out_ports)
+            ),
+        };
+        format!("level {level}: {what} {at}")
+    }
+}
+
+/// One level, fabric-wide.
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelAudit {
+    pub level: String,
+    pub sl: u8,
+    pub virtual_lane: Option<u8>,
+    /// Port pairs (switch in→out, or an HCA port) by verdict.
+    pub pairs: BTreeMap<Lane, u64>,
+    /// Every verdict but `carried`, grouped.
+    pub findings: Vec<Finding>,
+}
+
+impl LevelAudit {
+    pub fn problems(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.lane.is_problem())
+    }
+
+    pub fn carried(&self) -> bool {
+        self.problems().next().is_none()
+    }
+}
+
+/// What the audit found.
+#[derive(Clone, Debug, Serialize)]
+pub struct AuditReport {
+    pub switches: usize,
+    pub hcas: usize,
+    /// Egress ports read (connected switch ports and HCA ports).
+    pub ports_read: usize,
+    pub unread: Vec<Unread>,
+    pub levels: Vec<LevelAudit>,
+    pub duration_ms: u64,
+    pub workers: usize,
+}
+
+impl AuditReport {
+    /// Some level is dropped, starved or misrouted somewhere.
+    pub fn any_problem(&self) -> bool {
+        self.levels.iter().any(|l| !l.carried())
+    }
+}
+
+/// Runs `ibnetdiscover -p` (through `via` when given) and parses it.
+pub fn discover(
+    ibnetdiscover: &Path,
+    via: Option<&PortId>,
+    deadline: &Deadline,
+) -> Result<Topology> {
+    let p = via.map(|v| v.port.to_string());
+    let mut args: Vec<&str> = Vec::new();
+    if let (Some(v), Some(p)) = (via, p.as_deref()) {
+        args.extend(["-C", v.device.as_str(), "-P", p]);
+    }
+    args.push("-p");
+    let out = exec::run(ibnetdiscover, &args, deadline)?;
+    let text = String::from_utf8(out.stdout)
+        .map_err(|_| Error::Fabric("ibnetdiscover -p: output is not UTF-8".into()))?;
+    topology::parse(&text).map_err(|e| Error::Fabric(format!("ibnetdiscover -p: {e}")))
+}
+
+/// Reads every egress port of `topo` and judges every level of `mapping`.
+pub fn audit(
+    topo: &Topology,
+    smp: &Smpquery,
+    via: Option<&PortId>,
+    mapping: &Mapping,
+    workers: usize,
+    deadline: &Deadline,
+) -> AuditReport {
+    let started = std::time::Instant::now();
+    let mut items: Vec<Item> = Vec::new();
+    for p in topo
+        .connected(Kind::Switch)
+        .chain(topo.connected(Kind::Hca))
+    {
+        let e = &p.end;
+        if items
+            .iter()
+            .any(|i| i.guid == e.guid && i.port == e.port && i.lid == e.lid)
+        {
+            continue;
+        }
+        items.push(Item {
+            kind: e.kind,
+            guid: e.guid.clone(),
+            name: e.name.clone(),
+            lid: e.lid,
+            port: e.port,
+        });
+    }
+    items.sort_by(|a, b| (a.kind, &a.name, a.port).cmp(&(b.kind, &b.name, b.port)));
+    let reads = pool::map(&items, workers, |item| read(smp, via, item, deadline));
+    let mut unread = Vec::new();
+    let mut ok: Vec<(&Item, Read)> = Vec::new();
+    for (item, r) in items.iter().zip(reads) {
+        match r {
+            Ok(r) => ok.push((item, r)),
+            Err(e) => unread.push(Unread {
+                kind: item.kind,
+                name: item.name.clone(),
+                lid: item.lid,
+                port: item.port,
+                error: e.to_string(),
+            }),
+        }
+    }
+    let levels = mapping
+        .levels()
+        .iter()
+        .map(|level| {
+            let sl = level.service_level.get();
+            let want = level
+                .virtual_lane
+                .map(crate::mapping::types::VirtualLane::get);
+            let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
+            let mut findings: Vec<Finding> = Vec::new();
+            for (item, r) in &ok {
+                if !r.active {
+                    // Cabled (the topology says so) but not Active: no
+                    // level crosses it.
+                    *pairs.entry(Lane::LinkDown).or_default() += 1;
+                    findings.push(Finding {
+                        lane: Lane::LinkDown,
+                        sl,
+                        vl: 0,
+                        kind: item.kind,
+                        name: item.name.clone(),
+                        lid: item.lid,
+                        oper_vls: r.oper_vls,
+                        every_in: false,
+                        in_ports: Vec::new(),
+                        out_ports: vec![item.port],
+                        message: String::new(),
+                    });
+                    continue;
+                }
+                let ins: Vec<u32> = match item.kind {
+                    Kind::Switch => topo
+                        .data_ports(&item.guid)
+                        .into_iter()
+                        .filter(|&i| i != item.port)
+                        .collect(),
+                    _ => vec![0],
+                };
+                let mut groups: Vec<(u8, Lane, Vec<u32>)> = Vec::new();
+                for i in ins {
+                    let Some((_, row)) = r.rows.iter().find(|(n, _)| *n == i) else {
+                        continue;
+                    };
+                    let (vl, lane) = lane::judge(
+                        &Egress {
+                            sl2vl: row,
+                            oper_vls: r.oper_vls,
+                            link_active: true,
+                            vlarb: &r.vlarb,
+                        },
+                        sl,
+                        want,
+                    );
+                    *pairs.entry(lane).or_default() += 1;
+                    match groups.iter_mut().find(|g| g.0 == vl && g.1 == lane) {
+                        Some(g) => g.2.push(i),
+                        None => groups.push((vl, lane, vec![i])),
+                    }
+                }
+                let data_ins = match item.kind {
+                    Kind::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
+                    _ => 1,
+                };
+                for (vl, lane, in_ports) in groups {
+                    if lane == Lane::Carried {
+                        continue;
+                    }
+                    // Every in port alike: merge with the same verdict on
+                    // the switch's other out ports (one line per switch).
+                    let every_in = item.kind == Kind::Switch && in_ports.len() == data_ins;
+                    if every_in
+                        && let Some(f) = findings.iter_mut().find(|f| {
+                            f.every_in && f.lid == item.lid && f.vl == vl && f.lane == lane
+                        })
+                    {
+                        f.out_ports.push(item.port);
+                        continue;
+                    }
+                    findings.push(Finding {
+                        lane,
+                        sl,
+                        vl,
+                        kind: item.kind,
+                        name: item.name.clone(),
+                        lid: item.lid,
+                        oper_vls: r.oper_vls,
+                        every_in,
+                        in_ports: if item.kind == Kind::Switch && !every_in {
+                            in_ports
+                        } else {
+                            Vec::new()
+                        },
+                        out_ports: vec![item.port],
+                        message: String::new(),
+                    });
+                }
+            }
+            for f in &mut findings {
+                f.message = f.render(&level.name, want);
+            }
+            LevelAudit {
+                level: level.name.clone(),
+                sl,
+                virtual_lane: want,
+                pairs,
+                findings,
+            }
+        })
+        .collect();
+    AuditReport {
+        switches: topo.count(Kind::Switch),
+        hcas: topo.count(Kind::Hca),
+        ports_read: ok.len(),
+        unread,
+        levels,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        workers: workers.clamp(1, pool::MAX_WORKERS),
+    }
+}
+
+fn read(smp: &Smpquery, via: Option<&PortId>, item: &Item, deadline: &Deadline) -> Result<Read> {
+    let (lid, port) = (item.lid.to_string(), item.port.to_string());
+    let parse = |what: &str, e: smpquery::ParseError| {
+        Error::Fabric(format!(
+            "smpquery {what} {lid} {port} ({} {}): {e}",
+            item.kind.as_str(),
+            item.name
+        ))
+    };
+    let pi = smp.run(via, &["portinfo", &lid, &port], deadline)?;
+    let pi = smpquery::parse_portinfo(&pi).map_err(|e| parse("portinfo", e))?;
+    if pi.link_state != "Active" {
+        return Ok(Read {
+            active: false,
+            oper_vls: pi.oper_vls,
+            rows: Vec::new(),
+            vlarb: VlArbState::Unavailable("link not Active".into()),
+        });
+    }
+    let rows = if item.kind == Kind::Switch {
+        let t = smp.run(via, &["sl2vl", &lid, &port], deadline)?;
+        smpquery::parse_switch_sl2vl(&t, item.port).map_err(|e| parse("sl2vl", e))?
+    } else {
+        // An HCA port has its own LID: its one table.
+        let t = smp.run(via, &["sl2vl", &lid], deadline)?;
+        vec![(0, smpquery::parse_sl2vl(&t).map_err(|e| parse("sl2vl", e))?)]
+    };
+    let vlarb = match smp.run(via, &["vlarb", &lid, &port], deadline) {
+        Err(e @ Error::Deadline { .. }) => return Err(e),
+        Err(e) => VlArbState::Unavailable(e.to_string()),
+        Ok(text) => match smpquery::parse_vlarb(&text) {
+            Ok(t) => VlArbState::Read(t),
+            Err(e) => VlArbState::Unavailable(format!("smpquery vlarb: {e}")),
+        },
+    };
+    Ok(Read {
+        active: true,
+        oper_vls: pi.oper_vls,
+        rows,
+        vlarb,
+    })
+}
+
+fn join(ports: &[u32]) -> String {
+    ports
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
