@@ -113,6 +113,27 @@ pub enum FabricCommand {
     /// Exit 0: every level carried; 1: some level is not; 69: the fabric could not be
     /// (wholly) read
     Audit(AuditArgs),
+    /// Print the OpenSM QoS options that carry the mapping: SL2VL for HCA ports, switch
+    /// external ports and switch port 0 consistent with each level's virtual_lane; VL
+    /// arbitration in the mapping's order (top tiers in the high-priority table);
+    /// qos_high_limit; max_op_vls. Refuses what the hardware cannot do. Changes nothing
+    SmConfig(SmConfigArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SmConfigArgs {
+    /// The mapping [default: the installed one]
+    #[arg(long, value_name = "FILE")]
+    pub mapping: Option<PathBuf>,
+    /// human: an opensm.conf fragment with comments; json: the options as an object
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// The data VLs of the HCAs and switches (PortInfo VLCap): VL0, VL0-1, VL0-3, VL0-7, VL0-14
+    #[arg(long, value_name = "RANGE", default_value = "VL0-7")]
+    pub vl_cap: String,
+    /// How many of the top levels go into the high-priority VL arbitration table
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub high_tiers: usize,
 }
 
 #[derive(Debug, clap::Args)]

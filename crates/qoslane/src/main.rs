@@ -118,6 +118,9 @@ fn main() -> ExitCode {
         Mode::Other(Command::Fabric {
             what: FabricCommand::Audit(args),
         }) => commands::fabric_audit::run(&ctx, &args),
+        Mode::Other(Command::Fabric {
+            what: FabricCommand::SmConfig(args),
+        }) => commands::sm_config::run(&ctx, &args),
         Mode::Other(Command::Generate { what }) => generate(what),
         Mode::Other(Command::Prolog | Command::Epilog | Command::TaskProlog) => {
             // Mode::of turned these into their own modes.

@@ -9,6 +9,7 @@ pub mod hooks;
 pub mod recover;
 pub mod serve;
 pub mod session;
+pub mod sm_config;
 pub mod status;
 pub mod sync;
 pub mod task_prolog;

@@ -20,6 +20,7 @@ pub mod policy;
 pub mod pool;
 pub mod probe;
 pub mod report;
+pub mod sm_config;
 pub mod smpquery;
 pub mod sysfs;
 pub mod topology;

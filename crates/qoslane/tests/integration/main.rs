@@ -11,6 +11,7 @@ mod metrics;
 mod planner;
 mod reliability;
 mod settings;
+mod sm_config;
 mod trust;
 mod util;
 mod validate;

@@ -1,0 +1,69 @@
+//! `qoslane fabric sm-config`: the OpenSM QoS options that carry the mapping
+//! ([`crate::fabric::sm_config`]). Prints; changes nothing.
+
+use std::io::Write;
+
+use super::Ctx;
+use crate::cli::{Format, SmConfigArgs};
+use crate::config;
+use crate::error::{Error, Result};
+use crate::exit_code::Verdict;
+use crate::fabric::VlRange;
+use crate::fabric::sm_config::{self, Options};
+
+pub fn run(ctx: &Ctx, args: &SmConfigArgs) -> Result<Verdict> {
+    let vl_cap = VlRange::parse(&args.vl_cap).ok_or_else(|| {
+        Error::Usage(format!(
+            "--vl-cap `{}`: want VL0, VL0-1, VL0-3, VL0-7 or VL0-14",
+            args.vl_cap
+        ))
+    })?;
+    // A file named on the command line is generated from, or refused with
+    // its problem: never the copy in force instead.
+    let (loaded, source) = match &args.mapping {
+        Some(f) => (config::read_for_dry_run(f)?, f.display().to_string()),
+        None if ctx.config_given => (
+            config::read_for_dry_run(&ctx.paths.config)?,
+            ctx.paths.config.display().to_string(),
+        ),
+        None => (
+            config::load(&ctx.paths)?,
+            ctx.paths.config.display().to_string(),
+        ),
+    };
+    if let Some(p) = &loaded.problem {
+        return Err(Error::Usage(format!(
+            "{source} is unusable ({p}); fix it, or name a file with --mapping"
+        )));
+    }
+    let cfg = sm_config::generate(
+        &loaded.mapping,
+        Options {
+            vl_cap,
+            high_tiers: args.high_tiers,
+        },
+    )
+    .map_err(|problems| {
+        Error::Fabric(format!(
+            "the fabric cannot carry {source} as it stands: {}",
+            problems.join("; ")
+        ))
+    })?;
+    let mut out = std::io::stdout().lock();
+    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    match args.format {
+        Format::Human => out
+            .write_all(cfg.to_conf(&source, &loaded.sha256).as_bytes())
+            .map_err(w)?,
+        Format::Json => {
+            let v = serde_json::json!({
+                "mapping": source,
+                "mapping_sha256": loaded.sha256,
+                "options": cfg.options_json(),
+                "lanes": cfg.lanes,
+            });
+            writeln!(out, "{v:#}").map_err(w)?;
+        }
+    }
+    Ok(Verdict::Ok)
+}
