@@ -9,6 +9,8 @@ set -euo pipefail
 PKGS=(
   # simulated InfiniBand fabric and the real diag tools
   ibsim-utils libumad2sim0 opensm infiniband-diags
+  # the multi-switch rig builds its SMP Set tool (rigs/smpset.c) against libibmad5
+  gcc libc6-dev libibmad5
   # single-node Slurm cluster
   slurmctld slurmd slurm-client slurmdbd munge mariadb-server
   # telemetry: promtool and node_exporter

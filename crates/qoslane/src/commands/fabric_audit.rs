@@ -54,7 +54,15 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<Verdict> {
     if let Some(file) = &args.textfile {
         write_textfile(ctx, file, result.as_ref().ok(), started)?;
     }
-    let report = result?;
+    // Whatever kept the topology from being read (the tool failed, hung past
+    // the deadline, printed what we cannot parse): the fabric is unreadable.
+    let report = result.map_err(|e| match e {
+        e @ Error::Program { .. } => e,
+        e => Error::Program {
+            program: ctx.paths.ibnetdiscover.clone(),
+            detail: format!("the fabric could not be read: {e}"),
+        },
+    })?;
     let mut out = std::io::stdout().lock();
     let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
     match args.format {

@@ -31,12 +31,12 @@ use super::{MAPPING, mapping};
 
 const UMAD2SIM: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
 
-fn repo() -> PathBuf {
+pub(super) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Whether to run: the tools are there, or the rig is required.
-fn rig_wanted(test: &str) -> bool {
+pub(super) fn rig_wanted(test: &str) -> bool {
     let required = ["QOSLANE_FABRIC_RIG", "QOSLANE_REQUIRE_TOOLS"]
         .iter()
         .any(|v| std::env::var(v).is_ok_and(|v| v == "1"));
@@ -206,7 +206,7 @@ impl Drop for Rig {
     }
 }
 
-fn read(p: &Path) -> String {
+pub(super) fn read(p: &Path) -> String {
     let mut s = String::new();
     if let Ok(mut f) = fs::File::open(p) {
         let _ = f.read_to_string(&mut s);
@@ -215,33 +215,37 @@ fn read(p: &Path) -> String {
 }
 
 /// A simulated HCA's port as its sysfs shows it.
-struct SimPort {
-    device: String,
-    guid: String,
-    lid: u16,
-    sm_lid: u16,
+pub(super) struct SimPort {
+    pub device: String,
+    pub guid: String,
+    pub lid: u16,
+    pub sm_lid: u16,
 }
 
 /// A node whose sysfs shows the simulated HCAs.
-struct SimNode {
+pub(super) struct SimNode {
     _dir: tempfile::TempDir,
-    paths: Paths,
+    pub paths: Paths,
     calls: PathBuf,
 }
 
 impl SimNode {
     /// `env`: what rigs/smpquery-sim needs (IBSIM_SOCKNAME, ...), handed to it
     /// in the `.env` file beside the symlink qoslane runs.
-    fn new(under: &Path, env: Vec<(String, String)>, ports: &[SimPort]) -> Self {
+    pub(super) fn new(under: &Path, env: Vec<(String, String)>, ports: &[SimPort]) -> Self {
         let dir = tempfile::tempdir_in(under).unwrap();
         let bin = dir.path().join("bin");
         fs::create_dir(&bin).unwrap();
         let smpquery = bin.join("smpquery");
         std::os::unix::fs::symlink(repo().join("rigs/smpquery-sim"), &smpquery).unwrap();
+        // The same wrapper runs ibnetdiscover when invoked by that name.
+        let ibnetdiscover = bin.join("ibnetdiscover");
+        std::os::unix::fs::symlink(repo().join("rigs/smpquery-sim"), &ibnetdiscover).unwrap();
         let calls = dir.path().join("calls.log");
         let paths = Paths::new(Overrides {
             root: Some(dir.path().join("root")),
             smpquery: Some(smpquery),
+            ibnetdiscover: Some(ibnetdiscover),
             ..Default::default()
         });
         let mut lines = vec![
@@ -251,6 +255,7 @@ impl SimNode {
         ];
         lines.extend(env.iter().map(|(k, v)| format!("export {k}={v}")));
         fs::write(bin.join("smpquery.env"), lines.join("\n") + "\n").unwrap();
+        fs::write(bin.join("ibnetdiscover.env"), lines.join("\n") + "\n").unwrap();
         for p in ports {
             write_port(&paths, p);
         }
@@ -269,7 +274,12 @@ impl SimNode {
         self.assess_opts(m, mode, &AssessOptions::default())
     }
 
-    fn assess_opts(&self, m: &Mapping, mode: ProbeMode, o: &AssessOptions) -> FabricReport {
+    pub(super) fn assess_opts(
+        &self,
+        m: &Mapping,
+        mode: ProbeMode,
+        o: &AssessOptions,
+    ) -> FabricReport {
         let probe = fabric::Smpquery::new(&self.paths.smpquery);
         let d = Deadline::after(Duration::from_secs(20));
         fabric::assess_with(&self.paths, m, &d, mode, &probe, o).unwrap_or_else(|e| panic!("{e}"))
