@@ -6,7 +6,9 @@
 #   each job got (its SL exports, the node setting, the fabric check, the audit
 #   lines); the SM re-programmed under our feet (drift) reported by the health
 #   check, the fail_job level refused while the node serves the others; the
-#   metrics. Everything it starts, it stops.
+#   metrics; then the path (scripts/demo_path.sh): the mapping's OpenSM QoS
+#   options on a multi-switch fabric, proven by the fabric audit, and a spine
+#   misaligned behind the SM named by it. Everything it starts, it stops.
 #
 #   scripts/demo.sh                 as root on Debian 12 (installs what is missing)
 #   QOSLANE_SKIP_INSTALL=1          do not call install-deps.sh
@@ -111,5 +113,9 @@ resume_node
 title "Metrics (node_exporter textfile, Prometheus text format)"
 grep -E '^(qoslane_hook_runs_total\{event="(prolog|epilog)",outcome="(applied|reverted|failed)"|qoslane_rollbacks_total|qoslane_active_jobs|qoslane_fabric_aligned|qoslane_hook_duration_seconds_(sum|count)|hookrun_hook_runs_total)' \
   "$R/var/lib/prometheus/node-exporter/qoslane.prom" "$R/var/lib/prometheus/node-exporter/hookrun.prom" | sed "s|$R/var/lib/prometheus/node-exporter/||; s/^/  /"
+
+# ------------------------------------------------------------------ the path
+# A multi-switch fabric: the SM's options from the mapping, the fabric audit.
+bash scripts/demo_path.sh "$QL"
 
 title "Done: rigs stopped, node restored"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# demo_path.sh — the path, not only the port (a part of scripts/demo.sh; runs
+# alone too): the mapping's OpenSM options (`qoslane fabric sm-config`) run a
+# real OpenSM on a multi-switch simulated fabric (rigs/fabric_path_rig.sh:
+# 3 leaves, 2 spines, 6 HCAs); `qoslane fabric audit` proves every level on
+# every data port; one spine is then misaligned behind the SM's back, and the
+# audit names it. A few seconds; everything it starts, it stops.
+#
+#   scripts/demo_path.sh [QOSLANE_BINARY]     (default: target/release/qoslane)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+QL=$(realpath "${1:-target/release/qoslane}")
+[ -x "$QL" ] || { echo "demo_path: no $QL (cargo build --release)" >&2; exit 1; }
+WORK=$(mktemp -d /tmp/qoslane-path-demo.XXXXXX)
+ENV=""
+cleanup() { [ -z "$ENV" ] || bash rigs/fabric_path_rig.sh stop "$ENV"; rm -rf "$WORK"; }
+trap cleanup EXIT
+title() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+show() { printf '$ %s\n' "$*"; "$@"; }
+
+title "The path: the SM's QoS options for the mapping (qoslane fabric sm-config, abridged)"
+"$QL" fabric sm-config --mapping examples/qos-network.yml >"$WORK/sm.conf"
+grep -E '^#   [^ ]+ +SL |^(qos|max_op_vls|qos_swe_sl2vl|qos_swe_vlarb_high|qos_swe_vlarb_low) ' "$WORK/sm.conf" | sed 's/^/  /'
+ENV=$(bash rigs/fabric_path_rig.sh start -c "$WORK/sm.conf")
+# The audit's SMPs leave from node2's HCA, through the simulator.
+. "$ENV"
+for t in smpquery ibnetdiscover; do
+  ln -s "$PWD/rigs/smpquery-sim" "$WORK/$t"
+  printf 'export %s\n' "IBSIM_SOCKNAME=$IBSIM_SOCKNAME" "RIG_UMAD2SIM=$RIG_UMAD2SIM" \
+    "RIG_WORK=$RIG_WORK" "SIM_HOST=node2" >"$WORK/$t.env"
+done
+audit() { QOSLANE_SMPQUERY=$WORK/smpquery QOSLANE_IBNETDISCOVER=$WORK/ibnetdiscover "$QL" fabric audit --mapping examples/qos-network.yml; }
+title "A real OpenSM started with them: every level carried on every data port"
+printf '$ qoslane fabric audit\n'; audit | sed 's/^/  /'
+title "spine1 maps SL 3 to VL 15 on port 2 (SMP Set, behind the SM): the node's own port still looks fine"
+bash rigs/fabric_path_rig.sh misalign "$ENV" spine1 2 3 15 >/dev/null
+printf '$ qoslane fabric audit\n'; { audit || echo "  (exit $?)"; } | sed 's/^/  /'
