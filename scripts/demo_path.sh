@@ -23,6 +23,7 @@ title "The path: the SM's QoS options for the mapping (qoslane fabric sm-config,
 grep -E '^#   [^ ]+ +SL |^(qos|max_op_vls|qos_swe_sl2vl|qos_swe_vlarb_high|qos_swe_vlarb_low) ' "$WORK/sm.conf" | sed 's/^/  /'
 ENV=$(bash rigs/fabric_path_rig.sh start -c "$WORK/sm.conf")
 # The audit's SMPs leave from node2's HCA, through the simulator.
+# shellcheck disable=SC1090  # the env file the rig just wrote
 . "$ENV"
 for t in smpquery ibnetdiscover; do
   ln -s "$PWD/rigs/smpquery-sim" "$WORK/$t"
