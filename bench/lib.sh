@@ -11,8 +11,9 @@
 #   virtual_lane what the fixture fabric maps its SL to), QOS_TOTAL QoS names
 #   spread evenly over them, node settings on the first, second and last level;
 # - PORTS ACTIVE InfiniBand ports (mlx5_0..mlx5_{PORTS-1});
-# - the fixture smpquery answering with the SL2VL table OpenSM programs by
-#   default on ibsim (SL0-7 -> VL7..0: `reversed`);
+# - the fixture smpquery answering with the SL2VL table of docs/fabric.md's
+#   OpenSM configuration (SL n -> VL n, SL 8-15 -> VL 0-7: `identity`), the
+#   one examples/qos-network.yml and the admin guide are written for;
 # - run/ on tmpfs and var/ on disk, as on a real node (/run is tmpfs; the
 #   audit log, counters and the textfile are on a persistent disk).
 #
@@ -23,8 +24,8 @@
 # shellcheck source=../scripts/lib/node.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib/node.sh"
 BENCH_REPO=${BENCH_REPO:-$NODE_REPO}
-# The SL -> VL table of the fixture answers (qos-reversed, ibsim's default).
-REVERSED_VL=(7 6 5 4 3 2 1 0 0 1 2 3 4 5 6 7)
+# The SL -> VL table of the fixture answers (qos-identity).
+IDENTITY_VL=(0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7)
 
 bsay() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -47,7 +48,7 @@ gen_mapping() {
       printf 'q%02d-%04d' "$i" "$k"
       last=$(printf 'q%02d-%04d' "$i" "$k")
     done
-    printf ']\n    service_level: %d\n    virtual_lane: %d\n' "$i" "${REVERSED_VL[$i]}"
+    printf ']\n    service_level: %d\n    virtual_lane: %d\n' "$i" "${IDENTITY_VL[$i]}"
     if [ "$i" -eq 0 ] || [ "$i" -eq 1 ] || [ "$i" -eq $((levels - 1)) ]; then
       local tos=106; [ "$i" -eq 1 ] && tos=74; [ "$i" -gt 1 ] && tos=26
       printf '    node_settings:\n      - path: %s\n        value: "%d"\n' "$TOS" "$tos"
@@ -61,7 +62,7 @@ gen_mapping() {
 bench_node() {
   local r=$1 levels=$2 total=$3 ports=$4 mapping=${5:-}
   local tmpfs=${BENCH_TMPFS:?}
-  node_layout "$r" "$mapping" "$ports" reversed
+  node_layout "$r" "$mapping" "$ports" identity
   install -d -m 0755 "$r/var/log"
   # /run is tmpfs on a real node: the same here.
   local run; run=$tmpfs/$(basename "$r")-run

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bench/probe.sh — the fabric section of bench/run.sh: qoslane probing a real
 # (simulated) fabric. Runs inside rigs/ibsim_rig.sh (ibsim + a real OpenSM
-# with its default QoS table, SL0-7 -> VL7..0), the real smpquery reached
+# programming docs/fabric.md's QoS table, SL n -> VL n, the one
+# examples/qos-network.yml is written for), the real smpquery reached
 # through rigs/smpquery-sim, as scripts/demo.sh wires it:
 #
-#   rigs/ibsim_rig.sh -n node2 -- env -u LD_PRELOAD \
+#   rigs/ibsim_rig.sh -n node2 -s 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7 -- env -u LD_PRELOAD \
 #     BENCH_OUT=... BENCH_WORK=... BENCH_RUNS=... BENCH_RSS_RUNS=... QL=... bash bench/probe.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -276,7 +276,7 @@ fi
 # ------------------------------------------------------------------ 4. the simulated fabric
 if want fabric; then
   bsay "section fabric: real smpquery on the simulated fabric (rigs/ibsim_rig.sh)"
-  if ! bash rigs/ibsim_rig.sh -n node2 -- env -u LD_PRELOAD \
+  if ! bash rigs/ibsim_rig.sh -n node2 -s 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7 -- env -u LD_PRELOAD \
       BENCH_OUT="$OUT" BENCH_WORK="$WORK" BENCH_RUNS="$RUNS" BENCH_RSS_RUNS="$RSS_RUNS" QL="$QL" \
       bash bench/probe.sh > "$OUT/raw/fabric.log" 2>&1; then
     cat "$OUT/raw/fabric.log" >&2

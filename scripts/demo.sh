@@ -19,10 +19,11 @@ if [ "${1:-}" != --inside-fabric ]; then
   [ "${QOSLANE_SKIP_INSTALL:-0}" = 1 ] || bash scripts/install-deps.sh
   . tests/e2e/lib.sh
   build_release
-  # The fabric lives as long as the demo: ibsim + OpenSM with its default QoS
-  # table (SL0-7 -> VL7..0), the demo runs inside it. The rig preloads
+  # The fabric lives as long as the demo: ibsim + OpenSM programming the QoS
+  # table of docs/fabric.md (SL n -> VL n, what examples/qos-network.yml and
+  # the admin guide expect); the demo runs inside it. The rig preloads
   # umad2sim for its command; the demo itself must not have it.
-  exec bash rigs/ibsim_rig.sh -n node2 -- env -u LD_PRELOAD bash "$0" --inside-fabric
+  exec bash rigs/ibsim_rig.sh -n node2 -s 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7 -- env -u LD_PRELOAD bash "$0" --inside-fabric
 fi
 
 . tests/e2e/lib.sh
@@ -96,8 +97,8 @@ echo "  one prolog line in full:"
 grep '"event":"prolog"' "$R/var/log/qoslane/audit.jsonl" | head -1 | sed 's/^/  /'
 
 # ------------------------------------------------------------------ drift
-title "The SM is re-programmed (SL3 -> VL3 now): health reports the drift, the node stays in service"
-sed -i 's/^qos_ca_sl2vl .*/qos_ca_sl2vl 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7/' "$RIG_WORK/opensm.conf"
+title "The SM is re-programmed (SL3 -> VL4 now): health reports the drift, the node stays in service"
+sed -i 's/^qos_ca_sl2vl .*/qos_ca_sl2vl 7,6,5,4,3,2,1,0,0,1,2,3,4,5,6,7/' "$RIG_WORK/opensm.conf"
 kill -HUP "$RIG_OSM_PID"
 drifted() { q health 2>/dev/null | grep -q 'warn: fabric'; }
 poll 20 "the new table on node2's port" drifted

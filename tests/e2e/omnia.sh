@@ -3,7 +3,10 @@
 # packages built and their contents checked; the playbook applied with the
 # local connection to the real single-node Slurm 22.05 rig (localhost is both
 # slurm_control_node and slurm_node); jobs of each QoS; a mapping change
-# (new tier, changed SL) detected, audited and applied on the next run; a run
+# (new tier, changed SL) detected, audited and applied on the next run; QoS
+# priorities: one the site set survives every run unless
+# slurm_qos_priority_overwrite opts it in, computed ones follow the mapping's
+# order; the health check lines Slurm takes; a run
 # with nothing to do reports changed=0; an invalid input stops at validation
 # with file:line:column and key, leaving /etc/qoslane and /etc/slurm
 # byte-identical; the removal path restores slurm.conf exactly.
@@ -139,7 +142,7 @@ cp "$WORK/omnia-slurm.conf" "$WORK/omnia-slurm.conf.orig"
 printf '%s\n' ClusterName=omnia SlurmctldHost=head '#Prolog=' Prolog=/usr/sbin/hookrun '#Epilog=' \
   Epilog=/usr/sbin/hookrun '#TaskProlog=' TaskProlog=/usr/sbin/hookrun PrologFlags=Contain,Alloc \
   '#HealthCheckProgram=' HealthCheckProgram=/usr/sbin/hookrun '#HealthCheckInterval=' \
-  HealthCheckInterval=300 HealthCheckNodeState=ANY PrologEpilogTimeout=30 \
+  HealthCheckInterval=120 HealthCheckNodeState=ANY,CYCLE PrologEpilogTimeout=30 \
   'NodeName=node[001-004] CPUs=64 State=UNKNOWN' 'PartitionName=normal Nodes=ALL Default=YES State=UP' \
   > "$WORK/omnia-slurm.conf.expected"
 printf '%s\n' '- name: The role'"'"'s slurm.conf tasks on a fixture file' '  hosts: slurm_control_node' \
@@ -192,8 +195,10 @@ sed -i 's/^fabric_check: enforce$/fabric_check: off/' "$MAP"   # no HCA here
 sed -i -e "s|^qoslane_package_dir: \"\"|qoslane_package_dir: \"$WORK/packages\"|" \
        -e "s|^qoslane_binary_dir: \"\"|qoslane_binary_dir: \"$E2E_REPO/target/release\"|" \
        -e 's/^prolog_epilog_timeout: 30$/prolog_epilog_timeout: 40/' \
-       -e 's/^  normal: 100$/  normal: 150/' "$CFG"
-if ! { grep -q '^fabric_check: off$' "$MAP" && grep -q '^prolog_epilog_timeout: 40$' "$CFG" && grep -q '^  normal: 150$' "$CFG"; }; then
+       -e 's/^  normal: 100$/  normal: 150/' \
+       -e 's/^slurm_qos_priority_overwrite: false$/slurm_qos_priority_overwrite: [normal]/' "$CFG"
+if ! { grep -q '^fabric_check: off$' "$MAP" && grep -q '^prolog_epilog_timeout: 40$' "$CFG" && grep -q '^  normal: 150$' "$CFG" &&
+       grep -q '^slurm_qos_priority_overwrite: \[normal\]$' "$CFG"; }; then
   say "could not prepare the test input from deploy/omnia/input"; exit 1
 fi
 
@@ -223,6 +228,24 @@ print(hits[-1].get(field) if hits else "<none>")
 PY
 }
 audit_count() { grep -c "\"event\":\"$1\"" /var/log/qoslane/audit.jsonl 2>/dev/null || echo 0; }
+qos_prio() { sacctmgr -n -P show qos "$1" format=priority; }
+# priorities_ordered : every QoS of a level of $MAP has a higher priority in
+# Slurm accounting than every QoS of the levels below it (levels are listed
+# from the highest); says which pairs are not.
+priorities_ordered() {
+  python3 - "$MAP" <<'PY'
+import subprocess, sys, yaml
+levels = yaml.safe_load(open(sys.argv[1]))["levels"]
+out = subprocess.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name,priority"],
+                     capture_output=True, text=True, check=True).stdout
+have = {l.split("|")[0].lower(): int(l.split("|")[1]) for l in out.splitlines() if "|" in l}
+prio = [(l["name"], {q: have[q.lower()] for q in l["qos"]}) for l in levels]
+bad = [f"{hn} {hp} <= {ln} {lp}" for i, (hn, hq) in enumerate(prio) for (ln, lq) in prio[i + 1:]
+       for hp in hq.values() for lp in lq.values() if hp <= lp]
+print("; ".join(bad) or "ordered: " + ", ".join(f"{n} {q}" for n, q in prio), file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
 # slurmd (22.05, SlurmdDebug=info) logs this line each time it reads
 # slurm.conf: at start and on `scontrol reconfigure`.
 slurmd_reads() { grep -c 'CPU frequency setting not configured' "$RIG_DIR/log/slurmd.log" || true; }
@@ -245,6 +268,9 @@ env_of() { grep "^$2=" "$WORK/out/$1.env" | head -1 | cut -d= -f2-; }
 
 # ------------------------------------------------------------ run 1: install
 say "case: first run installs and wires everything"
+# The site gave mission-critical its own priority (the input says 10000):
+# the playbook must keep it, run after run, unless told to change it.
+sacctmgr -i modify qos where name=mission-critical set priority=20000 >/dev/null
 reads=$(slurmd_reads)
 play install slurm_qos_network.yml || { tail -40 "$WORK/install.log" >&2; exit 1; }
 check "run 1: changed, nothing failed" test "$(recap install changed)" -gt 0 -a "$(recap install failed)" = 0
@@ -264,7 +290,7 @@ check "run 1: epilog.d/logout_user.sh kept" test -x /etc/slurm/epilog.d/logout_u
 check "run 1: hookrun.conf from the switches" bash -c \
   "grep -qx 'on_failure = drain' /etc/slurm/hookrun.conf && grep -qx 'budget = 20s' /etc/slurm/hookrun.conf"
 for kv in Prolog=/usr/sbin/hookrun Epilog=/usr/sbin/hookrun TaskProlog=/usr/sbin/hookrun \
-          HealthCheckProgram=/usr/sbin/hookrun HealthCheckInterval=300 HealthCheckNodeState=ANY \
+          HealthCheckProgram=/usr/sbin/hookrun HealthCheckInterval=120 HealthCheckNodeState=ANY,CYCLE \
           PrologFlags=Alloc PrologEpilogTimeout=40; do
   k=${kv%%=*}
   check "run 1: slurm.conf has $kv, once" eq "$(conf_count "$k") $(conf_value "$k")" "1 ${kv#*=}"
@@ -276,7 +302,13 @@ check "run 1: slurmctld uses hookrun (reconfigured)" eq "$(slurmd_config Prolog)
 check "run 1: sync audited the first mapping" eq "$(audit mapping_changed outcome)" applied
 check "run 1: audited hash = the admin's file" eq "$(audit mapping_changed mapping_sha256)" "$(sha256sum < "$MAP" | cut -d' ' -f1)"
 check "run 1: QoS standby created (priority 1)" eq "$(sacctmgr -n -P show qos standby format=priority)" 1
-check "run 1: QoS normal priority set to 150" eq "$(sacctmgr -n -P show qos normal format=priority)" 150
+check "run 1: QoS normal priority set to 150 (slurm_qos_priority_overwrite: [normal])" eq "$(qos_prio normal)" 150
+check "run 1: the site's mission-critical priority kept (20000, not the input's 10000)" eq "$(qos_prio mission-critical)" 20000
+check "run 1: the playbook says it kept it" grep -qF "mission-critical keeps 20000 (slurm_qos_priority says 10000)" "$WORK/install.log"
+check "run 1: QoS priorities follow the mapping's order" priorities_ordered
+# (scontrol prints the flag first: CYCLE,ANY)
+check "run 1: slurmctld runs the health check every 120 s on ANY,CYCLE nodes" eq \
+  "$(slurmd_config HealthCheckInterval)/$(slurmd_config HealthCheckNodeState)" "120 sec/CYCLE,ANY"
 check "run 1: hookrun health passes (fabric_check off, no HCA)" bash -c \
   "/usr/sbin/hookrun health 2>&1 | grep -q '10-qoslane: ok'"
 
@@ -315,6 +347,9 @@ check "run 2: sync audited mapping_changed" eq "$(audit_count mapping_changed)" 
 check "run 2: audited hash = the edited file" eq "$(audit mapping_changed mapping_sha256)" "$(sha256sum < "$MAP" | cut -d' ' -f1)"
 check "run 2: the task that ran sync changed" grep -q "changed: \[localhost\]" <(sed -n '/Apply the mapping on the node/,/^$/p' "$WORK/change.log")
 check "run 2: QoS ultra-high created" eq "$(sacctmgr -n -P show qos ultra-high format=name)" ultra-high
+check "run 2: the site's mission-critical priority survives a second run" eq "$(qos_prio mission-critical)" 20000
+check "run 2: ultra-high (top level, no listed priority) computed above every level below: 20100" eq "$(qos_prio ultra-high)" 20100
+check "run 2: QoS priorities follow the mapping's order" priorities_ordered
 sacctmgr -i modify user root set qos+=ultra-high >/dev/null   # the admin grants the new QoS
 j=$(run_job high)
 check "high job after the change: UCX_IB_SL=4" eq "$(env_of "$j" UCX_IB_SL)" 4
@@ -330,6 +365,17 @@ check "run 3: PLAY RECAP changed=0" eq "$(recap noop changed)" 0
 check "run 3: sync not run (mapping unchanged)" grep -q "skipping: \[localhost\]" <(sed -n '/Apply the mapping on the node/,/^$/p' "$WORK/noop.log")
 check "run 3: Slurm not reconfigured" bash -c "! grep -q 'RUNNING HANDLER' '$WORK/noop.log'"
 check "run 3: slurm.conf unchanged" eq "$(sha256sum < "$CONF")" "$conf_sha"
+check "run 3: the site's mission-critical priority still 20000" eq "$(qos_prio mission-critical)" 20000
+
+say "case: slurm_qos_priority_overwrite: true lets the playbook set every priority"
+cp "$CFG" "$WORK/config.good"
+sed -i 's/^slurm_qos_priority_overwrite: .*/slurm_qos_priority_overwrite: true/' "$CFG"
+play overwrite slurm_qos_network.yml || { tail -40 "$WORK/overwrite.log" >&2; exit 1; }
+check "overwrite: mission-critical set to the input's 10000" eq "$(qos_prio mission-critical)" 10000
+check "overwrite: ultra-high recomputed above it: 10100" eq "$(qos_prio ultra-high)" 10100
+check "overwrite: QoS priorities follow the mapping's order" priorities_ordered
+check "overwrite: nothing else changed (slurm.conf)" eq "$(sha256sum < "$CONF")" "$conf_sha"
+cp "$WORK/config.good" "$CFG"
 
 # ------------------------------------------------------------ invalid input
 say "case: an invalid mapping stops at validation; nothing on the node changes"
@@ -356,6 +402,14 @@ check "invalid switch: names the file, line $budget_line, hook_budget and the li
   grep -qF "slurm_qos_network_config.yml, line $budget_line: hook_budget must be an integer of seconds from 1 to prolog_epilog_timeout - 7 (40 - 7), found 35" "$WORK/invalid-config.log"
 snapshot > "$WORK/after2.sha"
 check "invalid switch: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after2.sha"
+cp "$WORK/config.good" "$CFG"
+state_line=$(grep -n '^health_check_node_state: "ANY,CYCLE"$' "$CFG" | cut -d: -f1)
+sed -i 's/^health_check_node_state: "ANY,CYCLE"$/health_check_node_state: "ALLOC,MIXED"/' "$CFG"
+if play invalid-state slurm_qos_network.yml; then fail "health_check_node_state without IDLE: the playbook failed"; else pass "health_check_node_state without IDLE: the playbook failed"; fi
+check "health_check_node_state without IDLE: names the file, line $state_line and why (a drained node would never resume)" \
+  grep -qF "slurm_qos_network_config.yml, line $state_line: health_check_node_state must include ANY or IDLE when health_check_required is true, found" "$WORK/invalid-state.log"
+snapshot > "$WORK/after-state.sha"
+check "health_check_node_state without IDLE: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after-state.sha"
 cp "$WORK/config.good" "$CFG"
 sed -i 's/^slurm_qos_network_enabled: true$/slurm_qos_network_enabled: false/' "$CFG"
 play disabled slurm_qos_network.yml || { tail -40 "$WORK/disabled.log" >&2; exit 1; }
