@@ -105,10 +105,10 @@ fn json_gives_the_options_for_the_playbook() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         v["options"]["qos_ca_sl2vl"],
-        "7,6,5,4,6,6,6,6,6,6,6,6,6,6,6,6"
+        "0,1,2,3,1,1,1,1,1,1,1,1,1,1,1,1"
     );
-    assert_eq!(v["options"]["qos_swe_vlarb_high"], "4:64");
-    assert_eq!(v["options"]["max_op_vls"], "4");
+    assert_eq!(v["options"]["qos_swe_vlarb_high"], "3:64");
+    assert_eq!(v["options"]["max_op_vls"], "3");
     assert_eq!(v["lanes"][0]["level"], "mission-critical");
     assert_eq!(v["lanes"][0]["high"], true);
 }
@@ -125,13 +125,13 @@ fn refused(text: &str, extra: &[&str]) -> String {
 fn refuses_a_vl_beyond_the_hardware_vlcap() {
     let example =
         std::fs::read_to_string(manifest().join("../../examples/qos-network.yml")).unwrap();
-    let e = refused(&example, &["--vl-cap", "VL0-3"]);
+    let e = refused(&example, &["--vl-cap", "VL0-1"]);
     assert!(
-        e.contains("level mission-critical names VL 4, but the hardware's VLCap is VL0-3 (4 data VLs: VL 0..=3)"),
+        e.contains("level mission-critical names VL 3, but the hardware's VLCap is VL0-1 (2 data VLs: VL 0..=1)"),
         "{e}"
     );
     assert!(
-        e.contains("level low names VL 6"),
+        e.contains("level high names VL 2"),
         "every problem at once: {e}"
     );
 }

@@ -356,7 +356,7 @@ fn path_sm_config_is_carried_by_a_real_opensm_and_a_broken_line_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let example = repo().join("examples/qos-network.yml");
     for (mapping_file, top_vl) in [
-        (example.clone(), 4u8),
+        (example.clone(), 3u8),
         (write(dir.path(), "second.yml", SECOND), 1),
     ] {
         let conf = sm_config(dir.path(), &mapping_file, "sm.conf");
@@ -393,8 +393,8 @@ fn path_sm_config_is_carried_by_a_real_opensm_and_a_broken_line_is_caught() {
 
     // One hand-broken line (switch external ports: SL 3 -> VL 15) is caught.
     let conf = sm_config(dir.path(), &example, "broken.conf");
-    let text = read(&conf).replace("qos_swe_sl2vl 7,6,5,4,", "qos_swe_sl2vl 7,6,5,15,");
-    assert!(text.contains("qos_swe_sl2vl 7,6,5,15,"), "{text}");
+    let text = read(&conf).replace("qos_swe_sl2vl 0,1,2,3,", "qos_swe_sl2vl 0,1,2,15,");
+    assert!(text.contains("qos_swe_sl2vl 0,1,2,15,"), "{text}");
     fs::write(&conf, text).unwrap();
     let rig = PathRig::start(&["-c", conf.to_str().unwrap()]);
     let node = rig.node2();
