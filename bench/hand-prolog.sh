@@ -19,10 +19,10 @@ smpquery=${HAND_SMPQUERY:-/usr/sbin/smpquery}
 
 qos=$("$squeue" -h -j "$SLURM_JOB_ID" -o %q)
 case $qos in
-  mission-critical) sl=3 vl=4 tos=106 ;;
-  high) sl=2 vl=5 tos=74 ;;
-  low|standby) sl=1 vl=6 tos= ;;
-  *) sl=0 vl=7 tos= ;;
+  mission-critical) sl=3 vl=3 tos=106 ;;
+  high) sl=2 vl=2 tos=74 ;;
+  low|standby) sl=1 vl=1 tos= ;;
+  *) sl=0 vl=0 tos= ;;
 esac
 got=$("$smpquery" -C mlx5_0 -P 1 -D sl2vl 0 |
   awk -F'|' -v f=$((sl + 2)) '/^ports:/ { gsub(/ /, "", $f); print $f }')

@@ -57,10 +57,10 @@ record fabric "prolog on the ibsim node, fabric cache fresh (QoS from the fixtur
 "$QL" epilog >/dev/null 2>&1
 
 # By hand, probing every time like qoslane without a cache.
-( export HAND_ROOT=$R HAND_SCONTROL=$QOSLANE_SCONTROL HAND_SMPQUERY=$R/bin/smpquery
+( export HAND_ROOT=$R HAND_SQUEUE=$QOSLANE_SQUEUE HAND_SMPQUERY=$R/bin/smpquery
   hf hand-prolog-real "/bin/sh $BENCH_REPO/bench/hand-prolog.sh"
-  if grep -q 'job=7 qos=high sl=2 vl=5 tos=74' "$R/var/log/qos-prolog.log"; then
-    echo "ok hand-prolog read SL 2 -> VL 5 from the real port and set ToS 74" > "$OUT/raw/hand-prolog-real.check"
+  if grep -q 'job=7 qos=high sl=2 vl=2 tos=74' "$R/var/log/qos-prolog.log"; then
+    echo "ok hand-prolog read SL 2 -> VL 2 from the real port and set ToS 74" > "$OUT/raw/hand-prolog-real.check"
   else
     echo "FAIL hand-prolog-real" > "$OUT/raw/hand-prolog-real.check"; nok "hand-prolog-real"
   fi

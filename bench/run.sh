@@ -153,8 +153,8 @@ if want hooks; then
   # The same job done by hand: a shell Prolog (bench/hand-prolog.sh).
   ( export HAND_ROOT=$R HAND_SQUEUE=$QOSLANE_SQUEUE HAND_SMPQUERY=$R/bin/smpquery SLURM_JOB_ID=7
     hf hand-prolog "/bin/sh $REPO/bench/hand-prolog.sh"
-    if [ "$(cat "$R$TOS")" = 74 ] && grep -q 'job=7 qos=high sl=2 vl=5 tos=74' "$R/var/log/qos-prolog.log"; then
-      echo "ok hand-prolog set ToS 74 and logged job=7 qos=high sl=2 vl=5" > "$OUT/raw/hand-prolog.check"
+    if [ "$(cat "$R$TOS")" = 74 ] && grep -q 'job=7 qos=high sl=2 vl=2 tos=74' "$R/var/log/qos-prolog.log"; then
+      echo "ok hand-prolog set ToS 74 and logged job=7 qos=high sl=2 vl=2" > "$OUT/raw/hand-prolog.check"
     else
       echo "FAIL hand-prolog did not do the job" > "$OUT/raw/hand-prolog.check"; nok "hand-prolog"
     fi

@@ -463,7 +463,7 @@ fn shipped_example_reads_as_documented() {
     assert_eq!(m.on_failure, OnFailure::Continue);
     let mc = &m.levels()[0];
     assert_eq!(mc.service_level.get(), 3);
-    assert_eq!(mc.virtual_lane.map(VirtualLane::get), Some(4));
+    assert_eq!(mc.virtual_lane.map(VirtualLane::get), Some(3));
     assert_eq!(mc.traffic_class.map(TrafficClass::get), Some(106));
     assert_eq!(m.on_failure_for(mc), OnFailure::FailJob);
     assert_eq!(mc.node_settings[0].value, "106");
