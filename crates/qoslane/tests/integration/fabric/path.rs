@@ -432,3 +432,48 @@ fn path_audit_of_a_generated_fat_tree() {
     // 4 leaves x (3 HCA + 2 up) + 2 spines x 4 down + 12 HCA ports
     assert_eq!(v["report"]["ports_read"], 40);
 }
+
+#[test]
+fn path_fewer_opervls_on_one_link_and_a_bounce_that_repairs_drift() {
+    if !rig_wanted("path_opervls_bounce") {
+        return;
+    }
+    let rig = PathRig::start(&[]);
+    let node = rig.node2();
+    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    // spine1's port 2 runs two data VLs only (one side of the link).
+    rig.lever("opervls", &["spine1", "2", "2"]);
+    let out = audit(&node, &m, &[]);
+    let human = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{human}");
+    assert!(
+        human.contains(
+            "FAIL level mission-critical: SL 3 -> VL 3 (dropped: outside OperVLs VL0-1) at switch \
+             spine1 (lid 2) every in port -> 2"
+        ),
+        "{human}"
+    );
+    assert!(
+        human.contains("level low (SL 1 -> VL 1): carried"),
+        "VL 1 still runs: {human}"
+    );
+
+    // Drift behind the SM's back survives a heavy sweep; bouncing the link repairs it.
+    rig.lever("restart-sm", &[]);
+    rig.lever("misalign", &["spine2", "1", "2", "15"]);
+    rig.lever("reconf", &["sweep_interval", "0"]);
+    let out = audit(&node, &m, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a SIGHUP re-sweep left the drift"
+    );
+    rig.lever("bounce", &["spine2", "1"]);
+    let out = audit(&node, &m, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the bounced port was rewritten: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
