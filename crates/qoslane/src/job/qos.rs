@@ -30,6 +30,24 @@ pub enum QosSource {
     Default,
 }
 
+impl QosSource {
+    /// As the audit log spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Env => "env",
+            Self::Squeue => "squeue",
+            Self::Scontrol => "scontrol",
+            Self::Default => "default",
+        }
+    }
+}
+
+impl std::fmt::Display for QosSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobQos {
     pub qos: Option<String>,

@@ -93,6 +93,12 @@ impl<'p> Store<'p> {
         Ok(Self { paths })
     }
 
+    /// The store as it is, for readers (`status`): creates nothing. A
+    /// directory that does not exist yet reads as empty.
+    pub fn read_only(paths: &'p Paths) -> Self {
+        Self { paths }
+    }
+
     pub fn record(&self, job: JobId) -> Result<Option<JobRecord>> {
         fsutil::read_json(self.paths, &self.paths.job_record(job))
     }
@@ -113,7 +119,12 @@ impl<'p> Store<'p> {
     pub fn records(&self) -> Result<BTreeMap<JobId, JobRecord>> {
         let dir = self.paths.jobs_dir();
         let mut out = BTreeMap::new();
-        for entry in std::fs::read_dir(&dir).map_err(Error::io("list", &dir))? {
+        let entries = match std::fs::read_dir(&dir) {
+            // No job has started on this node yet (a reader's store).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            r => r.map_err(Error::io("list", &dir))?,
+        };
+        for entry in entries {
             let entry = entry.map_err(Error::io("list", &dir))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();

@@ -724,3 +724,84 @@ fn a_job_on_the_baseline_is_told_why() {
     assert!(!n.path("/run/qoslane/notices/5").exists());
     assert!(n.task_prolog(5, &[]).stdout.is_empty());
 }
+
+/// Every path under `root`, sorted (directories too).
+fn tree(root: &std::path::Path) -> Vec<String> {
+    fn walk(root: &std::path::Path, d: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).expect("list") {
+            let p = e.expect("entry").path();
+            out.push(
+                p.strip_prefix(root)
+                    .expect("under root")
+                    .display()
+                    .to_string(),
+            );
+            if p.is_dir() && !p.is_symlink() {
+                walk(root, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn regression_status_is_read_only_on_a_node_where_no_job_ran() {
+    // It used to create /run/qoslane, its jobs/ and /var/lib/qoslane.
+    let n = Node::new();
+    let before = tree(n.root());
+    for args in [&["status"][..], &["status", "--json"][..]] {
+        let out = n.run(args, &[]);
+        ok(&out);
+        assert_eq!(tree(n.root()), before, "{args:?} created something");
+    }
+    let out = n.run(&["status"], &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("● qoslane: 0 jobs holding a level"),
+        "{text}"
+    );
+    assert!(text.contains("       Jobs: none\n"), "{text}");
+    assert!(text.contains("    Journal: clean\n"), "{text}");
+}
+
+#[test]
+fn status_reads_like_systemctl_and_spells_sources_as_the_audit_does() {
+    let n = Node::new();
+    ok(&n.prolog(120, "high"));
+    let out = n.run(&["status"], &[]);
+    ok(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("● qoslane: 1 job holding a level; mapping in force "),
+        "{text}"
+    );
+    let a = n.last_audit("prolog");
+    let source = a["qos_source"].as_str().unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("120 "))
+        .unwrap_or_else(|| panic!("no row for job 120:\n{text}"));
+    assert!(row.contains(&format!("high ({source})")), "{row}");
+    assert!(
+        !text.contains("Squeue") && !text.contains("Env)"),
+        "no Debug forms:\n{text}"
+    );
+    assert!(!text.contains('"'), "no JSON quoting:\n{text}");
+    assert!(
+        text.contains("   In force: the file (last known good)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{TOS}: now 74, wanted 74, baseline {BASE_TOS}")),
+        "{text}"
+    );
+
+    // A failed run shows among the problems.
+    n.write_mapping("levels: [");
+    let _ = n.prolog(121, "high");
+    let text = String::from_utf8(n.run(&["status"], &[]).stdout).unwrap();
+    assert!(text.contains("INVALID"), "{text}");
+}
