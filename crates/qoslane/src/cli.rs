@@ -84,6 +84,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The audit log, filtered: which jobs got which level and SL, and why (reads the rotated
+    /// files too: audit.jsonl.1, audit.jsonl.N.gz)
+    Log(LogArgs),
     /// Roll back an interrupted transaction
     Recover,
     /// Print the metrics, or serve them over HTTP at /metrics
@@ -103,6 +106,35 @@ pub enum Command {
         #[command(subcommand)]
         what: Generate,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// Only this job's entries
+    #[arg(long, value_name = "ID")]
+    pub job: Option<u64>,
+    /// From this time: RFC 3339 (2026-12-01T10:00:00Z, "2026-12-01 10:00:00" is UTC) or ago (2h, 3d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Up to this time (same forms as --since)
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only these outcomes (repeatable)
+    #[arg(long, value_name = "OUTCOME",
+          value_parser = ["applied", "unchanged", "rolled_back", "failed", "reverted"])]
+    pub outcome: Vec<String>,
+    /// Only these events (repeatable): prolog, epilog, sync, health, recover, ...
+    #[arg(long, value_name = "EVENT")]
+    pub event: Vec<String>,
+    /// Only jobs of this QoS
+    #[arg(long, value_name = "NAME")]
+    pub qos: Option<String>,
+    /// The last N matching entries
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: usize,
+    /// The matching entries as JSON lines, as written
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -114,6 +114,7 @@ fn main() -> ExitCode {
         Mode::Other(Command::Health { json }) => Ok(commands::health::run(&ctx, json)),
         Mode::Other(Command::Status { json }) => commands::status::run(&ctx, json),
         Mode::Other(Command::Recover) => Ok(commands::recover::run(&ctx)),
+        Mode::Other(Command::Log(args)) => commands::log::run(&ctx, &args),
         Mode::Other(Command::Metrics { listen }) => commands::serve::run(&ctx, listen.as_deref()),
         Mode::Other(Command::Fabric {
             what: FabricCommand::Audit(args),

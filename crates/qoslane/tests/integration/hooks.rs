@@ -805,3 +805,60 @@ fn status_reads_like_systemctl_and_spells_sources_as_the_audit_does() {
     let text = String::from_utf8(n.run(&["status"], &[]).stdout).unwrap();
     assert!(text.contains("INVALID"), "{text}");
 }
+
+#[test]
+fn log_answers_which_job_got_which_sl_and_why_across_rotation() {
+    let n = Node::new();
+    ok(&n.prolog(130, "high"));
+    ok(&n.epilog(130));
+    // logrotate (create, delaycompress): the old file moves aside.
+    let log = n.path("/var/log/qoslane/audit.jsonl");
+    std::fs::rename(&log, n.path("/var/log/qoslane/audit.jsonl.1")).unwrap();
+    ok(&n.prolog(131, "low"));
+    std::fs::write(
+        n.path("/var/log/qoslane/audit.jsonl.1"),
+        std::fs::read_to_string(n.path("/var/log/qoslane/audit.jsonl.1")).unwrap() + "garbage\n",
+    )
+    .unwrap();
+
+    let out = n.run(&["log", "--job", "130"], &[]);
+    ok(&out);
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    let events: Vec<&str> = rows
+        .iter()
+        .map(|r| r.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(events, ["mapping_changed", "prolog", "epilog"], "{text}");
+    assert!(
+        rows[1].contains("high (squeue)"),
+        "where the QoS came from:\n{text}"
+    );
+    assert!(
+        crate::util::stderr(&out).contains("audit.jsonl.1:4: not an audit entry, skipped: garbage"),
+        "{}",
+        crate::util::stderr(&out)
+    );
+
+    let out = n.run(&["log", "--json", "--event", "prolog"], &[]);
+    let jobs: Vec<u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["job_id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(jobs, [130, 131], "oldest first, rotated file included");
+    let out = n.run(&["log", "--outcome", "failed"], &[]);
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().lines().count(),
+        1,
+        "the header only"
+    );
+    let out = n.run(&["log", "--since", "1h", "--qos", "low", "--json"], &[]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+    let out = n.run(&["log", "--since", "last tuesday"], &[]);
+    assert_eq!(out.status.code(), Some(64));
+}
