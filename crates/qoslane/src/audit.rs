@@ -51,7 +51,7 @@ impl Outcome {
     }
 }
 
-/// One audit line. Field names are a contract (DESIGN.md).
+/// One audit line. Field names are a contract (docs/admin-guide.md §7).
 #[derive(Clone, Debug, Serialize)]
 pub struct Entry {
     pub time: String,

@@ -1,5 +1,5 @@
 //! Loading the mapping for a run: the admin's file when it is valid, else the
-//! last-known-good copy; hashing it; promoting a new valid file (AC-007).
+//! last-known-good copy; hashing it; promoting a new valid file (the next run picks up an edited mapping).
 
 use std::path::Path;
 

@@ -190,7 +190,7 @@ pub fn gauges(paths: &Paths) -> Gauges {
     g
 }
 
-/// Renders the families of DESIGN.md in the classic text format
+/// Renders the families of docs/metrics.md in the classic text format
 /// (`nodeio::prom`).
 pub fn render(c: &Counters, g: &Gauges) -> String {
     use nodeio::prom::{Kind, Writer};

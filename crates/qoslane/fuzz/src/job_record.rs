@@ -20,7 +20,7 @@ use qoslane::commands::task_prolog::protocol_lines;
 use qoslane::job::JobId;
 use qoslane::state::JobRecord;
 
-/// The TaskProlog's variables (DESIGN.md, "TaskProlog output").
+/// The TaskProlog's variables (docs/admin-guide.md, "What the job sees").
 const ALLOWED: [&str; 7] = [
     "UCX_IB_SL",
     "NCCL_IB_SL",

@@ -614,7 +614,7 @@ pub fn parse_lid(text: &str) -> Result<u16, ParseError> {
 mod tests {
     use super::*;
 
-    /// Real output (infiniband-diags 44.0 on ibsim, FACTS.md).
+    /// Real output (infiniband-diags 44.0 on ibsim, captured on rigs/ibsim_rig.sh).
     const SL2VL: &str = "\
 # SL2VL table: DR path slid 65535; dlid 65535; 0
 #                 SL: | 0| 1| 2| 3| 4| 5| 6| 7| 8| 9|10|11|12|13|14|15|

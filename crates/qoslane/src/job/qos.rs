@@ -83,7 +83,7 @@ pub fn resolve(
         note: Some(note),
     };
     // At most half the run's time: the level must still be applied after a
-    // slow controller (FACTS: seconds when slurmctld is busy).
+    // slow controller (seconds when slurmctld is busy: docs/PERFORMANCE.md).
     match exec::run(squeue, &["-h", "-j", &id, "-o", "%q"], &deadline.half()) {
         Err(e) => fallback(format!("squeue: {e}")),
         Ok(out) => match parse_squeue_qos(&String::from_utf8_lossy(&out.stdout)) {

@@ -616,7 +616,7 @@ fn fault_smpquery_missing_hanging_flooding_garbage_or_failing() {
             show(&out)
         );
         // health: a warning naming it, not a drain — the node serves the
-        // other levels' jobs (DESIGN.md "What health may drain").
+        // other levels' jobs (docs/admin-guide.md §9, health).
         let out = Op::Health.run(&n, &env);
         assert_eq!(out.status.code(), Some(0), "{what}: {}", show(&out));
         assert!(
