@@ -7,7 +7,8 @@ pub const OK: i32 = 0;
 pub const FAILED: i32 = 1;
 /// The mapping file is invalid (`validate`, `sync`).
 pub const INVALID_MAPPING: i32 = 2;
-/// Bad command line or environment (e.g. no `SLURM_JOB_ID` for a hook).
+/// Bad command line or environment (an unknown `SLURM_SCRIPT_CONTEXT`).
+/// A hook without `SLURM_JOB_ID` is a failed run under its policy, not this.
 pub const USAGE: i32 = 64;
 /// An input file is missing or unreadable (the mapping).
 pub const NO_INPUT: i32 = 66;

@@ -862,3 +862,19 @@ fn log_answers_which_job_got_which_sl_and_why_across_rotation() {
     let out = n.run(&["log", "--since", "last tuesday"], &[]);
     assert_eq!(out.status.code(), Some(64));
 }
+
+#[test]
+fn a_hook_without_slurm_job_id_is_a_failed_run_by_policy_not_a_drain() {
+    // The guide said exit 64; the code exits by `on_failure` (continue: 0)
+    // and audits the failure. Both now say the latter.
+    let n = Node::new();
+    let out = n.run(&["prolog"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::stderr(&out));
+    assert!(crate::util::stderr(&out).contains("SLURM_JOB_ID is not set"));
+    let a = n.last_audit("prolog");
+    assert_eq!(a["outcome"], "failed");
+    assert_eq!(
+        a["error"],
+        "SLURM_JOB_ID is not set: run this as a Slurm hook"
+    );
+}
