@@ -58,6 +58,10 @@ pub enum Command {
     Explain {
         #[arg(long, value_name = "NAME")]
         qos: String,
+        /// Also probe this node's ports and their first hop now, and say whether the level
+        /// would be granted here (writes nothing)
+        #[arg(long)]
+        fabric: bool,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },

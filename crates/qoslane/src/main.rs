@@ -109,7 +109,11 @@ fn main() -> ExitCode {
         Mode::Other(Command::Validate { file, format }) => {
             commands::validate::run(file.as_deref().unwrap_or(&ctx.paths.config), format)
         }
-        Mode::Other(Command::Explain { qos, format }) => commands::explain::run(&ctx, &qos, format),
+        Mode::Other(Command::Explain {
+            qos,
+            fabric,
+            format,
+        }) => commands::explain::run(&ctx, &qos, fabric, format),
         Mode::Other(Command::Sync { dry_run }) => Ok(commands::sync::run(&ctx, dry_run)),
         Mode::Other(Command::Health { json }) => Ok(commands::health::run(&ctx, json)),
         Mode::Other(Command::Status { json }) => commands::status::run(&ctx, json),

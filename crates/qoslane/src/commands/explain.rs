@@ -13,7 +13,7 @@ use crate::exit_code::Verdict;
 use crate::job::exports;
 use crate::mapping::LevelMatch;
 
-pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<Verdict> {
+pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<Verdict> {
     // A file named on the command line is explained, or refused with its
     // problem; the installed one may be served by the copy in force, which
     // is then said first.
@@ -26,6 +26,24 @@ pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<Verdict> {
     let (level, how) = m.level_for_qos(Some(qos));
     let ex = exports::for_level(level);
     let policy = m.on_failure_for(level);
+    // The live verdict: what a Prolog would decide on this node now, with a
+    // fresh probe (and the first hop), by the same policy; nothing written.
+    let now = fabric.then(|| {
+        let d = crate::deadline::Deadline::after(ctx.timeout);
+        let j = crate::fabric::policy::judge_dry(
+            &ctx.paths,
+            m,
+            &d,
+            crate::fabric::policy::Scope::Level(&level.name),
+        );
+        let verdict = match (&j.check, &j.refusal) {
+            (Some(crate::mapping::FabricCheck::Off), _) => "not_checked",
+            (_, Some(_)) => "refused",
+            (_, None) if j.notes.is_empty() => "granted",
+            (_, None) => "granted_with_warnings",
+        };
+        (verdict, j.refusal.map(|e| e.to_string()), j.notes)
+    });
     let mut out = std::io::stdout().lock();
     let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
     let from = match loaded.source {
@@ -51,6 +69,7 @@ pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<Verdict> {
                 "exports": ex.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
                 "mapping": from,
                 "mapping_sha256": loaded.sha256,
+                "fabric_now": now.as_ref().map(|(v, refusal, notes)| json!({"verdict": v, "refusal": refusal, "notes": notes})),
             });
             writeln!(
                 out,
@@ -104,6 +123,17 @@ pub fn run(ctx: &Ctx, qos: &str, format: Format) -> Result<Verdict> {
             writeln!(out, "  TaskProlog exports").map_err(w)?;
             for line in exports::render(&ex).lines() {
                 writeln!(out, "    {line}").map_err(w)?;
+            }
+            if let Some((verdict, refusal, notes)) = &now {
+                let text = match (*verdict, refusal) {
+                    ("not_checked", _) => "not checked (fabric_check off)".to_owned(),
+                    (_, Some(r)) => format!("REFUSED on this node now: {r}"),
+                    _ => "granted on this node now (own ports and first hop)".to_owned(),
+                };
+                writeln!(out, "  fabric now      {text}").map_err(w)?;
+                for n in notes {
+                    writeln!(out, "    {n}").map_err(w)?;
+                }
             }
             writeln!(out, "  mapping         {from}").map_err(w)?;
             writeln!(out, "  sha256          {}", loaded.sha256).map_err(w)?;

@@ -61,6 +61,8 @@ pub struct AssessOptions {
     /// Also read the first hop (the switch each port is cabled to): `sync`
     /// and `health`, not a Prolog.
     pub first_hop: bool,
+    /// Write what was probed to the cache (not in a dry run).
+    pub store_cache: bool,
 }
 
 impl AssessOptions {
@@ -74,6 +76,7 @@ impl Default for AssessOptions {
             max_cache_age: Self::DEFAULT_MAX_CACHE_AGE,
             probe_timeout: Self::DEFAULT_PROBE_TIMEOUT,
             first_hop: false,
+            store_cache: true,
         }
     }
 }
@@ -236,7 +239,7 @@ pub fn assess_with(
         });
     }
 
-    if any_probed {
+    if any_probed && opts.store_cache {
         let entries = ib_ports
             .iter()
             .map(|p| cache::Entry {

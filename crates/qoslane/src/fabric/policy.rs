@@ -56,6 +56,28 @@ pub fn judge(
     mode: ProbeMode,
     scope: Scope<'_>,
 ) -> Judgement {
+    judge_as(paths, mapping, deadline, mode, scope, false)
+}
+
+/// [`judge`] for a dry run (`explain --fabric`): a fresh probe and the
+/// first hop, the same rules, and nothing written (not even the cache).
+pub fn judge_dry(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    scope: Scope<'_>,
+) -> Judgement {
+    judge_as(paths, mapping, deadline, ProbeMode::Fresh, scope, true)
+}
+
+fn judge_as(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    mode: ProbeMode,
+    scope: Scope<'_>,
+    dry_run: bool,
+) -> Judgement {
     let check = mapping.fabric_check;
     let mut j = Judgement {
         check: Some(check),
@@ -78,6 +100,7 @@ pub fn judge(
     }
     // `sync` and `health` (a fresh assessment) also prove the first hop.
     opts.first_hop = mode == ProbeMode::Fresh;
+    opts.store_cache = !dry_run;
     let probe = super::Smpquery::new(&paths.smpquery);
     let report = match super::assess_with(paths, mapping, deadline, mode, &probe, &opts) {
         Ok(r) => r,

@@ -477,3 +477,44 @@ fn path_fewer_opervls_on_one_link_and_a_bounce_that_repairs_drift() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_nothing() {
+    if !rig_wanted("path_explain_fabric") {
+        return;
+    }
+    let rig = PathRig::start(&["-m", "leaf1:3:3:15"]);
+    let node = rig.node2();
+    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    let explain = |qos: &str| {
+        Command::new(BIN)
+            .env_clear()
+            .env("QOSLANE_NO_JOURNAL", "1")
+            .env("QOSLANE_ROOT", &node.paths.root)
+            .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
+            .arg("--config")
+            .arg(&m)
+            .args(["explain", "--fabric", "--qos", qos])
+            .output()
+            .unwrap()
+    };
+    let out = explain("mission-critical");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "a dry run: {text}");
+    assert!(
+        text.contains(
+            "  fabric now      REFUSED on this node now: fabric check: mlx5_0/1 first hop: SL 3 -> VL 15"
+        ),
+        "{text}"
+    );
+    let out = explain("high");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("  fabric now      granted on this node now (own ports and first hop)"),
+        "{text}"
+    );
+    assert!(
+        !node.paths.fabric_cache().exists(),
+        "a dry run writes no cache"
+    );
+}
