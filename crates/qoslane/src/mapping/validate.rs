@@ -79,12 +79,15 @@ fn validate_within(src: &str, budget: Budget) -> Option<Validation> {
     }
     let mapping = match parsed {
         Err(e) => {
-            let d = e
+            let mut d = e
                 .related
                 .into_iter()
                 .fold(Diagnostic::error(e.span, e.message), |d, (span, label)| {
                     d.related(span, label)
                 });
+            if let Some(h) = e.help {
+                d = d.help(h);
+            }
             cx.diags.push(d);
             None
         }

@@ -68,6 +68,8 @@ pub struct SyntaxError {
     pub span: Span,
     pub message: String,
     pub related: Vec<(Span, String)>,
+    /// What to look at, when the parser's words alone do not say.
+    pub help: Option<String>,
 }
 
 impl SyntaxError {
@@ -76,6 +78,7 @@ impl SyntaxError {
             span,
             message: message.into(),
             related: Vec::new(),
+            help: None,
         }
     }
 }
@@ -244,10 +247,22 @@ fn scan_error(pos: &Positions<'_>, stack: &[Frame], e: &ScanError) -> SyntaxErro
     }) {
         related.push((open, what.to_owned()));
     }
+    // The parser's structural errors are nearly always indentation: it
+    // says what token it expected, not why.
+    let help = ["did not find expected", "mapping values are not allowed"]
+        .iter()
+        .any(|w| e.info().contains(w))
+        .then(|| {
+            "check this line's indentation against the lines above it: a level's keys \
+             (`qos:`, `service_level:`, …) line up under its `name:`, items of a list start \
+             with `- ` at one depth, and indentation is spaces only"
+                .to_owned()
+        });
     SyntaxError {
         span,
         message,
         related,
+        help,
     }
 }
 
