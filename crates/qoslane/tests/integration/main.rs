@@ -6,6 +6,7 @@
 mod cli;
 mod fabric;
 mod hooks;
+mod libraries;
 mod mapping_in_force;
 mod metrics;
 mod planner;
