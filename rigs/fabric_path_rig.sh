@@ -5,7 +5,7 @@
 # packages: ibsim-utils libumad2sim0 opensm infiniband-diags (+ gcc for the
 # SMP Set tool rigs/smpset.c, built into a cache directory).
 #
-#   fabric_path_rig.sh start [OPTS]          start; prints the env file
+#   fabric_path_rig.sh start [OPTS]          start; prints the env file's path
 #   fabric_path_rig.sh run [OPTS] -- CMD...  start, run CMD with the env
 #                                            exported (RIG_ENV too), stop
 #   fabric_path_rig.sh stop ENV              stop what start started (by PID)
@@ -19,32 +19,49 @@
 #   fabric_path_rig.sh reconf ENV KEY VALUE [KEY VALUE...]
 #        edit opensm.conf, SIGHUP OpenSM, wait for the heavy sweep's SUBNET UP
 #   fabric_path_rig.sh opervls ENV NODE PORT N
-#        PortInfo Set OperVLs (1=VL0 2=VL0-1 3=VL0-3 4=VL0-7) on one side
+#        PortInfo Set OperVLs (1=VL0 2=VL0-1 3=VL0-3 4=VL0-7) on one side of
+#        the link only; read back
 #   fabric_path_rig.sh bounce ENV NODE PORT  unlink + relink one cable (ibsim
-#                                            console); waits for the re-sweep
+#                                            console); waits for both sweeps
 #   fabric_path_rig.sh restart-sm ENV        a fresh SM (on the next HCA)
 #                                            rewrites every table
 #   fabric_path_rig.sh reap ENV              free ibsim client slots of dead
 #                                            clients (10 slots, OpenSM's too)
 #   fabric_path_rig.sh lid ENV NAME          a node's LID
+#   fabric_path_rig.sh peer ENV NAME PORT    what that port is cabled to:
+#                                            "NAME PORT" (from RIG_LINKS)
+#   fabric_path_rig.sh console ENV CMD...    ibsim console commands (one per
+#                                            argument: Attached, Dump, ...)
+#   fabric_path_rig.sh topology TOPO         print a -t topology's net file
 #
-# OPTS: -t 2level (default: ft:3:2:2, leaf1..3 with node1..6 on ports 1-2 and
-#          spine1..2 on ports 3-4; spineN port L goes to leafL)
-#          | ft:L:H:S (a generated 2-level fat tree: L leaves of H HCAs, S
-#          spines) | FILE (ibnetdiscover topology format)
-#       -c FILE  opensm.conf options (KEY VALUE lines, e.g. the output of
-#                `qoslane fabric sm-config`) over the rig's defaults
-#       -V N     max_op_vls (default 4: VL0-7)
-#       -Q       qos FALSE (power-on tables)
-#       -s NODE  the HCA that runs OpenSM (default node1)
-#       -m NODE:OUT:SL:VL / -z NODE:PORT:VL   misalign / zero-weight once up
+# OPTS (later ones win; -c's lines before every other option):
+#   -t TOPO  2level (default: rigs/net.2level, leaf1..3 with node1..6 on
+#            ports 1-2 and spine1..2 on ports 3-4; spineN port L goes to leafL)
+#            | ft:L:H:S (a generated 2-level fat tree: L leaves of H HCAs, S
+#            spines; leaf ports 1..H HCAs, H+1..H+S spines) | FILE
+#            (ibnetdiscover topology format)
+#   -c FILE  opensm.conf options (KEY VALUE lines, `#` comments, e.g. the
+#            output of `qoslane fabric sm-config`) over the rig's defaults
+#   -o KEY=VALUE  one opensm.conf option (repeatable)
+#   -C SL2VL qos_ca_sl2vl      -W SL2VL  qos_swe_sl2vl   (16 VLs, comma-separated)
+#   -a VLARB qos_ca_vlarb_low  -A VLARB  qos_ca_vlarb_high  (VL:WEIGHT,...)
+#   -L VLARB qos_swe_vlarb_low -H VLARB  qos_swe_vlarb_high
+#   -V N     max_op_vls (default 4: VL0-7)
+#   -Q       qos FALSE (power-on tables)
+#   -s NODE  the HCA that runs OpenSM (default node1)
+#   -m NODE:OUT:SL:VL / -z NODE:PORT:VL   misalign / zero-weight once up
+# Defaults: every SL on its own VL (SL n -> VL n mod 8), every VL weighted
+# (switch ports 64, CA ports 64, high table 0:4), QoS on, no periodic sweep.
 #
-# The env file holds `export KEY=VALUE` lines (no quoting: a plain parser
-# reads it too): IBSIM_SOCKNAME RIG_WORK RIG_UMAD2SIM RIG_NODES (TSV: name
-# type lid guid nports) RIG_SM_NODE RIG_IBSIM_PID RIG_OSM_PID RIG_CONSOLE
-# RIG_SMPSET. Everything lives in a unique work dir on /dev/shm (RIG_TMPDIR
-# overrides) and talks over abstract sockets named after IBSIM_SOCKNAME; only
-# processes whose command line names that work dir are ever signalled.
+# The env file holds `export KEY=VALUE` lines (no quoting, no spaces: a plain
+# parser reads it too): IBSIM_SOCKNAME RIG_WORK RIG_UMAD2SIM RIG_SM_NODE
+# RIG_IBSIM_PID RIG_OSM_PID RIG_CONSOLE RIG_SMPSET RIG_NODES (TSV: name type
+# lid guid nports; type switch|ca) RIG_LINKS (TSV: name port peer peer_port,
+# both directions). Everything lives in a unique work dir on /dev/shm
+# (RIG_TMPDIR overrides) and talks over abstract sockets named after
+# IBSIM_SOCKNAME; only processes whose command line names that work dir are
+# ever signalled. RIG_KEEP_WORKDIR=1 keeps the work dir (logs) at stop.
+# Self-test of every lever: rigs/selftest_fabric_path.sh.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -67,7 +84,7 @@ tools() {
         ibmad=$(find /usr/lib -name libibmad.so.5 -print -quit)
         [ -n "$ibmad" ] || die "libibmad.so.5 missing (apt-get install libibmad5)"
         mkdir -p "$CACHE"
-        gcc -O2 -Wall -o "$SMPSET.tmp.$$" "$HERE/smpset.c" "$ibmad" || die "cannot build smpset"
+        gcc -O2 -Wall -Wextra -o "$SMPSET.tmp.$$" "$HERE/smpset.c" "$ibmad" || die "cannot build smpset"
         mv "$SMPSET.tmp.$$" "$SMPSET"
     fi
 }
@@ -96,7 +113,8 @@ field() { # field NAME COLUMN (of nodes.tsv)
 ours() { # ours PID: alive, not a zombie, and started by this rig
     [ -n "${1:-}" ] && [ -r "/proc/$1/cmdline" ] || return 1
     [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ] || return 1
-    tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF "$RIG_WORK"
+    # the process may exit between the tests: its /proc entry vanishes
+    { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -qF "$RIG_WORK"
 }
 
 halt() { # halt PID NAME: TERM, then KILL after 5 s
@@ -130,12 +148,17 @@ write_env() {
         echo "export RIG_WORK=$RIG_WORK"
         echo "export RIG_UMAD2SIM=$RIG_UMAD2SIM"
         echo "export RIG_NODES=$RIG_WORK/nodes.tsv"
+        echo "export RIG_LINKS=$RIG_WORK/links.tsv"
         echo "export RIG_SM_NODE=$RIG_SM_NODE"
         echo "export RIG_IBSIM_PID=$RIG_IBSIM_PID"
         echo "export RIG_OSM_PID=$RIG_OSM_PID"
         echo "export RIG_CONSOLE=$RIG_WORK/console"
         echo "export RIG_SMPSET=$SMPSET"
     } >"$RIG_WORK/rig.env.tmp"
+    # a value with a space or a quote would need quoting: the plain parsers
+    # (qoslane's tests) read KEY=VALUE as it stands
+    ! grep -vqE '^export [A-Z_][A-Z0-9_]*=[^[:space:]"'\''$`\\]*$' "$RIG_WORK/rig.env.tmp" ||
+        die "a value in the env file needs quoting (work dir '$RIG_WORK'?)"
     mv "$RIG_WORK/rig.env.tmp" "$RIG_WORK/rig.env"
 }
 
@@ -148,7 +171,7 @@ start_sm() {
 }
 
 fat_tree() { # fat_tree L H S: ibnetdiscover-format 2-level fat tree
-    local l h s
+    local l h s n
     for s in $(seq "$3"); do
         printf 'Switch\t%d "spine%d"\t# "spine%d" enhanced port 0\n' "$1" "$s" "$s"
         for l in $(seq "$1"); do printf '[%d]\t"leaf%d"[%d]\t# lid 0 4xQDR\n' "$l" "$l" $(($2 + s)); done
@@ -162,38 +185,71 @@ fat_tree() { # fat_tree L H S: ibnetdiscover-format 2-level fat tree
     done
     for l in $(seq "$1"); do
         for h in $(seq "$2"); do
-            local n=$(((l - 1) * $2 + h))
+            n=$(((l - 1) * $2 + h))
             printf 'Hca\t1 "node%d"\t# "node%d HCA-1"\n[1]\t"leaf%d"[%d]\t# lid 0 4xQDR\n\n' "$n" "$n" "$l" "$h"
         done
     done
 }
 
-nodes_tsv() { # from ibnetdiscover -p: name type lid guid nports
-    sim "$RIG_SM_NODE" ibnetdiscover -p | awk '
+topology() { # topology TOPO: the net file of a -t value, on stdout
+    local L H S
+    case $1 in
+    2level) cat "$HERE/net.2level" ;;
+    ft:*:*:*)
+        IFS=: read -r _ L H S <<<"$1"
+        if ! [[ $L =~ ^[1-9][0-9]*$ && $H =~ ^[1-9][0-9]*$ && $S =~ ^[1-9][0-9]*$ ]]; then
+            die "topology '$1': ft:LEAVES:HCAS:SPINES, each a number >= 1"
+        fi
+        if [ $((H + S)) -gt 254 ] || [ "$L" -gt 254 ]; then die "topology '$1': a switch has at most 254 ports"; fi
+        fat_tree "$L" "$H" "$S" ;;
+    *) [ -f "$1" ] || die "no topology '$1'"; cat "$1" ;;
+    esac
+}
+
+# nodes.tsv (name type lid guid nports) and links.tsv (name port peer
+# peer_port, every cable in both directions) from `ibnetdiscover -p`.
+discover() {
+    sim "$RIG_SM_NODE" ibnetdiscover -p >"$RIG_WORK/ibnetdiscover-p.txt" || die "ibnetdiscover -p failed"
+    awk -v nodes="$RIG_WORK/nodes.tsv" -v links="$RIG_WORK/links.tsv" '
+        function names(line,   q, r, a, b) {   # ( '\''a'\'' - '\''b'\'' )
+            q = index(line, "\047"); r = substr(line, q + 1); a = substr(r, 1, index(r, "\047") - 1)
+            r = substr(r, index(r, "\047") + 1); q = index(r, "\047"); r = substr(r, q + 1)
+            b = substr(r, 1, index(r, "\047") - 1)
+            sub(/ HCA-[0-9]+$/, "", a); sub(/ HCA-[0-9]+$/, "", b)
+            me = a; peer = b
+        }
         $1 == "CA" || $1 == "SW" {
-            q = index($0, "\047"); r = substr($0, q + 1); name = substr(r, 1, index(r, "\047") - 1)
-            sub(/ HCA-[0-9]+$/, "", name)
-            if (!(name in lid)) { order[++n] = name; lid[name] = $2; guid[name] = $4
-                                  kind[name] = ($1 == "SW" ? "switch" : "ca") }
-            if ($3 + 0 > np[name]) np[name] = $3 + 0
+            names($0)
+            if (!(me in lid)) { order[++n] = me; lid[me] = $2; guid[me] = $4
+                                kind[me] = ($1 == "SW" ? "switch" : "ca") }
+            if ($3 + 0 > np[me]) np[me] = $3 + 0
+            # "SW 4 3 GUID 4x QDR - SW 2 1 GUID ( ... )": the peer port is $(NF-?)
+            for (i = 1; i <= NF; i++) if ($i == "-") { pp = $(i + 3); break }
+            print me "\t" $3 "\t" peer "\t" pp | "sort -t\"\t\" -k1,1 -k2,2n >" links
         }
         END { for (i = 1; i <= n; i++) { m = order[i]; printf "%s\t%s\t%d\t%s\t%d\n", m, kind[m], lid[m], guid[m], np[m] } }
-    ' | sort -t$'\t' -k2,2r -k3,3n >"$RIG_WORK/nodes.tsv"
+    ' "$RIG_WORK/ibnetdiscover-p.txt" | sort -t$'\t' -k2,2r -k3,3n >"$RIG_WORK/nodes.tsv"
     [ -s "$RIG_WORK/nodes.tsv" ] || die "ibnetdiscover found nothing"
 }
 
 do_start() {
-    local topo=2level conf="" max_op_vls=4 qos=TRUE opt OPTIND=1
-    local -a mis=() zer=()
+    local topo=2level conf="" opt OPTIND=1
+    local -a mis=() zer=() opts=()
     RIG_SM_NODE=node1
-    while getopts "t:c:V:Qs:m:z:" opt; do
+    while getopts "t:c:o:C:W:a:A:L:H:V:Qs:m:z:" opt; do
         case $opt in
-        t) topo=$OPTARG ;; c) conf=$OPTARG ;; V) max_op_vls=$OPTARG ;; Q) qos=FALSE ;;
+        t) topo=$OPTARG ;; c) conf=$OPTARG ;;
+        o) [[ $OPTARG == *=* ]] || die "-o KEY=VALUE, not '$OPTARG'"; opts+=("${OPTARG%%=*}" "${OPTARG#*=}") ;;
+        C) opts+=(qos_ca_sl2vl "$OPTARG") ;; W) opts+=(qos_swe_sl2vl "$OPTARG") ;;
+        a) opts+=(qos_ca_vlarb_low "$OPTARG") ;; A) opts+=(qos_ca_vlarb_high "$OPTARG") ;;
+        L) opts+=(qos_swe_vlarb_low "$OPTARG") ;; H) opts+=(qos_swe_vlarb_high "$OPTARG") ;;
+        V) opts+=(max_op_vls "$OPTARG") ;; Q) opts+=(qos FALSE) ;;
         s) RIG_SM_NODE=$OPTARG ;; m) mis+=("$OPTARG") ;; z) zer+=("$OPTARG") ;;
         *) exit 2 ;;
         esac
     done
     SHIFTED=$((OPTIND - 1))
+    [ -z "$conf" ] || [ -f "$conf" ] || die "no options file '$conf'"
     tools
     local base=${RIG_TMPDIR:-/tmp} t0
     [ -n "${RIG_TMPDIR:-}" ] || { [ -w /dev/shm ] && base=/dev/shm; }
@@ -202,11 +258,7 @@ do_start() {
     RIG_UMAD2SIM=$UMAD2SIM RIG_NODES=$RIG_WORK/nodes.tsv RIG_IBSIM_PID="" RIG_OSM_PID=""
     export IBSIM_SOCKNAME="fpr$$x$RANDOM"
     unset SIM_SET_ISSM IBSIM_SERVER_NAME IBSIM_SERVER_PORT || true
-    case $topo in
-    2level) fat_tree 3 2 2 >"$RIG_WORK/net" ;;
-    ft:*:*:*) IFS=: read -r _ L H S <<<"$topo"; fat_tree "$L" "$H" "$S" >"$RIG_WORK/net" ;;
-    *) [ -f "$topo" ] || die "no topology '$topo'"; cp "$topo" "$RIG_WORK/net" ;;
-    esac
+    topology "$topo" >"$RIG_WORK/net"
     # The rig's defaults: every SL on its own VL, every VL weighted.
     {
         echo "log_file $RIG_WORK/opensm.log"
@@ -214,8 +266,8 @@ do_start() {
         echo "force_log_flush TRUE"
         echo "sweep_interval 0"
         echo "console off"
-        echo "qos $qos"
-        echo "max_op_vls $max_op_vls"
+        echo "qos TRUE"
+        echo "max_op_vls 4"
         local p
         for p in qos qos_ca qos_swe qos_sw0; do
             echo "${p}_max_vls 8"
@@ -226,13 +278,14 @@ do_start() {
         done
     } >"$RIG_WORK/opensm.conf"
     if [ -n "$conf" ]; then
-        [ -f "$conf" ] || die "no options file '$conf'"
         local key val
         while read -r key val; do
             case $key in '' | '#'*) continue ;; esac
             set_option "$key" "$val"
         done <"$conf"
     fi
+    local i
+    for ((i = 0; i < ${#opts[@]}; i += 2)); do set_option "${opts[i]}" "${opts[i + 1]}"; done
     mkfifo "$RIG_WORK/console"
     local n
     n=$(grep -cE '^(Switch|Hca|Ca)[[:space:]]' "$RIG_WORK/net" || true)
@@ -250,20 +303,19 @@ do_start() {
     done
     start_sm
     wait_up 1 "${RIG_UP_TIMEOUT:-60}"
-    nodes_tsv
+    discover
     log "$(awk -F'\t' '$2 == "switch"' "$RIG_NODES" | wc -l) switches, $(awk -F'\t' '$2 == "ca"' "$RIG_NODES" | wc -l) HCAs: SUBNET UP after $(( $(ms) - t0 )) ms"
     local m a b c d
     for m in ${mis[@]+"${mis[@]}"}; do IFS=: read -r a b c d <<<"$m"; do_misalign "$a" "$b" "$c" "$d" >&2; done
     for m in ${zer[@]+"${zer[@]}"}; do IFS=: read -r a b c <<<"$m"; do_zero "$a" "$b" "$c" >&2; done
 }
 
-set_option() { # set_option KEY VALUE in opensm.conf
+set_option() { # set_option KEY VALUE in opensm.conf (replaced, else appended)
     [[ $1 =~ ^[a-z0-9_]+$ ]] || die "option '$1' is not an opensm.conf key"
-    if grep -q "^$1 " "$RIG_WORK/opensm.conf"; then
-        sed -i "s|^$1 .*|$1 $2|" "$RIG_WORK/opensm.conf"
-    else
-        echo "$1 $2" >>"$RIG_WORK/opensm.conf"
-    fi
+    [[ $2 != *$'\n'* ]] || die "option '$1': a value is one line"
+    awk -v k="$1" -v v="$2" '$1 == k { print k " " v; done = 1; next } { print } END { if (!done) print k " " v }' \
+        "$RIG_WORK/opensm.conf" >"$RIG_WORK/opensm.conf.tmp"
+    mv "$RIG_WORK/opensm.conf.tmp" "$RIG_WORK/opensm.conf"
 }
 
 do_stop() {
@@ -273,28 +325,97 @@ do_stop() {
     case $RIG_WORK in */fabric-path-rig.*) rm -rf "$RIG_WORK" ;; esac
 }
 
+num() { [[ $2 =~ ^[0-9]+$ ]] || die "$1: '$2' is not a number"; }
+
 do_misalign() { # NODE OUT SL VL
     local lid
+    num port "$2"; num SL "$3"; num VL "$4"
     lid=$(field "$1" 3)
     [ "$(field "$1" 2)" = switch ] || set -- "$1" 0 "$3" "$4"
     log "misalign $1 (lid $lid) out $2: SL $3 -> VL $4, behind the SM"
-    sim "$RIG_SM_NODE" "$SMPSET" sl2vl-entry "$lid" "$2" "$3" "$4"
+    sim "$RIG_SM_NODE" "$RIG_SMPSET" sl2vl-entry "$lid" "$2" "$3" "$4"
 }
 
 do_zero() { # NODE PORT VL
-    log "zero-weight $1 (lid $(field "$1" 3)) port $2: VL $3"
-    sim "$RIG_SM_NODE" "$SMPSET" vlarb-zero "$(field "$1" 3)" "$2" "$3"
+    local lid
+    num port "$2"; num VL "$3"
+    lid=$(field "$1" 3)
+    log "zero-weight $1 (lid $lid) port $2: VL $3"
+    sim "$RIG_SM_NODE" "$RIG_SMPSET" vlarb-zero "$lid" "$2" "$3"
 }
 
-console() { # console CMD: one ibsim console command, its output
-    local before
+do_opervls() { # NODE PORT N
+    local lid want got
+    num port "$2"; num N "$3"
+    case $3 in 1) want=VL0 ;; 2) want=VL0-1 ;; 3) want=VL0-3 ;; 4) want=VL0-7 ;; *) die "opervls: N is 1..4" ;; esac
+    lid=$(field "$1" 3)
+    log "OperVLs of $1 (lid $lid) port $2 -> $want (this side of the link only)"
+    sim "$RIG_SM_NODE" ibportstate "$lid" "$2" vls "$3" >/dev/null 2>&1 || true  # it also queries the peer, and says so
+    got=$(sim "$RIG_SM_NODE" smpquery portinfo "$lid" "$2" | sed -n 's/^OperVLs:\.*//p')
+    [ "$got" = "$want" ] || die "opervls: $1 port $2 reads OperVLs '$got', not $want"
+}
+
+# console CMD...: ibsim console commands (one per argument), sent at once;
+# prints what ibsim printed until it prompted once per command.
+console() {
+    local before n _
     before=$(wc -c <"$RIG_WORK/ibsim.log")
-    printf '%s\n' "$1" >"$RIG_WORK/console"
-    sleep 0.3
-    tail -c +$((before + 1)) "$RIG_WORK/ibsim.log"
+    printf '%s\n' "$@" >"$RIG_WORK/console"
+    for _ in $(seq 300); do
+        n=$(tail -c +$((before + 1)) "$RIG_WORK/ibsim.log" | grep -o 'sim> ' | wc -l)
+        [ "$n" -ge $# ] && break
+        sleep 0.01
+    done
+    tail -c +$((before + 1)) "$RIG_WORK/ibsim.log" | sed 's/sim> //g'
+}
+
+do_bounce() { # NODE PORT
+    local lid n state
+    num port "$2"
+    lid=$(field "$1" 3)
+    # each half makes the SM sweep: wait for the unlink's, then the relink's
+    n=$(ups)
+    console "Unlink \"$1\"[$2]" >/dev/null
+    wait_up $((n + 1)) 20
+    console "ReLink \"$1\"[$2]" >/dev/null
+    wait_up $((n + 2)) 20
+    state=$(sim "$RIG_SM_NODE" smpquery portinfo "$lid" "$2" | sed -n 's/^LinkState:\.*//p')
+    [ "$state" = Active ] || die "bounce: $1 port $2 is '$state' after the re-sweep"
+    log "$1[$2] bounced, re-swept, Active"
+}
+
+do_restart_sm() {
+    # A new SM on the node that already holds the SM LID crashes umad2sim
+    # 0.10 (the trap it provokes reaches it before its agent exists): move
+    # the SM to the next HCA, and free the old SM's slot.
+    local old=$RIG_OSM_PID t0
+    local -a stale=()
+    t0=$(ms)
+    halt "$old" opensm
+    mapfile -t stale < <(console Attached | awk -v p="$old" '$1 == "Client" && $4 == p { sub(":", "", $2); print "X " $2 }')
+    [ ${#stale[@]} -eq 0 ] || { log "freeing the old SM's ibsim slot"; console "${stale[@]}" >/dev/null; }
+    RIG_SM_NODE=$(awk -F'\t' -v o="$RIG_SM_NODE" '$2 == "ca" { n[++c] = $1; if ($1 == o) i = c } END { print n[i % c + 1] }' "$RIG_NODES")
+    mv "$RIG_WORK/opensm.log" "$RIG_WORK/opensm.log.$old"
+    start_sm
+    wait_up 1 60
+    log "opensm restarted on $RIG_SM_NODE (pid $RIG_OSM_PID): SUBNET UP after $(( $(ms) - t0 )) ms"
+}
+
+do_reap() {
+    # A client killed by a signal never says goodbye; ibsim frees its slot
+    # only when a send to it fails. Free the slots of dead clients.
+    local id pid state freed=()
+    while read -r id pid; do
+        state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+        [ -n "$state" ] && [ "$state" != Z ] && continue
+        freed+=("X $id")
+    done < <(console Attached | awk '$1 == "Client" { sub(":", "", $2); print $2, $4 }')
+    [ ${#freed[@]} -eq 0 ] || console "${freed[@]}" >/dev/null
+    log "reap: freed ${#freed[@]} ibsim client slot(s) of dead clients"
 }
 
 cmd=${1:-help}; [ $# -gt 0 ] && shift
+usage() { die "usage: $0 $cmd ENV $1"; }
 case $cmd in
 start) do_start "$@"; echo "$RIG_WORK/rig.env" ;;
 run)
@@ -304,44 +425,27 @@ run)
     set -a; load "$RIG_WORK/rig.env"; set +a
     export RIG_ENV=$RIG_WORK/rig.env
     set +e; "$@"; rc=$?; set -e; exit $rc ;;
+topology) [ $# -eq 1 ] || die "usage: $0 topology TOPO"; topology "$1" ;;
 stop) load "${1:-}"; do_stop ;;
-sim) load "${1:-}"; shift; [ $# -ge 2 ] || die "sim ENV HOST CMD..."; sim "$@" ;;
-misalign) load "${1:-}"; shift; [ $# -eq 4 ] || die "misalign ENV NODE OUT SL VL"; do_misalign "$@" ;;
-zero-weight) load "${1:-}"; shift; [ $# -eq 3 ] || die "zero-weight ENV NODE PORT VL"; do_zero "$@" ;;
+sim) load "${1:-}"; shift; [ $# -ge 2 ] || usage "HOST CMD..."; sim "$@" ;;
+misalign) load "${1:-}"; shift; [ $# -eq 4 ] || usage "NODE OUT SL VL"; do_misalign "$@" ;;
+zero-weight) load "${1:-}"; shift; [ $# -eq 3 ] || usage "NODE PORT VL"; do_zero "$@" ;;
 reconf)
     load "${1:-}"; shift
-    if [ $# -lt 2 ] || [ $(($# % 2)) != 0 ]; then die "reconf ENV KEY VALUE..."; fi
+    if [ $# -lt 2 ] || [ $(($# % 2)) != 0 ]; then usage "KEY VALUE..."; fi
     while [ $# -ge 2 ]; do set_option "$1" "$2"; log "opensm.conf: $1 $2"; shift 2; done
     n=$(ups); ours "$RIG_OSM_PID" || die "opensm is not running"
     kill -HUP "$RIG_OSM_PID"; wait_up $((n + 1)) 60; log "re-swept" ;;
-opervls)
-    load "${1:-}"; shift; [ $# -eq 3 ] || die "opervls ENV NODE PORT N"
-    log "OperVLs of $1 (lid $(field "$1" 3)) port $2 -> $3"
-    sim "$RIG_SM_NODE" ibportstate "$(field "$1" 3)" "$2" vls "$3" >/dev/null ;;
-bounce)
-    load "${1:-}"; shift; [ $# -eq 2 ] || die "bounce ENV NODE PORT"
-    n=$(ups); console "Unlink \"$1\"[$2]" >/dev/null; sleep 0.5; console "ReLink \"$1\"[$2]" >/dev/null
-    wait_up $((n + 1)) 60; log "$1[$2] bounced, re-swept" ;;
-restart-sm)
-    # A new SM on the node that already holds the SM LID crashes umad2sim
-    # 0.10 (the trap it provokes reaches it before its agent exists): move
-    # the SM to the next HCA, and free the old SM's slot.
-    load "${1:-}"; old=$RIG_OSM_PID; halt "$old" opensm
-    console Attached | awk -v p="$old" '$1 == "Client" && $4 == p { sub(":", "", $2); print $2 }' |
-        while read -r id; do console "X $id" >/dev/null; done
-    RIG_SM_NODE=$(awk -F'\t' -v o="$RIG_SM_NODE" '$2 == "ca" { n[++c] = $1; if ($1 == o) i = c } END { print n[i % c + 1] }' "$RIG_NODES")
-    mv "$RIG_WORK/opensm.log" "$RIG_WORK/opensm.log.$old"
-    start_sm; wait_up 1 60; log "opensm restarted on $RIG_SM_NODE" ;;
-reap)
-    # A client killed by a signal never says goodbye; ibsim frees its slot
-    # only when a send to it fails. Free the slots of dead clients.
-    load "${1:-}"
-    console Attached | awk '$1 == "Client" { sub(":", "", $2); print $2, $4 }' |
-        while read -r id pid; do
-            kill -0 "$pid" 2>/dev/null && continue
-            log "freeing ibsim client slot $id (pid $pid is gone)"; console "X $id" >/dev/null
-        done ;;
-lid) load "${1:-}"; field "$2" 3 ;;
-help | -h | --help) sed -n '2,44p' "$0" ;;
+opervls) load "${1:-}"; shift; [ $# -eq 3 ] || usage "NODE PORT N"; do_opervls "$@" ;;
+bounce) load "${1:-}"; shift; [ $# -eq 2 ] || usage "NODE PORT"; do_bounce "$@" ;;
+restart-sm) load "${1:-}"; do_restart_sm ;;
+reap) load "${1:-}"; do_reap ;;
+lid) load "${1:-}"; shift; [ $# -eq 1 ] || usage NAME; field "$1" 3 ;;
+peer)
+    load "${1:-}"; shift; [ $# -eq 2 ] || usage "NAME PORT"
+    awk -F'\t' -v n="$1" -v p="$2" '$1 == n && $2 == p { print $3, $4; f = 1; exit } END { exit !f }' "$RIG_LINKS" ||
+        die "$1 port $2 is not cabled" ;;
+console) load "${1:-}"; shift; [ $# -ge 1 ] || usage "CMD..."; console "$@" ;;
+help | -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
 *) die "unknown command '$cmd' (try help)" ;;
 esac
