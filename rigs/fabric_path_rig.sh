@@ -255,7 +255,8 @@ do_start() {
     [ -n "${RIG_TMPDIR:-}" ] || { [ -w /dev/shm ] && base=/dev/shm; }
     t0=$(ms)
     RIG_WORK=$(mktemp -d "$base/fabric-path-rig.XXXXXX")
-    RIG_UMAD2SIM=$UMAD2SIM RIG_NODES=$RIG_WORK/nodes.tsv RIG_IBSIM_PID="" RIG_OSM_PID=""
+    RIG_UMAD2SIM=$UMAD2SIM RIG_NODES=$RIG_WORK/nodes.tsv RIG_LINKS=$RIG_WORK/links.tsv
+    RIG_SMPSET=$SMPSET RIG_IBSIM_PID="" RIG_OSM_PID=""
     export IBSIM_SOCKNAME="fpr$$x$RANDOM"
     unset SIM_SET_ISSM IBSIM_SERVER_NAME IBSIM_SERVER_PORT || true
     topology "$topo" >"$RIG_WORK/net"
@@ -356,17 +357,19 @@ do_opervls() { # NODE PORT N
 }
 
 # console CMD...: ibsim console commands (one per argument), sent at once;
-# prints what ibsim printed until it prompted once per command.
+# prints what ibsim printed for them. ibsim answers in order, so an unknown
+# command sent last marks the end ("command 'MARK' unknown - skipped").
 console() {
-    local before n _
+    local before mark=rig_mark_$$_$RANDOM _
     before=$(wc -c <"$RIG_WORK/ibsim.log")
-    printf '%s\n' "$@" >"$RIG_WORK/console"
-    for _ in $(seq 300); do
-        n=$(tail -c +$((before + 1)) "$RIG_WORK/ibsim.log" | grep -o 'sim> ' | wc -l)
-        [ "$n" -ge $# ] && break
+    printf '%s\n' "$@" "$mark" >"$RIG_WORK/console"
+    for _ in $(seq 500); do
+        tail -c +$((before + 1)) "$RIG_WORK/ibsim.log" | grep -qF "'$mark'" && break
         sleep 0.01
     done
-    tail -c +$((before + 1)) "$RIG_WORK/ibsim.log" | sed 's/sim> //g'
+    tail -c +$((before + 1)) "$RIG_WORK/ibsim.log" | grep -qF "'$mark'" ||
+        die "ibsim's console did not answer within 5 s ($*)"
+    tail -c +$((before + 1)) "$RIG_WORK/ibsim.log" | sed "/'$mark'/,\$d; s/sim> //g"
 }
 
 do_bounce() { # NODE PORT
@@ -417,7 +420,10 @@ do_reap() {
 cmd=${1:-help}; [ $# -gt 0 ] && shift
 usage() { die "usage: $0 $cmd ENV $1"; }
 case $cmd in
-start) do_start "$@"; echo "$RIG_WORK/rig.env" ;;
+start)
+    # a start that fails half-way stops what it started
+    trap 'rc=$?; [ $rc = 0 ] || [ -z "${RIG_WORK:-}" ] || do_stop; exit $rc' EXIT
+    do_start "$@"; echo "$RIG_WORK/rig.env" ;;
 run)
     trap 'rc=$?; [ -z "${RIG_WORK:-}" ] || do_stop; exit $rc' EXIT
     do_start "$@"; shift "$SHIFTED"; [ "${1:-}" = -- ] && shift

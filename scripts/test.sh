@@ -8,7 +8,8 @@
 #
 # Suites: formatting and lints; shellcheck over every shell script; unit and
 # integration tests (with fault injection compiled in); the real simulated
-# fabric (ibsim + OpenSM + smpquery); Prometheus rule tests; the real Slurm
+# fabric (ibsim + OpenSM + smpquery); the multi-switch fabric rig's self-test
+# (its levers, read back with the real tools); Prometheus rule tests; the real Slurm
 # cluster end to end; the Omnia playbook against the local Slurm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,9 @@ step "unit and integration tests (fault injection on, real tools required)"
 export QOSLANE_REQUIRE_TOOLS=1 QOSLANE_FABRIC_RIG=1
 cargo test --workspace --features qoslane/fault-injection 2>&1 | tee /tmp/qoslane-cargo-test.log
 grep -q "test result: ok" /tmp/qoslane-cargo-test.log
+
+step "the multi-switch fabric rig: every lever read back (rigs/selftest_fabric_path.sh)"
+bash rigs/selftest_fabric_path.sh
 
 step "Prometheus rules and metrics (promtool)"
 promtool check rules deploy/prometheus/qoslane-alerts.yml
