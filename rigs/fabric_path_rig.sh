@@ -23,6 +23,7 @@
 #        the link only; read back
 #   fabric_path_rig.sh bounce ENV NODE PORT  unlink + relink one cable (ibsim
 #                                            console); waits for both sweeps
+#                                            (not the SM's own link: refused)
 #   fabric_path_rig.sh restart-sm ENV        a fresh SM (on the next HCA)
 #                                            rewrites every table
 #   fabric_path_rig.sh reap ENV              free ibsim client slots of dead
@@ -373,9 +374,16 @@ console() {
 }
 
 do_bounce() { # NODE PORT
-    local lid n state
+    local lid n state far
     num port "$2"
     lid=$(field "$1" 3)
+    far=$(awk -F'\t' -v n="$1" -v p="$2" '$1 == n && $2 == p { print $3 }' "$RIG_LINKS")
+    [ -n "$far" ] || die "bounce: $1 port $2 is not cabled"
+    # The SM learns of a link through the traps of its ends, which it cannot
+    # receive over its own cut link (and it sweeps on no timer here).
+    if [ "$1" = "$RIG_SM_NODE" ] || [ "$far" = "$RIG_SM_NODE" ]; then
+        die "bounce: $1 port $2 is the SM's own link ($RIG_SM_NODE): the SM would not notice; bounce another, or restart-sm first (it moves the SM to the next HCA)"
+    fi
     # each half makes the SM sweep: wait for the unlink's, then the relink's
     n=$(ups)
     console "Unlink \"$1\"[$2]" >/dev/null

@@ -185,6 +185,8 @@ check "misalign: spine1 out 1 untouched (SL 3 -> VL 3)" same "$SP1" 1 3 3
 check "misalign: leaf2 (the other end) untouched" same "$L2" 3 3 3
 eq "misalign: node2's own port still SL 3 -> VL 3" "$(sq -D sl2vl 0 | awk -F'|' '/^ports:/ { print $5 + 0 }')" 3
 
+if rig bounce "$ENV" leaf1 1 2>"$SCRATCH/bounce.err"; then fail "bounce of the SM's own link (node1) succeeded"; fi
+check "bounce refuses the SM's own link at once (the SM would never notice)" grep -q "the SM's own link" "$SCRATCH/bounce.err"
 timed bounce "$ENV" spine1 2
 check "bounce: the SM rewrote spine1 out 2 (SL 3 -> VL 3)" same "$SP1" 2 3 3
 
