@@ -24,6 +24,7 @@
 #   /usr/share/zsh/vendor-completions/_{qoslane,hookrun}   (.deb; .rpm: zsh/site-functions)
 #   /usr/share/fish/vendor_completions.d/{qoslane,hookrun}.fish
 #   /usr/share/doc/qoslane/examples/qos-network.yml
+#   /etc/logrotate.d/qoslane                       (conffile: the audit log)
 #   /usr/lib/qoslane/hooks/{prolog.d,epilog.d,task-prolog.d,health.d}/NN-qoslane
 # The hooks are NOT installed into /etc/slurm: installing the package changes
 # nothing in Slurm. Enable them with the Omnia playbook, or by hand (symlinks
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
     --deb) WANT_RPM=0; shift ;;
     --rpm) WANT_DEB=0; shift ;;
     --cargo-tools) CARGO_TOOLS=1; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument $1 (see --help)" >&2; exit 64 ;;
   esac
 done
@@ -52,7 +53,7 @@ t0=$(date +%s.%N)
 cd "$REPO"
 log "cargo build --release -p qoslane -p hookrun"
 cargo build --release -q -p qoslane -p hookrun
-REL=$REPO/target/release
+REL=${CARGO_TARGET_DIR:-$REPO/target}/release
 VERSION=$(cargo pkgid -p qoslane | sed 's/.*[#@]//')
 REVISION=1
 SUMMARY="Slurm QoS to InfiniBand Service Level/Virtual Lane, with the hookrun hook framework"
@@ -93,6 +94,7 @@ stage() {
     install -D -m 0644 "$GEN/completions/$b.fish" "$d/usr/share/fish/vendor_completions.d/$b.fish"
   done
   install -D -m 0644 "$REPO/examples/qos-network.yml" "$d/usr/share/doc/qoslane/examples/qos-network.yml"
+  install -D -m 0644 "$REPO/packaging/logrotate/qoslane" "$d/etc/logrotate.d/qoslane"
   for p in "$REPO"/packaging/hooks/*.d/*; do
     install -D -m 0755 "$p" "$d/usr/lib/qoslane/hooks/$(basename "$(dirname "$p")")/$(basename "$p")"
   done
@@ -128,8 +130,9 @@ build_deb_native() {
     echo "Description: $SUMMARY"
     printf '%s\n' "$DESCRIPTION" | sed 's/^/ /'
   } > "$st/DEBIAN/control"
+  printf '/etc/logrotate.d/qoslane\n' > "$st/DEBIAN/conffiles"
   (cd "$st" && find usr -type f -print0 | sort -z | xargs -0 md5sum > DEBIAN/md5sums)
-  chmod 0644 "$st/DEBIAN/control" "$st/DEBIAN/md5sums"
+  chmod 0644 "$st/DEBIAN/control" "$st/DEBIAN/md5sums" "$st/DEBIAN/conffiles"
   deb=$OUT/qoslane_${VERSION}-${REVISION}_$arch.deb
   dpkg-deb --root-owner-group -Zxz --build "$st" "$deb" >/dev/null
   log "built $deb"
