@@ -95,6 +95,47 @@ pub fn action(command: Option<Command>, env: &EnvSnapshot) -> Result<Action, Str
     })
 }
 
+/// `hookrun(8)` (section 8: it lives in /usr/sbin): the clap page with its
+/// environment and exit codes (the long help's epilogue), plus FILES.
+fn man_page(cmd: clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
+    const FILES: &str = "\
+.SH FILES
+.TP
+.B /etc/slurm/{prolog.d,epilog.d,task\\-prolog.d,health.d}/
+The hooks of each phase, run in ascending file\\-name order.
+.TP
+.B /etc/slurm/hookrun.conf
+Site settings (key = value lines; see /usr/share/doc/qoslane/hookrun.md).
+Read only when owned by root and not writable by group or others.
+.TP
+.B /var/lib/hookrun/
+The metric counters (metrics.json).
+.TP
+.B /var/lib/prometheus/node\\-exporter/hookrun.prom
+The metrics, for node_exporter's textfile collector.
+.SH \"SEE ALSO\"
+.BR qoslane (8),
+.BR slurm.conf (5),
+.B /usr/share/doc/qoslane/hookrun.md
+";
+    let mut cmd = cmd.disable_help_subcommand(true);
+    cmd.build();
+    let man = clap_mangen::Man::new(cmd)
+        .section("8")
+        .manual("System Administration");
+    let mut roff = Vec::new();
+    man.render_title(&mut roff)?;
+    man.render_name_section(&mut roff)?;
+    man.render_synopsis_section(&mut roff)?;
+    man.render_description_section(&mut roff)?;
+    man.render_options_section(&mut roff)?;
+    man.render_subcommands_section(&mut roff)?;
+    man.render_extra_section(&mut roff)?;
+    roff.extend_from_slice(FILES.as_bytes());
+    man.render_version_section(&mut roff)?;
+    std::fs::write(dir.join(man.get_filename()), roff)
+}
+
 /// `hookrun generate man DIR` / `completions SHELL DIR`: the man page and
 /// completions come from the same clap definitions as the parser.
 fn generate(what: &crate::cli::Generate) -> i32 {
@@ -104,7 +145,7 @@ fn generate(what: &crate::cli::Generate) -> i32 {
         crate::cli::Generate::Man { dir } | crate::cli::Generate::Completions { dir, .. } => dir,
     };
     let result = std::fs::create_dir_all(dir).and_then(|()| match what {
-        crate::cli::Generate::Man { .. } => clap_mangen::generate_to(cmd, dir),
+        crate::cli::Generate::Man { .. } => man_page(cmd, dir),
         crate::cli::Generate::Completions { shell, .. } => {
             clap_complete::generate_to(*shell, &mut cmd, "hookrun", dir).map(drop)
         }

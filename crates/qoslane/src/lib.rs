@@ -22,6 +22,7 @@ pub mod fabric;
 pub mod fault;
 pub mod job;
 pub mod log;
+pub mod manual;
 pub mod mapping;
 pub mod metrics;
 pub mod paths;

@@ -158,7 +158,12 @@ fn generate(what: Generate) -> Result<Verdict, Error> {
     match what {
         Generate::Man { dir } => {
             std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;
-            clap_mangen::generate_to(cmd, &dir).map_err(Error::io("write man pages to", &dir))?;
+            let pages =
+                qoslane::manual::pages().map_err(Error::io("render man pages for", &dir))?;
+            for (name, roff) in pages {
+                let file = dir.join(name);
+                std::fs::write(&file, roff).map_err(Error::io("write", &file))?;
+            }
         }
         Generate::Completions { shell, dir } => {
             std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;

@@ -96,9 +96,9 @@ fn generate_writes_man_pages_and_completions_and_runs_no_hook() {
     let dir = out.to_str().unwrap();
     let run = fx.hookrun().args(["generate", "man", dir]).run();
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let man = std::fs::read_to_string(out.join("hookrun.1")).unwrap();
+    let man = std::fs::read_to_string(out.join("hookrun.8")).unwrap();
     assert!(
-        man.contains(".TH hookrun") && man.contains("prolog"),
+        man.contains(".TH hookrun 8") && man.contains("prolog") && man.contains(".SH FILES"),
         "{man}"
     );
     for shell in ["bash", "zsh", "fish"] {

@@ -32,6 +32,9 @@ const LEVEL_KEYS: &[&str] = &[
     "node_settings",
 ];
 const SETTING_KEYS: &[&str] = &["path", "value"];
+/// Every key the file may have (top level, level, node setting), for the
+/// man page's test: qoslane-mapping(5) documents each.
+pub const KEYS: [&[&str]; 3] = [TOP_KEYS, LEVEL_KEYS, SETTING_KEYS];
 
 /// The longest name accepted for a level or a QoS (they end up in metric
 /// labels and environment values).

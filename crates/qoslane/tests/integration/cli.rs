@@ -52,13 +52,14 @@ fn man_page_and_completions_come_from_the_cli_definition() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     assert!(run(&["generate", "man", d]).status.success());
-    let man = std::fs::read_to_string(dir.path().join("qoslane.1")).unwrap();
+    let man = std::fs::read_to_string(dir.path().join("qoslane.8")).unwrap();
     assert!(
-        man.contains(".TH qoslane") && man.contains("validate"),
+        man.contains(".TH qoslane 8") && man.contains("validate") && man.contains(".SH FILES"),
         "{man}"
     );
     assert!(
-        dir.path().join("qoslane-validate.1").exists(),
+        dir.path().join("qoslane-validate.8").exists()
+            && dir.path().join("qoslane-mapping.5").exists(),
         "a page per subcommand"
     );
     for shell in ["bash", "zsh", "fish"] {

@@ -1,0 +1,346 @@
+//! The man pages: `qoslane(8)` and one page per subcommand from the clap
+//! definitions (section 8: the program lives in /usr/sbin), with FILES,
+//! ENVIRONMENT, EXIT STATUS and EXAMPLES written here beside them, and the
+//! mapping format, `qoslane-mapping(5)`. Pure: [`pages`] returns the files'
+//! names and contents, `qoslane generate man` writes them.
+
+use clap::CommandFactory;
+
+use crate::cli::Cli;
+use crate::exit_code;
+use crate::paths::defaults;
+
+/// The mapping format's page, written by hand (every key, type, default).
+pub const MAPPING_PAGE: &str = include_str!("../man/qoslane-mapping.5");
+
+/// Where the package installs the documentation the pages point to.
+pub const DOC_DIR: &str = "/usr/share/doc/qoslane";
+
+/// Every page: (file name, roff).
+///
+/// # Errors
+/// Only if rendering into memory fails, which clap_mangen reports as I/O.
+pub fn pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut out = Vec::new();
+    page(&cmd, true, &mut out)?;
+    out.push((
+        "qoslane-mapping.5".to_owned(),
+        MAPPING_PAGE.as_bytes().to_vec(),
+    ));
+    Ok(out)
+}
+
+fn page(cmd: &clap::Command, top: bool, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        page(sub, false, out)?;
+    }
+    let man = clap_mangen::Man::new(cmd.clone())
+        .section("8")
+        .manual("System Administration");
+    let mut roff = Vec::new();
+    man.render_title(&mut roff)?;
+    man.render_name_section(&mut roff)?;
+    man.render_synopsis_section(&mut roff)?;
+    man.render_description_section(&mut roff)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(&mut roff)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(&mut roff)?;
+    }
+    if top {
+        roff.extend_from_slice(files().as_bytes());
+        roff.extend_from_slice(ENVIRONMENT.as_bytes());
+    }
+    roff.extend_from_slice(exit_status().as_bytes());
+    if top {
+        roff.extend_from_slice(EXAMPLES.as_bytes());
+    }
+    roff.extend_from_slice(see_also(top).as_bytes());
+    if cmd.get_version().is_some() {
+        man.render_version_section(&mut roff)?;
+    }
+    out.push((man.get_filename(), roff));
+    Ok(())
+}
+
+/// `-` as roff wants it in names and options.
+fn r(text: &str) -> String {
+    text.replace('-', "\\-")
+}
+
+fn item(term: &str, text: &str) -> String {
+    format!(".TP\n.B {}\n{}\n", r(term), text)
+}
+
+fn files() -> String {
+    let at = |p: &str| format!("/{p}");
+    let mut s = String::from(".SH FILES\n");
+    s += &item(
+        &at(defaults::CONFIG),
+        "The mapping, see \\fBqoslane\\-mapping\\fR(5).",
+    );
+    s += &item(
+        &at(defaults::LIB_DIR),
+        "Persistent state: \\fBlast\\-known\\-good.yml\\fR (the mapping in force), \
+         \\fBrejected.json\\fR (a valid mapping not put in force, and why), \
+         \\fBcounters.json\\fR (the metric counters).",
+    );
+    s += &item(
+        &at(defaults::RUN_DIR),
+        "State that ends with the boot (tmpfs): \\fBjobs/\\fR (one record per job holding \
+         a level), \\fBnotices/\\fR, \\fBnode.json\\fR (the settings' baseline), \
+         \\fBjournal.json\\fR (an unfinished transaction), \\fBfabric.json\\fR (the cached \
+         fabric probe), \\fBlock\\fR.",
+    );
+    s += &item(
+        &at(defaults::AUDIT_LOG),
+        "The audit log: one JSON line per run. Rotated by \\fB/etc/logrotate.d/qoslane\\fR \
+         into \\fBaudit.jsonl.1\\fR and \\fBaudit.jsonl.\\fIN\\fB.gz\\fR.",
+    );
+    s += &item(
+        &format!("/{}/qoslane.prom", defaults::TEXTFILE_DIR),
+        "The metrics, for node_exporter's textfile collector.",
+    );
+    s += &item(
+        "/etc/default/qoslane",
+        "Site options of the hook scripts (QOSLANE_* variables), read only when owned \
+         by root and not writable by group or others.",
+    );
+    s += &item(
+        "/usr/lib/qoslane/hooks",
+        "The hook scripts for \\fBhookrun\\fR(8): prolog.d, epilog.d, task\\-prolog.d, health.d.",
+    );
+    s += &item(
+        DOC_DIR,
+        "The admin guide (admin\\-guide.md), fabric.md, hookrun.md, metrics.md, omnia.md; \
+         the Prometheus alert rules and Grafana dashboard are in \\fB/usr/share/qoslane\\fR.",
+    );
+    s
+}
+
+const ENVIRONMENT: &str = "\
+.SH ENVIRONMENT
+A flag wins over its variable. The TaskProlog ignores every QOSLANE_* variable: \
+it runs with the job user's environment.
+.TP
+.B QOSLANE_ROOT
+Resolve every system path under this directory (default: /).
+.TP
+.B QOSLANE_CONFIG
+The mapping file.
+.TP
+.B QOSLANE_AUDIT_LOG
+The audit log.
+.TP
+.B QOSLANE_TEXTFILE_DIR
+node_exporter's textfile directory.
+.TP
+.B QOSLANE_SMPQUERY
+Absolute path of smpquery (default: /usr/sbin/smpquery).
+.TP
+.B QOSLANE_IBNETDISCOVER
+Absolute path of ibnetdiscover (default: /usr/sbin/ibnetdiscover).
+.TP
+.B QOSLANE_SQUEUE
+Absolute path of squeue (default: /usr/bin/squeue).
+.TP
+.B QOSLANE_TIMEOUT_MS
+The deadline of one run in milliseconds (default: 3000).
+.TP
+.B QOSLANE_NO_JOURNAL
+When set, log to stderr only, not to journald or syslog.
+.TP
+.B SLURM_SCRIPT_CONTEXT
+With no subcommand: prolog_slurmd, epilog_slurmd or prolog_task chooses the phase.
+.TP
+.BR SLURM_JOB_ID \", \" SLURM_JOB_QOS \", \" SLURM_JOB_USER \", \" SLURMD_NODENAME
+The job's facts, as slurmd passes them to the hooks.
+";
+
+fn exit_status() -> String {
+    let rows = [
+        (
+            exit_code::OK,
+            "Success; for a hook also a failure rolled back under \\fBon_failure: continue\\fR.",
+        ),
+        (
+            exit_code::FAILED,
+            "The run failed: a hook under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry.",
+        ),
+        (exit_code::INVALID_MAPPING, "The mapping file is invalid."),
+        (exit_code::USAGE, "Bad command line or environment."),
+        (
+            exit_code::NO_INPUT,
+            "An input file (the mapping) is missing or unreadable.",
+        ),
+        (
+            exit_code::UNAVAILABLE,
+            "A program qoslane needs (smpquery, scontrol, squeue) is missing or failed, or the fabric could not be read.",
+        ),
+        (exit_code::INTERNAL, "A bug: an invariant did not hold."),
+        (
+            exit_code::IO,
+            "Reading or writing state, the audit log or a node setting failed.",
+        ),
+        (
+            exit_code::TEMPFAIL,
+            "Gave up waiting for the node lock or at the run's deadline; try again.",
+        ),
+    ];
+    let mut s = String::from(".SH \"EXIT STATUS\"\n");
+    for (code, text) in rows {
+        s += &format!(".TP\n.B {code}\n{text}\n");
+    }
+    s
+}
+
+const EXAMPLES: &str = "\
+.SH EXAMPLES
+Check the installed mapping, then a new one:
+.PP
+.nf
+.RS
+qoslane validate
+qoslane validate /tmp/qos\\-network.yml
+.RE
+.fi
+.PP
+What a job of QoS high would get, without touching the node:
+.PP
+.nf
+.RS
+qoslane explain \\-\\-qos high
+.RE
+.fi
+.PP
+Put an edited mapping in force, after a dry run:
+.PP
+.nf
+.RS
+qoslane sync \\-\\-dry\\-run
+qoslane sync
+.RE
+.fi
+.PP
+The node's state, and the health check as Slurm runs it:
+.PP
+.nf
+.RS
+qoslane status
+qoslane health \\-\\-json
+.RE
+.fi
+.PP
+Judge every level on every port of the fabric, from a control node:
+.PP
+.nf
+.RS
+qoslane fabric audit \\-\\-format json
+.RE
+.fi
+";
+
+fn see_also(top: bool) -> String {
+    let mut s = String::from(".SH \"SEE ALSO\"\n");
+    if !top {
+        s += ".BR qoslane (8),\n";
+    }
+    s += ".BR qoslane\\-mapping (5),\n.BR hookrun (8),\n.BR slurm.conf (5),\n";
+    s += &format!(".B {}\n", r(&format!("{DOC_DIR}/admin-guide.md")));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(name: &str) -> String {
+        let pages = pages().expect("render");
+        let (_, roff) = pages.iter().find(|(n, _)| n == name).expect(name);
+        String::from_utf8(roff.clone()).expect("utf-8")
+    }
+
+    #[test]
+    fn the_program_page_is_section_8_with_every_section() {
+        let page = text("qoslane.8");
+        assert!(page.contains(".TH qoslane 8"), "{page}");
+        for section in [
+            "NAME",
+            "SYNOPSIS",
+            "DESCRIPTION",
+            "OPTIONS",
+            "SUBCOMMANDS",
+            "FILES",
+            "ENVIRONMENT",
+            "\"EXIT STATUS\"",
+            "EXAMPLES",
+            "\"SEE ALSO\"",
+        ] {
+            assert!(page.contains(&format!(".SH {section}")), "no {section}");
+        }
+    }
+
+    #[test]
+    fn subcommands_get_section_8_pages_and_generate_none() {
+        let names: Vec<String> = pages()
+            .expect("render")
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        for n in [
+            "qoslane-validate.8",
+            "qoslane-sync.8",
+            "qoslane-fabric-audit.8",
+            "qoslane-mapping.5",
+        ] {
+            assert!(names.contains(&n.to_owned()), "{n} missing from {names:?}");
+        }
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.contains("generate") || n.ends_with(".1")),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn every_exit_code_and_environment_variable_is_documented() {
+        let page = text("qoslane.8");
+        for code in 0..=255 {
+            let documented = page.contains(&format!(".TP\n.B {code}\n"));
+            let real = exit_code::Verdict::from_code(code).code() == code;
+            assert_eq!(documented, real, "exit code {code}");
+        }
+        let cli = include_str!("cli.rs");
+        for var in cli
+            .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+            .filter(|w| w.starts_with("QOSLANE_"))
+        {
+            assert!(
+                page.contains(&format!(".B {var}\n")),
+                "{var} not in ENVIRONMENT"
+            );
+        }
+    }
+
+    #[test]
+    fn the_mapping_page_names_every_key_and_choice_the_validator_knows() {
+        use crate::mapping::types::{FabricCheck, OnFailure};
+        let page = MAPPING_PAGE.replace("\\-", "-");
+        for word in FabricCheck::NAMES.iter().chain(OnFailure::NAMES) {
+            assert!(
+                page.contains(&format!(".B {word}\n")),
+                "{word} not explained in qoslane-mapping(5)"
+            );
+        }
+        for key in crate::mapping::validate::KEYS.iter().flat_map(|k| k.iter()) {
+            assert!(
+                page.contains(&format!(".BR {key} \"")),
+                "key {key} has no entry with its type"
+            );
+        }
+    }
+}
