@@ -19,12 +19,18 @@
 #
 # Layout (both packages):
 #   /usr/sbin/qoslane, /usr/sbin/hookrun
-#   /usr/share/man/man1/{qoslane,hookrun}*.1.gz
+#   /usr/share/man/man8/{qoslane,hookrun}*.8.gz, man5/qoslane-mapping.5.gz
+#   /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia,...}.md
+#   /usr/share/qoslane/prometheus/qoslane-alerts.yml, grafana/grafana-qoslane.json
 #   /usr/share/bash-completion/completions/{qoslane,hookrun}
 #   /usr/share/zsh/vendor-completions/_{qoslane,hookrun}   (.deb; .rpm: zsh/site-functions)
 #   /usr/share/fish/vendor_completions.d/{qoslane,hookrun}.fish
 #   /usr/share/doc/qoslane/examples/qos-network.yml
 #   /etc/logrotate.d/qoslane                       (conffile: the audit log)
+#   /etc/default/qoslane                           (conffile: the hooks' site options)
+#   /usr/lib/qoslane/{site-options,remove-state}   (read by the hooks / removal)
+# Removal drops the .prom textfiles; purge (rpm: erase) also /var/lib/qoslane,
+# /var/lib/hookrun, /run/qoslane and /var/log/qoslane.
 #   /usr/lib/qoslane/hooks/{prolog.d,epilog.d,task-prolog.d,health.d}/NN-qoslane
 # The hooks are NOT installed into /etc/slurm: installing the package changes
 # nothing in Slurm. Enable them with the Omnia playbook, or by hand (symlinks
@@ -56,7 +62,7 @@ cargo build --release -q -p qoslane -p hookrun
 REL=${CARGO_TARGET_DIR:-$REPO/target}/release
 VERSION=$(cargo pkgid -p qoslane | sed 's/.*[#@]//')
 REVISION=1
-SUMMARY="Slurm QoS to InfiniBand Service Level/Virtual Lane, with the hookrun hook framework"
+SUMMARY="Slurm QoS to InfiniBand Service Level, with the hookrun hook framework"
 DESCRIPTION="qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML
 mapping, checks on the node's HCA ports that the SL lands on the intended
 Virtual Lane as the Subnet Manager programmed it, applies the level's node
@@ -67,6 +73,8 @@ that runs qoslane and the site's other hooks in order, under deadlines."
 MAINTAINER="qoslane maintainers <qoslane@users.noreply.github.com>"
 HOMEPAGE=https://github.com/qoslane/qoslane
 mkdir -p "$OUT"
+# Installed into /usr/share/doc/qoslane (the man pages and --help name them).
+DOCS="admin-guide.md fabric.md hookrun.md metrics.md omnia.md RELIABILITY.md PERFORMANCE.md"
 
 # ------------------------------------------------------------ generated files
 GEN=$REPO/target/packaging/generated
@@ -75,9 +83,15 @@ for bin in qoslane hookrun; do
   "$REL/$bin" generate man "$GEN/man"
   for sh in bash zsh fish; do "$REL/$bin" generate completions "$sh" "$GEN/completions"; done
 done
-gzip -9n "$GEN"/man/*.1
-[ -s "$GEN/man/qoslane.1.gz" ] || die "qoslane generate man wrote no qoslane.1"
-[ -s "$GEN/man/hookrun.1.gz" ] || die "hookrun generate man wrote no hookrun.1"
+gzip -9n "$GEN"/man/*.[58]
+for page in qoslane.8 hookrun.8 qoslane-mapping.5; do
+  [ -s "$GEN/man/$page.gz" ] || die "generate man wrote no $page"
+done
+# The Debian changelog's newest entry is the version being built.
+top=$(sed -n '1s/^qoslane (\([^)]*\)).*/\1/p' "$REPO/packaging/debian/changelog")
+[ "$top" = "${VERSION}-${REVISION}" ] ||
+  die "packaging/debian/changelog starts at $top, not ${VERSION}-${REVISION}: add an entry"
+gzip -9n -c "$REPO/packaging/debian/changelog" > "$GEN/changelog.Debian.gz"
 
 # ------------------------------------------------------------ staged tree
 # stage DIR ZSH_DIR: the installed tree under DIR
@@ -86,15 +100,24 @@ stage() {
   rm -rf "$d"
   install -D -m 0755 "$REL/qoslane" "$d/usr/sbin/qoslane"
   install -D -m 0755 "$REL/hookrun" "$d/usr/sbin/hookrun"
-  install -d -m 0755 "$d/usr/share/man/man1"
-  install -m 0644 "$GEN"/man/*.1.gz "$d/usr/share/man/man1/"
+  # Stripped, as distribution packages ship binaries (debug data is 10x the code).
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$d/usr/sbin/qoslane" "$d/usr/sbin/hookrun"
+  install -d -m 0755 "$d/usr/share/man/man8" "$d/usr/share/man/man5"
+  install -m 0644 "$GEN"/man/*.8.gz "$d/usr/share/man/man8/"
+  install -m 0644 "$GEN"/man/*.5.gz "$d/usr/share/man/man5/"
   for b in qoslane hookrun; do
     install -D -m 0644 "$GEN/completions/$b.bash" "$d/usr/share/bash-completion/completions/$b"
     install -D -m 0644 "$GEN/completions/_$b" "$d$zsh/_$b"
     install -D -m 0644 "$GEN/completions/$b.fish" "$d/usr/share/fish/vendor_completions.d/$b.fish"
   done
   install -D -m 0644 "$REPO/examples/qos-network.yml" "$d/usr/share/doc/qoslane/examples/qos-network.yml"
+  for p in $DOCS; do install -D -m 0644 "$REPO/docs/$p" "$d/usr/share/doc/qoslane/$p"; done
+  install -D -m 0644 "$REPO/deploy/prometheus/qoslane-alerts.yml" "$d/usr/share/qoslane/prometheus/qoslane-alerts.yml"
+  install -D -m 0644 "$REPO/deploy/prometheus/grafana-qoslane.json" "$d/usr/share/qoslane/grafana/grafana-qoslane.json"
   install -D -m 0644 "$REPO/packaging/logrotate/qoslane" "$d/etc/logrotate.d/qoslane"
+  install -D -m 0644 "$REPO/packaging/default/qoslane" "$d/etc/default/qoslane"
+  install -D -m 0644 "$REPO/packaging/lib/site-options" "$d/usr/lib/qoslane/site-options"
+  install -D -m 0755 "$REPO/packaging/maint/remove-state" "$d/usr/lib/qoslane/remove-state"
   for p in "$REPO"/packaging/hooks/*.d/*; do
     install -D -m 0755 "$p" "$d/usr/lib/qoslane/hooks/$(basename "$(dirname "$p")")/$(basename "$p")"
   done
@@ -107,6 +130,8 @@ build_deb_native() {
   st=$REPO/target/packaging/deb/qoslane_${VERSION}-${REVISION}_$arch
   stage "$st" /usr/share/zsh/vendor-completions
   install -D -m 0644 "$REPO/packaging/debian/copyright" "$st/usr/share/doc/qoslane/copyright"
+  install -D -m 0644 "$GEN/changelog.Debian.gz" "$st/usr/share/doc/qoslane/changelog.Debian.gz"
+  install -D -m 0644 "$REPO/packaging/debian/lintian-overrides" "$st/usr/share/lintian/overrides/qoslane"
   # Depends from the binaries' shared libraries, as dpkg-shlibdeps computes
   # them for any Debian package (it wants a debian/control to sit beside).
   local sd=$REPO/target/packaging/deb/shlibdeps
@@ -130,7 +155,8 @@ build_deb_native() {
     echo "Description: $SUMMARY"
     printf '%s\n' "$DESCRIPTION" | sed 's/^/ /'
   } > "$st/DEBIAN/control"
-  printf '/etc/logrotate.d/qoslane\n' > "$st/DEBIAN/conffiles"
+  printf '/etc/default/qoslane\n/etc/logrotate.d/qoslane\n' > "$st/DEBIAN/conffiles"
+  install -m 0755 "$REPO/packaging/maint/prerm" "$REPO/packaging/maint/postrm" "$st/DEBIAN/"
   (cd "$st" && find usr -type f -print0 | sort -z | xargs -0 md5sum > DEBIAN/md5sums)
   chmod 0644 "$st/DEBIAN/control" "$st/DEBIAN/md5sums" "$st/DEBIAN/conffiles"
   deb=$OUT/qoslane_${VERSION}-${REVISION}_$arch.deb
@@ -145,6 +171,7 @@ build_rpm_native() {
   arch=$(uname -m)
   rm -rf "$top"; mkdir -p "$top"/{BUILD,RPMS,SPECS,SRPMS,BUILDROOT}
   stage "$top/stage" /usr/share/zsh/site-functions
+  install -D -m 0644 "$REPO/packaging/debian/copyright" "$top/stage/usr/share/licenses/qoslane/copyright"
   sed -e "s|@VERSION@|$VERSION|" -e "s|@RELEASE@|$REVISION|" -e "s|@SUMMARY@|$SUMMARY|" \
       -e "s|@URL@|$HOMEPAGE|" "$REPO/packaging/rpm/qoslane.spec.in" > "$top/SPECS/qoslane.spec"
   printf '%s\n' "$DESCRIPTION" > "$top/description"

@@ -31,7 +31,7 @@ Hooks: <root>/etc/slurm/{prolog.d,epilog.d,task-prolog.d,health.d}/; a name
 ending in `.optional` marks an optional hook, every other hook is required.
 Exit codes: 0 ok, 1 required hook failed / unhealthy, 2 usage, 3 requeue-hold
 failed (node drains), 4 hooks could not be run, 128+N stopped by signal N.
-See docs/hookrun.md.";
+See hookrun(8) and /usr/share/doc/qoslane/hookrun.md.";
 
 /// Slurm Prolog/Epilog/TaskProlog/HealthCheck hook runner.
 #[derive(Debug, Parser)]

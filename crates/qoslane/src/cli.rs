@@ -18,7 +18,8 @@ epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and
 Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_ROOT, QOSLANE_CONFIG, \
 QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_TIMEOUT_MS.",
     after_help = "Exit codes: 0 ok, 1 failed, 2 invalid mapping, 64 usage, 66 no input, 69 program unavailable, \
-70 internal, 74 I/O, 75 try again (lock or deadline). See the admin guide."
+70 internal, 74 I/O, 75 try again (lock or deadline). See qoslane(8), qoslane-mapping(5) and \
+/usr/share/doc/qoslane/admin-guide.md."
 )]
 pub struct Cli {
     /// Resolve every system path under DIR (tests use a temp tree) [env: QOSLANE_ROOT]
