@@ -89,21 +89,30 @@ VERSION=$("$QL" --version | awk '{print $2}')
 
 # The files each package must hold (man pages: whatever qoslane generates).
 mkdir -p "$WORK/man"; "$QL" generate man "$WORK/man"; "$(dirname "$QL")/hookrun" generate man "$WORK/man"
-expected() { # expected ZSH_DIR
+expected() { # expected ZSH_DIR [FILE...]: the common list, plus each package's own files
+  local zsh=$1; shift
   {
+    printf '%s\n' "$@"
     printf '%s\n' /usr/sbin/qoslane /usr/sbin/hookrun \
-      /usr/share/bash-completion/completions/qoslane "$1/_qoslane" \
+      /usr/share/bash-completion/completions/qoslane "$zsh/_qoslane" \
       /usr/share/fish/vendor_completions.d/qoslane.fish \
-      /usr/share/bash-completion/completions/hookrun "$1/_hookrun" \
+      /usr/share/bash-completion/completions/hookrun "$zsh/_hookrun" \
       /usr/share/fish/vendor_completions.d/hookrun.fish \
       /usr/share/doc/qoslane/examples/qos-network.yml \
       /usr/lib/qoslane/hooks/prolog.d/10-qoslane /usr/lib/qoslane/hooks/epilog.d/50-qoslane \
-      /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane /usr/lib/qoslane/hooks/health.d/10-qoslane
-    for m in "$WORK"/man/*.1; do echo "/usr/share/man/man1/$(basename "$m").gz"; done
+      /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane /usr/lib/qoslane/hooks/health.d/10-qoslane \
+      /usr/lib/qoslane/site-options /usr/lib/qoslane/remove-state \
+      /etc/default/qoslane /etc/logrotate.d/qoslane \
+      /usr/share/qoslane/prometheus/qoslane-alerts.yml /usr/share/qoslane/grafana/grafana-qoslane.json
+    for d in admin-guide fabric hookrun metrics omnia RELIABILITY PERFORMANCE; do
+      echo "/usr/share/doc/qoslane/$d.md"
+    done
+    for m in "$WORK"/man/*.[58]; do echo "/usr/share/man/man${m##*.}/$(basename "$m").gz"; done
   } | sort
 }
 deb_files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | grep -v '^/usr/share/doc/qoslane/copyright$' | sort)
-check "deb: holds exactly the expected files" eq "$deb_files" "$(expected /usr/share/zsh/vendor-completions)"
+check "deb: holds exactly the expected files" eq "$deb_files" "$(expected /usr/share/zsh/vendor-completions \
+  /usr/share/doc/qoslane/changelog.Debian.gz /usr/share/lintian/overrides/qoslane)"
 check "deb: binaries and hooks are executable" eq \
   "$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ && $6 ~ /sbin\/|hooks\/.*\.d\/./ && $1 != "-rwxr-xr-x"' | wc -l)" 0
 check "deb: version $VERSION, Depends on libc6" bash -c \
@@ -114,7 +123,7 @@ check "deb: shipped hooks are packaging/hooks" bash -c "
   rm -rf \"\$x\""
 if RPM=$(ls "$WORK"/packages/qoslane-*.rpm 2>/dev/null); then
   rpm_files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$RPM" 2>/dev/null | awk '$1 !~ /^d/ {print $2}' | sort)
-  check "rpm: holds exactly the expected files" eq "$rpm_files" "$(expected /usr/share/zsh/site-functions)"
+  check "rpm: holds exactly the expected files" eq "$rpm_files" "$(expected /usr/share/zsh/site-functions /usr/share/licenses/qoslane/copyright)"
   check "rpm: version $VERSION-1, license Apache-2.0" eq \
     "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{LICENSE}' "$RPM" 2>/dev/null)" "$VERSION-1 Apache-2.0"
 fi
