@@ -42,6 +42,9 @@ promtool check rules deploy/prometheus/qoslane-alerts.yml
 (cd deploy/prometheus && promtool test rules qoslane-alerts.test.yml)
 promtool check metrics < crates/qoslane/tests/golden/metrics.prom
 
+step "packages: the .deb's contents, lintian, man pages, logrotate, install and purge (no Slurm)"
+bash tests/e2e/packages.sh
+
 for t in tests/e2e/slurm.sh tests/e2e/omnia.sh; do
   [ -e "$t" ] || continue
   if [ "${QOSLANE_SKIP_SLURM:-0}" = 1 ]; then step "skipped (QOSLANE_SKIP_SLURM=1): $t"; continue; fi

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# packages.sh — the .deb as an admin gets it, on this machine (as root): built
+# by packaging/build.sh; its file list (docs, alert rules, dashboard, man8
+# pages and qoslane-mapping(5), logrotate rule, changelog, the conffiles);
+# lintian clean (-I --pedantic, overrides justified in the package); every man
+# page rendered by `man --warnings` without a warning; installed with dpkg;
+# /etc/default/qoslane honoured by the hooks when root's and refused (the hook
+# fails, qoslane never runs) when group-writable; the shipped logrotate rule
+# run by the real logrotate while real qoslane runs append to the audit log
+# (no line lost or doubled); `dpkg --remove` drops the .prom textfiles;
+# `dpkg --purge` leaves nothing (files, state, logs, metrics).
+#
+# No Slurm: the hooks run as slurmd would start them (env -i). It holds the
+# Slurm rig lock anyway, because tests/e2e/omnia.sh installs the same package
+# into the same dpkg database. A machine where qoslane is installed already is
+# refused, not overwritten; the state paths are put back on exit.
+#
+#   bash tests/e2e/packages.sh
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || { say "packages.sh needs root (dpkg -i)"; exit 1; }
+T_START=$(date +%s.%N)
+secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+for tool in lintian logrotate man dpkg-deb; do
+  command -v "$tool" >/dev/null || { say "$tool missing (scripts/install-deps.sh)"; exit 1; }
+done
+rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the rig lock ($RIG_LOCK)"; exit 1; }
+if dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -q "ok installed"; then
+  say "qoslane is installed on this machine; not replacing it"; exit 1
+fi
+
+WORK=$(mktemp -d /tmp/qoslane-packages.XXXXXX)
+PROM=/var/lib/prometheus/node-exporter
+STATE_PATHS=(etc/qoslane etc/default/qoslane etc/logrotate.d/qoslane var/lib/qoslane
+             run/qoslane var/log/qoslane var/lib/hookrun
+             "${PROM#/}/qoslane.prom" "${PROM#/}/hookrun.prom")
+pre=()
+for p in "${STATE_PATHS[@]}"; do if [ -e "/$p" ]; then pre+=("$p"); fi; done
+tar -C / -cpf "$WORK/pre-state.tar" --files-from /dev/null "${pre[@]}"
+PROM_DIR_BEFORE=$([ -d "$PROM" ] && echo 1 || echo 0)
+cleanup() {
+  local rc=$?
+  set +e
+  if dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -q "ok installed\|config-files"; then
+    dpkg --purge qoslane >/dev/null 2>&1
+  fi
+  for p in "${STATE_PATHS[@]}"; do rm -rf "/${p:?}"; done
+  tar -C / -xpf "$WORK/pre-state.tar"
+  if [ "$PROM_DIR_BEFORE" = 0 ]; then rmdir "$PROM" 2>/dev/null; fi
+  if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+# ------------------------------------------------------------ build and contents
+t=$(date +%s.%N)
+bash "$E2E_REPO/packaging/build.sh" --deb --out "$WORK/out" 2>"$WORK/build.log" ||
+  { cat "$WORK/build.log" >&2; exit 1; }
+DEB=$(ls "$WORK"/out/qoslane_*.deb)
+say "built $(basename "$DEB") in $(secs "$t")s"
+files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}')
+has() { grep -qx -- "$1" <<<"$files" || { say "  not in the package: $1"; return 1; }; }
+has_all() { local f; for f in "$@"; do has "$f" || return 1; done; }
+check "deb: the docs" has_all /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia}.md
+check "deb: alert rules and dashboard" has_all /usr/share/qoslane/prometheus/qoslane-alerts.yml \
+  /usr/share/qoslane/grafana/grafana-qoslane.json
+no_man1() { ! grep -q /man1/ <<<"$files"; }
+check "deb: man pages in section 8, the mapping in 5" has_all /usr/share/man/man8/{qoslane,hookrun,qoslane-validate}.8.gz \
+  /usr/share/man/man5/qoslane-mapping.5.gz
+check "deb: no man page in section 1" no_man1
+check "deb: changelog, copyright, lintian overrides" has_all /usr/share/doc/qoslane/changelog.Debian.gz \
+  /usr/share/doc/qoslane/copyright /usr/share/lintian/overrides/qoslane
+check "deb: conffiles are /etc/default/qoslane and the logrotate rule" eq \
+  "$(dpkg-deb --ctrl-tarfile "$DEB" | tar -xOf - ./conffiles | sort)" \
+  "$(printf '%s\n' /etc/default/qoslane /etc/logrotate.d/qoslane)"
+check "deb: maintainer scripts are POSIX sh with set -e" bash -c "
+  dpkg-deb --ctrl-tarfile '$DEB' | tar -xOf - ./postrm | head -1 | grep -qx '#!/bin/sh' &&
+  dpkg-deb --ctrl-tarfile '$DEB' | tar -xOf - ./prerm | grep -qx 'set -e'"
+
+lintian -I --pedantic "$DEB" >"$WORK/lintian.txt" 2>"$WORK/lintian.err"; lrc=$?
+check "lintian -I --pedantic: no tag left (exit $lrc)" bash -c "[ $lrc = 0 ] && ! [ -s '$WORK/lintian.txt' ] || { cat '$WORK/lintian.txt' >&2; false; }"
+
+mkdir -p "$WORK/x"; dpkg-deb -x "$DEB" "$WORK/x"
+man_clean() {
+  local page out bad=0
+  for page in "$WORK"/x/usr/share/man/man*/*.gz; do
+    out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$page" 2>&1 >/dev/null)
+    if [ -n "$out" ]; then say "  $(basename "$page"): $out"; bad=1; fi
+  done
+  return $bad
+}
+check "man --warnings: every page ($(find "$WORK"/x/usr/share/man -name '*.gz' | wc -l)) renders clean" man_clean
+
+# ------------------------------------------------------------ installed
+check "dpkg -i" bash -c "dpkg -i '$DEB' >'$WORK/dpkg-i.log' 2>&1 || { cat '$WORK/dpkg-i.log' >&2; false; }"
+check "--help points to the installed guide, which is there" bash -c \
+  "/usr/sbin/qoslane --help | grep -q /usr/share/doc/qoslane/admin-guide.md && [ -s /usr/share/doc/qoslane/admin-guide.md ]"
+check "man finds qoslane(8) and qoslane-mapping(5)" bash -c \
+  "man -w 8 qoslane | grep -q man8/qoslane.8 && man -w 5 qoslane-mapping | grep -q man5/qoslane-mapping.5"
+
+# A Prolog as slurmd starts it: no PATH, the job's facts only.
+prolog() { env -i SLURM_JOB_ID="$1" SLURM_JOB_QOS=normal SLURM_SCRIPT_CONTEXT=prolog_slurmd \
+             /usr/lib/qoslane/hooks/prolog.d/10-qoslane; }
+cp -p /etc/default/qoslane "$WORK/default.orig"
+printf 'QOSLANE_CONFIG=%s\nQOSLANE_NO_JOURNAL=1\n' "$WORK/site/qos-network.yml" >>/etc/default/qoslane
+prolog 101 >/dev/null 2>"$WORK/prolog.err" || true
+check "site options: the hook passes /etc/default/qoslane's mapping path to qoslane" \
+  grep -q "$WORK/site/qos-network.yml" "$WORK/prolog.err"
+check "site options: that run is in the audit log" \
+  grep -q '"job_id":101,' /var/log/qoslane/audit.jsonl
+chmod g+w /etc/default/qoslane
+lines=$(wc -l </var/log/qoslane/audit.jsonl)
+set +e; prolog 102 >/dev/null 2>"$WORK/refused.err"; prc=$?; set -e
+check "site options: a group-writable file fails the hook (exit $prc)" eq "$prc" 1
+check "site options: ... saying why" grep -q "refusing /etc/default/qoslane: mode 664 is writable by group or others" \
+  "$WORK/refused.err"
+check "site options: ... and qoslane never ran" eq "$(wc -l </var/log/qoslane/audit.jsonl)" "$lines"
+chmod g-w /etc/default/qoslane; chown nobody /etc/default/qoslane
+set +e; prolog 103 >/dev/null 2>"$WORK/refused.err"; prc=$?; set -e
+check "site options: a file not owned by root fails the hook" eq "$prc:$(grep -c 'not root' "$WORK/refused.err")" 1:1
+cp -p "$WORK/default.orig" /etc/default/qoslane; chown root:root /etc/default/qoslane
+
+# ------------------------------------------------------------ logrotate while appending
+# The shipped rule, pointed at a fixture root's audit log; real qoslane
+# Prologs (a missing mapping: each one fails fast and audits one line) append
+# while logrotate -f rotates it five times.
+R=$WORK/root; mkdir -p "$R"
+sed "s|^/var/log/qoslane/audit.jsonl|$R/var/log/qoslane/audit.jsonl|" /etc/logrotate.d/qoslane >"$WORK/logrotate.conf"
+N=400
+appender() {
+  local i
+  for i in $(seq 1 "$N"); do
+    env -i SLURM_JOB_ID="$i" SLURM_JOB_QOS=normal QOSLANE_NO_JOURNAL=1 \
+      /usr/sbin/qoslane --root "$R" prolog >/dev/null 2>&1 || true
+  done
+}
+env -i SLURM_JOB_ID=0 QOSLANE_NO_JOURNAL=1 /usr/sbin/qoslane --root "$R" prolog >/dev/null 2>&1 || true
+appender & apid=$!
+rotations=0
+for _ in 1 2 3 4 5; do
+  sleep 0.3
+  logrotate -f -s "$WORK/logrotate.state" "$WORK/logrotate.conf" 2>>"$WORK/logrotate.err" &&
+    rotations=$((rotations + 1))
+done
+wait "$apid"
+A=$R/var/log/qoslane/audit.jsonl
+all_lines() { cat "$A" "$A.1"; local z; for z in "$A".*.gz; do zcat "$z"; done; }
+check "logrotate: 5 forced rotations succeeded" eq "$rotations" 5
+check "logrotate: names audit.jsonl, .1, .N.gz (nodateext, delaycompress)" bash -c \
+  "[ -f '$A' ] && [ -f '$A.1' ] && [ -f '$A.2.gz' ] && [ -f '$A.5.gz' ] && ! ls '$A'-* >/dev/null 2>&1"
+check "logrotate: the new file has the audit log's mode and owner" eq "$(stat -c '%a %U:%G' "$A")" "640 root:root"
+check "logrotate: every run's line exactly once ($((N + 1)) runs)" eq \
+  "$(all_lines | sed -n 's/.*"job_id":\([0-9]*\),.*/\1/p' | sort -n | tr '\n' ' ')" "$(seq 0 "$N" | tr '\n' ' ')"
+check "logrotate: every line is whole JSON" bash -c \
+  "$(declare -f all_lines); A='$A'; all_lines | python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]'"
+
+# ------------------------------------------------------------ remove, purge
+# hookrun's textfile and state, as a hookrun run leaves them.
+mkdir -p /var/lib/hookrun; echo '{}' >/var/lib/hookrun/metrics.json; echo '# x' >"$PROM/hookrun.prom"
+check "before removal: qoslane's textfile and state are there" bash -c \
+  "[ -s '$PROM/qoslane.prom' ] && [ -d /var/lib/qoslane ] && [ -d /run/qoslane ]"
+check "dpkg --remove" bash -c "dpkg --remove qoslane >'$WORK/remove.log' 2>&1 || { cat '$WORK/remove.log' >&2; false; }"
+check "removed: the .prom textfiles are gone (node_exporter exports nothing stale)" bash -c \
+  "! [ -e '$PROM/qoslane.prom' ] && ! [ -e '$PROM/hookrun.prom' ]"
+check "removed: conffiles and state kept until purge" bash -c \
+  "[ -f /etc/default/qoslane ] && [ -d /var/lib/qoslane ] && [ -f /var/log/qoslane/audit.jsonl ]"
+check "dpkg --purge" bash -c "dpkg --purge qoslane >'$WORK/purge.log' 2>&1 || { cat '$WORK/purge.log' >&2; false; }"
+left=$(for p in /etc/default/qoslane /etc/logrotate.d/qoslane /var/lib/qoslane /var/lib/hookrun \
+         /run/qoslane /var/log/qoslane "$PROM/qoslane.prom" "$PROM/hookrun.prom" /usr/lib/qoslane \
+         /usr/share/qoslane /usr/share/doc/qoslane /usr/sbin/qoslane /usr/sbin/hookrun; do
+         if [ -e "$p" ]; then echo "$p"; fi; done)
+check "purged: nothing left" eq "$left" ""
+check "purged: dpkg knows no qoslane" bash -c "! dpkg-query -W qoslane >/dev/null 2>&1"
+check "purge again is no error (nothing to purge)" bash -c "dpkg --purge qoslane >/dev/null 2>&1"
+
+say "packages e2e: $E2E_PASSED passed, $E2E_FAILED failed, $(secs "$T_START")s"
+[ "$E2E_FAILED" = 0 ]
