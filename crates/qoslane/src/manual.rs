@@ -225,6 +225,14 @@ qoslane sync
 .RE
 .fi
 .PP
+Which level job 120 got, and why (the audit log, rotated files included):
+.PP
+.nf
+.RS
+qoslane log \\-\\-job 120
+.RE
+.fi
+.PP
 The node's state, and the health check as Slurm runs it:
 .PP
 .nf
