@@ -8,7 +8,9 @@ pub const FAILED: i32 = 1;
 /// The mapping file is invalid (`validate`, `sync`).
 pub const INVALID_MAPPING: i32 = 2;
 /// Bad command line or environment (an unknown `SLURM_SCRIPT_CONTEXT`).
-/// A hook without `SLURM_JOB_ID` is a failed run under its policy, not this.
+/// A Prolog/Epilog without `SLURM_JOB_ID` is not this: it is a failed run,
+/// audited, that exits 0 (a non-zero Prolog drains the node for a fault of
+/// the hook wiring, and no job could be requeued by it).
 pub const USAGE: i32 = 64;
 /// An input file is missing or unreadable (the mapping).
 pub const NO_INPUT: i32 = 66;
