@@ -61,21 +61,23 @@ struct Status {
     audit: AuditState,
 }
 
+/// The mapping, flat where scripts compare (the Omnia role syncs when
+/// `sha256` differs from `last_known_good_sha256`).
 #[derive(Serialize)]
 struct MappingState {
+    /// The installed file.
     path: String,
-    file: FileState,
-    in_force: Option<InForce>,
-    last_known_good: Option<Stamp>,
-    rejected: Option<config::Rejected>,
-}
-
-#[derive(Serialize)]
-struct FileState {
+    /// Its content's hash (also when invalid); `None` when unreadable.
     sha256: Option<String>,
     valid: bool,
+    /// Its first problem, when invalid.
     error: Option<String>,
     modified: Option<String>,
+    last_known_good_sha256: Option<String>,
+    /// When the last-known-good copy was written (a run promoted it).
+    last_known_good_since: Option<String>,
+    in_force: Option<InForce>,
+    rejected: Option<config::Rejected>,
 }
 
 #[derive(Serialize)]
@@ -88,12 +90,6 @@ struct InForce {
     since: Option<String>,
     /// Why the admin's file is not the one in force.
     problem: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Stamp {
-    sha256: String,
-    since: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -233,33 +229,25 @@ fn gather(paths: &Paths, deadline: &Deadline) -> Status {
     }
 
     // The mapping: the admin's file, what a run would use now, last-known-good.
-    let file = match config::read_valid(paths, &paths.config) {
-        Ok((_, sha, _)) => FileState {
-            sha256: Some(sha),
-            valid: true,
-            error: None,
-            modified: modified(paths, &paths.config),
-        },
-        Err(e) => FileState {
-            sha256: config::read_text(&paths.config)
+    let (sha256, error) = match config::read_valid(paths, &paths.config) {
+        Ok((_, sha, _)) => (Some(sha), None),
+        Err(e) => (
+            config::read_text(&paths.config)
                 .ok()
                 .map(|t| config::sha256_hex(t.as_bytes())),
-            valid: false,
-            error: Some(e.to_string()),
-            modified: modified(paths, &paths.config),
-        },
+            Some(e.to_string()),
+        ),
     };
-    let lkg = config::last_known_good_sha(paths).map(|sha256| Stamp {
-        sha256,
-        since: modified(paths, &paths.last_known_good()),
-    });
-    let rejected = config::rejected(paths).filter(|r| file.sha256.as_ref() == Some(&r.sha256));
+    let lkg = config::last_known_good_sha(paths);
+    let lkg_since = lkg
+        .as_ref()
+        .and_then(|_| modified(paths, &paths.last_known_good()));
+    let rejected = config::rejected(paths).filter(|r| sha256.as_ref() == Some(&r.sha256));
     let (mapping, in_force) = match config::load(paths) {
         Ok(l) => {
-            let since = lkg
-                .as_ref()
-                .filter(|k| k.sha256 == l.sha256)
-                .and_then(|k| k.since.clone());
+            let since = lkg_since
+                .clone()
+                .filter(|_| lkg.as_ref() == Some(&l.sha256));
             let f = InForce {
                 source: match l.source {
                     Source::Config => "file",
@@ -276,7 +264,7 @@ fn gather(paths: &Paths, deadline: &Deadline) -> Status {
             (None, None)
         }
     };
-    if let Some(e) = &file.error
+    if let Some(e) = &error
         && in_force.is_some()
     {
         attention.push(format!(
@@ -401,9 +389,13 @@ fn gather(paths: &Paths, deadline: &Deadline) -> Status {
         attention,
         mapping: MappingState {
             path: paths.config.display().to_string(),
-            file,
+            valid: error.is_none() && sha256.is_some(),
+            sha256,
+            error,
+            modified: modified(paths, &paths.config),
+            last_known_good_sha256: lkg,
+            last_known_good_since: lkg_since,
             in_force,
-            last_known_good: lkg,
             rejected,
         },
         fabric,
@@ -510,13 +502,12 @@ fn human(st: &Status) -> String {
         }
     }
 
-    let f = &m.file;
-    let file_state = match (&f.error, &f.sha256) {
+    let file_state = match (&m.error, &m.sha256) {
         (None, Some(sha)) => format!("valid, sha256 {}", short(sha)),
         (Some(e), _) => format!("INVALID: {e}"),
         (None, None) => "missing".to_owned(),
     };
-    let modified = f
+    let modified = m
         .modified
         .as_ref()
         .map_or_else(String::new, |t| format!(", modified {t}"));
@@ -537,12 +528,12 @@ fn human(st: &Status) -> String {
                 None => format!(
                     "{what}, sha256 {} (no run has used it yet{})",
                     short(&i.sha256),
-                    m.last_known_good
+                    m.last_known_good_sha256
                         .as_ref()
                         .map_or_else(String::new, |k| format!(
                             "; last known good {}{}",
-                            short(&k.sha256),
-                            k.since
+                            short(k),
+                            m.last_known_good_since
                                 .as_ref()
                                 .map_or_else(String::new, |t| format!(" since {t}"))
                         ))
