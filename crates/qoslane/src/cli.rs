@@ -84,13 +84,25 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Active jobs, settings (baseline and current), mapping, last audit entries
+    /// What is in force, which jobs hold which level and SL, settings, fabric, last problems
+    /// (read-only; exit 0 in order, 1 needs attention)
+    #[command(
+        long_about = "What the node looks like now, the way `systemctl status` reads: the \
+mapping in force (and since when), last-known-good, a rejected newer mapping and its first error; \
+the cached fabric probe judged for every level; which jobs hold which level and SL since when; \
+the settings (now, wanted, baseline); a pending journal; the last problems from the end of the \
+audit log.\n\nRead-only: no lock, nothing created or written.\n\nExit status: 0 in order; 1 \
+needs attention (the line starts with ×: a pending journal, a setting out of sync, no usable \
+mapping, the installed one invalid or rejected, a held level the cached probe says is not \
+carried); 74 and others as in the exit-code table when the state cannot be read at all."
+    )]
     Status {
+        /// The same facts as one JSON object (schema in docs/admin-guide.md §8, `"schema": 1`)
         #[arg(long)]
         json: bool,
     },
-    /// The audit log, filtered: which jobs got which level and SL, and why (reads the rotated
-    /// files too: audit.jsonl.1, audit.jsonl.N.gz)
+    /// Which jobs got which level and SL, and why: the audit log read back and filtered (the
+    /// rotated audit.jsonl.1 and audit.jsonl.N.gz too, oldest first)
     Log(LogArgs),
     /// Roll back an interrupted transaction
     Recover,
@@ -118,26 +130,28 @@ pub struct LogArgs {
     /// Only this job's entries
     #[arg(long, value_name = "ID")]
     pub job: Option<u64>,
-    /// From this time: RFC 3339 (2026-12-01T10:00:00Z, "2026-12-01 10:00:00" is UTC) or ago (2h, 3d)
+    /// From this time: RFC 3339 (2026-12-01T10:00:00Z, 2026-12-01T11:00:00+01:00; no zone is
+    /// UTC), a date (2026-12-01), or a duration ago (90m, 2h, 3d)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
     /// Up to this time (same forms as --since)
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
     /// Only these outcomes (repeatable)
-    #[arg(long, value_name = "OUTCOME",
-          value_parser = ["applied", "unchanged", "rolled_back", "failed", "reverted"])]
+    #[arg(long, value_name = "OUTCOME", value_parser = clap::builder::PossibleValuesParser::new(
+        crate::audit::Outcome::ALL.iter().map(|o| o.as_str())))]
     pub outcome: Vec<String>,
-    /// Only these events (repeatable): prolog, epilog, sync, health, recover, ...
-    #[arg(long, value_name = "EVENT")]
+    /// Only these events (repeatable)
+    #[arg(long, value_name = "EVENT", value_parser = clap::builder::PossibleValuesParser::new(
+        crate::report::Event::ALL.iter().map(|e| e.as_str())))]
     pub event: Vec<String>,
-    /// Only jobs of this QoS
+    /// Only jobs of this QoS (as the job asked for it)
     #[arg(long, value_name = "NAME")]
     pub qos: Option<String>,
-    /// The last N matching entries
+    /// The last N matching entries; 0 for all
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: usize,
-    /// The matching entries as JSON lines, as written
+    /// The matching entries as JSON lines, byte for byte as written
     #[arg(long)]
     pub json: bool,
 }

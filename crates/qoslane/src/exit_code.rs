@@ -3,14 +3,17 @@
 
 /// Success; for hooks also "failed but rolled back under `on_failure: continue`".
 pub const OK: i32 = 0;
-/// The run failed: a hook under `fail_job`, an unhealthy node, a failed sync.
+/// The run failed: a hook under `fail_job`, an unhealthy node, a failed sync;
+/// `status`: something needs attention.
 pub const FAILED: i32 = 1;
 /// The mapping file is invalid (`validate`, `sync`).
 pub const INVALID_MAPPING: i32 = 2;
 /// Bad command line or environment (an unknown `SLURM_SCRIPT_CONTEXT`).
-/// A hook without `SLURM_JOB_ID` is a failed run under its policy, not this.
+/// A Prolog/Epilog without `SLURM_JOB_ID` is not this: it is a failed run,
+/// audited, that exits 0 (a non-zero Prolog drains the node for a fault of
+/// the hook wiring, and no job could be requeued by it).
 pub const USAGE: i32 = 64;
-/// An input file is missing or unreadable (the mapping).
+/// An input file is missing or unreadable (the mapping; `log`: the audit log).
 pub const NO_INPUT: i32 = 66;
 /// A program qoslane needs (smpquery, scontrol) is missing or failed.
 pub const UNAVAILABLE: i32 = 69;

@@ -28,6 +28,16 @@ pub enum Event {
 }
 
 impl Event {
+    /// Every event, as `qoslane log --event` offers them.
+    pub const ALL: &[Event] = &[
+        Self::Prolog,
+        Self::Epilog,
+        Self::Sync,
+        Self::Recover,
+        Self::Health,
+        Self::MappingChanged,
+    ];
+
     /// Events that always have metric series, so rates and alerts see zeros.
     pub const COUNTED: &[Event] = &[
         Self::Prolog,

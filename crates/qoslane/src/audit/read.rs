@@ -1,14 +1,21 @@
-//! Reading the audit log back (`qoslane log`): the live `audit.jsonl` and
-//! the files logrotate leaves beside it (`audit.jsonl.1`, then
-//! `audit.jsonl.2.gz`, … with `delaycompress`), oldest first, filtered by
-//! job, time, outcome, event and QoS. A line that is not an audit entry is
-//! reported with its file and line number and skipped: never fatal.
+//! Reading the audit log back (`qoslane log`, `qoslane status`): the live
+//! `audit.jsonl` and the files logrotate leaves beside it (`audit.jsonl.1`,
+//! then `audit.jsonl.2.gz`, … with `delaycompress`), oldest first, filtered
+//! by job, time, outcome, event and QoS. Every file is opened as nodeio's
+//! trusted read opens a state file (no symlink, root's or ours, in
+//! directories nobody else can write): an audit trail anyone could have
+//! written is no trail. A line that is not an audit entry, or a file that
+//! cannot be trusted or read, is reported with its name (and line number)
+//! and skipped: never fatal.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use nodeio::trusted::{self, Symlink};
 use serde_json::Value;
+
+use crate::paths::Paths;
 
 /// Which entries to keep; `None`/empty matches everything.
 #[derive(Clone, Debug, Default)]
@@ -42,7 +49,7 @@ impl Filter {
             return false;
         }
         if self.since.is_some() || self.until.is_some() {
-            let Some(t) = s("time").and_then(|t| humantime::parse_rfc3339_weak(t).ok()) else {
+            let Some(t) = s("time").and_then(parse_rfc3339) else {
                 return false;
             };
             if self.since.is_some_and(|since| t < since) || self.until.is_some_and(|u| t > u) {
@@ -51,6 +58,14 @@ impl Filter {
         }
         true
     }
+}
+
+/// One audit line: parsed, and as written (`--json` passes it through
+/// byte for byte).
+#[derive(Clone, Debug)]
+pub struct Line {
+    pub entry: Value,
+    pub raw: String,
 }
 
 /// The audit log and its rotated files, oldest first.
@@ -73,9 +88,7 @@ pub fn files(log: &Path) -> Vec<PathBuf> {
     // audit.jsonl.9.gz (oldest) .. audit.jsonl.1, then the live file.
     rotated.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut out: Vec<PathBuf> = rotated.into_iter().map(|(_, p)| p).collect();
-    if log.exists() {
-        out.push(log.to_owned());
-    }
+    out.push(log.to_owned());
     out
 }
 
@@ -83,69 +96,198 @@ pub fn files(log: &Path) -> Vec<PathBuf> {
 /// and one line per problem.
 #[derive(Debug, Default)]
 pub struct Found {
-    pub entries: Vec<Value>,
+    pub entries: Vec<Line>,
     /// Entries that matched before `limit` cut the oldest.
     pub matched: usize,
+    /// Files read (that existed and could be trusted).
+    pub files: usize,
     pub problems: Vec<String>,
 }
 
-/// Reads every file of `log`, keeping what `filter` matches.
-pub fn read(log: &Path, filter: &Filter, limit: usize) -> Found {
-    let mut found = Found::default();
-    let mut keep = std::collections::VecDeque::new();
-    for file in files(log) {
-        let opened = std::fs::File::open(&file);
-        let reader: Box<dyn Read> = match opened {
-            Err(e) => {
-                found.problems.push(format!("{}: {e}", file.display()));
-                continue;
-            }
-            Ok(f) if file.extension().is_some_and(|x| x == "gz") => {
-                Box::new(flate2::read::MultiGzDecoder::new(f))
-            }
-            Ok(f) => Box::new(f),
-        };
-        for (i, line) in BufReader::new(reader).lines().enumerate() {
-            let line = match line {
-                Ok(l) => l,
-                Err(e) => {
-                    found
-                        .problems
-                        .push(format!("{}:{}: unreadable: {e}", file.display(), i + 1));
-                    break;
-                }
-            };
-            if line.trim().is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<Value>(&line) {
-                Ok(v) if v.is_object() && v["event"].is_string() => {
-                    if filter.matches(&v) {
-                        found.matched += 1;
-                        keep.push_back(v);
-                        if keep.len() > limit {
-                            keep.pop_front();
-                        }
-                    }
-                }
-                _ => found.problems.push(format!(
-                    "{}:{}: not an audit entry, skipped: {}",
-                    file.display(),
-                    i + 1,
-                    line.chars().take(60).collect::<String>()
-                )),
-            }
+/// Opens one file of the log as a trusted read; `None` (said in `problems`
+/// unless the file is simply absent) when it cannot be used.
+fn open(paths: &Paths, file: &Path, problems: &mut Vec<String>) -> Option<trusted::Opened> {
+    match trusted::open(&paths.root, file, Symlink::Refuse) {
+        Ok(o) => o,
+        Err(e) => {
+            problems.push(format!("{e}; skipped"));
+            None
         }
     }
+}
+
+/// Parses the lines of `reader` (of `file`) into `keep`. `numbered`: the
+/// reader starts at the file's first line, so problems carry `FILE:LINE`;
+/// else (a tail) `FILE (near the end)`.
+fn scan(
+    reader: impl Read,
+    file: &Path,
+    numbered: bool,
+    mut keep: impl FnMut(Line),
+    problems: &mut Vec<String>,
+) {
+    for (i, line) in BufReader::new(reader).lines().enumerate() {
+        let at = if numbered {
+            format!("{}:{}", file.display(), i + 1)
+        } else {
+            format!("{} (near the end)", file.display())
+        };
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                problems.push(format!("{at}: unreadable: {e}"));
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(&line) {
+            Ok(v) if v.is_object() && v["event"].is_string() => keep(Line {
+                entry: v,
+                raw: line,
+            }),
+            _ => problems.push(format!(
+                "{at}: not an audit entry, skipped: {}",
+                line.chars().take(60).collect::<String>()
+            )),
+        }
+    }
+}
+
+/// Reads every file of the log, keeping what `filter` matches: the last
+/// `limit` (0: all).
+pub fn read(paths: &Paths, filter: &Filter, limit: usize) -> Found {
+    let mut found = Found::default();
+    let mut keep = std::collections::VecDeque::new();
+    let mut matched = 0;
+    for file in files(&paths.audit_log) {
+        let Some(o) = open(paths, &file, &mut found.problems) else {
+            continue;
+        };
+        found.files += 1;
+        let reader: Box<dyn Read> = if file.extension().is_some_and(|x| x == "gz") {
+            Box::new(flate2::read::MultiGzDecoder::new(o.file))
+        } else {
+            Box::new(o.file)
+        };
+        let take = |l: Line| {
+            if filter.matches(&l.entry) {
+                matched += 1;
+                keep.push_back(l);
+                if limit > 0 && keep.len() > limit {
+                    keep.pop_front();
+                }
+            }
+        };
+        scan(reader, &file, true, take, &mut found.problems);
+    }
+    found.matched = matched;
     found.entries = keep.into();
     found
 }
 
-/// `--since`/`--until`: RFC 3339 (`2026-12-01T10:00:00Z`, or without the
-/// zone and with a space: UTC), or a duration ago (`90m`, `2h`, `3d`).
+/// The newest entries of the log, bounded: at most `max_bytes` read from
+/// the end of the live file (a first, partial line dropped), and from the
+/// end of `audit.jsonl.1` when the live file was just rotated and holds
+/// fewer than `want` entries. Oldest first.
+pub fn tail(paths: &Paths, max_bytes: u64, want: usize) -> Found {
+    let mut found = Found::default();
+    let log = &paths.audit_log;
+    let mut rotated = log.as_os_str().to_owned();
+    rotated.push(".1");
+    let mut chunks = Vec::new();
+    for file in [log.clone(), PathBuf::from(rotated)] {
+        if chunks.iter().map(Vec::len).sum::<usize>() >= want {
+            break;
+        }
+        let Some(mut o) = open(paths, &file, &mut found.problems) else {
+            continue;
+        };
+        found.files += 1;
+        let start = o.size.saturating_sub(max_bytes);
+        if start > 0 && o.file.seek(SeekFrom::Start(start - 1)).is_err() {
+            found
+                .problems
+                .push(format!("{}: cannot seek; skipped", file.display()));
+            continue;
+        }
+        let mut lines = Vec::new();
+        let mut reader = BufReader::new((&o.file).take(max_bytes.saturating_add(1)));
+        // Starting mid-file: the bytes up to the first newline belong to a
+        // line that began before the window.
+        if start > 0 {
+            let mut partial = Vec::new();
+            let _ = reader.read_until(b'\n', &mut partial);
+        }
+        let numbered = start == 0;
+        scan(
+            reader,
+            &file,
+            numbered,
+            |l| lines.push(l),
+            &mut found.problems,
+        );
+        chunks.push(lines);
+    }
+    for chunk in chunks.into_iter().rev() {
+        found.entries.extend(chunk);
+    }
+    let from = found.entries.len().saturating_sub(want);
+    found.entries.drain(..from);
+    found.matched = found.entries.len();
+    found
+}
+
+/// RFC 3339: `2026-12-01T10:00:00Z`, fractions allowed, `T` or a space,
+/// a `Z` or an offset (`+02:00`, `-0500`); without a zone, UTC.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let s = s.trim();
+    if let Ok(t) = humantime::parse_rfc3339_weak(s) {
+        return Some(t);
+    }
+    // An offset (humantime knows only `Z`): `±HH:MM` or `±HHMM` at the end,
+    // after the time of day.
+    if !s.is_ascii() {
+        return None;
+    }
+    let (head, tail) = s.split_at(s.len().checked_sub(6)?);
+    let (head, off) = if tail.starts_with(['+', '-']) && tail.as_bytes().get(3) == Some(&b':') {
+        (head, tail)
+    } else {
+        let (h, t) = s.split_at(s.len().checked_sub(5)?);
+        (h, t)
+    };
+    if !head.contains(['T', 't', ' ']) {
+        return None;
+    }
+    let sign = off.chars().next()?;
+    let digits: String = off[1..].chars().filter(|c| *c != ':').collect();
+    if digits.len() != 4
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || !matches!(sign, '+' | '-')
+    {
+        return None;
+    }
+    let hours: u64 = digits[..2].parse().ok()?;
+    let minutes: u64 = digits[2..].parse().ok()?;
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    let local = humantime::parse_rfc3339_weak(head.trim_end()).ok()?;
+    let shift = Duration::from_secs(hours * 3600 + minutes * 60);
+    // 10:00+02:00 is 08:00Z.
+    if sign == '+' {
+        local.checked_sub(shift)
+    } else {
+        local.checked_add(shift)
+    }
+}
+
+/// `--since`/`--until`: RFC 3339 ([`parse_rfc3339`]), a date alone (its
+/// midnight, UTC), or a duration ago (`90m`, `2h`, `3d`, `1w`).
 pub fn parse_time(s: &str, now: SystemTime) -> Option<SystemTime> {
-    humantime::parse_rfc3339_weak(s)
-        .ok()
+    parse_rfc3339(s)
         .or_else(|| humantime::parse_rfc3339_weak(&format!("{s} 00:00:00")).ok())
         .or_else(|| {
             humantime::parse_duration(s)
@@ -157,6 +299,7 @@ pub fn parse_time(s: &str, now: SystemTime) -> Option<SystemTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::Overrides;
     use std::io::Write;
 
     fn line(job: u64, event: &str, outcome: &str, time: &str) -> String {
@@ -165,10 +308,19 @@ mod tests {
         )
     }
 
+    fn paths(d: &Path) -> Paths {
+        Paths::new(Overrides {
+            root: Some(d.to_owned()),
+            audit_log: Some(d.join("audit.jsonl")),
+            ..Overrides::default()
+        })
+    }
+
     #[test]
     fn rotated_files_are_read_oldest_first_and_bad_lines_are_named() {
         let d = tempfile::tempdir().unwrap();
-        let log = d.path().join("audit.jsonl");
+        let p = paths(d.path());
+        let log = &p.audit_log;
         let gz = d.path().join("audit.jsonl.2.gz");
         let mut enc = flate2::write::GzEncoder::new(
             std::fs::File::create(&gz).unwrap(),
@@ -189,29 +341,24 @@ mod tests {
             ),
         )
         .unwrap();
-        std::fs::write(
-            &log,
-            format!(
-                "{}\n",
-                line(2, "epilog", "reverted", "2026-12-01T10:00:00Z")
-            ),
-        )
-        .unwrap();
+        let last = line(2, "epilog", "reverted", "2026-12-01T10:00:00Z");
+        std::fs::write(log, format!("{last}\n")).unwrap();
         std::fs::write(d.path().join("audit.jsonl.old"), "ignored").unwrap();
         assert_eq!(
-            files(&log)
+            files(log)
                 .iter()
                 .map(|p| p.file_name().unwrap().to_owned())
                 .collect::<Vec<_>>(),
             ["audit.jsonl.2.gz", "audit.jsonl.1", "audit.jsonl"]
         );
-        let all = read(&log, &Filter::default(), 100);
+        let all = read(&p, &Filter::default(), 100);
         let jobs: Vec<u64> = all
             .entries
             .iter()
-            .map(|e| e["job_id"].as_u64().unwrap())
+            .map(|e| e.entry["job_id"].as_u64().unwrap())
             .collect();
         assert_eq!(jobs, [1, 2, 2]);
+        assert_eq!(all.entries[2].raw, last, "passed through as written");
         assert_eq!(all.problems.len(), 1);
         assert!(
             all.problems[0].ends_with("audit.jsonl.1:2: not an audit entry, skipped: not json")
@@ -221,30 +368,113 @@ mod tests {
             job: Some(2),
             ..Filter::default()
         };
-        assert_eq!(read(&log, &job2, 100).entries.len(), 2);
+        assert_eq!(read(&p, &job2, 100).entries.len(), 2);
         let failed = Filter {
             outcomes: vec!["failed".into()],
             ..Filter::default()
         };
-        assert_eq!(read(&log, &failed, 100).entries[0]["job_id"], 2);
+        assert_eq!(read(&p, &failed, 100).entries[0].entry["job_id"], 2);
         let now = humantime::parse_rfc3339("2026-12-01T10:30:00Z").unwrap();
         let recent = Filter {
             since: parse_time("1h", now),
             ..Filter::default()
         };
-        assert_eq!(read(&log, &recent, 100).entries.len(), 1, "only 10:00");
+        assert_eq!(read(&p, &recent, 100).entries.len(), 1, "only 10:00");
         let window = Filter {
             since: parse_time("2026-12-01 08:30:00", now),
-            until: parse_time("2026-12-01T09:30:00Z", now),
+            until: parse_time("2026-12-01T11:30:00+02:00", now),
             ..Filter::default()
         };
-        assert_eq!(read(&log, &window, 100).entries[0]["outcome"], "failed");
-        let last = read(&log, &Filter::default(), 1);
+        assert_eq!(read(&p, &window, 100).entries[0].entry["outcome"], "failed");
+        assert_eq!(read(&p, &window, 100).entries.len(), 1, "09:30Z");
+        let last = read(&p, &Filter::default(), 1);
         assert_eq!((last.entries.len(), last.matched), (1, 3));
+        assert_eq!(read(&p, &Filter::default(), 0).entries.len(), 3, "0: all");
+    }
+
+    #[test]
+    fn a_log_anyone_could_write_is_named_and_skipped() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = paths(d.path());
+        std::fs::write(
+            &p.audit_log,
+            line(1, "prolog", "applied", "2026-12-01T08:00:00Z") + "\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&p.audit_log, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let f = read(&p, &Filter::default(), 0);
+        assert!(f.entries.is_empty());
+        assert_eq!(f.problems.len(), 1, "{:?}", f.problems);
+        assert!(f.problems[0].contains("audit.jsonl"), "{:?}", f.problems);
+        assert!(tail(&p, 1 << 16, 10).entries.is_empty());
+    }
+
+    #[test]
+    fn tail_reads_a_bounded_window_from_the_end_and_the_rotated_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = paths(d.path());
+        let lines: Vec<String> = (1..=100)
+            .map(|j| line(j, "prolog", "applied", "2026-12-01T08:00:00Z"))
+            .collect();
+        std::fs::write(&p.audit_log, lines.join("\n") + "\n").unwrap();
+        let one = u64::try_from(lines[99].len() + 1).unwrap();
+        // A window of 3.5 lines: the partial one is dropped, not reported.
+        let t = tail(&p, one * 7 / 2, 10);
+        let jobs: Vec<u64> = t
+            .entries
+            .iter()
+            .map(|e| e.entry["job_id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(jobs, [98, 99, 100]);
+        assert!(t.problems.is_empty(), "{:?}", t.problems);
+        assert_eq!(tail(&p, 1 << 20, 2).entries.len(), 2);
+
+        // Just rotated: the live file is empty, the newest are in `.1`.
+        std::fs::rename(&p.audit_log, d.path().join("audit.jsonl.1")).unwrap();
+        std::fs::write(
+            &p.audit_log,
+            line(101, "epilog", "reverted", "2026-12-01T09:00:00Z") + "\n",
+        )
+        .unwrap();
+        let t = tail(&p, 1 << 20, 3);
+        let jobs: Vec<u64> = t
+            .entries
+            .iter()
+            .map(|e| e.entry["job_id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(jobs, [99, 100, 101]);
+    }
+
+    #[test]
+    fn times_are_rfc3339_with_any_offset_a_date_or_a_duration_ago() {
+        let now = humantime::parse_rfc3339("2026-12-01T10:30:00Z").unwrap();
+        let z = parse_time("2026-12-01T08:00:00Z", now).unwrap();
+        for same in [
+            "2026-12-01T10:00:00+02:00",
+            "2026-12-01T10:00:00+0200",
+            "2026-12-01 03:00:00-05:00",
+            "2026-12-01T08:00:00.000Z",
+            "2026-12-01 08:00:00",
+            "2h30m",
+        ] {
+            assert_eq!(parse_time(same, now), Some(z), "{same}");
+        }
         assert_eq!(
             parse_time("2026-12-01", now),
             parse_time("2026-12-01T00:00:00Z", now)
         );
-        assert_eq!(parse_time("yesterday-ish", now), None);
+        assert_eq!(
+            parse_time("3d", now),
+            parse_time("2026-11-28T10:30:00Z", now)
+        );
+        for bad in [
+            "yesterday-ish",
+            "2026-12-01T10:00:00+25:00",
+            "10:00+02:00",
+            "",
+        ] {
+            assert_eq!(parse_time(bad, now), None, "{bad}");
+        }
     }
 }

@@ -1,5 +1,9 @@
 //! `qoslane log`: the audit log read back ([`crate::audit::read`]): which
-//! jobs got which level and SL, and why. Read-only.
+//! jobs got which level and SL, and why. Read-only: it opens the log's
+//! files as trusted reads and writes nothing.
+//!
+//! Exit 0 when the log was read (even if nothing matched, as `journalctl`);
+//! 64 for a bad filter; 66 when there is no audit log to read at all.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -19,7 +23,9 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<Verdict> {
             .map(|s| {
                 read::parse_time(s, now).ok_or_else(|| {
                     Error::Usage(format!(
-                        "{flag} `{s}`: want RFC 3339 (2026-12-01T10:00:00Z) or a duration ago (2h, 3d)"
+                        "{flag} `{s}`: want RFC 3339 (2026-12-01T10:00:00Z, \
+                         2026-12-01T11:00:00+01:00), a date (2026-12-01) or a duration ago \
+                         (90m, 2h, 3d)"
                     ))
                 })
             })
@@ -33,15 +39,23 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<Verdict> {
         events: args.event.clone(),
         qos: args.qos.clone(),
     };
-    let found = read::read(&ctx.paths.audit_log, &filter, args.limit);
+    let found = read::read(&ctx.paths, &filter, args.limit);
     for p in &found.problems {
         crate::log::warn(&format!("log: {p}"));
+    }
+    if found.files == 0 {
+        crate::log::error(&format!(
+            "log: no audit log to read at {} (no run has been audited on this node, or \
+             QOSLANE_AUDIT_LOG names another file)",
+            ctx.paths.audit_log.display()
+        ));
+        return Ok(Verdict::NoInput);
     }
     let mut out = std::io::stdout().lock();
     let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
     if args.json {
-        for e in &found.entries {
-            writeln!(out, "{e}").map_err(w)?;
+        for l in &found.entries {
+            writeln!(out, "{}", l.raw).map_err(w)?;
         }
     } else {
         out.write_all(human(&found).as_bytes()).map_err(w)?;
@@ -50,7 +64,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<Verdict> {
 }
 
 /// One row per entry; the last column says why (the error, else the first
-/// note or fabric problem).
+/// note, fabric problem or setting found gone).
 fn human(found: &read::Found) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -58,7 +72,8 @@ fn human(found: &read::Found) -> String {
         "{:<24} {:<15} {:>8} {:<26} {:<18} {:>2} {:>2} {:<11} WHY",
         "TIME", "EVENT", "JOB", "QOS (FROM)", "LEVEL", "SL", "VL", "OUTCOME"
     );
-    for e in &found.entries {
+    for l in &found.entries {
+        let e = &l.entry;
         let t = |k: &str| e[k].as_str().unwrap_or("-").to_owned();
         let n = |k: &str| {
             e[k].as_u64()
@@ -69,12 +84,7 @@ fn human(found: &read::Found) -> String {
             (Some(q), None) => q.to_owned(),
             _ => "-".to_owned(),
         };
-        let why = e["error"]
-            .as_str()
-            .map(ToOwned::to_owned)
-            .or_else(|| first_str(&e["notes"]))
-            .or_else(|| first_str(&e["fabric"]["problems"]))
-            .unwrap_or_default();
+        let why = why(e);
         let _ = writeln!(
             s,
             "{:<24} {:<15} {:>8} {:<26} {:<18} {:>2} {:>2} {:<11} {why}",
@@ -88,16 +98,44 @@ fn human(found: &read::Found) -> String {
             t("outcome")
         );
     }
+    if found.entries.is_empty() {
+        let _ = writeln!(s, "-- no matching entries --");
+    }
     if found.matched > found.entries.len() {
         let _ = writeln!(
             s,
-            "({} older matching entries not shown: --limit)",
+            "-- {} older matching entries not shown (--limit N, 0 for all) --",
             found.matched - found.entries.len()
         );
     }
     s
 }
 
-fn first_str(v: &Value) -> Option<String> {
-    v.as_array()?.first()?.as_str().map(ToOwned::to_owned)
+/// Why an entry ended as it did, in one line: the error; else the first
+/// note, fabric problem or vanished setting; else the changes made.
+fn why(e: &Value) -> String {
+    if let Some(err) = e["error"].as_str() {
+        return err.to_owned();
+    }
+    let first = |v: &Value| v.as_array()?.first()?.as_str().map(ToOwned::to_owned);
+    if let Some(w) = first(&e["notes"])
+        .or_else(|| first(&e["fabric"]["problems"]))
+        .or_else(|| first(&e["settings_gone"]).map(|p| format!("{p}: the setting's file is gone")))
+    {
+        return w;
+    }
+    let changes: Vec<String> = e["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            Some(format!(
+                "{} {} -> {}",
+                c["path"].as_str()?.rsplit('/').next()?,
+                c["before"].as_str()?,
+                c["after"].as_str()?
+            ))
+        })
+        .collect();
+    changes.join(", ")
 }

@@ -130,6 +130,23 @@ fn is_qos_name(s: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// One spelling: what `status` and `log` print is what the audit and
+    /// the job record hold.
+    #[test]
+    fn display_is_the_audit_spelling() {
+        for s in [
+            QosSource::Env,
+            QosSource::Squeue,
+            QosSource::Scontrol,
+            QosSource::Default,
+        ] {
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                serde_json::Value::String(s.to_string())
+            );
+        }
+    }
+
     #[test]
     fn squeue_prints_the_qos_alone() {
         assert_eq!(parse_squeue_qos("high\n").unwrap(), "high");

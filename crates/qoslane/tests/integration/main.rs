@@ -3,6 +3,7 @@
 //! fixture builder is in `util`. Fixture files stay beside this directory:
 //! `tests/fixtures/`, `tests/golden/`, `tests/mappings/`, `tests/snapshots/`.
 
+mod admin;
 mod cli;
 mod fabric;
 mod hooks;
