@@ -10,6 +10,13 @@
 # with nothing to do reports changed=0; an invalid input stops at validation
 # with file:line:column and key, leaving /etc/qoslane and /etc/slurm
 # byte-identical; the removal path restores slurm.conf exactly.
+# The fabric gate, on the multi-switch simulated fabric
+# (rigs/fabric_path_rig.sh, queried as its node2): an aligned fabric passes;
+# a spine that drops a level stops the rollout before any node changes
+# (fail), or only warns (warn); with slurm_qos_network_opensm_apply the role
+# writes `qoslane fabric sm-config`'s options into the rig's opensm.conf,
+# HUPs its OpenSM and the audit passes; an unreadable fabric stops it with
+# its own message; the periodic audit's cron job writes its textfile.
 #
 # This machine has no InfiniBand HCA: the test mapping is the shipped Omnia
 # input with `fabric_check: off` (the SL/VL check itself is proven in
@@ -38,13 +45,15 @@ fi
 
 # ------------------------------------------------------------ machine state, put back on exit
 STATE_PATHS=(etc/slurm etc/qoslane var/lib/qoslane run/qoslane var/log/qoslane var/lib/hookrun
-             var/cache/qoslane var/lib/prometheus/node-exporter/qoslane.prom
+             var/cache/qoslane var/lib/qoslane-fabric-audit etc/cron.d/qoslane-fabric-audit var/lib/prometheus/node-exporter/qoslane.prom
              var/lib/prometheus/node-exporter/hookrun.prom)
 pre=()
 for p in "${STATE_PATHS[@]}"; do [ -e "/$p" ] && pre+=("$p"); done
 tar -C / -cpf "$WORK/pre-state.tar" --files-from /dev/null "${pre[@]}"
 PKG_BEFORE=$(dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -c "ok installed" || true)
 QOS_BEFORE=""   # name|priority of each QoS once the rig is up
+FABRIC_RIG=$E2E_REPO/rigs/fabric_path_rig.sh
+FABRIC_ENV=""   # the multi-switch fabric rig's env file, once started
 
 cleanup() {
   local rc=$?
@@ -59,6 +68,7 @@ cleanup() {
     done
   fi
   stop_slurm
+  [ -z "$FABRIC_ENV" ] || bash "$FABRIC_RIG" stop "$FABRIC_ENV" >/dev/null 2>&1
   if [ "$PKG_BEFORE" = 0 ] && dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -q "ok installed"; then
     dpkg --purge qoslane >/dev/null 2>&1
   fi
@@ -211,6 +221,42 @@ if ! { grep -q '^fabric_check: off$' "$MAP" && grep -q '^prolog_epilog_timeout: 
   say "could not prepare the test input from deploy/omnia/input"; exit 1
 fi
 
+# ------------------------------------------------------------ the fabric
+# The audit host (localhost) reaches the simulated fabric as node2: qoslane
+# runs smpquery/ibnetdiscover through symlinks to rigs/smpquery-sim, each
+# with its `.env` beside it (slurm_qos_network_audit_env names them).
+t=$(date +%s.%N)
+FABRIC_ENV=$(bash "$FABRIC_RIG" start 2>"$WORK/fabric-rig.log") || { cat "$WORK/fabric-rig.log" >&2; exit 1; }
+fabric() { # fabric VAR : a variable of the fabric rig's env file (re-read: restart-sm changes it)
+  sed -n "s/^export $1=//p" "$FABRIC_ENV"
+}
+mkdir -p "$WORK/sim" "$WORK/textfile"
+for tool in smpquery ibnetdiscover; do
+  ln -s "$E2E_REPO/rigs/smpquery-sim" "$WORK/sim/$tool"
+  { echo "export SIM_HOST=node2"; cat "$FABRIC_ENV"; } > "$WORK/sim/$tool.env"
+done
+say "fabric rig up in $(secs "$t")s ($(fabric RIG_WORK))"
+AUDIT_ENV=(env "QOSLANE_SMPQUERY=$WORK/sim/smpquery" "QOSLANE_IBNETDISCOVER=$WORK/sim/ibnetdiscover")
+audit_rc() { # audit_rc MAPPING : exit code of qoslane fabric audit (as the gate runs it)
+  local rc=0; "${AUDIT_ENV[@]}" "$QL" fabric audit --mapping "$1" >"$WORK/audit.out" 2>&1 || rc=$?; echo "$rc"
+}
+sed -i 's/^slurm_qos_network_audit_timer: false$/slurm_qos_network_audit_timer: true/' "$CFG"
+cat >> "$CFG" <<EOF
+
+# The test's: the audit reaches the simulated fabric; its textfile in \$WORK.
+slurm_qos_network_audit_env:
+  QOSLANE_SMPQUERY: $WORK/sim/smpquery
+  QOSLANE_IBNETDISCOVER: $WORK/sim/ibnetdiscover
+slurm_qos_network_audit_textfile_dir: $WORK/textfile
+EOF
+grep -q '^slurm_qos_network_audit_timer: true$' "$CFG" || { say "could not turn the periodic audit on in $CFG"; exit 1; }
+CRON=/etc/cron.d/qoslane-fabric-audit
+PROM=$WORK/textfile/qoslane-fabric-audit.prom
+cron_run() { # the cron job's command, as cron's /bin/sh would run it
+  local line; line=$(grep -E '^[*0-9]' "$CRON") || return 1
+  sh -c "${line#* root }"
+}
+
 RUN=0
 play() { # play NAME PLAYBOOK [args...] : run it, log in $WORK/NAME.log; return its exit code
   local name=$1 pb=$2; shift 2; RUN=$((RUN + 1))
@@ -320,7 +366,15 @@ check "run 1: slurmctld runs the health check every 120 s on ANY,CYCLE nodes" eq
   "$(slurmd_config HealthCheckInterval)/$(slurmd_config HealthCheckNodeState)" "120 sec/CYCLE,ANY"
 check "run 1: hookrun health passes (fabric_check off, no HCA)" bash -c \
   "/usr/sbin/hookrun health 2>&1 | grep -q '10-qoslane: ok'"
+check "run 1: the fabric gate audited the new mapping on the aligned fabric and passed" bash -c \
+  "grep -A2 'TASK .*Audit the fabric against the new mapping' '$WORK/install.log' | grep -q '^ok: \[localhost\]' &&
+   ! grep -qE '(Warning|Failed)\\. The fabric' '$WORK/install.log'"
+check "run 1: the periodic audit is a cron job (no systemd here)" grep -qF "fabric audit --timeout 60 --mapping /var/lib/qoslane-fabric-audit/qos-network.yml --textfile $PROM" "$CRON"
+check "run 1: the cron job's command writes the textfile: every level carried" bash -c \
+  "$(declare -f cron_run); CRON='$CRON'; cron_run; [ \$? = 0 ] && grep -qx 'qoslane_fabric_audit_success 1' '$PROM' &&
+   grep -qx 'qoslane_fabric_audit_level_carried{level=\"mission-critical\"} 1' '$PROM'"
 
+cp /etc/qoslane/qos-network.yml "$WORK/mapping.run1"
 say "case: a --qos=high job gets the high level's SL"
 j=$(run_job high)
 check "high job: UCX_IB_SL=2" eq "$(env_of "$j" UCX_IB_SL)" 2
@@ -348,8 +402,29 @@ s = s.replace("  - name: high\n    qos: [high]\n    service_level: 2\n    virtua
 open(p, "w").write(s)
 PY
 if ! { grep -q 'name: ultra-high' "$MAP" && grep -q 'service_level: 4' "$MAP"; }; then say "mapping edit failed"; exit 1; fi
+say "case: a spine drops mission-critical's SL behind the SM: the gate (fail) stops the rollout"
+bash "$FABRIC_RIG" misalign "$FABRIC_ENV" spine1 2 3 15 2>>"$WORK/fabric-rig.log" >/dev/null
+SPINE1_LID=$(bash "$FABRIC_RIG" lid "$FABRIC_ENV" spine1)
+snapshot() { find /etc/qoslane /etc/slurm -type f -print0 | sort -z | xargs -0 sha256sum; find /etc/slurm -type l -printf '%p -> %l\n' | sort; }
+snapshot > "$WORK/gate-before.sha"
+audits_before=$(audit_count mapping_changed)
+if play gate-fail slurm_qos_network.yml; then fail "gate (fail): the playbook failed"; else pass "gate (fail): the playbook failed"; fi
+check "gate (fail): the message names level, switch spine1, its LID ($SPINE1_LID) and the ports" grep -qF \
+  "level mission-critical: SL 3 -> VL 15 (dropped: VL 15 is the management lane) at switch spine1 (lid $SPINE1_LID) every in port -> 2" "$WORK/gate-fail.log"
+check "gate (fail): says which level, and that no node was changed" bash -c \
+  "grep -qF 'Failed. The fabric does not carry 1 level(s) of $MAP (mission-critical)' '$WORK/gate-fail.log' && grep -qF 'No node was changed.' '$WORK/gate-fail.log'"
+check "gate (fail): stopped before any node task" bash -c "! grep -qE 'TASK .*(Install the QoS network mapping|Apply the mapping on the node|Install the qoslane package)' '$WORK/gate-fail.log'"
+check "gate (fail): the node's mapping is still run 1's" cmp -s "$WORK/mapping.run1" /etc/qoslane/qos-network.yml
+snapshot > "$WORK/gate-after.sha"
+check "gate (fail): /etc/qoslane and /etc/slurm byte-identical, nothing audited" bash -c \
+  "cmp -s '$WORK/gate-before.sha' '$WORK/gate-after.sha' && [ '$(audit_count mapping_changed)' = '$audits_before' ]"
+
+say "case: the same fabric with slurm_qos_network_fabric_audit: warn: the rollout goes on, warned"
 changes_before=$(audit_count mapping_changed)
-play change slurm_qos_network.yml || { tail -40 "$WORK/change.log" >&2; exit 1; }
+play change slurm_qos_network.yml -e slurm_qos_network_fabric_audit=warn || { tail -40 "$WORK/change.log" >&2; exit 1; }
+check "run 2 (warn): the warning names level, spine1, its LID and the ports" bash -c \
+  "grep -qF 'Warning. The fabric does not carry 1 level(s)' '$WORK/change.log' &&
+   grep -qF 'at switch spine1 (lid $SPINE1_LID) every in port -> 2' '$WORK/change.log'"
 check "run 2: reported changed" test "$(recap change changed)" -gt 0 -a "$(recap change failed)" = 0
 check "run 2: the new mapping is on the node" cmp -s "$MAP" /etc/qoslane/qos-network.yml
 check "run 2: sync audited mapping_changed" eq "$(audit_count mapping_changed)" "$((changes_before + 1))"
@@ -367,6 +442,8 @@ j=$(run_job ultra-high)
 check "ultra-high job: UCX_IB_SL=5, QOSLANE_LEVEL=ultra-high" eq "$(env_of "$j" UCX_IB_SL)/$(env_of "$j" QOSLANE_LEVEL)" 5/ultra-high
 
 # ------------------------------------------------------------ run 3: nothing to do
+bash "$FABRIC_RIG" restart-sm "$FABRIC_ENV" 2>>"$WORK/fabric-rig.log"   # a fresh SM rewrites every table
+check "fabric realigned: the audit passes" eq "$(audit_rc "$MAP")" 0
 say "case: a run with nothing changed changes nothing"
 conf_sha=$(sha256sum < "$CONF")
 play noop slurm_qos_network.yml || { tail -40 "$WORK/noop.log" >&2; exit 1; }
@@ -377,9 +454,24 @@ check "run 3: slurm.conf unchanged" eq "$(sha256sum < "$CONF")" "$conf_sha"
 check "run 3: the site's mission-critical priority still 20000" eq "$(qos_prio mission-critical)" 20000
 
 say "case: slurm_qos_priority_overwrite: true lets the playbook set every priority"
+say "  and, on an OpenSM whose switch tables drop ultra-high (SL 5 -> VL 15), slurm_qos_network_opensm_apply fixes the SM"
+bash "$FABRIC_RIG" reconf "$FABRIC_ENV" qos_swe_sl2vl 0,1,2,3,4,15,6,7,0,1,2,3,4,5,6,7 2>>"$WORK/fabric-rig.log"
+check "opensm: the wrong table is caught by the audit" eq "$(audit_rc "$MAP")" 1
+OSM_CONF=$(fabric RIG_WORK)/opensm.conf
+fabric RIG_OSM_PID > "$WORK/opensm.pid"
+osm_ups() { grep -c "SUBNET UP" "$(fabric RIG_WORK)/opensm.log" || true; }
+ups_before=$(osm_ups)
 cp "$CFG" "$WORK/config.good"
 sed -i 's/^slurm_qos_priority_overwrite: .*/slurm_qos_priority_overwrite: true/' "$CFG"
-play overwrite slurm_qos_network.yml || { tail -40 "$WORK/overwrite.log" >&2; exit 1; }
+play overwrite slurm_qos_network.yml -e slurm_qos_network_opensm_apply=true -e "slurm_qos_network_opensm_conf=$OSM_CONF" \
+  -e "slurm_qos_network_opensm_pid_file=$WORK/opensm.pid" || { tail -40 "$WORK/overwrite.log" >&2; exit 1; }
+"$QL" fabric sm-config --mapping "$MAP" --format json |
+  python3 -c 'import json, sys; [print(k, v) for k, v in json.load(sys.stdin)["options"].items()]' > "$WORK/sm-options"
+check "opensm: every option of sm-config is a line of opensm.conf, once" bash -c \
+  "[ -s '$WORK/sm-options' ] && while read -r k v; do [ \"\$(grep -c \"^\$k \" '$OSM_CONF')\" = 1 ] && grep -qx \"\$k \$v\" '$OSM_CONF' || exit 1; done < '$WORK/sm-options'"
+check "opensm: HUPed, it re-swept" test "$(osm_ups)" -gt "$ups_before"
+check "opensm: the gate passed (no warning, no failure)" bash -c "! grep -qE '(Warning|Failed)\\. The fabric' '$WORK/overwrite.log'"
+check "opensm: the audit passes for every level" eq "$(audit_rc "$MAP")" 0
 check "overwrite: mission-critical set to the input's 10000" eq "$(qos_prio mission-critical)" 10000
 check "overwrite: ultra-high recomputed above it: 10100" eq "$(qos_prio ultra-high)" 10100
 check "overwrite: QoS priorities follow the mapping's order" priorities_ordered
@@ -388,7 +480,6 @@ cp "$WORK/config.good" "$CFG"
 
 # ------------------------------------------------------------ invalid input
 say "case: an invalid mapping stops at validation; nothing on the node changes"
-snapshot() { find /etc/qoslane /etc/slurm -type f -print0 | sort -z | xargs -0 sha256sum; find /etc/slurm -type l -printf '%p -> %l\n' | sort; }
 snapshot > "$WORK/before.sha"
 cp "$MAP" "$WORK/mapping.good"
 sl_line=$(grep -n '^    service_level: 4$' "$MAP" | head -1 | cut -d: -f1)
@@ -441,6 +532,8 @@ check "removal: qoslane's hooks, the adopted link and hookrun.conf gone" bash -c
   "! ls /etc/slurm/prolog.d /etc/slurm/task-prolog.d /etc/slurm/health.d /etc/slurm/hookrun.conf 2>/dev/null | grep -q . && [ ! -e /etc/slurm/epilog.d/50-qoslane ]"
 check "removal: epilog.d/logout_user.sh and the site Prolog stay" test -x /etc/slurm/epilog.d/logout_user.sh -a -x "$RIG_PROLOG_HOOK"
 check "removal: the audit log stays" test -s /var/log/qoslane/audit.jsonl
+check "removal: the periodic audit, its textfile and the staged mappings gone" \
+  test ! -e "$CRON" -a ! -e "$PROM" -a ! -e /var/lib/qoslane-fabric-audit
 if [ "$PKG_BEFORE" = 0 ]; then
   check "removal: package uninstalled" bash -c "! dpkg-query -W -f='\${Status}' qoslane 2>/dev/null | grep -q 'ok installed'"
 fi
@@ -466,6 +559,18 @@ check "removal (binaries): binaries gone" test ! -e /usr/sbin/qoslane -a ! -e /u
 fi
 play remove-again slurm_qos_network_remove.yml "${uninstall[@]}" || { tail -40 "$WORK/remove-again.log" >&2; exit 1; }
 check "removal again: changed=0" eq "$(recap remove-again changed)" 0
+
+say "case: a fabric the audit cannot read stops the rollout (fail), with its own message"
+bash "$FABRIC_RIG" stop "$FABRIC_ENV" 2>>"$WORK/fabric-rig.log"; FABRIC_ENV=""
+snapshot > "$WORK/unreadable-before.sha"
+if play unreadable slurm_qos_network.yml -e slurm_qos_network_audit_timeout=5; then
+  fail "unreadable fabric: the playbook failed"; else pass "unreadable fabric: the playbook failed"; fi
+check "unreadable fabric: says exit 69 and why" bash -c \
+  "grep -qF 'could not read the fabric (\`qoslane fabric audit\` exited 69)' '$WORK/unreadable.log' &&
+   grep -qF 'the fabric could not be read' '$WORK/unreadable.log'"
+snapshot > "$WORK/unreadable-after.sha"
+check "unreadable fabric: no node task ran, /etc/qoslane and /etc/slurm byte-identical" bash -c \
+  "! grep -qE 'TASK .*Install the qoslane' '$WORK/unreadable.log' && cmp -s '$WORK/unreadable-before.sha' '$WORK/unreadable-after.sha'"
 
 say "omnia e2e: $E2E_PASSED passed, $E2E_FAILED failed, $RUN playbook runs, $(secs "$T_START")s"
 [ "$E2E_FAILED" = 0 ]
