@@ -181,7 +181,10 @@ fn status_json_is_schema_1_with_the_same_facts() {
     );
     // The Omnia role's contract (tasks/node.yml): it syncs when the file's
     // hash is not last-known-good's.
-    assert_eq!(st["mapping"]["sha256"], st["mapping"]["last_known_good_sha256"]);
+    assert_eq!(
+        st["mapping"]["sha256"],
+        st["mapping"]["last_known_good_sha256"]
+    );
     assert!(st["mapping"]["sha256"].is_string());
     let a = n.last_audit("prolog");
     let job = &st["jobs"][0];
@@ -271,7 +274,10 @@ fn status_says_what_needs_attention_and_exits_1() {
     let st: serde_json::Value =
         serde_json::from_slice(&n.run(&["status", "--json"], &[]).stdout).unwrap();
     assert_eq!(st["state"], "attention");
-    assert_ne!(st["mapping"]["sha256"], st["mapping"]["last_known_good_sha256"]);
+    assert_ne!(
+        st["mapping"]["sha256"],
+        st["mapping"]["last_known_good_sha256"]
+    );
     assert_eq!(st["mapping"]["in_force"]["source"], "last_known_good");
     assert!(
         st["mapping"]["rejected"]["why"]
