@@ -91,13 +91,14 @@ pub enum Command {
 mapping in force (and since when), last-known-good, a rejected newer mapping and its first error; \
 the cached fabric probe judged for every level; which jobs hold which level and SL since when; \
 the settings (now, wanted, baseline); a pending journal; the last problems from the end of the \
-audit log.\n\nRead-only: no lock, nothing created or written.\n\nExit status: 0 in order; 1 \
-needs attention (the line starts with ×: a pending journal, a setting out of sync, no usable \
-mapping, the installed one invalid or rejected, a held level the cached probe says is not \
-carried); 74 and others as in the exit-code table when the state cannot be read at all."
+audit log.\n\nRead-only: no lock, no SMP query (the cached probe), nothing created or written.\n\n\
+Exit status: 0 in order; 1 needs attention (the first line starts with ×, then one Attention line \
+per reason: no usable mapping, the installed one invalid or rejected, a setting out of sync, a \
+pending journal, a held level the cached probe says is not carried, a failed last health check, \
+a state file that cannot be used); 74 only when the output cannot be written."
     )]
     Status {
-        /// The same facts as one JSON object (schema in docs/admin-guide.md §8, `"schema": 1`)
+        /// The same facts as one JSON object, `"schema": 1` (every key: the admin guide, §8)
         #[arg(long)]
         json: bool,
     },
