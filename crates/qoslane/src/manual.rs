@@ -168,13 +168,13 @@ fn exit_status() -> String {
         ),
         (
             exit_code::FAILED,
-            "The run failed: a hook under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry.",
+            "The run failed: a hook under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry; for \\fBstatus\\fR, something needs attention.",
         ),
         (exit_code::INVALID_MAPPING, "The mapping file is invalid."),
         (exit_code::USAGE, "Bad command line or environment."),
         (
             exit_code::NO_INPUT,
-            "An input file (the mapping) is missing or unreadable.",
+            "An input file (the mapping; for \\fBlog\\fR, the audit log) is missing or unreadable.",
         ),
         (
             exit_code::UNAVAILABLE,
