@@ -134,7 +134,7 @@ appender() {
       /usr/sbin/qoslane --root "$R" prolog >/dev/null 2>&1 || true
   done
 }
-env -i SLURM_JOB_ID=0 QOSLANE_NO_JOURNAL=1 /usr/sbin/qoslane --root "$R" prolog >/dev/null 2>&1 || true
+env -i SLURM_JOB_ID=$((N + 1)) SLURM_JOB_QOS=normal QOSLANE_NO_JOURNAL=1 /usr/sbin/qoslane --root "$R" prolog >/dev/null 2>&1 || true
 appender & apid=$!
 rotations=0
 for _ in 1 2 3 4 5; do
@@ -150,7 +150,7 @@ check "logrotate: names audit.jsonl, .1, .N.gz (nodateext, delaycompress)" bash 
   "[ -f '$A' ] && [ -f '$A.1' ] && [ -f '$A.2.gz' ] && [ -f '$A.5.gz' ] && ! ls '$A'-* >/dev/null 2>&1"
 check "logrotate: the new file has the audit log's mode and owner" eq "$(stat -c '%a %U:%G' "$A")" "640 root:root"
 check "logrotate: every run's line exactly once ($((N + 1)) runs)" eq \
-  "$(all_lines | sed -n 's/.*"job_id":\([0-9]*\),.*/\1/p' | sort -n | tr '\n' ' ')" "$(seq 0 "$N" | tr '\n' ' ')"
+  "$(all_lines | sed -n 's/.*"job_id":\([0-9]*\),.*/\1/p' | sort -n | tr '\n' ' ')" "$(seq 1 $((N + 1)) | tr '\n' ' ')"
 check "logrotate: every line is whole JSON" bash -c \
   "$(declare -f all_lines); A='$A'; all_lines | python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]'"
 
