@@ -11,8 +11,10 @@
 # shellcheck source=../../scripts/lib/node.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/node.sh"
 E2E_REPO=$NODE_REPO
-QL=$E2E_REPO/target/release/qoslane
-HR=$E2E_REPO/target/release/hookrun
+# Where cargo puts the release build (CARGO_TARGET_DIR, as packaging/build.sh).
+E2E_RELEASE=${CARGO_TARGET_DIR:-$E2E_REPO/target}/release
+QL=$E2E_RELEASE/qoslane
+HR=$E2E_RELEASE/hookrun
 
 say() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 fail() { say "FAIL: $*"; E2E_FAILED=$((E2E_FAILED + 1)); }

@@ -212,7 +212,7 @@ cp "$OMNIA/input/slurm_qos_network.yml" "$OMNIA/input/slurm_qos_network_config.y
 MAP=$WORK/input/slurm_qos_network.yml CFG=$WORK/input/slurm_qos_network_config.yml
 sed -i 's/^fabric_check: enforce$/fabric_check: off/' "$MAP"   # no HCA here
 sed -i -e "s|^qoslane_package_dir: \"\"|qoslane_package_dir: \"$WORK/packages\"|" \
-       -e "s|^qoslane_binary_dir: \"\"|qoslane_binary_dir: \"$E2E_REPO/target/release\"|" \
+       -e "s|^qoslane_binary_dir: \"\"|qoslane_binary_dir: \"$E2E_RELEASE\"|" \
        -e 's/^prolog_epilog_timeout: 30$/prolog_epilog_timeout: 40/' \
        -e 's/^  normal: 100$/  normal: 150/' \
        -e 's/^slurm_qos_priority_overwrite: false$/slurm_qos_priority_overwrite: [normal]/' "$CFG"
