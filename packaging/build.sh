@@ -6,6 +6,9 @@
 #   packaging/build.sh                  both packages into target/packages/
 #   packaging/build.sh --deb            only the .deb   (--rpm: only the .rpm)
 #   packaging/build.sh --out DIR        somewhere else
+#   packaging/build.sh --revision N     a local rebuild as revision N of the same
+#                                       version (an in-place upgrade; the Debian
+#                                       changelog gets an entry for it)
 #   packaging/build.sh --cargo-tools    with cargo-deb / cargo-generate-rpm
 #                                       (from [package.metadata.*] of
 #                                       crates/qoslane/Cargo.toml) instead
@@ -40,13 +43,14 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$REPO/target/packages
-WANT_DEB=1 WANT_RPM=1 CARGO_TOOLS=0
+WANT_DEB=1 WANT_RPM=1 CARGO_TOOLS=0 REBUILD=""
 while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$(realpath -m "$2"); shift 2 ;;
     --deb) WANT_RPM=0; shift ;;
     --rpm) WANT_DEB=0; shift ;;
     --cargo-tools) CARGO_TOOLS=1; shift ;;
+    --revision) REBUILD=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument $1 (see --help)" >&2; exit 64 ;;
   esac
@@ -62,6 +66,10 @@ cargo build --release -q -p qoslane -p hookrun
 REL=${CARGO_TARGET_DIR:-$REPO/target}/release
 VERSION=$(cargo pkgid -p qoslane | sed 's/.*[#@]//')
 REVISION=1
+if [ -n "$REBUILD" ]; then
+  case $REBUILD in *[!0-9]*) die "--revision wants a number, got '$REBUILD'" ;; esac
+  REVISION=$REBUILD
+fi
 SUMMARY="Slurm QoS to InfiniBand Service Level, with the hookrun hook framework"
 DESCRIPTION="qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML
 mapping, checks on the node's HCA ports that the SL lands on the intended
@@ -89,9 +97,16 @@ for page in qoslane.8 hookrun.8 qoslane-mapping.5; do
 done
 # The Debian changelog's newest entry is the version being built.
 top=$(sed -n '1s/^qoslane (\([^)]*\)).*/\1/p' "$REPO/packaging/debian/changelog")
-[ "$top" = "${VERSION}-${REVISION}" ] ||
-  die "packaging/debian/changelog starts at $top, not ${VERSION}-${REVISION}: add an entry"
-gzip -9n -c "$REPO/packaging/debian/changelog" > "$GEN/changelog.Debian.gz"
+if [ -n "$REBUILD" ] && [ "$top" != "${VERSION}-${REVISION}" ]; then
+  # A local rebuild: its own entry on top of the committed changelog.
+  { printf 'qoslane (%s) unstable; urgency=medium\n\n  * Local rebuild as revision %s.\n\n -- %s  %s\n\n' \
+      "${VERSION}-${REVISION}" "$REVISION" "$MAINTAINER" "$(date -u -R)"
+    cat "$REPO/packaging/debian/changelog"; } | gzip -9n > "$GEN/changelog.Debian.gz"
+else
+  [ "$top" = "${VERSION}-${REVISION}" ] ||
+    die "packaging/debian/changelog starts at $top, not ${VERSION}-${REVISION}: add an entry"
+  gzip -9n -c "$REPO/packaging/debian/changelog" > "$GEN/changelog.Debian.gz"
+fi
 
 # ------------------------------------------------------------ staged tree
 # stage DIR ZSH_DIR: the installed tree under DIR
