@@ -45,7 +45,7 @@ promtool check metrics < crates/qoslane/tests/golden/metrics.prom
 step "packages: the .deb's contents, lintian, man pages, logrotate, install and purge (no Slurm)"
 bash tests/e2e/packages.sh
 
-for t in tests/e2e/slurm.sh tests/e2e/omnia.sh; do
+for t in tests/e2e/slurm.sh tests/e2e/omnia.sh tests/e2e/admin_story.sh; do
   [ -e "$t" ] || continue
   if [ "${QOSLANE_SKIP_SLURM:-0}" = 1 ]; then step "skipped (QOSLANE_SKIP_SLURM=1): $t"; continue; fi
   step "end to end: $t"
