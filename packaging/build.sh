@@ -22,7 +22,7 @@
 #
 # Layout (both packages):
 #   /usr/sbin/qoslane, /usr/sbin/hookrun
-#   /usr/share/man/man8/{qoslane,hookrun}*.8.gz, man5/qoslane-mapping.5.gz
+#   /usr/share/man/man8/{qoslane,hookrun}*.8.gz, man5/{qoslane-mapping,hookrun.conf}.5.gz
 #   /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia,...}.md
 #   /usr/share/qoslane/prometheus/qoslane-alerts.yml, grafana/grafana-qoslane.json
 #   /usr/share/bash-completion/completions/{qoslane,hookrun}
@@ -61,6 +61,9 @@ die() { log "ERROR: $*"; exit 1; }
 t0=$(date +%s.%N)
 
 cd "$REPO"
+# Reproducible: the man pages' date is the last commit's.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || date +%s)}
+export SOURCE_DATE_EPOCH
 log "cargo build --release -p qoslane -p hookrun"
 cargo build --release -q -p qoslane -p hookrun
 REL=${CARGO_TARGET_DIR:-$REPO/target}/release
@@ -92,7 +95,7 @@ for bin in qoslane hookrun; do
   for sh in bash zsh fish; do "$REL/$bin" generate completions "$sh" "$GEN/completions"; done
 done
 gzip -9n "$GEN"/man/*.[58]
-for page in qoslane.8 hookrun.8 qoslane-mapping.5; do
+for page in qoslane.8 hookrun.8 qoslane-mapping.5 hookrun.conf.5; do
   [ -s "$GEN/man/$page.gz" ] || die "generate man wrote no $page"
 done
 # The Debian changelog's newest entry is the version being built.

@@ -95,6 +95,20 @@ pub fn action(command: Option<Command>, env: &EnvSnapshot) -> Result<Action, Str
     })
 }
 
+/// The pages' date: `SOURCE_DATE_EPOCH` when the build sets it (packaging/
+/// build.sh does: reproducible packages), else today. clap_mangen drops an
+/// empty date from `.TH`, which shifts the source and manual into the wrong
+/// places of the page's header and footer.
+fn man_date() -> String {
+    let when = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or_else(std::time::SystemTime::now, |secs| {
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)
+        });
+    humantime::format_rfc3339(when).to_string()[..10].to_owned()
+}
+
 /// `hookrun(8)` (section 8: it lives in /usr/sbin): the clap page with its
 /// environment and exit codes (the long help's epilogue), plus FILES.
 fn man_page(cmd: clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
@@ -114,6 +128,7 @@ The metric counters (metrics.json).
 .B /var/lib/prometheus/node\\-exporter/hookrun.prom
 The metrics, for node_exporter's textfile collector.
 .SH \"SEE ALSO\"
+.BR hookrun.conf (5),
 .BR qoslane (8),
 .BR slurm.conf (5),
 .B /usr/share/doc/qoslane/hookrun.md
@@ -122,6 +137,8 @@ The metrics, for node_exporter's textfile collector.
     cmd.build();
     let man = clap_mangen::Man::new(cmd)
         .section("8")
+        .date(man_date())
+        .source(format!("hookrun {}", env!("CARGO_PKG_VERSION")))
         .manual("System Administration");
     let mut roff = Vec::new();
     man.render_title(&mut roff)?;
@@ -133,7 +150,9 @@ The metrics, for node_exporter's textfile collector.
     man.render_extra_section(&mut roff)?;
     roff.extend_from_slice(FILES.as_bytes());
     man.render_version_section(&mut roff)?;
-    std::fs::write(dir.join(man.get_filename()), roff)
+    std::fs::write(dir.join(man.get_filename()), roff)?;
+    let (name, conf) = crate::conf_man::page();
+    std::fs::write(dir.join(name), conf)
 }
 
 /// `hookrun generate man DIR` / `completions SHELL DIR`: the man page and

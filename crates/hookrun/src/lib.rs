@@ -28,6 +28,7 @@
 pub mod app;
 pub mod child;
 pub mod cli;
+pub mod conf_man;
 pub mod conffile;
 pub mod discover;
 pub mod exit;

@@ -32,12 +32,28 @@ pub fn pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
+/// The pages' date: `SOURCE_DATE_EPOCH` when the build sets it (packaging/
+/// build.sh does: reproducible packages), else today. clap_mangen drops an
+/// empty date from `.TH`, which shifts the source and manual into the wrong
+/// places of the page's header and footer.
+fn man_date() -> String {
+    let when = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or_else(std::time::SystemTime::now, |secs| {
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)
+        });
+    humantime::format_rfc3339(when).to_string()[..10].to_owned()
+}
+
 fn page(cmd: &clap::Command, top: bool, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         page(sub, false, out)?;
     }
     let man = clap_mangen::Man::new(cmd.clone())
         .section("8")
+        .date(man_date())
+        .source(format!("qoslane {}", env!("CARGO_PKG_VERSION")))
         .manual("System Administration");
     let mut roff = Vec::new();
     man.render_title(&mut roff)?;
@@ -264,6 +280,26 @@ fn see_also(top: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: clap_mangen dropped the empty date from `.TH`, so the
+    /// footer showed the manual's name where the source belongs.
+    #[test]
+    fn every_title_line_has_all_five_arguments() {
+        for (name, text) in pages().unwrap() {
+            let text = String::from_utf8(text).unwrap();
+            let th = text.lines().find(|l| l.starts_with(".TH ")).unwrap();
+            assert!(!th.contains("  "), "{name}: {th}");
+            if name.ends_with(".8") {
+                assert!(
+                    th.ends_with(&format!(
+                        "\"qoslane {}\" \"System Administration\"",
+                        env!("CARGO_PKG_VERSION")
+                    )),
+                    "{name}: {th}"
+                );
+            }
+        }
+    }
 
     fn text(name: &str) -> String {
         let pages = pages().expect("render");

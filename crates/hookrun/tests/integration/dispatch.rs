@@ -97,6 +97,15 @@ fn generate_writes_man_pages_and_completions_and_runs_no_hook() {
     let run = fx.hookrun().args(["generate", "man", dir]).run();
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let man = std::fs::read_to_string(out.join("hookrun.8")).unwrap();
+    // Regression: clap_mangen dropped the empty date from `.TH`, shifting
+    // the source and manual in the page's footer.
+    let th = man.lines().find(|l| l.starts_with(".TH ")).unwrap();
+    assert!(
+        !th.contains("  ") && th.ends_with("\" \"System Administration\""),
+        "{th}"
+    );
+    let conf = std::fs::read_to_string(out.join("hookrun.conf.5")).unwrap();
+    assert!(conf.contains(".SH KEYS"), "hookrun.conf(5)");
     assert!(
         man.contains(".TH hookrun 8") && man.contains("prolog") && man.contains(".SH FILES"),
         "{man}"
