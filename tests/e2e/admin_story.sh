@@ -144,7 +144,7 @@ sed 's/^\( *rotate\) [0-9]*$/\1 1000/' /etc/logrotate.d/qoslane > "$WORK/logrota
 check "the test's rule is the installed one but for rotate" eq \
   "$(diff /etc/logrotate.d/qoslane "$WORK/logrotate.conf" | grep -c '^[<>]')" 2
 touch "$WORK/release.all"
-N=24
+N=32
 ids=()
 for ((i = 0; i < N; i++)); do ids+=("$(submit normal)"); done
 rotations=0
@@ -152,7 +152,7 @@ all_gone() { local j; for j in "${ids[@]}"; do is_gone "$j" || return 1; done; }
 deadline=$(( $(date +%s) + 180 ))
 while ! all_gone && [ "$(date +%s)" -lt "$deadline" ]; do
   /usr/sbin/logrotate -f -s "$WORK/logrotate.state" "$WORK/logrotate.conf" && rotations=$((rotations + 1))
-  sleep 0.5
+  sleep 0.2
 done
 check "all $N jobs ran" all_gone
 say "$N jobs, $rotations rotations; audit files: $(cd /var/log/qoslane && echo *)"
