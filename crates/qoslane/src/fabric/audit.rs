@@ -96,21 +96,21 @@ impl Finding {
                 "at switch {} (lid {}) every in port -> {}",
                 self.name,
                 self.lid,
-                join(&self.out_ports)
+                lane::join_ports(&self.out_ports)
             ),
             (Kind::Switch, false) if !self.in_ports.is_empty() => format!(
                 "at switch {} (lid {}) port {} -> {}",
                 self.name,
                 self.lid,
-                join(&self.in_ports),
-                join(&self.out_ports)
+                lane::join_ports(&self.in_ports),
+                lane::join_ports(&self.out_ports)
             ),
             (kind, _) => format!(
                 "at {} {} (lid {}) port {}",
                 kind.as_str(),
                 self.name,
                 self.lid,
-                join(&self.out_ports)
+                lane::join_ports(&self.out_ports)
             ),
         };
         format!("level {level}: {what} {at}")
@@ -370,26 +370,11 @@ fn read(smp: &Smpquery, via: Option<&PortId>, item: &Item, deadline: &Deadline) 
         let t = smp.run(via, &["sl2vl", &lid], deadline)?;
         vec![(0, smpquery::parse_sl2vl(&t).map_err(|e| parse("sl2vl", e))?)]
     };
-    let vlarb = match smp.run(via, &["vlarb", &lid, &port], deadline) {
-        Err(e @ Error::Deadline { .. }) => return Err(e),
-        Err(e) => VlArbState::Unavailable(e.to_string()),
-        Ok(text) => match smpquery::parse_vlarb(&text) {
-            Ok(t) => VlArbState::Read(t),
-            Err(e) => VlArbState::Unavailable(format!("smpquery vlarb: {e}")),
-        },
-    };
+    let vlarb = smpquery::vlarb_state(smp.run(via, &["vlarb", &lid, &port], deadline))?;
     Ok(Read {
         active: true,
         oper_vls: pi.oper_vls,
         rows,
         vlarb,
     })
-}
-
-fn join(ports: &[u32]) -> String {
-    ports
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }

@@ -144,14 +144,8 @@ fn read_inner(smp: &Smpquery, port: &PortId, deadline: &Deadline) -> Result<Firs
                     "{port}: first hop: smpquery sl2vl {o}: no row for in port {in_port}"
                 ))
             })?;
-        let vlarb = match smp.run(Some(port), &["-D", "vlarb", "0,1", &o], deadline) {
-            Err(e @ Error::Deadline { .. }) => return Err(e),
-            Err(e) => VlArbState::Unavailable(e.to_string()),
-            Ok(text) => match smpquery::parse_vlarb(&text) {
-                Ok(t) => VlArbState::Read(t),
-                Err(e) => VlArbState::Unavailable(format!("smpquery vlarb: {e}")),
-            },
-        };
+        let vlarb =
+            smpquery::vlarb_state(smp.run(Some(port), &["-D", "vlarb", "0,1", &o], deadline))?;
         Ok(Some(SwitchEgress {
             out_port: out,
             sl2vl,
@@ -240,7 +234,7 @@ impl FirstHop {
                 format!(
                     "{port} first hop: {} at {switch} port {in_port} -> {}",
                     lane::short(f.sl, f.vl, f.lane, want, f.oper_vls),
-                    join(&f.out_ports)
+                    lane::join_ports(&f.out_ports)
                 )
             })
             .collect()
@@ -270,7 +264,7 @@ impl FirstHop {
                             format!(
                                 "{port} first hop: {switch} port {in_port} -> {}: VL arbitration \
                                  tables not read: cannot tell whether VL {} is scheduled",
-                                join(&f.out_ports),
+                                lane::join_ports(&f.out_ports),
                                 f.vl
                             )
                         }),
@@ -281,14 +275,6 @@ impl FirstHop {
             Self::Unavailable { error } => vec![format!("{port} first hop not read: {error}")],
         }
     }
-}
-
-fn join(ports: &[u32]) -> String {
-    ports
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// A line that belongs to one level.

@@ -126,6 +126,15 @@ pub fn short(sl: u8, vl: u8, lane: Lane, want_vl: Option<u8>, oper_vls: VlRange)
     format!("SL {sl} -> VL {vl} ({why})")
 }
 
+/// Port numbers as messages list them: `1,2,7`.
+pub fn join_ports(ports: &[u32]) -> String {
+    ports
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,15 +92,7 @@ impl Probe for Smpquery {
                 info.local_port, port.port
             )));
         }
-        let vlarb = match vlarb {
-            // A deadline is the run's, not the warning's: give up the probe.
-            Err(e @ Error::Deadline { .. }) => return Err(e),
-            Err(e) => VlArbState::Unavailable(e.to_string()),
-            Ok(text) => match parse_vlarb(&text) {
-                Ok(t) => VlArbState::Read(t),
-                Err(e) => VlArbState::Unavailable(format!("smpquery vlarb: {e}")),
-            },
-        };
+        let vlarb = vlarb_state(vlarb)?;
         Ok(PortTables {
             sl2vl,
             oper_vls: info.oper_vls,
@@ -113,6 +105,20 @@ impl Probe for Smpquery {
     fn first_hop(&self, port: &PortId, deadline: &Deadline) -> super::first_hop::FirstHop {
         super::first_hop::read(self, port, deadline)
     }
+}
+
+/// A `smpquery vlarb` answer as the checks keep it: the tables only decide
+/// `starved`, so a failed or unparsable answer is recorded, not fatal; a
+/// deadline is the run's, not the warning's, and gives up the read.
+pub fn vlarb_state(answer: Result<String>) -> Result<VlArbState> {
+    Ok(match answer {
+        Err(e @ Error::Deadline { .. }) => return Err(e),
+        Err(e) => VlArbState::Unavailable(e.to_string()),
+        Ok(text) => match parse_vlarb(&text) {
+            Ok(t) => VlArbState::Read(t),
+            Err(e) => VlArbState::Unavailable(format!("smpquery vlarb: {e}")),
+        },
+    })
 }
 
 /// Where and why an output did not parse.
