@@ -20,6 +20,8 @@ PKGS=(
   ansible-core yamllint python3-apt rpm python3-venv
   # benchmarks (bench/run.sh): hyperfine, /usr/bin/time for peak RSS
   hyperfine time
+  # what one hook costs in threads, fsyncs and programs (tests/integration/cost.rs, bench/cycle.sh)
+  strace
   # the libraries that read the TaskProlog's exports (tests/integration/libraries.rs)
   ucx-utils openmpi-bin
   # lint of every shell script (scripts/shellcheck.sh, a step of scripts/test.sh)

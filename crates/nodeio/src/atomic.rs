@@ -6,7 +6,12 @@
 //! `O_CREAT | O_EXCL | O_NOFOLLOW` (an existing name, symlink or not, is
 //! never opened), written, fsynced when durability is asked for, and renamed
 //! over `NAME` within the same directory descriptor; then the directory is
-//! fsynced. Temp names end in neither `.prom` nor `.json`, so node_exporter
+//! fsynced. On a filesystem whose files do not outlive a reboot (tmpfs,
+//! ramfs: `/run`, where the job records, the journal and the node's baseline
+//! live, as volatile as the kernel settings they describe) nothing is
+//! fsynced: there is no disk to make anything durable on ([`persistent`]).
+//! The rename is atomic either way, which is all a killed process needs.
+//! Temp names end in neither `.prom` nor `.json`, so node_exporter
 //! and readers of the final names never see them. A writer killed between
 //! create and rename leaves its temp file; [`remove_leftovers`] removes those
 //! whose writer is gone, and every writer calls it.
@@ -34,11 +39,16 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 pub struct Pending {
     file: File,
     dir: Dir,
+    persistent: bool,
 }
 
 impl Pending {
-    /// Makes the replacement durable: the file's data, then the rename.
+    /// Makes the replacement durable: the file's data, then the rename
+    /// (nothing on a filesystem that does not outlive a reboot).
     pub fn flush(self) -> Result<()> {
+        if !self.persistent {
+            return Ok(());
+        }
         self.file
             .sync_all()
             .map_err(Error::io("fsync", self.dir.path()))?;
@@ -92,7 +102,19 @@ pub fn write(
         create_dirs,
         Durability::Durable,
     )?;
-    sync_dir(&done.dir)
+    if done.persistent {
+        sync_dir(&done.dir)?;
+    }
+    Ok(())
+}
+
+/// Whether files under `fd` outlive a reboot, so that an fsync there means
+/// something: false on tmpfs and ramfs. When the filesystem cannot be told,
+/// true (an fsync too many costs time, one too few a torn file).
+pub fn persistent(fd: impl std::os::fd::AsFd) -> bool {
+    const TMPFS_MAGIC: rfs::FsWord = 0x0102_1994;
+    const RAMFS_MAGIC: rfs::FsWord = 0x8584_58f6;
+    rfs::fstatfs(fd).map_or(true, |st| !matches!(st.f_type, TMPFS_MAGIC | RAMFS_MAGIC))
 }
 
 /// [`replace`] into an already open directory.
@@ -104,6 +126,7 @@ pub fn replace_in(
     durability: Durability,
 ) -> Result<Pending> {
     remove_leftovers(&dir);
+    let on_disk = persistent(dir.fd());
     let tmp = temp_name(
         name,
         std::process::id(),
@@ -135,7 +158,7 @@ pub fn replace_in(
         rfs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Error::errno("chmod", &tmp_path))?;
         file.write_all(data)
             .map_err(Error::io("write", &tmp_path))?;
-        if durability == Durability::Durable {
+        if durability == Durability::Durable && on_disk {
             file.sync_all().map_err(Error::io("fsync", &tmp_path))?;
         }
         rfs::renameat(dir.fd(), tmp.as_str(), dir.fd(), name)
@@ -145,11 +168,15 @@ pub fn replace_in(
         let _ = rfs::unlinkat(dir.fd(), tmp.as_str(), AtFlags::empty());
         return Err(e);
     }
-    Ok(Pending { file, dir })
+    Ok(Pending {
+        file,
+        dir,
+        persistent: on_disk,
+    })
 }
 
 /// Removes `path` if present (never following a symlink: the name goes) and
-/// makes the removal durable. Whether it was there.
+/// makes the removal durable (where files outlive a reboot). Whether it was there.
 pub fn remove(root: &Path, path: &Path, judge: Judge) -> Result<bool> {
     let (dir_path, name) = walk::split(path)?;
     let dir = match walk::open_dir(root, dir_path, judge, None) {
@@ -159,7 +186,9 @@ pub fn remove(root: &Path, path: &Path, judge: Judge) -> Result<bool> {
     };
     match rfs::unlinkat(dir.fd(), name, AtFlags::empty()) {
         Ok(()) => {
-            sync_dir(&dir)?;
+            if persistent(dir.fd()) {
+                sync_dir(&dir)?;
+            }
             Ok(true)
         }
         Err(Errno::NOENT) => Ok(false),

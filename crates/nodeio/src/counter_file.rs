@@ -1,8 +1,11 @@
 //! A JSON file that short-lived processes update read-modify-write: counters
 //! of runs, kept across them. The update happens under a [`lock`] beside the
-//! file; the new content replaces the old atomically and is flushed to disk
-//! after the lock is released (concurrent writers' flushes then overlap). A
-//! file that cannot be read as `T` is started over, and said so. Readers
+//! file; the new content replaces the old atomically. It is not fsynced: a
+//! power loss can cost the last increments (Prometheus reads a counter that
+//! went down as a reset) or, on a filesystem that does not order the rename
+//! after the data, the file (started over, and said) — never a run's
+//! outcome, which the audit line keeps. A file that cannot be read as `T` is
+//! started over, and said so. Readers
 //! need no lock (the file is replaced, never written in place) and may be
 //! other users: the file is judged as a [`trusted`] read (owned by root or
 //! the reader), so its mode is the caller's choice (0644 to be readable).
@@ -28,7 +31,7 @@ pub const MAX_BYTES: u64 = 4 << 20;
 /// update in the same order as the updates (a textfile rendered from it) is
 /// done before [`Updated::release`].
 #[derive(Debug)]
-#[must_use = "release the lock, then flush the file"]
+#[must_use = "release the lock"]
 pub struct Updated<T> {
     pub value: T,
     /// Set when the old file could not be read and counting started over.
@@ -38,10 +41,11 @@ pub struct Updated<T> {
 }
 
 impl<T> Updated<T> {
-    /// Releases the lock, then makes the update durable.
+    /// Releases the lock. The update is visible; it is not flushed (see the
+    /// module).
     pub fn release(self) -> Result<T> {
         drop(self.lock);
-        self.pending.flush()?;
+        drop(self.pending);
         Ok(self.value)
     }
 }

@@ -84,7 +84,7 @@ pub struct JobFacts {
 }
 
 /// What a run did.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Report {
     pub event: Event,
     pub outcome: RunOutcome,

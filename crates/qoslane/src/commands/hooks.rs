@@ -94,6 +94,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
     // Before a mapping is known, a failure leaves the node as it is and the
     // job runs on the baseline.
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
+    s.arm(&r, Exit::ByPolicy(OnFailure::Continue));
     // A changed mapping is put in force only if the fabric carries every
     // level (as `sync` decides); else the previous copy serves this job.
     let gate_deadline = s.deadline.half();
@@ -133,6 +134,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
     r.job.virtual_lane = level
         .virtual_lane
         .map(super::super::mapping::types::VirtualLane::get);
+    s.arm(&r, Exit::ByPolicy(policy));
 
     // At most half of what is left: a hung SMP query must leave the
     // transaction (and, under `warn`, the grant) its time.
@@ -219,6 +221,7 @@ fn level_policy(paths: &Paths, level: &str) -> OnFailure {
 
 fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
+    s.arm(&r, Exit::ByPolicy(OnFailure::Continue));
     // The job's baseline notice, if its Prolog left one, goes with it.
     let _ = crate::state::fsutil::remove(&ctx.paths, &ctx.paths.job_notice(job));
     // The policy of the job's level decides the exit, also when the lock or
@@ -241,14 +244,15 @@ fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
         return Ok(r.with(Outcome::Unchanged));
     };
     let policy = level_policy(&ctx.paths, &record.level);
-    let node = step!(r, s.node(), policy);
-    let result = node.transact("epilog", Some(job), &[RecordOp::Remove(job)], &|| Ok(()));
     r.job.qos.clone_from(&record.qos);
     r.job.qos_source = Some(record.qos_source);
     r.job.level = Some(record.level.clone());
     r.job.service_level = Some(record.service_level);
     r.job.virtual_lane = record.virtual_lane;
     r.mapping_sha256 = Some(record.mapping_sha256.clone());
+    s.arm(&r, Exit::ByPolicy(policy));
+    let node = step!(r, s.node(), policy);
+    let result = node.transact("epilog", Some(job), &[RecordOp::Remove(job)], &|| Ok(()));
     match result {
         Ok(c) => {
             let outcome = if c.changes.is_empty() {

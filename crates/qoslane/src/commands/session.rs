@@ -5,6 +5,7 @@
 //! line, its metrics and its exit verdict. Audit and metrics failures are
 //! logged, never fatal.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::audit::{self, Entry, Outcome};
@@ -15,7 +16,7 @@ use crate::exit_code::Verdict;
 use crate::log;
 use crate::metrics::{self, Run};
 use crate::paths::Paths;
-use crate::report::{Event, Failure, Report};
+use crate::report::{Event, Exit, Failure, Report};
 use crate::state::Store;
 use crate::txn::{Node, Recovered};
 
@@ -45,6 +46,8 @@ pub struct Session<'p> {
     event: Event,
     start: Instant,
     node: Option<Node<'p>>,
+    /// What a run ended by its watchdog reports (`Session::arm`).
+    armed: Arc<Mutex<(Report, Exit)>>,
 }
 
 impl<'p> Session<'p> {
@@ -53,13 +56,30 @@ impl<'p> Session<'p> {
         // validating the mapping takes at most half of it.
         nodeio::log::set_deadline(deadline.instant());
         config::bound_parsing(deadline.half().instant());
+        let start = Instant::now();
+        let armed = Arc::new(Mutex::new((Report::new(event), Exit::ByError)));
+        crate::deadline::on_hang(Box::new({
+            let (paths, armed) = (paths.clone(), Arc::clone(&armed));
+            move |error| ended_by_watchdog(&paths, &armed, start, error)
+        }));
         Self {
             paths,
             deadline,
             event,
-            start: Instant::now(),
+            start,
             node: None,
+            armed,
         }
+    }
+
+    /// What this run reports, and how it exits, if a kernel call hangs past
+    /// its deadline from here on (the watchdog then ends the run: see
+    /// `deadline`). Until a command arms it: the bare event, exit by error.
+    pub fn arm(&self, report: &Report, exit: Exit) {
+        *self
+            .armed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (report.clone(), exit);
     }
 
     /// Takes the node lock, once per run, and hands back an interrupted
@@ -229,25 +249,11 @@ impl<'p> Session<'p> {
     }
 
     fn write_audit(&self, e: &Entry) {
-        if let Err(err) = audit::append(self.paths, e) {
-            log::error(&format!("audit: {err}"));
-        }
+        write_audit(self.paths, e);
     }
 
     fn count(&self, report: &Report, seconds: f64) {
-        let run = Run {
-            event: report.event.as_str(),
-            outcome: report.outcome,
-            seconds,
-            rolled_back: report.rolled_back,
-            fabric: report.alignment.clone(),
-            log_lines_dropped: nodeio::log::take_dropped(),
-            settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
-            first_hop: report.first_hop.clone(),
-        };
-        if let Err(err) = metrics::record_and_publish(self.paths, &run) {
-            log::warn(&format!("metrics: {err}"));
-        }
+        count(self.paths, report, seconds);
     }
 
     /// Ends the run — the one place a result becomes the audit line, the
@@ -299,4 +305,62 @@ impl<'p> Session<'p> {
         self.count(&report, secs);
         verdict
     }
+}
+
+fn write_audit(paths: &Paths, e: &Entry) {
+    if let Err(err) = audit::append(paths, e) {
+        log::error(&format!("audit: {err}"));
+    }
+}
+
+fn count(paths: &Paths, report: &Report, seconds: f64) {
+    let run = Run {
+        event: report.event.as_str(),
+        outcome: report.outcome,
+        seconds,
+        rolled_back: report.rolled_back,
+        fabric: report.alignment.clone(),
+        log_lines_dropped: nodeio::log::take_dropped(),
+        settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
+        first_hop: report.first_hop.clone(),
+    };
+    if let Err(err) = metrics::record_and_publish(paths, &run) {
+        log::warn(&format!("metrics: {err}"));
+    }
+}
+
+/// The end of a run whose kernel call hung (on the watchdog's thread, the
+/// run's own thread stuck in the call): the armed report fails with the
+/// deadline error, is audited and counted as `finish` would, and gives the
+/// exit code. The node lock, if held, goes with the process; the journal
+/// stays for the next run, which rolls it back.
+fn ended_by_watchdog(
+    paths: &Paths,
+    armed: &Mutex<(Report, Exit)>,
+    start: Instant,
+    error: crate::error::Error,
+) -> i32 {
+    let (mut report, exit) = armed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    report.notes.push(
+        "a kernel call hung past the deadline: the run was ended there; a change it had begun \
+         stays journaled and the next run to take the node lock rolls it back"
+            .into(),
+    );
+    let f = report.fail(error, exit);
+    log::error(&format!(
+        "{} failed ({}): {}",
+        f.report.event,
+        f.report.outcome.as_str(),
+        f.error.with_causes()
+    ));
+    let secs = start.elapsed().as_secs_f64();
+    write_audit(
+        paths,
+        &Entry::of(&f.report, Some(&f.error), (secs * 1e6).round() / 1e3),
+    );
+    count(paths, &f.report, secs);
+    f.verdict().code()
 }

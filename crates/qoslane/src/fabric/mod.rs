@@ -174,19 +174,7 @@ pub fn assess_with(
         } else {
             Deadline::after(opts.probe_timeout)
         };
-        std::thread::scope(|s| {
-            let handles: Vec<_> = to_probe
-                .iter()
-                .map(|id| s.spawn(|| probe.probe(id, &probe_deadline)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::Internal("probe thread panicked".into())))
-                })
-                .collect()
-        })
+        probe.probe_many(&to_probe, &probe_deadline)
     };
     let any_probed = !probed.is_empty();
     // The first hops, one port at a time (each reads its switch's ports in

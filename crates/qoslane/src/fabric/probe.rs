@@ -15,6 +15,13 @@ use crate::error::Result;
 pub trait Probe: Sync {
     fn probe(&self, port: &PortId, deadline: &Deadline) -> Result<PortTables>;
 
+    /// [`Probe::probe`] of several ports (in order); a probe that can ask
+    /// them all at once does (smpquery: every query of every port in one
+    /// wait).
+    fn probe_many(&self, ports: &[&PortId], deadline: &Deadline) -> Vec<Result<PortTables>> {
+        ports.iter().map(|p| self.probe(p, deadline)).collect()
+    }
+
     /// The switch the port is cabled to ([`super::first_hop`]).
     fn first_hop(&self, port: &PortId, _deadline: &Deadline) -> super::first_hop::FirstHop {
         super::first_hop::FirstHop::Unavailable {

@@ -40,71 +40,123 @@ impl Smpquery {
         &self.program
     }
 
-    /// Runs one query on the local port (directed route of length 0).
-    fn query(&self, port: &PortId, op: &str, deadline: &Deadline) -> Result<String> {
-        self.run(Some(port), &["-D", op, "0"], deadline)
-    }
-
     /// Runs `smpquery [-C DEV -P PORT] ARGS…` (ARGS: `-D sl2vl 0,1 7`, or
     /// `sl2vl LID 7`); its stdout, or the error with the arguments named.
     /// `via` is the local HCA port the SMPs leave from (the default port of
     /// the default device when `None`).
     pub fn run(&self, via: Option<&PortId>, args: &[&str], deadline: &Deadline) -> Result<String> {
-        let p = via.map(|v| v.port.to_string());
-        let mut argv: Vec<&str> = Vec::with_capacity(args.len() + 4);
-        if let (Some(v), Some(p)) = (via, p.as_deref()) {
-            argv.extend(["-C", v.device.as_str(), "-P", p]);
-        }
-        argv.extend_from_slice(args);
-        match exec::run(&self.program, &argv, deadline) {
-            Ok(out) => String::from_utf8(out.stdout).map_err(|_| {
-                Error::Fabric(format!("smpquery {}: output is not UTF-8", argv.join(" ")))
-            }),
-            Err(Error::Program { program, detail }) => Err(Error::Program {
-                program,
-                detail: format!("{}: {detail}", argv.join(" ")),
-            }),
-            Err(e) => Err(e),
-        }
+        self.run_many(&[(via, args)], deadline)
+            .pop()
+            .unwrap_or_else(|| Err(Error::Internal("no smpquery result".into())))
+    }
+
+    /// [`Smpquery::run`] for several queries at once (one wait, no thread).
+    pub fn run_many(
+        &self,
+        queries: &[(Option<&PortId>, &[&str])],
+        deadline: &Deadline,
+    ) -> Vec<Result<String>> {
+        let ports: Vec<Option<String>> = queries
+            .iter()
+            .map(|(via, _)| via.map(|v| v.port.to_string()))
+            .collect();
+        let argvs: Vec<Vec<&str>> = queries
+            .iter()
+            .zip(&ports)
+            .map(|((via, args), p)| {
+                let mut argv: Vec<&str> = Vec::with_capacity(args.len() + 4);
+                if let (Some(v), Some(p)) = (via, p.as_deref()) {
+                    argv.extend(["-C", v.device.as_str(), "-P", p]);
+                }
+                argv.extend_from_slice(args);
+                argv
+            })
+            .collect();
+        let refs: Vec<&[&str]> = argvs.iter().map(Vec::as_slice).collect();
+        exec::run_many(&self.program, &refs, deadline)
+            .into_iter()
+            .zip(&argvs)
+            .map(|(r, argv)| match r {
+                Ok(out) => String::from_utf8(out.stdout).map_err(|_| {
+                    Error::Fabric(format!("smpquery {}: output is not UTF-8", argv.join(" ")))
+                }),
+                Err(Error::Program { program, detail }) => Err(Error::Program {
+                    program,
+                    detail: format!("{}: {detail}", argv.join(" ")),
+                }),
+                Err(e) => Err(e),
+            })
+            .collect()
     }
 }
 
+/// The three queries of a port's own tables (directed route of length 0).
+const PORT_QUERIES: [&[&str]; 3] = [
+    &["-D", "sl2vl", "0"],
+    &["-D", "portinfo", "0"],
+    &["-D", "vlarb", "0"],
+];
+
 impl Probe for Smpquery {
     fn probe(&self, port: &PortId, deadline: &Deadline) -> Result<PortTables> {
-        let (sl2vl, portinfo, vlarb) = std::thread::scope(|s| {
-            let sl2vl = s.spawn(|| self.query(port, "sl2vl", deadline));
-            let portinfo = s.spawn(|| self.query(port, "portinfo", deadline));
-            let vlarb = s.spawn(|| self.query(port, "vlarb", deadline));
-            let join = |h: std::thread::ScopedJoinHandle<'_, Result<String>>| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("smpquery thread panicked".into())))
-            };
-            (join(sl2vl), join(portinfo), join(vlarb))
-        });
-        let in_port = |op: &'static str| {
-            move |e: ParseError| Error::Fabric(format!("{port}: smpquery {op}: {e}"))
-        };
-        let sl2vl = parse_sl2vl(&sl2vl?).map_err(in_port("sl2vl"))?;
-        let info = parse_portinfo(&portinfo?).map_err(in_port("portinfo"))?;
-        if info.local_port != port.port {
-            return Err(Error::Fabric(format!(
-                "{port}: smpquery portinfo answered for port {}, not port {}",
-                info.local_port, port.port
-            )));
-        }
-        let vlarb = vlarb_state(vlarb)?;
-        Ok(PortTables {
-            sl2vl,
-            oper_vls: info.oper_vls,
-            vl_cap: info.vl_cap,
-            link_state: info.link_state,
-            vlarb,
-        })
+        self.probe_many(&[port], deadline)
+            .pop()
+            .unwrap_or_else(|| Err(Error::Internal("no probe result".into())))
+    }
+
+    /// Every port's three queries at once: a probe of any number of ports
+    /// costs one query's latency, on this thread.
+    fn probe_many(&self, ports: &[&PortId], deadline: &Deadline) -> Vec<Result<PortTables>> {
+        let queries: Vec<(Option<&PortId>, &[&str])> = ports
+            .iter()
+            .flat_map(|p| PORT_QUERIES.iter().map(move |q| (Some(*p), *q)))
+            .collect();
+        let mut answers = self.run_many(&queries, deadline).into_iter();
+        ports
+            .iter()
+            .map(|port| {
+                let mut next = || {
+                    answers.next().unwrap_or_else(|| {
+                        Err(Error::Internal("smpquery answers out of step".into()))
+                    })
+                };
+                let (sl2vl, portinfo, vlarb) = (next(), next(), next());
+                tables_of(port, sl2vl, portinfo, vlarb)
+            })
+            .collect()
     }
 
     fn first_hop(&self, port: &PortId, deadline: &Deadline) -> super::first_hop::FirstHop {
         super::first_hop::read(self, port, deadline)
     }
+}
+
+/// A port's tables from its three answers (sl2vl, portinfo, vlarb).
+fn tables_of(
+    port: &PortId,
+    sl2vl: Result<String>,
+    portinfo: Result<String>,
+    vlarb: Result<String>,
+) -> Result<PortTables> {
+    let in_port = |op: &'static str| {
+        move |e: ParseError| Error::Fabric(format!("{port}: smpquery {op}: {e}"))
+    };
+    let sl2vl = parse_sl2vl(&sl2vl?).map_err(in_port("sl2vl"))?;
+    let info = parse_portinfo(&portinfo?).map_err(in_port("portinfo"))?;
+    if info.local_port != port.port {
+        return Err(Error::Fabric(format!(
+            "{port}: smpquery portinfo answered for port {}, not port {}",
+            info.local_port, port.port
+        )));
+    }
+    let vlarb = vlarb_state(vlarb)?;
+    Ok(PortTables {
+        sl2vl,
+        oper_vls: info.oper_vls,
+        vl_cap: info.vl_cap,
+        link_state: info.link_state,
+        vlarb,
+    })
 }
 
 /// A `smpquery vlarb` answer as the checks keep it: the tables only decide

@@ -5,6 +5,7 @@
 
 mod admin;
 mod cli;
+mod cost;
 mod fabric;
 mod hooks;
 mod libraries;

@@ -148,10 +148,12 @@ fn fault_setting_reads_back_wrong_or_hangs() {
     );
     ok(&Op::Recover.run(&n, &[]));
     assert_untouched(&n, "misread");
-    // A hung driver during an Epilog: the run ends at its deadline and rolls
-    // back (the hung write never landed, so nothing needs writing back); the
-    // job keeps its level and record, the Epilog fails (mission-critical:
-    // exit 1, Slurm drains), and the retried Epilog completes.
+    // A hung driver during an Epilog: the run's watchdog ends it at its
+    // deadline (the thread in the write never comes back); the journal of
+    // what it had begun stays, and the next run to take the lock rolls it
+    // back. The job keeps its level and record, the Epilog fails
+    // (mission-critical: exit 1, Slurm drains), and the retried Epilog
+    // completes.
     ok(&Op::Prolog(2, "mission-critical").run(&n, &[]));
     let t = Instant::now();
     let out = Op::Epilog(2).run(
@@ -163,13 +165,17 @@ fn fault_setting_reads_back_wrong_or_hangs() {
     );
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    assert_eq!(audit_of(&n, "epilog")["outcome"], "rolled_back");
+    let a = audit_of(&n, "epilog");
+    assert_eq!(a["outcome"], "failed", "{a}");
     assert!(
-        error_of(&n, "epilog").contains("deadline"),
+        error_of(&n, "epilog").contains("deadline")
+            && error_of(&n, "epilog").contains("ended by its watchdog"),
         "{}",
         show(&out)
     );
+    assert!(a["notes"].to_string().contains("stays journaled"), "{a}");
     ok(&Op::Recover.run(&n, &[]));
+    assert_eq!(audit_of(&n, "recover")["outcome"], "reverted");
     assert_holds(&n, &[(2, "mission-critical")], "after the failed epilog");
     ok(&Op::Epilog(2).run(&n, &[]));
     assert_untouched(&n, "epilog retried");

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# bench/cycle.sh — qoslane side by side with the shell Prolog an admin would
+# write by hand (bench/hand-prolog.sh + bench/hand-epilog.sh), for the same
+# job on the same fixture node, in one run:
+#
+#   1. whole prolog+epilog cycles, interleaved with the shell's, on a quiet
+#      machine (median, p95, p99 and the ratio qoslane / shell);
+#   2. the same with both cores busy: two spinning processes at normal
+#      priority, as a node's running jobs keep its cores;
+#   3. the TaskProlog's median, the peak RSS of every hook, 256 concurrent
+#      prolog+epilog pairs (bench/tools/storm.py);
+#   4. what one Prolog and one Epilog cost in syscalls, threads and fsyncs
+#      (strace -f: qoslane's own process and threads, not the programs it
+#      runs).
+#
+#   bench/cycle.sh [--cycles N] [--bin QOSLANE] [--wait-quiet S] [--update-doc]
+#
+# Both sides ask the fixture squeue for the QoS (Slurm 22.05–24.11: the
+# Prolog has no SLURM_JOB_QOS). The shell Prolog reads the SL2VL table with
+# the fixture smpquery on every run; qoslane reads its fabric cache, which
+# `qoslane health` keeps fresh on a real node (HealthCheckInterval), as it
+# does here once before the runs. Results: bench/results/cycle/cycle.md (raw
+# data beside it); --update-doc puts the tables into docs/PERFORMANCE.md
+# between the `bench:cycle` markers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+CYCLES=150 BIN="" WAIT_QUIET=0 UPDATE_DOC=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cycles) CYCLES=$2; shift ;;
+    --bin) BIN=$2; shift ;;
+    --wait-quiet) WAIT_QUIET=$2; shift ;;
+    --update-doc) UPDATE_DOC=1 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+export BENCH_REPO=$REPO
+. bench/lib.sh
+WORK=${BENCH_WORK:-/var/tmp/qoslane-cycle}
+export BENCH_TMPFS=${BENCH_TMPFS:-/dev/shm/qoslane-cycle}
+OUT=${BENCH_OUT:-$REPO/bench/results/cycle}
+rm -rf "$WORK" "$BENCH_TMPFS" "$OUT"; mkdir -p "$WORK/bin" "$BENCH_TMPFS" "$OUT/raw"
+SPIN=()
+cleanup() { for p in "${SPIN[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+if [ -z "$BIN" ]; then
+  bsay "building the release binary"
+  cargo build --release -q -p qoslane
+  BIN=${CARGO_TARGET_DIR:-target}/release/qoslane
+fi
+cp "$BIN" "$WORK/bin/qoslane"
+QL=$WORK/bin/qoslane
+rustc -O --edition 2021 bench/tools/cycle.rs -o "$WORK/bin/cycle"
+rustc -O --edition 2021 bench/tools/storm.rs -o "$WORK/bin/storm"
+
+R=$WORK/node
+bench_node "$R" 4 5 1 "$REPO/examples/qos-network.yml"
+node_env "$R"
+export HAND_ROOT=$R HAND_SQUEUE=$QOSLANE_SQUEUE HAND_SMPQUERY=$R/bin/smpquery HAND_BASE_TOS=$BASE_TOS
+install -d -m 0755 "$R/run/qos-prolog"
+warm_cache "$R"
+# The first Prolog promotes the mapping to last-known-good: not the steady state.
+SLURM_JOB_ID=1 "$QL" prolog >/dev/null 2>&1 && SLURM_JOB_ID=1 "$QL" epilog >/dev/null 2>&1
+
+if [ "$WAIT_QUIET" -gt 0 ]; then bsay "waiting for a quiet machine: $(wait_quiet "$WAIT_QUIET" 0.5)"; fi
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+cycles() { # cycles NAME FIRST_JOB
+  "$WORK/bin/cycle" "$CYCLES" "$2" \
+    qoslane "$QL prolog" "$QL epilog" \
+    shell "/bin/sh $REPO/bench/hand-prolog.sh" "/bin/sh $REPO/bench/hand-epilog.sh" > "$OUT/raw/$1.txt"
+  node_is_baseline "$R" || nok "$1: node not at baseline after the cycles"
+}
+
+bsay "1. $CYCLES interleaved cycles each, quiet machine (load $(load1))"
+from=$(alines "$R")
+cycles quiet 1000
+check_audit cycles-quiet "$R" "$from" prolog applied --source squeue --min "$CYCLES" >/dev/null
+
+bsay "2. the same with both cores busy (two spinning processes at normal priority)"
+for _ in 1 2; do sh -c 'while :; do :; done' & SPIN+=($!); done
+sleep 1
+from=$(alines "$R")
+cycles busy 100000
+check_audit cycles-busy "$R" "$from" prolog applied --source squeue --min "$CYCLES" >/dev/null
+cleanup; SPIN=()
+
+bsay "3. TaskProlog, peak RSS, 256 concurrent pairs"
+HF=(hyperfine -N --style none --warmup 10 --runs 300)
+SLURM_JOB_ID=77 "$QL" prolog >/dev/null 2>&1
+SLURM_JOB_ID=77 hf task-prolog "$QL task-prolog"
+: > "$OUT/raw/rss.txt"
+for hook in prolog epilog task-prolog; do
+  for _ in 1 2 3 4 5; do
+    [ "$hook" = prolog ] && SLURM_JOB_ID=78 "$QL" epilog >/dev/null 2>&1
+    SLURM_JOB_ID=78 /usr/bin/time -f "$hook %M" -a -o "$OUT/raw/rss.txt" "$QL" "$hook" >/dev/null 2>&1 || true
+    [ "$hook" = prolog ] && SLURM_JOB_ID=78 "$QL" epilog >/dev/null 2>&1
+  done
+done
+SLURM_JOB_ID=77 "$QL" epilog >/dev/null 2>&1
+for via in env scontrol; do
+  S=$WORK/storm-$via
+  bench_node "$S" 4 5 1 "$REPO/examples/qos-network.yml"
+  node_env "$S"
+  warm_cache "$S"
+  python3 bench/tools/storm.py "$OUT" "$S" "$QL" 256 --via "$via" --driver "$WORK/bin/storm" > "$OUT/raw/storm-$via.txt" || nok "storm ($via): $(cat "$OUT/raw/storm-$via.txt")"
+  node_is_baseline "$S" || nok "storm ($via): node not at baseline"
+done
+node_env "$R"
+
+bsay "4. syscalls, threads and fsyncs of one Prolog and one Epilog (strace -f)"
+for hook in prolog epilog; do
+  SLURM_JOB_ID=90 strace -f -qq -o "$OUT/raw/strace-$hook.txt" "$QL" "$hook" >/dev/null 2>&1
+done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 bench/tools/cycle_report.py "$OUT" "$CYCLES" "$LOAD_START" "$LOAD_END" "$(git rev-parse --short HEAD)" > "$OUT/cycle.md"
+cat "$OUT/cycle.md"
+if [ "$UPDATE_DOC" = 1 ]; then
+  python3 - "$OUT/cycle.md" docs/PERFORMANCE.md <<'PY'
+import sys, re
+table, doc = open(sys.argv[1]).read(), sys.argv[2]
+text = open(doc).read()
+new = re.sub(r"(<!-- bench:cycle -->\n).*?(<!-- bench:cycle-end -->)", lambda m: m.group(1) + table + m.group(2), text, flags=re.S)
+if new == text and "<!-- bench:cycle -->" not in text:
+    sys.exit("docs/PERFORMANCE.md has no bench:cycle markers")
+open(doc, "w").write(new)
+PY
+  bsay "tables written into docs/PERFORMANCE.md"
+fi
+[ ! -s "$OUT/failures.txt" ]

@@ -1,0 +1,63 @@
+//! The side-by-side driver (bench/cycle.sh compiles it with rustc and runs
+//! it): whole prolog+epilog cycles of two implementations of the same job,
+//! interleaved run by run (A then B, then B then A, …) so that whatever else
+//! the machine does hits both alike. std only, so the driver's own cost per
+//! process is small next to what it measures.
+//!
+//!   cycle N FIRST_JOB NAME_A PROLOG_A EPILOG_A NAME_B PROLOG_B EPILOG_B
+//!
+//! Each PROLOG/EPILOG is a command line split on spaces (no shell); it runs
+//! with the inherited environment plus SLURM_JOB_ID (a new id per cycle) and
+//! SLURM_SCRIPT_CONTEXT (prolog_slurmd / epilog_slurmd), stdout and stderr to
+//! /dev/null. A cycle is the wall time from the prolog's spawn to the
+//! epilog's exit. A non-zero exit stops the run (exit 1: the measurement
+//! would not be of the job). Prints one line per cycle: `name cycle_us
+//! prolog_us epilog_us`.
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+fn run(cmd: &str, job: &str, ctx: &str) -> u128 {
+    let mut words = cmd.split(' ').filter(|w| !w.is_empty());
+    let program = words.next().expect("empty command");
+    let t = Instant::now();
+    let status = Command::new(program)
+        .args(words)
+        .env("SLURM_JOB_ID", job)
+        .env("SLURM_SCRIPT_CONTEXT", ctx)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("spawn {program}: {e}"));
+    let us = t.elapsed().as_micros();
+    if !status.success() {
+        eprintln!("cycle: `{cmd}` for job {job} exited {status}");
+        std::process::exit(1);
+    }
+    us
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 9 {
+        eprintln!("usage: cycle N FIRST_JOB NAME_A PROLOG_A EPILOG_A NAME_B PROLOG_B EPILOG_B");
+        std::process::exit(64);
+    }
+    let n: u64 = args[1].parse().expect("N");
+    let first: u64 = args[2].parse().expect("FIRST_JOB");
+    let sides = [
+        (&args[3], &args[4], &args[5]),
+        (&args[6], &args[7], &args[8]),
+    ];
+    for i in 0..n {
+        let order: [usize; 2] = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for (k, &s) in order.iter().enumerate() {
+            let (name, prolog, epilog) = sides[s];
+            let job = (first + 2 * i + k as u64).to_string();
+            let p = run(prolog, &job, "prolog_slurmd");
+            let e = run(epilog, &job, "epilog_slurmd");
+            println!("{name} {} {p} {e}", p + e);
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! What one hook costs the node it runs on, counted with `strace -f`: the
+//! threads it starts, the fsyncs it makes, the programs it runs. On a node
+//! whose cores are busy with jobs, each thread and each flush waits for a
+//! time slice; these are the design's numbers, held as numbers (the time
+//! they cost is measured by bench/cycle.sh, not asserted).
+//!
+//! The node is laid out as a real one: `/run` a tmpfs (job records, journal,
+//! baseline, fabric cache), `/var` on disk (the audit log, counters).
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::{self, Mount, Node, ok};
+
+/// Per run: threads started, fsync/fdatasync calls, programs started (the
+/// process's own, not those of the programs it runs).
+#[derive(Debug, PartialEq, Eq)]
+struct Cost {
+    threads: usize,
+    fsyncs: usize,
+    programs: usize,
+}
+
+fn strace() -> Option<&'static str> {
+    let p = "/usr/bin/strace";
+    if Path::new(p).exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("QOSLANE_REQUIRE_TOOLS").is_none_or(|v| v != "1"),
+        "strace is missing (QOSLANE_REQUIRE_TOOLS=1)"
+    );
+    eprintln!("SKIPPED: no strace");
+    None
+}
+
+/// Runs `qoslane ARGS` under `strace -f` and counts what the qoslane process
+/// and its threads did.
+fn cost(n: &Node, args: &[&str], env: &[(&str, &str)]) -> Option<Cost> {
+    let strace = strace()?;
+    let log = n.root().join("strace.txt");
+    let c = n.cmd(args, env);
+    let bin = c.get_program().to_owned();
+    let mut s = Command::new(strace);
+    s.args(["-f", "-qq", "-o"])
+        .arg(&log)
+        .arg(&bin)
+        .args(c.get_args());
+    s.env_clear();
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            s.env(k, v);
+        }
+    }
+    let out = s.output().unwrap();
+    ok(&out);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let main = text.split_whitespace().next().unwrap().to_owned();
+    let mut ours = vec![main];
+    let mut cost = Cost {
+        threads: 0,
+        fsyncs: 0,
+        programs: 0,
+    };
+    for line in text.lines() {
+        let (pid, call) = line.split_once(' ').unwrap();
+        let call = call.trim_start();
+        if !ours.iter().any(|p| p == pid) || call.starts_with("<...") || call.starts_with("+++") {
+            continue;
+        }
+        if call.starts_with("clone") || call.starts_with("vfork") {
+            let child = call.rsplit("= ").next().unwrap_or("").trim().to_owned();
+            if call.contains("CLONE_THREAD") {
+                cost.threads += 1;
+                ours.push(child);
+            } else {
+                cost.programs += 1;
+            }
+        }
+        if call.starts_with("fsync(") || call.starts_with("fdatasync(") {
+            cost.fsyncs += 1;
+        }
+    }
+    Some(cost)
+}
+
+/// A node with `/run` on a tmpfs, its first Prolog done (which promotes the
+/// mapping to last-known-good: a once-per-mapping durable write).
+fn node(mapping: &str, fabric: bool) -> Option<(Node, Mount)> {
+    let n = Node::with_mapping(mapping);
+    let run = Mount::tmpfs(&n.path("/run"), "mode=0755")?;
+    let mut env = Vec::new();
+    if fabric {
+        n.add_fabric("mlx5-quirks");
+        for op in ["sl2vl", "portinfo", "vlarb"] {
+            n.smpquery_file(
+                &format!("any.{op}.txt"),
+                &util::captured_smpquery("qos-identity", op),
+            );
+        }
+        env.push(("QOSLANE_SMPQUERY", n.fake_smpquery().display().to_string()));
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut first = env.clone();
+    first.extend([("SLURM_JOB_ID", "1"), ("FAKE_QOS", "low")]);
+    ok(&n.run(&["prolog"], &first));
+    assert_eq!(n.last_audit("prolog")["outcome"], "applied");
+    let mut end = env.clone();
+    end.push(("SLURM_JOB_ID", "1"));
+    ok(&n.run(&["epilog"], &end));
+    Some((n, run))
+}
+
+#[test]
+fn a_prolog_and_an_epilog_start_one_thread_and_flush_once() {
+    let Some((n, _run)) = node(util::MAPPING, false) else {
+        return;
+    };
+    let prolog = cost(
+        &n,
+        &["prolog"],
+        &[("SLURM_JOB_ID", "2"), ("FAKE_QOS", "high")],
+    );
+    let Some(prolog) = prolog else { return };
+    // One program: squeue for the QoS (no SLURM_JOB_QOS before 26.05). One
+    // thread: the run's watchdog (kernel I/O is inline). One flush: the
+    // audit line; everything in /run is as volatile as the settings.
+    assert_eq!(
+        prolog,
+        Cost {
+            threads: 1,
+            fsyncs: 1,
+            programs: 1
+        },
+        "prolog"
+    );
+    assert_eq!(n.settings(), ("74".into(), "8388608".into()));
+    let epilog = cost(&n, &["epilog"], &[("SLURM_JOB_ID", "2")]).unwrap();
+    assert_eq!(
+        epilog,
+        Cost {
+            threads: 1,
+            fsyncs: 1,
+            programs: 0
+        },
+        "epilog"
+    );
+    assert_eq!(
+        n.settings(),
+        (util::BASE_TOS.into(), util::BASE_RMEM.into())
+    );
+}
+
+#[test]
+fn probing_the_port_runs_its_three_queries_without_a_thread() {
+    let mapping = util::MAPPING.replace("fabric_check: off", "fabric_check: enforce");
+    let Some((n, _run)) = node(&mapping, true) else {
+        return;
+    };
+    let smp = n.fake_smpquery().display().to_string();
+    // No fabric cache: the Prolog probes (three SMP queries, at once).
+    std::fs::remove_file(n.path("/run/qoslane/fabric.json")).unwrap();
+    let Some(c) = cost(
+        &n,
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "3"),
+            ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd"),
+            ("SLURM_JOB_QOS", "high"),
+            ("QOSLANE_SMPQUERY", &smp),
+        ],
+    ) else {
+        return;
+    };
+    assert_eq!(
+        c,
+        Cost {
+            threads: 1,
+            fsyncs: 1,
+            programs: 3
+        },
+        "a probing prolog"
+    );
+    let a = n.last_audit("prolog");
+    assert_eq!(a["outcome"], "applied", "{a}");
+}
