@@ -154,6 +154,11 @@ impl Guard {
         let mut s = lock(&w.state);
         if s.taken_over {
             drop(s);
+            if on_watchdog_thread() {
+                // The end of a run does no kernel-file I/O; if it ever did,
+                // it must not wait for itself.
+                return Self { id: u64::MAX };
+            }
             park_forever();
         }
         let id = s.next_id;
@@ -163,7 +168,7 @@ impl Guard {
             s.started = true;
             s.wake_at = Some(until);
             if std::thread::Builder::new()
-                .name("qoslane-watchdog".into())
+                .name(WATCHDOG_THREAD.into())
                 .stack_size(256 * 1024)
                 .spawn(|| watch(watchdog()))
                 .is_err()
@@ -184,13 +189,19 @@ impl Guard {
     fn leave(self) {
         let w = watchdog();
         let mut s = lock(&w.state);
-        if s.taken_over {
+        if s.taken_over && !on_watchdog_thread() {
             // The watchdog is ending the run: nothing more from this thread.
             drop(s);
             park_forever();
         }
         s.calls.retain(|c| c.0 != self.id);
     }
+}
+
+const WATCHDOG_THREAD: &str = "qoslane-watchdog";
+
+fn on_watchdog_thread() -> bool {
+    std::thread::current().name() == Some(WATCHDOG_THREAD)
 }
 
 fn park_forever() -> ! {

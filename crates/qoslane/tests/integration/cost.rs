@@ -7,6 +7,8 @@
 //! The node is laid out as a real one: `/run` a tmpfs (job records, journal,
 //! baseline, fabric cache), `/var` on disk (the audit log, counters).
 
+#![expect(clippy::unwrap_used, reason = "a test fails by panicking")]
+
 use std::path::Path;
 use std::process::Command;
 
