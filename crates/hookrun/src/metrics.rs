@@ -4,8 +4,9 @@
 //! counters live in a JSON state file (`<root>/var/lib/hookrun/metrics.json`),
 //! updated under an exclusive flock with a bounded wait, and every update
 //! re-renders `hookrun.prom` in the classic text format (HELP/TYPE lines, no
-//! timestamps), written to a temporary name that node_exporter ignores, fsynced
-//! and renamed into place. A metrics failure is logged, never fatal.
+//! timestamps), written to a temporary name that node_exporter ignores and
+//! renamed into place (not fsynced: every run rewrites it). A metrics failure
+//! is logged, never fatal.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -260,7 +261,8 @@ pub struct Paths {
 /// logging (e.g. a corrupt state file that was started over).
 ///
 /// The state file is updated under its lock (`nodeio::counter_file`: a lock
-/// file nobody else can open) and flushed after the lock is released. Under
+/// file nobody else can open), not flushed (a node crash costs at most the
+/// last counts). Under
 /// the same lock (so the last textfile shows the last count), the textfile
 /// is replaced atomically (`nodeio::atomic`) in a directory reached
 /// without following anyone else's symlink: on Debian it belongs to the

@@ -347,10 +347,9 @@ pub fn load(paths: &Paths) -> Result<Counters> {
 /// Adds `run` to the counters, then brings the textfile up to date. The
 /// counters have their own lock, so this is safe with or without the node
 /// lock. Under that lock only the read-add-replace of `counters.json`
-/// happens; the file is flushed to disk after the lock is released, so
-/// concurrent runs' flushes overlap (a journaling filesystem commits them
-/// together) instead of queueing behind the lock. Errors are returned for
-/// logging; callers never fail a hook on them.
+/// happens; the file is not flushed (a node crash costs at most the last
+/// counts: `nodeio::counter_file`). Errors are returned for logging;
+/// callers never fail a hook on them.
 pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
     fsutil::ensure_dir(paths, &paths.lib_dir)?;
     let updated = nodeio::counter_file::update::<Counters, _>(
@@ -366,7 +365,7 @@ pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
         // Prometheus' rate() takes a reset in its stride.
         crate::log::warn(&format!("metrics: {note}"));
     }
-    // Flushed after the lock is released (nodeio::counter_file).
+    // Visible at once, not flushed: see nodeio::counter_file.
     updated.release()?;
     publish_latest(paths)
 }
