@@ -93,6 +93,8 @@ bsay "3. TaskProlog, peak RSS, 256 concurrent pairs"
 HF=(hyperfine -N --style none --warmup 10 --runs 300)
 SLURM_JOB_ID=77 "$QL" prolog >/dev/null 2>&1
 SLURM_JOB_ID=77 hf task-prolog "$QL task-prolog"
+# The floor: what starting any program costs on this machine now.
+hf true /bin/true
 : > "$OUT/raw/rss.txt"
 for hook in prolog epilog task-prolog; do
   for _ in 1 2 3 4 5; do
