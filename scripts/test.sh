@@ -10,7 +10,8 @@
 # integration tests (with fault injection compiled in); the real simulated
 # fabric (ibsim + OpenSM + smpquery); the multi-switch fabric rig's self-test
 # (its levers, read back with the real tools); Prometheus rule tests; the real Slurm
-# cluster end to end; the Omnia playbook against the local Slurm.
+# cluster end to end; qoslane's metrics in a real Prometheus (its alerts fire,
+# the dashboard's queries answer); the Omnia playbook against the local Slurm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -45,7 +46,7 @@ promtool check metrics < crates/qoslane/tests/golden/metrics.prom
 step "packages: the .deb's contents, lintian, man pages, logrotate, install and purge (no Slurm)"
 bash tests/e2e/packages.sh
 
-for t in tests/e2e/slurm.sh tests/e2e/omnia.sh tests/e2e/admin_story.sh; do
+for t in tests/e2e/slurm.sh tests/e2e/prometheus.sh tests/e2e/omnia.sh tests/e2e/admin_story.sh; do
   [ -e "$t" ] || continue
   if [ "${QOSLANE_SKIP_SLURM:-0}" = 1 ]; then step "skipped (QOSLANE_SKIP_SLURM=1): $t"; continue; fi
   step "end to end: $t"

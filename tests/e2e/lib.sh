@@ -103,3 +103,57 @@ hits = [l for l in lines if str(l.get("job_id")) == job and l["event"] == event]
 print(hits[-1].get(field) if hits else "<none>")
 PY
 }
+
+# ------------------------------------------------------------------ Prometheus
+# A real node_exporter per node root and a real Prometheus, plain processes on
+# loopback, each on a free port, in the caller's directories; stopped by PID
+# (prom_stop). The API is read by tests/e2e/prom_api.py.
+NODE_EXPORTER=/usr/bin/prometheus-node-exporter
+PROMETHEUS=/usr/bin/prometheus
+# shellcheck disable=SC2034  # for the suites that source this
+PROMTOOL=/usr/bin/promtool
+PROM_API=$E2E_REPO/tests/e2e/prom_api.py
+PROM_PIDS=()
+# free_port : a loopback TCP port nobody listens on now (the kernel's pick)
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+listening() { python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$1"; }
+# prom_spawn LOG PORT CMD... : start CMD (fd 9, the rig lock, not inherited),
+# wait until it listens on PORT; its PID goes to PROM_PIDS. Not in a subshell.
+prom_spawn() {
+  local log=$1 port=$2; shift 2
+  "$@" >"$log" 2>&1 9>&- </dev/null &
+  local pid=$!
+  PROM_PIDS+=("$pid")
+  if ! poll 30 "$(basename "$1") listening on 127.0.0.1:$port" listening "$port"; then
+    say "$(basename "$1") did not come up; its log:"; tail -5 "$log" >&2; return 1
+  fi
+  kill -0 "$pid" 2>/dev/null || { say "$(basename "$1") exited; its log:"; tail -5 "$log" >&2; return 1; }
+}
+# node_exporter_start TEXTFILE_DIR LOG -> sets NE_PORT: the textfile collector
+# only (the qoslane and hookrun files are what the test reads)
+node_exporter_start() {
+  NE_PORT=$(free_port)
+  prom_spawn "$2" "$NE_PORT" "$NODE_EXPORTER" --web.listen-address="127.0.0.1:$NE_PORT" \
+    --collector.disable-defaults --collector.textfile --collector.textfile.directory="$1"
+}
+# prometheus_start CONFIG DIR -> sets PROM_URL: data and log under DIR
+prometheus_start() {
+  local port; port=$(free_port)
+  prom_spawn "$2/prometheus.log" "$port" "$PROMETHEUS" --config.file="$1" \
+    --storage.tsdb.path="$2/data" --web.listen-address="127.0.0.1:$port"
+  PROM_URL=http://127.0.0.1:$port
+  poll 30 "Prometheus ready" curl -sf "$PROM_URL/-/ready"
+}
+# prom_stop : stop what prom_spawn started, by PID
+prom_stop() {
+  local p
+  for p in "${PROM_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PROM_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PROM_PIDS=()
+}
+# prom_series EXPR : how many series an instant query returns
+prom_series() { python3 "$PROM_API" series "$PROM_URL" "$1"; }
+# has_series EXPR : at least one
+has_series() { [ "$(prom_series "$1")" -gt 0 ]; }
+# alert_is NAME STATE : the alert is in STATE (firing|pending) in /api/v1/alerts
+alert_is() { python3 "$PROM_API" alert "$PROM_URL" "$1" "$2"; }
