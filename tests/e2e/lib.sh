@@ -117,11 +117,11 @@ PROM_PIDS=()
 # free_port : a loopback TCP port nobody listens on now (the kernel's pick)
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 listening() { python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$1"; }
-# prom_spawn LOG PORT CMD... : start CMD (fd 9, the rig lock, not inherited),
+# prom_spawn LOG PORT CMD... : start CMD (fds 8 and 9, rig locks, not inherited),
 # wait until it listens on PORT; its PID goes to PROM_PIDS. Not in a subshell.
 prom_spawn() {
   local log=$1 port=$2; shift 2
-  "$@" >"$log" 2>&1 9>&- </dev/null &
+  "$@" >"$log" 2>&1 8>&- 9>&- </dev/null &
   local pid=$!
   PROM_PIDS+=("$pid")
   if ! poll 30 "$(basename "$1") listening on 127.0.0.1:$port" listening "$port"; then

@@ -25,10 +25,12 @@ C=$WORK/control    # the control node: only the fabric audit's textfile
 P=$WORK/prom       # Prometheus: config, rules, data, log
 PROBE_PID=""
 FABRIC_ENV=""
+CTLD_UP=0
 cleanup() {
   local rc=$?
   prom_stop
   [ -z "$FABRIC_ENV" ] || bash "$E2E_REPO/rigs/fabric_path_rig.sh" stop "$FABRIC_ENV" >/dev/null 2>&1 || true
+  [ "$CTLD_UP" = 0 ] || stop_ctld_metrics
   stop_slurm
   [ -z "$PROBE_PID" ] || kill "$PROBE_PID" 2>/dev/null || true
   if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $WORK for inspection"; else rm -rf "$WORK"; fi
@@ -93,6 +95,25 @@ say "starting the Slurm rig"
 start_cluster "$R"
 say "node $NODE up"
 
+# start_ctld_metrics : a slurmctld serving OpenMetrics (Slurm >= 25.11): Slurm 26.05 of the
+# sid chroot rig with MetricsType=metrics/openmetrics, under the suite's lock (fd 8) for the
+# whole test. Sets CTLD_ADDR (host:port) and ctld (a command inside the chroot).
+CHROOT_RIG=$E2E_REPO/rigs/slurm_chroot_rig.sh
+CTLD_LOCK=/run/lock/qoslane-slurm-sid.lock
+start_ctld_metrics() {
+  exec 8>"$CTLD_LOCK"
+  flock -w "$RIG_LOCK_WAIT" 8 || { say "another suite holds $CTLD_LOCK"; return 1; }
+  CTLD_UP=1
+  RIG_LOCK_HELD=$CTLD_LOCK RIG_METRICS=1 bash "$CHROOT_RIG" start sid 2>"$WORK/ctld-start.log" ||
+    { cat "$WORK/ctld-start.log" >&2; return 1; }
+  CTLD_ADDR=127.0.0.1:$(sed -n 's/^SlurmctldPort=//p' "$(bash "$CHROOT_RIG" path sid)/etc/slurm/slurm.conf")
+}
+stop_ctld_metrics() { RIG_LOCK_HELD=$CTLD_LOCK bash "$CHROOT_RIG" stop sid 2>/dev/null || true; }
+ctld() { bash "$CHROOT_RIG" run sid "$@"; }
+say "starting Slurm 26.05 (sid chroot) with slurmctld's OpenMetrics"
+start_ctld_metrics
+say "slurmctld metrics at $CTLD_ADDR"
+
 # ------------------------------------------------------------ node_exporter per node, Prometheus
 node_exporter_start "$TEXTFILES" "$WORK/node_exporter-node.log"; NE_NODE=$NE_PORT
 node_exporter_start "$C/var/lib/prometheus/node-exporter" "$WORK/node_exporter-control.log"; NE_CTL=$NE_PORT
@@ -126,6 +147,7 @@ yaml.safe_dump(c, open(out, "w"), sort_keys=False)
 PY
 }
 render_config "$NODE=127.0.0.1:$NE_NODE" "control=127.0.0.1:$NE_CTL"
+check "rendered config: the slurmctld job scrapes $CTLD_ADDR" grep -q "$CTLD_ADDR" "$P/prometheus.yml"
 check "rendered config: promtool check config" "$PROMTOOL" check config "$P/prometheus.yml"
 prometheus_start "$P/prometheus.yml" "$P"
 say "Prometheus at $PROM_URL"
@@ -208,6 +230,25 @@ check "alert QoslaneFabricPathNotCarried firing: control, level high" bash -c \
 check "audit ran: QoslaneFabricAuditFailing not firing" not_firing QoslaneFabricAuditFailing
 bash "$E2E_REPO/rigs/fabric_path_rig.sh" stop "$FABRIC_ENV" >/dev/null 2>&1 || true
 FABRIC_ENV=""
+
+# ------------------------------------------------------------ slurmctld's own metrics
+say "case: slurmctld (26.05) scraped: /metrics/jobs, /metrics/nodes, /metrics/scheduler"
+python3 "$PROM_API" targets "$PROM_URL" | sed 's/^/  target: /' >&2
+for e in jobs nodes partitions scheduler; do
+  check "slurmctld: target /metrics/$e up (endpoint=$e)" has_series "up{job=\"slurmctld\",endpoint=\"$e\"} == 1"
+done
+ctld /usr/bin/srun --qos=high /bin/true
+held_job=$(ctld /usr/bin/sbatch --parsable --hold --qos=normal --wrap=/bin/true)
+ctld_node=$(bash "$CHROOT_RIG" nodes sid | head -1)
+poll 15 "Prometheus sees the held job" has_series 'slurm_jobs_hold{job="slurmctld"} >= 1'
+check "/metrics/jobs: its series carry endpoint=jobs" has_series 'slurm_jobs{job="slurmctld",endpoint="jobs"}'
+check "/metrics/jobs: slurm_jobs_hold counts the held job $held_job" has_series 'slurm_jobs_hold{job="slurmctld"} >= 1'
+check "/metrics/jobs: slurm_jobs_completed counts the srun job" has_series 'slurm_jobs_completed{job="slurmctld"} >= 1'
+check "/metrics/nodes: slurm_node_cpus of $ctld_node" has_series "slurm_node_cpus{job=\"slurmctld\",node=\"$ctld_node\"} > 0"
+check "/metrics/nodes: slurm_nodes = 1" has_series 'slurm_nodes{job="slurmctld"} == 1'
+check "/metrics/scheduler: slurm_sdiag_jobs_submitted >= 2 since slurmctld started" has_series 'slurm_sdiag_jobs_submitted{job="slurmctld"} >= 2'
+check "/metrics/scheduler: the main scheduler has run (slurm_schedule_cycle_cnt)" has_series 'slurm_schedule_cycle_cnt{job="slurmctld"} > 0'
+ctld /usr/bin/scancel "$held_job"
 
 # ------------------------------------------------------------ the textfiles parse
 check "node_exporter read every textfile (node_textfile_scrape_error 0 on both)" \
