@@ -170,6 +170,24 @@ check "scraped: hookrun's textfile too" has_series "hookrun_hook_runs_total{inst
 check "scraped: rollbacks still 0 (the counter's start, for increase())" eq "$(python3 "$PROM_API" value "$PROM_URL" "qoslane_rollbacks_total{instance=\"$NODE\",event=\"prolog\"}")" 0
 check "no rollback alert yet" bash -c "! python3 '$PROM_API' alert '$PROM_URL' QoslaneRollbacks firing"
 
+# panels_answer WHEN INSTANCE : every panel query of the dashboard, its variables
+# filled as Grafana would ($instance a regex or a node; $__range and $__rate_interval
+# the time since the test began, so an instant query covers every run), returns a series
+panels_answer() {
+  local span; span=$(( ($(date +%s%N) - T0) / 1000000000 + 30 ))s
+  if python3 "$PROM_API" panels "$PROM_URL" "$DP/grafana-qoslane.json" \
+    instance="$2" __range="$span" __rate_interval="$span" __interval=1s > "$WORK/panels.out"; then
+    pass "dashboard, $1: every panel query returns a series (instance=$2, ranges $span)"
+  else
+    fail "dashboard, $1: panel queries without a series (instance=$2):"; grep -v '^ok ' "$WORK/panels.out" >&2
+  fi
+  sed 's/^/  /' "$WORK/panels.out" >&2
+}
+say "case: a healthy node: every panel of the dashboard has something to show"
+# rate() and increase() need two samples of the file since it appeared
+poll 15 "two scrapes of the node's textfile" has_series "count_over_time(qoslane_mapping_info{instance=\"$NODE\"}[5m]) >= 2"
+panels_answer "healthy node" '.*'
+
 # ------------------------------------------------------------ rollbacks
 say "case: three low jobs, each rolled back by the kernel refusing oom_score_adj=5000"
 oom_before=$(cat "/proc/$PROBE_PID/oom_score_adj")
@@ -257,18 +275,9 @@ check "QoslaneTextfileError not firing" not_firing QoslaneTextfileError
 
 # ------------------------------------------------------------ the dashboard
 say "case: every panel query of the Grafana dashboard returns a series"
-span=$(( ($(date +%s%N) - T0) / 1000000000 + 60 ))s
 check "dashboard's Node variable (label_values(qoslane_hook_runs_total, instance)) lists $NODE" \
   bash -c "python3 '$PROM_API' instances '$PROM_URL' qoslane_hook_runs_total | grep -qx '$NODE'"
-for inst in '.*' "$NODE"; do
-  if python3 "$PROM_API" panels "$PROM_URL" "$DP/grafana-qoslane.json" \
-    instance="$inst" __range="$span" __rate_interval="$span" __interval=1s > "$WORK/panels.out"; then
-    pass "every panel query returns a series (instance=$inst, ranges $span)"
-  else
-    fail "panel queries without a series (instance=$inst):"; grep -v '^ok ' "$WORK/panels.out" >&2
-  fi
-  sed 's/^/  /' "$WORK/panels.out" >&2
-done
+for inst in '.*' "$NODE"; do panels_answer "after the failures" "$inst"; done
 
 say "alerts at the end:"; python3 "$PROM_API" alerts "$PROM_URL" | sed 's/^/  /' >&2
 say "wall time: $(( ($(date +%s%N) - T0) / 1000000000 )) s"
