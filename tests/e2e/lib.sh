@@ -144,6 +144,40 @@ prometheus_start() {
   PROM_URL=http://127.0.0.1:$port
   poll 30 "Prometheus ready" curl -sf "$PROM_URL/-/ready"
 }
+# The shipped files, as a rig runs them (deploy/prometheus):
+PROM_SHIPPED=$E2E_REPO/deploy/prometheus
+# prom_rules_1s OUT : the shipped alert rules with every `for:` set to 1s (and
+# nothing else changed), so an alert fires within seconds of its expression
+prom_rules_1s() { sed -E 's/^( +for:) .*/\1 1s/' "$PROM_SHIPPED/qoslane-alerts.yml" > "$1"; }
+# prom_config OUT RULES CTLD NAME=HOST:PORT... : the shipped scrape config
+# (scrape-qoslane.yml) with a rig's targets: the node job gets one target per
+# NAME=HOST:PORT (a node_exporter; instance = NAME), every interval 1s, RULES
+# the rule file; job names, paths and relabelling stay as shipped. CTLD
+# (host:port of a slurmctld serving OpenMetrics) keeps the slurmctld job,
+# pointed at it; "" drops it.
+prom_config() {
+  python3 - "$PROM_SHIPPED/scrape-qoslane.yml" "$@" <<'PY'
+import sys, yaml
+src, out, rules, ctld, *nodes = sys.argv[1:]
+c = yaml.safe_load(open(src))
+c["global"] = {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+c["rule_files"] = [rules]
+jobs = []
+for j in c["scrape_configs"]:
+    if j["job_name"] == "node":
+        j["static_configs"] = [{"targets": [a], "labels": {"instance": n}} for n, a in (x.split("=", 1) for x in nodes)]
+    elif j["job_name"] == "slurmctld":
+        if not ctld:
+            continue
+        for sc in j["static_configs"]:
+            sc["targets"] = [ctld]
+    j.pop("scrape_timeout", None)
+    j.pop("scrape_interval", None)
+    jobs.append(j)
+c["scrape_configs"] = jobs
+yaml.safe_dump(c, open(out, "w"), sort_keys=False)
+PY
+}
 # prom_stop : stop what prom_spawn started, by PID
 prom_stop() {
   local p

@@ -12,7 +12,7 @@
 # everything it starts it stops, by PID. Bounded polls, no guessed sleeps.
 #
 # The alert rules are loaded from a test copy in which every `for:` is 1s
-# (`sed -E 's/^( +for:) .*/\1 1s/'`; the shipped file keeps 5m/10m/15m/30m, and
+# (lib.sh's prom_rules_1s: `sed -E 's/^( +for:) .*/\1 1s/'`; the shipped file keeps 5m/10m/15m/30m, and
 # its expressions are unchanged): the rules' expressions, not their patience,
 # are what is tested here (promtool's unit tests cover the durations).
 set -euo pipefail
@@ -45,7 +45,7 @@ done
 DP=$E2E_REPO/deploy/prometheus
 check "shipped scrape config: promtool check config" "$PROMTOOL" check config "$DP/scrape-qoslane.yml"
 install -d "$P" "$C/var/lib/prometheus/node-exporter"
-sed -E 's/^( +for:) .*/\1 1s/' "$DP/qoslane-alerts.yml" > "$P/qoslane-alerts.yml"
+prom_rules_1s "$P/qoslane-alerts.yml"
 fors=$(grep -cE '^ +for:' "$DP/qoslane-alerts.yml")
 check "test rules: all $fors for: durations (and nothing else) shortened to 1s" \
   eq "$(diff "$DP/qoslane-alerts.yml" "$P/qoslane-alerts.yml" | grep -c '^> .*for: 1s$')/$(diff "$DP/qoslane-alerts.yml" "$P/qoslane-alerts.yml" | grep -c '^[<>]')" "$fors/$((2 * fors))"
@@ -118,35 +118,7 @@ say "slurmctld metrics at $CTLD_ADDR"
 node_exporter_start "$TEXTFILES" "$WORK/node_exporter-node.log"; NE_NODE=$NE_PORT
 node_exporter_start "$C/var/lib/prometheus/node-exporter" "$WORK/node_exporter-control.log"; NE_CTL=$NE_PORT
 say "node_exporter: $NODE on :$NE_NODE, control on :$NE_CTL"
-# The shipped scrape config with this rig's targets: the node job's targets
-# become one per node root (instance = the node's name), every interval 1s,
-# the rules the test copy; job names, paths and labels stay as shipped.
-# CTLD_ADDR (host:port of a slurmctld serving OpenMetrics) keeps the slurmctld
-# job, pointed at it; without it the job is dropped.
-render_config() {
-  python3 - "$DP/scrape-qoslane.yml" "$P/prometheus.yml" "$P/qoslane-alerts.yml" "${CTLD_ADDR:-}" "$@" <<'PY'
-import sys, yaml
-src, out, rules, ctld, *nodes = sys.argv[1:]
-c = yaml.safe_load(open(src))
-c["global"] = {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
-c["rule_files"] = [rules]
-jobs = []
-for j in c["scrape_configs"]:
-    if j["job_name"] == "node":
-        j["static_configs"] = [{"targets": [a], "labels": {"instance": n}} for n, a in (x.split("=", 1) for x in nodes)]
-    elif j["job_name"] == "slurmctld":
-        if not ctld:
-            continue
-        for sc in j["static_configs"]:
-            sc["targets"] = [ctld]
-    j.pop("scrape_timeout", None)
-    j.pop("scrape_interval", None)
-    jobs.append(j)
-c["scrape_configs"] = jobs
-yaml.safe_dump(c, open(out, "w"), sort_keys=False)
-PY
-}
-render_config "$NODE=127.0.0.1:$NE_NODE" "control=127.0.0.1:$NE_CTL"
+prom_config "$P/prometheus.yml" "$P/qoslane-alerts.yml" "${CTLD_ADDR:-}" "$NODE=127.0.0.1:$NE_NODE" "control=127.0.0.1:$NE_CTL"
 check "rendered config: the slurmctld job scrapes $CTLD_ADDR" grep -q "$CTLD_ADDR" "$P/prometheus.yml"
 check "rendered config: promtool check config" "$PROMTOOL" check config "$P/prometheus.yml"
 prometheus_start "$P/prometheus.yml" "$P"
