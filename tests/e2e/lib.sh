@@ -70,6 +70,52 @@ slurm_select() {
 }
 slurm_select "${SLURM_VERSION:-22.05}"
 
+# Where the Prolog learns the QoS: 26.05 puts the real one in its environment (from the job
+# credential); before, the non-spoofable squeue query (the audit's qos_source)
+qos_source_expected() { case $SLURM_VERSION in 26.05) echo env ;; *) echo squeue ;; esac; }
+# shellcheck disable=SC2034  # for the suites that source this
+QSRC=$(qos_source_expected)
+
+# e2e_mapping FILE : the suites' mapping: four levels, mission-critical fail_job; the node
+# settings' paths are the fixture node's (scripts/lib/node.sh)
+e2e_mapping() {
+  cat > "$1" <<YML
+default_level: normal
+fabric_check: enforce
+on_failure: continue
+levels:
+  - name: mission-critical
+    qos: [mission-critical]
+    service_level: 3
+    virtual_lane: 3
+    traffic_class: 106
+    on_failure: fail_job
+    node_settings:
+      - path: $TOS
+        value: "106"
+      - path: $RMEM
+        value: "16777216"
+  - name: high
+    qos: [high]
+    service_level: 2
+    virtual_lane: 2
+    node_settings:
+      - path: $RMEM
+        value: "8388608"
+  - name: normal
+    qos: [normal]
+    service_level: 0
+    virtual_lane: 0
+  - name: low
+    qos: [low]
+    service_level: 1
+    virtual_lane: 1
+    node_settings:
+      - path: $RMEM
+        value: "1048576"
+YML
+}
+
 # slurm_cmd CMD... : CMD where the Slurm under test is: as is on the host, else inside the chroot
 # with a clean environment (what a user's shell there would have: PATH, HOME, LANG)
 slurm_cmd() {

@@ -19,47 +19,8 @@ cleanup() {
   if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $CH$WORK for inspection"; else rm -rf "$CH$WORK"; fi
 }
 trap cleanup EXIT
-# Where the Prolog learns the QoS: 26.05 puts the real one in its environment
-# (from the job credential); before, the non-spoofable squeue query.
-case $SLURM_VERSION in 26.05) QSRC="env" ;; *) QSRC=squeue ;; esac
 say "Slurm $SLURM_VERSION ($SLURM_SUITE): the Prolog's QoS source should be $QSRC"
-
-# The node settings' paths are the fixture node's (scripts/lib/node.sh).
-cat > "$CH$WORK/mapping.yml" <<YML
-default_level: normal
-fabric_check: enforce
-on_failure: continue
-levels:
-  - name: mission-critical
-    qos: [mission-critical]
-    service_level: 3
-    virtual_lane: 3
-    traffic_class: 106
-    on_failure: fail_job
-    node_settings:
-      - path: $TOS
-        value: "106"
-      - path: $RMEM
-        value: "16777216"
-  - name: high
-    qos: [high]
-    service_level: 2
-    virtual_lane: 2
-    node_settings:
-      - path: $RMEM
-        value: "8388608"
-  - name: normal
-    qos: [normal]
-    service_level: 0
-    virtual_lane: 0
-  - name: low
-    qos: [low]
-    service_level: 1
-    virtual_lane: 1
-    node_settings:
-      - path: $RMEM
-        value: "1048576"
-YML
+e2e_mapping "$CH$WORK/mapping.yml"
 
 build_release
 e2e_binaries
