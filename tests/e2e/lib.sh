@@ -124,9 +124,16 @@ slurm_cmd() {
 }
 
 # e2e_workdir NAME : a fresh 0755 directory for the suite, as the hooks see it (under /tmp,
-# inside the chroot for a chroot's Slurm): the suite uses "$CH$WORK" for its own reads/writes
+# inside the chroot for a chroot's Slurm, created first when missing): the suite uses
+# "$CH$WORK" for its own reads/writes. Fails rather than print "": a suite's cleanup removes
+# "$CH$WORK", which must never be the chroot itself.
 e2e_workdir() {
-  local d; d=$(mktemp -d "$CH/tmp/$1.XXXXXX"); chmod 0755 "$d"; echo "${d#"$CH"}"
+  if [ -n "$CH" ] && [ ! -e "$CH/.rig-created" ]; then
+    bash "$CHROOT_RIG" create "$SLURM_SUITE" || return 1
+  fi
+  local d; d=$(mktemp -d "$CH/tmp/$1.XXXXXX") || return 1
+  [ -n "${d#"$CH"}" ] || return 1
+  chmod 0755 "$d"; echo "${d#"$CH"}"
 }
 
 # e2e_binaries : for a chroot, copy qoslane and hookrun into WORK/bin (QL, HR then name the

@@ -33,6 +33,7 @@ export RIG_METRICS=$CTLD_METRICS
 NN=2; [ -n "$CH" ] || NN=1   # the host rig has one node
 
 WORK=$(e2e_workdir qoslane-prom)   # as the hooks see it; the test's own files at $CH$WORK
+if [ -z "$WORK" ] || [ ! -d "$CH$WORK" ]; then say "no work directory under $CH/tmp"; exit 1; fi
 W=$CH$WORK
 C=$W/control    # the control node: only the fabric audit's textfile (on the host)
 P=$W/prom       # Prometheus: config, rules, data, log
