@@ -24,7 +24,7 @@
 #   /usr/sbin/qoslane, /usr/sbin/hookrun
 #   /usr/share/man/man8/{qoslane,hookrun}*.8.gz, man5/{qoslane-mapping,hookrun.conf}.5.gz
 #   /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia,...}.md
-#   /usr/share/qoslane/prometheus/qoslane-alerts.yml, grafana/grafana-qoslane.json
+#   /usr/share/qoslane/prometheus/{qoslane-alerts,scrape-qoslane}.yml, grafana/grafana-qoslane.json
 #   /usr/share/bash-completion/completions/{qoslane,hookrun}
 #   /usr/share/zsh/vendor-completions/_{qoslane,hookrun}   (.deb; .rpm: zsh/site-functions)
 #   /usr/share/fish/vendor_completions.d/{qoslane,hookrun}.fish
@@ -131,6 +131,7 @@ stage() {
   install -D -m 0644 "$REPO/examples/qos-network.yml" "$d/usr/share/doc/qoslane/examples/qos-network.yml"
   for p in $DOCS; do install -D -m 0644 "$REPO/docs/$p" "$d/usr/share/doc/qoslane/$p"; done
   install -D -m 0644 "$REPO/deploy/prometheus/qoslane-alerts.yml" "$d/usr/share/qoslane/prometheus/qoslane-alerts.yml"
+  install -D -m 0644 "$REPO/deploy/prometheus/scrape-qoslane.yml" "$d/usr/share/qoslane/prometheus/scrape-qoslane.yml"
   install -D -m 0644 "$REPO/deploy/prometheus/grafana-qoslane.json" "$d/usr/share/qoslane/grafana/grafana-qoslane.json"
   install -D -m 0644 "$REPO/packaging/logrotate/qoslane" "$d/etc/logrotate.d/qoslane"
   install -D -m 0644 "$REPO/packaging/default/qoslane" "$d/etc/default/qoslane"

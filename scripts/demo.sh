@@ -8,7 +8,9 @@
 #   check, the fail_job level refused while the node serves the others; the
 #   metrics; then the path (scripts/demo_path.sh): the mapping's OpenSM QoS
 #   options on a multi-switch fabric, proven by the fabric audit, and a spine
-#   misaligned behind the SM named by it. Everything it starts, it stops.
+#   misaligned behind the SM named by it; a real Prometheus (node_exporter on
+#   the node's textfiles, the shipped scrape config and alert rules, every
+#   `for:` at 1s) shows the drift's alert firing. Everything it starts, it stops.
 #
 #   scripts/demo.sh                 as root on Debian 12 (installs what is missing)
 #   QOSLANE_SKIP_INSTALL=1          do not call install-deps.sh
@@ -29,7 +31,7 @@ fi
 . tests/e2e/lib.sh
 WORK=$(mktemp -d /tmp/qoslane-demo.XXXXXX); chmod 0755 "$WORK"
 R=$WORK/root
-cleanup() { touch "$WORK/release.all" 2>/dev/null || true; stop_slurm; rm -rf "$WORK"; }
+cleanup() { touch "$WORK/release.all" 2>/dev/null || true; prom_stop; stop_slurm; rm -rf "$WORK"; }
 trap cleanup EXIT
 title() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; "$@"; }
@@ -56,6 +58,13 @@ title "A real Slurm 22.05 cluster, hookrun as Prolog/Epilog/TaskProlog"
 start_slurm "$R"
 sed -n '/^Prolog=/p; /^Epilog=/p; /^TaskProlog=/p; /^PrologFlags=/p; /^PrologEpilogTimeout=/p' /etc/slurm/slurm.conf | sed 's/^/  /'
 printf '%s\n' "$R"/etc/slurm/*.d/* | sed "s|$R||; s/^/  /"
+# A real Prometheus on the node's textfiles from now on (tests/e2e/lib.sh; the
+# shipped rules with every for: at 1s, so the alert below shows within seconds)
+install -d "$WORK/prom"
+node_exporter_start "$R/var/lib/prometheus/node-exporter" "$WORK/node_exporter.log"
+prom_rules_1s "$WORK/prom/qoslane-alerts.yml"
+prom_config "$WORK/prom/prometheus.yml" "$WORK/prom/qoslane-alerts.yml" "" "$NODE=127.0.0.1:$NE_PORT"
+prometheus_start "$WORK/prom/prometheus.yml" "$WORK/prom"
 
 title "One job per QoS (two at a time: this node has $(nproc) CPUs)"
 printf '  %-5s %-17s %-9s %-10s %-7s %-17s %s\n' JOB QOS UCX_IB_SL NCCL_IB_SL NCCL_TC QOSLANE_LEVEL "default_roce_tos while running"
@@ -114,6 +123,11 @@ resume_node
 title "Metrics (node_exporter textfile, Prometheus text format)"
 grep -E '^(qoslane_hook_runs_total\{event="(prolog|epilog)",outcome="(applied|reverted|failed)"|qoslane_rollbacks_total|qoslane_active_jobs|qoslane_fabric_aligned|qoslane_hook_duration_seconds_(sum|count)|hookrun_hook_runs_total)' \
   "$R/var/lib/prometheus/node-exporter/qoslane.prom" "$R/var/lib/prometheus/node-exporter/hookrun.prom" | sed "s|$R/var/lib/prometheus/node-exporter/||; s/^/  /"
+
+title "A real Prometheus scraping node_exporter: the drift's alert (shipped rules, for: shortened to 1s)"
+poll 30 "QoslaneFabricMisaligned firing" alert_is QoslaneFabricMisaligned firing || true
+printf '$ curl %s/api/v1/alerts   (name, state, labels)\n' "$PROM_URL"
+python3 "$PROM_API" alerts "$PROM_URL" | sed 's/^/  /'
 
 # ------------------------------------------------------------------ the path
 # A multi-switch fabric: the SM's options from the mapping, the fabric audit.

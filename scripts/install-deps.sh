@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh — everything the tests and the demo need on a fresh Debian 12
 # machine, as root: the simulated fabric (ibsim + OpenSM + infiniband-diags),
-# the Slurm 22.05 cluster (slurmctld/slurmd/slurmdbd, MariaDB, munge),
+# the Slurm 22.05 cluster (slurmctld/slurmd/slurmdbd, MariaDB, munge), mmdebstrap for the
+# Slurm 24.11/26.05 chroots,
 # Prometheus tools, Ansible, benchmarking tools, shellcheck; and the Rust components.
 # Idempotent: a second run installs nothing.
 set -euo pipefail
@@ -13,8 +14,11 @@ PKGS=(
   gcc libc6-dev libibmad5
   # single-node Slurm cluster
   slurmctld slurmd slurm-client slurmdbd munge mariadb-server
-  # telemetry: promtool and node_exporter
-  prometheus prometheus-node-exporter
+  # the newer Slurm rigs (rigs/slurm_chroot_rig.sh): trixie/sid chroots, their cached tarballs
+  mmdebstrap zstd
+  # telemetry: promtool, node_exporter and the Prometheus server that
+  # tests/e2e/prometheus.sh runs (curl and python3-yaml: its API reads and config)
+  prometheus prometheus-node-exporter curl python3-yaml
   # Omnia integration (python3-apt: Ansible's apt module; rpm: rpmbuild for the .rpm;
   # python3-venv: ansible-lint is installed from PyPI into a venv by deploy/omnia/lint.sh)
   ansible-core yamllint python3-apt rpm python3-venv
@@ -40,6 +44,10 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
   echo "install-deps: installing ${missing[*]}" >&2
+  # Daemons running now (other suites' node_exporter or Prometheus) are not ours to stop.
+  # (node_exporter's comm is cut to 15 characters: prometheus-node.)
+  telemetry_pids() { { pgrep -x prometheus; pgrep -x prometheus-node; } | tr '\n' ' ' || true; }
+  before=" $(telemetry_pids) "
   made_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then   # keep maintainer scripts from starting daemons
     printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; made_policy=1
@@ -50,9 +58,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     { [ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d; tail -30 /tmp/qoslane-apt.log >&2; exit 1; }
   [ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
   # Packages may have started daemons despite policy-rc.d (no systemd here); the
-  # rigs start their own.
-  pkill -x prometheus-node-exporter 2>/dev/null || true
-  pkill -x prometheus 2>/dev/null || true
+  # rigs start their own. Stop only those the installation started.
+  for pid in $(telemetry_pids); do
+    case $before in *" $pid "*) ;; *) kill "$pid" 2>/dev/null || true ;; esac
+  done
 fi
 
 if command -v rustup >/dev/null 2>&1; then

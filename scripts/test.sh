@@ -4,13 +4,18 @@
 #   scripts/test.sh            install what is missing, then run every suite
 #   QOSLANE_SKIP_INSTALL=1     do not call install-deps.sh
 #   QOSLANE_SKIP_SLURM=1       skip the suites that take over the machine's
-#                              Slurm (the rig rewrites /etc/slurm); CI runs them
+#                              Slurm (the rig rewrites /etc/slurm) and the
+#                              chroot Slurms; CI runs them
+#   QOSLANE_SLURM_VERSIONS     the Slurm versions to run the e2e suite on
+#                              (default "22.05 24.11 26.05")
 #
 # Suites: formatting and lints; shellcheck over every shell script; unit and
 # integration tests (with fault injection compiled in); the real simulated
 # fabric (ibsim + OpenSM + smpquery); the multi-switch fabric rig's self-test
 # (its levers, read back with the real tools); Prometheus rule tests; the real Slurm
-# cluster end to end; the Omnia playbook against the local Slurm.
+# cluster end to end on Slurm 22.05, 24.11 and 26.05, one node and four; qoslane's metrics in
+# a real Prometheus (its alerts fire, the dashboard's queries answer, slurmctld's OpenMetrics
+# scraped); the Omnia playbook against the local Slurm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -45,10 +50,27 @@ promtool check metrics < crates/qoslane/tests/golden/metrics.prom
 step "packages: the .deb's contents, lintian, man pages, logrotate, install and purge (no Slurm)"
 bash tests/e2e/packages.sh
 
-for t in tests/e2e/slurm.sh tests/e2e/omnia.sh tests/e2e/admin_story.sh; do
-  [ -e "$t" ] || continue
+# The Slurm suite once per Slurm version: the host's 22.05, then 24.11 (trixie) and 26.05 (sid)
+# in their chroots (rigs/slurm_chroot_rig.sh creates each when missing, ~30 s, then reuses it);
+# each closes with "slurm-VERSION: N passed, 0 failed". The several-node suite runs on both
+# chroots. QOSLANE_SLURM_VERSIONS narrows the list (e.g. "22.05").
+runs=()
+for v in ${QOSLANE_SLURM_VERSIONS:-22.05 24.11 26.05}; do runs+=("tests/e2e/slurm.sh --slurm $v"); done
+for v in ${QOSLANE_SLURM_VERSIONS:-24.11 26.05}; do
+  [ "$v" = 22.05 ] || runs+=("tests/e2e/slurm_nodes.sh --slurm $v")
+done
+# Prometheus (its alerts, the dashboard, slurmctld's OpenMetrics) on 26.05's two nodes, or on the
+# first version QOSLANE_SLURM_VERSIONS lists when it leaves 26.05 out.
+pv=26.05
+case " ${QOSLANE_SLURM_VERSIONS:-26.05} " in *" 26.05 "*) ;; *) pv=${QOSLANE_SLURM_VERSIONS%% *} ;; esac
+runs+=("tests/e2e/prometheus.sh --slurm $pv" tests/e2e/omnia.sh tests/e2e/admin_story.sh)
+for t in "${runs[@]}"; do
+  [ -e "${t%% *}" ] || continue
   if [ "${QOSLANE_SKIP_SLURM:-0}" = 1 ]; then step "skipped (QOSLANE_SKIP_SLURM=1): $t"; continue; fi
   step "end to end: $t"
-  bash "$t"
+  t0=$(date +%s)
+  # shellcheck disable=SC2086  # "script --slurm VERSION": split on purpose
+  bash $t
+  printf '[test.sh] %s took %ss\n' "$t" "$(($(date +%s) - t0))" >&2
 done
 step "all suites passed"

@@ -21,6 +21,11 @@
 #   node_hooks ROOT                            hookrun and its hooks ($QL, $HR)
 #   rig_lock WAIT_S / rig_unlock               the Slurm rig, one user at a time
 #
+# A node under a Slurm in a chroot (rigs/slurm_chroot_rig.sh) lives inside it:
+# with NODE_CH set to the chroot's directory, ROOT (and the binaries $QL, $HR)
+# are paths as seen inside it, the files are written at NODE_CH/ROOT, and the
+# fixture smpquery is copied in rather than linked to the repo.
+#
 # Only the layout is here: assertions belong to tests/e2e/lib.sh (`check`),
 # measuring to bench/lib.sh (`check_audit`).
 
@@ -38,7 +43,7 @@ BASE_RMEM=212992
 # ROOT/etc/qoslane/qos-network.yml itself. Port mlx5_0 is the fixture's own
 # (its GUID and LID); mlx5_1.. get a GUID and LID each.
 node_layout() {
-  local r=$1 mapping=$2 ports=${3:-1} table=${4:-identity}
+  local r=${NODE_CH:-}$1 mapping=$2 ports=${3:-1} table=${4:-identity}
   rm -rf "$r"
   install -d -m 0755 "$r" "$r/etc/qoslane" "$r/bin"
   [ -z "$mapping" ] || cp "$mapping" "$r/etc/qoslane/qos-network.yml"
@@ -55,14 +60,15 @@ node_layout() {
       printf '0x%x\n' $((0x10 + i)) > "$d/ports/1/lid"
     fi
   done
-  ln -s "$FIX/bin/fake-smpquery" "$r/bin/smpquery"
-  set_fabric "$r" "$table"
+  if [ -n "${NODE_CH:-}" ]; then cp "$FIX/bin/fake-smpquery" "$r/bin/smpquery"
+  else ln -s "$FIX/bin/fake-smpquery" "$r/bin/smpquery"; fi
+  set_fabric "$1" "$table"
 }
 
 # set_fabric ROOT TABLE : what the SM programmed, as smpquery prints it (the
 # captured answers FIX/smpquery/qos-TABLE.*.txt: identity, reversed, ...)
 set_fabric() {
-  local r=$1 t=$2 op
+  local r=${NODE_CH:-}$1 t=$2 op
   for op in sl2vl portinfo vlarb; do cp "$FIX/smpquery/qos-$t.$op.txt" "$r/bin/any.$op.txt"; done
 }
 
@@ -71,20 +77,20 @@ set_fabric() {
 # logout_user.sh (it appends the job id to ROOT/out/logout_user.log) and
 # hookrun.conf (requeue on failure, 15 s budget, 5 s per hook).
 node_hooks() {
-  local r=$1 ql=${QL:?node_hooks: QL (the qoslane binary) is not set} hr=${HR:?node_hooks: HR (the hookrun binary) is not set}
-  install -d -m 1777 "$r/out"
-  printf '#!/bin/sh\nexec %s --root %s "$@"\n' "$hr" "$r" > "$r/bin/hookrun"
-  chmod 0755 "$r/bin/hookrun"
+  local r=$1 h=${NODE_CH:-}$1 ql=${QL:?node_hooks: QL (the qoslane binary) is not set} hr=${HR:?node_hooks: HR (the hookrun binary) is not set}
+  install -d -m 1777 "$h/out"
+  printf '#!/bin/sh\nexec %s --root %s "$@"\n' "$hr" "$r" > "$h/bin/hookrun"
+  chmod 0755 "$h/bin/hookrun"
   local d
-  for d in prolog.d epilog.d task-prolog.d health.d; do install -d "$r/etc/slurm/$d"; done
+  for d in prolog.d epilog.d task-prolog.d health.d; do install -d "$h/etc/slurm/$d"; done
   local env="QOSLANE_SMPQUERY=$r/bin/smpquery QOSLANE_TIMEOUT_MS=3000"
-  printf '#!/bin/sh\n%s exec %s --root %s prolog\n' "$env" "$ql" "$r" > "$r/etc/slurm/prolog.d/10-qoslane"
-  printf '#!/bin/sh\n%s exec %s --root %s epilog\n' "$env" "$ql" "$r" > "$r/etc/slurm/epilog.d/10-qoslane"
-  printf '#!/bin/sh\nexec %s --root %s task-prolog\n' "$ql" "$r" > "$r/etc/slurm/task-prolog.d/10-qoslane"
-  printf '#!/bin/sh\n%s exec %s --root %s health\n' "$env" "$ql" "$r" > "$r/etc/slurm/health.d/10-qoslane"
-  site_epilog_hook "$r/etc/slurm/epilog.d/90-logout_user.sh" "$r/out"
-  chmod 0755 "$r"/etc/slurm/*.d/*
-  printf 'on_failure = requeue\nbudget = 15s\nhook_timeout = 5s\n' > "$r/etc/slurm/hookrun.conf"
+  printf '#!/bin/sh\n%s exec %s --root %s prolog\n' "$env" "$ql" "$r" > "$h/etc/slurm/prolog.d/10-qoslane"
+  printf '#!/bin/sh\n%s exec %s --root %s epilog\n' "$env" "$ql" "$r" > "$h/etc/slurm/epilog.d/10-qoslane"
+  printf '#!/bin/sh\nexec %s --root %s task-prolog\n' "$ql" "$r" > "$h/etc/slurm/task-prolog.d/10-qoslane"
+  printf '#!/bin/sh\n%s exec %s --root %s health\n' "$env" "$ql" "$r" > "$h/etc/slurm/health.d/10-qoslane"
+  site_epilog_hook "$h/etc/slurm/epilog.d/90-logout_user.sh" "$r/out"
+  chmod 0755 "$h"/etc/slurm/*.d/*
+  printf 'on_failure = requeue\nbudget = 15s\nhook_timeout = 5s\n' > "$h/etc/slurm/hookrun.conf"
 }
 
 # site_epilog_hook FILE DIR : a site's own Epilog hook (like Omnia's
@@ -102,12 +108,16 @@ site_epilog_hook() {
 RIG=$NODE_REPO/rigs/slurm_rig.sh
 export RIG_DIR=${RIG_DIR:-/tmp/qoslane-slurmrig}
 RIG_LOCK=/run/lock/qoslane-slurm-rig.lock
+# rigs/slurm_chroot_rig.sh: one lock per suite (trixie, sid), /run/lock/qoslane-slurm-SUITE.lock
+# shellcheck disable=SC2034  # for the scripts that source this
+CHROOT_RIG=$NODE_REPO/rigs/slurm_chroot_rig.sh
 # shellcheck disable=SC2034  # for the scripts that source this
 RIG_LOCK_WAIT=1800   # how long a suite waits for the one before it (seconds)
 
 # rig_lock WAIT_S : hold the rig lock (fd 9) for the rest of this shell;
 # wait at most WAIT_S seconds (0: do not wait). Fails when another holds it. The rig's daemons inherit fd 9: the lock lasts while
 # they run, and is free once `slurm_rig.sh stop` and this shell are done.
+# RIG_LOCK may name another rig's lock (tests/e2e/lib.sh's slurm_select does for the chroots).
 rig_lock() {
   local wait=$1
   mkdir -p "$(dirname "$RIG_LOCK")"   # /run/lock is missing on some machines

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # lib.sh — shared by the end-to-end suites and the demo: named assertions
 # (`check DESC CMD...`), build the binaries, a node for the Slurm rig
-# (`make_node`, laid out by scripts/lib/node.sh), start/stop the rig under its
-# lock, submit jobs and poll with bounds.
+# (`make_node`, laid out by scripts/lib/node.sh), which Slurm (`slurm_select`,
+# SLURM_VERSION=22.05|24.11|26.05; `slurm_cmd` runs a command where it is),
+# start/stop the rig under its lock, submit jobs and poll with bounds.
 #
 # Sourced; expects `set -euo pipefail` in the caller.
 
@@ -48,54 +49,172 @@ build_release() {
 # the SM's identity table, hookrun and its hooks (scripts/lib/node.sh)
 make_node() { node_layout "$1" "$2" 1 identity; node_hooks "$1"; }
 
-# start_slurm ROOT : the rig with hookrun as Prolog, Epilog and TaskProlog
-start_slurm() {
-  local r=$1
-  # One suite at a time owns the machine's Slurm (the rig rewrites /etc/slurm).
-  rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the Slurm rig lock ($RIG_LOCK)"; return 1; }
-  RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
-  RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
-  RIG_PROLOG_FLAGS=Alloc RIG_PROLOG_EPILOG_TIMEOUT=30 \
-  RIG_QOS="low:10 normal:100 high:1000 mission-critical:10000 scavenger:1" \
-  RIG_EXTRA_CONF="AuthInfo=cred_expire=10" \
-  RIG_FORCE=1 bash "$RIG" start >/dev/null
-  NODE=$(cat "$RIG_DIR/nodename")
-  export NODE
+# ------------------------------------------------------------ which Slurm
+# slurm_select VERSION : the Slurm the suite runs on. 22.05: the host's (rigs/slurm_rig.sh);
+# 24.11: Debian trixie's, 26.05: Debian sid's, each in its chroot (rigs/slurm_chroot_rig.sh).
+# Sets SLURM_VERSION, SLURM_SUITE (host|trixie|sid), CH (the chroot's directory, "" for the
+# host), NODE_CH (scripts/lib/node.sh: nodes are laid out inside CH) and RIG_LOCK (the rig's
+# lock). Everything a hook, a job or a Slurm command sees is a path inside CH; the suite reads
+# and writes those files at "$CH$PATH".
+slurm_select() {
+  case $1 in
+    22.05 | host) SLURM_VERSION=22.05 SLURM_SUITE=host ;;
+    24.11 | trixie) SLURM_VERSION=24.11 SLURM_SUITE=trixie ;;
+    26.05 | sid) SLURM_VERSION=26.05 SLURM_SUITE=sid ;;
+    *) say "unknown Slurm '$1' (22.05|24.11|26.05, or host|trixie|sid)"; return 2 ;;
+  esac
+  if [ "$SLURM_SUITE" = host ]; then CH=""
+  else CH=$(bash "$CHROOT_RIG" path "$SLURM_SUITE"); RIG_LOCK=/run/lock/qoslane-slurm-$SLURM_SUITE.lock; fi
+  NODE_CH=$CH
+  export SLURM_VERSION SLURM_SUITE CH NODE_CH
 }
-stop_slurm() { bash "$RIG" stop >/dev/null 2>&1 || true; }
+slurm_select "${SLURM_VERSION:-22.05}"
+
+# Where the Prolog learns the QoS: 26.05 puts the real one in its environment (from the job
+# credential); before, the non-spoofable squeue query (the audit's qos_source)
+qos_source_expected() { case $SLURM_VERSION in 26.05) echo env ;; *) echo squeue ;; esac; }
+# shellcheck disable=SC2034  # for the suites that source this
+QSRC=$(qos_source_expected)
+
+# e2e_mapping FILE : the suites' mapping: four levels, mission-critical fail_job; the node
+# settings' paths are the fixture node's (scripts/lib/node.sh)
+e2e_mapping() {
+  cat > "$1" <<YML
+default_level: normal
+fabric_check: enforce
+on_failure: continue
+levels:
+  - name: mission-critical
+    qos: [mission-critical]
+    service_level: 3
+    virtual_lane: 3
+    traffic_class: 106
+    on_failure: fail_job
+    node_settings:
+      - path: $TOS
+        value: "106"
+      - path: $RMEM
+        value: "16777216"
+  - name: high
+    qos: [high]
+    service_level: 2
+    virtual_lane: 2
+    node_settings:
+      - path: $RMEM
+        value: "8388608"
+  - name: normal
+    qos: [normal]
+    service_level: 0
+    virtual_lane: 0
+  - name: low
+    qos: [low]
+    service_level: 1
+    virtual_lane: 1
+    node_settings:
+      - path: $RMEM
+        value: "1048576"
+YML
+}
+
+# slurm_cmd CMD... : CMD where the Slurm under test is: as is on the host, else inside the chroot
+# with a clean environment (what a user's shell there would have: PATH, HOME, LANG)
+slurm_cmd() {
+  if [ -z "$CH" ]; then "$@"
+  else env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 chroot "$CH" "$@"; fi
+}
+
+# e2e_workdir NAME : a fresh 0755 directory for the suite, as the hooks see it (under /tmp,
+# inside the chroot for a chroot's Slurm, created first when missing): the suite uses
+# "$CH$WORK" for its own reads/writes. Fails rather than print "": a suite's cleanup removes
+# "$CH$WORK", which must never be the chroot itself.
+e2e_workdir() {
+  if [ -n "$CH" ] && [ ! -e "$CH/.rig-created" ]; then
+    bash "$CHROOT_RIG" create "$SLURM_SUITE" || return 1
+  fi
+  local d; d=$(mktemp -d "$CH/tmp/$1.XXXXXX") || return 1
+  [ -n "${d#"$CH"}" ] || return 1
+  chmod 0755 "$d"; echo "${d#"$CH"}"
+}
+
+# e2e_binaries : for a chroot, copy qoslane and hookrun into WORK/bin (QL, HR then name the
+# copies: built on bookworm, they run on the newer glibc)
+e2e_binaries() {
+  [ -n "$CH" ] || return 0
+  install -d -m 0755 "$CH$WORK/bin"
+  install -m 0755 "$QL" "$HR" "$CH$WORK/bin/"
+  QL=$WORK/bin/qoslane HR=$WORK/bin/hookrun
+}
+
+# start_slurm ROOT [NNODES] : the rig with ROOT/bin/hookrun as Prolog, Epilog and TaskProlog
+# (NNODES > 1: the chroot rigs only, NODE is the first node, NODES all of them)
+start_slurm() {
+  local r=$1 n=${2:-1}
+  # One suite at a time owns a rig (the host rig rewrites /etc/slurm; a chroot rig its ports).
+  rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the Slurm rig lock ($RIG_LOCK)"; return 1; }
+  local qos="low:10 normal:100 high:1000 mission-critical:10000 scavenger:1"
+  if [ -z "$CH" ]; then
+    [ "$n" = 1 ] || { say "the host rig has one node"; return 1; }
+    RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
+    RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
+    RIG_PROLOG_FLAGS=Alloc RIG_PROLOG_EPILOG_TIMEOUT=30 RIG_QOS="$qos" \
+    RIG_EXTRA_CONF="AuthInfo=cred_expire=10" \
+    RIG_FORCE=1 bash "$RIG" start >/dev/null
+    NODE=$(cat "$RIG_DIR/nodename")
+    NODES=$NODE
+  else
+    RIG_LOCK_HELD=$RIG_LOCK RIG_NNODES=$n RIG_USERS="root jobuser" \
+    RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
+    RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
+    RIG_PROLOG_FLAGS=Alloc RIG_PROLOG_EPILOG_TIMEOUT=30 RIG_QOS="$qos" \
+    RIG_EXTRA_CONF="AuthInfo=cred_expire=10" \
+    bash "$CHROOT_RIG" start "$SLURM_SUITE" 2>"$CH$WORK/rig-start.log" ||
+      { cat "$CH$WORK/rig-start.log" >&2; return 1; }
+    NODES=$(RIG_NNODES=$n bash "$CHROOT_RIG" nodes "$SLURM_SUITE" | paste -sd ' ')
+    NODE=${NODES%% *}
+  fi
+  export NODE NODES
+}
+stop_slurm() {
+  if [ -z "$CH" ]; then bash "$RIG" stop >/dev/null 2>&1 || true
+  else RIG_LOCK_HELD=$RIG_LOCK bash "$CHROOT_RIG" stop "$SLURM_SUITE" 2>/dev/null || true; fi
+}
 
 # Job helpers. A job waits for its release file (bounded), so tests control overlap.
 job_script() { # job_script NAME -> path of a batch script that dumps env and waits
   local f=$WORK/$1.sh
-  cat > "$f" <<EOS
+  cat > "$CH$f" <<EOS
 #!/bin/sh
 env | sort > $WORK/\$SLURM_JOB_ID.env
 i=0; while [ ! -e $WORK/release.\$SLURM_JOB_ID ] && [ ! -e $WORK/release.all ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i+1)); done
 EOS
-  chmod 0755 "$f"; echo "$f"
+  chmod 0755 "$CH$f"; echo "$f"
 }
 submit() { # submit QOS [sbatch args...] -> job id
   local q=$1; shift
-  /usr/bin/sbatch --parsable --qos="$q" -o "$WORK/slurm-%j.out" "$@" "$(job_script "job-$q")"
+  slurm_cmd /usr/bin/sbatch --parsable --qos="$q" -o "$WORK/slurm-%j.out" "$@" "$(job_script "job-$q")"
 }
-job_state() { /usr/bin/squeue -h -j "$1" -o %T 2>/dev/null; }
-is_running() { [ "$(job_state "$1")" = RUNNING ] && [ -s "$WORK/$1.env" ]; }
+job_state() { slurm_cmd /usr/bin/squeue -h -j "$1" -o %T 2>/dev/null; }
+is_running() { [ "$(job_state "$1")" = RUNNING ] && [ -s "$CH$WORK/$1.env" ]; }
 is_gone() { [ -z "$(job_state "$1")" ]; }
-release() { touch "$WORK/release.$1"; }
-env_of() { grep "^$2=" "$WORK/$1.env" | head -1 | cut -d= -f2-; }
+release() { touch "$CH$WORK/release.$1"; }
+env_of() { grep "^$2=" "$CH$WORK/$1.env" | head -1 | cut -d= -f2-; }
 # held JOB: requeued and held after a failed Prolog (requeuehold or Slurm's own)
 held() {
-  /usr/bin/scontrol show job -o "$1" | grep -Eq 'JobState=PENDING .*Reason=(JobHeldUser|JobHeldAdmin|launch_failed_requeued_held)' ||
-    /usr/bin/scontrol show job -o "$1" | grep -Eq 'Priority=0 .*JobState=PENDING'
+  slurm_cmd /usr/bin/scontrol show job -o "$1" | grep -Eq 'JobState=PENDING .*Reason=(JobHeldUser|JobHeldAdmin|launch_failed_requeued_held)' ||
+    slurm_cmd /usr/bin/scontrol show job -o "$1" | grep -Eq 'Priority=0 .*JobState=PENDING'
 }
-node_state() { /usr/bin/sinfo -h -N -n "$NODE" -o %T | head -1; }
-node_reason() { /usr/bin/scontrol show node -o "$NODE" | sed -n 's/.*Reason=\(.*\) \[.*/\1/p'; }
+# node_state / node_reason / resume_node: of NODE; the *_of forms of the node named
+node_state_of() { slurm_cmd /usr/bin/sinfo -h -N -n "$1" -o %T | head -1; }
+node_reason_of() { slurm_cmd /usr/bin/scontrol show node -o "$1" | sed -n 's/.*Reason=\(.*\) \[.*/\1/p'; }
+node_state() { node_state_of "$NODE"; }
+node_reason() { node_reason_of "$NODE"; }
 # resume_node: resume and wait until idle (a node still completing a job's
 # Epilog may ignore the first resume)
-resume_once() { /usr/bin/scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true; [ "$(node_state)" = idle ]; }
-resume_node() { poll 30 "node $NODE resumed to idle" resume_once; }
+resume_once() { slurm_cmd /usr/bin/scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true; [ "$(node_state_of "$1")" = idle ]; }
+resume_node_of() { poll 30 "node $1 resumed to idle" resume_once "$1"; }
+resume_node() { resume_node_of "$NODE"; }
 audit_of() { # audit_of ROOT JOB EVENT FIELD
-  python3 - "$1/var/log/qoslane/audit.jsonl" "$2" "$3" "$4" <<'PY'
+  python3 - "$CH$1/var/log/qoslane/audit.jsonl" "$2" "$3" "$4" <<'PY'
 import json, sys
 path, job, event, field = sys.argv[1:]
 lines = [json.loads(l) for l in open(path)]
@@ -103,3 +222,91 @@ hits = [l for l in lines if str(l.get("job_id")) == job and l["event"] == event]
 print(hits[-1].get(field) if hits else "<none>")
 PY
 }
+
+# ------------------------------------------------------------------ Prometheus
+# A real node_exporter per node root and a real Prometheus, plain processes on
+# loopback, each on a free port, in the caller's directories; stopped by PID
+# (prom_stop). The API is read by tests/e2e/prom_api.py.
+NODE_EXPORTER=/usr/bin/prometheus-node-exporter
+PROMETHEUS=/usr/bin/prometheus
+# shellcheck disable=SC2034  # for the suites that source this
+PROMTOOL=/usr/bin/promtool
+PROM_API=$E2E_REPO/tests/e2e/prom_api.py
+PROM_PIDS=()
+# free_port : a loopback TCP port nobody listens on now (the kernel's pick)
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+listening() { python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$1"; }
+# prom_spawn LOG PORT CMD... : start CMD (fds 8 and 9, rig locks, not inherited),
+# wait until it listens on PORT; its PID goes to PROM_PIDS. Not in a subshell.
+prom_spawn() {
+  local log=$1 port=$2; shift 2
+  "$@" >"$log" 2>&1 8>&- 9>&- </dev/null &
+  local pid=$!
+  PROM_PIDS+=("$pid")
+  if ! poll 30 "$(basename "$1") listening on 127.0.0.1:$port" listening "$port"; then
+    say "$(basename "$1") did not come up; its log:"; tail -5 "$log" >&2; return 1
+  fi
+  kill -0 "$pid" 2>/dev/null || { say "$(basename "$1") exited; its log:"; tail -5 "$log" >&2; return 1; }
+}
+# node_exporter_start TEXTFILE_DIR LOG -> sets NE_PORT: the textfile collector
+# only (the qoslane and hookrun files are what the test reads)
+node_exporter_start() {
+  NE_PORT=$(free_port)
+  prom_spawn "$2" "$NE_PORT" "$NODE_EXPORTER" --web.listen-address="127.0.0.1:$NE_PORT" \
+    --collector.disable-defaults --collector.textfile --collector.textfile.directory="$1"
+}
+# prometheus_start CONFIG DIR -> sets PROM_URL: data and log under DIR
+prometheus_start() {
+  local port; port=$(free_port)
+  prom_spawn "$2/prometheus.log" "$port" "$PROMETHEUS" --config.file="$1" \
+    --storage.tsdb.path="$2/data" --web.listen-address="127.0.0.1:$port"
+  PROM_URL=http://127.0.0.1:$port
+  poll 30 "Prometheus ready" curl -sf "$PROM_URL/-/ready"
+}
+# The shipped files, as a rig runs them (deploy/prometheus):
+PROM_SHIPPED=$E2E_REPO/deploy/prometheus
+# prom_rules_1s OUT : the shipped alert rules with every `for:` set to 1s (and
+# nothing else changed), so an alert fires within seconds of its expression
+prom_rules_1s() { sed -E 's/^( +for:) .*/\1 1s/' "$PROM_SHIPPED/qoslane-alerts.yml" > "$1"; }
+# prom_config OUT RULES CTLD NAME=HOST:PORT... : the shipped scrape config
+# (scrape-qoslane.yml) with a rig's targets: the node job gets one target per
+# NAME=HOST:PORT (a node_exporter; instance = NAME), every interval 1s, RULES
+# the rule file; job names, paths and relabelling stay as shipped. CTLD
+# (host:port of a slurmctld serving OpenMetrics) keeps the slurmctld job,
+# pointed at it; "" drops it.
+prom_config() {
+  python3 - "$PROM_SHIPPED/scrape-qoslane.yml" "$@" <<'PY'
+import sys, yaml
+src, out, rules, ctld, *nodes = sys.argv[1:]
+c = yaml.safe_load(open(src))
+c["global"] = {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"}
+c["rule_files"] = [rules]
+jobs = []
+for j in c["scrape_configs"]:
+    if j["job_name"] == "node":
+        j["static_configs"] = [{"targets": [a], "labels": {"instance": n}} for n, a in (x.split("=", 1) for x in nodes)]
+    elif j["job_name"] == "slurmctld":
+        if not ctld:
+            continue
+        for sc in j["static_configs"]:
+            sc["targets"] = [ctld]
+    j.pop("scrape_timeout", None)
+    j.pop("scrape_interval", None)
+    jobs.append(j)
+c["scrape_configs"] = jobs
+yaml.safe_dump(c, open(out, "w"), sort_keys=False)
+PY
+}
+# prom_stop : stop what prom_spawn started, by PID
+prom_stop() {
+  local p
+  for p in "${PROM_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PROM_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PROM_PIDS=()
+}
+# prom_series EXPR : how many series an instant query returns
+prom_series() { python3 "$PROM_API" series "$PROM_URL" "$1"; }
+# has_series EXPR : at least one
+has_series() { [ "$(prom_series "$1")" -gt 0 ]; }
+# alert_is NAME STATE : the alert is in STATE (firing|pending) in /api/v1/alerts
+alert_is() { python3 "$PROM_API" alert "$PROM_URL" "$1" "$2"; }

@@ -113,7 +113,8 @@ expected() { # expected ZSH_DIR [FILE...]: the common list, plus each package's 
       /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane /usr/lib/qoslane/hooks/health.d/10-qoslane \
       /usr/lib/qoslane/site-options /usr/lib/qoslane/remove-state \
       /etc/default/qoslane /etc/logrotate.d/qoslane \
-      /usr/share/qoslane/prometheus/qoslane-alerts.yml /usr/share/qoslane/grafana/grafana-qoslane.json
+      /usr/share/qoslane/prometheus/qoslane-alerts.yml /usr/share/qoslane/prometheus/scrape-qoslane.yml \
+      /usr/share/qoslane/grafana/grafana-qoslane.json
     for d in admin-guide fabric hookrun metrics omnia RELIABILITY PERFORMANCE; do
       echo "/usr/share/doc/qoslane/$d.md"
     done

@@ -62,8 +62,8 @@ files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}')
 has() { grep -qx -- "$1" <<<"$files" || { say "  not in the package: $1"; return 1; }; }
 has_all() { local f; for f in "$@"; do has "$f" || return 1; done; }
 check "deb: the docs" has_all /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia}.md
-check "deb: alert rules and dashboard" has_all /usr/share/qoslane/prometheus/qoslane-alerts.yml \
-  /usr/share/qoslane/grafana/grafana-qoslane.json
+check "deb: alert rules, scrape config and dashboard" has_all /usr/share/qoslane/prometheus/qoslane-alerts.yml \
+  /usr/share/qoslane/prometheus/scrape-qoslane.yml /usr/share/qoslane/grafana/grafana-qoslane.json
 no_man1() { ! grep -q /man1/ <<<"$files"; }
 check "deb: man pages in section 8, the mapping in 5" has_all /usr/share/man/man8/{qoslane,hookrun,qoslane-validate}.8.gz \
   /usr/share/man/man5/qoslane-mapping.5.gz

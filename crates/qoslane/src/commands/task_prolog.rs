@@ -1,6 +1,8 @@
 //! `qoslane task-prolog`: runs as the job user, once per task. Prints the
-//! `export` lines the Prolog recorded for the job and nothing else on stdout;
-//! trusts nothing in its environment but the job id; never fails the task.
+//! `export` lines the Prolog recorded for the job — or, when this node
+//! granted no level, `unset` lines for the same variables — and nothing else
+//! on stdout; trusts nothing in its environment but the job id; never fails
+//! the task.
 
 use std::io::Write;
 
@@ -33,13 +35,16 @@ pub fn run(paths: &Paths) -> Verdict {
     let record = match state::read_record_as_user(paths, job) {
         Ok(Some(r)) => r,
         Ok(None) => {
-            // Baseline: no level granted, no exports; say why, if the
-            // Prolog left a notice (one `print` line, our own text).
+            // Baseline: no level granted on this node, so none of our
+            // variables: a task here must not keep an SL it inherited (srun
+            // passes the batch step's environment, exported by another
+            // node's TaskProlog, to every node of the job). Then say why, if
+            // the Prolog left a notice (one `print` line, our own text).
+            let mut out = unset_lines();
             if let Ok(Some(line)) = state::read_notice_as_user(paths, job) {
-                let _ = std::io::stdout()
-                    .lock()
-                    .write_all(format!("print {line}\n").as_bytes());
+                out.push_str(&format!("print {line}\n"));
             }
+            let _ = std::io::stdout().lock().write_all(out.as_bytes());
             return Verdict::Ok;
         }
         Err(e) => {
@@ -54,6 +59,12 @@ pub fn run(paths: &Paths) -> Verdict {
     // One write; a closed stdout is not our failure.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Verdict::Ok
+}
+
+/// `unset NAME` for every variable the TaskProlog may set: what a task on a
+/// node that granted no level gets.
+pub fn unset_lines() -> String {
+    ALLOWED.iter().map(|k| format!("unset {k}\n")).collect()
 }
 
 /// What the TaskProlog prints for `record` (Slurm's protocol: only `export

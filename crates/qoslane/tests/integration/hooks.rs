@@ -299,12 +299,25 @@ fn spoofed_environment_in_the_task_prolog_is_ignored() {
     assert_eq!(Node::exports(&out)["QOSLANE_LEVEL"], "low");
 }
 
+/// The variables qoslane sets, as a TaskProlog on a node that granted no
+/// level unsets them.
+const OUR_VARIABLES: [&str; 7] = [
+    "UCX_IB_SL",
+    "NCCL_IB_SL",
+    "OMPI_MCA_btl_openib_ib_service_level",
+    "MV2_DEFAULT_SERVICE_LEVEL",
+    "QOSLANE_LEVEL",
+    "UCX_IB_TRAFFIC_CLASS",
+    "NCCL_IB_TC",
+];
+
 #[test]
-fn task_prolog_for_an_unknown_job_prints_nothing_and_succeeds() {
+fn task_prolog_for_a_job_without_a_level_here_unsets_our_variables_and_succeeds() {
     let n = Node::new();
     let out = n.task_prolog(61, &[]);
     ok(&out);
-    assert!(out.stdout.is_empty());
+    assert!(Node::exports(&out).is_empty());
+    assert_eq!(Node::unsets(&out), OUR_VARIABLES, "{out:?}");
     let out = n.task_prolog(0, &[]);
     ok(&out);
     assert!(out.stdout.is_empty());
@@ -696,8 +709,8 @@ mod faults {
 }
 
 /// A job whose level is refused under `on_failure: continue` runs on the
-/// baseline: its TaskProlog tells it so with Slurm's `print` line (the only
-/// line besides `export` it ever writes), and the Epilog removes the notice.
+/// baseline: its TaskProlog unsets qoslane's variables and tells it so with
+/// Slurm's `print` line, and the Epilog removes the notice.
 #[test]
 fn a_job_on_the_baseline_is_told_why() {
     let n = Node::new();
@@ -711,18 +724,31 @@ fn a_job_on_the_baseline_is_told_why() {
     );
     ok(&out);
     assert_eq!(n.last_audit("prolog")["outcome"], "rolled_back");
-    let tp = n.task_prolog(5, &[]);
+    // A task here may carry another node's grant: srun passes the batch
+    // step's environment (exported by the TaskProlog of the node that
+    // granted) to every node of the job. This node granted nothing: unset.
+    let tp = n.task_prolog(5, &[("UCX_IB_SL", "2"), ("QOSLANE_LEVEL", "high")]);
     let text = String::from_utf8_lossy(&tp.stdout);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 1, "{text}");
+    assert!(Node::exports(&tp).is_empty(), "{text}");
+    assert_eq!(Node::unsets(&tp), OUR_VARIABLES, "{text}");
+    let prints: Vec<&str> = text.lines().filter(|l| l.starts_with("print ")).collect();
+    assert_eq!(prints.len(), 1, "{text}");
     assert!(
-        lines[0].starts_with("print qoslane: QoS high: level high was not granted (")
-            && lines[0].ends_with("); the job runs without its SL"),
+        prints[0].starts_with("print qoslane: QoS high: level high was not granted (")
+            && prints[0].ends_with("); the job runs without its SL"),
         "{text}"
+    );
+    assert!(
+        text.ends_with(&format!("{}\n", prints[0])),
+        "unset first: {text}"
     );
     ok(&n.epilog(5));
     assert!(!n.path("/run/qoslane/notices/5").exists());
-    assert!(n.task_prolog(5, &[]).stdout.is_empty());
+    let tp = n.task_prolog(5, &[]);
+    assert!(
+        !String::from_utf8_lossy(&tp.stdout).contains("print "),
+        "notice removed"
+    );
 }
 
 /// Regression: the guide said exit 64 (a drained node); then that the exit

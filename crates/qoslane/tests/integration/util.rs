@@ -214,10 +214,12 @@ impl Node {
     }
 
     /// `export` lines as a map (`print` lines, the baseline notice, skipped).
+    /// The `export` lines of a TaskProlog run (`print` and `unset` lines
+    /// are left out: see [`Node::unsets`]).
     pub fn exports(out: &Output) -> BTreeMap<String, String> {
         String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter(|l| !l.starts_with("print "))
+            .filter(|l| !l.starts_with("print ") && !l.starts_with("unset "))
             .map(|l| {
                 let rest = l
                     .strip_prefix("export ")
@@ -225,6 +227,15 @@ impl Node {
                 let (k, v) = rest.split_once('=').unwrap();
                 (k.to_owned(), v.to_owned())
             })
+            .collect()
+    }
+
+    /// The variables a TaskProlog run unsets (`unset NAME` lines).
+    pub fn unsets(out: &Output) -> Vec<String> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("unset "))
+            .map(str::to_owned)
             .collect()
     }
 }

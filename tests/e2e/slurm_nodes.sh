@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# slurm_nodes.sh — qoslane under hookrun on a real 4-node Slurm cluster on one host: the chroot
+# rig's four slurmd (`slurmd -N NAME`, a port each), each node with its own qoslane root, its own
+# HCA port (the fixture sysfs + smpquery of scripts/lib/node.sh) and its own settings. One Prolog
+# for all (WORK/dispatch/bin/hookrun) picks the node's root by SLURMD_NODENAME, as a site's
+# wrapper would pick per-node configuration. Bounded polls, no guessed sleeps. Leaves the rig
+# stopped.
+#
+#   tests/e2e/slurm_nodes.sh [--slurm 24.11|26.05|trixie|sid]   (or SLURM_VERSION=...; default 26.05)
+set -euo pipefail
+export SLURM_VERSION=${SLURM_VERSION:-26.05}
+if [ "${1:-}" = --slurm ]; then SLURM_VERSION=${2:?--slurm VERSION}; fi
+. "$(dirname "$0")/lib.sh"
+[ -n "$CH" ] || { say "several nodes need a chroot rig (24.11 or 26.05), not the host's $SLURM_VERSION"; exit 2; }
+
+NN=4
+WORK=$(e2e_workdir qoslane-e2e-nodes)
+cleanup() {
+  local rc=$?
+  touch "$CH$WORK/release.all" 2>/dev/null || true
+  stop_slurm
+  if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $CH$WORK for inspection"; else rm -rf "$CH$WORK"; fi
+}
+trap cleanup EXIT
+say "Slurm $SLURM_VERSION ($SLURM_SUITE), $NN nodes: the Prolog's QoS source should be $QSRC"
+e2e_mapping "$CH$WORK/mapping.yml"
+
+build_release
+e2e_binaries
+mapfile -t names < <(RIG_NNODES=$NN bash "$CHROOT_RIG" nodes "$SLURM_SUITE")
+root_of() { echo "$WORK/nodes/$1"; }
+for n in "${names[@]}"; do make_node "$(root_of "$n")" "$CH$WORK/mapping.yml"; done
+# the one Prolog/Epilog/TaskProlog of slurm.conf: the node's own hookrun (node_hooks), by name
+install -d -m 0755 "$CH$WORK/dispatch/bin"
+# shellcheck disable=SC2016  # the wrapper's variables, at run time
+printf '#!/bin/sh\ncase $SLURMD_NODENAME in *[!a-z0-9]* | "") echo "no node name" >&2; exit 1 ;; esac\nexec %s/nodes/$SLURMD_NODENAME/bin/hookrun "$@"\n' "$WORK" > "$CH$WORK/dispatch/bin/hookrun"
+chmod 0755 "$CH$WORK/dispatch/bin/hookrun"
+say "starting the $NN-node Slurm rig"
+start_slurm "$WORK/dispatch" "$NN"
+read -r -a nodes <<< "$NODES"
+check "$NN nodes, all idle" eq "$(slurm_cmd /usr/bin/sinfo -h -N -o %T | sort | uniq -c | tr -s ' ')" " $NN idle"
+settings_of() { local r; r=$CH$(root_of "$1"); echo "$(cat "$r$TOS") $(cat "$r$RMEM")"; }
+all_settings() { local n; for n in "${nodes[@]}"; do settings_of "$n"; done | sort | uniq -c | tr -s ' '; }
+audit_n() { audit_of "$(root_of "$1")" "$2" "$3" "$4"; }  # audit_n NODE JOB EVENT FIELD
+# every node's audit FIELD of JOB's EVENT, one "node=value" a node
+audits() { local n; for n in "${nodes[@]}"; do printf '%s=%s ' "$n" "$(audit_n "$n" "$1" "$2" "$3")"; done; }
+same_on_all() { local want=$1 n out=""; shift; for n in "${nodes[@]}"; do out+="$n=$want "; done; echo "$out"; }
+epilogs_done() { local n; for n in "${nodes[@]}"; do [ "$(audit_n "$n" "$1" epilog outcome)" != "<none>" ] || return 1; done; }
+records_left() { local n; for n in "${nodes[@]}"; do ls "$CH$(root_of "$n")/run/qoslane/jobs"; done; }
+
+# A batch script that starts one task per node (each dumps its environment), then waits.
+nodes_script() {
+  local f=$WORK/nodes-job.sh
+  cat > "$CH$f" <<EOS
+#!/bin/sh
+/usr/bin/srun --ntasks-per-node=1 -N\$SLURM_JOB_NUM_NODES /bin/sh -c 'env | sort > $WORK/\$SLURM_JOB_ID.\$SLURMD_NODENAME.env'
+env | sort > $WORK/\$SLURM_JOB_ID.env
+i=0; while [ ! -e $WORK/release.\$SLURM_JOB_ID ] && [ ! -e $WORK/release.all ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i+1)); done
+EOS
+  chmod 0755 "$CH$f"; echo "$f"
+}
+task_env() { grep "^$3=" "$CH$WORK/$1.$2.env" | head -1 | cut -d= -f2-; }  # task_env JOB NODE VAR
+tasks_of() { local n out=""; for n in "${nodes[@]}"; do out+="$n=$(task_env "$1" "$n" "$2") "; done; echo "$out"; }
+
+# ------------------------------------------------------------ sbatch -N4: one SL on every node
+say "case: sbatch -N$NN --qos=high: SL 2 and high's settings on every node"
+j=$(slurm_cmd /usr/bin/sbatch --parsable -N"$NN" --qos=high -o "$WORK/slurm-%j.out" "$(nodes_script)")
+poll 60 "job $j running" is_running "$j"
+check "sbatch -N$NN: every node's task has UCX_IB_SL=2" eq "$(tasks_of "$j" UCX_IB_SL)" "$(same_on_all 2)"
+check "sbatch -N$NN: every node's task has QOSLANE_LEVEL=high" eq "$(tasks_of "$j" QOSLANE_LEVEL)" "$(same_on_all high)"
+check "sbatch -N$NN: each task ran on its own node" eq "$(tasks_of "$j" SLURMD_NODENAME)" "$(for n in "${nodes[@]}"; do printf '%s=%s ' "$n" "$n"; done)"
+check "sbatch -N$NN: high's rmem_max on every node while it runs" eq "$(all_settings)" " $NN $BASE_TOS 8388608"
+check "sbatch -N$NN: every node's Prolog granted high from $QSRC" eq "$(audits "$j" prolog qos_source)/$(audits "$j" prolog outcome)" "$(same_on_all "$QSRC")/$(same_on_all applied)"
+release "$j"; poll 60 "job $j done" is_gone "$j"
+poll 20 "every node's Epilog audited" epilogs_done "$j"
+check "sbatch -N$NN: every node's Epilog reverted" eq "$(audits "$j" epilog outcome)" "$(same_on_all reverted)"
+check "sbatch -N$NN: baseline on every node after it" eq "$(all_settings)" " $NN $BASE_TOS $BASE_RMEM"
+
+# ------------------------------------------------------------ srun -N2
+say "case: srun -N2 --qos=low: SL 1 on both nodes"
+out=$(slurm_cmd /usr/bin/timeout 60 /usr/bin/srun -N2 --qos=low --ntasks-per-node=1 -l /usr/bin/env)
+check "srun -N2: two tasks, two nodes" eq "$(printf '%s\n' "$out" | sed -n 's/^[01]: SLURMD_NODENAME=//p' | sort -u | wc -l)" 2
+check "srun -N2: UCX_IB_SL=1 in both tasks" eq "$(printf '%s\n' "$out" | sed -n 's/^\([01]\): UCX_IB_SL=/\1=/p' | sort | paste -sd ' ')" "0=1 1=1"
+check "srun -N2: QOSLANE_LEVEL=low in both tasks" eq "$(printf '%s\n' "$out" | sed -n 's/^\([01]\): QOSLANE_LEVEL=/\1=/p' | sort | paste -sd ' ')" "0=low 1=low"
+check "srun -N2: no job record left on any node" eq "$(records_left)" ""
+
+# ------------------------------------------------------------ one node's port misaligned
+bad=${nodes[2]}
+say "case: $bad's port misaligned (SL 3 -> VL 4): a fail_job level on $NN nodes"
+set_fabric "$(root_of "$bad")" reversed
+health_of() { slurm_cmd env SLURMD_NODENAME="$1" "$WORK/dispatch/bin/hookrun" health >/dev/null 2>&1 || true; }
+health_of "$bad"   # the periodic health check sees the SM's re-sweep (and refreshes the probe)
+check "misaligned: health keeps $bad in service (a level it cannot carry is a warning)" eq "$(node_state_of "$bad")" idle
+j=$(slurm_cmd /usr/bin/sbatch --parsable -N"$NN" --qos=mission-critical -o "$WORK/slurm-%j.out" "$(nodes_script)")
+poll 60 "job $j requeued and held" held "$j"
+poll 20 "every node's Epilog ran" epilogs_done "$j"
+got=$(audits "$j" prolog outcome)
+want=""; for n in "${nodes[@]}"; do if [ "$n" = "$bad" ]; then want+="$n=failed "; else want+="$n=applied "; fi; done
+check "misaligned: $bad refused mission-critical, the other nodes granted it" eq "$got" "$want"
+want=""; for n in "${nodes[@]}"; do if [ "$n" = "$bad" ]; then want+="$n=unchanged "; else want+="$n=reverted "; fi; done
+check "misaligned: each node's Epilog undid what its own Prolog did" eq "$(audits "$j" epilog outcome)" "$want"
+check "misaligned: $bad's audit names its lane" grep -q 'SL 3 -> VL 4, want VL 3' "$CH$(root_of "$bad")/var/log/qoslane/audit.jsonl"
+check "misaligned: the whole job is requeued and held (one node's Prolog decides for all)" held "$j"
+check "misaligned: the job never started its batch script" test ! -e "$CH$WORK/$j.env"
+check "misaligned: every node's Epilog restored its own state (baseline everywhere)" eq "$(all_settings)" " $NN $BASE_TOS $BASE_RMEM"
+check "misaligned: no job record left on any node" eq "$(records_left)" ""
+check "misaligned: no node drained (a refused level is the job's, not the node's)" eq "$(slurm_cmd /usr/bin/sinfo -h -N -o %T | sort | uniq -c | tr -s ' ')" " $NN idle"
+slurm_cmd /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+say "case: the same job at a continue level runs on all $NN nodes, $bad without its SL"
+j=$(slurm_cmd /usr/bin/sbatch --parsable -N"$NN" --qos=high -o "$WORK/slurm-%j.out" "$(nodes_script)")
+poll 60 "job $j running" is_running "$j"
+want=""; for n in "${nodes[@]}"; do if [ "$n" = "$bad" ]; then want+="$n= "; else want+="$n=2 "; fi; done
+check "misaligned, continue: SL 2 on the aligned nodes, none on $bad" eq "$(tasks_of "$j" UCX_IB_SL)" "$want"
+release "$j"; poll 60 "job $j done" is_gone "$j"
+poll 20 "every node's Epilog ran" epilogs_done "$j"
+set_fabric "$(root_of "$bad")" identity
+health_of "$bad"
+
+# ------------------------------------------------------------ only the node that must go
+down=${nodes[3]}
+say "case: $down's HCA port DOWN: health drains $down only"
+echo "1: DOWN" > "$CH$(root_of "$down")/sys/class/infiniband/mlx5_0/ports/1/state"
+for n in "${nodes[@]}"; do health_of "$n"; done
+drained_of() { case "$(node_state_of "$1")" in drain*) return 0 ;; *) return 1 ;; esac; }
+poll 10 "health drained $down" drained_of "$down"
+want=""; for n in "${nodes[@]}"; do if [ "$n" = "$down" ]; then want+="$n=drained "; else want+="$n=idle "; fi; done
+check "port down: $down drained, the others in service" eq "$(for n in "${nodes[@]}"; do printf '%s=%s ' "$n" "$(node_state_of "$n")"; done)" "$want"
+check "port down: the reason names $down's port" bash -c "[[ \"$(node_reason_of "$down")\" == 'hookrun: 10-qoslane: qoslane: mlx5_0/1: not ACTIVE'* ]]"
+j=$(slurm_cmd /usr/bin/sbatch --parsable -N$((NN - 1)) --qos=high -o "$WORK/slurm-%j.out" "$(nodes_script)")
+poll 60 "job $j running on the $((NN - 1)) nodes in service" is_running "$j"
+check "port down: a -N$((NN - 1)) job runs, not on $down" eq "$(slurm_cmd /usr/bin/squeue -h -j "$j" -o %N)" "$(slurm_cmd /usr/bin/scontrol show hostlist "$(printf '%s,' "${nodes[@]:0:NN-1}" | sed 's/,$//')")"
+release "$j"; poll 60 "job $j done" is_gone "$j"
+echo "4: ACTIVE" > "$CH$(root_of "$down")/sys/class/infiniband/mlx5_0/ports/1/state"
+health_of "$down"
+idle_of() { [ "$(node_state_of "$1")" = idle ]; }
+poll 30 "health resumed $down" idle_of "$down"
+
+check "all $NN nodes end idle" eq "$(slurm_cmd /usr/bin/sinfo -h -N -o %T | sort | uniq -c | tr -s ' ')" " $NN idle"
+check "no job record left on any node" eq "$(records_left)" ""
+check "baseline on every node" eq "$(all_settings)" " $NN $BASE_TOS $BASE_RMEM"
+say "summary (Slurm $SLURM_VERSION, $NN nodes): $E2E_PASSED passed, $E2E_FAILED failed"
+echo "slurm-$SLURM_VERSION-${NN}nodes: $E2E_PASSED passed, $E2E_FAILED failed"
+[ "$E2E_FAILED" -eq 0 ]
