@@ -30,10 +30,10 @@ while [ $# -gt 0 ]; do
 done
 OUT=${OUT:-$(mktemp -d /tmp/qoslane-ctld-cost.XXXXXX)}
 mkdir -p "$OUT"
-: > "$OUT/rows.tsv"
 
 # one version per child run (lib.sh picks the Slurm when sourced)
 if [ "${CTLD_COST_ONE:-}" = "" ]; then
+  : > "$OUT/rows.tsv"; rm -f "$OUT/results.jsonl"
   for v in $VERSIONS; do
     lat=0; case " $LATENCY " in *" $v "*) lat=1 ;; esac
     CTLD_COST_ONE=$v CTLD_COST_LAT=$lat SLURM_VERSION=$v bash "$0" --jobs "$JOBS" --callers "$CALLERS" --calls "$CALLS" --out "$OUT"
@@ -42,11 +42,11 @@ if [ "${CTLD_COST_ONE:-}" = "" ]; then
 import json, os, sys
 out = sys.argv[1]
 rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(out, "rows.tsv")) if l.strip()]
-print("| Slurm | nodes/job | jobs | qos_source | job-info RPCs, hooks | job-info RPCs, control | per node per job | other RPC types, hooks − control |")
-print("|---|---:|---:|---|---:|---:|---:|---|")
-for v, n, j, src, qh, qc, other in rows:
-    per = (int(qh) - int(qc)) / (int(j) * int(n))
-    print(f"| {v} | {n} | {j} | {src} | {qh} | {qc} | {per:.2f} | {other or 'none'} |")
+print("| Slurm | nodes/job | jobs | qos_source | RPCs with the hooks − control, by type | per node per job |")
+print("|---|---:|---:|---|---|---:|")
+for v, n, j, src, total, by_type in rows:
+    per = int(total) / (int(j) * int(n))
+    print(f"| {v} | {n} | {j} | {src} | {by_type or 'none'} | {per:.2f} |")
 lat = os.path.join(out, "results.jsonl")
 if os.path.exists(lat):
     print()
@@ -115,24 +115,21 @@ run_jobs() {
   slurm_cmd /usr/bin/sdiag > "$OUT/$V.$tag.sdiag"
   sdiag_counts > "$OUT/$V.$tag.counts"
 }
-JOBINFO="REQUEST_JOB_INFO REQUEST_JOB_INFO_SINGLE REQUEST_JOB_USER_INFO REQUEST_NODE_INFO REQUEST_NODE_INFO_SINGLE"
 sizes=(1); [ "$NN" -gt 1 ] && sizes+=("$NN")
 for k in "${sizes[@]}"; do
   hooks_on on;  run_jobs "$k" "N$k.hooks"
   hooks_on off; run_jobs "$k" "N$k.control"
   hooks_on on
-  qh=0 qc=0
-  for t in $JOBINFO; do
-    qh=$((qh + $(count_of "$OUT/$V.N$k.hooks.counts" "$t")))
-    qc=$((qc + $(count_of "$OUT/$V.N$k.control.counts" "$t")))
-  done
-  other=$(join -a1 -a2 -e0 -o 0,1.2,2.2 <(sort "$OUT/$V.N$k.hooks.counts") <(sort "$OUT/$V.N$k.control.counts") |
-    awk -v skip=" $JOBINFO REQUEST_STATS_INFO " 'index(skip, " " $1 " ") == 0 && $2 != $3 { printf "%s %+d; ", $1, $2 - $3 }')
+  # every message type's count, hooks − control (sdiag's own REQUEST_STATS_INFO left out)
+  diff=$(join -a1 -a2 -e0 -o 0,1.2,2.2 <(sort "$OUT/$V.N$k.hooks.counts") <(sort "$OUT/$V.N$k.control.counts") |
+    awk '$1 != "REQUEST_STATS_INFO" && $2 != $3 { print $1, $2 - $3 }')
+  total=$(awk '{ t += $2 } END { print t + 0 }' <<< "$diff")
+  by_type=$(awk 'NF { printf "%s%s %+d", (n++ ? ", " : ""), $1, $2 }' <<< "$diff")
   src=$(python3 -c 'import json, sys
 print([json.loads(l) for l in open(sys.argv[1]) if "\"event\":\"prolog\"" in l][-1]["qos_source"])' \
     "$CH$(root_of "${nodes[0]}")/var/log/qoslane/audit.jsonl")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$V" "$k" "$JOBS" "$src" "$qh" "$qc" "$other" >> "$OUT/rows.tsv"
-  say "Slurm $V, $k node(s)/job: job-info RPCs $qh with the hooks, $qc without ($JOBS jobs; qos_source $src)"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$V" "$k" "$JOBS" "$src" "$total" "$by_type" >> "$OUT/rows.tsv"
+  say "Slurm $V, $k node(s)/job, $JOBS jobs: $total RPCs more with the hooks (${by_type:-none}; qos_source $src)"
 done
 
 if [ "${CTLD_COST_LAT:-0}" = 1 ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The controller's view: a QoS lookup under C concurrent callers, each making
 K calls back to back, each call a fresh process (as in a Prolog): `scontrol
-show job -o ID`, or (`--query squeue`) `squeue -h -j ID -o %q`, what every
+show job -o ID`, or (`--query squeue`) `squeue -h -j ID -o %q --local`, what every
 node's Prolog runs on Slurm before 26.05. `--chroot DIR` runs it inside a
 chroot rig (rigs/slurm_chroot_rig.sh; chroot(8) adds one exec per call).
 Records per-call latency (process start to exit, as the Prolog sees it) and
@@ -39,7 +39,7 @@ def main():
     ap.add_argument("--chroot", default=None)
     a = ap.parse_args()
     if a.query == "squeue":
-        argv = ["/usr/bin/squeue", "-h", "-j", a.job, "-o", "%q"]
+        argv = ["/usr/bin/squeue", "-h", "-j", a.job, "-o", "%q", "--local"]
         good = lambda out: out.strip() != "" and " " not in out.strip()  # noqa: E731
     else:
         argv = [a.scontrol, "show", "job", "-o", a.job]
