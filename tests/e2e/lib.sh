@@ -167,6 +167,9 @@ start_slurm() {
     NODE=$(cat "$RIG_DIR/nodename")
     NODES=$NODE
   else
+    # We hold the suite's lock: whatever runs there is left over from a suite that was killed
+    # (maybe with another node count). Start from a stopped rig.
+    RIG_LOCK_HELD=$RIG_LOCK bash "$CHROOT_RIG" stop "$SLURM_SUITE" 2>/dev/null
     RIG_LOCK_HELD=$RIG_LOCK RIG_NNODES=$n RIG_USERS="root jobuser" \
     RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
     RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
