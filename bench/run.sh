@@ -290,7 +290,7 @@ if want controller; then
   if ! rig_lock 0; then
     echo "skipped: another suite holds the Slurm rig lock ($RIG_LOCK); re-run with --only controller --append" > "$OUT/raw/controller.note"
     bsay "$(cat "$OUT/raw/controller.note")"
-  elif pgrep -x slurmctld >/dev/null; then
+  elif host_slurmctld; then
     rig_unlock
     echo "skipped: a slurmctld is already running (another test's rig); not touching it" > "$OUT/raw/controller.note"
     bsay "$(cat "$OUT/raw/controller.note")"

@@ -11,12 +11,16 @@
 #                                      /proc/PID/root is the chroot; unmount everything under it
 #   slurm_chroot_rig.sh status SUITE   processes rooted in the chroot, its mounts, sinfo
 #   slurm_chroot_rig.sh run SUITE CMD  run CMD inside the chroot with a clean environment
+#   slurm_chroot_rig.sh destroy SUITE  stop, then remove the chroot (never rm -rf a chroot by hand
+#                                      while it is started: stop first)
 #   slurm_chroot_rig.sh path SUITE     print the chroot's directory
 #   slurm_chroot_rig.sh nodes SUITE    print the node names, one a line
 #   SUITE: trixie (Slurm 24.11) | sid (Slurm 26.05); default $RIG_SUITE, else sid
 #
 # Nothing of trixie or sid touches the host: the chroot gets a fresh tmpfs /run (its own munge and
-# MariaDB sockets; mariadbd without networking), its own /etc/slurm and munge key. The host needs
+# MariaDB sockets; mariadbd without networking), its own /dev (a tmpfs with null, zero, random…
+# and a new devpts instance: nothing of the host's /dev is reachable from it), its own
+# /etc/slurm and munge key. The host needs
 # mmdebstrap and zstd (scripts/install-deps.sh). Verified facts: ../shared/facts/SLURM_VERSIONS.md.
 #
 # One user at a time: start/stop/create take /run/lock/qoslane-slurm-SUITE.lock (flock) unless the
@@ -104,11 +108,13 @@ host_mirror() {
 }
 create() {
   [ -e "$CH/.rig-created" ] && return 0
+  # never remove or unpack over a chroot with anything mounted in it
+  [ -z "$(mounts_under)" ] || die "mounts under $CH: run '$0 stop $SUITE' first"
   command -v zstd >/dev/null || die "zstd missing (scripts/install-deps.sh)"
   install -d -m 0755 "$CACHE"
   local t0; t0=$(now)
   if [ -s "$TARBALL" ]; then
-    rm -rf "$CH"; install -d -m 0755 "$CH"
+    rm -rf --one-file-system "$CH"; install -d -m 0755 "$CH"
     zstd -dc -q "$TARBALL" | tar -C "$CH" --numeric-owner -xpf -
     [ -e "$CH/.rig-created" ] || die "$TARBALL holds no finished chroot; remove it"
     log "chroot unpacked from $TARBALL in $(elapsed "$t0")s"
@@ -116,13 +122,13 @@ create() {
   fi
   command -v mmdebstrap >/dev/null || die "mmdebstrap missing (scripts/install-deps.sh)"
   local mirror=${RIG_MIRROR:-$(host_mirror)}
-  rm -rf "$CH"
+  rm -rf --one-file-system "$CH"
   log "creating the $SUITE chroot with mmdebstrap (~40 s)"
   # The mirror may be a frozen snapshot whose Release files have expired: Check-Valid-Until off.
   # mmdebstrap keeps the packages' daemons from starting while it installs.
   mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
     --include="$PKGS" "$SUITE" "$CH" "$mirror" >"$CACHE/$SUITE.mmdebstrap.log" 2>&1 ||
-    { tail -20 "$CACHE/$SUITE.mmdebstrap.log" >&2; rm -rf "$CH"; die "mmdebstrap failed"; }
+    { tail -20 "$CACHE/$SUITE.mmdebstrap.log" >&2; rm -rf --one-file-system "$CH"; die "mmdebstrap failed"; }
   printf '127.0.0.1 localhost %s\n' "$HOST" > "$CH/etc/hosts"   # mmdebstrap writes none
   inch useradd -m -u 5001 -s /bin/bash jobuser
   touch "$CH/.rig-created"
@@ -134,11 +140,27 @@ create() {
 
 # ---------------------------------------------------------------- mounts
 mounted() { mountpoint -q "$CH/$1"; }
+# The chroot's /dev is its own (a tmpfs with the few nodes the daemons use, a new devpts
+# instance), never a bind of the host's: a bind would make an rm -rf of a mounted chroot
+# delete the host's device nodes.
+mount_dev() {
+  mount -t tmpfs -o mode=0755,size=1m,nosuid tmpfs "$CH/dev"
+  local spec n
+  for spec in null:3 zero:5 full:7 random:8 urandom:9; do
+    n=${spec%%:*}; mknod -m 0666 "$CH/dev/$n" c 1 "${spec#*:}"
+  done
+  mknod -m 0666 "$CH/dev/tty" c 5 0
+  ln -s /proc/self/fd "$CH/dev/fd"
+  for n in 0:stdin 1:stdout 2:stderr; do ln -s "/proc/self/fd/${n%%:*}" "$CH/dev/${n#*:}"; done
+  install -d -m 1777 "$CH/dev/shm"
+  install -d -m 0755 "$CH/dev/pts"
+  mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$CH/dev/pts"
+  ln -s pts/ptmx "$CH/dev/ptmx"
+}
 mount_all() {
   mounted proc || mount -t proc proc "$CH/proc"
   mounted sys || mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$CH/sys"
-  mounted dev || mount --bind /dev "$CH/dev"
-  mounted dev/pts || mount --bind /dev/pts "$CH/dev/pts"
+  mounted dev || mount_dev
   mounted run || mount -t tmpfs -o mode=0755,size=64m tmpfs "$CH/run"
 }
 # every mount point under the chroot, deepest first
@@ -408,7 +430,10 @@ case $CMD in
   restart) stop; start ;;
   status) status ;;
   run) shift 2; inch "$@" ;;
+  destroy) stop
+    [ -z "$(mounts_under)" ] || die "mounts left under $CH; not removing it"
+    rm -rf --one-file-system "$CH"; log "removed $CH (the tarball stays: rm $TARBALL)" ;;
   path) echo "$CH" ;;
   nodes) nodes ;;
-  *) sed -n '2,43p' "$0"; [ "$CMD" = help ] ;;
+  *) sed -n '2,48p' "$0"; [ "$CMD" = help ] ;;
 esac

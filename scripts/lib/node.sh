@@ -124,5 +124,12 @@ rig_lock() {
   exec 9>"$RIG_LOCK"
   if [ "$wait" -eq 0 ]; then flock -n 9; else flock -w "$wait" 9; fi
 }
+# host_slurmctld : a slurmctld runs on the host itself (a chroot rig's, rigs/slurm_chroot_rig.sh,
+# has its own root, ports and /etc/slurm, and does not count)
+host_slurmctld() {
+  local p
+  for p in $(pgrep -x slurmctld); do [ "$(readlink "/proc/$p/root" 2>/dev/null)" = / ] && return 0; done
+  return 1
+}
 # rig_unlock : let the next suite have the rig (after stopping it)
 rig_unlock() { exec 9>&-; }

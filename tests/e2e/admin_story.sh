@@ -27,7 +27,7 @@ set -euo pipefail
 T_START=$(date +%s.%N)
 WORK=$(mktemp -d /tmp/qoslane-admin.XXXXXX); chmod 0755 "$WORK"
 rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the Slurm rig lock ($RIG_LOCK)"; exit 1; }
-if pgrep -x slurmctld >/dev/null && ! [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
+if host_slurmctld && ! [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
   say "a slurmctld not started from $RIG_DIR is running; not touching it"; exit 1
 fi
 if dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -q "ok installed"; then

@@ -145,6 +145,18 @@ e2e_binaries() {
   QL=$WORK/bin/qoslane HR=$WORK/bin/hookrun
 }
 
+# Several nodes: each its own root, WORK/nodes/NAME (root_of NAME), and one Prolog, Epilog and
+# TaskProlog for all, WORK/dispatch/bin/hookrun, which runs the node's own hookrun (node_hooks)
+# picked by SLURMD_NODENAME, as a site's wrapper picks a node's configuration:
+# `start_slurm "$WORK/dispatch" N`, then make_node "$(root_of NAME)" for each of $NODES.
+root_of() { echo "$WORK/nodes/$1"; }
+dispatch_hooks() {
+  install -d -m 0755 "$CH$WORK/dispatch/bin"
+  # shellcheck disable=SC2016  # the wrapper's variables, at run time
+  printf '#!/bin/sh\ncase $SLURMD_NODENAME in *[!a-zA-Z0-9_-]* | "") echo "no node name" >&2; exit 1 ;; esac\nexec %s/nodes/$SLURMD_NODENAME/bin/hookrun "$@"\n' "$WORK" > "$CH$WORK/dispatch/bin/hookrun"
+  chmod 0755 "$CH$WORK/dispatch/bin/hookrun"
+}
+
 # start_slurm ROOT [NNODES] : the rig with ROOT/bin/hookrun as Prolog, Epilog and TaskProlog
 # (NNODES > 1: the chroot rigs only, NODE is the first node, NODES all of them)
 start_slurm() {
@@ -162,6 +174,9 @@ start_slurm() {
     NODE=$(cat "$RIG_DIR/nodename")
     NODES=$NODE
   else
+    # We hold the suite's lock: whatever runs there is left over from a suite that was killed
+    # (maybe with another node count). Start from a stopped rig.
+    RIG_LOCK_HELD=$RIG_LOCK bash "$CHROOT_RIG" stop "$SLURM_SUITE" 2>/dev/null
     RIG_LOCK_HELD=$RIG_LOCK RIG_NNODES=$n RIG_USERS="root jobuser" \
     RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
     RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \

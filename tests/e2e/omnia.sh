@@ -39,7 +39,7 @@ mkdir -p "$WORK/out" "$WORK/input" "$WORK/packages"; chmod 1777 "$WORK/out"
 
 # One Slurm rig per machine: the e2e suites take turns.
 rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the Slurm rig lock ($RIG_LOCK)"; exit 1; }
-if pgrep -x slurmctld >/dev/null && ! [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
+if host_slurmctld && ! [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
   say "a slurmctld not started from $RIG_DIR is running; not touching it"; exit 1
 fi
 

@@ -28,13 +28,8 @@ e2e_mapping "$CH$WORK/mapping.yml"
 build_release
 e2e_binaries
 mapfile -t names < <(RIG_NNODES=$NN bash "$CHROOT_RIG" nodes "$SLURM_SUITE")
-root_of() { echo "$WORK/nodes/$1"; }
 for n in "${names[@]}"; do make_node "$(root_of "$n")" "$CH$WORK/mapping.yml"; done
-# the one Prolog/Epilog/TaskProlog of slurm.conf: the node's own hookrun (node_hooks), by name
-install -d -m 0755 "$CH$WORK/dispatch/bin"
-# shellcheck disable=SC2016  # the wrapper's variables, at run time
-printf '#!/bin/sh\ncase $SLURMD_NODENAME in *[!a-z0-9]* | "") echo "no node name" >&2; exit 1 ;; esac\nexec %s/nodes/$SLURMD_NODENAME/bin/hookrun "$@"\n' "$WORK" > "$CH$WORK/dispatch/bin/hookrun"
-chmod 0755 "$CH$WORK/dispatch/bin/hookrun"
+dispatch_hooks
 say "starting the $NN-node Slurm rig"
 start_slurm "$WORK/dispatch" "$NN"
 read -r -a nodes <<< "$NODES"
