@@ -10,7 +10,9 @@
 #   options on a multi-switch fabric, proven by the fabric audit, and a spine
 #   misaligned behind the SM named by it; a real Prometheus (node_exporter on
 #   the node's textfiles, the shipped scrape config and alert rules, every
-#   `for:` at 1s) shows the drift's alert firing. Everything it starts, it stops.
+#   `for:` at 1s) shows the drift's alert firing; then Slurm 26.05 in its chroot with two
+#   nodes (scripts/demo_nodes.sh): one job, the same SL on both, the QoS from the Prolog's
+#   environment. Everything it starts, it stops.
 #
 #   scripts/demo.sh                 as root on Debian 12 (installs what is missing)
 #   QOSLANE_SKIP_INSTALL=1          do not call install-deps.sh
@@ -132,5 +134,8 @@ python3 "$PROM_API" alerts "$PROM_URL" | sed 's/^/  /'
 # ------------------------------------------------------------------ the path
 # A multi-switch fabric: the SM's options from the mapping, the fabric audit.
 bash scripts/demo_path.sh "$QL"
+
+# ------------------------------------------------------------------ several nodes, Slurm 26.05
+bash scripts/demo_nodes.sh
 
 title "Done: rigs stopped, node restored"
