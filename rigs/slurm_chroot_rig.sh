@@ -56,6 +56,7 @@ case $SUITE in
 esac
 CACHE=${RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/qoslane/rigs}
 CH=$CACHE/$SUITE
+# The tarball's name carries the package list: a chroot made with another list is made again.
 TARBALL=$CACHE/$SUITE.tar.zst
 LOCK=/run/lock/qoslane-slurm-$SUITE.lock
 NNODES=${RIG_NNODES:-1}
@@ -73,7 +74,10 @@ CLUSTER=rig_$SUITE
 ACCOUNT=rigacct
 DB_PASS=${RIG_DB_PASS:-slurmrigpass}
 HOST=$(hostname)
-PKGS=slurmctld,slurmd,slurm-client,slurmdbd,munge,mariadb-server,procps,curl
+# Slurm and what its daemons need, and the libraries the TaskProlog's exports are for (their
+# configuration parsers, read by tests/e2e/libraries.sh): UCX and Open MPI as each suite ships
+# them (sid: UCX 1.23, Open MPI 6; trixie: UCX 1.18, Open MPI 5).
+PKGS=slurmctld,slurmd,slurm-client,slurmdbd,munge,mariadb-server,procps,curl,ucx-utils,openmpi-bin
 IN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 log() { printf '[rig:%s %(%H:%M:%S)T] %s\n' "$SUITE" -1 "$*" >&2; }
@@ -107,7 +111,8 @@ host_mirror() {
   echo "$u"
 }
 create() {
-  [ -e "$CH/.rig-created" ] && return 0
+  # .rig-created holds the package list the chroot was made with; another list: made again
+  [ -e "$CH/.rig-created" ] && [ "$(cat "$CH/.rig-created")" = "$PKGS" ] && return 0
   # never remove or unpack over a chroot with anything mounted in it
   [ -z "$(mounts_under)" ] || die "mounts under $CH: run '$0 stop $SUITE' first"
   command -v zstd >/dev/null || die "zstd missing (scripts/install-deps.sh)"
@@ -117,8 +122,12 @@ create() {
     rm -rf --one-file-system "$CH"; install -d -m 0755 "$CH"
     zstd -dc -q "$TARBALL" | tar -C "$CH" --numeric-owner -xpf -
     [ -e "$CH/.rig-created" ] || die "$TARBALL holds no finished chroot; remove it"
-    log "chroot unpacked from $TARBALL in $(elapsed "$t0")s"
-    return 0
+    if [ "$(cat "$CH/.rig-created")" = "$PKGS" ]; then
+      log "chroot unpacked from $TARBALL in $(elapsed "$t0")s"
+      return 0
+    fi
+    log "$TARBALL was made with other packages: making the chroot again"
+    rm -f "$TARBALL"
   fi
   command -v mmdebstrap >/dev/null || die "mmdebstrap missing (scripts/install-deps.sh)"
   local mirror=${RIG_MIRROR:-$(host_mirror)}
@@ -131,7 +140,7 @@ create() {
     { tail -20 "$CACHE/$SUITE.mmdebstrap.log" >&2; rm -rf --one-file-system "$CH"; die "mmdebstrap failed"; }
   printf '127.0.0.1 localhost %s\n' "$HOST" > "$CH/etc/hosts"   # mmdebstrap writes none
   inch useradd -m -u 5001 -s /bin/bash jobuser
-  touch "$CH/.rig-created"
+  printf '%s\n' "$PKGS" > "$CH/.rig-created"
   log "mmdebstrap took $(elapsed "$t0")s ($(du -sh "$CH" | cut -f1))"
   tar -C "$CH" --numeric-owner -cf - . | zstd -T0 -3 -q -f -o "$TARBALL.tmp"
   mv "$TARBALL.tmp" "$TARBALL"

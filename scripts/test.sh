@@ -63,7 +63,7 @@ done
 # first version QOSLANE_SLURM_VERSIONS lists when it leaves 26.05 out.
 pv=26.05
 case " ${QOSLANE_SLURM_VERSIONS:-26.05} " in *" 26.05 "*) ;; *) pv=${QOSLANE_SLURM_VERSIONS%% *} ;; esac
-runs+=("tests/e2e/prometheus.sh --slurm $pv" tests/e2e/omnia.sh tests/e2e/admin_story.sh)
+runs+=("tests/e2e/prometheus.sh --slurm $pv" tests/e2e/libraries.sh tests/e2e/omnia.sh tests/e2e/admin_story.sh)
 for t in "${runs[@]}"; do
   [ -e "${t%% *}" ] || continue
   if [ "${QOSLANE_SKIP_SLURM:-0}" = 1 ]; then step "skipped (QOSLANE_SKIP_SLURM=1): $t"; continue; fi

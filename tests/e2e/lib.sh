@@ -128,7 +128,9 @@ slurm_cmd() {
 # "$CH$WORK" for its own reads/writes. Fails rather than print "": a suite's cleanup removes
 # "$CH$WORK", which must never be the chroot itself.
 e2e_workdir() {
-  if [ -n "$CH" ] && [ ! -e "$CH/.rig-created" ]; then
+  # Made, or made again for another package list, before anything is put in it (a no-op when
+  # it is current; start's own create then is too).
+  if [ -n "$CH" ]; then
     bash "$CHROOT_RIG" create "$SLURM_SUITE" || return 1
   fi
   local d; d=$(mktemp -d "$CH/tmp/$1.XXXXXX") || return 1
