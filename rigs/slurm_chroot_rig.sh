@@ -21,7 +21,7 @@
 # MariaDB sockets; mariadbd without networking), its own /dev (a tmpfs with null, zero, random…
 # and a new devpts instance: nothing of the host's /dev is reachable from it), its own
 # /etc/slurm and munge key. The host needs
-# mmdebstrap and zstd (scripts/install-deps.sh). Verified facts: ../shared/facts/SLURM_VERSIONS.md.
+# mmdebstrap and zstd (scripts/install-deps.sh).
 #
 # One user at a time: start/stop/create take /run/lock/qoslane-slurm-SUITE.lock (flock) unless the
 # caller says it holds it (RIG_LOCK_HELD=that path; tests/e2e/lib.sh does, for a whole suite).

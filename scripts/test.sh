@@ -15,7 +15,8 @@
 # (its levers, read back with the real tools); Prometheus rule tests; the real Slurm
 # cluster end to end on Slurm 22.05, 24.11 and 26.05, one node and four; qoslane's metrics in
 # a real Prometheus (its alerts fire, the dashboard's queries answer, slurmctld's OpenMetrics
-# scraped); the Omnia playbook against the local Slurm.
+# scraped); the TaskProlog's exports read by trixie's and sid's UCX and Open MPI; the Omnia
+# playbook against the local Slurm; the admin story.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
