@@ -120,18 +120,8 @@ for hook in prolog epilog; do
 done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 bench/tools/cycle_report.py "$OUT" "$CYCLES" "$LOAD_START" "$LOAD_END" "$(git rev-parse --short HEAD)" > "$OUT/cycle.md"
+splice=(); [ "$UPDATE_DOC" = 1 ] && splice=(--splice docs/PERFORMANCE.md)
+python3 bench/tools/cycle_report.py "$OUT" "$CYCLES" "$LOAD_START" "$LOAD_END" "$(git rev-parse --short HEAD)" "${splice[@]}" > "$OUT/cycle.md"
 cat "$OUT/cycle.md"
-if [ "$UPDATE_DOC" = 1 ]; then
-  python3 - "$OUT/cycle.md" docs/PERFORMANCE.md <<'PY'
-import sys, re
-table, doc = open(sys.argv[1]).read(), sys.argv[2]
-text = open(doc).read()
-new = re.sub(r"(<!-- bench:cycle -->\n).*?(<!-- bench:cycle-end -->)", lambda m: m.group(1) + table + m.group(2), text, flags=re.S)
-if new == text and "<!-- bench:cycle -->" not in text:
-    sys.exit("docs/PERFORMANCE.md has no bench:cycle markers")
-open(doc, "w").write(new)
-PY
-  bsay "tables written into docs/PERFORMANCE.md"
-fi
+[ "$UPDATE_DOC" = 1 ] && bsay "tables written into docs/PERFORMANCE.md"
 [ ! -s "$OUT/failures.txt" ]

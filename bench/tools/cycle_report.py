@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The tables of bench/cycle.sh, from its raw data (markdown on stdout).
 
-  cycle_report.py OUT CYCLES LOAD_START LOAD_END COMMIT
+  cycle_report.py OUT CYCLES LOAD_START LOAD_END COMMIT [--splice DOC]
+
+Writes the tables to stdout; with --splice, also between DOC's
+`<!-- bench:cycle -->` and `<!-- bench:cycle-end -->` lines.
 
 raw/quiet.txt, raw/busy.txt: `name cycle_us prolog_us epilog_us` per cycle
 (bench/tools/cycle.rs); raw/task-prolog.json (hyperfine); raw/rss.txt
@@ -15,9 +18,10 @@ import statistics as st
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from record import pct  # noqa: E402
+from record import pct, splice  # noqa: E402
 
 out, cycles, load_start, load_end, commit = sys.argv[1:6]
+splice_into = sys.argv[7] if len(sys.argv) == 8 and sys.argv[6] == "--splice" else None
 raw = os.path.join(out, "raw")
 
 
@@ -108,4 +112,8 @@ for hook in ("prolog", "epilog"):
     c = strace_counts(os.path.join(raw, f"strace-{hook}.txt"))
     if c:
         s.append(f"| {hook} | {c['syscalls']} | {c['threads']} | {c['fsyncs']} | {c['programs']} |")
-print("\n".join(s))
+table = "\n".join(s) + "\n"
+sys.stdout.write(table)
+if splice_into:
+    doc = splice(splice_into, "<!-- bench:cycle -->", "<!-- bench:cycle-end -->", table)
+    open(splice_into, "w").write(doc)

@@ -10,6 +10,18 @@ import argparse
 import json
 import os
 import statistics as st
+import sys
+
+
+def splice(doc, begin, end, body):
+    """DOC's text with BODY between its BEGIN and END marker lines (each
+    on a line of its own); exits naming DOC when a marker is missing."""
+    text = open(doc).read()
+    if begin not in text or end not in text:
+        sys.exit(f"{doc}: no {begin} ... {end} markers")
+    pre, rest = text.split(begin, 1)
+    _, post = rest.split(end, 1)
+    return pre + begin + "\n" + body + end + post
 
 
 def pct(xs, p):

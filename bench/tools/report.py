@@ -11,6 +11,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(__file__))
+from record import splice  # noqa: E402
+
 
 def f(x, nd=2):
     if x is None:
@@ -200,15 +203,10 @@ def main():
     text = "\n".join(s) + "\n"
     head = summary(rows) + "\n\n" + s[0] + "\n"
     if a.splice:
-        doc = open(a.splice).read()
         for (b, e), body in ((("<!-- bench:summary -->", "<!-- bench:summary-end -->"), head),
                              (("<!-- bench:begin -->", "<!-- bench:end -->"), text)):
-            if b not in doc or e not in doc:
-                sys.exit(f"{a.splice}: no {b} ... {e} markers")
-            pre, rest = doc.split(b, 1)
-            _, post = rest.split(e, 1)
-            doc = pre + b + "\n" + body + e + post
-        open(a.splice, "w").write(doc)
+            doc = splice(a.splice, b, e, body)
+            open(a.splice, "w").write(doc)
     else:
         sys.stdout.write("### Targets\n\n" + summary(rows) + "\n\n" + text)
 

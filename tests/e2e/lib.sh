@@ -138,6 +138,15 @@ e2e_workdir() {
   chmod 0755 "$d"; echo "${d#"$CH"}"
 }
 
+# e2e_cleanup : a Slurm suite's EXIT trap: release every waiting job, stop the rig, remove
+# "$CH$WORK" — or keep it, and say so, when the suite failed
+e2e_cleanup() {
+  local rc=$?
+  touch "$CH$WORK/release.all" 2>/dev/null || true
+  stop_slurm
+  if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $CH$WORK for inspection"; else rm -rf "${CH}${WORK:?}"; fi
+}
+
 # e2e_binaries : for a chroot, copy qoslane and hookrun into WORK/bin (QL, HR then name the
 # copies: built on bookworm, they run on the newer glibc)
 e2e_binaries() {

@@ -15,13 +15,7 @@ if [ "${1:-}" = --slurm ]; then SLURM_VERSION=${2:?--slurm VERSION}; fi
 
 NN=4
 WORK=$(e2e_workdir qoslane-e2e-nodes)
-cleanup() {
-  local rc=$?
-  touch "$CH$WORK/release.all" 2>/dev/null || true
-  stop_slurm
-  if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $CH$WORK for inspection"; else rm -rf "$CH$WORK"; fi
-}
-trap cleanup EXIT
+trap e2e_cleanup EXIT
 say "Slurm $SLURM_VERSION ($SLURM_SUITE), $NN nodes: the Prolog's QoS source should be $QSRC"
 e2e_mapping "$CH$WORK/mapping.yml"
 

@@ -131,8 +131,8 @@ impl<'p> Session<'p> {
         ));
         report.gone(r.gone.clone());
         log::warn(&report.notes[0]);
-        self.write_audit(&Entry::of(&report, None, 0.0));
-        self.count(&report, 0.0);
+        write_audit(self.paths, &Entry::of(&report, None, 0.0));
+        count(self.paths, &report, 0.0);
     }
 
     /// The mapping for this run. An unusable admin file is logged and noted
@@ -198,7 +198,7 @@ impl<'p> Session<'p> {
                 None => "first mapping seen on this node; now last-known-good".into(),
             });
             log::info(&r.notes[0]);
-            self.write_audit(&Entry::of(&r, None, 0.0));
+            write_audit(self.paths, &Entry::of(&r, None, 0.0));
         }
         Ok(())
     }
@@ -235,7 +235,7 @@ impl<'p> Session<'p> {
             .push(format!("kept last-known-good sha256 {}", loaded.sha256));
         let mut e = Entry::of(&r, None, 0.0);
         e.error.clone_from(&loaded.problem);
-        self.write_audit(&e);
+        write_audit(self.paths, &e);
         let _ = crate::state::fsutil::atomic_write(
             self.paths,
             &marker,
@@ -246,14 +246,6 @@ impl<'p> Session<'p> {
 
     pub fn store(&self) -> Option<&Store<'p>> {
         self.node.as_ref().map(|n| &n.store)
-    }
-
-    fn write_audit(&self, e: &Entry) {
-        write_audit(self.paths, e);
-    }
-
-    fn count(&self, report: &Report, seconds: f64) {
-        count(self.paths, report, seconds);
     }
 
     /// Ends the run — the one place a result becomes the audit line, the
@@ -269,23 +261,20 @@ impl<'p> Session<'p> {
             "a run reports its own event"
         );
         let secs = self.start.elapsed().as_secs_f64();
-        let duration_ms = (secs * 1e6).round() / 1e3;
         let (report, error, verdict) = match result {
             Ok(r) => (r, None, Verdict::Ok),
             Err(f) => {
                 let verdict = f.verdict();
-                log::error(&format!(
-                    "{} failed ({}): {}",
-                    f.report.event,
-                    f.report.outcome.as_str(),
-                    f.error.with_causes()
-                ));
+                log_failure(&f);
                 let f = *f;
                 (f.report, Some(f.error), verdict)
             }
         };
         let held = self.node.take().is_some();
-        self.write_audit(&Entry::of(&report, error.as_ref(), duration_ms));
+        write_audit(
+            self.paths,
+            &Entry::of(&report, error.as_ref(), millis(secs)),
+        );
         if !held {
             // A short grace is enough: this is only for recovery.
             let grace = Deadline::after(
@@ -302,9 +291,24 @@ impl<'p> Session<'p> {
                 drop(n);
             }
         }
-        self.count(&report, secs);
+        count(self.paths, &report, secs);
         verdict
     }
+}
+
+/// A failed run's log line (its audit line says the same, in fields).
+fn log_failure(f: &Failure) {
+    log::error(&format!(
+        "{} failed ({}): {}",
+        f.report.event,
+        f.report.outcome.as_str(),
+        f.error.with_causes()
+    ));
+}
+
+/// A run's duration for its audit line: milliseconds, to the microsecond.
+fn millis(secs: f64) -> f64 {
+    (secs * 1e6).round() / 1e3
 }
 
 fn write_audit(paths: &Paths, e: &Entry) {
@@ -350,17 +354,9 @@ fn ended_by_watchdog(
             .into(),
     );
     let f = report.fail(error, exit);
-    log::error(&format!(
-        "{} failed ({}): {}",
-        f.report.event,
-        f.report.outcome.as_str(),
-        f.error.with_causes()
-    ));
+    log_failure(&f);
     let secs = start.elapsed().as_secs_f64();
-    write_audit(
-        paths,
-        &Entry::of(&f.report, Some(&f.error), (secs * 1e6).round() / 1e3),
-    );
+    write_audit(paths, &Entry::of(&f.report, Some(&f.error), millis(secs)));
     count(paths, &f.report, secs);
     f.verdict().code()
 }

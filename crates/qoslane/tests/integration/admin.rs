@@ -96,13 +96,7 @@ fn stdout(out: &std::process::Output) -> String {
 fn fabric_node() -> Node {
     let n =
         Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: enforce"));
-    n.add_fabric("mlx5-quirks");
-    for op in ["sl2vl", "portinfo", "vlarb"] {
-        n.smpquery_file(
-            &format!("any.{op}.txt"),
-            &util::captured_smpquery("qos-identity", op),
-        );
-    }
+    n.add_hca("qos-identity");
     n
 }
 

@@ -93,13 +93,7 @@ fn node(mapping: &str, fabric: bool) -> Option<(Node, Mount)> {
     let run = Mount::tmpfs(&n.path("/run"), "mode=0755")?;
     let mut env = Vec::new();
     if fabric {
-        n.add_fabric("mlx5-quirks");
-        for op in ["sl2vl", "portinfo", "vlarb"] {
-            n.smpquery_file(
-                &format!("any.{op}.txt"),
-                &util::captured_smpquery("qos-identity", op),
-            );
-        }
+        n.add_hca("qos-identity");
         env.push(("QOSLANE_SMPQUERY", n.fake_smpquery().display().to_string()));
     }
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();

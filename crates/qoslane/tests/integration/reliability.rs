@@ -26,8 +26,6 @@
 
 #![expect(clippy::unwrap_used, reason = "a failing test should stop loudly")]
 
-use crate::util;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Output;
@@ -288,13 +286,7 @@ fn reliability_node(variant: u8) -> Node {
     for (p, v) in INITIAL {
         n.set(p, v);
     }
-    n.add_fabric("mlx5-quirks");
-    for op in ["sl2vl", "portinfo", "vlarb"] {
-        n.smpquery_file(
-            &format!("any.{op}.txt"),
-            &util::captured_smpquery("qos-identity", op),
-        );
-    }
+    n.add_hca("qos-identity");
     n
 }
 

@@ -98,13 +98,7 @@ fn a_journal_that_never_reads_does_not_hang_a_prolog() {
 #[test]
 fn fabric_cache_leftovers_of_killed_writers_are_removed() {
     let n = Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: warn"));
-    n.add_fabric("mlx5-quirks");
-    for op in ["sl2vl", "portinfo", "vlarb"] {
-        n.smpquery_file(
-            &format!("any.{op}.txt"),
-            &util::captured_smpquery("qos-identity", op),
-        );
-    }
+    n.add_hca("qos-identity");
     let run = n.path("/run/qoslane");
     std::fs::create_dir_all(&run).unwrap();
     // pid 2^22 + 1 is above the kernel's pid_max limit: never alive.
@@ -139,14 +133,7 @@ fn a_symlink_in_place_of_the_fabric_cache_is_not_read_through() {
     let n =
         Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: enforce"));
     n.add_fabric("mlx5-quirks");
-    let tables = |scenario: &str| {
-        for op in ["sl2vl", "portinfo", "vlarb"] {
-            n.smpquery_file(
-                &format!("any.{op}.txt"),
-                &util::captured_smpquery(scenario, op),
-            );
-        }
-    };
+    let tables = |scenario: &str| n.answer_smpquery(scenario);
     let smpquery = n.fake_smpquery().display().to_string();
     let prolog = |job: &str| {
         n.run(

@@ -365,6 +365,21 @@ impl Node {
         std::fs::write(self.root().join("fakebin").join(name), content).unwrap();
     }
 
+    /// The fake smpquery answers every port with the captured SCENARIO
+    /// tables (tests/fixtures/smpquery/SCENARIO.{sl2vl,portinfo,vlarb}.txt).
+    pub fn answer_smpquery(&self, scenario: &str) {
+        for op in ["sl2vl", "portinfo", "vlarb"] {
+            self.smpquery_file(&format!("any.{op}.txt"), &captured_smpquery(scenario, op));
+        }
+    }
+
+    /// An mlx5 HCA (the mlx5-quirks sysfs tree) whose port the fake smpquery
+    /// answers with SCENARIO's tables.
+    pub fn add_hca(&self, scenario: &str) {
+        self.add_fabric("mlx5-quirks");
+        self.answer_smpquery(scenario);
+    }
+
     /// Copies a sysfs fixture (tests/fixtures/fabric/NAME) under the root.
     pub fn add_fabric(&self, name: &str) {
         copy_tree(

@@ -538,13 +538,7 @@ fn fabric_node(check: &str) -> Node {
     for (p, v) in INITIAL {
         n.set(p, v);
     }
-    n.add_fabric("mlx5-quirks");
-    for op in ["sl2vl", "portinfo", "vlarb"] {
-        n.smpquery_file(
-            &format!("any.{op}.txt"),
-            &util::captured_smpquery("qos-identity", op),
-        );
-    }
+    n.add_hca("qos-identity");
     n
 }
 
