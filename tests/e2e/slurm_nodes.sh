@@ -34,7 +34,8 @@ audit_n() { audit_of "$(root_of "$1")" "$2" "$3" "$4"; }  # audit_n NODE JOB EVE
 # every node's audit FIELD of JOB's EVENT, one "node=value" a node
 audits() { local n; for n in "${nodes[@]}"; do printf '%s=%s ' "$n" "$(audit_n "$n" "$1" "$2" "$3")"; done; }
 same_on_all() { local want=$1 n out=""; shift; for n in "${nodes[@]}"; do out+="$n=$want "; done; echo "$out"; }
-epilogs_done() { local n; for n in "${nodes[@]}"; do [ "$(audit_n "$n" "$1" epilog outcome)" != "<none>" ] || return 1; done; }
+# epilogs_done JOB [NODE...]: every node's (or the named nodes') Epilog of JOB has audited
+epilogs_done() { local j=$1 n; shift; [ $# -gt 0 ] || set -- "${nodes[@]}"; for n in "$@"; do [ "$(audit_n "$n" "$j" epilog outcome)" != "<none>" ] || return 1; done; }
 records_left() { local n; for n in "${nodes[@]}"; do ls "$CH$(root_of "$n")/run/qoslane/jobs"; done; }
 
 # A batch script that starts one task per node (each dumps its environment), then waits.
@@ -71,6 +72,10 @@ out=$(slurm_cmd /usr/bin/timeout 60 /usr/bin/srun -N2 --qos=low --ntasks-per-nod
 check "srun -N2: two tasks, two nodes" eq "$(printf '%s\n' "$out" | sed -n 's/^[01]: SLURMD_NODENAME=//p' | sort -u | wc -l)" 2
 check "srun -N2: UCX_IB_SL=1 in both tasks" eq "$(printf '%s\n' "$out" | sed -n 's/^\([01]\): UCX_IB_SL=/\1=/p' | sort | paste -sd ' ')" "0=1 1=1"
 check "srun -N2: QOSLANE_LEVEL=low in both tasks" eq "$(printf '%s\n' "$out" | sed -n 's/^\([01]\): QOSLANE_LEVEL=/\1=/p' | sort | paste -sd ' ')" "0=low 1=low"
+# srun returns when its tasks end; slurmd runs the Epilogs after that, so wait for them
+j=$(printf '%s\n' "$out" | sed -n 's/^0: SLURM_JOB_ID=//p')
+read -r -a ran <<< "$(printf '%s\n' "$out" | sed -n 's/^[01]: SLURMD_NODENAME=//p' | sort -u | paste -sd ' ')"
+poll 20 "srun -N2's Epilogs audited" epilogs_done "$j" "${ran[@]}"
 check "srun -N2: no job record left on any node" eq "$(records_left)" ""
 
 # ------------------------------------------------------------ one node's port misaligned
