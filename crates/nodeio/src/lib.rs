@@ -11,6 +11,7 @@
 //! - [`atomic`]: replacing a file (exclusive no-follow temp name, fsync,
 //!   rename, directory fsync) and removing what killed writers left;
 //! - [`lock`]: flock'd lock files nobody else can open, with a bounded wait;
+//! - [`alarm`]: the timer that bounds a blocking syscall (the lock's wait);
 //! - [`counter_file`]: a JSON file updated read-modify-write under its lock;
 //! - [`prom`]: the Prometheus text exposition format (escaping, histograms);
 //! - [`log`]: journald, else syslog, else stderr only; never blocks past the
@@ -18,6 +19,7 @@
 //!
 //! Nothing here knows about Slurm or InfiniBand.
 
+pub mod alarm;
 pub mod append;
 pub mod atomic;
 pub mod counter_file;

@@ -1,16 +1,21 @@
 //! Lock files: `flock` on a file nobody else can open (mode 0600, owned by
 //! root or the caller, in a directory reached under [`Judge::Trusted`]), so no
 //! other user can hold it and stall or freeze the holders. The kernel
-//! releases the lock when its holder dies. Waits are bounded by an instant.
+//! releases the lock when its holder dies. Waits are bounded by an instant:
+//! a waiter sleeps in `flock` (the holder's release wakes it at once) and an
+//! [`Alarm`] ends the wait at the instant.
+//!
+//! [`Alarm`]: crate::alarm::Alarm
 //!
 //! [`Judge::Trusted`]: crate::walk::Judge::Trusted
 
 use std::os::fd::OwnedFd;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rustix::fs::{self as rfs, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::alarm::Alarm;
 use crate::error::{Error, Result};
 use crate::walk::{Dir, trusted_uid};
 
@@ -20,8 +25,8 @@ pub struct Lock {
     _fd: OwnedFd,
 }
 
-/// Takes the exclusive lock `dir/name`, waiting until `until` (backing off
-/// from 200 µs to 5 ms). `until` in the past: one try.
+/// Takes the exclusive lock `dir/name`, waiting until `until`. `until` in the
+/// past: one try.
 pub fn acquire(dir: &Dir, name: &str, until: Instant) -> Result<Lock> {
     let path = dir.child(name);
     let fd = rfs::openat(
@@ -46,22 +51,29 @@ pub fn acquire(dir: &Dir, name: &str, until: Instant) -> Result<Lock> {
         rfs::fchmod(&fd, Mode::from_raw_mode(0o600)).map_err(Error::errno("chmod", &path))?;
     }
     let start = Instant::now();
-    let mut pause = Duration::from_micros(200);
+    match rfs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => return Ok(Lock { _fd: fd }),
+        Err(Errno::WOULDBLOCK | Errno::INTR) => {}
+        Err(e) => return Err(Error::errno("lock", &path)(e)),
+    }
+    let timeout = || Error::LockTimeout {
+        path: path.clone(),
+        waited_ms: start.elapsed().as_millis(),
+    };
+    if Instant::now() >= until {
+        return Err(timeout());
+    }
+    let alarm = Alarm::at(until).map_err(|e| Error::io("arm the timer of", &path)(e.into()))?;
     loop {
-        match rfs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(Lock { _fd: fd }),
-            Err(Errno::WOULDBLOCK | Errno::INTR) => {}
+        match rfs::flock(&fd, FlockOperation::LockExclusive) {
+            Ok(()) => {
+                drop(alarm);
+                return Ok(Lock { _fd: fd });
+            }
+            Err(Errno::INTR) if Instant::now() >= until => return Err(timeout()),
+            Err(Errno::INTR) => {}
             Err(e) => return Err(Error::errno("lock", &path)(e)),
         }
-        let now = Instant::now();
-        if now >= until {
-            return Err(Error::LockTimeout {
-                path,
-                waited_ms: start.elapsed().as_millis(),
-            });
-        }
-        std::thread::sleep(pause.min(until - now));
-        pause = (pause * 2).min(Duration::from_millis(5));
     }
 }
 
@@ -70,6 +82,7 @@ mod tests {
     use super::*;
     use crate::walk::{Judge, open_dir};
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::time::Duration;
 
     #[test]
     fn private_bounded_and_exclusive() {
@@ -84,5 +97,26 @@ mod tests {
         assert!(matches!(e, Error::LockTimeout { .. }), "{e}");
         drop(held);
         assert!(acquire(&dir, "m.lock", Instant::now()).is_ok());
+    }
+
+    /// A waiter sleeps in the kernel and gets the lock when the holder lets
+    /// it go, long before its own instant; the timer it armed is gone after.
+    #[test]
+    fn a_waiter_takes_the_lock_at_its_release() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = open_dir(tmp.path(), tmp.path(), Judge::Trusted, None).expect("dir");
+        let held = acquire(&dir, "m.lock", Instant::now()).expect("locked");
+        let path = tmp.path().to_path_buf();
+        let waiter = std::thread::spawn(move || {
+            let dir = open_dir(&path, &path, Judge::Trusted, None).expect("dir");
+            let start = Instant::now();
+            let got = acquire(&dir, "m.lock", start + Duration::from_secs(60));
+            (got.is_ok(), start.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        drop(held);
+        let (ok, waited) = waiter.join().expect("waiter");
+        assert!(ok, "the waiter did not get the lock");
+        assert!(waited < Duration::from_secs(60), "{waited:?}");
     }
 }
