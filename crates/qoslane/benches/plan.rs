@@ -142,6 +142,7 @@ fn bench_desired(c: &mut Criterion) {
                 (r.job_id, r)
             })
             .collect();
+        let active = qoslane::state::claims_of(&active);
         g.bench_with_input(BenchmarkId::new("active jobs", n), &active, |b, a| {
             b.iter(|| qoslane::txn::desired(black_box(a), black_box(&baseline)));
         });

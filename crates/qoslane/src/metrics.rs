@@ -16,9 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::Outcome;
 use crate::error::Result;
-use crate::job::JobId;
 use crate::paths::Paths;
-use crate::state::{JobRecord, fsutil};
+use crate::state::fsutil;
 
 /// Histogram buckets (seconds): a Prolog should take milliseconds; Slurm's
 /// window is seconds.
@@ -171,21 +170,21 @@ pub fn gauges(paths: &Paths) -> Gauges {
         }
         Err(_) => g.mapping_sha256 = crate::config::last_known_good_sha(paths),
     }
-    let Ok(dir) = std::fs::read_dir(paths.jobs_dir()) else {
-        return g;
+    // The node state's claims: one file, no record read. A reader that may
+    // not read it (node.json is root's) counts the records.
+    let store = crate::state::Store::read_only(paths);
+    let levels: Vec<String> = match store.node_state().and_then(|n| store.claims(&n)) {
+        Ok(claims) => claims.into_values().map(|c| c.level).collect(),
+        Err(_) => store
+            .record_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|id| store.record(id).ok().flatten())
+            .map(|r| r.level)
+            .collect(),
     };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(id) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
-            .and_then(|n| JobId::parse(n).ok())
-        else {
-            continue;
-        };
-        if let Ok(Some(r)) = fsutil::read_json::<JobRecord>(paths, &paths.job_record(id)) {
-            *g.active_jobs.entry(r.level).or_default() += 1;
-        }
+    for level in levels {
+        *g.active_jobs.entry(level).or_default() += 1;
     }
     g
 }

@@ -18,7 +18,7 @@ use crate::job::JobId;
 use crate::paths::Paths;
 use crate::settings;
 use crate::state::lock::NodeLock;
-use crate::state::{Change, JobRecord, Journal, NodeState, Store};
+use crate::state::{Change, Claim, Claims, JobRecord, Journal, NodeState, Store};
 
 /// The least time a rollback gets after a failure, deadline or not.
 pub const ROLLBACK_GRACE_MIN: std::time::Duration = std::time::Duration::from_millis(250);
@@ -203,14 +203,13 @@ impl<'p> Node<'p> {
                 gone: Vec::new(),
             })
         };
-        let records = self.store.records().map_err(early)?;
         let node_before = self.store.node_state().map_err(early)?;
-        let mut after = records.clone();
+        let mut after = self.store.claims(&node_before).map_err(early)?;
+        apply(&mut after, ops);
+        let mut records_before = Vec::with_capacity(ops.len());
         for op in ops {
-            match op {
-                RecordOp::Put(r) => after.insert(r.job_id, r.clone()),
-                RecordOp::Remove(j) => after.remove(j),
-            };
+            let before = self.store.record(op.job()).map_err(early)?;
+            records_before.push((op.job(), before));
         }
         // The settings of the jobs this transaction puts: theirs must exist.
         let own: Vec<&str> = ops
@@ -221,11 +220,9 @@ impl<'p> Node<'p> {
             })
             .flat_map(|r| r.settings.iter().map(|(p, _)| p.as_str()))
             .collect();
-        let (changes, node_after, gone) = self.plan(&after, &node_before, &own).map_err(early)?;
-        let records_before: Vec<_> = ops
-            .iter()
-            .map(|op| (op.job(), records.get(&op.job()).cloned()))
-            .collect();
+        let (changes, mut node_after, gone) =
+            self.plan(&after, &node_before, &own).map_err(early)?;
+        node_after.claims = Some(after);
         if changes.is_empty()
             && records_before
                 .iter()
@@ -299,7 +296,7 @@ impl<'p> Node<'p> {
 
     fn plan(
         &self,
-        active: &BTreeMap<JobId, JobRecord>,
+        active: &Claims,
         node: &NodeState,
         own: &[&str],
     ) -> Result<(Vec<Change>, NodeState, Vec<String>)> {
@@ -312,12 +309,8 @@ impl<'p> Node<'p> {
 /// and the settings' current values. Nothing is written.
 pub fn preview(paths: &Paths, ops: &[RecordOp], deadline: &Deadline) -> Result<Vec<Change>> {
     let store = Store { paths };
-    let mut after = if paths.jobs_dir().exists() {
-        store.records()?
-    } else {
-        BTreeMap::new()
-    };
     let node = store.node_state()?;
+    let mut after = store.claims(&node)?;
     let own: Vec<String> = ops
         .iter()
         .filter_map(|op| match op {
@@ -326,15 +319,20 @@ pub fn preview(paths: &Paths, ops: &[RecordOp], deadline: &Deadline) -> Result<V
         })
         .flat_map(|r| r.settings.iter().map(|(p, _)| p.clone()))
         .collect();
-    for op in ops {
-        match op {
-            RecordOp::Put(r) => after.insert(r.job_id, r.clone()),
-            RecordOp::Remove(j) => after.remove(j),
-        };
-    }
+    apply(&mut after, ops);
     let own: Vec<&str> = own.iter().map(String::as_str).collect();
     plan(paths, deadline, &after, &node, &own).map(|(changes, _, _)| changes)
 }
+/// The claims once `ops` are done.
+fn apply(claims: &mut Claims, ops: &[RecordOp]) {
+    for op in ops {
+        match op {
+            RecordOp::Put(r) => claims.insert(r.job_id, Claim::of(r)),
+            RecordOp::Remove(j) => claims.remove(j),
+        };
+    }
+}
+
 /// The settings the active jobs ask for, and the changes to get there.
 /// A setting whose file vanished is gone: dropped from the plan and from
 /// the baseline (nothing can be applied or restored there), unless it is
@@ -343,7 +341,7 @@ pub fn preview(paths: &Paths, ops: &[RecordOp], deadline: &Deadline) -> Result<V
 fn plan(
     paths: &Paths,
     deadline: &Deadline,
-    active: &BTreeMap<JobId, JobRecord>,
+    active: &Claims,
     node: &NodeState,
     own: &[&str],
 ) -> Result<(Vec<Change>, NodeState, Vec<String>)> {
@@ -415,14 +413,11 @@ pub enum Want {
 /// Per path, the value of the highest-priority active job that sets it
 /// (lowest rank, then lowest job id); paths no active job sets go back to
 /// their baseline. Pure: the heart of shared-node behaviour.
-pub fn desired(
-    active: &BTreeMap<JobId, JobRecord>,
-    baseline: &BTreeMap<String, String>,
-) -> BTreeMap<String, Want> {
+pub fn desired(active: &Claims, baseline: &BTreeMap<String, String>) -> BTreeMap<String, Want> {
     let mut best: BTreeMap<&str, (usize, JobId, &str)> = BTreeMap::new();
-    for r in active.values() {
-        for (path, value) in &r.settings {
-            let cand = (r.rank, r.job_id, value.as_str());
+    for (job, c) in active {
+        for (path, value) in &c.settings {
+            let cand = (c.rank, *job, value.as_str());
             best.entry(path)
                 .and_modify(|cur| {
                     if (cand.0, cand.1) < (cur.0, cur.1) {

@@ -294,7 +294,7 @@ fn gather(paths: &Paths, deadline: &Deadline) -> Status {
         }
     }
 
-    let wants = crate::txn::desired(&records, &node.baseline);
+    let wants = crate::txn::desired(&crate::state::claims_of(&records), &node.baseline);
     let settings: Vec<SettingRow> = wants
         .iter()
         .map(|(path, want)| {

@@ -41,6 +41,36 @@ pub struct JobRecord {
     pub mapping_sha256: String,
 }
 
+/// What an active job's level holds on the node: the part of its record the
+/// planner and the metrics need.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    pub level: String,
+    /// 0 is the highest priority; decides whose node settings win.
+    pub rank: usize,
+    /// The node settings the job asks for, as `(path, value)`.
+    pub settings: Vec<(String, String)>,
+}
+
+impl Claim {
+    pub fn of(r: &JobRecord) -> Self {
+        Self {
+            level: r.level.clone(),
+            rank: r.rank,
+            settings: r.settings.clone(),
+        }
+    }
+}
+
+/// Every active job's claim, by job id.
+pub type Claims = BTreeMap<JobId, Claim>;
+
+/// The claims of these records.
+pub fn claims_of(records: &BTreeMap<JobId, JobRecord>) -> Claims {
+    records.iter().map(|(j, r)| (*j, Claim::of(r))).collect()
+}
+
 /// The node's baseline: the value each setting had before the first job
 /// changed it. A path leaves the baseline when it is restored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +81,12 @@ pub struct NodeState {
     /// them: reported once, skipped quietly after, until the file is back.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub gone: std::collections::BTreeSet<String>,
+    /// The active jobs' claims, kept by the transaction that puts or removes
+    /// their records (and journaled with this state): the planner and the
+    /// metrics read this one file, not every record ([`Store::claims`]).
+    /// `None` in a state written before qoslane kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Claims>,
 }
 
 /// One setting change: the unit of apply and of rollback.
@@ -117,8 +153,20 @@ impl<'p> Store<'p> {
     /// them here raced with a live writer when `status` listed the records
     /// without the lock.)
     pub fn records(&self) -> Result<BTreeMap<JobId, JobRecord>> {
-        let dir = self.paths.jobs_dir();
         let mut out = BTreeMap::new();
+        for id in self.record_ids()? {
+            if let Some(r) = self.record(id)? {
+                out.insert(id, r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The ids of the jobs that have a record (one directory listing, no
+    /// record read). No job directory yet: none.
+    pub fn record_ids(&self) -> Result<std::collections::BTreeSet<JobId>> {
+        let dir = self.paths.jobs_dir();
+        let mut out = std::collections::BTreeSet::new();
         let entries = match std::fs::read_dir(&dir) {
             // No job has started on this node yet (a reader's store).
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
@@ -131,14 +179,32 @@ impl<'p> Store<'p> {
             if fsutil::temp_file_writer(&name).is_some() {
                 continue;
             }
-            let Some(id) = name
+            if let Some(id) = name
                 .strip_suffix(".json")
                 .and_then(|s| JobId::parse(s).ok())
-            else {
+            {
+                out.insert(id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The active jobs' claims: the node state's, checked against the
+    /// listing of the records. A claim whose record is gone (removed by
+    /// hand) is dropped, and a record with no claim (a state written before
+    /// qoslane kept claims) is read, so the claims follow the records even
+    /// where something other than a transaction changed them. One listing,
+    /// and no record read in the steady state.
+    pub fn claims(&self, node: &NodeState) -> Result<Claims> {
+        let ids = self.record_ids()?;
+        let mut out = node.claims.clone().unwrap_or_default();
+        out.retain(|id, _| ids.contains(id));
+        for id in ids {
+            if out.contains_key(&id) {
                 continue;
-            };
+            }
             if let Some(r) = self.record(id)? {
-                out.insert(id, r);
+                out.insert(id, Claim::of(&r));
             }
         }
         Ok(out)

@@ -434,7 +434,7 @@ fn desired_node_state_golden_table() {
             "{}: a path twice",
             case.name
         );
-        let got = desired(&active, &baseline);
+        let got = desired(&qoslane::state::claims_of(&active), &baseline);
         if got != expected {
             let jobs: Vec<String> = case
                 .jobs

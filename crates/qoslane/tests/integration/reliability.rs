@@ -31,7 +31,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use crate::util::{Mount, Node, RMEM, TOS, ok, stderr};
+use crate::util::{Mount, Node, RMEM, Snapshot, TOS, ok, stderr};
 
 #[cfg(feature = "fault-injection")]
 mod crash_matrix;
@@ -258,12 +258,43 @@ fn inconsistencies(n: &Node, active: &BTreeMap<u32, Want>) -> Vec<String> {
     if snap.journal {
         bad.push("a journal is pending".into());
     }
+    bad.extend(claims_disagree(n, &snap));
     let strays = n.stray_files();
     if !strays.is_empty() {
         bad.push(format!("stray files {strays:?}"));
     }
     if !lock_is_free(n) {
         bad.push("the node lock is held".into());
+    }
+    bad
+}
+
+/// The node state's claims (what the planner reads instead of the records)
+/// must be the records' own level, rank and settings, one per record.
+fn claims_disagree(n: &Node, snap: &Snapshot) -> Vec<String> {
+    let claims = std::fs::read_to_string(n.path("/run/qoslane/node.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("claims").cloned())
+        .unwrap_or(serde_json::Value::Null);
+    let empty = serde_json::Map::new();
+    let claims = claims.as_object().unwrap_or(&empty);
+    let mut bad = Vec::new();
+    for (name, r) in &snap.records {
+        let job = name.trim_end_matches(".json");
+        let want =
+            serde_json::json!({"level": r["level"], "rank": r["rank"], "settings": r["settings"]});
+        match claims.get(job) {
+            Some(c) if *c == want => {}
+            other => bad.push(format!(
+                "job {job}'s claim is {other:?}, its record says {want}"
+            )),
+        }
+    }
+    for job in claims.keys() {
+        if !snap.records.contains_key(&format!("{job}.json")) {
+            bad.push(format!("a claim of job {job}, which has no record"));
+        }
     }
     bad
 }
