@@ -174,7 +174,7 @@ pub fn gauges(paths: &Paths) -> Gauges {
     // not read it (node.json is root's) counts the records.
     let store = crate::state::Store::read_only(paths);
     let levels: Vec<String> = match store.node_state().and_then(|n| store.claims(&n)) {
-        Ok(claims) => claims.into_values().map(|c| c.level).collect(),
+        Ok(claims) => claims.into_values().map(|c| c.level.clone()).collect(),
         Err(_) => store
             .record_ids()
             .unwrap_or_default()

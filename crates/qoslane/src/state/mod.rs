@@ -7,6 +7,7 @@ pub mod fsutil;
 pub mod lock;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -43,8 +44,7 @@ pub struct JobRecord {
 
 /// What an active job's level holds on the node: the part of its record the
 /// planner and the metrics need.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Claim {
     pub level: String,
     /// 0 is the highest priority; decides whose node settings win.
@@ -54,21 +54,93 @@ pub struct Claim {
 }
 
 impl Claim {
-    pub fn of(r: &JobRecord) -> Self {
-        Self {
+    pub fn of(r: &JobRecord) -> Arc<Self> {
+        Arc::new(Self {
             level: r.level.clone(),
             rank: r.rank,
             settings: r.settings.clone(),
-        }
+        })
     }
 }
 
-/// Every active job's claim, by job id.
-pub type Claims = BTreeMap<JobId, Claim>;
+/// Every active job's claim, by job id. The jobs of one level share one
+/// claim: cloning the set copies no settings.
+pub type Claims = BTreeMap<JobId, Arc<Claim>>;
 
 /// The claims of these records.
 pub fn claims_of(records: &BTreeMap<JobId, JobRecord>) -> Claims {
     records.iter().map(|(j, r)| (*j, Claim::of(r))).collect()
+}
+
+/// The claims in `node.json`: one entry per distinct claim with the jobs
+/// that hold it (`[{"level", "rank", "settings", "jobs": [ids]}]`), so 256
+/// jobs of four levels are four entries, not 256 copies of the same paths.
+mod grouped {
+    use super::{Arc, BTreeMap, Claim, Claims, JobId};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Group {
+        level: String,
+        rank: usize,
+        settings: Vec<(String, String)>,
+        jobs: Vec<JobId>,
+    }
+
+    #[derive(Serialize)]
+    struct GroupRef<'a> {
+        level: &'a str,
+        rank: usize,
+        settings: &'a [(String, String)],
+        jobs: Vec<JobId>,
+    }
+
+    #[expect(
+        clippy::ref_option,
+        reason = "serde's `with` hands the field by reference"
+    )]
+    pub fn serialize<S: Serializer>(claims: &Option<Claims>, s: S) -> Result<S::Ok, S::Error> {
+        let Some(claims) = claims else {
+            return s.serialize_none();
+        };
+        let mut groups: BTreeMap<&Claim, Vec<JobId>> = BTreeMap::new();
+        for (job, claim) in claims {
+            groups.entry(claim).or_default().push(*job);
+        }
+        let groups: Vec<GroupRef<'_>> = groups
+            .into_iter()
+            .map(|(c, jobs)| GroupRef {
+                level: &c.level,
+                rank: c.rank,
+                settings: &c.settings,
+                jobs,
+            })
+            .collect();
+        s.serialize_some(&groups)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Claims>, D::Error> {
+        let Some(groups) = Option::<Vec<Group>>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let mut out = Claims::new();
+        for g in groups {
+            let claim = Arc::new(Claim {
+                level: g.level,
+                rank: g.rank,
+                settings: g.settings,
+            });
+            for job in g.jobs {
+                if out.insert(job, Arc::clone(&claim)).is_some() {
+                    return Err(serde::de::Error::custom(format!(
+                        "job {job} holds two claims"
+                    )));
+                }
+            }
+        }
+        Ok(Some(out))
+    }
 }
 
 /// The node's baseline: the value each setting had before the first job
@@ -85,7 +157,7 @@ pub struct NodeState {
     /// their records (and journaled with this state): the planner and the
     /// metrics read this one file, not every record ([`Store::claims`]).
     /// `None` in a state written before qoslane kept it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "grouped")]
     pub claims: Option<Claims>,
 }
 
@@ -268,5 +340,64 @@ pub fn read_record_as_user(paths: &Paths, job: JobId) -> Result<Option<JobRecord
         Some(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| Error::state(&path, format!("is not a job record: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(level: &str, rank: usize) -> Arc<Claim> {
+        Arc::new(Claim {
+            level: level.into(),
+            rank,
+            settings: vec![("/proc/sys/net/core/rmem_max".into(), rank.to_string())],
+        })
+    }
+
+    fn job(n: u32) -> JobId {
+        JobId::parse(&n.to_string()).expect("job id")
+    }
+
+    /// Jobs of one level are one entry in node.json and share one claim
+    /// when read back.
+    #[test]
+    fn claims_are_kept_grouped_and_read_back_shared() {
+        let high = claim("high", 1);
+        let claims: Claims = [
+            (job(1), Arc::clone(&high)),
+            (job(2), claim("low", 3)),
+            (job(3), high),
+        ]
+        .into_iter()
+        .collect();
+        let node = NodeState {
+            claims: Some(claims),
+            ..NodeState::default()
+        };
+        let text = serde_json::to_string(&node).expect("json");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(v["claims"].as_array().expect("groups").len(), 2, "{text}");
+        let back: NodeState = serde_json::from_str(&text).expect("read back");
+        assert_eq!(back, node);
+        let c = back.claims.expect("claims");
+        assert!(Arc::ptr_eq(&c[&job(1)], &c[&job(3)]));
+        // A state from before claims has none, and writes none.
+        let old: NodeState = serde_json::from_str(r#"{"baseline":{}}"#).expect("old state");
+        assert_eq!(old.claims, None);
+        assert!(
+            !serde_json::to_string(&old)
+                .expect("json")
+                .contains("claims")
+        );
+    }
+
+    #[test]
+    fn a_job_in_two_claims_is_refused() {
+        let text = r#"{"baseline":{},"claims":[
+            {"level":"high","rank":1,"settings":[],"jobs":[7]},
+            {"level":"low","rank":3,"settings":[],"jobs":[7]}]}"#;
+        let e = serde_json::from_str::<NodeState>(text).unwrap_err();
+        assert!(e.to_string().contains("job 7 holds two claims"), "{e}");
     }
 }

@@ -272,14 +272,23 @@ fn inconsistencies(n: &Node, active: &BTreeMap<u32, Want>) -> Vec<String> {
 /// The node state's claims (what the planner reads instead of the records)
 /// must be the records' own level, rank and settings, one per record.
 fn claims_disagree(n: &Node, snap: &Snapshot) -> Vec<String> {
-    let claims = std::fs::read_to_string(n.path("/run/qoslane/node.json"))
+    let mut bad = Vec::new();
+    // node.json keeps them grouped: [{"level", "rank", "settings", "jobs"}]
+    let groups = std::fs::read_to_string(n.path("/run/qoslane/node.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| v.get("claims").cloned())
         .unwrap_or(serde_json::Value::Null);
-    let empty = serde_json::Map::new();
-    let claims = claims.as_object().unwrap_or(&empty);
-    let mut bad = Vec::new();
+    let mut claims = BTreeMap::new();
+    for g in groups.as_array().into_iter().flatten() {
+        let claim =
+            serde_json::json!({"level": g["level"], "rank": g["rank"], "settings": g["settings"]});
+        for job in g["jobs"].as_array().into_iter().flatten() {
+            if claims.insert(job.to_string(), claim.clone()).is_some() {
+                bad.push(format!("job {job} is in two claims"));
+            }
+        }
+    }
     for (name, r) in &snap.records {
         let job = name.trim_end_matches(".json");
         let want =
