@@ -27,6 +27,9 @@ impl Kind {
 #[derive(Debug, Default)]
 pub struct Writer {
     out: String,
+    /// The `le` labels of the last histogram's bounds: every histogram of a
+    /// family has the same bounds, formatted once.
+    les: (Vec<f64>, Vec<String>),
 }
 
 impl Writer {
@@ -64,22 +67,46 @@ impl Writer {
         counts: &[u64],
         sum: f64,
     ) -> &mut Self {
-        let mut cumulative = 0u64;
-        let bucket = format!("{name}_bucket");
-        for (i, bound) in bounds.iter().enumerate() {
-            cumulative += counts.get(i).copied().unwrap_or(0);
-            self.out.push_str(&bucket);
-            self.labels(labels, Some(&bound.to_string()));
-            let _ = writeln!(self.out, " {cumulative}");
+        if self.les.0.as_slice() != bounds {
+            self.les = (
+                bounds.to_vec(),
+                bounds.iter().map(ToString::to_string).collect(),
+            );
         }
+        let les = std::mem::take(&mut self.les);
+        let mut cumulative = 0u64;
+        for (i, le) in les.1.iter().enumerate() {
+            cumulative += counts.get(i).copied().unwrap_or(0);
+            self.bucket(name, labels, le, cumulative);
+        }
+        self.les = les;
         cumulative += counts
             .get(bounds.len()..)
             .map_or(0, |rest| rest.iter().sum());
-        self.out.push_str(&bucket);
-        self.labels(labels, Some("+Inf"));
-        let _ = writeln!(self.out, " {cumulative}");
-        self.sample(&format!("{name}_sum"), labels, sum);
-        self.sample(&format!("{name}_count"), labels, cumulative)
+        self.bucket(name, labels, "+Inf", cumulative);
+        self.suffixed(name, "_sum", labels, sum);
+        self.suffixed(name, "_count", labels, cumulative)
+    }
+
+    fn bucket(&mut self, name: &str, labels: &[(&str, &str)], le: &str, count: u64) {
+        self.out.push_str(name);
+        self.out.push_str("_bucket");
+        self.labels(labels, Some(le));
+        let _ = writeln!(self.out, " {count}");
+    }
+
+    fn suffixed(
+        &mut self,
+        name: &str,
+        suffix: &str,
+        labels: &[(&str, &str)],
+        value: impl Display,
+    ) -> &mut Self {
+        self.out.push_str(name);
+        self.out.push_str(suffix);
+        self.labels(labels, None);
+        let _ = writeln!(self.out, " {value}");
+        self
     }
 
     fn labels(&mut self, labels: &[(&str, &str)], le: Option<&str>) {
@@ -93,7 +120,10 @@ impl Writer {
                 self.out.push(',');
             }
             first = false;
-            let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+            self.out.push_str(k);
+            self.out.push_str("=\"");
+            escape_into(&mut self.out, v);
+            self.out.push('"');
         }
         self.out.push('}');
     }
@@ -106,18 +136,25 @@ impl Writer {
 /// Escapes a label value: backslash, double quote, newline.
 pub fn escape(value: &str) -> String {
     let mut escaped = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => escaped.push_str("\\\\"),
-            '"' => escaped.push_str("\\\""),
-            '\n' => escaped.push_str("\\n"),
-            c => escaped.push(c),
-        }
-    }
+    escape_into(&mut escaped, value);
     escaped
 }
 
-/// Help text escapes backslash and newline.
+fn escape_into(out: &mut String, value: &str) {
+    if !value.contains(['\\', '"', '\n']) {
+        out.push_str(value);
+        return;
+    }
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
 fn escape_help(help: &str) -> String {
     help.replace('\\', "\\\\").replace('\n', "\\n")
 }

@@ -11,11 +11,12 @@
 //! shared with other programs (node_exporter's textfile directory belongs to
 //! the `prometheus` user on Debian).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -40,7 +41,7 @@ pub enum Judge {
 /// An open directory that was judged on the way to it.
 #[derive(Debug)]
 pub struct Dir {
-    fd: OwnedFd,
+    fd: Arc<OwnedFd>,
     path: PathBuf,
 }
 
@@ -57,7 +58,10 @@ impl Dir {
         self.path.join(name)
     }
     pub(crate) fn from_parts(fd: OwnedFd, path: PathBuf) -> Self {
-        Self { fd, path }
+        Self {
+            fd: Arc::new(fd),
+            path,
+        }
     }
 }
 
@@ -101,9 +105,78 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
     None
 }
 
+/// The guards alive, and the directories judged [`Judge::Trusted`] by root
+/// prefix and path.
+type Judged = (usize, HashMap<(PathBuf, PathBuf), Arc<OwnedFd>>);
+
+/// `None`: no [`Remembered`] guard lives, nothing is remembered.
+static JUDGED: Mutex<Option<Judged>> = Mutex::new(None);
+
+/// While it lives, [`open_dir`] resolves each directory it judges
+/// [`Judge::Trusted`] once and hands out the same descriptor after.
+///
+/// Sound for one run, not for ever: a trusted directory and every directory
+/// above it are owned by root or the caller and writable by nobody else, so
+/// nobody else can rename or replace any of them, and the descriptor stays
+/// the directory that was judged (as safe as judging again, and safer than
+/// any path). What root itself does meanwhile (a remount of `/run`) is not
+/// seen until the guard is dropped: a run takes one (`qoslane`'s session),
+/// a long-lived process must not keep one. Directories judged only
+/// [`Judge::NoFollow`] are others' to change and are resolved every time.
+#[derive(Debug)]
+pub struct Remembered(());
+
+pub fn remember_judged_dirs() -> Remembered {
+    let mut judged = JUDGED.lock().unwrap_or_else(PoisonError::into_inner);
+    match judged.as_mut() {
+        Some((guards, _)) => *guards += 1,
+        None => *judged = Some((1, HashMap::new())),
+    }
+    Remembered(())
+}
+
+impl Drop for Remembered {
+    fn drop(&mut self) {
+        let mut judged = JUDGED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((guards, _)) = judged.as_mut() {
+            *guards -= 1;
+            if *guards == 0 {
+                *judged = None;
+            }
+        }
+    }
+}
+
 /// Opens `dir` (absolute) from the root prefix `root`; with `create`, makes
 /// missing directories with that mode on the way (`mkdir -p`, race-free).
 pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result<Dir> {
+    if judge != Judge::Trusted {
+        return resolve(root, dir, judge, create);
+    }
+    let key = (root.to_path_buf(), dir.to_path_buf());
+    if let Some((_, known)) = JUDGED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        && let Some(fd) = known.get(&key)
+    {
+        return Ok(Dir {
+            fd: Arc::clone(fd),
+            path: key.1,
+        });
+    }
+    let d = resolve(root, dir, judge, create)?;
+    if let Some((_, known)) = JUDGED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_mut()
+    {
+        known.insert(key, Arc::clone(&d.fd));
+    }
+    Ok(d)
+}
+
+fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result<Dir> {
     // `..` never climbs above the root prefix (as in a chroot).
     let (start, rest) = match dir.strip_prefix(root) {
         Ok(rest) if root.is_absolute() => (root, rest),
@@ -189,7 +262,7 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
         }
     }
     Ok(Dir {
-        fd,
+        fd: Arc::new(fd),
         path: dir.to_path_buf(),
     })
 }
@@ -277,6 +350,55 @@ mod tests {
             open_dir(root, &root.join("nope"), Judge::Trusted, None)
                 .unwrap_err()
                 .is_not_found()
+        );
+    }
+
+    /// While a guard lives, a trusted directory is resolved once: renamed
+    /// away and replaced (by root, here the test), the run keeps the one it
+    /// judged. Without a guard, or judged only NoFollow, every call resolves.
+    #[test]
+    fn trusted_directories_are_resolved_once_while_remembered() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("run/q")).expect("mkdir");
+        fs::write(root.join("run/q/marker"), "first").expect("write");
+        let marker = |d: &Dir| {
+            let fd = rfs::openat(
+                d.fd(),
+                "marker",
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .expect("open marker");
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut fs::File::from(fd), &mut s).expect("read");
+            s
+        };
+        let swap = || {
+            fs::rename(root.join("run/q"), root.join("run/old")).expect("rename");
+            fs::create_dir(root.join("run/q")).expect("mkdir");
+            fs::write(root.join("run/q/marker"), "second").expect("write");
+        };
+        let dir = root.join("run/q");
+        {
+            let _remembered = remember_judged_dirs();
+            let first = open_dir(root, &dir, Judge::Trusted, None).expect("dir");
+            swap();
+            let again = open_dir(root, &dir, Judge::Trusted, None).expect("dir");
+            assert_eq!(marker(&first), "first");
+            assert_eq!(
+                marker(&again),
+                "first",
+                "the run keeps the directory it judged"
+            );
+            let shared = open_dir(root, &dir, Judge::NoFollow, None).expect("dir");
+            assert_eq!(marker(&shared), "second", "NoFollow resolves every time");
+        }
+        let after = open_dir(root, &dir, Judge::Trusted, None).expect("dir");
+        assert_eq!(
+            marker(&after),
+            "second",
+            "without a guard every call resolves"
         );
     }
 }

@@ -365,8 +365,8 @@ pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
         crate::log::warn(&format!("metrics: {note}"));
     }
     // Visible at once, not flushed: see nodeio::counter_file.
-    updated.release()?;
-    publish_latest(paths)
+    let counted = updated.release()?;
+    publish_latest(paths, counted)
 }
 
 /// Rewrites the textfile from the counters and the gauges as the node's
@@ -378,14 +378,17 @@ pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
 /// counted meanwhile. Every run counts after its transaction committed, so
 /// the last textfile written shows every count and the final state, while
 /// N jobs ending at once read the N job records far fewer than N times.
-fn publish_latest(paths: &Paths) -> Result<()> {
+fn publish_latest(paths: &Paths, counted: Counters) -> Result<()> {
     let dir = nodeio::walk::open_dir(
         &paths.root,
         &paths.lib_dir,
         nodeio::walk::Judge::Trusted,
         None,
     )?;
-    // Bounded: each round is a few milliseconds.
+    // The first round publishes what this run just counted (no read back);
+    // a later one what the file has then. Bounded: each round is a few
+    // milliseconds.
+    let mut counted = Some(counted);
     for _ in 0..64 {
         let publishing = match nodeio::lock::acquire(&dir, PUBLISH_LOCK, std::time::Instant::now())
         {
@@ -393,7 +396,10 @@ fn publish_latest(paths: &Paths) -> Result<()> {
             Err(nodeio::Error::LockTimeout { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        let c = load(paths)?;
+        let c = match counted.take() {
+            Some(c) => c,
+            None => load(paths)?,
+        };
         publish(paths, &c, &gauges(paths))?;
         drop(publishing);
         if load(paths).is_ok_and(|now| now == c) {

@@ -48,6 +48,9 @@ pub struct Session<'p> {
     node: Option<Node<'p>>,
     /// What a run ended by its watchdog reports (`Session::arm`).
     armed: Arc<Mutex<(Report, Exit)>>,
+    /// The run resolves each trusted state directory once
+    /// (`nodeio::walk::remember_judged_dirs`).
+    _dirs: nodeio::walk::Remembered,
 }
 
 impl<'p> Session<'p> {
@@ -69,6 +72,7 @@ impl<'p> Session<'p> {
             start,
             node: None,
             armed,
+            _dirs: nodeio::walk::remember_judged_dirs(),
         }
     }
 
