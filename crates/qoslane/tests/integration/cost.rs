@@ -39,6 +39,12 @@ fn strace() -> Option<&'static str> {
 /// Runs `qoslane ARGS` under `strace -f` and counts what the qoslane process
 /// and its threads did.
 fn cost(n: &Node, args: &[&str], env: &[(&str, &str)]) -> Option<Cost> {
+    let text = trace(n, args, env)?;
+    Some(count(&text))
+}
+
+/// What `strace -f` saw of `qoslane ARGS`.
+fn trace(n: &Node, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
     let strace = strace()?;
     let log = n.root().join("strace.txt");
     let c = n.cmd(args, env);
@@ -56,7 +62,10 @@ fn cost(n: &Node, args: &[&str], env: &[(&str, &str)]) -> Option<Cost> {
     }
     let out = s.output().unwrap();
     ok(&out);
-    let text = std::fs::read_to_string(&log).unwrap();
+    Some(std::fs::read_to_string(&log).unwrap())
+}
+
+fn count(text: &str) -> Cost {
     let main = text.split_whitespace().next().unwrap().to_owned();
     let mut ours = vec![main];
     let mut cost = Cost {
@@ -83,7 +92,7 @@ fn cost(n: &Node, args: &[&str], env: &[(&str, &str)]) -> Option<Cost> {
             cost.fsyncs += 1;
         }
     }
-    Some(cost)
+    cost
 }
 
 /// A node with `/run` on a tmpfs, its first Prolog done (which promotes the
@@ -179,4 +188,49 @@ fn probing_the_port_runs_its_three_queries_without_a_thread() {
     );
     let a = n.last_audit("prolog");
     assert_eq!(a["outcome"], "applied", "{a}");
+}
+
+/// Thirty other jobs active on the node: a Prolog and an Epilog read none of
+/// their records (the node state's claims hold what the planner and the
+/// metrics need) and walk to the job directory once (the session resolves
+/// each trusted directory once), beside the store's check of it. Before, a run read every active record
+/// twice, each through a walk from the root prefix.
+#[test]
+fn a_run_beside_many_jobs_reads_no_other_record_and_walks_to_the_jobs_once() {
+    let Some((n, _run)) = node(util::MAPPING, false) else {
+        return;
+    };
+    let others = 100..130;
+    for j in others.clone() {
+        let job = j.to_string();
+        ok(&n.run(&["prolog"], &[("SLURM_JOB_ID", &job), ("FAKE_QOS", "low")]));
+    }
+    let runs: [(&str, &[(&str, &str)]); 2] = [
+        ("prolog", &[("SLURM_JOB_ID", "2"), ("FAKE_QOS", "high")]),
+        ("epilog", &[("SLURM_JOB_ID", "2")]),
+    ];
+    for (hook, env) in runs {
+        let Some(text) = trace(&n, &[hook], env) else {
+            return;
+        };
+        let opens: Vec<&str> = text.lines().filter(|l| l.contains("openat(")).collect();
+        let read_others = opens
+            .iter()
+            .filter(|l| others.clone().any(|j| l.contains(&format!("\"{j}.json\""))))
+            .count();
+        assert_eq!(read_others, 0, "{hook} read other jobs' records");
+        let walks: Vec<&&str> = opens
+            .iter()
+            .filter(|l| l.contains("\"jobs\"") && l.contains("O_PATH"))
+            .collect();
+        // One walk, and the store's own check of the directory as it opens
+        // (owned by root, not a symlink: nodeio::trusted::state_dir).
+        assert_eq!(
+            walks.len(),
+            2,
+            "{hook} walked to the job directory: {walks:#?}"
+        );
+        assert_eq!(n.last_audit(hook)["job_id"], 2);
+    }
+    assert_eq!(n.records().len(), 30);
 }
