@@ -7,7 +7,9 @@
 #      machine (median, p95, p99 and the ratio qoslane / shell);
 #   2. the same with both cores busy: two spinning processes at normal
 #      priority, as a node's running jobs keep its cores;
-#   3. the TaskProlog's median, the peak RSS of every hook, 256 concurrent
+#   3. the TaskProlog's median (as packaged: qoslane with no argument; also
+#      with its subcommand and behind a /bin/sh wrapper; /bin/true and a Rust
+#      hello world beside it), the peak RSS of every hook, 256 concurrent
 #      prolog+epilog pairs (bench/tools/storm.py);
 #   4. what one Prolog and one Epilog cost in syscalls, threads and fsyncs
 #      (strace -f: qoslane's own process and threads, not the programs it
@@ -92,9 +94,34 @@ cleanup; SPIN=()
 bsay "3. TaskProlog, peak RSS, 256 concurrent pairs"
 HF=(hyperfine -N --style none --warmup 10 --runs 300)
 SLURM_JOB_ID=77 "$QL" prolog >/dev/null 2>&1
-SLURM_JOB_ID=77 hf task-prolog "$QL task-prolog"
-# The floor: what starting any program costs on this machine now.
+# The TaskProlog runs as the job user and trusts no QOSLANE_ROOT: it reads
+# the real /run/qoslane. So it is measured in a private mount namespace
+# whose /run/qoslane is the bench node's, in three forms: as packaged (a
+# symlink to qoslane, started with no argument: hookrun's hook), with its
+# subcommand, and behind a /bin/sh wrapper (the hook before stage 2).
+in_node_ns() {
+  # shellcheck disable=SC2016  # the inner script's own arguments
+  unshare --mount --propagation private bash -c '
+    set -e; mount -t tmpfs -o mode=0755 qoslane-bench /run
+    mkdir -m 0755 /run/qoslane; mount --bind "$1" /run/qoslane; shift; exec "$@"' _ "$R/run/qoslane" "$@"
+}
+ln -sfn "$QL" "$WORK/bin/10-qoslane"
+printf '#!/bin/sh\nexec %s task-prolog\n' "$QL" > "$WORK/bin/10-qoslane.sh"; chmod 0755 "$WORK/bin/10-qoslane.sh"
+export SLURM_JOB_ID=77 SLURM_SCRIPT_CONTEXT=prolog_task
+for form in "task-prolog:$WORK/bin/10-qoslane" "task-prolog-subcommand:$QL task-prolog" "task-prolog-sh:$WORK/bin/10-qoslane.sh"; do
+  name=${form%%:*} cmd=${form#*:}
+  # shellcheck disable=SC2086  # "PROGRAM [ARG]": split on purpose
+  in_node_ns $cmd | grep -q '^export UCX_IB_SL=2$' || nok "$name: the job's exports not printed"
+  in_node_ns "${HF[@]}" --export-json "$OUT/raw/$name.json" "$cmd" > "$OUT/raw/$name.txt" 2>&1 ||
+    { cat "$OUT/raw/$name.txt" >&2; nok "$name: hyperfine failed"; }
+done
+unset SLURM_JOB_ID SLURM_SCRIPT_CONTEXT
+# The floors: what starting any program costs on this machine now, and any
+# dynamically linked Rust program (hello world, as rustc builds it).
 hf true /bin/true
+printf 'fn main() { println!("hello"); }\n' > "$WORK/hello.rs"
+rustc -O --edition 2021 -C panic=abort "$WORK/hello.rs" -o "$WORK/bin/rust-hello" && strip "$WORK/bin/rust-hello"
+hf rust-hello "$WORK/bin/rust-hello"
 : > "$OUT/raw/rss.txt"
 for hook in prolog epilog task-prolog; do
   for _ in 1 2 3 4 5; do

@@ -86,9 +86,15 @@ for case, label in (("quiet", "quiet machine"), ("busy", "both cores busy")):
     q, h = by["qoslane"]["cycle"], by["shell"]["cycle"]
     ratios[case] = (st.median(q) / st.median(h), pct(q, 95) / pct(h, 95), pct(q, 99) / pct(h, 99))
 
-tp = json.load(open(os.path.join(raw, "task-prolog.json")))["results"][0]
-tp_median = tp["median"] * 1000
-floor = json.load(open(os.path.join(raw, "true.json")))["results"][0]["median"] * 1000
+def hf_median_ms(name):
+    return json.load(open(os.path.join(raw, f"{name}.json")))["results"][0]["median"] * 1000
+
+
+tp_median = hf_median_ms("task-prolog")
+tp_sub = hf_median_ms("task-prolog-subcommand")
+tp_sh = hf_median_ms("task-prolog-sh")
+floor = hf_median_ms("true")
+rust_floor = hf_median_ms("rust-hello")
 rss = {}
 for line in open(os.path.join(raw, "rss.txt")):
     hook, kib = line.split()
@@ -98,7 +104,8 @@ storms = [json.loads(l) for l in open(os.path.join(out, "results.jsonl"))]
 s += ["", "| target | measured | met |", "|---|---:|---|"]
 s.append(f"| quiet: cycle median ≤ 0.6× the shell's | {ratios['quiet'][0]:.2f}× | {'yes' if ratios['quiet'][0] <= 0.6 else 'no'} |")
 s.append(f"| busy: cycle p95 ≤ 0.8× the shell's p95 | {ratios['busy'][1]:.2f}× (p99 {ratios['busy'][2]:.2f}×, median {ratios['busy'][0]:.2f}×) | {'yes' if ratios['busy'][1] <= 0.8 else 'no'} |")
-s.append(f"| TaskProlog median ≤ 1 ms | {tp_median:.2f} ms (`/bin/true`: {floor:.2f} ms here) | {'yes' if tp_median <= 1 else 'no'} |")
+s.append(f"| TaskProlog median ≤ 1 ms (as packaged: no argument, no shell) | {tp_median:.2f} ms (with its subcommand {tp_sub:.2f}, "
+         f"behind /bin/sh {tp_sh:.2f}; `/bin/true` {floor:.2f}, a Rust hello world {rust_floor:.2f} here) | {'yes' if tp_median <= 1 else 'no'} |")
 peak = max(rss.values()) / 1024
 s.append(f"| peak RSS ≤ 5 MB | {peak:.1f} MB ({', '.join(f'{k} {v / 1024:.1f}' for k, v in rss.items())}) | {'yes' if peak <= 5 else 'no'} |")
 for r in storms:

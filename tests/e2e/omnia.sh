@@ -125,7 +125,10 @@ deb_files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}'
 check "deb: holds exactly the expected files" eq "$deb_files" "$(expected /usr/share/zsh/vendor-completions \
   /usr/share/doc/qoslane/changelog.Debian.gz /usr/share/lintian/overrides/qoslane)"
 check "deb: binaries and hooks are executable" eq \
-  "$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ && $6 ~ /sbin\/|hooks\/.*\.d\/./ && $1 != "-rwxr-xr-x"' | wc -l)" 0
+  "$(dpkg-deb -c "$DEB" | awk '$1 !~ /^[dl]/ && $6 ~ /sbin\/|hooks\/.*\.d\/./ && $1 != "-rwxr-xr-x"' | wc -l)" 0
+check "deb: the TaskProlog hook is qoslane itself (a relative symlink, no shell)" eq \
+  "$(dpkg-deb -c "$DEB" | awk '$6 == "./usr/lib/qoslane/hooks/task-prolog.d/10-qoslane" {print $1, $8}')" \
+  "lrwxrwxrwx ../../../../sbin/qoslane"
 check "deb: version $VERSION, Depends on libc6" bash -c \
   "dpkg-deb -f '$DEB' Version | grep -qx '$VERSION-1' && dpkg-deb -f '$DEB' Depends | grep -q libc6"
 check "deb: shipped hooks are packaging/hooks" bash -c "
@@ -336,10 +339,12 @@ check "run 1: package installed with dpkg" bash -c \
   "dpkg-query -W -f='\${Status} \${Version}' qoslane | grep -qx 'install ok installed $VERSION-1'"
 check "run 1: hookrun from the package" eq "$(dpkg-query -S /usr/sbin/hookrun 2>/dev/null | cut -d: -f1)" qoslane
 check "run 1: mapping installed byte for byte" cmp -s "$MAP" /etc/qoslane/qos-network.yml
-for h in prolog.d/10-qoslane epilog.d/50-qoslane task-prolog.d/10-qoslane health.d/10-qoslane; do
+for h in prolog.d/10-qoslane epilog.d/50-qoslane health.d/10-qoslane; do
   check "run 1: hook $h = packaging/hooks/$h, executable" \
     bash -c "cmp -s '$E2E_REPO/packaging/hooks/$h' '/etc/slurm/$h' && [ -x '/etc/slurm/$h' ]"
 done
+check "run 1: hook task-prolog.d/10-qoslane is a symlink to qoslane (as the package's)" \
+  eq "$(readlink /etc/slurm/task-prolog.d/10-qoslane)" /usr/sbin/qoslane
 check "run 1: the site Prolog is adopted into prolog.d" \
   eq "$(readlink "/etc/slurm/prolog.d/00-$(basename "$RIG_PROLOG_HOOK")")" "$RIG_PROLOG_HOOK"
 check "run 1: epilog.d/logout_user.sh kept" test -x /etc/slurm/epilog.d/logout_user.sh

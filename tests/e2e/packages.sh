@@ -108,6 +108,14 @@ check "site options: the hook passes /etc/default/qoslane's mapping path to qosl
   grep -q "$WORK/site/qos-network.yml" "$WORK/prolog.err"
 check "site options: that run is in the audit log" \
   grep -q '"job_id":101,' /var/log/qoslane/audit.jsonl
+# The TaskProlog hook as hookrun starts it: no argument, the task's context.
+tp=$(env -i SLURM_SCRIPT_CONTEXT=prolog_task SLURM_JOB_ID=101 HOOKRUN_PHASE=task-prolog \
+       /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane 2>"$WORK/task-prolog.err") || true
+check "task-prolog hook: a symlink to qoslane itself, no shell" \
+  eq "$(readlink /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane):$(readlink -f /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane)" \
+  ../../../../sbin/qoslane:/usr/sbin/qoslane
+check "task-prolog hook: with no argument it speaks the TaskProlog protocol for the job" bash -c \
+  "printf '%s\n' \"\$1\" | grep -q '^\(export\|unset\) QOSLANE_LEVEL' && ! printf '%s\n' \"\$1\" | grep -qv '^\(export\|unset\|print\) '" _ "$tp"
 chmod g+w /etc/default/qoslane
 lines=$(wc -l </var/log/qoslane/audit.jsonl)
 set +e; prolog 102 >/dev/null 2>"$WORK/refused.err"; prc=$?; set -e

@@ -51,7 +51,16 @@ fn env_path(name: &str) -> Option<PathBuf> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // Slurm starts a hook with no argument, and so does hookrun (the packaged
+    // TaskProlog hook is a symlink to this binary): nothing to parse, and
+    // clap's command tree — every subcommand's arguments, ~100 KB of
+    // allocations, a third of a TaskProlog's instructions — is not built.
+    let parsed = if std::env::args_os().len() <= 1 {
+        Ok(Cli::default())
+    } else {
+        Cli::try_parse()
+    };
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
