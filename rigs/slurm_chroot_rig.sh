@@ -76,8 +76,10 @@ DB_PASS=${RIG_DB_PASS:-slurmrigpass}
 HOST=$(hostname)
 # Slurm and what its daemons need, and the libraries the TaskProlog's exports are for (their
 # configuration parsers, read by tests/e2e/libraries.sh): UCX and Open MPI as each suite ships
-# them (sid: UCX 1.23, Open MPI 6; trixie: UCX 1.18, Open MPI 5).
-PKGS=slurmctld,slurmd,slurm-client,slurmdbd,munge,mariadb-server,procps,curl,ucx-utils,openmpi-bin
+# them (sid: UCX 1.23, Open MPI 6; trixie: UCX 1.18, Open MPI 5). And the diag tools with the
+# simulator's preload, so that each node's Prolog queries its own simulated HCA of the host's
+# ibsim fabric (its sockets are abstract: a chroot shares the host's network namespace).
+PKGS=slurmctld,slurmd,slurm-client,slurmdbd,munge,mariadb-server,procps,curl,ucx-utils,openmpi-bin,infiniband-diags,libumad2sim0
 IN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 log() { printf '[rig:%s %(%H:%M:%S)T] %s\n' "$SUITE" -1 "$*" >&2; }

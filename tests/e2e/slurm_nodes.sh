@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # slurm_nodes.sh — qoslane under hookrun on a real 4-node Slurm cluster on one host: the chroot
 # rig's four slurmd (`slurmd -N NAME`, a port each), each node with its own qoslane root, its own
-# HCA port (the fixture sysfs + smpquery of scripts/lib/node.sh) and its own settings. One Prolog
-# for all (WORK/dispatch/bin/hookrun) picks the node's root by SLURMD_NODENAME, as a site's
-# wrapper would pick per-node configuration. Bounded polls, no guessed sleeps. Leaves the rig
-# stopped.
+# settings and its own HCA of one simulated fabric: the host's rigs/fabric_path_rig.sh (ibsim +
+# OpenSM), node K of the cluster its HCA nodeK, queried by the chroot's own smpquery through the
+# simulator's preload (rigs/smpquery-sim; ibsim's sockets are abstract, and a chroot shares the
+# host's network namespace). The ports' sysfs (state, rate) is the fixture tree of
+# scripts/lib/node.sh: ibsim has none. One Prolog for all (WORK/dispatch/bin/hookrun) picks the
+# node's root by SLURMD_NODENAME, as a site's wrapper would pick per-node configuration. Bounded
+# polls, no guessed sleeps. Leaves both rigs stopped.
 #
 #   tests/e2e/slurm_nodes.sh [--slurm 24.11|26.05|trixie|sid]   (or SLURM_VERSION=...; default 26.05)
 set -euo pipefail
@@ -15,7 +18,13 @@ if [ "${1:-}" = --slurm ]; then SLURM_VERSION=${2:?--slurm VERSION}; fi
 
 NN=4
 WORK=$(e2e_workdir qoslane-e2e-nodes)
-trap e2e_cleanup EXIT
+FABRIC_RIG=$E2E_REPO/rigs/fabric_path_rig.sh FABRIC_ENV=""
+nodes_cleanup() {
+  local rc=$?
+  [ -z "$FABRIC_ENV" ] || bash "$FABRIC_RIG" stop "$FABRIC_ENV" >/dev/null 2>&1 || true
+  (exit "$rc"); e2e_cleanup
+}
+trap nodes_cleanup EXIT
 say "Slurm $SLURM_VERSION ($SLURM_SUITE), $NN nodes: the Prolog's QoS source should be $QSRC"
 e2e_mapping "$CH$WORK/mapping.yml"
 
@@ -23,6 +32,27 @@ build_release
 e2e_binaries
 mapfile -t names < <(RIG_NNODES=$NN bash "$CHROOT_RIG" nodes "$SLURM_SUITE")
 for n in "${names[@]}"; do make_node "$(root_of "$n")" "$CH$WORK/mapping.yml"; done
+say "starting the simulated fabric (3 leaves, 2 spines, 6 HCAs; OpenSM with QoS: SL n -> VL n)"
+FABRIC_ENV=$(bash "$FABRIC_RIG" start 8>&- 9>&-)
+fenv() { sed -n "s/^export $1=//p" "$FABRIC_ENV"; }   # a value of the fabric rig's env file
+install -d -m 0755 "$CH$WORK/sim"
+k=0
+for n in "${names[@]}"; do
+  k=$((k + 1)); r=$(root_of "$n")
+  install -m 0755 "$E2E_REPO/rigs/smpquery-sim" "$CH$r/bin/smpquery"
+  printf 'export %s\n' "IBSIM_SOCKNAME=$(fenv IBSIM_SOCKNAME)" "SIM_HOST=node$k" \
+    "RIG_UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so" "RIG_WORK=$WORK/sim/$n" \
+    "SMPQUERY_SIM_LOCK=$WORK/sim/slots.lock" "SMPQUERY_SIM_LOG=$WORK/sim/$n.calls" > "$CH$r/bin/smpquery.env"
+done
+hca_of() { local k=0 n; for n in "${names[@]}"; do k=$((k + 1)); [ "$n" = "$1" ] && echo "node$k"; done; }
+# sl2vl_of NODE : its HCA's SL 0-7 -> VL, as the node's own smpquery reads it (inside the chroot)
+sl2vl_of() {
+  slurm_cmd "$(root_of "$1")/bin/smpquery" -C mlx5_0 -P 1 -D sl2vl 0 |
+    sed -n 's/^ports: in  0, out  0: |//p' | tr -d ' ' | cut -d'|' -f1-8
+}
+check "fabric: each node reads its own simulated HCA from inside the chroot (SL n -> VL n)" \
+  eq "$(for n in "${names[@]}"; do printf '%s=%s ' "$n" "$(sl2vl_of "$n")"; done)" \
+  "$(for n in "${names[@]}"; do printf '%s=0|1|2|3|4|5|6|7 ' "$n"; done)"
 dispatch_hooks
 say "starting the $NN-node Slurm rig"
 start_slurm "$WORK/dispatch" "$NN"
@@ -80,8 +110,10 @@ check "srun -N2: no job record left on any node" eq "$(records_left)" ""
 
 # ------------------------------------------------------------ one node's port misaligned
 bad=${nodes[2]}
-say "case: $bad's port misaligned (SL 3 -> VL 4): a fail_job level on $NN nodes"
-set_fabric "$(root_of "$bad")" reversed
+say "case: $bad's port misaligned (SL 3 -> VL 4, SL 2 -> VL 5: SMP Sets behind the SM): a fail_job level on $NN nodes"
+bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$(hca_of "$bad")" 0 3 4 >/dev/null
+bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$(hca_of "$bad")" 0 2 5 >/dev/null
+check "misaligned: $bad's own smpquery reads the new table" eq "$(sl2vl_of "$bad")" "0|1|5|4|4|5|6|7"
 health_of() { slurm_cmd env SLURMD_NODENAME="$1" "$WORK/dispatch/bin/hookrun" health >/dev/null 2>&1 || true; }
 health_of "$bad"   # the periodic health check sees the SM's re-sweep (and refreshes the probe)
 check "misaligned: health keeps $bad in service (a level it cannot carry is a warning)" eq "$(node_state_of "$bad")" idle
@@ -107,7 +139,8 @@ want=""; for n in "${nodes[@]}"; do if [ "$n" = "$bad" ]; then want+="$n= "; els
 check "misaligned, continue: SL 2 on the aligned nodes, none on $bad" eq "$(tasks_of "$j" UCX_IB_SL)" "$want"
 release "$j"; poll 60 "job $j done" is_gone "$j"
 poll 20 "every node's Epilog ran" epilogs_done "$j"
-set_fabric "$(root_of "$bad")" identity
+bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$(hca_of "$bad")" 0 3 3 >/dev/null
+bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$(hca_of "$bad")" 0 2 2 >/dev/null
 health_of "$bad"
 
 # ------------------------------------------------------------ only the node that must go
@@ -129,6 +162,9 @@ health_of "$down"
 idle_of() { [ "$(node_state_of "$1")" = idle ]; }
 poll 30 "health resumed $down" idle_of "$down"
 
+calls() { local n; for n in "${names[@]}"; do printf '%s=%s ' "$n" "$(grep -c -- '-C mlx5_0' "$CH$WORK/sim/$n.calls" 2>/dev/null || echo 0)"; done; }
+check "fabric: every node's Prologs and health checks asked its own HCA (calls per node: $(calls))" \
+  bash -c "! printf '%s' '$(calls)' | grep -qE '=0( |$)'"
 check "all $NN nodes end idle" eq "$(slurm_cmd /usr/bin/sinfo -h -N -o %T | sort | uniq -c | tr -s ' ')" " $NN idle"
 check "no job record left on any node" eq "$(records_left)" ""
 check "baseline on every node" eq "$(all_settings)" " $NN $BASE_TOS $BASE_RMEM"
