@@ -39,6 +39,26 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// The command line of a hook, when that is all it is: no argument, or only
+/// `prolog`, `epilog` or `task-prolog` (see `main.rs`). `None`: anything
+/// else, for clap.
+pub fn hook_line(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<Cli> {
+    let command = match (args.next(), args.next()) {
+        (None, _) => None,
+        (Some(word), None) => Some(match word.to_str()? {
+            "prolog" => Command::Prolog,
+            "epilog" => Command::Epilog,
+            "task-prolog" => Command::TaskProlog,
+            _ => return None,
+        }),
+        (Some(_), Some(_)) => return None,
+    };
+    Some(Cli {
+        command,
+        ..Cli::default()
+    })
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     #[default]
@@ -223,4 +243,35 @@ pub enum Generate {
         shell: clap_complete::Shell,
         dir: PathBuf,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(args: &[&str]) -> Option<Cli> {
+        hook_line(args.iter().map(std::ffi::OsString::from))
+    }
+
+    /// What the fast path reads is what clap reads, for every line it takes;
+    /// every other line is left to clap.
+    #[test]
+    fn a_hook_line_is_read_as_clap_reads_it() {
+        for args in [&[][..], &["prolog"], &["epilog"], &["task-prolog"]] {
+            let fast = line(args).expect("a hook line");
+            let clap = Cli::try_parse_from(std::iter::once("qoslane").chain(args.iter().copied()))
+                .expect("clap parses it");
+            assert_eq!(format!("{fast:?}"), format!("{clap:?}"), "{args:?}");
+        }
+        for args in [
+            &["prolog", "--root", "/x"][..],
+            &["--root", "/x", "prolog"],
+            &["health"],
+            &["--help"],
+            &["prolog", "--help"],
+            &["Prolog"],
+        ] {
+            assert!(line(args).is_none(), "{args:?} must go to clap");
+        }
+    }
 }

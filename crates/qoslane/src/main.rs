@@ -44,6 +44,17 @@ impl Mode {
     }
 }
 
+/// A hook's command line needs no parser: no argument (Slurm starts a hook
+/// so, and hookrun the packaged TaskProlog hook, a symlink to this binary)
+/// or only the hook's name (the packaged Prolog and Epilog scripts). For
+/// these clap's command tree — every subcommand's arguments, ~100 KB of
+/// allocations, a third of a TaskProlog's instructions — is not built. Any
+/// other command line, options included, goes to clap; `cli::tests` checks
+/// that clap reads these lines the same way.
+fn hook_line() -> Option<Cli> {
+    qoslane::cli::hook_line(std::env::args_os().skip(1))
+}
+
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
         .filter(|v| !v.is_empty())
@@ -51,15 +62,7 @@ fn env_path(name: &str) -> Option<PathBuf> {
 }
 
 fn main() -> ExitCode {
-    // Slurm starts a hook with no argument, and so does hookrun (the packaged
-    // TaskProlog hook is a symlink to this binary): nothing to parse, and
-    // clap's command tree — every subcommand's arguments, ~100 KB of
-    // allocations, a third of a TaskProlog's instructions — is not built.
-    let parsed = if std::env::args_os().len() <= 1 {
-        Ok(Cli::default())
-    } else {
-        Cli::try_parse()
-    };
+    let parsed = hook_line().map_or_else(Cli::try_parse, Ok);
     let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
