@@ -32,7 +32,9 @@ const COUNTERS_FILE: &str = "counters.json";
 const COUNTERS_LOCK: &str = "counters.lock";
 const PUBLISH_LOCK: &str = "publish.lock";
 
-/// The longest a run waits for another run's counter update (a few ms each).
+/// The least a run waits for the other runs' counter updates (a fraction of
+/// a millisecond each); a run whose deadline is further waits until then, so
+/// that no count is lost when hundreds of jobs start at once.
 pub const COUNTERS_LOCK_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -349,7 +351,11 @@ pub fn load(paths: &Paths) -> Result<Counters> {
 /// happens; the file is not flushed (a node crash costs at most the last
 /// counts: `nodeio::counter_file`). Errors are returned for logging;
 /// callers never fail a hook on them.
-pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
+pub fn record_and_publish(
+    paths: &Paths,
+    run: &Run<'_>,
+    deadline: std::time::Instant,
+) -> Result<()> {
     fsutil::ensure_dir(paths, &paths.lib_dir)?;
     let updated = nodeio::counter_file::update::<Counters, _>(
         &paths.root,
@@ -357,7 +363,7 @@ pub fn record_and_publish(paths: &Paths, run: &Run<'_>) -> Result<()> {
         COUNTERS_FILE,
         COUNTERS_LOCK,
         crate::state::PUBLIC,
-        std::time::Instant::now() + COUNTERS_LOCK_WAIT,
+        deadline.max(std::time::Instant::now() + COUNTERS_LOCK_WAIT),
         |c| c.record(run),
     )?;
     if let Some(note) = &updated.restarted {

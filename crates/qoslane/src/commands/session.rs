@@ -136,7 +136,7 @@ impl<'p> Session<'p> {
         report.gone(r.gone.clone());
         log::warn(&report.notes[0]);
         write_audit(self.paths, &Entry::of(&report, None, 0.0));
-        count(self.paths, &report, 0.0);
+        count(self.paths, &report, 0.0, self.deadline.instant());
     }
 
     /// The mapping for this run. An unusable admin file is logged and noted
@@ -295,7 +295,7 @@ impl<'p> Session<'p> {
                 drop(n);
             }
         }
-        count(self.paths, &report, secs);
+        count(self.paths, &report, secs, self.deadline.instant());
         verdict
     }
 }
@@ -321,7 +321,9 @@ fn write_audit(paths: &Paths, e: &Entry) {
     }
 }
 
-fn count(paths: &Paths, report: &Report, seconds: f64) {
+/// Counts the run, waiting for the counters' lock until `deadline` (at least
+/// `metrics::COUNTERS_LOCK_WAIT`).
+fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
     let run = Run {
         event: report.event.as_str(),
         outcome: report.outcome,
@@ -332,7 +334,7 @@ fn count(paths: &Paths, report: &Report, seconds: f64) {
         settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
         first_hop: report.first_hop.clone(),
     };
-    if let Err(err) = metrics::record_and_publish(paths, &run) {
+    if let Err(err) = metrics::record_and_publish(paths, &run, deadline) {
         log::warn(&format!("metrics: {err}"));
     }
 }
@@ -361,6 +363,6 @@ fn ended_by_watchdog(
     log_failure(&f);
     let secs = start.elapsed().as_secs_f64();
     write_audit(paths, &Entry::of(&f.report, Some(&f.error), millis(secs)));
-    count(paths, &f.report, secs);
+    count(paths, &f.report, secs, Instant::now());
     f.verdict().code()
 }
