@@ -213,7 +213,13 @@ build_rpm_native() {
 # ------------------------------------------------------------ cargo tools
 build_with_cargo_tools() {
   # The assets of [package.metadata.deb] / [package.metadata.generate-rpm]
-  # point at target/packaging/generated (made above) and packaging/.
+  # point at target/packaging/generated (made above) and packaging/. Those
+  # tools make no symlinks: their TaskProlog hook is a /bin/sh wrapper that
+  # execs qoslane (the native packages link qoslane itself, ~1.2 ms less per
+  # task: docs/PERFORMANCE.md).
+  install -d "$GEN/hooks/task-prolog.d"
+  printf '%s\n' '#!/bin/sh' '# qoslane task-prolog hook (cargo-deb/cargo-generate-rpm packages: the native ones link qoslane).' \
+    'exec /usr/sbin/qoslane task-prolog' > "$GEN/hooks/task-prolog.d/10-qoslane"
   if [ $WANT_DEB = 1 ]; then
     cargo deb --version >/dev/null 2>&1 || die "cargo-deb not installed (cargo install --locked cargo-deb)"
     cargo deb -p qoslane --no-build --no-strip --output "$OUT" >&2

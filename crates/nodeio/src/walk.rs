@@ -116,10 +116,11 @@ static JUDGED: Mutex<Option<Judged>> = Mutex::new(None);
 /// [`Judge::Trusted`] once and hands out the same descriptor after.
 ///
 /// Sound for one run, not for ever: a trusted directory and every directory
-/// above it are owned by root or the caller and writable by nobody else, so
-/// nobody else can rename or replace any of them, and the descriptor stays
-/// the directory that was judged (as safe as judging again, and safer than
-/// any path). What root itself does meanwhile (a remount of `/run`) is not
+/// above it are owned by root or the caller and writable by nobody else —
+/// or sticky, where others may add entries but not rename or remove root's
+/// or the caller's — so nobody else can rename or replace any of them, and
+/// the descriptor stays the directory that was judged (as safe as judging
+/// again, and safer than any path). What root itself does meanwhile (a remount of `/run`) is not
 /// seen until the guard is dropped: a run takes one (`qoslane`'s session),
 /// a long-lived process must not keep one. Directories judged only
 /// [`Judge::NoFollow`] are others' to change and are resolved every time.

@@ -23,7 +23,15 @@ enum Mode {
 }
 
 impl Mode {
-    fn of(command: Option<Command>, context: Option<&str>) -> Result<Self, String> {
+    /// `phase` is hookrun's `HOOKRUN_PHASE`: it picks the TaskProlog only,
+    /// for a hook with no argument run where Slurm set no context (a site's
+    /// wrapper calling `hookrun task-prolog`); the TaskProlog trusts nothing
+    /// in its environment, so this gives nobody anything.
+    fn of(
+        command: Option<Command>,
+        context: Option<&str>,
+        phase: Option<&str>,
+    ) -> Result<Self, String> {
         Ok(match command {
             Some(Command::Prolog) => Self::Prolog,
             Some(Command::Epilog) => Self::Epilog,
@@ -33,6 +41,7 @@ impl Mode {
                 Some("prolog_slurmd") => Self::Prolog,
                 Some("epilog_slurmd") => Self::Epilog,
                 Some("prolog_task") => Self::TaskProlog,
+                None if phase == Some("task-prolog") => Self::TaskProlog,
                 other => {
                     return Err(format!(
                         "no subcommand and SLURM_SCRIPT_CONTEXT is {}; see `qoslane --help`",
@@ -76,7 +85,8 @@ fn main() -> ExitCode {
         }
     };
     let context = std::env::var("SLURM_SCRIPT_CONTEXT").ok();
-    let mode = match Mode::of(cli.command, context.as_deref()) {
+    let phase = std::env::var("HOOKRUN_PHASE").ok();
+    let mode = match Mode::of(cli.command, context.as_deref(), phase.as_deref()) {
         Ok(m) => m,
         Err(msg) => {
             eprintln!("qoslane: {msg}");

@@ -371,8 +371,8 @@ pub fn record_and_publish(
         crate::log::warn(&format!("metrics: {note}"));
     }
     // Visible at once, not flushed: see nodeio::counter_file.
-    let counted = updated.release()?;
-    publish_latest(paths, counted)
+    updated.release()?;
+    publish_latest(paths)
 }
 
 /// Rewrites the textfile from the counters and the gauges as the node's
@@ -384,17 +384,17 @@ pub fn record_and_publish(
 /// counted meanwhile. Every run counts after its transaction committed, so
 /// the last textfile written shows every count and the final state, while
 /// N jobs ending at once read the N job records far fewer than N times.
-fn publish_latest(paths: &Paths, counted: Counters) -> Result<()> {
+fn publish_latest(paths: &Paths) -> Result<()> {
     let dir = nodeio::walk::open_dir(
         &paths.root,
         &paths.lib_dir,
         nodeio::walk::Judge::Trusted,
         None,
     )?;
-    // The first round publishes what this run just counted (no read back);
-    // a later one what the file has then. Bounded: each round is a few
-    // milliseconds.
-    let mut counted = Some(counted);
+    // The counters are read under the publish lock, so what is published
+    // never goes back (a run publishing the value it counted, after another
+    // published a later one, made a counter drop for a scrape: a reset to
+    // Prometheus). Bounded: each round is a few milliseconds.
     for _ in 0..64 {
         let publishing = match nodeio::lock::acquire(&dir, PUBLISH_LOCK, std::time::Instant::now())
         {
@@ -402,10 +402,7 @@ fn publish_latest(paths: &Paths, counted: Counters) -> Result<()> {
             Err(nodeio::Error::LockTimeout { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        let c = match counted.take() {
-            Some(c) => c,
-            None => load(paths)?,
-        };
+        let c = load(paths)?;
         publish(paths, &c, &gauges(paths))?;
         drop(publishing);
         if load(paths).is_ok_and(|now| now == c) {

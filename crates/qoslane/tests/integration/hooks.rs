@@ -132,6 +132,26 @@ fn context_dispatch_runs_each_hook() {
     assert_eq!(n.get(TOS), BASE_TOS);
     let out = n.run(&[], &[("SLURM_SCRIPT_CONTEXT", "prolog_srun")]);
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    // No context (a site's wrapper running `hookrun task-prolog`): hookrun's
+    // HOOKRUN_PHASE picks the TaskProlog, and only the TaskProlog.
+    ok(&n.run(
+        &[],
+        &[
+            ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd"),
+            ("SLURM_JOB_ID", "6"),
+            ("FAKE_QOS", "high"),
+        ],
+    ));
+    let out = std::process::Command::new(util::BIN)
+        .env_clear()
+        .args(["--root", &root])
+        .env("HOOKRUN_PHASE", "task-prolog")
+        .env("SLURM_JOB_ID", "6")
+        .output()
+        .unwrap();
+    assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
+    let out = n.run(&[], &[("HOOKRUN_PHASE", "prolog"), ("SLURM_JOB_ID", "7")]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
 }
 
 #[test]
