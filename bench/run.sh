@@ -255,6 +255,7 @@ PY
     node_is_baseline "$R" || nok "ports-$p not at baseline"
   done
   unset SLURM_SCRIPT_CONTEXT SLURM_JOB_QOS MRUNS
+  # shellcheck disable=SC2034  # read by bench/lib.sh's hf
   HF=(hyperfine -N --style basic --warmup 10 --runs "$RUNS")
 fi
 

@@ -51,10 +51,7 @@ impl Writer {
         labels: &[(&str, &str)],
         value: impl Display,
     ) -> &mut Self {
-        self.out.push_str(name);
-        self.labels(labels, None);
-        let _ = writeln!(self.out, " {value}");
-        self
+        self.suffixed(name, "", labels, value)
     }
 
     /// A histogram's series from per-bucket counts (not cumulative; one more

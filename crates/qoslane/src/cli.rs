@@ -39,9 +39,13 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// The command line of a hook, when that is all it is: no argument, or only
-/// `prolog`, `epilog` or `task-prolog` (see `main.rs`). `None`: anything
-/// else, for clap.
+/// A hook's command line needs no parser: no argument (Slurm starts a hook
+/// so, and hookrun the packaged TaskProlog hook, a symlink to the binary)
+/// or only `prolog`, `epilog` or `task-prolog` (the packaged Prolog and
+/// Epilog scripts). For these clap's command tree — every subcommand's
+/// arguments, ~100 KB of allocations, a third of a TaskProlog's
+/// instructions — is not built. `None`: anything else (options included),
+/// for clap; the tests below check that clap reads these lines the same way.
 pub fn hook_line(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<Cli> {
     let command = match (args.next(), args.next()) {
         (None, _) => None,

@@ -53,17 +53,6 @@ impl Mode {
     }
 }
 
-/// A hook's command line needs no parser: no argument (Slurm starts a hook
-/// so, and hookrun the packaged TaskProlog hook, a symlink to this binary)
-/// or only the hook's name (the packaged Prolog and Epilog scripts). For
-/// these clap's command tree — every subcommand's arguments, ~100 KB of
-/// allocations, a third of a TaskProlog's instructions — is not built. Any
-/// other command line, options included, goes to clap; `cli::tests` checks
-/// that clap reads these lines the same way.
-fn hook_line() -> Option<Cli> {
-    qoslane::cli::hook_line(std::env::args_os().skip(1))
-}
-
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
         .filter(|v| !v.is_empty())
@@ -71,7 +60,8 @@ fn env_path(name: &str) -> Option<PathBuf> {
 }
 
 fn main() -> ExitCode {
-    let parsed = hook_line().map_or_else(Cli::try_parse, Ok);
+    let parsed =
+        qoslane::cli::hook_line(std::env::args_os().skip(1)).map_or_else(Cli::try_parse, Ok);
     let cli = match parsed {
         Ok(c) => c,
         Err(e) => {

@@ -1124,6 +1124,13 @@ fn concurrent_runs_lose_no_counts() {
     assert_eq!(total, 3 * u64::from(jobs));
 }
 
+/// Holds the lock file at `path` (a run that hangs holding it) until dropped.
+fn hold_lock(n: &Node, path: &str) -> std::fs::File {
+    let lock = std::fs::File::open(n.path(path)).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    lock
+}
+
 /// A run whose deadline is still ahead waits for the counters' lock until
 /// then, not only `COUNTERS_LOCK_WAIT` (1 s): when hundreds of jobs start at
 /// once a run can wait that long, and its count was lost (7 of 256 Prologs
@@ -1134,8 +1141,7 @@ fn a_run_waits_for_the_counters_until_its_deadline() {
     let n = Node::new(SIMPLE_MAPPING);
     ok(&n.prolog(1, "low"));
     ok(&n.epilog(1));
-    let lock = std::fs::File::open(n.path("/var/lib/qoslane/counters.lock")).unwrap();
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let lock = hold_lock(&n, "/var/lib/qoslane/counters.lock");
     let out = std::thread::scope(|s| {
         let run = s.spawn(|| n.prolog_env(2, "high", &[("QOSLANE_TIMEOUT_MS", "6000")]));
         std::thread::sleep(std::time::Duration::from_millis(1600));
@@ -1167,8 +1173,7 @@ fn runs_that_cannot_get_the_node_lock_are_all_counted_too() {
     ok(&n.epilog(1));
     // A hung run holds the node lock: every run below times out on it and
     // counts itself without it, all at once.
-    let lock = std::fs::File::open(n.path("/run/qoslane/lock")).unwrap();
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let lock = hold_lock(&n, "/run/qoslane/lock");
     let jobs = 16u32;
     let outcomes: Vec<Option<i32>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..jobs)
