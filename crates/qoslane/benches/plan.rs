@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use qoslane::fabric::policy::Alignment;
 use qoslane::fabric::{PortId, PortTables, Sl2Vl, VlArb, VlArbEntry, VlArbState, VlRange, check};
 use qoslane::job::JobId;
 use qoslane::job::qos::QosSource;
 use qoslane::mapping::validate_str;
-use qoslane::metrics::{Alignment, Counters, Gauges, Run, render};
+use qoslane::metrics::{Counters, Gauges, Run, render};
 use qoslane::state::JobRecord;
 
 const TOS: &str = "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos";
@@ -202,7 +203,7 @@ fn bench_render(c: &mut Criterion) {
             log_lines_dropped: 0,
             settings_gone: 0,
             event,
-            outcome: qoslane::audit::Outcome::Applied,
+            outcome: qoslane::report::Outcome::Applied,
             seconds: 0.001 * (i % 50) as f64,
             rolled_back: false,
             fabric: None,

@@ -10,46 +10,8 @@ use crate::fabric::FabricVerdict;
 use crate::job::JobId;
 use crate::job::qos::QosSource;
 use crate::paths::Paths;
-use crate::report::{Event, Report};
+use crate::report::{Event, Outcome, Report};
 use crate::state::Change;
-
-/// How a run ended, as the audit log and the metrics name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// The level was granted and its settings are in place.
-    Applied,
-    /// Nothing needed to change (also: an Epilog with nothing to undo).
-    Unchanged,
-    /// Something failed after changes began; the before-values are back.
-    RolledBack,
-    /// Something failed before any change; the node is untouched.
-    Failed,
-    /// An Epilog (or recover) put settings back to what they were before.
-    Reverted,
-}
-
-impl Outcome {
-    pub const ALL: &[Outcome] = &[
-        Self::Applied,
-        Self::Unchanged,
-        Self::RolledBack,
-        Self::Failed,
-        Self::Reverted,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Applied => "applied",
-            Self::Unchanged => "unchanged",
-            Self::RolledBack => "rolled_back",
-            Self::Failed => "failed",
-            Self::Reverted => "reverted",
-        }
-    }
-    pub fn is_success(self) -> bool {
-        matches!(self, Self::Applied | Self::Unchanged | Self::Reverted)
-    }
-}
 
 /// One audit line. Field names are a contract (docs/admin-guide.md §7).
 #[derive(Clone, Debug, Serialize)]
@@ -103,7 +65,7 @@ impl Entry {
 
     pub fn new(event: Event, outcome: Outcome) -> Self {
         Self {
-            time: now_rfc3339(),
+            time: crate::time::now_rfc3339(),
             node: node_name(),
             event,
             job_id: None,
@@ -134,10 +96,6 @@ pub fn append(paths: &Paths, entry: &Entry) -> Result<()> {
     line.push(b'\n');
     nodeio::append::append_line(&paths.root, &paths.audit_log, &line, 0o640)?;
     Ok(())
-}
-
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// The Slurm node name when run by slurmd, else the host name.

@@ -164,7 +164,7 @@ pub struct LogArgs {
     pub until: Option<String>,
     /// Only these outcomes (repeatable)
     #[arg(long, value_name = "OUTCOME", value_parser = clap::builder::PossibleValuesParser::new(
-        crate::audit::Outcome::ALL.iter().map(|o| o.as_str())))]
+        crate::report::Outcome::ALL.iter().map(|o| o.as_str())))]
     pub outcome: Vec<String>,
     /// Only these events (repeatable)
     #[arg(long, value_name = "EVENT", value_parser = clap::builder::PossibleValuesParser::new(

@@ -214,7 +214,7 @@ pub fn reject(paths: &Paths, sha256: &str, why: &str) -> Result<()> {
         &Rejected {
             sha256: sha256.to_owned(),
             why: why.to_owned(),
-            time: crate::audit::now_rfc3339(),
+            time: crate::time::now_rfc3339(),
         },
         crate::state::PUBLIC,
     )

@@ -226,7 +226,7 @@ fn watch(w: &'static Watchdog) {
                 f(error)
             } else {
                 crate::log::error(&error.to_string());
-                error.verdict().code()
+                error.exit_class().code()
             };
             std::process::exit(code);
         }

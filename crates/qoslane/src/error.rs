@@ -91,24 +91,24 @@ impl Error {
 
     /// The documented exit code. Exhaustive: a new kind forces a decision.
     pub fn exit_code(&self) -> i32 {
-        self.verdict().code()
+        self.exit_class().code()
     }
 
     /// The exit verdict of this error. Exhaustive: a new kind forces a
     /// decision.
-    pub fn verdict(&self) -> exit_code::Verdict {
-        use exit_code::Verdict;
+    pub fn exit_class(&self) -> exit_code::ExitClass {
+        use exit_code::ExitClass;
         match self {
-            Self::Usage(_) => Verdict::Usage,
-            Self::MappingMissing { .. } => Verdict::NoInput,
-            Self::MappingInvalid { .. } => Verdict::InvalidMapping,
-            Self::Io { .. } | Self::State { .. } => Verdict::Io,
-            Self::LockTimeout { .. } | Self::Deadline { .. } => Verdict::TempFail,
-            Self::Program { .. } => Verdict::Unavailable,
-            Self::Verify { .. } | Self::Fabric(_) | Self::Unhealthy(_) => Verdict::Failed,
+            Self::Usage(_) => ExitClass::Usage,
+            Self::MappingMissing { .. } => ExitClass::NoInput,
+            Self::MappingInvalid { .. } => ExitClass::InvalidMapping,
+            Self::Io { .. } | Self::State { .. } => ExitClass::Io,
+            Self::LockTimeout { .. } | Self::Deadline { .. } => ExitClass::TempFail,
+            Self::Program { .. } => ExitClass::Unavailable,
+            Self::Verify { .. } | Self::Fabric(_) | Self::Unhealthy(_) => ExitClass::Failed,
             // The documented meaning of 70: a bug, or a rollback that itself
             // failed (the node needs `recover`).
-            Self::RollbackFailed { .. } | Self::Internal(_) => Verdict::Internal,
+            Self::RollbackFailed { .. } | Self::Internal(_) => ExitClass::Internal,
         }
     }
 

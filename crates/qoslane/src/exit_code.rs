@@ -28,7 +28,7 @@ pub const TEMPFAIL: i32 = 75;
 /// these in one place (`report::finish`, `main`), and only here becomes a
 /// number. Converted without truncating casts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum ExitClass {
     Ok,
     Failed,
     InvalidMapping,
@@ -40,7 +40,7 @@ pub enum Verdict {
     TempFail,
 }
 
-impl Verdict {
+impl ExitClass {
     /// The documented exit code.
     pub fn code(self) -> i32 {
         match self {
@@ -75,8 +75,8 @@ impl Verdict {
     }
 }
 
-impl From<Verdict> for std::process::ExitCode {
-    fn from(v: Verdict) -> Self {
+impl From<ExitClass> for std::process::ExitCode {
+    fn from(v: ExitClass) -> Self {
         // Every documented code fits in a byte.
         Self::from(u8::try_from(v.code()).unwrap_or(70))
     }

@@ -29,4 +29,5 @@ pub mod paths;
 pub mod report;
 pub mod settings;
 pub mod state;
+pub mod time;
 pub mod txn;

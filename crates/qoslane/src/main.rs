@@ -10,7 +10,7 @@ use clap::{CommandFactory, Parser};
 use qoslane::cli::{Cli, Command, FabricCommand, Generate};
 use qoslane::commands::{self, Ctx};
 use qoslane::error::Error;
-use qoslane::exit_code::Verdict;
+use qoslane::exit_code::ExitClass;
 use qoslane::paths::{Overrides, Paths};
 
 /// What runs: a subcommand, or the hook `SLURM_SCRIPT_CONTEXT` selects.
@@ -67,9 +67,9 @@ fn main() -> ExitCode {
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
-                Verdict::Usage
+                ExitClass::Usage
             } else {
-                Verdict::Ok
+                ExitClass::Ok
             }
             .into();
         }
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
         Ok(m) => m,
         Err(msg) => {
             eprintln!("qoslane: {msg}");
-            return Verdict::Usage.into();
+            return ExitClass::Usage.into();
         }
     };
 
@@ -114,7 +114,7 @@ fn main() -> ExitCode {
         config_given: cli.config.is_some() || (trust_env && env_path("QOSLANE_CONFIG").is_some()),
     };
 
-    let result: Result<Verdict, Error> = match mode {
+    let result: Result<ExitClass, Error> = match mode {
         Mode::Prolog => Ok(commands::hooks::prolog(&ctx)),
         Mode::Epilog => Ok(commands::hooks::epilog(&ctx)),
         Mode::TaskProlog => Ok(commands::task_prolog::run(&ctx.paths)),
@@ -160,12 +160,12 @@ fn main() -> ExitCode {
                 }
                 last = text;
             }
-            e.verdict().into()
+            e.exit_class().into()
         }
     }
 }
 
-fn generate(what: Generate) -> Result<Verdict, Error> {
+fn generate(what: Generate) -> Result<ExitClass, Error> {
     let cmd = Cli::command();
     match what {
         Generate::Man { dir } => {
@@ -184,5 +184,5 @@ fn generate(what: Generate) -> Result<Verdict, Error> {
                 .map_err(Error::io("write completions to", &dir))?;
         }
     }
-    Ok(Verdict::Ok)
+    Ok(ExitClass::Ok)
 }

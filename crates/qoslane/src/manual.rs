@@ -355,7 +355,7 @@ mod tests {
         let page = text("qoslane.8");
         for code in 0..=255 {
             let documented = page.contains(&format!(".TP\n.B {code}\n"));
-            let real = exit_code::Verdict::from_code(code).code() == code;
+            let real = exit_code::ExitClass::from_code(code).code() == code;
             assert_eq!(documented, real, "exit code {code}");
         }
         let cli = include_str!("cli.rs");

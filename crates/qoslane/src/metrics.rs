@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::audit::Outcome;
 use crate::error::Result;
+use crate::fabric::policy::{Alignment, HopCount};
 use crate::paths::Paths;
+use crate::report::Outcome;
 use crate::state::fsutil;
 
 /// Histogram buckets (seconds): a Prolog should take milliseconds; Slurm's
@@ -56,23 +57,6 @@ impl Histogram {
         // so every reader renders the same text.
         self.sum = ((self.sum + secs) * 1e9).round() / 1e9;
     }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Alignment {
-    pub device: String,
-    pub port: u32,
-    pub level: String,
-    pub aligned: bool,
-}
-
-/// First-hop output ports of one level with one verdict (sum over the
-/// node's HCA ports).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HopCount {
-    pub level: String,
-    pub verdict: String,
-    pub ports: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -156,39 +140,24 @@ pub struct Gauges {
     pub mapping_sha256: Option<String>,
 }
 
-/// The gauges as the node's state has them now, read-only (no directory is
-/// created, no stray file removed): every level of the last-known-good
-/// mapping with zero, plus one per active job record. For readers such as
-/// `qoslane metrics`.
-pub fn gauges(paths: &Paths) -> Gauges {
-    let mut g = Gauges::default();
-    // One read of the last-known-good copy gives both its levels and its hash.
-    match crate::config::read_valid(paths, &paths.last_known_good()) {
-        Ok((m, sha, _)) => {
-            g.mapping_sha256 = Some(sha);
-            for l in m.levels() {
-                g.active_jobs.insert(l.name.clone(), 0);
-            }
+impl Gauges {
+    /// The gauges from what the caller read: every level of the mapping in
+    /// force (zero when none is active), its hash, and the level of every
+    /// active job (one per job).
+    pub fn new(
+        levels: impl IntoIterator<Item = String>,
+        mapping_sha256: Option<String>,
+        active: impl IntoIterator<Item = String>,
+    ) -> Self {
+        let mut g = Self {
+            active_jobs: levels.into_iter().map(|l| (l, 0)).collect(),
+            mapping_sha256,
+        };
+        for level in active {
+            *g.active_jobs.entry(level).or_default() += 1;
         }
-        Err(_) => g.mapping_sha256 = crate::config::last_known_good_sha(paths),
+        g
     }
-    // The node state's claims: one file, no record read. A reader that may
-    // not read it (node.json is root's) counts the records.
-    let store = crate::state::Store::read_only(paths);
-    let levels: Vec<String> = match store.node_state().and_then(|n| store.claims(&n)) {
-        Ok(claims) => claims.into_values().map(|c| c.level.clone()).collect(),
-        Err(_) => store
-            .record_ids()
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|id| store.record(id).ok().flatten())
-            .map(|r| r.level)
-            .collect(),
-    };
-    for level in levels {
-        *g.active_jobs.entry(level).or_default() += 1;
-    }
-    g
 }
 
 /// Renders the families of docs/metrics.md in the classic text format
@@ -355,6 +324,7 @@ pub fn record_and_publish(
     paths: &Paths,
     run: &Run<'_>,
     deadline: std::time::Instant,
+    gauges: &dyn Fn() -> Gauges,
 ) -> Result<()> {
     fsutil::ensure_dir(paths, &paths.lib_dir)?;
     let updated = nodeio::counter_file::update::<Counters, _>(
@@ -372,11 +342,11 @@ pub fn record_and_publish(
     }
     // Visible at once, not flushed: see nodeio::counter_file.
     updated.release()?;
-    publish_latest(paths)
+    publish_latest(paths, gauges)
 }
 
 /// Rewrites the textfile from the counters and the gauges as the node's
-/// state has them now — once for many runs when they finish together.
+/// state has them now (`gauges` reads them: the caller knows where) — once for many runs when they finish together.
 ///
 /// One run publishes at a time (`publish.lock`, never waited for). A run
 /// that finds another one publishing leaves it to that one: when done, a
@@ -384,7 +354,7 @@ pub fn record_and_publish(
 /// counted meanwhile. Every run counts after its transaction committed, so
 /// the last textfile written shows every count and the final state, while
 /// N jobs ending at once read the N job records far fewer than N times.
-fn publish_latest(paths: &Paths) -> Result<()> {
+fn publish_latest(paths: &Paths, gauges: &dyn Fn() -> Gauges) -> Result<()> {
     let dir = nodeio::walk::open_dir(
         &paths.root,
         &paths.lib_dir,
@@ -403,7 +373,7 @@ fn publish_latest(paths: &Paths) -> Result<()> {
             Err(e) => return Err(e.into()),
         };
         let c = load(paths)?;
-        publish(paths, &c, &gauges(paths))?;
+        publish(paths, &c, &gauges())?;
         drop(publishing);
         if load(paths).is_ok_and(|now| now == c) {
             return Ok(());

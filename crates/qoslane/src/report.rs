@@ -5,14 +5,13 @@
 
 use serde::Serialize;
 
-use crate::audit::Outcome as RunOutcome;
 use crate::error::Error;
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::fabric::FabricVerdict;
+use crate::fabric::policy::{Alignment, HopCount, Judgement};
 use crate::job::JobId;
 use crate::job::qos::QosSource;
 use crate::mapping::OnFailure;
-use crate::metrics::Alignment;
 use crate::state::Change;
 
 /// What a run was, as the audit log and the metrics name it.
@@ -71,6 +70,44 @@ impl std::fmt::Display for Event {
     }
 }
 
+/// How a run ended, as the audit log and the metrics name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The level was granted and its settings are in place.
+    Applied,
+    /// Nothing needed to change (also: an Epilog with nothing to undo).
+    Unchanged,
+    /// Something failed after changes began; the before-values are back.
+    RolledBack,
+    /// Something failed before any change; the node is untouched.
+    Failed,
+    /// An Epilog (or recover) put settings back to what they were before.
+    Reverted,
+}
+
+impl Outcome {
+    pub const ALL: &[Outcome] = &[
+        Self::Applied,
+        Self::Unchanged,
+        Self::RolledBack,
+        Self::Failed,
+        Self::Reverted,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Unchanged => "unchanged",
+            Self::RolledBack => "rolled_back",
+            Self::Failed => "failed",
+            Self::Reverted => "reverted",
+        }
+    }
+    pub fn is_success(self) -> bool {
+        matches!(self, Self::Applied | Self::Unchanged | Self::Reverted)
+    }
+}
+
 /// The job a run was about, and the level it got.
 #[derive(Clone, Debug, Default)]
 pub struct JobFacts {
@@ -87,14 +124,14 @@ pub struct JobFacts {
 #[derive(Clone, Debug)]
 pub struct Report {
     pub event: Event,
-    pub outcome: RunOutcome,
+    pub outcome: Outcome,
     pub job: JobFacts,
     pub changes: Vec<Change>,
     pub fabric: FabricVerdict,
     /// For the `qoslane_fabric_aligned` gauge, when the fabric was probed.
     pub alignment: Option<Vec<Alignment>>,
     /// For the `qoslane_first_hop_ports` gauge, when the first hop was read.
-    pub first_hop: Option<Vec<crate::metrics::HopCount>>,
+    pub first_hop: Option<Vec<HopCount>>,
     /// What the admin should know that is not an error.
     pub notes: Vec<String>,
     pub mapping_sha256: Option<String>,
@@ -109,7 +146,7 @@ impl Report {
     pub fn new(event: Event) -> Self {
         Self {
             event,
-            outcome: RunOutcome::Unchanged,
+            outcome: Outcome::Unchanged,
             job: JobFacts::default(),
             changes: Vec::new(),
             fabric: FabricVerdict::NotChecked,
@@ -123,7 +160,7 @@ impl Report {
     }
 
     /// Ends as `outcome`.
-    pub fn with(mut self, outcome: RunOutcome) -> Self {
+    pub fn with(mut self, outcome: Outcome) -> Self {
         self.outcome = outcome;
         self
     }
@@ -131,9 +168,9 @@ impl Report {
     /// Fails with `error`; the exit follows `exit`.
     pub fn fail(self, error: Error, exit: Exit) -> Box<Failure> {
         let outcome = if self.rolled_back {
-            RunOutcome::RolledBack
+            Outcome::RolledBack
         } else {
-            RunOutcome::Failed
+            Outcome::Failed
         };
         Box::new(Failure {
             report: self.with(outcome),
@@ -154,7 +191,7 @@ impl Report {
     }
 
     /// The fabric judgement's parts, into this report.
-    pub fn take_fabric(&mut self, j: &mut crate::fabric::policy::Judgement) {
+    pub fn take_fabric(&mut self, j: &mut Judgement) {
         self.fabric = std::mem::take(&mut j.verdict);
         self.alignment = j.alignment.take();
         self.first_hop = j.first_hop.take();
@@ -164,7 +201,7 @@ impl Report {
 
 /// What a command returns: what it did, or why it failed and what it did
 /// anyway (boxed: a report is large, the happy path should not carry it).
-pub type Outcome = Result<Report, Box<Failure>>;
+pub type RunResult = Result<Report, Box<Failure>>;
 
 /// A run that failed: what it did anyway, why, and how it exits.
 #[derive(Debug)]
@@ -185,11 +222,11 @@ pub enum Exit {
 }
 
 impl Failure {
-    pub fn verdict(&self) -> Verdict {
+    pub fn exit_class(&self) -> ExitClass {
         match self.exit {
-            Exit::ByError => self.error.verdict(),
-            Exit::ByPolicy(OnFailure::Continue) => Verdict::Ok,
-            Exit::ByPolicy(OnFailure::FailJob) => Verdict::Failed,
+            Exit::ByError => self.error.exit_class(),
+            Exit::ByPolicy(OnFailure::Continue) => ExitClass::Ok,
+            Exit::ByPolicy(OnFailure::FailJob) => ExitClass::Failed,
         }
     }
 }

@@ -242,7 +242,7 @@ impl<'p> Node<'p> {
             event: event.to_owned(),
             job_id: job,
             pid: std::process::id(),
-            started: crate::audit::now_rfc3339(),
+            started: crate::time::now_rfc3339(),
             changes: changes.clone(),
             node_before,
             records_before,

@@ -9,11 +9,11 @@ use super::Ctx;
 use crate::cli::Format;
 use crate::config::{self, Source};
 use crate::error::{Error, Result};
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::job::exports;
 use crate::mapping::LevelMatch;
 
-pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<Verdict> {
+pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitClass> {
     // A file named on the command line is explained, or refused with its
     // problem; the installed one may be served by the copy in force, which
     // is then said first.
@@ -139,5 +139,5 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<Verdict
             writeln!(out, "  sha256          {}", loaded.sha256).map_err(w)?;
         }
     }
-    Ok(Verdict::Ok)
+    Ok(ExitClass::Ok)
 }

@@ -12,12 +12,12 @@ use crate::cli::{AuditArgs, Format};
 use crate::config::{self, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::fabric::audit::{self, AuditReport};
 use crate::fabric::lane::Lane;
 use crate::fabric::{PortId, Smpquery};
 
-pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<Verdict> {
+pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     let loaded = match &args.mapping {
         Some(f) => config::read_for_dry_run(f)?,
         None if ctx.config_given => config::read_for_dry_run(&ctx.paths.config)?,
@@ -78,11 +78,11 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<Verdict> {
         Format::Human => out.write_all(human(&report, &from).as_bytes()).map_err(w)?,
     }
     Ok(if report.any_problem() {
-        Verdict::Failed
+        ExitClass::Failed
     } else if !report.unread.is_empty() {
-        Verdict::Unavailable
+        ExitClass::Unavailable
     } else {
-        Verdict::Ok
+        ExitClass::Ok
     })
 }
 

@@ -17,15 +17,14 @@ use serde_json::json;
 
 use super::Ctx;
 use super::session::Session;
-use crate::audit::Outcome;
 use crate::config;
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
 use crate::mapping::FabricCheck;
-use crate::report::{Event, Exit, Report};
+use crate::report::{Event, Exit, Outcome, Report};
 use crate::state::{Store, fsutil};
 use crate::txn::RecordOp;
 
@@ -65,7 +64,7 @@ fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check
     }
 }
 
-pub fn run(ctx: &Ctx, as_json: bool) -> Verdict {
+pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Health, Deadline::after(ctx.timeout));
     let mut r = Report::new(Event::Health);
     let mut checks: Vec<Check> = Vec::new();

@@ -9,20 +9,19 @@
 
 use super::Ctx;
 use super::session::{Session, committed, txn_failed};
-use crate::audit::Outcome;
 use crate::deadline::Deadline;
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
 use crate::job::qos;
 use crate::job::{JobId, exports};
 use crate::mapping::{LevelMatch, OnFailure};
 use crate::paths::Paths;
-use crate::report::{Event, Exit, Failure, Report};
+use crate::report::{Event, Exit, Failure, Outcome, Report, RunResult};
 use crate::state::{JobRecord, Store};
 use crate::txn::RecordOp;
 
-pub fn prolog(ctx: &Ctx) -> Verdict {
+pub fn prolog(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Prolog, Deadline::after(ctx.timeout));
     let result = prolog_body(ctx, &mut s, Report::new(Event::Prolog));
     if let Err(f) = &result
@@ -65,7 +64,7 @@ fn leave_notice(paths: &Paths, f: &Failure) {
     }
 }
 
-pub fn epilog(ctx: &Ctx) -> Verdict {
+pub fn epilog(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Epilog, Deadline::after(ctx.timeout));
     let result = epilog_body(ctx, &mut s, Report::new(Event::Epilog));
     s.finish(result)
@@ -90,7 +89,7 @@ macro_rules! step {
     };
 }
 
-fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
+fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     // Before a mapping is known, a failure leaves the node as it is and the
     // job runs on the baseline.
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
@@ -152,7 +151,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, 
 
     let record = JobRecord {
         job_id: job,
-        time: crate::audit::now_rfc3339(),
+        time: crate::time::now_rfc3339(),
         user: r.job.user.clone(),
         qos: q.qos.clone(),
         qos_source: q.source,
@@ -219,7 +218,7 @@ fn level_policy(paths: &Paths, level: &str) -> OnFailure {
         .unwrap_or(OnFailure::Continue)
 }
 
-fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
+fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
     s.arm(&r, Exit::ByPolicy(OnFailure::Continue));
     // The job's baseline notice, if its Prolog left one, goes with it.

@@ -14,14 +14,14 @@ use super::Ctx;
 use crate::audit::read::{self, Filter};
 use crate::cli::LogArgs;
 use crate::error::{Error, Result};
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 
-pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<Verdict> {
+pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
     let now = std::time::SystemTime::now();
     let time = |flag: &str, v: &Option<String>| -> Result<Option<std::time::SystemTime>> {
         v.as_deref()
             .map(|s| {
-                read::parse_time(s, now).ok_or_else(|| {
+                crate::time::parse_time(s, now).ok_or_else(|| {
                     Error::Usage(format!(
                         "{flag} `{s}`: want RFC 3339 (2026-12-01T10:00:00Z, \
                          2026-12-01T11:00:00+01:00), a date (2026-12-01) or a duration ago \
@@ -49,7 +49,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<Verdict> {
              QOSLANE_AUDIT_LOG names another file)",
             ctx.paths.audit_log.display()
         ));
-        return Ok(Verdict::NoInput);
+        return Ok(ExitClass::NoInput);
     }
     let mut out = std::io::stdout().lock();
     let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
@@ -60,7 +60,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<Verdict> {
     } else {
         out.write_all(human(&found).as_bytes()).map_err(w)?;
     }
-    Ok(Verdict::Ok)
+    Ok(ExitClass::Ok)
 }
 
 /// One row per entry; the last column says why (the error, else the first

@@ -3,12 +3,11 @@
 
 use super::Ctx;
 use super::session::Session;
-use crate::audit::Outcome;
 use crate::deadline::Deadline;
-use crate::exit_code::Verdict;
-use crate::report::{Event, Exit, Report};
+use crate::exit_code::ExitClass;
+use crate::report::{Event, Exit, Outcome, Report};
 
-pub fn run(ctx: &Ctx) -> Verdict {
+pub fn run(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Recover, Deadline::after(ctx.timeout));
     let mut r = Report::new(Event::Recover);
     let result = match s.lock() {

@@ -23,8 +23,9 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Resource, Rlimit};
 
 use super::Ctx;
+use super::session::node_gauges;
 use crate::error::{Error, Result};
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::metrics;
 use crate::paths::Paths;
 
@@ -58,23 +59,23 @@ const ACCEPT_BATCH: usize = 64;
 pub fn exposition(ctx: &Ctx) -> String {
     render(&ctx.paths).unwrap_or_else(|e| {
         crate::log::warn(&format!("metrics: {e}"));
-        metrics::render(&metrics::Counters::default(), &metrics::gauges(&ctx.paths))
+        metrics::render(&metrics::Counters::default(), &node_gauges(&ctx.paths))
     })
 }
 
 fn render(paths: &Paths) -> Result<String> {
     let counters = metrics::load(paths)?;
-    Ok(metrics::render(&counters, &metrics::gauges(paths)))
+    Ok(metrics::render(&counters, &node_gauges(paths)))
 }
 
-pub fn run(ctx: &Ctx, listen: Option<&str>) -> Result<Verdict> {
+pub fn run(ctx: &Ctx, listen: Option<&str>) -> Result<ExitClass> {
     let Some(addr) = listen else {
         let text = render(&ctx.paths)?;
         std::io::stdout()
             .lock()
             .write_all(text.as_bytes())
             .map_err(Error::io("write", "standard output"))?;
-        return Ok(Verdict::Ok);
+        return Ok(ExitClass::Ok);
     };
     let listener = TcpListener::bind(addr).map_err(Error::io("listen on", addr))?;
     listener

@@ -8,15 +8,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::audit::{self, Entry, Outcome};
+use crate::audit::{self, Entry};
 use crate::config::{self, Loaded, Source};
 use crate::deadline::Deadline;
 use crate::error::Result;
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::log;
 use crate::metrics::{self, Run};
 use crate::paths::Paths;
-use crate::report::{Event, Exit, Failure, Report};
+use crate::report::{Event, Exit, Failure, Outcome, Report, RunResult};
 use crate::state::Store;
 use crate::txn::{Node, Recovered};
 
@@ -259,16 +259,16 @@ impl<'p> Session<'p> {
     /// jobs' hooks do not queue behind this run's disk flushes. A run that
     /// never held the lock still takes it briefly (it can get it quickly):
     /// taking it undoes an interrupted transaction.
-    pub fn finish(mut self, result: std::result::Result<Report, Box<Failure>>) -> Verdict {
+    pub fn finish(mut self, result: RunResult) -> ExitClass {
         debug_assert!(
             result.as_ref().map_or_else(|f| f.report.event, |r| r.event) == self.event,
             "a run reports its own event"
         );
         let secs = self.start.elapsed().as_secs_f64();
         let (report, error, verdict) = match result {
-            Ok(r) => (r, None, Verdict::Ok),
+            Ok(r) => (r, None, ExitClass::Ok),
             Err(f) => {
-                let verdict = f.verdict();
+                let verdict = f.exit_class();
                 log_failure(&f);
                 let f = *f;
                 (f.report, Some(f.error), verdict)
@@ -334,9 +334,38 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
         settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
         first_hop: report.first_hop.clone(),
     };
-    if let Err(err) = metrics::record_and_publish(paths, &run, deadline) {
+    if let Err(err) = metrics::record_and_publish(paths, &run, deadline, &|| node_gauges(paths)) {
         log::warn(&format!("metrics: {err}"));
     }
+}
+
+/// The gauges as the node's state has them now, read-only (no directory is
+/// created, no stray file removed): every level of the last-known-good
+/// mapping with zero, plus one per active job. For every run's textfile and
+/// for readers such as `qoslane metrics`.
+pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
+    // One read of the last-known-good copy gives both its levels and its hash.
+    let (levels, sha) = match config::read_valid(paths, &paths.last_known_good()) {
+        Ok((m, sha, _)) => (
+            m.levels().iter().map(|l| l.name.clone()).collect(),
+            Some(sha),
+        ),
+        Err(_) => (Vec::new(), config::last_known_good_sha(paths)),
+    };
+    // The node state's claims: one file, no record read. A reader that may
+    // not read it (node.json is root's) counts the records.
+    let store = Store::read_only(paths);
+    let active: Vec<String> = match store.node_state().and_then(|n| store.claims(&n)) {
+        Ok(claims) => claims.into_values().map(|c| c.level.clone()).collect(),
+        Err(_) => store
+            .record_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|id| store.record(id).ok().flatten())
+            .map(|r| r.level)
+            .collect(),
+    };
+    metrics::Gauges::new(levels, sha, active)
 }
 
 /// The end of a run whose kernel call hung (on the watchdog's thread, the
@@ -364,5 +393,5 @@ fn ended_by_watchdog(
     let secs = start.elapsed().as_secs_f64();
     write_audit(paths, &Entry::of(&f.report, Some(&f.error), millis(secs)));
     count(paths, &f.report, secs, Instant::now());
-    f.verdict().code()
+    f.exit_class().code()
 }

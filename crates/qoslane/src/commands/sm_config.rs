@@ -7,11 +7,11 @@ use super::Ctx;
 use crate::cli::{Format, SmConfigArgs};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::fabric::VlRange;
 use crate::fabric::sm_config::{self, Options};
 
-pub fn run(ctx: &Ctx, args: &SmConfigArgs) -> Result<Verdict> {
+pub fn run(ctx: &Ctx, args: &SmConfigArgs) -> Result<ExitClass> {
     let vl_cap = VlRange::parse(&args.vl_cap).ok_or_else(|| {
         Error::Usage(format!(
             "--vl-cap `{}`: want VL0, VL0-1, VL0-3, VL0-7 or VL0-14",
@@ -65,5 +65,5 @@ pub fn run(ctx: &Ctx, args: &SmConfigArgs) -> Result<Verdict> {
             writeln!(out, "{v:#}").map_err(w)?;
         }
     }
-    Ok(Verdict::Ok)
+    Ok(ExitClass::Ok)
 }

@@ -24,7 +24,7 @@ use crate::audit::read as audit_read;
 use crate::config::{self, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::fabric::check;
 use crate::job::qos::QosSource;
 use crate::mapping::Mapping;
@@ -179,7 +179,7 @@ struct AuditState {
     problems: Vec<String>,
 }
 
-pub fn run(ctx: &Ctx, as_json: bool) -> Result<Verdict> {
+pub fn run(ctx: &Ctx, as_json: bool) -> Result<ExitClass> {
     let st = gather(&ctx.paths, &Deadline::after(ctx.timeout));
     let mut out = std::io::stdout().lock();
     let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
@@ -190,9 +190,9 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Result<Verdict> {
         out.write_all(human(&st).as_bytes()).map_err(w)?;
     }
     Ok(if st.attention.is_empty() {
-        Verdict::Ok
+        ExitClass::Ok
     } else {
-        Verdict::Failed
+        ExitClass::Failed
     })
 }
 

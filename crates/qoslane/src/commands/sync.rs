@@ -13,22 +13,21 @@ use std::io::Write;
 
 use super::Ctx;
 use super::session::{Session, committed, txn_failed};
-use crate::audit::Outcome;
 use crate::config::{self, Loaded};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
 use crate::log;
 use crate::mapping::Mapping;
 use crate::mapping::diagnostic::render_all;
 use crate::paths::Paths;
-use crate::report::{Event, Exit, Failure, Report};
+use crate::report::{Event, Exit, Outcome, Report, RunResult};
 use crate::state::{JobRecord, Store};
 use crate::txn::RecordOp;
 
-pub fn run(ctx: &Ctx, dry_run: bool) -> Verdict {
+pub fn run(ctx: &Ctx, dry_run: bool) -> ExitClass {
     if dry_run {
         return dry(ctx);
     }
@@ -84,7 +83,7 @@ fn previous(paths: &Paths) -> String {
     )
 }
 
-fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Failure>> {
+fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     macro_rules! step {
         ($e:expr) => {
             match $e {
@@ -146,7 +145,7 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> Result<Report, Box<Fai
 /// be put in force, and the settings that would change — read-only: no
 /// lock, no audit line, no metrics, nothing written (the fabric cache
 /// excepted: the probe is real).
-fn dry(ctx: &Ctx) -> Verdict {
+fn dry(ctx: &Ctx) -> ExitClass {
     let paths = &ctx.paths;
     let deadline = Deadline::after(ctx.timeout);
     let mut out = std::io::stdout().lock();
@@ -154,7 +153,7 @@ fn dry(ctx: &Ctx) -> Verdict {
         Ok(v) => v,
         Err(e) => {
             let _ = writeln!(out, "sync --dry-run: {e}\nwould change nothing");
-            return e.verdict();
+            return e.exit_class();
         }
     };
     let _ = writeln!(
@@ -173,7 +172,7 @@ fn dry(ctx: &Ctx) -> Verdict {
             "fabric: {refusal}\nwould NOT put it in force ({}); would change nothing",
             previous(paths)
         );
-        return Verdict::Failed;
+        return ExitClass::Failed;
     }
     let _ = writeln!(
         out,
@@ -219,8 +218,8 @@ fn dry(ctx: &Ctx) -> Verdict {
         }
         Err(e) => {
             let _ = writeln!(out, "the settings could not be previewed: {e}");
-            return e.verdict();
+            return e.exit_class();
         }
     }
-    Verdict::Ok
+    ExitClass::Ok
 }

@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::job::JobId;
 use crate::log;
 use crate::paths::Paths;
@@ -23,13 +23,13 @@ const ALLOWED: &[&str] = &[
     "NCCL_IB_TC",
 ];
 
-/// Always [`Verdict::Ok`]: a non-zero TaskProlog fails the task.
-pub fn run(paths: &Paths) -> Verdict {
+/// Always [`ExitClass::Ok`]: a non-zero TaskProlog fails the task.
+pub fn run(paths: &Paths) -> ExitClass {
     let job = match JobId::from_env() {
         Ok(j) => j,
         Err(e) => {
             log::warn(&format!("task-prolog: {e}"));
-            return Verdict::Ok;
+            return ExitClass::Ok;
         }
     };
     let record = match state::read_record_as_user(paths, job) {
@@ -45,11 +45,11 @@ pub fn run(paths: &Paths) -> Verdict {
                 out.push_str(&format!("print {line}\n"));
             }
             let _ = std::io::stdout().lock().write_all(out.as_bytes());
-            return Verdict::Ok;
+            return ExitClass::Ok;
         }
         Err(e) => {
             log::warn(&format!("task-prolog: job {job}: {e}"));
-            return Verdict::Ok;
+            return ExitClass::Ok;
         }
     };
     let (out, refused) = protocol_lines(job, &record);
@@ -58,7 +58,7 @@ pub fn run(paths: &Paths) -> Verdict {
     }
     // One write; a closed stdout is not our failure.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
-    Verdict::Ok
+    ExitClass::Ok
 }
 
 /// `unset NAME` for every variable the TaskProlog may set: what a task on a

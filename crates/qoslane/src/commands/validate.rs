@@ -6,11 +6,11 @@ use std::path::Path;
 use crate::cli::Format;
 use crate::config;
 use crate::error::{Error, Result};
-use crate::exit_code::Verdict;
+use crate::exit_code::ExitClass;
 use crate::mapping::diagnostic::{JsonDiagnostic, render_all};
 use crate::mapping::validate_str;
 
-pub fn run(file: &Path, format: Format) -> Result<Verdict> {
+pub fn run(file: &Path, format: Format) -> Result<ExitClass> {
     let text = config::read_text(file)?;
     let v = validate_str(&text);
     let name = file.display().to_string();
@@ -50,9 +50,9 @@ pub fn run(file: &Path, format: Format) -> Result<Verdict> {
         }
     }
     Ok(if errors > 0 {
-        Verdict::InvalidMapping
+        ExitClass::InvalidMapping
     } else {
-        Verdict::Ok
+        ExitClass::Ok
     })
 }
 

@@ -10,12 +10,13 @@
 //!   ([`Judgement::refusal`]); the caller's policy (`on_failure`, or the
 //!   command's exit) decides what follows.
 
+use serde::{Deserialize, Serialize};
+
 use super::{FabricReport, PortId, ProbeMode};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::fabric::report::FabricVerdict;
 use crate::mapping::{FabricCheck, Mapping};
-use crate::metrics::Alignment;
 use crate::paths::Paths;
 
 /// What is judged: one level, or every level of the mapping.
@@ -23,6 +24,25 @@ use crate::paths::Paths;
 pub enum Scope<'a> {
     Level(&'a str),
     Every,
+}
+
+/// One (port, level) of an assessment: is the level's SL on its VL there?
+/// (The `qoslane_fabric_aligned` gauge, kept in the counters.)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alignment {
+    pub device: String,
+    pub port: u32,
+    pub level: String,
+    pub aligned: bool,
+}
+
+/// First-hop output ports of one level with one verdict (sum over the
+/// node's HCA ports).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HopCount {
+    pub level: String,
+    pub verdict: String,
+    pub ports: u64,
 }
 
 /// The fabric policy's judgement of one assessment.
@@ -34,7 +54,7 @@ pub struct Judgement {
     pub alignment: Option<Vec<Alignment>>,
     /// For the `qoslane_first_hop_ports` gauge; `None` when no first hop
     /// was read.
-    pub first_hop: Option<Vec<crate::metrics::HopCount>>,
+    pub first_hop: Option<Vec<HopCount>>,
     /// Warnings, and problems under `warn`, one line each.
     pub notes: Vec<String>,
     /// Under `enforce`: why the scope cannot be granted.
@@ -121,7 +141,7 @@ fn judge_as(
     j.alignment = Some(alignments(&report));
     j.first_hop = report.first_hop_counts().map(|c| {
         c.into_iter()
-            .map(|(level, verdict, ports)| crate::metrics::HopCount {
+            .map(|(level, verdict, ports)| HopCount {
                 level,
                 verdict,
                 ports,

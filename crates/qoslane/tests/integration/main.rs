@@ -8,6 +8,7 @@ mod cli;
 mod cost;
 mod fabric;
 mod hooks;
+mod layers;
 mod libraries;
 mod mapping_in_force;
 mod metrics;

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use qoslane::metrics::{self, Alignment, Counters, Gauges, Histogram};
+use qoslane::fabric::policy::Alignment;
+use qoslane::metrics::{self, Counters, Gauges, Histogram};
 
 const BIN: &str = env!("CARGO_BIN_EXE_qoslane");
 const TOS: &str = "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos";
@@ -677,7 +678,7 @@ fn fixed_counters() -> (Counters, Gauges) {
         al("mlx5_1", 1, "low", true),
         al("mlx5_1", 1, "low", false),
     ];
-    let hop = |level: &str, verdict: &str, ports| metrics::HopCount {
+    let hop = |level: &str, verdict: &str, ports| qoslane::fabric::policy::HopCount {
         level: level.into(),
         verdict: verdict.into(),
         ports,
@@ -794,7 +795,7 @@ fn counters_render_the_same_after_their_json_round_trip() {
     let mut c = Counters::default();
     let g = Gauges::default();
     for i in 0..2000u32 {
-        let outcome = qoslane::audit::Outcome::ALL[i as usize % 5];
+        let outcome = qoslane::report::Outcome::ALL[i as usize % 5];
         c.record(&metrics::Run {
             log_lines_dropped: 0,
             settings_gone: 0,
