@@ -304,13 +304,13 @@ mod memo {
 
     use crate::mapping::Mapping;
 
-    struct Entry {
+    struct Validated {
         text: String,
         mapping: Mapping,
         sha256: String,
     }
 
-    static LAST: Mutex<Option<Entry>> = Mutex::new(None);
+    static LAST: Mutex<Option<Validated>> = Mutex::new(None);
 
     pub fn get(text: &str) -> Option<(Mapping, String)> {
         let last = LAST.lock().ok()?;
@@ -320,7 +320,7 @@ mod memo {
 
     pub fn put(text: &str, mapping: &Mapping, sha256: &str) {
         if let Ok(mut last) = LAST.lock() {
-            *last = Some(Entry {
+            *last = Some(Validated {
                 text: text.to_owned(),
                 mapping: mapping.clone(),
                 sha256: sha256.to_owned(),

@@ -4,8 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::mapping::SettingPath;
-
 /// Default locations, relative to the root.
 pub mod defaults {
     pub const CONFIG: &str = "etc/qoslane/qos-network.yml";
@@ -73,9 +71,10 @@ impl Paths {
         }
     }
 
-    /// A node setting's file under the root.
-    pub fn setting(&self, p: &SettingPath) -> PathBuf {
-        self.root.join(p.relative())
+    /// A node setting's file under the root (`absolute`: as the mapping
+    /// names it, `/proc/sys/…`).
+    pub fn setting(&self, absolute: &str) -> PathBuf {
+        self.root.join(absolute.trim_start_matches('/'))
     }
 
     /// `/sys/class/infiniband` under the root.
@@ -95,12 +94,13 @@ impl Paths {
     pub fn jobs_dir(&self) -> PathBuf {
         self.run_dir.join("jobs")
     }
-    pub fn job_record(&self, job: crate::job::JobId) -> PathBuf {
+    /// `job`: a job id (`job::JobId`; paths know no type of the job layer).
+    pub fn job_record(&self, job: impl std::fmt::Display) -> PathBuf {
         self.jobs_dir().join(format!("{job}.json"))
     }
     /// Why a job runs on the baseline (its level refused under `continue`):
     /// one line the TaskProlog prints to the job.
-    pub fn job_notice(&self, job: crate::job::JobId) -> PathBuf {
+    pub fn job_notice(&self, job: impl std::fmt::Display) -> PathBuf {
         self.notices_dir().join(job.to_string())
     }
     /// Beside the records, never among them: a notice is not a grant.
@@ -147,8 +147,11 @@ mod tests {
         assert_eq!(p.config, Path::new("/tmp/r/etc/qoslane/qos-network.yml"));
         assert_eq!(p.audit_log, Path::new("/tmp/r/var/log/qoslane/audit.jsonl"));
         assert_eq!(p.smpquery, Path::new("/usr/sbin/smpquery"));
-        let s = SettingPath::new("/proc/sys/net/x").unwrap();
-        assert_eq!(p.setting(&s), Path::new("/tmp/r/proc/sys/net/x"));
-        assert_eq!(p.display(&p.setting(&s)), "/proc/sys/net/x");
+        let s = crate::mapping::SettingPath::new("/proc/sys/net/x").unwrap();
+        assert_eq!(
+            p.setting(&s.to_string()),
+            Path::new("/tmp/r/proc/sys/net/x")
+        );
+        assert_eq!(p.display(&p.setting(&s.to_string())), "/proc/sys/net/x");
     }
 }

@@ -21,7 +21,7 @@ pub fn read(paths: &Paths, path: &str, deadline: &Deadline) -> Result<String> {
 
 /// What kind of value a setting file holds, judged from what it reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum ValueKind {
     /// One value (`106`, `16777216`).
     Plain,
     /// The kernel lists the choices and brackets the selected one
@@ -34,16 +34,16 @@ pub enum Kind {
 }
 
 /// The kind of a value as read.
-pub fn kind(raw: &str) -> Kind {
+pub fn kind(raw: &str) -> ValueKind {
     let mut tokens = raw.split_whitespace();
     let first = tokens.next();
     let more = tokens.next().is_some();
     if raw.split_whitespace().any(|t| selected(t).is_some()) {
-        Kind::ChoiceList
+        ValueKind::ChoiceList
     } else if more || first.is_some_and(|t| t != raw.trim()) {
-        Kind::MultiValue
+        ValueKind::MultiValue
     } else {
-        Kind::Plain
+        ValueKind::Plain
     }
 }
 
@@ -52,13 +52,13 @@ pub fn kind(raw: &str) -> Kind {
 /// a plain value as it is (trailing newline removed by the reader).
 pub fn writable(raw: &str) -> String {
     match kind(raw) {
-        Kind::ChoiceList => raw
+        ValueKind::ChoiceList => raw
             .split_whitespace()
             .find_map(selected)
             .unwrap_or_default()
             .to_owned(),
-        Kind::MultiValue => raw.split_whitespace().collect::<Vec<_>>().join(" "),
-        Kind::Plain => raw.to_owned(),
+        ValueKind::MultiValue => raw.split_whitespace().collect::<Vec<_>>().join(" "),
+        ValueKind::Plain => raw.to_owned(),
     }
 }
 
@@ -160,13 +160,13 @@ fn int(s: &str) -> Option<i128> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Kind, kind, same_value, writable};
+    use super::{ValueKind, kind, same_value, writable};
 
     #[test]
     fn values_are_saved_as_what_can_be_written_back() {
-        assert_eq!(kind("106"), Kind::Plain);
+        assert_eq!(kind("106"), ValueKind::Plain);
         assert_eq!(writable("106"), "106");
-        assert_eq!(kind("[none] mq-deadline"), Kind::ChoiceList);
+        assert_eq!(kind("[none] mq-deadline"), ValueKind::ChoiceList);
         assert_eq!(writable("[none] mq-deadline"), "none");
         assert_eq!(writable("mq-deadline [kyber] none"), "kyber");
         assert_eq!(
@@ -174,7 +174,7 @@ mod tests {
             "none",
             "a single choice is still a choice"
         );
-        assert_eq!(kind("4096\t131072\t6291456"), Kind::MultiValue);
+        assert_eq!(kind("4096\t131072\t6291456"), ValueKind::MultiValue);
         assert_eq!(writable("4096\t131072\t6291456"), "4096 131072 6291456");
         assert_eq!(writable(""), "");
         // What is saved verifies against what the kernel reads back.

@@ -86,13 +86,13 @@ pub struct Recovered {
 
 /// The node, locked for this run.
 #[derive(Debug)]
-pub struct Node<'p> {
+pub struct LockedNode<'p> {
     pub store: Store<'p>,
     pub deadline: Deadline,
     _lock: NodeLock,
 }
 
-impl<'p> Node<'p> {
+impl<'p> LockedNode<'p> {
     /// Takes the node lock (bounded by `deadline`) and rolls back any
     /// interrupted transaction before anything else happens.
     pub fn lock(paths: &'p Paths, deadline: Deadline) -> Result<(Self, Option<Recovered>)> {

@@ -18,7 +18,7 @@ use crate::metrics::{self, Run};
 use crate::paths::Paths;
 use crate::report::{Event, Exit, Failure, Outcome, Report, RunResult};
 use crate::state::Store;
-use crate::txn::{Node, Recovered};
+use crate::txn::{LockedNode, Recovered};
 
 /// A committed transaction into `report`: its changes, and the settings it
 /// found gone.
@@ -45,7 +45,7 @@ pub struct Session<'p> {
     pub deadline: Deadline,
     event: Event,
     start: Instant,
-    node: Option<Node<'p>>,
+    node: Option<LockedNode<'p>>,
     /// What a run ended by its watchdog reports (`Session::arm`).
     armed: Arc<Mutex<(Report, Exit)>>,
     /// The run resolves each trusted state directory once
@@ -97,14 +97,14 @@ impl<'p> Session<'p> {
         if self.node.is_some() {
             return Ok(None);
         }
-        let (node, recovered) = Node::lock(self.paths, deadline)?;
+        let (node, recovered) = LockedNode::lock(self.paths, deadline)?;
         self.node = Some(node);
         Ok(recovered)
     }
 
     /// The node lock, taken once per run. An interrupted transaction found
     /// here is rolled back and audited as its own `recover` entry.
-    pub fn node(&mut self) -> Result<&Node<'p>> {
+    pub fn node(&mut self) -> Result<&LockedNode<'p>> {
         if let Some(r) = self.lock()? {
             self.audit_recovered(&r);
         }
@@ -285,7 +285,7 @@ impl<'p> Session<'p> {
                 Duration::from_millis(500)
                     .min(self.deadline.remaining().max(Duration::from_millis(50))),
             );
-            if let Ok((n, recovered)) = Node::lock(self.paths, grace) {
+            if let Ok((n, recovered)) = LockedNode::lock(self.paths, grace) {
                 // Taking the lock undoes an interrupted transaction: that
                 // must be audited here too (health, or a run that failed
                 // before it needed the lock).

@@ -74,7 +74,7 @@ fn sources(src: &Path) -> BTreeMap<String, String> {
             if path.is_dir() {
                 walk(&path, src, out);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                let rel = path.strip_prefix(src).unwrap();
+                let rel = path.strip_prefix(src).expect("under src");
                 let rel = rel
                     .components()
                     .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -288,10 +288,10 @@ fn check_crate(krate: &str, rows: &[Row], files: &BTreeMap<String, String>) -> V
         let here = module_of(file);
         let edges = graph.entry(file.as_str()).or_default();
         for import in &parsed.imports {
-            if let Some(target) = resolve(&here, &import.path, &modules) {
-                if target != file {
-                    edges.entry(target).or_insert(import.line);
-                }
+            if let Some(target) = resolve(&here, &import.path, &modules)
+                && target != file
+            {
+                edges.entry(target).or_insert(import.line);
             }
         }
         for ty in parsed.types {
@@ -393,7 +393,7 @@ fn resolve<'m>(
 type Knot<'a> = (Vec<&'a str>, Vec<&'a str>);
 
 fn cycles<'a>(graph: &BTreeMap<&'a str, BTreeMap<&'a str, usize>>) -> Vec<Knot<'a>> {
-    // Tarjan's algorithm, iterative enough for a crate's few hundred files.
+    // Tarjan's algorithm (recursive: a crate's import chains are short).
     struct State<'a> {
         index: BTreeMap<&'a str, usize>,
         low: BTreeMap<&'a str, usize>,
@@ -452,7 +452,7 @@ fn cycles<'a>(graph: &BTreeMap<&'a str, BTreeMap<&'a str, usize>>) -> Vec<Knot<'
         .into_iter()
         .map(|component| {
             let members: BTreeSet<&str> = component.iter().copied().collect();
-            let start = *members.iter().next().unwrap();
+            let start = *members.iter().next().expect("a knot has files");
             let mut previous: BTreeMap<&str, &str> = BTreeMap::new();
             let mut queue = std::collections::VecDeque::from([start]);
             let mut last = start;
@@ -469,7 +469,7 @@ fn cycles<'a>(graph: &BTreeMap<&'a str, BTreeMap<&'a str, usize>>) -> Vec<Knot<'
                 }
             }
             let mut cycle = vec![last];
-            while let Some(&p) = previous.get(cycle.last().unwrap()) {
+            while let Some(&p) = cycle.last().and_then(|v| previous.get(v)) {
                 cycle.push(p);
             }
             cycle.reverse();
@@ -747,6 +747,7 @@ fn ident(t: Option<&Token>) -> Option<&str> {
 fn parse(src: &str, krate: &str) -> Parsed {
     let tokens = strip_tests(&lex(src));
     let mut parsed = Parsed::default();
+    let depth = inline_depths(&tokens);
 
     // Child modules declared here (`mod x;`): `x::…` reaches them.
     let mut aliases: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -771,7 +772,7 @@ fn parse(src: &str, krate: &str) -> Parsed {
             let mut leaves = Vec::new();
             use_tree(&tokens[i + 1..end], &mut Vec::new(), &mut leaves);
             for (path, bound) in leaves {
-                let Some(path) = crate_path(path, &aliases, krate) else {
+                let Some(path) = crate_path(unnest(path, depth[i]), &aliases, krate) else {
                     continue;
                 };
                 if let Some(bound) = bound {
@@ -796,13 +797,11 @@ fn parse(src: &str, krate: &str) -> Parsed {
     while k < tokens.len() {
         let starts = !in_use[k]
             && tokens.get(k + 1).is_some_and(|t| t.tok == Tok::Path)
-            && !(k > 0 && tokens[k - 1].tok == Tok::Path)
-            && ident(tokens.get(k)).is_some();
-        if !starts {
+            && !(k > 0 && tokens[k - 1].tok == Tok::Path);
+        let Some(first) = ident(tokens.get(k)).filter(|_| starts) else {
             k += 1;
             continue;
-        }
-        let first = ident(tokens.get(k)).unwrap();
+        };
         let known = matches!(first, "crate" | "super" | "self")
             || first == krate
             || aliases.contains_key(first);
@@ -820,7 +819,7 @@ fn parse(src: &str, krate: &str) -> Parsed {
             }
             j += 2;
         }
-        if let Some(path) = crate_path(path, &aliases, krate) {
+        if let Some(path) = crate_path(unnest(path, depth[k]), &aliases, krate) {
             parsed.imports.push(Import {
                 path,
                 line: tokens[k].line,
@@ -831,6 +830,43 @@ fn parse(src: &str, krate: &str) -> Parsed {
 
     parsed.types = type_definitions(&tokens);
     parsed
+}
+
+/// For each token, how many inline modules (`mod name { … }`) enclose it.
+fn inline_depths(tokens: &[Token]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut braces: Vec<bool> = Vec::new();
+    for (k, t) in tokens.iter().enumerate() {
+        match t.tok {
+            Tok::Punct('{') => braces.push(
+                k >= 2
+                    && ident(tokens.get(k - 2)) == Some("mod")
+                    && ident(tokens.get(k - 1)).is_some(),
+            ),
+            Tok::Punct('}') => {
+                braces.pop();
+            }
+            _ => {}
+        }
+        out.push(braces.iter().filter(|m| **m).count());
+    }
+    out
+}
+
+/// A path written inside `depth` inline modules, as the file's module would
+/// write it: each leading `super` climbs one inline module first (`super`
+/// from `mod inner { … }` is the file itself).
+fn unnest(mut path: Vec<String>, depth: usize) -> Vec<String> {
+    let supers = path.iter().take_while(|s| *s == "super").count();
+    let climbed = supers.min(depth);
+    if climbed == 0 {
+        return path;
+    }
+    path.drain(..climbed);
+    if supers == climbed {
+        path.insert(0, "self".to_owned());
+    }
+    path
 }
 
 /// A path rewritten to start at `crate`, `self` or `super`, or `None` when
@@ -902,7 +938,6 @@ fn use_tree(
                     }
                     k += 1;
                 }
-                Tok::Path => k += 1,
                 Tok::Punct('{') => {
                     let close = part.len()
                         - 1
@@ -920,7 +955,7 @@ fn use_tree(
                     bound = None;
                     k += 1;
                 }
-                Tok::Punct(_) => k += 1,
+                Tok::Path | Tok::Punct(_) => k += 1,
             }
         }
         if leaf && named && !prefix.is_empty() {
@@ -955,10 +990,11 @@ fn type_definitions(tokens: &[Token]) -> Vec<String> {
                 let previous = k.checked_sub(1).and_then(|p| ident(tokens.get(p)));
                 // `impl Trait for` / `dyn Trait` are not definitions; a
                 // `union` or `type` identifier used as a name is rare.
-                if previous != Some("impl") && previous != Some("dyn") {
-                    if let Some(name) = ident(tokens.get(k + 1)) {
-                        out.push(name.to_owned());
-                    }
+                if previous != Some("impl")
+                    && previous != Some("dyn")
+                    && let Some(name) = ident(tokens.get(k + 1))
+                {
+                    out.push(name.to_owned());
                 }
             }
             _ => {}
@@ -1002,12 +1038,15 @@ fn use_trees_nested_renamed_and_multiline() {
 fn paths_in_expressions_and_through_bound_names() {
     let src = "use crate::fabric::{self, policy};\nmod child;\n\
                fn f() { crate::log::warn(\"x\"); policy::judge(); fabric::probe::run(); \
-               child::go(); std::mem::drop(1); other::thing(); x.y::<u8>(); Self::new(); }";
+               child::go(); std::mem::drop(1); other::thing(); x.y::<u8>(); Self::new(); }\n\
+               mod inline { use super::super::up; use super::child::Thing; }";
     assert_eq!(
         paths(src),
         [
             "crate::fabric",
             "crate::fabric::policy",
+            "super::up",
+            "self::child::Thing",
             "crate::log::warn",
             "crate::fabric::policy::judge",
             "crate::fabric::probe::run",
