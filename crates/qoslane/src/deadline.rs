@@ -11,7 +11,7 @@
 //! uninterruptible sleep), the watchdog takes the run over: the thread in
 //! the call parks for good when it comes back, and the watchdog ends the
 //! run with what [`on_hang`] was given — the audit line, the metrics and
-//! the exit verdict a deadline failure gets (`Session` installs it) — and
+//! the exit class a deadline failure gets (`Session` installs it) — and
 //! exits the process. What the transaction had changed stays journaled;
 //! the next run to take the node lock rolls it back.
 

@@ -94,7 +94,7 @@ impl Error {
         self.exit_class().code()
     }
 
-    /// The exit verdict of this error. Exhaustive: a new kind forces a
+    /// The exit class of this error. Exhaustive: a new kind forces a
     /// decision.
     pub fn exit_class(&self) -> exit_code::ExitClass {
         use exit_code::ExitClass;

@@ -1,5 +1,5 @@
 //! Exit codes: the documented table (docs/admin-guide.md, CONTRIBUTING.md).
-//! Every error kind maps to one of these in [`crate::error::Error::exit_code`].
+//! Every error kind maps to one of these in [`crate::error::Error::exit_class`].
 
 /// Success; for hooks also "failed but rolled back under `on_failure: continue`".
 pub const OK: i32 = 0;
@@ -25,7 +25,7 @@ pub const IO: i32 = 74;
 pub const TEMPFAIL: i32 = 75;
 
 /// How a run ends, as one value: every command's result becomes one of
-/// these in one place (`report::finish`, `main`), and only here becomes a
+/// these in one place (`Session::finish`, `main`), and only here becomes a
 /// number. Converted without truncating casts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitClass {
@@ -56,7 +56,7 @@ impl ExitClass {
         }
     }
 
-    /// A verdict from a code this table documents; any other is internal.
+    /// An exit class from a code this table documents; any other is internal.
     pub fn from_code(code: i32) -> Self {
         [
             Self::Ok,

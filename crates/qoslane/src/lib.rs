@@ -1,12 +1,17 @@
 //! qoslane: carries a Slurm job's QoS onto the InfiniBand fabric.
 //!
 //! The binary (`main.rs`) is a thin shell over these modules. Layers, from
-//! pure to effectful:
+//! pure to effectful (CONTRIBUTING.md has the table, row by row, and
+//! `tests/integration/layers.rs` holds the code to it):
 //! - [`mapping`]: the mapping file — parse, validate, typed (pure);
-//! - [`job`]: job id, QoS resolution, TaskProlog exports;
-//! - [`fabric`]: HCA ports from sysfs, SL2VL/OperVLs probe, alignment check;
-//! - [`state`], [`settings`], [`txn`]: node state files, kernel settings, and
-//!   the one transaction that changes a node (journal, verify, rollback);
+//! - [`time`], [`paths`], [`exit_code`], [`error`]: leaves and the error type;
+//! - [`deadline`], [`exec`], [`job`], [`state`], [`config`], [`settings`]:
+//!   the run's deadline, programs, the job, node state, the mapping in force,
+//!   kernel settings;
+//! - [`fabric`]: HCA ports, the SL2VL/OperVLs probe, the per-level check and
+//!   the fabric policy ([`fabric::policy`]);
+//! - [`report`]: what a run did (event, outcome, fabric verdict);
+//! - [`txn`]: the one transaction that changes a node;
 //! - [`audit`], [`metrics`]: what every run leaves behind;
 //! - [`commands`]: one module per subcommand, composing the above.
 

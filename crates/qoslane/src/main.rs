@@ -1,6 +1,6 @@
 //! `qoslane`: parse the command line, decide whether the environment may be
 //! trusted, build the run's context, dispatch in one match; the exit code is
-//! the verdict's.
+//! the exit class's.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -147,7 +147,7 @@ fn main() -> ExitCode {
         }
     };
     match result {
-        Ok(verdict) => verdict.into(),
+        Ok(class) => class.into(),
         Err(e) => {
             // The error, then its causes (as cargo-nextest prints them).
             eprintln!("qoslane: error: {e}");

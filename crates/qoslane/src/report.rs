@@ -1,7 +1,7 @@
 //! What a run did, as one value. Every command that changes or judges the
 //! node returns `Result<Report, Failure>`; [`crate::commands::session`]
 //! turns it, in one place, into the audit line, the metrics run and the
-//! exit verdict. Commands never write the audit or the metrics themselves.
+//! exit class. Commands never write the audit or the metrics themselves.
 
 use serde::Serialize;
 

@@ -2,7 +2,7 @@
 //! (which first undoes an interrupted transaction), the mapping with its
 //! last-known-good fallback and change detection — and [`Session::finish`],
 //! the one place a run's [`Report`] (or [`Failure`]) becomes its audit
-//! line, its metrics and its exit verdict. Audit and metrics failures are
+//! line, its metrics and its exit class. Audit and metrics failures are
 //! logged, never fatal.
 
 use std::sync::{Arc, Mutex};
@@ -253,7 +253,7 @@ impl<'p> Session<'p> {
     }
 
     /// Ends the run — the one place a result becomes the audit line, the
-    /// metrics and the exit verdict. Both are written after the node lock is
+    /// metrics and the exit class. Both are written after the node lock is
     /// released: the transaction is committed (or never began), the audit
     /// line is one append, and the metrics have their own lock, so other
     /// jobs' hooks do not queue behind this run's disk flushes. A run that
@@ -265,13 +265,13 @@ impl<'p> Session<'p> {
             "a run reports its own event"
         );
         let secs = self.start.elapsed().as_secs_f64();
-        let (report, error, verdict) = match result {
+        let (report, error, class) = match result {
             Ok(r) => (r, None, ExitClass::Ok),
             Err(f) => {
-                let verdict = f.exit_class();
+                let class = f.exit_class();
                 log_failure(&f);
                 let f = *f;
-                (f.report, Some(f.error), verdict)
+                (f.report, Some(f.error), class)
             }
         };
         let held = self.node.take().is_some();
@@ -296,7 +296,7 @@ impl<'p> Session<'p> {
             }
         }
         count(self.paths, &report, secs, self.deadline.instant());
-        verdict
+        class
     }
 }
 
