@@ -55,8 +55,15 @@ fn every_crate_keeps_its_layer_table() {
             ));
             continue;
         };
-        let files = sources(&root.join("crates").join(name).join("src"));
-        problems.extend(check_crate(name, rows, &files));
+        let dir = root.join("crates").join(name);
+        let files = sources(&dir.join("src"));
+        let package = fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
+        problems.extend(check_crate(
+            name,
+            &package_name(&package).unwrap_or(name.clone()),
+            rows,
+            &files,
+        ));
     }
     assert!(
         problems.is_empty(),
@@ -64,6 +71,17 @@ fn every_crate_keeps_its_layer_table() {
         problems.len(),
         problems.join("\n\n")
     );
+}
+
+/// The `[package]` name of a Cargo.toml (what a binary calls its library).
+fn package_name(manifest: &str) -> Option<String> {
+    let package = manifest
+        .split("\n[")
+        .find(|s| s.trim_start_matches('[').starts_with("package]"))?;
+    package.lines().find_map(|l| {
+        let (key, value) = l.split_once('=')?;
+        (key.trim() == "name").then(|| value.trim().trim_matches('"').to_owned())
+    })
 }
 
 /// Every `.rs` file under `src`, as (path relative to `src` with `/`, text).
@@ -215,9 +233,16 @@ fn row_of<'r>(rows: &'r [Row], file: &str) -> Option<(usize, &'r str)> {
 }
 
 /// Every violation of one crate's table, as messages that say what to do.
-fn check_crate(krate: &str, rows: &[Row], files: &BTreeMap<String, String>) -> Vec<String> {
+/// `package`: the crate's package name, by which its binary imports its
+/// library.
+fn check_crate(
+    krate: &str,
+    package: &str,
+    rows: &[Row],
+    files: &BTreeMap<String, String>,
+) -> Vec<String> {
     let mut problems = Vec::new();
-    let ident = krate.replace('-', "_");
+    let ident = package.replace('-', "_");
     let table = format!("CONTRIBUTING.md's `<!-- layers: {krate} -->` table");
     if rows.is_empty() {
         problems.push(format!(
@@ -1117,7 +1142,14 @@ fn every_kind_of_violation_is_reported_at_once() {
     .into_iter()
     .map(|(f, s)| (f.to_owned(), s.to_owned()))
     .collect();
-    let problems = check_crate("demo", &rows, &files).join("\n");
+    assert_eq!(
+        package_name(
+            "[workspace]\nname = \"no\"\n\n[package]\nname = \"demo-crate\"\nversion = \"1\"\n"
+        )
+        .as_deref(),
+        Some("demo-crate")
+    );
+    let problems = check_crate("demo", "demo", &rows, &files).join("\n");
     for expected in [
         "names `gone.rs`, which is not a file",
         "src/stray.rs is in no row",
