@@ -47,14 +47,15 @@ fn every_crate_keeps_its_layer_table() {
         }
     }
     for name in &crates {
-        let Some(rows) = tables.get(name) else {
+        // Without a table, the crate's cycles and type names are still checked.
+        let rows = tables.get(name).map(Vec::as_slice);
+        if rows.is_none() {
             problems.push(format!(
                 "crate {name}: CONTRIBUTING.md has no `<!-- layers: {name} -->` table: add one \
                  (a marker line, then a Markdown table whose first cells name crates/{name}/src's \
                  modules in backticks, bottom layer first)"
             ));
-            continue;
-        };
+        }
         let dir = root.join("crates").join(name);
         let files = sources(&dir.join("src"));
         let package = fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
@@ -232,23 +233,25 @@ fn row_of<'r>(rows: &'r [Row], file: &str) -> Option<(usize, &'r str)> {
     best.map(|(_, index, name)| (index, name))
 }
 
-/// Every violation of one crate's table, as messages that say what to do.
+/// Every violation of one crate's table, as messages that say what to do
+/// (`rows`: `None` when the crate has no table: cycles and type names only).
 /// `package`: the crate's package name, by which its binary imports its
 /// library.
 fn check_crate(
     krate: &str,
     package: &str,
-    rows: &[Row],
+    rows: Option<&[Row]>,
     files: &BTreeMap<String, String>,
 ) -> Vec<String> {
     let mut problems = Vec::new();
     let ident = package.replace('-', "_");
     let table = format!("CONTRIBUTING.md's `<!-- layers: {krate} -->` table");
-    if rows.is_empty() {
+    let has_table = rows.is_some();
+    let rows = rows.unwrap_or_default();
+    if has_table && rows.is_empty() {
         problems.push(format!(
             "crate {krate}: {table} has no rows: list its modules, bottom layer first"
         ));
-        return problems;
     }
 
     // Names in the table.
@@ -284,7 +287,7 @@ fn check_crate(
 
     // Files -> rows.
     let mut rank = BTreeMap::new();
-    for file in files.keys() {
+    for file in files.keys().filter(|_| !rows.is_empty()) {
         match row_of(rows, file) {
             Some((index, _)) => {
                 rank.insert(file.as_str(), index);
@@ -1149,7 +1152,7 @@ fn every_kind_of_violation_is_reported_at_once() {
         .as_deref(),
         Some("demo-crate")
     );
-    let problems = check_crate("demo", "demo", &rows, &files).join("\n");
+    let problems = check_crate("demo", "demo", Some(&rows), &files).join("\n");
     for expected in [
         "names `gone.rs`, which is not a file",
         "src/stray.rs is in no row",
@@ -1163,4 +1166,9 @@ fn every_kind_of_violation_is_reported_at_once() {
         );
     }
     assert_eq!(problems.lines().count(), 5, "{problems}");
+    // Without a table: the cycle and the type name still.
+    let untabled = check_crate("demo", "demo", None, &files);
+    assert_eq!(untabled.len(), 2, "{untabled:#?}");
+    assert!(untabled[0].contains("import cycle src/low.rs -> src/mid.rs -> src/low.rs"));
+    assert!(untabled[1].contains("the type name `Same`"));
 }
