@@ -38,7 +38,12 @@ fn every_crate_keeps_its_layer_table() {
         .collect();
     crates.sort();
     let mut problems = Vec::new();
-    for name in tables.keys() {
+    for twice in &tables.twice {
+        problems.push(format!(
+            "CONTRIBUTING.md has two `<!-- layers: {twice} -->` tables: keep one (the test reads the last)"
+        ));
+    }
+    for name in tables.rows.keys() {
         if !crates.contains(name) {
             problems.push(format!(
                 "CONTRIBUTING.md has a `<!-- layers: {name} -->` table but there is no crates/{name}/src: \
@@ -48,7 +53,7 @@ fn every_crate_keeps_its_layer_table() {
     }
     for name in &crates {
         // Without a table, the crate's cycles and type names are still checked.
-        let rows = tables.get(name).map(Vec::as_slice);
+        let rows = tables.rows.get(name).map(Vec::as_slice);
         if rows.is_none() {
             problems.push(format!(
                 "crate {name}: CONTRIBUTING.md has no `<!-- layers: {name} -->` table: add one \
@@ -118,9 +123,17 @@ struct Row {
     modules: Vec<String>,
 }
 
-/// Crate name -> its rows, from every `<!-- layers: CRATE -->` marker.
-fn tables(markdown: &str) -> BTreeMap<String, Vec<Row>> {
-    let mut out = BTreeMap::new();
+/// The layer tables of a Markdown text.
+#[derive(Debug, Default)]
+struct Tables {
+    /// Crate name -> its rows, from every `<!-- layers: CRATE -->` marker.
+    rows: BTreeMap<String, Vec<Row>>,
+    /// Crates with a second table (the last one is kept).
+    twice: Vec<String>,
+}
+
+fn tables(markdown: &str) -> Tables {
+    let mut out = Tables::default();
     let mut lines = markdown.lines().peekable();
     while let Some(line) = lines.next() {
         let Some(name) = line
@@ -155,7 +168,9 @@ fn tables(markdown: &str) -> BTreeMap<String, Vec<Row>> {
                 modules: backticked(first),
             });
         }
-        out.insert(name.to_owned(), rows);
+        if out.rows.insert(name.to_owned(), rows).is_some() {
+            out.twice.push(name.to_owned());
+        }
     }
     out
 }
@@ -1116,8 +1131,18 @@ fn type_definitions_at_module_level_only() {
 fn tables_rows_and_the_most_specific_row() {
     let md = "text\n<!-- layers: demo -->\n\n| module | what |\n|---|---|\n\
               | `a.rs`, `b/` | x \\| y |\n| `b/c.rs` | z |\n| `lib.rs` | top |\n\nafter\n";
+    let both = tables(&format!(
+        "{md}<!-- layers: demo -->\n| m |\n|---|\n| `x.rs` |\n"
+    ));
+    assert_eq!(both.twice, ["demo"]);
+    assert_eq!(
+        both.rows["demo"][0].modules,
+        ["x.rs"],
+        "the last table is kept"
+    );
     let tables = tables(md);
-    let rows = &tables["demo"];
+    assert!(tables.twice.is_empty());
+    let rows = &tables.rows["demo"];
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0].modules, ["a.rs", "b/"]);
     assert_eq!(row_of(rows, "a.rs").map(|r| r.0), Some(0));
@@ -1133,6 +1158,7 @@ fn every_kind_of_violation_is_reported_at_once() {
     let rows = tables(
         "<!-- layers: demo -->\n| m |\n|---|\n| `low.rs`, `gone.rs` |\n| `mid.rs`, `dup.rs` |\n| `lib.rs` |\n",
     )
+    .rows
     .remove("demo")
     .unwrap();
     let files: BTreeMap<String, String> = [
