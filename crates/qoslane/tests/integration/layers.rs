@@ -14,7 +14,13 @@
 //! violation at once, on: an import of a module in a later row; an import
 //! cycle between files; a file listed in no row; a row naming a module that
 //! does not exist; a type name defined in two files of one crate; a crate
-//! without a table.
+//! without a table (its cycles and type names are still checked).
+//!
+//! A file is one module: a path through a re-export (`crate::fabric::X`,
+//! re-exported by `fabric/mod.rs`) imports the re-exporting file; to depend
+//! on the defining file alone, name it (`crate::fabric::check::X`). Declaring
+//! a child (`mod x;`) is not an import. Associated types (`type Item`) and
+//! types local to a function are not type definitions of the crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
