@@ -184,7 +184,7 @@ impl Config {
             .unwrap_or_else(|| hook_dir.join(CONFIG_FILE_NAME));
         let conf = ConfFile::load(&root, &config_path)?;
 
-        // One lookup shape for every non-path setting: flag, variable, file.
+        // One lookup shape for every non-path key: flag, variable, file.
         let pick = |flag: Option<String>,
                     var: &str,
                     key: &str|
@@ -258,7 +258,7 @@ impl Config {
             false,
         )?;
 
-        let path_setting = |flag: &Option<PathBuf>, var: &str, key: &str| {
+        let path_value = |flag: &Option<PathBuf>, var: &str, key: &str| {
             if let Some(path) = flag {
                 return Ok::<_, ConfigError>(Some((
                     path.clone(),
@@ -270,7 +270,7 @@ impl Config {
             }
             Ok(pick(None, var, key)?.map(|(text, place)| (PathBuf::from(text), place)))
         };
-        let scontrol = match path_setting(&options.scontrol, ENV_SCONTROL, "scontrol")? {
+        let scontrol = match path_value(&options.scontrol, ENV_SCONTROL, "scontrol")? {
             Some((path, place)) => {
                 if !path.is_absolute() {
                     return Err(ConfigError(format!(
@@ -282,7 +282,7 @@ impl Config {
             }
             None => PathBuf::from(DEFAULT_SCONTROL),
         };
-        let textfile_dir = path_setting(&options.textfile_dir, ENV_TEXTFILE_DIR, "textfile_dir")?
+        let textfile_dir = path_value(&options.textfile_dir, ENV_TEXTFILE_DIR, "textfile_dir")?
             .map_or_else(|| reroot(&root, DEFAULT_TEXTFILE_DIR), |(path, _)| path);
 
         let ignored_env = if trust_env {
