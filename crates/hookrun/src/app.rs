@@ -1,5 +1,6 @@
-//! The program: parse, resolve the configuration, run a phase, decide what its result
-//! means for the job and the node, count it, and pick the exit code.
+//! The program: parse, resolve the configuration, run a phase, decide what its
+//! result means for the job and the node, count it, and pick the exit code.
+//! The man pages it writes for `generate man` are [`crate::manual`]'s.
 
 use std::time::{Duration, Instant};
 

@@ -134,9 +134,9 @@ pub fn file_format_title(name: &str, source: &str) -> String {
     format!(".TH {name} 5 \"\" \"{source}\" \"File Formats\"\n")
 }
 
-/// Text as roff reads it literally: a backslash is `\e`, a hyphen `\-` (a
-/// plain `-` may be set as a hyphenation point, and man's search treats them
-/// apart).
+/// Text as roff prints it literally: a backslash is `\e`, a hyphen `\-` (the
+/// minus sign that options and paths are written with; a plain `-` may print
+/// as a typographic hyphen, which cannot be copied into a shell).
 pub fn escape(text: &str) -> String {
     text.replace('\\', "\\e").replace('-', "\\-")
 }
