@@ -99,9 +99,7 @@ impl Node {
     }
 
     pub fn write_mapping(&self, text: &str) {
-        let p = self.path("/etc/qoslane/qos-network.yml");
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
+        self.write("/etc/qoslane/qos-network.yml", text);
     }
 
     /// A setting's value, as the kernel shows one: `V` and a newline.
