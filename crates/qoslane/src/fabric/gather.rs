@@ -73,7 +73,7 @@ pub fn assess(
 ///
 /// An error means the fabric could not be assessed (sysfs unreadable or
 /// unparsable, a probe failed or passed its deadline); misalignments are not
-/// errors but the report's problems.
+/// errors but the assessment's problems.
 pub fn assess_with(
     paths: &Paths,
     mapping: &Mapping,

@@ -109,15 +109,8 @@ fn cells(s: &str) -> Option<Vec<&str>> {
     cells.iter().all(|c| !c.is_empty()).then_some(cells)
 }
 
-/// `smpquery -D sl2vl 0` on a CA port:
-///
-/// ```text
-/// # SL2VL table: DR path slid 65535; dlid 65535; 0
-/// #                 SL: | 0| 1| 2| 3| 4| 5| 6| 7| 8| 9|10|11|12|13|14|15|
-/// ports: in  0, out  0: | 7| 6| 5| 4| 3| 2| 1| 0| 0| 1| 2| 3| 4| 5| 6| 7|
-/// ```
-pub fn parse_sl2vl(text: &str) -> Result<Sl2Vl, ParseError> {
-    let mut lines = NumberedLines::new(text);
+/// The title and the SL header of an SL2VL table (a CA's or a switch's).
+fn sl2vl_head(lines: &mut NumberedLines<'_>) -> Result<(), ParseError> {
     const TITLE: &str = "`# SL2VL table: …`";
     let (n, l) = lines.expect(TITLE)?;
     if !l.starts_with("# SL2VL table:") {
@@ -130,24 +123,38 @@ pub fn parse_sl2vl(text: &str) -> Result<Sl2Vl, ParseError> {
         .and_then(|r| r.trim_start().strip_prefix("SL:"))
         .and_then(cells)
         .is_some_and(|c| c.len() == 16 && c.iter().enumerate().all(|(i, s)| *s == i.to_string()));
-    if !header_ok {
-        return Err(bad(n, HEADER, l));
+    if header_ok {
+        Ok(())
+    } else {
+        Err(bad(n, HEADER, l))
     }
+}
+
+/// `ports: in  1, out  2: | 0| 1|…| 7|` → (in, out, table).
+fn sl2vl_row(l: &str) -> Option<(u32, u32, Sl2Vl)> {
+    let (ports, rest) = l.strip_prefix("ports: in ")?.split_once(": |")?;
+    let (i, o) = ports.split_once(", out ")?;
+    let vls = cells(&format!("|{rest}"))?
+        .iter()
+        .map(|c| c.parse::<u8>().ok().filter(|&v| v <= 15))
+        .collect::<Option<Vec<u8>>>()?;
+    let table = Sl2Vl::new(<[u8; 16]>::try_from(vls).ok()?)?;
+    Some((i.trim().parse().ok()?, o.trim().parse().ok()?, table))
+}
+
+/// `smpquery -D sl2vl 0` on a CA port:
+///
+/// ```text
+/// # SL2VL table: DR path slid 65535; dlid 65535; 0
+/// #                 SL: | 0| 1| 2| 3| 4| 5| 6| 7| 8| 9|10|11|12|13|14|15|
+/// ports: in  0, out  0: | 7| 6| 5| 4| 3| 2| 1| 0| 0| 1| 2| 3| 4| 5| 6| 7|
+/// ```
+pub fn parse_sl2vl(text: &str) -> Result<Sl2Vl, ParseError> {
+    let mut lines = NumberedLines::new(text);
+    sl2vl_head(&mut lines)?;
     const ROW: &str = "`ports: in  0, out  0: |` and 16 VLs 0..=15";
     let (n, l) = lines.expect(ROW)?;
-    let table = l
-        .strip_prefix("ports: in ")
-        .and_then(|r| r.split_once(": |"))
-        .and_then(|(ports, rest)| {
-            ports.split_once(", out ")?;
-            let vls = cells(&format!("|{rest}"))?
-                .iter()
-                .map(|c| c.parse::<u8>().ok().filter(|&v| v <= 15))
-                .collect::<Option<Vec<u8>>>()?;
-            <[u8; 16]>::try_from(vls).ok()
-        })
-        .and_then(Sl2Vl::new)
-        .ok_or_else(|| bad(n, ROW, l))?;
+    let (_, _, table) = sl2vl_row(l).ok_or_else(|| bad(n, ROW, l))?;
     if let Some((n, l)) = lines.next() {
         // A switch prints one row per input port; a CA port has one table.
         return Err(bad(n, "the end of the table (one row, a CA port)", l));
@@ -287,34 +294,13 @@ fn hex_cells(s: &str) -> Option<Vec<u8>> {
 /// Every row must name `out`; the rows are returned by input port.
 pub fn parse_switch_sl2vl(text: &str, out: u32) -> Result<Vec<(u32, Sl2Vl)>, ParseError> {
     let mut lines = NumberedLines::new(text);
-    const TITLE: &str = "`# SL2VL table: …`";
-    let (n, l) = lines.expect(TITLE)?;
-    if !l.starts_with("# SL2VL table:") {
-        return Err(bad(n, TITLE, l));
-    }
-    const HEADER: &str = "`#                 SL: | 0| 1|…|15|`";
-    let (n, l) = lines.expect(HEADER)?;
-    if !l.trim_start_matches('#').trim_start().starts_with("SL:") {
-        return Err(bad(n, HEADER, l));
-    }
+    sl2vl_head(&mut lines)?;
     let row_text = format!("`ports: in  N, out {out:2}: |` and 16 VLs 0..=15");
     let mut rows: Vec<(u32, Sl2Vl)> = Vec::new();
     while let Some((n, l)) = lines.next() {
-        let row = l
-            .strip_prefix("ports: in ")
-            .and_then(|r| r.split_once(": |"))
-            .and_then(|(ports, rest)| {
-                let (i, o) = ports.split_once(", out ")?;
-                let (i, o) = (i.trim().parse::<u32>().ok()?, o.trim().parse::<u32>().ok()?);
-                if o != out {
-                    return None;
-                }
-                let vls = cells(&format!("|{rest}"))?
-                    .iter()
-                    .map(|c| c.parse::<u8>().ok().filter(|&v| v <= 15))
-                    .collect::<Option<Vec<u8>>>()?;
-                Some((i, Sl2Vl::new(<[u8; 16]>::try_from(vls).ok()?)?))
-            })
+        let row = sl2vl_row(l)
+            .filter(|(_, o, _)| *o == out)
+            .map(|(i, _, t)| (i, t))
             .ok_or_else(|| bad(n, &row_text, l))?;
         if rows.iter().any(|(i, _)| *i == row.0) {
             return Err(bad(n, &format!("one row for in port {}", row.0), l));
