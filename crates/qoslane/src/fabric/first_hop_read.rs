@@ -1,5 +1,5 @@
 //! The first hop, READ: the SMP queries that read the switch this node's
-//! HCA port is cabled to (judged by `first_hop_judge.rs`). Its SL2VL
+//! HCA port is cabled to (judged by `first_hop_judge.rs`): its SL2VL
 //! row for traffic coming in from this node (in = the switch port this node
 //! is on), for every Active output port, with each output port's OperVLs and
 //! VL arbitration tables: what the first switch does with each level's SL.
@@ -17,8 +17,9 @@
 //! ```
 //!
 //! 3 + NumPorts-1 + 2 × (Active ports) queries, in a bounded pool of
-//! workers ([`super::pool`]); the answers are parsed by [`super::parse`]. `sync` and `health` read it; a Prolog does not
-//! (it reads only the node's own ports, from the cache when it is fresh).
+//! workers ([`super::pool`]); the answers are parsed by [`super::parse`].
+//! `sync` and `health` read it; a Prolog does not (it reads only the node's
+//! own ports, from the cache when it is fresh).
 
 use super::parse::{
     ParseError, parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_switch_sl2vl,

@@ -1,5 +1,5 @@
-//! What is read from the fabric: the types every parser
-//! produces (`parse.rs`) and the lane rules, the probe, the first hop, the sweep and the
+//! What is read from the fabric: the types every parser (`parse.rs`)
+//! produces and the lane rules, the probe, the first hop, the sweep and the
 //! assessment consume. Plain data, no I/O; the bottom of `fabric/`.
 //!
 //! - a port of this node: [`PortId`], [`PortIdentity`] (sysfs), its
