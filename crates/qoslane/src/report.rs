@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::error::Error;
 use crate::exit_code::ExitClass;
-use crate::fabric::FabricVerdict;
+use crate::fabric::assessment::FabricVerdict;
 use crate::fabric::policy::{Alignment, HopCount, Judgement};
 use crate::job::JobId;
 use crate::job::qos::QosSource;
