@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use super::diagnostic::Diagnostic;
+use super::diagnostic::{Diagnostic, Severity};
 use super::keys::{self, Place};
 use super::shape::{Cx, MAX_NAME_LEN, is_name_byte, nearest};
 use super::types::{
@@ -29,7 +29,7 @@ impl Validation {
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
         self.diagnostics
             .iter()
-            .filter(|d| d.severity == super::Severity::Error)
+            .filter(|d| d.severity == Severity::Error)
     }
 }
 
@@ -96,10 +96,8 @@ fn validate_within(src: &str, budget: Budget) -> Option<Validation> {
         return None;
     }
     let mut diagnostics = cx.diags;
-    diagnostics.sort_by_key(|d| (d.span.start, d.severity == super::Severity::Warning));
-    let has_error = diagnostics
-        .iter()
-        .any(|d| d.severity == super::Severity::Error);
+    diagnostics.sort_by_key(|d| (d.span.start, d.severity == Severity::Warning));
+    let has_error = diagnostics.iter().any(|d| d.severity == Severity::Error);
     Some(Validation {
         mapping: if has_error { None } else { mapping },
         diagnostics,
