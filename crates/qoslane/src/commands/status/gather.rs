@@ -25,8 +25,6 @@ const AUDIT_TAIL_ENTRIES: usize = 500;
 /// Everything status reads, as read.
 #[derive(Debug)]
 pub struct Facts {
-    /// The installed mapping's path, as shown.
-    pub config_path: String,
     /// The audit log's path, as shown.
     pub audit_path: String,
     /// State files that could not be read or trusted (`what: error`).
@@ -34,18 +32,7 @@ pub struct Facts {
     pub records: BTreeMap<JobId, JobRecord>,
     pub node: NodeState,
     pub journal: Option<state::Journal>,
-    /// The installed file: its content's hash (also when invalid; `None`
-    /// when unreadable), its first problem, when it was written.
-    pub file_sha256: Option<String>,
-    pub file_error: Option<String>,
-    pub file_modified: Option<String>,
-    /// The last-known-good copy's hash and when it was written.
-    pub last_known_good_sha256: Option<String>,
-    pub last_known_good_since: Option<String>,
-    /// The mapping refused last (any file's).
-    pub rejected: Option<Rejected>,
-    /// What a run would use now, or why nothing.
-    pub loaded: std::result::Result<Loaded, String>,
+    pub mapping: MappingFacts,
     /// The fabric cache (no SMP query: status only reads) and why it could
     /// not be used.
     pub cache: Vec<cache::Entry>,
@@ -55,6 +42,25 @@ pub struct Facts {
     pub settings: Vec<SettingNow>,
     /// The newest entries of the audit log.
     pub audit: Found,
+}
+
+/// The mapping: the admin's file, what a run would use now, last-known-good.
+#[derive(Debug)]
+pub struct MappingFacts {
+    /// The installed file's path, as shown.
+    pub path: String,
+    /// Its content's hash (also when invalid; `None` when unreadable), its
+    /// first problem, when it was written.
+    pub sha256: Option<String>,
+    pub error: Option<String>,
+    pub modified: Option<String>,
+    /// The last-known-good copy's hash and when it was written.
+    pub last_known_good_sha256: Option<String>,
+    pub last_known_good_since: Option<String>,
+    /// The mapping refused last (any file's).
+    pub rejected: Option<Rejected>,
+    /// What a run would use now, or why nothing.
+    pub loaded: std::result::Result<Loaded, String>,
 }
 
 /// One setting path: what it should hold and what it holds.
@@ -79,8 +85,7 @@ pub fn gather(paths: &Paths, deadline: &Deadline) -> Facts {
     let node = got(&mut state_errors, "node state", store.node_state());
     let journal = got(&mut state_errors, "journal", store.journal());
 
-    // The mapping: the admin's file, what a run would use now, last-known-good.
-    let (file_sha256, file_error) = match config::read_valid(paths, &paths.config) {
+    let (sha256, error) = match config::read_valid(paths, &paths.config) {
         Ok((_, sha, _)) => (Some(sha), None),
         Err(e) => (
             config::read_text(&paths.config)
@@ -108,20 +113,23 @@ pub fn gather(paths: &Paths, deadline: &Deadline) -> Facts {
         .collect();
     let (cache, cache_note) = cache::load(paths);
 
+    let mapping = MappingFacts {
+        path: paths.config.display().to_string(),
+        sha256,
+        error,
+        modified: modified(paths, &paths.config),
+        last_known_good_sha256,
+        last_known_good_since,
+        rejected: config::rejected(paths),
+        loaded: config::load(paths).map_err(|e| e.to_string()),
+    };
     Facts {
-        config_path: paths.config.display().to_string(),
         audit_path: paths.audit_log.display().to_string(),
         state_errors,
         records,
         node,
         journal,
-        file_sha256,
-        file_error,
-        file_modified: modified(paths, &paths.config),
-        last_known_good_sha256,
-        last_known_good_since,
-        rejected: config::rejected(paths),
-        loaded: config::load(paths).map_err(|e| e.to_string()),
+        mapping,
         cache,
         cache_note,
         now_ms: cache::now_ms(),

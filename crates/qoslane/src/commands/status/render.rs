@@ -4,21 +4,36 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Condition, NodeStatus};
+use super::model::{Condition, FabricState, HeldLevel, MappingState, NodeStatus};
 
 fn short(sha: &str) -> String {
     sha.chars().take(12).collect()
 }
 
+/// A block's first line, under its label.
+fn label(s: &mut String, l: &str, text: &str) {
+    let _ = writeln!(s, "{l:>12}: {text}");
+}
+
+/// A block's next line.
+fn more(s: &mut String, text: &str) {
+    let _ = writeln!(s, "{:>12}  {text}", "");
+}
+
 /// The systemctl-like text: a headline, then one labelled block per topic.
 pub fn human(st: &NodeStatus) -> String {
     let mut s = String::new();
-    let label = |s: &mut String, l: &str, text: &str| {
-        let _ = writeln!(s, "{l:>12}: {text}");
-    };
-    let more = |s: &mut String, text: &str| {
-        let _ = writeln!(s, "{:>12}  {text}", "");
-    };
+    headline(&mut s, st);
+    mapping(&mut s, &st.mapping);
+    fabric(&mut s, &st.fabric);
+    jobs(&mut s, &st.jobs);
+    settings(&mut s, st);
+    health(&mut s, st);
+    problems(&mut s, st);
+    s
+}
+
+fn headline(s: &mut String, st: &NodeStatus) {
     let m = &st.mapping;
     let _ = writeln!(
         s,
@@ -41,12 +56,14 @@ pub fn human(st: &NodeStatus) -> String {
     );
     for (i, a) in st.attention.iter().enumerate() {
         if i == 0 {
-            label(&mut s, "Attention", a);
+            label(s, "Attention", a);
         } else {
-            more(&mut s, a);
+            more(s, a);
         }
     }
+}
 
+fn mapping(s: &mut String, m: &MappingState) {
     let file_state = match (&m.error, &m.sha256) {
         (None, Some(sha)) => format!("valid, sha256 {}", short(sha)),
         (Some(e), _) => format!("INVALID: {e}"),
@@ -57,7 +74,7 @@ pub fn human(st: &NodeStatus) -> String {
         .as_ref()
         .map_or_else(String::new, |t| format!(", modified {t}"));
     label(
-        &mut s,
+        s,
         "Mapping",
         &format!("{} ({file_state}{modified})", m.path),
     );
@@ -86,16 +103,17 @@ pub fn human(st: &NodeStatus) -> String {
             }
         }
     };
-    label(&mut s, "In force", &in_force);
+    label(s, "In force", &in_force);
     if let Some(r) = &m.rejected {
         label(
-            &mut s,
+            s,
             "Rejected",
             &format!("sha256 {} at {}: {}", short(&r.sha256), r.time, r.why),
         );
     }
+}
 
-    let fab = &st.fabric;
+fn fabric(s: &mut String, fab: &FabricState) {
     let check = fab
         .check
         .map_or_else(String::new, |c| format!("fabric_check {c}; "));
@@ -105,7 +123,7 @@ pub fn human(st: &NodeStatus) -> String {
             (None, Some("off")) => "not probed".to_owned(),
             (None, _) => "no probe cached yet (the next Prolog, sync or health probes)".to_owned(),
         };
-        label(&mut s, "Fabric", &format!("{check}{why}"));
+        label(s, "Fabric", &format!("{check}{why}"));
     }
     for (i, p) in fab.ports.iter().enumerate() {
         let head = format!(
@@ -117,9 +135,9 @@ pub fn human(st: &NodeStatus) -> String {
             p.oper_vls
         );
         if i == 0 {
-            label(&mut s, "Fabric", &head);
+            label(s, "Fabric", &head);
         } else {
-            more(&mut s, &head);
+            more(s, &head);
         }
         let levels: Vec<String> = p
             .levels
@@ -132,28 +150,30 @@ pub fn human(st: &NodeStatus) -> String {
             })
             .collect();
         if !levels.is_empty() {
-            more(&mut s, &format!("  {}", levels.join(", ")));
+            more(s, &format!("  {}", levels.join(", ")));
         }
     }
+}
 
-    if st.jobs.is_empty() {
-        label(&mut s, "Jobs", "none");
+fn jobs(s: &mut String, jobs: &[HeldLevel]) {
+    if jobs.is_empty() {
+        label(s, "Jobs", "none");
     } else {
         label(
-            &mut s,
+            s,
             "Jobs",
             &format!(
                 "{:<10} {:<18} {:>2} {:>2}  {:<26} SINCE",
                 "JOB", "LEVEL", "SL", "VL", "QOS (FROM)"
             ),
         );
-        for j in &st.jobs {
+        for j in jobs {
             let qos = format!("{} ({})", j.qos.as_deref().unwrap_or("-"), j.qos_source);
             let vl = j
                 .virtual_lane
                 .map_or_else(|| "-".to_owned(), |v| v.to_string());
             more(
-                &mut s,
+                s,
                 &format!(
                     "{:<10} {:<18} {:>2} {:>2}  {:<26} {}",
                     j.job_id, j.level, j.service_level, vl, qos, j.since
@@ -161,9 +181,11 @@ pub fn human(st: &NodeStatus) -> String {
             );
         }
     }
+}
 
+fn settings(s: &mut String, st: &NodeStatus) {
     if st.settings.is_empty() {
-        label(&mut s, "Settings", "all at baseline (no job changed any)");
+        label(s, "Settings", "all at baseline (no job changed any)");
     }
     for (i, r) in st.settings.iter().enumerate() {
         let now = match (&r.current, &r.error) {
@@ -179,18 +201,21 @@ pub fn human(st: &NodeStatus) -> String {
             if r.in_sync { "" } else { "  OUT OF SYNC" }
         );
         if i == 0 {
-            label(&mut s, "Settings", &line);
+            label(s, "Settings", &line);
         } else {
-            more(&mut s, &line);
+            more(s, &line);
         }
     }
     for g in &st.settings_gone {
         more(
-            &mut s,
+            s,
             &format!("{g}: the file is gone (skipped until it is back)"),
         );
     }
+}
 
+/// The last health check, the journal, unusable state.
+fn health(s: &mut String, st: &NodeStatus) {
     let health = match &st.health {
         None if st.audit.entries_read == 0 => "none recorded (no audit entries yet)".to_owned(),
         None => format!(
@@ -204,7 +229,7 @@ pub fn human(st: &NodeStatus) -> String {
         ),
         Some(h) => format!("ok at {} ({})", h.time, h.outcome),
     };
-    label(&mut s, "Health", &health);
+    label(s, "Health", &health);
     let journal = st.journal.as_ref().map_or_else(
         || "clean".to_owned(),
         |j| {
@@ -214,20 +239,22 @@ pub fn human(st: &NodeStatus) -> String {
             )
         },
     );
-    label(&mut s, "Journal", &journal);
+    label(s, "Journal", &journal);
     for e in &st.state_errors {
-        label(&mut s, "State", &format!("UNUSABLE: {e}"));
+        label(s, "State", &format!("UNUSABLE: {e}"));
     }
+}
 
+fn problems(s: &mut String, st: &NodeStatus) {
     if st.audit.entries_read == 0 {
         label(
-            &mut s,
+            s,
             "Problems",
             &format!("none recorded (no audit entries yet in {})", st.audit.path),
         );
     } else if st.last_problems.is_empty() {
         label(
-            &mut s,
+            s,
             "Problems",
             &format!(
                 "none in the last {} audit entries ({})",
@@ -236,7 +263,7 @@ pub fn human(st: &NodeStatus) -> String {
         );
     } else {
         label(
-            &mut s,
+            s,
             "Problems",
             &format!("newest first, from {}", st.audit.path),
         );
@@ -247,7 +274,7 @@ pub fn human(st: &NodeStatus) -> String {
                 .as_ref()
                 .map_or_else(String::new, |q| format!(" qos {q}"));
             more(
-                &mut s,
+                s,
                 &format!(
                     "{} {}{job}{qos}: {}: {}",
                     p.time,
@@ -258,12 +285,11 @@ pub fn human(st: &NodeStatus) -> String {
             );
         }
         more(
-            &mut s,
+            s,
             "(all of them: `qoslane log --outcome failed --outcome rolled_back`)",
         );
     }
     for p in &st.audit.problems {
-        more(&mut s, &format!("audit: {p}"));
+        more(s, &format!("audit: {p}"));
     }
-    s
 }
