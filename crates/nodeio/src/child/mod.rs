@@ -19,7 +19,7 @@
 //!   pipes is read for at most [`DRAIN_WAIT`];
 //! - with **bounded output** ([`Output`]): either kept whole up to a cap (a
 //!   program printing more is killed: [`Ending::TooLarge`]), or passed on
-//!   line by line, a line longer than the limit dropped whole ([`lines`]).
+//!   line by line, a line longer than the limit dropped whole ([`Line::Dropped`]).
 //!
 //! All on the caller's thread: one `poll(2)` loop over every program's
 //! stdout, stderr and pidfd (readable when it exits), the deadline and the
