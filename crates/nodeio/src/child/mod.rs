@@ -295,7 +295,7 @@ impl Taken<'_> {
         match self {
             Taken::Capture { cap, out } => {
                 // stdout is read to one byte past the cap, to tell a runaway.
-                let cap = if i == 0 { *cap + 1 } else { *cap };
+                let cap = if i == 0 { cap.saturating_add(1) } else { *cap };
                 let into = &mut out[i];
                 let room =
                     usize::try_from(cap.saturating_sub(into.len() as u64)).unwrap_or(usize::MAX);
