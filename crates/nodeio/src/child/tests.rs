@@ -255,17 +255,17 @@ fn stdin_is_dev_null() {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum Got {
+enum Seen {
     Line(Stream, Vec<u8>),
     Dropped(Stream, usize),
 }
 
-fn lines_of(program: &Program, max_line: usize) -> (Finished, Vec<Got>) {
+fn lines_of(program: &Program, max_line: usize) -> (Finished, Vec<Seen>) {
     let mut got = Vec::new();
     let mut sink = |stream: Stream, line: Line<'_>| {
         got.push(match line {
-            Line::Whole(l) => Got::Line(stream, l.to_vec()),
-            Line::Dropped { bytes } => Got::Dropped(stream, bytes),
+            Line::Whole(l) => Seen::Line(stream, l.to_vec()),
+            Line::Dropped { bytes } => Seen::Dropped(stream, bytes),
         });
     };
     let f = run(
@@ -291,10 +291,10 @@ fn a_line_longer_than_the_limit_is_dropped_whole() {
     assert_eq!(
         got,
         [
-            Got::Line(Stream::Stdout, b"short".to_vec()),
-            Got::Dropped(Stream::Stdout, 27),
-            Got::Line(Stream::Stdout, b"after".to_vec()),
-            Got::Line(Stream::Stdout, b"last".to_vec()),
+            Seen::Line(Stream::Stdout, b"short".to_vec()),
+            Seen::Dropped(Stream::Stdout, 27),
+            Seen::Line(Stream::Stdout, b"after".to_vec()),
+            Seen::Line(Stream::Stdout, b"last".to_vec()),
         ]
     );
     assert_eq!(
@@ -308,8 +308,8 @@ fn a_line_longer_than_the_limit_is_dropped_whole() {
     assert_eq!(
         got,
         [
-            Got::Dropped(Stream::Stderr, 17),
-            Got::Line(Stream::Stderr, b"ok".to_vec())
+            Seen::Dropped(Stream::Stderr, 17),
+            Seen::Line(Stream::Stderr, b"ok".to_vec())
         ]
     );
     assert_eq!(f.dropped.of(Stream::Stderr), 1);
