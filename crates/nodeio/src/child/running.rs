@@ -28,6 +28,7 @@ const INTERRUPTED_REAP_WAIT: Duration = Duration::from_millis(100);
 /// Most bytes taken from a pipe per wake-up: a program printing without end
 /// never keeps the loop from its deadline.
 const READ_CHUNK: usize = 16 * 1024;
+
 /// Where a running leader stands with respect to its deadline.
 #[derive(Debug, Clone, Copy)]
 enum Stage {
