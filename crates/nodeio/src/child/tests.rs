@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -416,4 +417,29 @@ fn a_program_that_cannot_run_is_an_error() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("/nonexistent/program"), "{e}");
+}
+
+#[test]
+fn several_programs_run_at_once_not_one_after_another() {
+    // Each waits for the other's mark: only programs running at the same
+    // time both finish before the deadline.
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let waits_for = |mine: &Path, theirs: &Path| {
+        sh(r#": > "$1"; while [ ! -e "$2" ]; do /bin/sleep 0.01; done; echo met"#)
+            .arg("sh")
+            .arg(mine)
+            .arg(theirs)
+    };
+    let (first, second) = (waits_for(&a, &b), waits_for(&b, &a));
+    let results = run_many(
+        vec![(&first, CAPTURE), (&second, CAPTURE)],
+        within(Duration::from_secs(30)),
+        None,
+    );
+    for r in results {
+        let f = r.unwrap();
+        exited_ok(&f);
+        assert_eq!(f.stdout, b"met\n");
+    }
 }
