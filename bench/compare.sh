@@ -43,7 +43,8 @@ fi
 bsay "building the working tree (after)"
 cargo build --release -q -p qoslane
 cp target/release/qoslane "$WORK/bin/qoslane-after"
-rustc -O --edition 2021 bench/tools/storm.rs -o "$WORK/bin/storm"
+cargo build --release -q -p qoslane-bench-tools   # the storm driver (bench/tools)
+cp "${CARGO_TARGET_DIR:-target}/release/storm" "$WORK/bin/storm"
 QL=$WORK/bin/qoslane-after
 
 {

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # ctld_cost.sh — what the hooks cost the real controller, counted by slurmctld itself (sdiag):
-# RPCs per node per job start on Slurm 22.05 (the host's rig), 24.11 and 26.05 (the chroot rigs),
-# for 1-node and 4-node jobs; then the QoS lookup's latency under 1/16/64 concurrent callers.
+# RPCs per node per job start on every Slurm of rigs/slurm_versions.tsv (the host's rig, the chroot
+# rigs), for 1-node and 4-node jobs; then the QoS lookup's latency under 1/16/64 concurrent callers.
 #
-#   bench/ctld_cost.sh [--versions "22.05 24.11 26.05"] [--jobs N] [--latency "24.11"]
-#                      [--callers 1,16,64] [--calls 20] [--out DIR]
+#   bench/ctld_cost.sh [--versions "V..."] [--jobs N] [--latency "V..."]   (default: every version;
+#                      [--callers 1,16,64] [--calls 20] [--out DIR]         the latency on the newest
+#                                                                            whose QoS is from squeue)
 #
 # Method, per version and job size: the same cluster, the same hookrun as Prolog, Epilog and
 # TaskProlog, J jobs (`sbatch -N1` or `-N4 --wrap true`), run twice: with qoslane's hooks, and
@@ -15,7 +16,9 @@
 # what qoslane asked. Prints a markdown table; raw sdiag output and ctl.py rows in --out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VERSIONS="22.05 24.11 26.05" JOBS=8 LATENCY="24.11" CALLERS=1,16,64 CALLS=20 OUT=""
+# shellcheck source=../rigs/slurm_versions.sh
+. rigs/slurm_versions.sh
+VERSIONS=$(slurm_versions | paste -sd ' ') JOBS=8 LATENCY=$(slurm_newest qos=squeue) CALLERS=1,16,64 CALLS=20 OUT=""
 while [ $# -gt 0 ]; do
   case $1 in
     --versions) VERSIONS=$2; shift 2 ;;
@@ -24,7 +27,7 @@ while [ $# -gt 0 ]; do
     --callers) CALLERS=$2; shift 2 ;;
     --calls) CALLS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "ctld_cost.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -56,8 +56,9 @@ if [ -z "$BIN" ]; then
 fi
 cp "$BIN" "$WORK/bin/qoslane"
 QL=$WORK/bin/qoslane
-rustc -O --edition 2021 bench/tools/cycle.rs -o "$WORK/bin/cycle"
-rustc -O --edition 2021 bench/tools/storm.rs -o "$WORK/bin/storm"
+# The drivers (bench/tools: a workspace member, linted like the rest)
+cargo build --release -q -p qoslane-bench-tools
+cp "${CARGO_TARGET_DIR:-target}/release/cycle" "${CARGO_TARGET_DIR:-target}/release/storm" "$WORK/bin/"
 
 R=$WORK/node
 bench_node "$R" 4 5 1 "$REPO/examples/qos-network.yml"

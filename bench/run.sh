@@ -262,7 +262,8 @@ fi
 # ------------------------------------------------------------------ 3. storm
 if want storm; then
   bsay "section storm: 256 jobs' prolog+epilog pairs at once on one node"
-  rustc -O --edition 2021 bench/tools/storm.rs -o "$WORK/bin/storm"
+  cargo build --release -q -p qoslane-bench-tools   # the driver (bench/tools)
+  cp "${CARGO_TARGET_DIR:-target}/release/storm" "$WORK/bin/storm"
   for via in env squeue; do
     R=$WORK/storm-$via
     bench_node "$R" 4 5 1 "$REPO/examples/qos-network.yml"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# slurm_chroot_rig.sh - a newer real Slurm in a chroot beside the host's 22.05 (rigs/slurm_rig.sh):
-# Debian trixie (Slurm 24.11) or sid (Slurm 26.05), on ports of its own, one or several slurmd.
+# slurm_chroot_rig.sh - a newer real Slurm in a chroot beside the host's (rigs/slurm_rig.sh): a
+# Debian suite's Slurm, a row of rigs/slurm_versions.tsv, on ports of its own (the row's
+# port_base), one or several slurmd.
 #
 #   slurm_chroot_rig.sh create SUITE   make the chroot when missing: from the cached tarball, else
 #                                      with mmdebstrap (then the tarball is written for next time)
@@ -15,9 +16,10 @@
 #                                      while it is started: stop first)
 #   slurm_chroot_rig.sh path SUITE     print the chroot's directory
 #   slurm_chroot_rig.sh nodes SUITE    print the node names, one a line
-#   SUITE: trixie (Slurm 24.11) | sid (Slurm 26.05); default $RIG_SUITE, else sid
+#   SUITE: a chroot suite of rigs/slurm_versions.tsv (or its version); default $RIG_SUITE, else
+#          the newest chroot version's suite
 #
-# Nothing of trixie or sid touches the host: the chroot gets a fresh tmpfs /run (its own munge and
+# Nothing of a chroot's suite touches the host: the chroot gets a fresh tmpfs /run (its own munge and
 # MariaDB sockets; mariadbd without networking), its own /dev (a tmpfs with null, zero, random…
 # and a new devpts instance: nothing of the host's /dev is reachable from it), its own
 # /etc/slurm and munge key. The host needs
@@ -40,25 +42,30 @@
 #   RIG_PROLOG_EPILOG_TIMEOUT=30   seconds (""/0 = not set)
 #   RIG_SCHED_PARAMS="batch_sched_delay=0,sched_interval=2,bf_interval=1"
 #   RIG_EXTRA_CONF=""              extra lines appended to slurm.conf
-#   RIG_METRICS=1                  MetricsType=metrics/openmetrics (Slurm >= 25.11: sid only)
-#   RIG_PORT_BASE                  7817 (sid) / 7917 (trixie): slurmctld BASE, slurmdbd BASE+2,
+#   RIG_METRICS=1                  MetricsType=metrics/openmetrics (Slurm >= 25.11: the table's
+#                                  `openmetrics` feature)
+#   RIG_PORT_BASE                  the suite's port_base in the table: slurmctld BASE, slurmdbd BASE+2,
 #                                  node 1 BASE+1, node i BASE+10+i
 #   RIG_RESET=1                    wipe slurmctld state and the accounting DB before starting
 #   RIG_TIMEOUT=60                 seconds to wait for each daemon
 set -euo pipefail
 
+# The suites and their ports: rigs/slurm_versions.tsv
+# shellcheck source=slurm_versions.sh
+. "$(dirname "${BASH_SOURCE[0]}")/slurm_versions.sh"
 CMD=${1:-help}
-SUITE=${2:-${RIG_SUITE:-sid}}
-case $SUITE in
-  sid) DEF_PORT=7817 ;;
-  trixie) DEF_PORT=7917 ;;
-  *) echo "slurm_chroot_rig.sh: suite '$SUITE': trixie or sid" >&2; exit 2 ;;
-esac
+SUITE=${2:-${RIG_SUITE:-$(slurm_field "$(slurm_newest chroot)" where)}}
+DEF_PORT=$(slurm_field "$SUITE" port_base 2>/dev/null) || DEF_PORT=-
+SUITE=$(slurm_field "$SUITE" where 2>/dev/null) || SUITE=host   # a version names its suite
+if [ "$SUITE" = host ] || [ "$DEF_PORT" = - ]; then
+  echo "slurm_chroot_rig.sh: suite '${2:-${RIG_SUITE:-}}': one of $(for v in $(slurm_versions chroot); do slurm_field "$v" where; done | paste -sd ' ')" >&2
+  exit 2
+fi
 CACHE=${RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/qoslane/rigs}
 CH=$CACHE/$SUITE
 # The tarball's name carries the package list: a chroot made with another list is made again.
 TARBALL=$CACHE/$SUITE.tar.zst
-LOCK=/run/lock/qoslane-slurm-$SUITE.lock
+LOCK=$(slurm_lock "$SUITE")
 NNODES=${RIG_NNODES:-1}
 USERS=${RIG_USERS:-root jobuser}
 QOS_SPEC=${RIG_QOS:-"low:10 normal:100 high:1000 mission-critical:10000"}
@@ -446,5 +453,5 @@ case $CMD in
     rm -rf --one-file-system "$CH"; log "removed $CH (the tarball stays: rm $TARBALL)" ;;
   path) echo "$CH" ;;
   nodes) nodes ;;
-  *) sed -n '2,48p' "$0"; [ "$CMD" = help ] ;;
+  *) sed -n '2,50p' "$0"; [ "$CMD" = help ] ;;
 esac

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh — the whole qoslane flow on this machine (the README's main command):
 #   a simulated InfiniBand fabric (ibsim) with a real OpenSM programming QoS
-#   SL2VL tables, read by the real smpquery; a real single-node Slurm 22.05
-#   cluster with hookrun as Prolog/Epilog/TaskProlog; one job per QoS; what
+#   SL2VL tables, read by the real smpquery; the host's real single-node Slurm
+#   cluster (rigs/slurm_versions.tsv) with hookrun as Prolog/Epilog/TaskProlog; one job per QoS; what
 #   each job got (its SL exports, the node setting, the fabric check, the audit
 #   lines); the SM re-programmed under our feet (drift) reported by the health
 #   check, the fail_job level refused while the node serves the others; the
@@ -10,7 +10,7 @@
 #   options on a multi-switch fabric, proven by the fabric audit, and a spine
 #   misaligned behind the SM named by it; a real Prometheus (node_exporter on
 #   the node's textfiles, the shipped scrape config and alert rules, every
-#   `for:` at 1s) shows the drift's alert firing; then Slurm 26.05 in its chroot with two
+#   `for:` at 1s) shows the drift's alert firing; then the newest Slurm in its chroot with two
 #   nodes (scripts/demo_nodes.sh): one job, the same SL on both, the QoS from the Prolog's
 #   environment. Everything it starts, it stops.
 #
@@ -56,7 +56,7 @@ title "Health: every level lands on its VL (fresh probe)"
 q health || true
 
 # ------------------------------------------------------------------ Slurm
-title "A real Slurm 22.05 cluster, hookrun as Prolog/Epilog/TaskProlog"
+title "A real Slurm $SLURM_VERSION cluster (the host's), hookrun as Prolog/Epilog/TaskProlog"
 start_slurm "$R"
 sed -n '/^Prolog=/p; /^Epilog=/p; /^TaskProlog=/p; /^PrologFlags=/p; /^PrologEpilogTimeout=/p' /etc/slurm/slurm.conf | sed 's/^/  /'
 printf '%s\n' "$R"/etc/slurm/*.d/* | sed "s|$R||; s/^/  /"
@@ -135,7 +135,7 @@ python3 "$PROM_API" alerts "$PROM_URL" | sed 's/^/  /'
 # A multi-switch fabric: the SM's options from the mapping, the fabric audit.
 bash scripts/demo_path.sh "$QL"
 
-# ------------------------------------------------------------------ several nodes, Slurm 26.05
+# ------------------------------------------------------------------ several nodes, the newest Slurm
 bash scripts/demo_nodes.sh
 
 title "Done: rigs stopped, node restored"

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# demo_nodes.sh — the demo's several-node part (scripts/demo.sh calls it): a real Slurm 26.05
-# (Debian sid, in its chroot: rigs/slurm_chroot_rig.sh makes it the first time, ~30 s, then
-# reuses it) with two slurmd, each node with its own qoslane root and HCA port. One
-# `srun -N2 --qos=high` job: the same SL on both nodes, each node's Prolog took the QoS from
-# its environment (26.05 puts the real one there: no call to the controller), each Epilog put
-# its node back. Stops what it started.
+# demo_nodes.sh — the demo's several-node part (scripts/demo.sh calls it): the newest real Slurm
+# of rigs/slurm_versions.tsv (in its Debian suite's chroot: rigs/slurm_chroot_rig.sh makes it the
+# first time, ~30 s, then reuses it) with two slurmd, each node with its own qoslane root and HCA
+# port. One `srun -N2 --qos=high` job: the same SL on both nodes, each node's Prolog took the QoS
+# from where that version gives it (from 26.05 its environment: no call to the controller), each
+# Epilog put its node back. Stops what it started.
 set -euo pipefail
-export SLURM_VERSION=26.05
 cd "$(dirname "$0")/.."
+# shellcheck source=../rigs/slurm_versions.sh
+. rigs/slurm_versions.sh
+SLURM_VERSION=$(slurm_newest chroot)
+export SLURM_VERSION
 . tests/e2e/lib.sh
 
 title() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-title "Slurm $SLURM_VERSION, two nodes: one job, one SL on every node (the QoS from the Prolog's environment)"
+title "Slurm $SLURM_VERSION, two nodes: one job, one SL on every node (the QoS from $QSRC)"
 WORK=$(e2e_workdir qoslane-demo-nodes)
 cleanup() { stop_slurm; rm -rf "${CH:?}$WORK"; }
 trap cleanup EXIT
@@ -22,7 +25,7 @@ for n in "${names[@]}"; do make_node "$(root_of "$n")" "$CH$WORK/mapping.yml"; d
 dispatch_hooks
 start_slurm "$WORK/dispatch" 2
 read -r -a nodes <<< "$NODES"
-echo "\$ sinfo -N   (inside the sid chroot)"
+echo "\$ sinfo -N   (inside the $SLURM_SUITE chroot)"
 slurm_cmd /usr/bin/sinfo -N -o '%N %T %v' | sed 's/^/  /'
 # shellcheck disable=SC2016  # expanded by the task's shell, on each node
 task='echo "job $SLURM_JOB_ID on $SLURMD_NODENAME: UCX_IB_SL=$UCX_IB_SL NCCL_IB_SL=$NCCL_IB_SL QOSLANE_LEVEL=$QOSLANE_LEVEL"'

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh — everything the tests and the demo need on a fresh Debian 12
 # machine, as root: the simulated fabric (ibsim + OpenSM + infiniband-diags),
-# the Slurm 22.05 cluster (slurmctld/slurmd/slurmdbd, MariaDB, munge), mmdebstrap for the
-# Slurm 24.11/26.05 chroots,
+# the host's Slurm cluster (slurmctld/slurmd/slurmdbd, MariaDB, munge), mmdebstrap for the
+# chroot Slurms of rigs/slurm_versions.tsv,
 # Prometheus tools, Ansible, benchmarking tools, shellcheck; and the Rust components.
 # Idempotent: a second run installs nothing.
 set -euo pipefail
@@ -14,7 +14,7 @@ PKGS=(
   gcc libc6-dev libibmad5
   # single-node Slurm cluster
   slurmctld slurmd slurm-client slurmdbd munge mariadb-server
-  # the newer Slurm rigs (rigs/slurm_chroot_rig.sh): trixie/sid chroots, their cached tarballs
+  # the newer Slurm rigs (rigs/slurm_chroot_rig.sh): the suites' chroots, their cached tarballs
   mmdebstrap zstd
   # telemetry: promtool, node_exporter and the Prometheus server that
   # tests/e2e/prometheus.sh runs (curl and python3-yaml: its API reads and config)

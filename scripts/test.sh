@@ -7,19 +7,23 @@
 #                              Slurm (the rig rewrites /etc/slurm) and the
 #                              chroot Slurms; CI runs them
 #   QOSLANE_SLURM_VERSIONS     the Slurm versions to run the e2e suite on
-#                              (default "22.05 24.11 26.05")
+#                              (default: every row of rigs/slurm_versions.tsv)
 #
-# Suites: formatting and lints; shellcheck over every shell script; unit and
+# Suites: formatting and lints; shellcheck over every shell script; the Slurm versions
+# table's consistency; unit and
 # integration tests (with fault injection compiled in); the real simulated
 # fabric (ibsim + OpenSM + smpquery); the multi-switch fabric rig's self-test
 # (its levers, read back with the real tools); Prometheus rule tests; the real Slurm
-# cluster end to end on Slurm 22.05, 24.11 and 26.05, one node and four; qoslane's metrics in
-# a real Prometheus (its alerts fire, the dashboard's queries answer, slurmctld's OpenMetrics
-# scraped); the TaskProlog's exports read by trixie's and sid's UCX and Open MPI; the Omnia
+# cluster end to end on every Slurm of rigs/slurm_versions.tsv, one node and (in the chroots)
+# four; qoslane's metrics in a real Prometheus (its alerts fire, the dashboard's queries answer,
+# slurmctld's OpenMetrics scraped); the TaskProlog's exports read by each chroot's UCX and Open MPI; the Omnia
 # playbook against the local Slurm; the admin story.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# The Slurm versions the suites run: one table (slurm_versions, slurm_field, slurm_newest)
+# shellcheck source=../rigs/slurm_versions.sh
+. rigs/slurm_versions.sh
 
 step() { printf '\n==== %s\n' "$*" >&2; }
 
@@ -34,6 +38,9 @@ cargo clippy --workspace --all-targets --features qoslane/fault-injection -q -- 
 
 step "shellcheck"
 bash scripts/shellcheck.sh
+
+step "the Slurm versions table (rigs/slurm_versions.tsv)"
+slurm_versions_check
 
 step "unit and integration tests (fault injection on, real tools required)"
 export QOSLANE_REQUIRE_TOOLS=1 QOSLANE_FABRIC_RIG=1
@@ -51,19 +58,21 @@ promtool check metrics < crates/qoslane/tests/golden/metrics.prom
 step "packages: the .deb's contents, lintian, man pages, logrotate, install and purge (no Slurm)"
 bash tests/e2e/packages.sh
 
-# The Slurm suite once per Slurm version: the host's 22.05, then 24.11 (trixie) and 26.05 (sid)
-# in their chroots (rigs/slurm_chroot_rig.sh creates each when missing, ~30 s, then reuses it);
-# each closes with "slurm-VERSION: N passed, 0 failed". The several-node suite runs on both
-# chroots. QOSLANE_SLURM_VERSIONS narrows the list (e.g. "22.05").
+# The Slurm suite once per Slurm version of rigs/slurm_versions.tsv: the host's, then each in its
+# chroot (rigs/slurm_chroot_rig.sh creates each when missing, ~30 s, then reuses it); each closes
+# with "slurm-VERSION: N passed, 0 failed". The several-node suite runs on every chroot's.
+# QOSLANE_SLURM_VERSIONS narrows the list (e.g. "22.05").
+versions=${QOSLANE_SLURM_VERSIONS:-$(slurm_versions | paste -sd ' ')}
 runs=()
-for v in ${QOSLANE_SLURM_VERSIONS:-22.05 24.11 26.05}; do runs+=("tests/e2e/slurm.sh --slurm $v"); done
-for v in ${QOSLANE_SLURM_VERSIONS:-24.11 26.05}; do
-  [ "$v" = 22.05 ] || runs+=("tests/e2e/slurm_nodes.sh --slurm $v")
+for v in $versions; do runs+=("tests/e2e/slurm.sh --slurm $v"); done
+for v in $versions; do
+  [ "$(slurm_field "$v" where 2>/dev/null)" = host ] || runs+=("tests/e2e/slurm_nodes.sh --slurm $v")
 done
-# Prometheus (its alerts, the dashboard, slurmctld's OpenMetrics) on 26.05's two nodes, or on the
-# first version QOSLANE_SLURM_VERSIONS lists when it leaves 26.05 out.
-pv=26.05
-case " ${QOSLANE_SLURM_VERSIONS:-26.05} " in *" 26.05 "*) ;; *) pv=${QOSLANE_SLURM_VERSIONS%% *} ;; esac
+# Prometheus (its alerts, the dashboard, slurmctld's OpenMetrics) on the newest version with
+# OpenMetrics (two nodes), or on the first version QOSLANE_SLURM_VERSIONS lists when it leaves
+# that one out.
+pv=$(slurm_newest openmetrics)
+case " $versions " in *" $pv "*) ;; *) pv=${versions%% *} ;; esac
 runs+=("tests/e2e/prometheus.sh --slurm $pv" tests/e2e/libraries.sh tests/e2e/omnia.sh tests/e2e/admin_story.sh)
 # A failed end-to-end suite does not stop the others: one CI run reports every failure.
 failed=()

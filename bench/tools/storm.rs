@@ -1,7 +1,7 @@
 //! The storm driver (bench/tools/storm.py runs it and checks what it did):
 //! N threads behind one barrier, each the Prolog then the Epilog of its own
 //! job, as slurmd starts them when N jobs land on a node at once. Written in
-//! Rust with std only (bench/run.sh compiles it with rustc) so that the
+//! Rust with std only (bench/run.sh builds it with cargo) so that the
 //! driver's own cost per process is small next to what it measures; a
 //! Python driver spent ~0.5 s of a 2 s storm spawning.
 //!
@@ -12,6 +12,11 @@
 //! environment is inherited. Prints one line per job:
 //! `job t_start_us t_prolog_end_us t_epilog_end_us prolog_exit epilog_exit
 //! stderr_bytes` (times from the barrier), then each non-empty stderr.
+
+#![expect(
+    clippy::print_stdout,
+    reason = "its one line per job on stdout is its output (bench/tools/storm.py reads it)"
+)]
 
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
@@ -48,7 +53,11 @@ fn main() {
                             .stdout(Stdio::null())
                             .stderr(Stdio::piped());
                         if via == "env" {
-                            let ctx = if hook == "prolog" { "prolog_slurmd" } else { "epilog_slurmd" };
+                            let ctx = if hook == "prolog" {
+                                "prolog_slurmd"
+                            } else {
+                                "epilog_slurmd"
+                            };
                             c.env("SLURM_SCRIPT_CONTEXT", ctx).env("SLURM_JOB_QOS", &q);
                         } else {
                             c.env_remove("SLURM_SCRIPT_CONTEXT")
@@ -72,13 +81,19 @@ fn main() {
         );
     }
     barrier.wait();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("join")).collect();
+    let results: Vec<_> = handles
+        .into_iter()
+        .map(|h| h.join().expect("join"))
+        .collect();
     for (job, s, p, e, pc, ec, err) in &results {
         println!("{job} {s} {p} {e} {pc} {ec} {}", err.len());
     }
     for (job, .., err) in &results {
         if !err.is_empty() {
-            println!("stderr {job}: {}", String::from_utf8_lossy(err).replace('\n', " | "));
+            println!(
+                "stderr {job}: {}",
+                String::from_utf8_lossy(err).replace('\n', " | ")
+            );
         }
     }
 }

@@ -30,6 +30,9 @@
 # measuring to bench/lib.sh (`check_audit`).
 
 NODE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# The Slurm versions the suites run, one table (slurm_versions, slurm_field, slurm_lock, ...).
+# shellcheck source=../../rigs/slurm_versions.sh
+. "$NODE_REPO/rigs/slurm_versions.sh"
 # The committed stand-ins (fake smpquery, squeue) and captured answers.
 FIX=$NODE_REPO/crates/qoslane/tests/fixtures
 # The node settings the fixture mappings change, and their baseline values.
@@ -107,8 +110,8 @@ site_epilog_hook() {
 # shellcheck disable=SC2034  # RIG: for the scripts that source this
 RIG=$NODE_REPO/rigs/slurm_rig.sh
 export RIG_DIR=${RIG_DIR:-/tmp/qoslane-slurmrig}
-RIG_LOCK=/run/lock/qoslane-slurm-rig.lock
-# rigs/slurm_chroot_rig.sh: one lock per suite (trixie, sid), /run/lock/qoslane-slurm-SUITE.lock
+RIG_LOCK=$(slurm_lock host)
+# rigs/slurm_chroot_rig.sh: one lock per chroot suite of rigs/slurm_versions.tsv (slurm_lock SUITE)
 # shellcheck disable=SC2034  # for the scripts that source this
 CHROOT_RIG=$NODE_REPO/rigs/slurm_chroot_rig.sh
 # shellcheck disable=SC2034  # for the scripts that source this

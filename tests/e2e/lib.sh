@@ -2,7 +2,7 @@
 # lib.sh — shared by the end-to-end suites and the demo: named assertions
 # (`check DESC CMD...`), build the binaries, a node for the Slurm rig
 # (`make_node`, laid out by scripts/lib/node.sh), which Slurm (`slurm_select`,
-# SLURM_VERSION=22.05|24.11|26.05; `slurm_cmd` runs a command where it is),
+# SLURM_VERSION=a version of rigs/slurm_versions.tsv; `slurm_cmd` runs a command where it is),
 # start/stop the rig under its lock, submit jobs and poll with bounds.
 #
 # Sourced; expects `set -euo pipefail` in the caller.
@@ -50,29 +50,27 @@ build_release() {
 make_node() { node_layout "$1" "$2" 1 identity; node_hooks "$1"; }
 
 # ------------------------------------------------------------ which Slurm
-# slurm_select VERSION : the Slurm the suite runs on. 22.05: the host's (rigs/slurm_rig.sh);
-# 24.11: Debian trixie's, 26.05: Debian sid's, each in its chroot (rigs/slurm_chroot_rig.sh).
-# Sets SLURM_VERSION, SLURM_SUITE (host|trixie|sid), CH (the chroot's directory, "" for the
-# host), NODE_CH (scripts/lib/node.sh: nodes are laid out inside CH) and RIG_LOCK (the rig's
-# lock). Everything a hook, a job or a Slurm command sees is a path inside CH; the suite reads
-# and writes those files at "$CH$PATH".
+# slurm_select VERSION|SUITE|host : the Slurm the suite runs on, a row of rigs/slurm_versions.tsv:
+# the host's (rigs/slurm_rig.sh) or a Debian suite's in its chroot (rigs/slurm_chroot_rig.sh).
+# Sets SLURM_VERSION, SLURM_SUITE (host or the chroot's suite), CH (the chroot's directory, ""
+# for the host), NODE_CH (scripts/lib/node.sh: nodes are laid out inside CH) and RIG_LOCK (the
+# rig's lock). Everything a hook, a job or a Slurm command sees is a path inside CH; the suite
+# reads and writes those files at "$CH$PATH". Default: the host's.
 slurm_select() {
-  case $1 in
-    22.05 | host) SLURM_VERSION=22.05 SLURM_SUITE=host ;;
-    24.11 | trixie) SLURM_VERSION=24.11 SLURM_SUITE=trixie ;;
-    26.05 | sid) SLURM_VERSION=26.05 SLURM_SUITE=sid ;;
-    *) say "unknown Slurm '$1' (22.05|24.11|26.05, or host|trixie|sid)"; return 2 ;;
-  esac
+  SLURM_VERSION=$(slurm_version_of "$1") || return 2
+  SLURM_SUITE=$(slurm_field "$SLURM_VERSION" where)
+  RIG_LOCK=$(slurm_lock "$SLURM_VERSION")
   if [ "$SLURM_SUITE" = host ]; then CH=""
-  else CH=$(bash "$CHROOT_RIG" path "$SLURM_SUITE"); RIG_LOCK=/run/lock/qoslane-slurm-$SLURM_SUITE.lock; fi
+  else CH=$(bash "$CHROOT_RIG" path "$SLURM_SUITE"); fi
   NODE_CH=$CH
   export SLURM_VERSION SLURM_SUITE CH NODE_CH
 }
-slurm_select "${SLURM_VERSION:-22.05}"
+slurm_select "${SLURM_VERSION:-$(slurm_newest host)}"
 
-# Where the Prolog learns the QoS: 26.05 puts the real one in its environment (from the job
-# credential); before, the non-spoofable squeue query (the audit's qos_source)
-qos_source_expected() { case $SLURM_VERSION in 26.05) echo env ;; *) echo squeue ;; esac; }
+# Where the Prolog learns the QoS (the audit's qos_source): the table's qos_source — env from
+# 26.05 (the real one in its environment, from the job credential), before that squeue (the
+# non-spoofable query)
+qos_source_expected() { slurm_field "$SLURM_VERSION" qos_source; }
 # shellcheck disable=SC2034  # for the suites that source this
 QSRC=$(qos_source_expected)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libraries.sh — the TaskProlog's exports fed to the configuration parsers of the UCX and
-# Open MPI that Debian trixie (UCX 1.18, Open MPI 5) and sid (UCX 1.23, Open MPI 6) ship, in
-# the Slurm rigs' chroots (rigs/slurm_chroot_rig.sh installs ucx-utils and openmpi-bin there;
+# Open MPI that each chroot suite of rigs/slurm_versions.tsv ships (trixie: UCX 1.18, Open MPI 5;
+# sid: UCX 1.23, Open MPI 6), in the Slurm rigs' chroots (rigs/slurm_chroot_rig.sh installs ucx-utils and openmpi-bin there;
 # the host's UCX 1.13 and Open MPI 4.1 are crates/qoslane/tests/integration/libraries.rs).
 #
 # A mission-critical job's exports (SL 3, traffic class 106), from a real Prolog and TaskProlog
@@ -44,7 +44,7 @@ in_chroot() {
     unshare -m --propagation private sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$ch" "$@"
 }
 
-for suite in trixie sid; do
+for suite in $(for v in $(slurm_versions chroot); do slurm_field "$v" where; done); do
   bash "$CHROOT_RIG" create "$suite" >/dev/null 2>&1 || { fail "$suite: the chroot could not be made"; continue; }
   ch=$(bash "$CHROOT_RIG" path "$suite")
   # UCX

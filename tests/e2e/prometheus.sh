@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # prometheus.sh — qoslane's and Slurm's metrics in a real Prometheus. Real hook runs on a
-# real several-node Slurm (hookrun + qoslane as Prolog/Epilog/TaskProlog; by default Slurm
-# 26.05 of the sid chroot rig, two slurmd, each node its own qoslane root) write each node's
+# real several-node Slurm (hookrun + qoslane as Prolog/Epilog/TaskProlog; by default the newest
+# Slurm with OpenMetrics in rigs/slurm_versions.tsv, in its chroot rig, two slurmd, each node its
+# own qoslane root) write each node's
 # textfiles; a real node_exporter per node root — every compute node, and a control node
 # holding `qoslane fabric audit --textfile`'s file from the multi-switch rig — exports them;
 # a real Prometheus (Debian's 2.42), started from the shipped
@@ -14,21 +15,24 @@
 # loopback, free ports, temp dirs; everything it starts it stops, by PID. Bounded polls, no
 # guessed sleeps.
 #
-#   tests/e2e/prometheus.sh [--slurm 26.05|24.11|22.05]   (or SLURM_VERSION; default 26.05;
-#                           24.11 and the host's 22.05 have no slurmctld metrics, and 22.05
-#                           one node: those parts are skipped, said)
+#   tests/e2e/prometheus.sh [--slurm VERSION|SUITE|host]   (or SLURM_VERSION; default the newest
+#                           version whose row says openmetrics; a version without it has no
+#                           slurmctld metrics, and the host's one node: those parts are skipped, said)
 #
 # The alert rules are loaded from a test copy in which every `for:` is 1s (lib.sh's
 # prom_rules_1s: `sed -E 's/^( +for:) .*/\1 1s/'`; the shipped file keeps 5m/10m/15m/30m, and
 # its expressions are unchanged): the rules' expressions, not their patience, are what is
 # tested here (promtool's unit tests cover the durations).
 set -euo pipefail
-export SLURM_VERSION=${SLURM_VERSION:-26.05}
+# shellcheck source=../../rigs/slurm_versions.sh
+. "$(dirname "$0")/../../rigs/slurm_versions.sh"
+export SLURM_VERSION=${SLURM_VERSION:-$(slurm_newest openmetrics)}
 if [ "${1:-}" = --slurm ]; then SLURM_VERSION=${2:?--slurm VERSION}; fi
 . "$(dirname "$0")/lib.sh"
 T0=$(date +%s%N)
-# slurmctld serves OpenMetrics from 25.11 (the chroot rig configures it with RIG_METRICS=1)
-CTLD_METRICS=0; [ "$SLURM_VERSION" = 26.05 ] && CTLD_METRICS=1
+# slurmctld serves OpenMetrics from 25.11 (the table's openmetrics feature; the chroot rig
+# configures it with RIG_METRICS=1)
+CTLD_METRICS=0; if slurm_has "$SLURM_VERSION" openmetrics; then CTLD_METRICS=1; fi
 export RIG_METRICS=$CTLD_METRICS
 NN=2; [ -n "$CH" ] || NN=1   # the host rig has one node
 
@@ -281,7 +285,7 @@ if [ -n "$CTLD_ADDR" ]; then
   check "/metrics/scheduler: the main scheduler has run (slurm_schedule_cycle_cnt)" has_series 'slurm_schedule_cycle_cnt{job="slurmctld"} > 0'
   slurm_cmd /usr/bin/scancel "$held_job"
 else
-  say "no slurmctld metrics on Slurm $SLURM_VERSION (from 25.11): that part runs on 26.05"
+  say "no slurmctld metrics on Slurm $SLURM_VERSION (from 25.11): that part runs on $(slurm_versions openmetrics | paste -sd ' ')"
 fi
 
 # ------------------------------------------------------------ the textfiles parse

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # slurm.sh — qoslane under hookrun on a real single-node Slurm cluster, the
-# version a parameter: the host's 22.05, or 24.11 (trixie) / 26.05 (sid) in
-# their chroots (rigs/slurm_chroot_rig.sh), the node and its hooks inside.
+# version a parameter: a row of rigs/slurm_versions.tsv, the host's or a Debian
+# suite's in its chroot (rigs/slurm_chroot_rig.sh), the node and its hooks inside.
 # Each case asserts on what Slurm and the node actually show. Bounded polls,
 # no guessed sleeps. Leaves the rig stopped.
 #
-#   tests/e2e/slurm.sh [--slurm 22.05|24.11|26.05|host|trixie|sid]   (or SLURM_VERSION=...)
+#   tests/e2e/slurm.sh [--slurm VERSION|SUITE|host]   (or SLURM_VERSION=...; default: the host's)
 set -euo pipefail
 if [ "${1:-}" = --slurm ]; then export SLURM_VERSION=${2:?--slurm VERSION}; fi
 . "$(dirname "$0")/lib.sh"
@@ -59,7 +59,8 @@ for ((i = 0; i < ${#spoofs[@]}; i += 2)); do
 done
 
 say "case: SLURM_JOB_QOS=mission-critical in the submitter's environment is not the job's QoS"
-# (on 26.05 slurmd's own SLURM_JOB_QOS is what the Prolog trusts: the user's must not reach it)
+# (where the table's qos_source is env, slurmd's own SLURM_JOB_QOS is what the Prolog trusts: the
+# user's must not reach it)
 j=$(slurm_cmd env SLURM_JOB_QOS=mission-critical /usr/bin/sbatch --parsable --qos=low -o "$WORK/slurm-%j.out" "$(job_script job-envspoof)")
 poll 60 "env spoof job $j running" is_running "$j"
 check "env spoof (sbatch env): level low, SL 1" eq "$(env_of "$j" QOSLANE_LEVEL)/$(env_of "$j" UCX_IB_SL)" low/1

@@ -9,12 +9,15 @@
 # node's root by SLURMD_NODENAME, as a site's wrapper would pick per-node configuration. Bounded
 # polls, no guessed sleeps. Leaves both rigs stopped.
 #
-#   tests/e2e/slurm_nodes.sh [--slurm 24.11|26.05|trixie|sid]   (or SLURM_VERSION=...; default 26.05)
+#   tests/e2e/slurm_nodes.sh [--slurm VERSION|SUITE]   (or SLURM_VERSION=...; a chroot's row of
+#                                                       rigs/slurm_versions.tsv; default the newest)
 set -euo pipefail
-export SLURM_VERSION=${SLURM_VERSION:-26.05}
+# shellcheck source=../../rigs/slurm_versions.sh
+. "$(dirname "$0")/../../rigs/slurm_versions.sh"
+export SLURM_VERSION=${SLURM_VERSION:-$(slurm_newest chroot)}
 if [ "${1:-}" = --slurm ]; then SLURM_VERSION=${2:?--slurm VERSION}; fi
 . "$(dirname "$0")/lib.sh"
-[ -n "$CH" ] || { say "several nodes need a chroot rig (24.11 or 26.05), not the host's $SLURM_VERSION"; exit 2; }
+[ -n "$CH" ] || { say "several nodes need a chroot rig ($(slurm_versions chroot | paste -sd ' ')), not the host's $SLURM_VERSION"; exit 2; }
 
 NN=4
 WORK=$(e2e_workdir qoslane-e2e-nodes)

@@ -1,20 +1,23 @@
-//! The program: parse, resolve settings, run a phase, decide what its result
-//! means for the job and the node, count it, and pick the exit code.
+//! The program: parse, resolve the configuration, run a phase, decide what its
+//! result means for the job and the node, count it, and pick the exit code.
+//! The man pages it writes for `generate man` are [`crate::manual`]'s.
 
 use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, Generate};
+use crate::config::{Config, ENV_JOB_ID, ENV_SCRIPT_CONTEXT, EnvSnapshot};
 use crate::discover;
-use crate::exit::{self, Verdict};
+use crate::exit::{self, ExitClass};
 use crate::health;
 use crate::list;
 use crate::log::{self, Priority};
+use crate::manual;
 use crate::metrics;
+use crate::options::OnFailure;
 use crate::phase::Phase;
 use crate::runner::{self, Limits, PhaseReport};
-use crate::settings::{ENV_JOB_ID, ENV_SCRIPT_CONTEXT, EnvSnapshot, OnFailure, Settings};
 use crate::signals::Signals;
 use crate::slurm::{REASON_PREFIX, Scontrol};
 
@@ -57,16 +60,16 @@ pub fn run(cli: &Cli, env: &EnvSnapshot) -> i32 {
     // The TaskProlog runs with the job user's environment: not a source of
     // configuration.
     let trust_env = action != Action::Run(Phase::TaskProlog);
-    let settings = match Settings::resolve(&cli.options, env, trust_env) {
-        Ok(settings) => settings,
+    let config = match Config::resolve(&cli.options, env, trust_env) {
+        Ok(config) => config,
         Err(error) => {
             log::phase(Priority::Error, "error", &error.to_string());
             return exit::USAGE;
         }
     };
     match action {
-        Action::List(only) => list::print(&settings, only),
-        Action::Run(phase) => run_phase(phase, &settings, env).exit_code(),
+        Action::List(only) => list::print(&config, only),
+        Action::Run(phase) => run_phase(phase, &config, env).exit_code(),
     }
 }
 
@@ -95,78 +98,19 @@ pub fn action(command: Option<Command>, env: &EnvSnapshot) -> Result<Action, Str
     })
 }
 
-/// The pages' date: `SOURCE_DATE_EPOCH` when the build sets it (packaging/
-/// build.sh does: reproducible packages), else today. clap_mangen drops an
-/// empty date from `.TH`, which shifts the source and manual into the wrong
-/// places of the page's header and footer.
-fn man_date() -> String {
-    let when = std::env::var("SOURCE_DATE_EPOCH")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map_or_else(std::time::SystemTime::now, |secs| {
-            std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)
-        });
-    humantime::format_rfc3339(when).to_string()[..10].to_owned()
-}
-
-/// `hookrun(8)` (section 8: it lives in /usr/sbin): the clap page with its
-/// environment and exit codes (the long help's epilogue), plus FILES.
-fn man_page(cmd: clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
-    const FILES: &str = "\
-.SH FILES
-.TP
-.B /etc/slurm/{prolog.d,epilog.d,task\\-prolog.d,health.d}/
-The hooks of each phase, run in ascending file\\-name order.
-.TP
-.B /etc/slurm/hookrun.conf
-Site settings (key = value lines; see /usr/share/doc/qoslane/hookrun.md).
-Read only when owned by root and not writable by group or others.
-.TP
-.B /var/lib/hookrun/
-The metric counters (metrics.json).
-.TP
-.B /var/lib/prometheus/node\\-exporter/hookrun.prom
-The metrics, for node_exporter's textfile collector.
-.SH \"SEE ALSO\"
-.BR hookrun.conf (5),
-.BR qoslane (8),
-.BR slurm.conf (5),
-.B /usr/share/doc/qoslane/hookrun.md
-";
-    let mut cmd = cmd.disable_help_subcommand(true);
-    cmd.build();
-    let man = clap_mangen::Man::new(cmd)
-        .section("8")
-        .date(man_date())
-        .source(format!("hookrun {}", env!("CARGO_PKG_VERSION")))
-        .manual("System Administration");
-    let mut roff = Vec::new();
-    man.render_title(&mut roff)?;
-    man.render_name_section(&mut roff)?;
-    man.render_synopsis_section(&mut roff)?;
-    man.render_description_section(&mut roff)?;
-    man.render_options_section(&mut roff)?;
-    man.render_subcommands_section(&mut roff)?;
-    man.render_extra_section(&mut roff)?;
-    roff.extend_from_slice(FILES.as_bytes());
-    man.render_version_section(&mut roff)?;
-    std::fs::write(dir.join(man.get_filename()), roff)?;
-    let (name, conf) = crate::conf_man::page();
-    std::fs::write(dir.join(name), conf)
-}
-
-/// `hookrun generate man DIR` / `completions SHELL DIR`: the man page and
-/// completions come from the same clap definitions as the parser.
-fn generate(what: &crate::cli::Generate) -> i32 {
-    use clap::CommandFactory;
-    let mut cmd = Cli::command();
+/// `hookrun generate man DIR` / `completions SHELL DIR`: the man pages
+/// ([`manual`]) and completions come from the same clap definitions as the
+/// parser.
+fn generate(what: &Generate) -> i32 {
     let dir = match what {
-        crate::cli::Generate::Man { dir } | crate::cli::Generate::Completions { dir, .. } => dir,
+        Generate::Man { dir } | Generate::Completions { dir, .. } => dir,
     };
     let result = std::fs::create_dir_all(dir).and_then(|()| match what {
-        crate::cli::Generate::Man { .. } => man_page(cmd, dir),
-        crate::cli::Generate::Completions { shell, .. } => {
-            clap_complete::generate_to(*shell, &mut cmd, "hookrun", dir).map(drop)
+        Generate::Man { .. } => manual::pages()?
+            .into_iter()
+            .try_for_each(|(name, roff)| std::fs::write(dir.join(name), roff)),
+        Generate::Completions { shell, .. } => {
+            clap_complete::generate_to(*shell, &mut Cli::command(), "hookrun", dir).map(drop)
         }
     });
     match result {
@@ -182,7 +126,7 @@ fn generate(what: &crate::cli::Generate) -> i32 {
     }
 }
 
-fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {
+fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
     let started = Instant::now();
     let name = phase.name();
     // The TaskProlog's SLURM_JOB_ID comes from the user's environment: not a
@@ -191,9 +135,9 @@ fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {
         Phase::TaskProlog => None,
         _ => env.text(ENV_JOB_ID).ok().flatten(),
     };
-    log::init(&settings.root, job_id);
+    log::init(&config.root, job_id);
     // Logging waits for nothing past the phase's budget and the kill grace.
-    nodeio::log::set_deadline(started + settings.budget + settings.kill_grace);
+    nodeio::log::set_deadline(started + config.budget + config.kill_grace);
     let signals = match Signals::install() {
         Ok(signals) => signals,
         Err(error) => {
@@ -202,29 +146,29 @@ fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {
                 name,
                 &format!("failed to install signal handlers: {error}"),
             );
-            return Verdict::SetupFailed;
+            return ExitClass::SetupFailed;
         }
     };
-    if !settings.ignored_env.is_empty() {
+    if !config.ignored_env.is_empty() {
         log::phase(
             Priority::Warning,
             name,
             &format!(
                 "ignoring {} (a TaskProlog runs with the job user's environment)",
-                settings.ignored_env.join(", ")
+                config.ignored_env.join(", ")
             ),
         );
     }
     let scontrol = Scontrol {
-        path: &settings.scontrol,
-        timeout: settings.scontrol_timeout,
-        kill_grace: settings.kill_grace,
+        path: &config.scontrol,
+        timeout: config.scontrol_timeout,
+        kill_grace: config.kill_grace,
         signals: &signals,
         phase: name,
     };
 
-    let dir = settings.phase_dir(phase);
-    let listing = match discover::scan(&settings.root, &dir) {
+    let dir = config.phase_dir(phase);
+    let listing = match discover::scan(&config.root, &dir) {
         Ok(listing) => listing,
         Err(error) => {
             log::phase(Priority::Error, name, &error.to_string());
@@ -237,7 +181,7 @@ fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {
                 );
                 health::drain(&scontrol, &health::node_name(env), &reason, name);
             }
-            return Verdict::SetupFailed;
+            return ExitClass::SetupFailed;
         }
     };
     if !listing.exists {
@@ -256,15 +200,15 @@ fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {
     }
 
     let limits = Limits {
-        budget_end: started + settings.budget,
-        budget: settings.budget,
-        hook_timeout: settings.hook_timeout,
-        kill_grace: settings.kill_grace,
+        budget_end: started + config.budget,
+        budget: config.budget,
+        hook_timeout: config.hook_timeout,
+        kill_grace: config.kill_grace,
     };
     let report = runner::run_phase(phase, &listing.hooks, limits, &signals);
-    let verdict = decide(&report, settings, env, &scontrol);
-    let summary_priority = match verdict {
-        Verdict::Success => Priority::Info,
+    let class = decide(&report, config, env, &scontrol);
+    let summary_priority = match class {
+        ExitClass::Success => Priority::Info,
         _ => Priority::Warning,
     };
     log::phase(
@@ -274,20 +218,20 @@ fn run_phase(phase: Phase, settings: &Settings, env: &EnvSnapshot) -> Verdict {
             "{} in {}; exit {}",
             report.summary(),
             log::duration(started.elapsed()),
-            verdict.exit_code()
+            class.exit_code()
         ),
     );
-    count(&report, settings, verdict);
-    verdict
+    count(&report, config, class);
+    class
 }
 
 /// What the hooks' results mean for the job and the node.
 fn decide(
     report: &PhaseReport,
-    settings: &Settings,
+    config: &Config,
     env: &EnvSnapshot,
     scontrol: &Scontrol<'_>,
-) -> Verdict {
+) -> ExitClass {
     let phase = report.phase;
     let name = phase.name();
     if let Some(signal) = report.interrupted {
@@ -299,16 +243,16 @@ fn decide(
                 runner::signal_name(signal)
             ),
         );
-        return Verdict::Interrupted(signal);
+        return ExitClass::Interrupted(signal);
     }
     let failed = report
         .required_failures()
         .next()
-        .map(|failure| format!("required hook {} {}", failure.name, failure.outcome.verb()));
+        .map(|failure| format!("required hook {} {}", failure.name, failure.fate.verb()));
     match (phase, failed) {
         (Phase::Health, _) => health::act(report, scontrol, &health::node_name(env)),
-        (_, None) => Verdict::Success,
-        (Phase::Prolog, Some(failed)) => match settings.on_failure {
+        (_, None) => ExitClass::Success,
+        (Phase::Prolog, Some(failed)) => match config.on_failure {
             OnFailure::Drain => {
                 log::phase(
                     Priority::Error,
@@ -317,7 +261,7 @@ fn decide(
                         "{failed}: exiting non-zero; Slurm drains the node (\"Prolog error\") and requeues-and-holds a batch job"
                     ),
                 );
-                Verdict::RequiredHookFailed
+                ExitClass::RequiredHookFailed
             }
             OnFailure::Requeue => requeue(&failed, env, scontrol),
         },
@@ -327,7 +271,7 @@ fn decide(
                 name,
                 &format!("{failed}: exiting non-zero; Slurm drains the node (\"Epilog error\")"),
             );
-            Verdict::RequiredHookFailed
+            ExitClass::RequiredHookFailed
         }
         (Phase::TaskProlog, Some(failed)) => {
             log::phase(
@@ -337,13 +281,13 @@ fn decide(
                     "{failed}: exiting non-zero; Slurm fails this task (the node is not drained)"
                 ),
             );
-            Verdict::RequiredHookFailed
+            ExitClass::RequiredHookFailed
         }
     }
 }
 
 /// Policy `requeue`: hold the job, keep the node.
-fn requeue(failed: &str, env: &EnvSnapshot, scontrol: &Scontrol<'_>) -> Verdict {
+fn requeue(failed: &str, env: &EnvSnapshot, scontrol: &Scontrol<'_>) -> ExitClass {
     let name = Phase::Prolog.name();
     let job_id = match env.text(ENV_JOB_ID) {
         Ok(Some(id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => id,
@@ -355,7 +299,7 @@ fn requeue(failed: &str, env: &EnvSnapshot, scontrol: &Scontrol<'_>) -> Verdict 
                     "{failed}; on_failure=requeue but {ENV_JOB_ID}={id:?} is not a job id: exiting non-zero, the node drains"
                 ),
             );
-            return Verdict::RequeueFailed;
+            return ExitClass::RequeueFailed;
         }
         _ => {
             log::phase(
@@ -365,7 +309,7 @@ fn requeue(failed: &str, env: &EnvSnapshot, scontrol: &Scontrol<'_>) -> Verdict 
                     "{failed}; on_failure=requeue but {ENV_JOB_ID} is not set: exiting non-zero, the node drains"
                 ),
             );
-            return Verdict::RequeueFailed;
+            return ExitClass::RequeueFailed;
         }
     };
     match scontrol.requeue_hold(job_id) {
@@ -377,7 +321,7 @@ fn requeue(failed: &str, env: &EnvSnapshot, scontrol: &Scontrol<'_>) -> Verdict 
                     "{failed}: job {job_id} requeued and held; exiting 0 so the node stays in service (release it with `scontrol release {job_id}`)"
                 ),
             );
-            Verdict::Requeued
+            ExitClass::Requeued
         }
         Err(error) => {
             log::phase(
@@ -387,13 +331,13 @@ fn requeue(failed: &str, env: &EnvSnapshot, scontrol: &Scontrol<'_>) -> Verdict 
                     "{failed}; requeue-hold of job {job_id} failed ({error}): exiting non-zero, the node drains"
                 ),
             );
-            Verdict::RequeueFailed
+            ExitClass::RequeueFailed
         }
     }
 }
 
-/// Adds the run to the metrics. Never changes the verdict.
-fn count(report: &PhaseReport, settings: &Settings, verdict: Verdict) {
+/// Adds the run to the metrics. Never changes the exit class.
+fn count(report: &PhaseReport, config: &Config, class: ExitClass) {
     if report.results.is_empty() {
         return;
     }
@@ -403,18 +347,18 @@ fn count(report: &PhaseReport, settings: &Settings, verdict: Verdict) {
         .map(|result| metrics::Record {
             phase: report.phase.name(),
             hook: &result.name,
-            outcome: result.outcome,
+            fate: result.fate,
             elapsed: result.elapsed,
             dropped: report.dropped(&result.name),
         })
         .collect();
     let paths = metrics::Paths {
-        root: settings.root.clone(),
-        state_dir: settings.state_dir.clone(),
-        textfile_dir: settings.textfile_dir.clone(),
+        root: config.root.clone(),
+        state_dir: config.state_dir.clone(),
+        textfile_dir: config.textfile_dir.clone(),
     };
-    let lock_wait = match verdict {
-        Verdict::Interrupted(_) => INTERRUPTED_LOCK_WAIT,
+    let lock_wait = match class {
+        ExitClass::Interrupted(_) => INTERRUPTED_LOCK_WAIT,
         _ => metrics::LOCK_WAIT,
     };
     let name = report.phase.name();

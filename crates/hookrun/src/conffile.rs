@@ -1,7 +1,8 @@
 //! The `hookrun.conf` file: `key = value` lines, `#` comments, blank lines.
 //!
 //! This module only checks the syntax (known keys, no duplicates) and keeps the
-//! line of each value so that [`crate::settings`] can name it in an error.
+//! line of each value so that the configuration (`config.rs`) can name it in an
+//! error.
 
 use std::collections::BTreeMap;
 use std::fmt;

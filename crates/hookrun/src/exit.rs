@@ -1,5 +1,5 @@
-//! Exit codes: the documented constants and the one place that maps a run's
-//! verdict onto them (docs/hookrun.md has the table).
+//! Exit codes: the documented constants and the one place that maps how a run
+//! ended ([`ExitClass`]) onto them (docs/hookrun.md has the table).
 //!
 //! Slurm only tells zero from non-zero for Prolog/Epilog (non-zero drains the
 //! node) and TaskProlog (non-zero fails the task), and only logs the status of
@@ -25,7 +25,7 @@ pub const SIGNAL_BASE: i32 = 128;
 
 /// How a hookrun invocation ended, before it becomes a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum ExitClass {
     /// All required hooks passed (optional failures do not count).
     Success,
     /// A required Prolog hook failed and `scontrol requeuehold` held the job:
@@ -45,17 +45,17 @@ pub enum Verdict {
     Interrupted(i32),
 }
 
-impl Verdict {
-    /// The process exit status for this verdict. Exhaustive on purpose: a new
-    /// verdict has to pick its code here.
+impl ExitClass {
+    /// The process exit status for this class. Exhaustive on purpose: a new
+    /// class has to pick its code here.
     pub fn exit_code(self) -> i32 {
         match self {
-            Verdict::Success | Verdict::Requeued => OK,
-            Verdict::RequiredHookFailed | Verdict::Unhealthy => HOOK_FAILED,
-            Verdict::Usage => USAGE,
-            Verdict::RequeueFailed => REQUEUE_FAILED,
-            Verdict::SetupFailed => SETUP_FAILED,
-            Verdict::Interrupted(signal) => SIGNAL_BASE + signal,
+            ExitClass::Success | ExitClass::Requeued => OK,
+            ExitClass::RequiredHookFailed | ExitClass::Unhealthy => HOOK_FAILED,
+            ExitClass::Usage => USAGE,
+            ExitClass::RequeueFailed => REQUEUE_FAILED,
+            ExitClass::SetupFailed => SETUP_FAILED,
+            ExitClass::Interrupted(signal) => SIGNAL_BASE + signal,
         }
     }
 }
@@ -66,13 +66,13 @@ mod tests {
 
     #[test]
     fn documented_values() {
-        assert_eq!(Verdict::Success.exit_code(), 0);
-        assert_eq!(Verdict::Requeued.exit_code(), 0);
-        assert_eq!(Verdict::RequiredHookFailed.exit_code(), 1);
-        assert_eq!(Verdict::Unhealthy.exit_code(), 1);
-        assert_eq!(Verdict::Usage.exit_code(), 2);
-        assert_eq!(Verdict::RequeueFailed.exit_code(), 3);
-        assert_eq!(Verdict::SetupFailed.exit_code(), 4);
-        assert_eq!(Verdict::Interrupted(15).exit_code(), 143);
+        assert_eq!(ExitClass::Success.exit_code(), 0);
+        assert_eq!(ExitClass::Requeued.exit_code(), 0);
+        assert_eq!(ExitClass::RequiredHookFailed.exit_code(), 1);
+        assert_eq!(ExitClass::Unhealthy.exit_code(), 1);
+        assert_eq!(ExitClass::Usage.exit_code(), 2);
+        assert_eq!(ExitClass::RequeueFailed.exit_code(), 3);
+        assert_eq!(ExitClass::SetupFailed.exit_code(), 4);
+        assert_eq!(ExitClass::Interrupted(15).exit_code(), 143);
     }
 }

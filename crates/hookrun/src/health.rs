@@ -4,10 +4,10 @@
 
 use std::io::Write;
 
-use crate::exit::Verdict;
+use crate::config::{ENV_NODENAME, EnvSnapshot};
+use crate::exit::ExitClass;
 use crate::log::{self, Priority};
-use crate::runner::{HookResult, Outcome, PhaseReport};
-use crate::settings::{ENV_NODENAME, EnvSnapshot};
+use crate::runner::{Fate, HookResult, PhaseReport};
 use crate::slurm::{NodeState, REASON_PREFIX, Scontrol, truncate};
 
 /// Longest drain reason hookrun sets.
@@ -15,10 +15,10 @@ pub const MAX_REASON: usize = 200;
 
 /// `hookrun: 10-ib: port mlx5_0/1 is DOWN` — one line, printable, bounded.
 pub fn drain_reason(failure: &HookResult) -> String {
-    let what = match (&failure.outcome, &failure.first_line) {
-        (Outcome::Failed, Some(line)) => line.clone(),
-        (Outcome::Failed, None) => failure.detail.clone(),
-        (outcome, _) => format!("{}: {}", outcome.label(), failure.detail),
+    let what = match (&failure.fate, &failure.first_line) {
+        (Fate::Failed, Some(line)) => line.clone(),
+        (Fate::Failed, None) => failure.detail.clone(),
+        (fate, _) => format!("{}: {}", fate.label(), failure.detail),
     };
     let text = format!("{REASON_PREFIX} {}: {what}", failure.name);
     let cleaned: String = text
@@ -39,8 +39,8 @@ pub fn node_name(env: &EnvSnapshot) -> String {
     host.split('.').next().unwrap_or_default().to_owned()
 }
 
-/// Drains or resumes the node according to `report`, returns the verdict.
-pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> Verdict {
+/// Drains or resumes the node according to `report`, returns the exit class.
+pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> ExitClass {
     let phase = report.phase.name();
     if let Some(failure) = report.required_failures().next() {
         let reason = drain_reason(failure);
@@ -50,10 +50,10 @@ pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> Verdict
         let _ = writeln!(out, "{reason}").and_then(|()| out.flush());
         drop(out);
         drain(scontrol, node, &reason, phase);
-        Verdict::Unhealthy
+        ExitClass::Unhealthy
     } else {
         resume_if_ours(scontrol, node, phase);
-        Verdict::Success
+        ExitClass::Success
     }
 }
 
@@ -146,11 +146,11 @@ fn describe(state: &NodeState) -> String {
 mod tests {
     use super::*;
 
-    fn failure(outcome: Outcome, first_line: Option<&str>, detail: &str) -> HookResult {
+    fn failure(fate: Fate, first_line: Option<&str>, detail: &str) -> HookResult {
         HookResult {
             name: "10-ib".to_owned(),
             required: true,
-            outcome,
+            fate,
             elapsed: None,
             detail: detail.to_owned(),
             first_line: first_line.map(str::to_owned),
@@ -160,7 +160,7 @@ mod tests {
     #[test]
     fn reason_uses_the_first_output_line() {
         let reason = drain_reason(&failure(
-            Outcome::Failed,
+            Fate::Failed,
             Some("port mlx5_0/1 DOWN"),
             "exit status 1",
         ));
@@ -169,10 +169,10 @@ mod tests {
 
     #[test]
     fn reason_falls_back_to_the_status() {
-        let reason = drain_reason(&failure(Outcome::Failed, None, "exit status 1"));
+        let reason = drain_reason(&failure(Fate::Failed, None, "exit status 1"));
         assert_eq!(reason, "hookrun: 10-ib: exit status 1");
         let reason = drain_reason(&failure(
-            Outcome::Timeout,
+            Fate::Timeout,
             Some("checking"),
             "deadline of 10s (hook_timeout) reached; process group killed",
         ));
@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn reason_is_one_bounded_line() {
         let long = format!("tab\there {}", "x".repeat(500));
-        let reason = drain_reason(&failure(Outcome::Failed, Some(&long), ""));
+        let reason = drain_reason(&failure(Fate::Failed, Some(&long), ""));
         assert!(reason.len() <= MAX_REASON);
         assert!(!reason.contains('\t'));
     }

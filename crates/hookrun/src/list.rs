@@ -2,16 +2,16 @@
 
 use std::io::{self, Write};
 
+use crate::config::Config;
 use crate::discover;
 use crate::exit;
 use crate::phase::Phase;
-use crate::settings::Settings;
 
 /// Prints the listing to stdout; returns the exit code.
-pub fn print(settings: &Settings, only: Option<Phase>) -> i32 {
+pub fn print(config: &Config, only: Option<Phase>) -> i32 {
     let mut out = io::stdout().lock();
     let mut code = exit::OK;
-    let written = write_listing(&mut out, settings, only, &mut code);
+    let written = write_listing(&mut out, config, only, &mut code);
     match written {
         Ok(()) => code,
         // `hookrun list | head` is fine.
@@ -22,32 +22,32 @@ pub fn print(settings: &Settings, only: Option<Phase>) -> i32 {
 
 fn write_listing(
     out: &mut dyn Write,
-    settings: &Settings,
+    config: &Config,
     only: Option<Phase>,
     code: &mut i32,
 ) -> io::Result<()> {
-    let config = if settings.config_found {
-        settings.config_path.display().to_string()
+    let file = if config.config_found {
+        config.config_path.display().to_string()
     } else {
-        format!("{} (not found: defaults)", settings.config_path.display())
+        format!("{} (not found: defaults)", config.config_path.display())
     };
-    writeln!(out, "# configuration: {config}")?;
+    writeln!(out, "# configuration: {file}")?;
     writeln!(
         out,
         "# on_failure={} budget={} hook_timeout={} kill_grace={} scontrol={} scontrol_timeout={}",
-        settings.on_failure.name(),
-        humantime::format_duration(settings.budget),
-        humantime::format_duration(settings.hook_timeout),
-        humantime::format_duration(settings.kill_grace),
-        settings.scontrol.display(),
-        humantime::format_duration(settings.scontrol_timeout),
+        config.on_failure.name(),
+        humantime::format_duration(config.budget),
+        humantime::format_duration(config.hook_timeout),
+        humantime::format_duration(config.kill_grace),
+        config.scontrol.display(),
+        humantime::format_duration(config.scontrol_timeout),
     )?;
     for phase in Phase::ALL
         .into_iter()
         .filter(|p| only.is_none_or(|o| o == *p))
     {
-        let dir = settings.phase_dir(phase);
-        let listing = match discover::scan(&settings.root, &dir) {
+        let dir = config.phase_dir(phase);
+        let listing = match discover::scan(&config.root, &dir) {
             Ok(listing) => listing,
             Err(error) => {
                 writeln!(out, "{phase}  {}  (error: {})", dir.display(), error.error)?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use nodeio::log as sink;
 pub use nodeio::log::Priority;
 
-use crate::settings::reroot;
+use crate::config::reroot;
 
 /// The journal's native socket, under the root prefix.
 pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";

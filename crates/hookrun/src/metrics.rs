@@ -19,7 +19,7 @@ use nodeio::{atomic, counter_file, prom};
 use serde::{Deserialize, Serialize};
 
 use crate::child::{Dropped, Stream};
-use crate::runner::Outcome;
+use crate::runner::Fate;
 
 pub const STATE_FILE: &str = "metrics.json";
 pub const LOCK_FILE: &str = "metrics.lock";
@@ -42,7 +42,7 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(1);
 pub struct Record<'a> {
     pub phase: &'a str,
     pub hook: &'a str,
-    pub outcome: Outcome,
+    pub fate: Fate,
     /// `None` for a hook that did not start: counted, not observed.
     pub elapsed: Option<Duration>,
     /// Over-long output lines dropped whole (`child::MAX_LINE`).
@@ -122,7 +122,7 @@ impl State {
             .or_default();
         *stats
             .runs
-            .entry(record.outcome.label().to_owned())
+            .entry(record.fate.label().to_owned())
             .or_default() += 1;
         if let Some(elapsed) = record.elapsed {
             stats.duration.observe(elapsed.as_secs_f64());
@@ -138,12 +138,12 @@ impl State {
         }
     }
 
-    /// Runs of one hook with one outcome (0 if never seen).
-    pub fn runs(&self, phase: &str, hook: &str, outcome: Outcome) -> u64 {
+    /// Runs of one hook with one fate (0 if never seen).
+    pub fn runs(&self, phase: &str, hook: &str, fate: Fate) -> u64 {
         self.hooks
             .get(phase)
             .and_then(|hooks| hooks.get(hook))
-            .and_then(|stats| stats.runs.get(outcome.label()))
+            .and_then(|stats| stats.runs.get(fate.label()))
             .copied()
             .unwrap_or(0)
     }
@@ -157,15 +157,11 @@ impl State {
             "Slurm hook runs by phase, hook and outcome (ok, failed, timeout, skipped, interrupted).",
         );
         for (phase, hook, stats) in self.each_hook() {
-            for outcome in Outcome::ALL {
-                let runs = stats.runs.get(outcome.label()).copied().unwrap_or(0);
+            for fate in Fate::ALL {
+                let runs = stats.runs.get(fate.label()).copied().unwrap_or(0);
                 w.sample(
                     "hookrun_hook_runs_total",
-                    &[
-                        ("phase", phase),
-                        ("hook", hook),
-                        ("outcome", outcome.label()),
-                    ],
+                    &[("phase", phase), ("hook", hook), ("outcome", fate.label())],
                     runs,
                 );
             }
@@ -312,11 +308,11 @@ pub fn load(state_dir: &Path) -> io::Result<State> {
 mod tests {
     use super::*;
 
-    fn sample(hook: &str, outcome: Outcome, ms: Option<u64>) -> Record<'_> {
+    fn sample(hook: &str, fate: Fate, ms: Option<u64>) -> Record<'_> {
         Record {
             phase: "prolog",
             hook,
-            outcome,
+            fate,
             elapsed: ms.map(Duration::from_millis),
             dropped: Dropped::default(),
         }
@@ -325,7 +321,7 @@ mod tests {
     #[test]
     fn dropped_lines_are_counted_per_stream_and_old_state_files_still_load() {
         let mut state = State::default();
-        let mut record = sample("10-a", Outcome::Ok, Some(1));
+        let mut record = sample("10-a", Fate::Ok, Some(1));
         record.dropped = Dropped {
             stdout: 2,
             stderr: 0,
@@ -343,7 +339,7 @@ mod tests {
         // A state file written before the counter existed.
         let old = r#"{"version":1,"hooks":{"prolog":{"10-a":{"runs":{"ok":3}}}}}"#;
         let old: State = serde_json::from_str(old).expect("old state loads");
-        assert_eq!(old.runs("prolog", "10-a", Outcome::Ok), 3);
+        assert_eq!(old.runs("prolog", "10-a", Fate::Ok), 3);
         assert!(old.render().contains(
             r#"hookrun_lines_dropped_total{phase="prolog",hook="10-a",stream="stdout"} 0"#
         ));
@@ -354,7 +350,7 @@ mod tests {
         assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\c"#);
         assert_eq!(escape("two\nlines"), "two\\nlines");
         let mut state = State::default();
-        state.add(&sample("odd\"name", Outcome::Ok, Some(1)));
+        state.add(&sample("odd\"name", Fate::Ok, Some(1)));
         assert!(state.render().contains(
             r#"hookrun_hook_runs_total{phase="prolog",hook="odd\"name",outcome="ok"} 1"#
         ));
@@ -363,9 +359,9 @@ mod tests {
     #[test]
     fn rendered_text_format() {
         let mut state = State::default();
-        state.add(&sample("10-a", Outcome::Ok, Some(3)));
-        state.add(&sample("10-a", Outcome::Failed, Some(700)));
-        state.add(&sample("10-a", Outcome::Skipped, None));
+        state.add(&sample("10-a", Fate::Ok, Some(3)));
+        state.add(&sample("10-a", Fate::Failed, Some(700)));
+        state.add(&sample("10-a", Fate::Skipped, None));
         let text = state.render();
         let expected_runs = [
             r#"hookrun_hook_runs_total{phase="prolog",hook="10-a",outcome="ok"} 1"#,
@@ -415,7 +411,7 @@ mod tests {
             record(&paths, &[record_ok()], LOCK_WAIT).expect("recorded");
         }
         let state = load(&paths.state_dir).expect("state");
-        assert_eq!(state.runs("prolog", "10-a", Outcome::Ok), 2);
+        assert_eq!(state.runs("prolog", "10-a", Fate::Ok), 2);
         let prom = fs::read_to_string(paths.textfile_dir.join(PROM_FILE)).expect("prom");
         assert!(prom.contains(r#"outcome="ok"} 2"#));
         let leftovers: Vec<_> = fs::read_dir(&paths.textfile_dir)
@@ -451,12 +447,12 @@ mod tests {
         assert_eq!(
             load(dir.path())
                 .expect("state")
-                .runs("prolog", "10-a", Outcome::Ok),
+                .runs("prolog", "10-a", Fate::Ok),
             1
         );
     }
 
     fn record_ok() -> Record<'static> {
-        sample("10-a", Outcome::Ok, Some(2))
+        sample("10-a", Fate::Ok, Some(2))
     }
 }

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use crate::child::{self, ChildSpec, Dropped, Ending, Output, Stream};
+use crate::child::{self, Dropped, Ending, Line, Program, Stream};
 use crate::discover::Hook;
 use crate::log::{self, Priority};
 use crate::phase::Phase;
@@ -17,9 +17,11 @@ use crate::signals::Signals;
 /// Variable set for every hook: which phase runs it (one script can serve several).
 pub const ENV_PHASE: &str = "HOOKRUN_PHASE";
 
-/// The result of one hook, as logged and counted.
+/// What became of one hook, as logged and counted (the metrics' `outcome`
+/// label keeps its published name). Not qoslane's run outcome, which is what a
+/// run did to the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Outcome {
+pub enum Fate {
     /// Exited 0.
     Ok,
     /// Exited non-zero, died of a signal, or could not be started.
@@ -33,44 +35,44 @@ pub enum Outcome {
     Interrupted,
 }
 
-impl Outcome {
-    /// Every outcome, in metric order.
-    pub const ALL: [Outcome; 5] = [
-        Outcome::Ok,
-        Outcome::Failed,
-        Outcome::Timeout,
-        Outcome::Skipped,
-        Outcome::Interrupted,
+impl Fate {
+    /// Every fate, in metric order.
+    pub const ALL: [Fate; 5] = [
+        Fate::Ok,
+        Fate::Failed,
+        Fate::Timeout,
+        Fate::Skipped,
+        Fate::Interrupted,
     ];
 
     /// The `outcome` metric label and the word in the log line.
     pub fn label(self) -> &'static str {
         match self {
-            Outcome::Ok => "ok",
-            Outcome::Failed => "failed",
-            Outcome::Timeout => "timeout",
-            Outcome::Skipped => "skipped",
-            Outcome::Interrupted => "interrupted",
+            Fate::Ok => "ok",
+            Fate::Failed => "failed",
+            Fate::Timeout => "timeout",
+            Fate::Skipped => "skipped",
+            Fate::Interrupted => "interrupted",
         }
     }
 
-    pub fn from_label(label: &str) -> Option<Outcome> {
-        Outcome::ALL.into_iter().find(|o| o.label() == label)
+    pub fn from_label(label: &str) -> Option<Fate> {
+        Fate::ALL.into_iter().find(|o| o.label() == label)
     }
 
     /// `failed`, `timed out`, … for sentences about a hook.
     pub fn verb(self) -> &'static str {
         match self {
-            Outcome::Ok => "succeeded",
-            Outcome::Failed => "failed",
-            Outcome::Timeout => "timed out",
-            Outcome::Skipped => "was not run",
-            Outcome::Interrupted => "was interrupted",
+            Fate::Ok => "succeeded",
+            Fate::Failed => "failed",
+            Fate::Timeout => "timed out",
+            Fate::Skipped => "was not run",
+            Fate::Interrupted => "was interrupted",
         }
     }
 
     pub fn is_failure(self) -> bool {
-        !matches!(self, Outcome::Ok)
+        !matches!(self, Fate::Ok)
     }
 }
 
@@ -79,7 +81,7 @@ impl Outcome {
 pub struct HookResult {
     pub name: String,
     pub required: bool,
-    pub outcome: Outcome,
+    pub fate: Fate,
     /// `None` when the hook did not start.
     pub elapsed: Option<Duration>,
     /// Why it failed, one line; empty for `ok`.
@@ -109,7 +111,7 @@ impl PhaseReport {
     pub fn required_failures(&self) -> impl Iterator<Item = &HookResult> {
         self.results
             .iter()
-            .filter(|r| r.required && r.outcome.is_failure())
+            .filter(|r| r.required && r.fate.is_failure())
     }
 
     /// `3 hooks: 2 ok, 1 failed`
@@ -120,10 +122,10 @@ impl PhaseReport {
             if self.results.len() == 1 { "" } else { "s" }
         );
         let mut parts = Vec::new();
-        for outcome in Outcome::ALL {
-            let count = self.results.iter().filter(|r| r.outcome == outcome).count();
+        for fate in Fate::ALL {
+            let count = self.results.iter().filter(|r| r.fate == fate).count();
             if count > 0 {
-                parts.push(format!("{count} {}", outcome.label()));
+                parts.push(format!("{count} {}", fate.label()));
             }
         }
         if !parts.is_empty() {
@@ -180,7 +182,7 @@ pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals
             report.results.push(HookResult {
                 name: hook.name.clone(),
                 required: hook.required,
-                outcome: Outcome::Skipped,
+                fate: Fate::Skipped,
                 elapsed: None,
                 detail: reason.clone(),
                 first_line: None,
@@ -203,10 +205,10 @@ pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals
             report.lines_dropped.insert(hook.name.clone(), dropped);
         }
         log_result(phase, &result);
-        let outcome = result.outcome;
-        let failed_required = result.required && outcome.is_failure();
+        let fate = result.fate;
+        let failed_required = result.required && fate.is_failure();
         report.results.push(result);
-        if let Outcome::Interrupted = outcome {
+        if let Fate::Interrupted = fate {
             report.interrupted = signals.termination();
             break;
         }
@@ -229,7 +231,7 @@ fn run_hook(
         let result = HookResult {
             name: hook.name.clone(),
             required: hook.required,
-            outcome: Outcome::Failed,
+            fate: Fate::Failed,
             elapsed: None,
             detail: format!("refusing to run it: {why}"),
             first_line: None,
@@ -240,10 +242,10 @@ fn run_hook(
     let mut first_stderr: Option<String> = None;
     let mut stdout_error: Option<std::io::Error> = None;
     let protocol_channel = phase == Phase::TaskProlog;
-    let mut sink = |stream: Stream, output: Output<'_>| {
-        let line = match output {
-            Output::Line(line) => line,
-            Output::Dropped { bytes } => {
+    let mut sink = |stream: Stream, line: Line<'_>| {
+        let line = match line {
+            Line::Whole(line) => line,
+            Line::Dropped { bytes } => {
                 // Never a piece of it: the rest of a cut line would read as
                 // a line of its own (on the TaskProlog's stdout, possibly an
                 // instruction made of text the hook merely echoed).
@@ -281,43 +283,47 @@ fn run_hook(
             log::hook_output(phase.name(), &hook.name, line);
         }
     };
-    let spec = ChildSpec {
-        program: &hook.path,
-        args: &[],
-        env: &[(ENV_PHASE, phase.name().as_ref())],
-        deadline,
-        kill_grace: limits.kill_grace,
-    };
-    let (outcome, elapsed, detail, dropped) = match child::run_output(&spec, signals, &mut sink) {
+    // A hook's path is its directory's joined with its name: never looked
+    // up in PATH; one under a relative directory is run from where hookrun
+    // runs, as before.
+    let path = std::path::absolute(&hook.path).unwrap_or_else(|_| hook.path.clone());
+    let program = Program::new(path, child::ENV).var(ENV_PHASE, phase.name());
+    let run = child::run(&program, deadline, limits.kill_grace, signals, &mut sink);
+    let (fate, elapsed, detail, dropped) = match run {
         Err(error) => (
-            Outcome::Failed,
+            Fate::Failed,
             Duration::ZERO,
             format!("could not start {}: {error}", hook.path.display()),
             Dropped::default(),
         ),
         Ok(finished) => {
-            let (outcome, detail) = match finished.ending {
-                Ending::Exited(status) if status.success() => (Outcome::Ok, String::new()),
-                Ending::Exited(status) => (Outcome::Failed, describe_status(status)),
+            let (fate, detail) = match finished.ending {
+                Ending::Exited(status) if status.success() => (Fate::Ok, String::new()),
+                Ending::Exited(status) => (Fate::Failed, describe_status(status)),
                 Ending::TimedOut => (
-                    Outcome::Timeout,
+                    Fate::Timeout,
                     format!("deadline of {allowed} reached; process group killed"),
                 ),
                 Ending::Stuck => (
-                    Outcome::Timeout,
+                    Fate::Timeout,
                     format!(
                         "deadline of {allowed} reached; still alive after SIGKILL, left behind"
                     ),
                 ),
-                Ending::Interrupted(signal) => (
-                    Outcome::Interrupted,
+                // Only a capped capture ends so; hooks' output is streamed.
+                Ending::TooLarge => (
+                    Fate::Failed,
+                    "printed more than its output limit; process group killed".to_owned(),
+                ),
+                Ending::Interrupted => (
+                    Fate::Interrupted,
                     format!(
                         "hookrun received {}; process group killed",
-                        signal_name(signal)
+                        signals.termination().map_or("a stop signal", signal_name)
                     ),
                 ),
             };
-            (outcome, finished.elapsed, detail, finished.dropped)
+            (fate, finished.elapsed, detail, finished.dropped)
         }
     };
     if let Some(error) = stdout_error {
@@ -331,7 +337,7 @@ fn run_hook(
     let result = HookResult {
         name: hook.name.clone(),
         required: hook.required,
-        outcome,
+        fate,
         elapsed: Some(elapsed),
         detail,
         first_line: first_stdout.or(first_stderr),
@@ -346,17 +352,17 @@ fn round_ms(duration: Duration) -> Duration {
 fn log_result(phase: Phase, result: &HookResult) {
     // A hook that was not started (refused) has no time to report.
     let mut line = match result.elapsed {
-        Some(elapsed) => format!("{} in {}", result.outcome.label(), log::duration(elapsed)),
-        None => result.outcome.label().to_owned(),
+        Some(elapsed) => format!("{} in {}", result.fate.label(), log::duration(elapsed)),
+        None => result.fate.label().to_owned(),
     };
     if !result.detail.is_empty() {
         line.push_str(": ");
         line.push_str(&result.detail);
     }
-    if result.outcome.is_failure() && !result.required {
+    if result.fate.is_failure() && !result.required {
         line.push_str(" (optional hook: not acted on)");
     }
-    let priority = if result.outcome.is_failure() {
+    let priority = if result.fate.is_failure() {
         Priority::Warning
     } else {
         Priority::Info
@@ -399,11 +405,11 @@ pub fn signal_name(signal: i32) -> &'static str {
 mod tests {
     use super::*;
 
-    fn result(name: &str, required: bool, outcome: Outcome) -> HookResult {
+    fn result(name: &str, required: bool, fate: Fate) -> HookResult {
         HookResult {
             name: name.to_owned(),
             required,
-            outcome,
+            fate,
             elapsed: None,
             detail: String::new(),
             first_line: None,
@@ -411,9 +417,9 @@ mod tests {
     }
 
     #[test]
-    fn outcome_labels_round_trip() {
-        for outcome in Outcome::ALL {
-            assert_eq!(Outcome::from_label(outcome.label()), Some(outcome));
+    fn fate_labels_round_trip() {
+        for fate in Fate::ALL {
+            assert_eq!(Fate::from_label(fate.label()), Some(fate));
         }
     }
 
@@ -422,10 +428,10 @@ mod tests {
         let report = PhaseReport {
             phase: Phase::Epilog,
             results: vec![
-                result("10-a", true, Outcome::Ok),
-                result("20-b.optional", false, Outcome::Failed),
-                result("30-c", true, Outcome::Timeout),
-                result("40-d", true, Outcome::Skipped),
+                result("10-a", true, Fate::Ok),
+                result("20-b.optional", false, Fate::Failed),
+                result("30-c", true, Fate::Timeout),
+                result("40-d", true, Fate::Skipped),
             ],
             interrupted: None,
             lines_dropped: BTreeMap::new(),

@@ -29,9 +29,9 @@ pub fn check_dir(root: &Path, dir: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// A file hookrun runs or reads its settings from: opened without following
-/// a symlink someone else made, judged by its descriptor, in a directory
-/// [`check_dir`] accepts. A symlink of root or ours is judged by its target.
+/// A file hookrun runs or reads its configuration from: opened without
+/// following a symlink someone else made, judged by its descriptor, in a
+/// directory [`check_dir`] accepts. A symlink of root or ours is judged by its target.
 pub fn check_file(root: &Path, path: &Path) -> Result<(), String> {
     trusted::check_file(root, path)
         .map(drop)

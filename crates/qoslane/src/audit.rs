@@ -6,7 +6,7 @@ pub mod read;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::fabric::FabricVerdict;
+use crate::fabric::assessment::FabricVerdict;
 use crate::job::JobId;
 use crate::job::qos::QosSource;
 use crate::paths::Paths;

@@ -1,10 +1,12 @@
 //! The man pages: `qoslane(8)` and one page per subcommand from the clap
 //! definitions (section 8: the program lives in /usr/sbin), with FILES,
 //! ENVIRONMENT, EXIT STATUS and EXAMPLES written here beside them, and the
-//! mapping format, `qoslane-mapping(5)`. Pure: [`pages`] returns the files'
-//! names and contents, `qoslane generate man` writes them.
+//! mapping format, `qoslane-mapping(5)`. Rendered with the workspace's
+//! `manpage` crate, as hookrun's are. Pure: [`pages`] returns the files' names
+//! and contents, `qoslane generate man` writes them.
 
-use clap::CommandFactory;
+use clap::{Command, CommandFactory};
+use manpage::{Layout, Page, item, section};
 
 use crate::cli::Cli;
 use crate::exit_code;
@@ -20,11 +22,13 @@ pub const DOC_DIR: &str = "/usr/share/doc/qoslane";
 ///
 /// # Errors
 /// Only if rendering into memory fails, which clap_mangen reports as I/O.
-pub fn pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
-    let mut cmd = Cli::command().disable_help_subcommand(true);
-    cmd.build();
-    let mut out = Vec::new();
-    page(&cmd, true, &mut out)?;
+pub fn pages() -> std::io::Result<Vec<Page>> {
+    let layout = Layout {
+        per_subcommand: true,
+        epilogue: false,
+    };
+    let source = format!("qoslane {}", env!("CARGO_PKG_VERSION"));
+    let mut out = manpage::program_pages(Cli::command(), &source, layout, &written)?;
     out.push((
         "qoslane-mapping.5".to_owned(),
         MAPPING_PAGE.as_bytes().to_vec(),
@@ -32,68 +36,25 @@ pub fn pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
-/// The pages' date: `SOURCE_DATE_EPOCH` when the build sets it (packaging/
-/// build.sh does: reproducible packages), else today. clap_mangen drops an
-/// empty date from `.TH`, which shifts the source and manual into the wrong
-/// places of the page's header and footer.
-fn man_date() -> String {
-    let when = std::env::var("SOURCE_DATE_EPOCH")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map_or_else(std::time::SystemTime::now, |secs| {
-            std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)
-        });
-    humantime::format_rfc3339(when).to_string()[..10].to_owned()
-}
-
-fn page(cmd: &clap::Command, top: bool, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        page(sub, false, out)?;
-    }
-    let man = clap_mangen::Man::new(cmd.clone())
-        .section("8")
-        .date(man_date())
-        .source(format!("qoslane {}", env!("CARGO_PKG_VERSION")))
-        .manual("System Administration");
-    let mut roff = Vec::new();
-    man.render_title(&mut roff)?;
-    man.render_name_section(&mut roff)?;
-    man.render_synopsis_section(&mut roff)?;
-    man.render_description_section(&mut roff)?;
-    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
-        man.render_options_section(&mut roff)?;
-    }
-    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
-        man.render_subcommands_section(&mut roff)?;
-    }
+/// The sections written here, after clap's: on the program's own page
+/// (`top`) FILES, ENVIRONMENT, EXIT STATUS, EXAMPLES and SEE ALSO; on a
+/// subcommand's EXIT STATUS and SEE ALSO.
+fn written(_: &Command, top: bool) -> String {
+    let mut s = String::new();
     if top {
-        roff.extend_from_slice(files().as_bytes());
-        roff.extend_from_slice(ENVIRONMENT.as_bytes());
+        s += &files();
+        s += ENVIRONMENT;
     }
-    roff.extend_from_slice(exit_status().as_bytes());
+    s += &exit_status();
     if top {
-        roff.extend_from_slice(EXAMPLES.as_bytes());
+        s += EXAMPLES;
     }
-    roff.extend_from_slice(see_also(top).as_bytes());
-    if cmd.get_version().is_some() {
-        man.render_version_section(&mut roff)?;
-    }
-    out.push((man.get_filename(), roff));
-    Ok(())
-}
-
-/// `-` as roff wants it in names and options.
-fn r(text: &str) -> String {
-    text.replace('-', "\\-")
-}
-
-fn item(term: &str, text: &str) -> String {
-    format!(".TP\n.B {}\n{}\n", r(term), text)
+    s + &see_also(top)
 }
 
 fn files() -> String {
     let at = |p: &str| format!("/{p}");
-    let mut s = String::from(".SH FILES\n");
+    let mut s = section("FILES");
     s += &item(
         &at(defaults::CONFIG),
         "The mapping, see \\fBqoslane\\-mapping\\fR(5).",
@@ -206,9 +167,9 @@ fn exit_status() -> String {
             "Gave up waiting for the node lock or at the run's deadline; try again.",
         ),
     ];
-    let mut s = String::from(".SH \"EXIT STATUS\"\n");
+    let mut s = section("EXIT STATUS");
     for (code, text) in rows {
-        s += &format!(".TP\n.B {code}\n{text}\n");
+        s += &item(&code.to_string(), text);
     }
     s
 }
@@ -268,13 +229,17 @@ qoslane fabric audit \\-\\-format json
 ";
 
 fn see_also(top: bool) -> String {
-    let mut s = String::from(".SH \"SEE ALSO\"\n");
-    if !top {
-        s += ".BR qoslane (8),\n";
-    }
-    s += ".BR qoslane\\-mapping (5),\n.BR hookrun (8),\n.BR slurm.conf (5),\n";
-    s += &format!(".B {}\n", r(&format!("{DOC_DIR}/admin-guide.md")));
-    s
+    let others = [
+        ("qoslane-mapping", "5"),
+        ("hookrun", "8"),
+        ("slurm.conf", "5"),
+    ];
+    let pages: Vec<(&str, &str)> = (!top)
+        .then_some(("qoslane", "8"))
+        .into_iter()
+        .chain(others)
+        .collect();
+    manpage::see_also(&pages, &format!("{DOC_DIR}/admin-guide.md"))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::audit::Outcome as RunOutcome;
 use crate::error::Error;
 use crate::exit_code::Verdict;
-use crate::fabric::FabricVerdict;
+use crate::fabric::assessment::FabricVerdict;
 use crate::job::JobId;
 use crate::job::qos::QosSource;
 use crate::mapping::OnFailure;

@@ -76,7 +76,7 @@ fn a_failed_optional_task_prolog_hook_exits_0() {
 #[test]
 fn the_job_users_environment_cannot_redirect_the_task_prolog() {
     // The TaskProlog runs with the user's environment: HOOKRUN_* there must not
-    // pick other hooks or settings.
+    // pick other hooks or configuration.
     let fx = Fixture::new();
     fx.hook("task-prolog", "10-site", "echo 'export SITE=1'");
     let elsewhere = Fixture::new();

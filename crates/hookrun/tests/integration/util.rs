@@ -1,12 +1,19 @@
 //! A temp-root fixture: a hook tree under `<root>/etc/slurm`, a fake scontrol
-//! that records its argv and simulates the node's state, and a way to run the
-//! real hookrun binary against it with an empty environment (Slurm gives hooks
-//! no PATH; neither do these tests).
+//! (committed: tests/fixtures/bin/scontrol) that records its argv and simulates
+//! the node's state, and a way to run the real hookrun binary against it with
+//! an empty environment (Slurm gives hooks no PATH; neither do these tests).
+//!
+//! The hooks are what hookrun is tested on (their names, modes and bodies are
+//! each test's story), so they are laid out per test; but never written by the
+//! test process: a file this process held open for writing could be inherited
+//! by another test thread's fork and fail its exec with ETXTBSY. `install(1)`,
+//! a child that closes the file before it exits, puts each in place.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_hookrun");
@@ -86,56 +93,60 @@ impl Fixture {
     }
 
     pub fn write_script(&self, path: &Path, body: &str) {
-        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        fs::write(path, format!("#!/bin/sh\n{body}\n")).expect("write script");
-        fs::set_permissions(path, fs::Permissions::from_mode(0o755)).expect("chmod");
+        self.install(path, &format!("#!/bin/sh\n{body}\n"), 0o755);
     }
 
+    /// `contents` at `relative` with `mode` (an executable one put in place
+    /// by `install`, see the module's note).
     pub fn write(&self, relative: &str, contents: &str, mode: u32) -> PathBuf {
         let path = self.path(relative);
-        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        fs::write(&path, contents).expect("write");
-        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+        if mode & 0o111 == 0 {
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(&path, contents).expect("write");
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod");
+        } else {
+            self.install(&path, contents, mode);
+        }
         path
+    }
+
+    /// An executable file at `path`, written by a child process: the
+    /// contents go to a data file outside the hook tree (never executed), and
+    /// `/usr/bin/install -m MODE` copies it into place and exits, so no
+    /// process that may fork again ever holds `path` open for writing.
+    fn install(&self, path: &Path, contents: &str, mode: u32) {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let staged = self.path(&format!(".staged.{}", SEQ.fetch_add(1, Ordering::Relaxed)));
+        fs::write(&staged, contents).expect("write the staged contents");
+        let status = Command::new("/usr/bin/install")
+            .arg("-m")
+            .arg(format!("{mode:o}"))
+            .arg(&staged)
+            .arg(path)
+            .stdin(Stdio::null())
+            .status()
+            .expect("run install");
+        assert!(status.success(), "install {}: {status}", path.display());
+        fs::remove_file(&staged).expect("remove the staged contents");
     }
 
     pub fn conf(&self, text: &str) {
         self.write("etc/slurm/hookrun.conf", text, 0o644);
     }
 
-    /// Installs `<root>/bin/scontrol`: records each call's argv (one line per
+    /// `<root>/bin/scontrol`, a link to the committed stand-in
+    /// (tests/fixtures/bin/scontrol): records each call's argv (one line per
     /// call, arguments separated by 0x1f) in `scontrol.calls`; `show node`
     /// prints `node.txt`; `update … state=drain|resume` rewrites it like
     /// slurmctld would. Every call exits `exit_code`.
     pub fn fake_scontrol(&self, exit_code: i32) -> PathBuf {
-        let calls = self.path("scontrol.calls");
-        let state = self.path("node.txt");
         let path = self.path("bin/scontrol");
-        self.write_script(
-            &path,
-            &format!(
-                r#"calls='{calls}'
-state='{state}'
-printf '%s\037' "$@" >> "$calls"
-printf '\n' >> "$calls"
-case "$1" in
-show)
-  if [ ! -f "$state" ]; then echo "Node $4 not found" >&2; exit 1; fi
-  /bin/cat "$state" ;;
-update)
-  node="${{2#nodename=}}"
-  case "$3" in
-  state=drain) printf '%s\n' "{drained_prefix} Reason=${{4#reason=}} [root@2024-05-01T10:00:00]" | /bin/sed "s/^NodeName=c1/NodeName=$node/" > "$state" ;;
-  state=resume) printf '%s\n' "{idle}" | /bin/sed "s/^NodeName=c1/NodeName=$node/" > "$state" ;;
-  esac ;;
-esac
-exit {exit_code}"#,
-                calls = calls.display(),
-                state = state.display(),
-                drained_prefix = NODE_IDLE.replace("State=IDLE ", "State=IDLE+DRAIN "),
-                idle = NODE_IDLE,
-            ),
-        );
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir bin");
+        let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin/scontrol");
+        std::os::unix::fs::symlink(fake, &path).expect("link the fake scontrol");
+        fs::write(self.path("scontrol.idle"), format!("{NODE_IDLE}\n")).expect("write idle");
+        fs::write(self.path("scontrol.rc"), format!("{exit_code}\n")).expect("write rc");
         path
     }
 

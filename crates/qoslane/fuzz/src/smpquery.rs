@@ -2,19 +2,28 @@
 //! test suite runs the same checks (`tests/integration/reliability/fuzz_on_stable.rs` includes this file
 //! as a module).
 //!
-//! `qoslane::fabric::smpquery::{parse_sl2vl, parse_portinfo, parse_vlarb}`
-//! read infiniband-diags' output; the fabric check stands on them. For any
-//! text (`Smpquery` refuses output that is not UTF-8 before parsing):
+//! `qoslane::fabric::parse` holds every parser of what the fabric tools
+//! print (smpquery's tables, `ibnetdiscover -p`), listed in
+//! `parse::PARSERS`; the fabric check and the sweep stand on them. Every
+//! parser of that list runs on every input ([`check_parser`] panics on a name
+//! it does not know, and `fuzz_on_stable` fails when a `pub fn` of parse.rs
+//! is not listed). For any text (`Smpquery` refuses output that is not
+//! UTF-8 before parsing):
 //!
 //! - no panic, no hang, errors render and name a line that exists;
-//! - what parses is in range: SL2VL entries 0..=15, OperVLs/VLCap one of the
-//!   five ranges, arbitration VLs 0..=15 with exactly the announced number of
-//!   entries per table;
+//! - what parses is in range: SL2VL entries 0..=15 (a switch's rows: one per
+//!   in port), OperVLs/VLCap one of the five ranges, arbitration VLs 0..=15
+//!   with exactly the announced number of entries per table, GUIDs `0x` and
+//!   hex, a node description trimmed, a topology of at least one port whose
+//!   counts agree;
 //! - round trip: a table rendered the way smpquery prints it parses back to
 //!   the same values (from bytes, for the fuzzer: `check_roundtrip`).
 
-use qoslane::fabric::smpquery::{ParseError, parse_portinfo, parse_sl2vl, parse_vlarb};
-use qoslane::fabric::{VlArbEntry, VlRange};
+use qoslane::fabric::parse::{
+    PARSERS, ParseError, parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_sl2vl,
+    parse_switch_sl2vl, parse_topology, parse_vlarb,
+};
+use qoslane::fabric::tables::{NodeType, VlArbEntry, VlRange};
 
 fn check_error(text: &str, e: &ParseError) {
     let lines = text.lines().count();
@@ -22,30 +31,105 @@ fn check_error(text: &str, e: &ParseError) {
     assert!(!e.to_string().is_empty());
 }
 
-/// Any text through all three parsers.
+fn hex_guid(g: &str) -> bool {
+    g.strip_prefix("0x")
+        .is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Any text through every parser of `parse::PARSERS`.
 pub fn check_text(text: &str) {
-    match parse_sl2vl(text) {
-        Ok(t) => assert!(t.as_array().iter().all(|&vl| vl <= 15)),
-        Err(e) => check_error(text, &e),
+    for name in PARSERS {
+        check_parser(name, text);
     }
-    match parse_portinfo(text) {
-        Ok(p) => {
-            for r in [p.oper_vls, p.vl_cap] {
-                assert!([1, 2, 4, 8, 15].contains(&r.data_vls()), "{r}");
-                assert_eq!(VlRange::parse(r.as_str()), Some(r));
+}
+
+/// Any text through one parser, by its name in `parse::PARSERS`.
+pub fn check_parser(name: &str, text: &str) {
+    match name {
+        "parse_sl2vl" => match parse_sl2vl(text) {
+            Ok(t) => assert!(t.as_array().iter().all(|&vl| vl <= 15)),
+            Err(e) => check_error(text, &e),
+        },
+        "parse_switch_sl2vl" => {
+            // The out port the first row names (or 0): the rows must agree.
+            let out = text
+                .lines()
+                .find_map(|l| {
+                    l.split_once(", out ")?
+                        .1
+                        .split_once(':')?
+                        .0
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0);
+            match parse_switch_sl2vl(text, out) {
+                Ok(rows) => {
+                    assert!(!rows.is_empty());
+                    let mut ins: Vec<u32> = rows.iter().map(|(i, _)| *i).collect();
+                    ins.sort_unstable();
+                    ins.dedup();
+                    assert_eq!(ins.len(), rows.len(), "one row per in port");
+                    assert!(
+                        rows.iter()
+                            .all(|(_, t)| t.as_array().iter().all(|&v| v <= 15))
+                    );
+                }
+                Err(e) => check_error(text, &e),
             }
-            assert!(!p.link_state.is_empty());
         }
-        Err(e) => check_error(text, &e),
-    }
-    match parse_vlarb(text) {
-        Ok(a) => {
-            assert!(a.low.iter().chain(&a.high).all(|e| e.vl <= 15));
-            if let Some((low, high)) = announced_caps(text) {
-                assert_eq!((a.low.len(), a.high.len()), (low, high), "{text:?}");
+        "parse_portinfo" => match parse_portinfo(text) {
+            Ok(p) => {
+                for r in [p.oper_vls, p.vl_cap] {
+                    assert!([1, 2, 4, 8, 15].contains(&r.data_vls()), "{r}");
+                    assert_eq!(VlRange::parse(r.as_str()), Some(r));
+                }
+                assert!(!p.link_state.is_empty());
+            }
+            Err(e) => check_error(text, &e),
+        },
+        "parse_vlarb" => match parse_vlarb(text) {
+            Ok(a) => {
+                assert!(a.low.iter().chain(&a.high).all(|e| e.vl <= 15));
+                if let Some((low, high)) = announced_caps(text) {
+                    assert_eq!((a.low.len(), a.high.len()), (low, high), "{text:?}");
+                }
+            }
+            Err(e) => check_error(text, &e),
+        },
+        "parse_nodeinfo" => match parse_nodeinfo(text) {
+            Ok(n) => {
+                assert!(hex_guid(&n.guid), "{}", n.guid);
+                assert!(!n.node_type.smp_name().is_empty());
+            }
+            Err(e) => check_error(text, &e),
+        },
+        "parse_nodedesc" => match parse_nodedesc(text) {
+            Ok(d) => assert!(d == d.trim() && !d.contains('\n'), "{d:?}"),
+            Err(e) => check_error(text, &e),
+        },
+        "parse_lid" => {
+            if let Err(e) = parse_lid(text) {
+                check_error(text, &e);
             }
         }
-        Err(e) => check_error(text, &e),
+        "parse_topology" => match parse_topology(text) {
+            Ok(t) => {
+                assert!(!t.ports.is_empty());
+                let ends = t
+                    .ports
+                    .iter()
+                    .flat_map(|p| [Some(&p.end), p.remote.as_ref()]);
+                assert!(ends.flatten().all(|e| hex_guid(&e.guid)));
+                for kind in [NodeType::Switch, NodeType::Hca, NodeType::Router] {
+                    assert!(t.count(kind) <= t.ports.len());
+                    assert!(t.connected(kind).all(|p| p.remote.is_some()));
+                }
+            }
+            Err(e) => check_error(text, &e),
+        },
+        other => panic!("parser {other} of fabric::parse::PARSERS is not fuzzed: add it here"),
     }
 }
 

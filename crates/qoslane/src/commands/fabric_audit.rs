@@ -1,5 +1,5 @@
 //! `qoslane fabric audit`: every level of a mapping judged on every data
-//! port of the fabric ([`crate::fabric::audit`]), for a control node. Reads
+//! port of the fabric ([`crate::fabric::sweep`]), for a control node. Reads
 //! the fabric, changes nothing on it or on this host (but the textfile, when
 //! asked for one).
 
@@ -13,8 +13,8 @@ use crate::config::{self, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exit_code::Verdict;
-use crate::fabric::audit::{self, AuditReport};
 use crate::fabric::lane::Lane;
+use crate::fabric::sweep::{self, Sweep};
 use crate::fabric::{PortId, Smpquery};
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<Verdict> {
@@ -41,8 +41,8 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<Verdict> {
     };
     let deadline = Deadline::after(std::time::Duration::from_secs(args.timeout));
     let started = std::time::SystemTime::now();
-    let result = audit::discover(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline).map(|topo| {
-        audit::audit(
+    let result = sweep::discover(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline).map(|topo| {
+        sweep::sweep(
             &topo,
             &Smpquery::new(&ctx.paths.smpquery),
             via.as_ref(),
@@ -86,7 +86,7 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<Verdict> {
     })
 }
 
-fn verdict_word(r: &AuditReport) -> &'static str {
+fn verdict_word(r: &Sweep) -> &'static str {
     if r.any_problem() {
         "not_carried"
     } else if !r.unread.is_empty() {
@@ -101,7 +101,7 @@ const MAX_LINES: usize = 12;
 
 /// The human report: the fabric, then each level (highest first) with its
 /// findings, then what could not be read, then one verdict line.
-pub fn human(r: &AuditReport, from: &str) -> String {
+pub fn human(r: &Sweep, from: &str) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "mapping: {from}");
@@ -194,7 +194,7 @@ pub fn human(r: &AuditReport, from: &str) -> String {
 /// The audit as a Prometheus textfile; on a failed read only the success
 /// gauge (0) and the timestamp, so an alert sees the failure and the last
 /// verdict never lingers.
-pub fn render(r: Option<&AuditReport>, started: std::time::SystemTime) -> String {
+pub fn render(r: Option<&Sweep>, started: std::time::SystemTime) -> String {
     let mut w = Writer::new();
     let ts = started
         .duration_since(std::time::UNIX_EPOCH)
@@ -272,7 +272,7 @@ pub fn render(r: Option<&AuditReport>, started: std::time::SystemTime) -> String
 fn write_textfile(
     ctx: &Ctx,
     file: &std::path::Path,
-    r: Option<&AuditReport>,
+    r: Option<&Sweep>,
     started: std::time::SystemTime,
 ) -> Result<()> {
     let text = render(r, started);

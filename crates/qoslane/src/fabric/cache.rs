@@ -1,7 +1,7 @@
 //! The fabric cache, `/run/qoslane/fabric.json`: each IB port's probed tables,
 //! so a job start does not pay for SMP queries.
 //!
-//! An entry serves a [`super::ProbeMode::Cached`] assessment while the port's
+//! An entry serves a `Cached` assessment (`assessment::ProbeMode`) while the port's
 //! identity (node GUID, LID, SM LID, read from sysfs on every run) is the one
 //! recorded and the entry is younger than the maximum age. A re-sweep that
 //! changes the SL2VL table without changing any identity is therefore seen
@@ -15,8 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::probe::PortTables;
-use super::sysfs::{PortId, PortIdentity};
+use super::tables::{PortId, PortIdentity, PortTables};
 use crate::error::{Error, Result};
 use crate::paths::Paths;
 use crate::state::fsutil;
@@ -28,13 +27,13 @@ const VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 struct CacheFile {
     version: u32,
-    ports: Vec<Entry>,
+    ports: Vec<CachedPort>,
 }
 
-/// One port's probe result.
+/// One port's probe result, as the cache keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Entry {
+pub struct CachedPort {
     pub port: PortId,
     pub identity: PortIdentity,
     /// When the probe ran: milliseconds since the Unix epoch.
@@ -42,7 +41,7 @@ pub struct Entry {
     pub tables: PortTables,
 }
 
-impl Entry {
+impl CachedPort {
     /// Whether the entry may stand for a probe of `port` with `identity` now.
     pub fn valid_for(
         &self,
@@ -67,7 +66,7 @@ pub fn now_ms() -> u64 {
 
 /// The entries, or none and why (a missing file says nothing). Read like
 /// every state file (nodeio's trusted read: no symlink, root's or ours).
-pub fn load(paths: &Paths) -> (Vec<Entry>, Option<String>) {
+pub fn load(paths: &Paths) -> (Vec<CachedPort>, Option<String>) {
     let text = match fsutil::read_trusted(paths, &paths.fabric_cache()) {
         Ok(Some(t)) => t,
         Ok(None) => return (Vec::new(), None),
@@ -86,7 +85,7 @@ pub fn load(paths: &Paths) -> (Vec<Entry>, Option<String>) {
 /// Replaces the file atomically with `entries` (nodeio's atomic replace; on
 /// tmpfs, so not flushed: it is only ever a cache). Temp files of killed
 /// writers are removed by the next writer.
-pub fn store(paths: &Paths, entries: Vec<Entry>) -> Result<()> {
+pub fn store(paths: &Paths, entries: Vec<CachedPort>) -> Result<()> {
     fsutil::ensure_dir(paths, &paths.run_dir)?;
     let mut body = serde_json::to_vec(&CacheFile {
         version: VERSION,
@@ -101,11 +100,11 @@ pub fn store(paths: &Paths, entries: Vec<Entry>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::probe::{Sl2Vl, VlArbState, VlRange};
     use super::*;
+    use crate::fabric::tables::{Sl2Vl, VlArbState, VlRange};
 
-    fn entry(probed_at_ms: u64) -> Entry {
-        Entry {
+    fn entry(probed_at_ms: u64) -> CachedPort {
+        CachedPort {
             port: PortId::new("mlx5_0", 1),
             identity: identity(4, 1),
             probed_at_ms,

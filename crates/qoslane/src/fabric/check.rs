@@ -9,13 +9,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::lane::{self, Egress, Lane};
-use super::probe::{PortTables, VlArbState};
-use super::sysfs::PortId;
+use super::tables::{PortId, PortTables, VlArbState};
 use crate::mapping::Level;
 
-/// One level on one port.
+/// One level on one port: what the lane rules found, and the message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Verdict {
+pub struct PortLevel {
     pub level: String,
     pub service_level: u8,
     /// The VL the port's SL2VL table gives the SL.
@@ -36,11 +35,11 @@ fn carried() -> Lane {
     Lane::Carried
 }
 
-pub fn check(port: &PortId, t: &PortTables, level: &Level) -> Verdict {
+pub fn check(port: &PortId, t: &PortTables, level: &Level) -> PortLevel {
     let sl = level.service_level.get();
     let want_vl = level
         .virtual_lane
-        .map(super::super::mapping::types::VirtualLane::get);
+        .map(crate::mapping::types::VirtualLane::get);
     let ops = t.oper_vls;
     let egress = Egress {
         sl2vl: &t.sl2vl,
@@ -83,7 +82,7 @@ pub fn check(port: &PortId, t: &PortTables, level: &Level) -> Verdict {
         )),
         _ => None,
     };
-    Verdict {
+    PortLevel {
         level: level.name.clone(),
         service_level: sl,
         vl,

@@ -10,13 +10,13 @@
 //!   arbitrate).
 //!
 //! [`judge`] gives a [`Lane`]; every check (own port, first hop, fabric
-//! audit) renders and counts the same verdicts.
+//! sweep) renders and counts the same verdicts.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::probe::{Sl2Vl, VlArbState, VlRange};
+use super::tables::{Sl2Vl, VlArbState, VlRange};
 
 /// What one egress port does with one level's SL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -138,7 +138,7 @@ pub fn join_ports(ports: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fabric::probe::{VlArb, VlArbEntry};
+    use crate::fabric::tables::{VlArb, VlArbEntry};
 
     fn arb(weights: &[(u8, u8)]) -> VlArbState {
         VlArbState::Read(VlArb {

@@ -1,6 +1,6 @@
 //! The fabric policy, judged in one place: `fabric_check: enforce | warn |
 //! off` applied to an assessment, for one level (a Prolog) or for every
-//! level (`sync`, `health`). Gather once ([`super::assess`]), then judge
+//! level (`sync`, `health`). Gather once ([`super::gather::assess`]), then judge
 //! here; the commands only read the [`Judgement`].
 //!
 //! - `off`: nothing is probed; nothing is refused.
@@ -10,10 +10,12 @@
 //!   ([`Judgement::refusal`]); the caller's policy (`on_failure`, or the
 //!   command's exit) decides what follows.
 
-use super::{FabricReport, PortId, ProbeMode};
+use super::assessment::{Assessment, FabricVerdict, ProbeMode};
+use super::gather::{AssessOptions, assess_with, ports_not_active};
+use super::smpquery::Smpquery;
+use super::tables::PortId;
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::fabric::report::FabricVerdict;
 use crate::mapping::{FabricCheck, Mapping};
 use crate::metrics::Alignment;
 use crate::paths::Paths;
@@ -42,7 +44,7 @@ pub struct Judgement {
     /// The ports that were ACTIVE, to verify after applying settings.
     pub active_ports: Vec<PortId>,
     /// The assessment, when there was one.
-    pub report: Option<FabricReport>,
+    pub report: Option<Assessment>,
     /// Why the assessment could not run, when it could not.
     pub error: Option<String>,
     pub check: Option<FabricCheck>,
@@ -90,7 +92,7 @@ fn judge_as(
     // A `fail_job` level is granted only on a probe younger than the
     // mapping's bound (default 15 s): the jobs that care most never rely on
     // an old cache entry.
-    let mut opts = super::AssessOptions::default();
+    let mut opts = AssessOptions::default();
     if let Scope::Level(name) = scope
         && mapping
             .level(name)
@@ -101,8 +103,8 @@ fn judge_as(
     // `sync` and `health` (a fresh assessment) also prove the first hop.
     opts.first_hop = mode == ProbeMode::Fresh;
     opts.store_cache = !dry_run;
-    let probe = super::Smpquery::new(&paths.smpquery);
-    let report = match super::assess_with(paths, mapping, deadline, mode, &probe, &opts) {
+    let probe = Smpquery::new(&paths.smpquery);
+    let report = match assess_with(paths, mapping, deadline, mode, &probe, &opts) {
         Ok(r) => r,
         Err(e) => {
             j.verdict = FabricVerdict::CouldNotRun {
@@ -174,7 +176,7 @@ fn judge_as(
 }
 
 /// For metrics: one alignment per (port, level).
-fn alignments(report: &FabricReport) -> Vec<Alignment> {
+fn alignments(report: &Assessment) -> Vec<Alignment> {
     report
         .alignment()
         .into_iter()
@@ -194,7 +196,7 @@ impl Judgement {
         if self.active_ports.is_empty() {
             return Ok(());
         }
-        let down = super::ports_not_active(paths, &self.active_ports)?;
+        let down = ports_not_active(paths, &self.active_ports)?;
         if down.is_empty() {
             Ok(())
         } else {

@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::probe::VlRange;
+use super::tables::VlRange;
 use crate::mapping::{Level, Mapping};
 
 /// Weight of a VL in the high-priority table (64-byte units).
@@ -51,9 +51,10 @@ pub struct Options {
     pub high_tiers: usize,
 }
 
-/// One level's place in the fabric.
+/// One level's place in the SM's tables: its SL, VL, arbitration table and
+/// weight.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Lane {
+pub struct Placement {
     pub level: String,
     pub sl: u8,
     pub vl: u8,
@@ -66,7 +67,7 @@ pub struct Lane {
 /// The generated configuration.
 #[derive(Clone, Debug, Serialize)]
 pub struct SmConfig {
-    pub lanes: Vec<Lane>,
+    pub lanes: Vec<Placement>,
     pub sl2vl: [u8; 16],
     /// `max_op_vls` code (1=VL0 2=VL0-1 3=VL0-3 4=VL0-7 5=VL0-14).
     pub max_op_vls: u8,
@@ -162,10 +163,10 @@ pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String
             // Shares the VL of a higher level: served by that entry.
             lanes
                 .iter()
-                .find(|x: &&Lane| x.vl == vl)
+                .find(|x: &&Placement| x.vl == vl)
                 .map_or(MIN_WEIGHT, |x| x.weight)
         };
-        lanes.push(Lane {
+        lanes.push(Placement {
             level: l.name.clone(),
             sl: l.service_level.get(),
             vl,
@@ -229,7 +230,7 @@ fn data_vls(max_op_vls: u8) -> u8 {
 
 fn options(
     mapping: &Mapping,
-    lanes: &[Lane],
+    lanes: &[Placement],
     sl2vl: &[u8; 16],
     max_op_vls: u8,
     high: &[(u8, u8)],

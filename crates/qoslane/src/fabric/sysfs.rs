@@ -14,33 +14,10 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
+use super::tables::{PortId, PortIdentity};
 use crate::error::{Error, Result};
 use crate::mapping::DeviceSelector;
 use crate::paths::Paths;
-
-/// An HCA port by its kernel name: `mlx5_0/1`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct PortId {
-    pub device: String,
-    pub port: u32,
-}
-
-impl PortId {
-    pub fn new(device: impl Into<String>, port: u32) -> Self {
-        Self {
-            device: device.into(),
-            port,
-        }
-    }
-}
-
-impl fmt::Display for PortId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.device, self.port)
-    }
-}
 
 /// `link_layer`: InfiniBand ports have SL2VL tables; Ethernet (RoCE) ports
 /// carry priorities from the traffic class instead.
@@ -60,17 +37,6 @@ impl fmt::Display for LinkLayer {
             Self::Other(s) => f.write_str(s),
         }
     }
-}
-
-/// What identifies an IB port's SM-programmed tables: a new node GUID (HCA
-/// swapped), LID (port re-assigned) or SM LID (another SM took over) means
-/// the tables may have changed. Keys the fabric cache.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PortIdentity {
-    /// `0x`-prefixed, 16 hex digits.
-    pub node_guid: String,
-    pub lid: u16,
-    pub sm_lid: u16,
 }
 
 /// One port as sysfs shows it.

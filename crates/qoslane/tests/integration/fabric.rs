@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use qoslane::deadline::Deadline;
 use qoslane::error::Error;
 use qoslane::fabric::{
-    self, AssessOptions, FabricReport, PortId, PortTables, Probe, ProbeMode, TablesSource,
-    VlArbState, smpquery,
+    self, AssessOptions, Assessment, PortId, PortTables, Probe, ProbeMode, TablesSource,
+    VlArbState, parse,
 };
 use qoslane::mapping::{Mapping, validate_str};
 use qoslane::paths::{Overrides, Paths};
 
+mod parsers;
 mod path;
 mod rig;
 
@@ -113,14 +114,14 @@ fn captured(scenario: &str, op: &str) -> String {
 
 /// The port tables smpquery printed on the simulated fabric for `scenario`.
 fn tables(scenario: &str) -> PortTables {
-    let info = smpquery::parse_portinfo(&captured(scenario, "portinfo")).unwrap();
+    let info = parse::parse_portinfo(&captured(scenario, "portinfo")).unwrap();
     let vlarb_path = fixtures().join(format!("smpquery/{scenario}.vlarb.txt"));
     let vlarb = match fs::read_to_string(vlarb_path) {
-        Ok(t) => VlArbState::Read(smpquery::parse_vlarb(&t).unwrap()),
+        Ok(t) => VlArbState::Read(parse::parse_vlarb(&t).unwrap()),
         Err(_) => VlArbState::Unavailable("not captured".into()),
     };
     PortTables {
-        sl2vl: smpquery::parse_sl2vl(&captured(scenario, "sl2vl")).unwrap(),
+        sl2vl: parse::parse_sl2vl(&captured(scenario, "sl2vl")).unwrap(),
         oper_vls: info.oper_vls,
         vl_cap: info.vl_cap,
         link_state: info.link_state,
@@ -215,7 +216,7 @@ fn deadline() -> Deadline {
     Deadline::after(Duration::from_secs(10))
 }
 
-fn assess_fake(node: &Node, m: &Mapping, mode: ProbeMode, probe: &FakeProbe) -> FabricReport {
+fn assess_fake(node: &Node, m: &Mapping, mode: ProbeMode, probe: &FakeProbe) -> Assessment {
     fabric::assess_with(
         &node.paths,
         m,
@@ -231,17 +232,17 @@ fn ports(list: &[PortId]) -> Vec<String> {
     list.iter().map(ToString::to_string).collect()
 }
 
-fn ib_ports(r: &FabricReport) -> Vec<String> {
+fn ib_ports(r: &Assessment) -> Vec<String> {
     r.ib_ports.iter().map(|p| p.port.to_string()).collect()
 }
 
 const LEVELS: [&str; 4] = ["mission-critical", "high", "normal", "low"];
 
-fn all_problems(r: &FabricReport) -> Vec<String> {
+fn all_problems(r: &Assessment) -> Vec<String> {
     LEVELS.iter().flat_map(|l| r.problems(l)).collect()
 }
 
-fn all_warnings(r: &FabricReport) -> Vec<String> {
+fn all_warnings(r: &Assessment) -> Vec<String> {
     LEVELS.iter().flat_map(|l| r.warnings(l)).collect()
 }
 
@@ -549,7 +550,7 @@ fn ports_not_active_reads_sysfs_only() {
 
 /// The mission-critical level (SL 3, VL 3) on one port with `scenario`'s
 /// tables, as captured on the simulated fabric.
-fn check_one(scenario: &str, m: &Mapping) -> FabricReport {
+fn check_one(scenario: &str, m: &Mapping) -> Assessment {
     let node = Node::from_fixture("mlx5-quirks");
     let probe = FakeProbe::all(tables(scenario));
     assess_fake(&node, m, ProbeMode::Fresh, &probe)
@@ -702,7 +703,7 @@ fn audit_field_is_small_and_says_what_was_found() {
 #[test]
 fn report_round_trips_through_json() {
     let r = check_one("qos-vl3-no-weight", &mapping(MAPPING));
-    let back: FabricReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    let back: Assessment = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
     assert_eq!(
         back.warnings("mission-critical"),
         r.warnings("mission-critical")
@@ -719,11 +720,11 @@ fn opts(max_age: Duration) -> AssessOptions {
     }
 }
 
-fn assess_opts(node: &Node, mode: ProbeMode, probe: &FakeProbe, o: &AssessOptions) -> FabricReport {
+fn assess_opts(node: &Node, mode: ProbeMode, probe: &FakeProbe, o: &AssessOptions) -> Assessment {
     fabric::assess_with(&node.paths, &mapping(MAPPING), &deadline(), mode, probe, o).unwrap()
 }
 
-fn sources(r: &FabricReport) -> Vec<TablesSource> {
+fn sources(r: &Assessment) -> Vec<TablesSource> {
     r.ib_ports.iter().map(|p| p.source.clone()).collect()
 }
 
@@ -931,7 +932,7 @@ fn assess_smpquery(
     node: &Node,
     d: &Deadline,
     o: &AssessOptions,
-) -> qoslane::error::Result<FabricReport> {
+) -> qoslane::error::Result<Assessment> {
     let probe = fabric::Smpquery::new(&node.paths.smpquery);
     fabric::assess_with(
         &node.paths,
@@ -1112,11 +1113,11 @@ fn every_captured_output_parses() {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         let text = fs::read_to_string(&p).unwrap();
         let ok = if name.ends_with(".sl2vl.txt") {
-            smpquery::parse_sl2vl(&text).map(drop)
+            parse::parse_sl2vl(&text).map(drop)
         } else if name.ends_with(".portinfo.txt") {
-            smpquery::parse_portinfo(&text).map(drop)
+            parse::parse_portinfo(&text).map(drop)
         } else if name.ends_with(".vlarb.txt") {
-            smpquery::parse_vlarb(&text).map(drop)
+            parse::parse_vlarb(&text).map(drop)
         } else {
             continue;
         };

@@ -13,80 +13,19 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use qoslane::metrics::{self, Alignment, Counters, Gauges, Histogram};
 
-const BIN: &str = env!("CARGO_BIN_EXE_qoslane");
-const TOS: &str = "/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos";
-const TEXTFILE: &str = "/var/lib/prometheus/node-exporter/qoslane.prom";
+use crate::util::{Node, Proc, TEXTFILE, TOS, free_port, ok, tool};
 
 // ---------------------------------------------------------------------------
-// Tools and processes
+// Processes that listen
 
-/// A program the test needs; `None` (skip) when absent, unless CI requires it.
-fn tool(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let dirs = std::env::split_paths(&path)
-        .chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(PathBuf::from));
-    for dir in dirs {
-        for n in names {
-            let p = dir.join(n);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    assert!(
-        std::env::var("QOSLANE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "{} not found and QOSLANE_REQUIRE_TOOLS=1",
-        names.join(" / ")
-    );
-    eprintln!("SKIP: {} not installed", names.join(" / "));
-    None
-}
-
-/// Kills and reaps its process when dropped, whatever the test did.
-struct Proc {
-    child: Child,
-    what: &'static str,
-}
-
-impl Proc {
-    fn spawn(what: &'static str, cmd: &mut Command) -> Self {
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("start {what}: {e}"));
-        Self { child, what }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child
-            .try_wait()
-            .unwrap_or_else(|e| panic!("wait {}: {e}", self.what))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind a loopback port")
-}
-
+/// `addr` accepts connections before `proc` ends (at most 10 s).
 fn wait_for_listener(addr: SocketAddr, proc: &mut Proc) -> bool {
     let until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < until {
@@ -299,7 +238,7 @@ fn promtool_check_metrics(promtool: &Path, text: &str) {
 }
 
 // ---------------------------------------------------------------------------
-// A node under a temp root, and the real binary
+// The nodes: util's fixture with these mappings
 
 /// A mapping with five levels. `mission-critical` also asks for an
 /// out-of-range value of a real kernel file (a process's `oom_score_adj`,
@@ -368,148 +307,14 @@ levels:
     service_level: 1
 "#;
 
-struct Node {
-    dir: tempfile::TempDir,
-    /// Owner of the `oom_score_adj` the mission-critical level writes.
-    keepalive: Option<Proc>,
-}
-
-impl Node {
-    fn new(mapping: &str) -> Self {
-        let n = Self {
-            dir: tempfile::tempdir().expect("temp dir"),
-            keepalive: None,
-        };
-        n.write(TOS, "0\n");
-        n.write("/etc/qoslane/qos-network.yml", mapping);
-        n.script("squeue", "#!/bin/sh\necho \"$FAKE_QOS\"\n");
-        n
-    }
-
-    /// [`MAPPING`] with an InfiniBand port in sysfs, a fake `smpquery`
-    /// printing real tables (SL n → VL n) and the kernel probe.
-    fn with_fabric() -> Self {
-        let mut n = Self::new(MAPPING);
-        let port = "/sys/class/infiniband/mlx5_0/ports/1";
-        n.write(
-            "/sys/class/infiniband/mlx5_0/node_guid",
-            "0002:c903:0049:6a50\n",
-        );
-        for (f, v) in [
-            ("state", "4: ACTIVE"),
-            ("phys_state", "5: LinkUp"),
-            ("link_layer", "InfiniBand"),
-            ("lid", "0x3"),
-            ("sm_lid", "0x1"),
-            ("sm_sl", "0"),
-            ("rate", "100 Gb/sec (4X EDR)"),
-        ] {
-            n.write(&format!("{port}/{f}"), &format!("{v}\n"));
-        }
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smpquery");
-        // Called as: smpquery -C DEV -P PORT -D OP 0
-        n.script(
-            "smpquery",
-            &format!(
-                "#!/bin/sh\nexec /bin/cat \"{}/qos-identity.$6.txt\"\n",
-                fixtures.display()
-            ),
-        );
-        let probe = Proc::spawn(
-            "sleep",
-            Command::new("/bin/sleep").arg("120").stdin(Stdio::null()),
-        );
-        let proc_dir = PathBuf::from(format!("/proc/{}", probe.pid()));
-        assert!(
-            std::fs::read_to_string(proc_dir.join("oom_score_adj")).is_ok(),
-            "this test needs a readable /proc/<pid>/oom_score_adj"
-        );
-        let link = n.path("/proc/sys/qoslane-probe");
-        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink(&proc_dir, &link).unwrap();
-        n.keepalive = Some(probe);
-        n
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.root().join(p.trim_start_matches('/'))
-    }
-
-    fn write(&self, p: &str, text: &str) {
-        let f = self.path(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, text).unwrap();
-    }
-
-    fn read(&self, p: &str) -> String {
-        std::fs::read_to_string(self.path(p)).unwrap_or_else(|e| panic!("read {p}: {e}"))
-    }
-
-    fn script(&self, name: &str, body: &str) {
-        use std::os::unix::fs::PermissionsExt;
-        let p = self.root().join(name);
-        std::fs::write(&p, body).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    fn cmd(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut c = Command::new(BIN);
-        c.env_clear()
-            .env("QOSLANE_ROOT", self.root())
-            .env("QOSLANE_SQUEUE", self.root().join("squeue"))
-            .env("QOSLANE_SMPQUERY", self.root().join("smpquery"))
-            .env("QOSLANE_NO_JOURNAL", "1")
-            .args(args)
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c
-    }
-
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        self.cmd(args, env).output().expect("run qoslane")
-    }
-
-    fn prolog(&self, job: u32, qos: &str) -> Output {
-        self.prolog_env(job, qos, &[])
-    }
-
-    fn prolog_env(&self, job: u32, qos: &str, env: &[(&str, &str)]) -> Output {
-        let id = job.to_string();
-        let mut all = vec![("SLURM_JOB_ID", id.as_str()), ("FAKE_QOS", qos)];
-        all.extend_from_slice(env);
-        self.run(&["prolog"], &all)
-    }
-
-    fn epilog(&self, job: u32) -> Output {
-        self.run(&["epilog"], &[("SLURM_JOB_ID", &job.to_string())])
-    }
-
-    fn textfile(&self) -> String {
-        self.read(TEXTFILE)
-    }
-
-    fn last_audit(&self, event: &str) -> serde_json::Value {
-        self.read("/var/log/qoslane/audit.jsonl")
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("audit JSON"))
-            .rfind(|e| e["event"] == event)
-            .unwrap_or_else(|| panic!("no {event} audit line"))
-    }
-}
-
-fn ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// A node with [`MAPPING`]: an mlx5 InfiniBand port in sysfs that the fake
+/// `smpquery` answers with real tables (SL n → VL n: tests/fixtures/smpquery/
+/// qos-identity.*), and the kernel probe the mission-critical level writes.
+fn fabric_node() -> Node {
+    let n = Node::with_mapping(MAPPING);
+    n.add_hca("qos-identity");
+    n.add_kernel_probe();
+    n
 }
 
 fn now() -> f64 {
@@ -523,7 +328,7 @@ fn now() -> f64 {
 /// job 101 (high) applied, 102 (mission-critical) rolled back, 103 (low)
 /// applied, epilog 101 reverted, epilog 102 unchanged (nothing granted).
 fn scripted_node() -> (Node, f64) {
-    let n = Node::with_fabric();
+    let n = fabric_node();
     let oom_before = n.read("/proc/sys/qoslane-probe/oom_score_adj");
     let t0 = now().floor();
     ok(&n.prolog(101, "high"));
@@ -832,7 +637,7 @@ fn rendered_text_passes_promtool_check_metrics() {
         &metrics::render(&Counters::default(), &Gauges::default()),
     );
     // And what real runs write.
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     ok(&n.prolog(1, "high"));
     promtool_check_metrics(&promtool, &n.textfile());
 }
@@ -907,6 +712,7 @@ fn start_endpoint(n: &Node) -> (Proc, SocketAddr) {
     let mut p = Proc::spawn(
         "qoslane metrics",
         n.cmd(&["metrics", "--listen", "127.0.0.1:0"], &[])
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped()),
     );
@@ -993,7 +799,7 @@ fn http_endpoint_serves_the_same_families() {
 
 #[test]
 fn http_endpoint_bounds_slow_clients_and_connections() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     ok(&n.prolog(1, "low"));
     let (_server, addr) = start_endpoint(&n);
 
@@ -1050,7 +856,7 @@ fn http_endpoint_bounds_slow_clients_and_connections() {
 
 #[test]
 fn concurrent_runs_lose_no_counts() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     let jobs = 32u32;
     let levels = ["mission-critical", "high", "normal", "low"];
     let codes: Vec<(Option<i32>, Option<i32>)> = std::thread::scope(|s| {
@@ -1138,7 +944,7 @@ fn hold_lock(n: &Node, path: &str) -> std::fs::File {
 /// 1.6 s and the run's deadline is 6 s.
 #[test]
 fn a_run_waits_for_the_counters_until_its_deadline() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     ok(&n.prolog(1, "low"));
     ok(&n.epilog(1));
     let lock = hold_lock(&n, "/var/lib/qoslane/counters.lock");
@@ -1168,7 +974,7 @@ fn a_run_waits_for_the_counters_until_its_deadline() {
 
 #[test]
 fn runs_that_cannot_get_the_node_lock_are_all_counted_too() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     ok(&n.prolog(1, "low"));
     ok(&n.epilog(1));
     // A hung run holds the node lock: every run below times out on it and
@@ -1206,7 +1012,7 @@ fn runs_that_cannot_get_the_node_lock_are_all_counted_too() {
 
 #[test]
 fn a_textfile_directory_that_is_a_file_never_fails_the_hook() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     let not_a_dir = n.path("/not-a-dir");
     std::fs::write(&not_a_dir, "x").unwrap();
     let out = n.prolog_env(
@@ -1242,7 +1048,7 @@ fn a_textfile_directory_that_is_a_file_never_fails_the_hook() {
 
 #[test]
 fn a_textfile_that_cannot_be_replaced_never_fails_the_hook() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     // The rename onto qoslane.prom fails: it is a non-empty directory.
     n.write(&format!("{TEXTFILE}/blocker"), "x");
     ok(&n.prolog(1, "high"));
@@ -1269,7 +1075,7 @@ fn a_textfile_that_cannot_be_replaced_never_fails_the_hook() {
 
 #[test]
 fn a_corrupt_counter_file_restarts_from_zero_without_failing_the_hook() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     ok(&n.prolog(1, "low"));
     n.write("/var/lib/qoslane/counters.json", "{ not json");
     // Readers say so rather than report zeros.
@@ -1413,7 +1219,7 @@ fn closed_with(mut s: TcpStream, within: Duration) -> Option<String> {
 /// connection costs a file descriptor; it is closed at its own deadline.
 #[test]
 fn idle_connections_cannot_deny_a_scrape() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     ok(&n.prolog(1, "low"));
     let (_server, addr) = start_endpoint(&n);
 
@@ -1464,7 +1270,7 @@ fn idle_connections_cannot_deny_a_scrape() {
 /// waiting for its request makes room: a new scrape is never refused.
 #[test]
 fn past_the_connection_bound_the_oldest_idle_connection_makes_room() {
-    let n = Node::new(SIMPLE_MAPPING);
+    let n = Node::with_mapping(SIMPLE_MAPPING);
     ok(&n.prolog(1, "low"));
     let (_server, addr) = start_endpoint(&n);
 

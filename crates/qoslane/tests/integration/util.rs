@@ -1,7 +1,8 @@
 //! Test fixture: a node under a temp root — mapping, node settings files,
-//! a fake `scontrol`, a fake `smpquery` — and a runner for the real binary.
+//! the committed stand-ins for `squeue` and `smpquery` (tests/fixtures/bin) —
+//! a runner for the real binary, the real tools a test may need (`tool`) and
+//! the processes it starts (`Proc`, killed when dropped).
 
-#![expect(dead_code, reason = "not every helper is used in every build")]
 #![expect(
     clippy::unwrap_used,
     reason = "a failing fixture should stop the test loudly"
@@ -9,7 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::sync::Mutex;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_qoslane");
 
@@ -61,9 +63,15 @@ levels:
 pub const BASE_TOS: &str = "0";
 pub const BASE_RMEM: &str = "212992";
 
+/// qoslane's textfile for node_exporter's textfile collector.
+pub const TEXTFILE: &str = "/var/lib/prometheus/node-exporter/qoslane.prom";
+
 #[derive(Debug)]
 pub struct Node {
     pub dir: tempfile::TempDir,
+    /// Processes the node's files need alive (see [`Node::add_kernel_probe`]),
+    /// killed after the directory is gone.
+    held: Mutex<Vec<Proc>>,
 }
 
 impl Node {
@@ -74,6 +82,7 @@ impl Node {
     pub fn with_mapping(mapping: &str) -> Self {
         let n = Self {
             dir: tempfile::tempdir().unwrap(),
+            held: Mutex::new(Vec::new()),
         };
         n.write_mapping(mapping);
         n.set(TOS, BASE_TOS);
@@ -90,34 +99,38 @@ impl Node {
     }
 
     pub fn write_mapping(&self, text: &str) {
-        let p = self.path("/etc/qoslane/qos-network.yml");
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
+        self.write("/etc/qoslane/qos-network.yml", text);
     }
 
+    /// A setting's value, as the kernel shows one: `V` and a newline.
     pub fn set(&self, p: &str, v: &str) {
+        self.write(p, &format!("{v}\n"));
+    }
+
+    /// A setting's value without its line end.
+    pub fn get(&self, p: &str) -> String {
+        self.read(p).trim_end().to_owned()
+    }
+
+    /// `text` as the whole file at `p` under the root (directories made).
+    pub fn write(&self, p: &str, text: &str) {
         let f = self.path(p);
         std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, format!("{v}\n")).unwrap();
+        std::fs::write(f, text).unwrap();
     }
 
-    pub fn get(&self, p: &str) -> String {
-        std::fs::read_to_string(self.path(p))
-            .unwrap()
-            .trim_end()
-            .to_owned()
+    /// The file at `p` under the root, as it is.
+    pub fn read(&self, p: &str) -> String {
+        std::fs::read_to_string(self.path(p)).unwrap_or_else(|e| panic!("read {p}: {e}"))
+    }
+
+    /// What the last run wrote for node_exporter ([`TEXTFILE`]).
+    pub fn textfile(&self) -> String {
+        self.read(TEXTFILE)
     }
 
     pub fn settings(&self) -> (String, String) {
         (self.get(TOS), self.get(RMEM))
-    }
-
-    pub fn script(&self, name: &str, body: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let p = self.root().join(name);
-        std::fs::write(&p, body).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
     }
 
     /// The binary with this root, a clean environment and `env` added.
@@ -144,15 +157,20 @@ impl Node {
     }
 
     pub fn prolog(&self, job: u32, qos: &str) -> Output {
+        self.prolog_env(job, qos, &[])
+    }
+
+    /// A Prolog of job `job` whose QoS is `qos` (the fake squeue's), with
+    /// `env` added.
+    pub fn prolog_env(&self, job: u32, qos: &str, env: &[(&str, &str)]) -> Output {
         let id = job.to_string();
-        self.run(
-            &["prolog"],
-            &[
-                ("SLURM_JOB_ID", &id),
-                ("FAKE_QOS", qos),
-                ("SLURM_JOB_USER", "alice"),
-            ],
-        )
+        let mut all = vec![
+            ("SLURM_JOB_ID", id.as_str()),
+            ("FAKE_QOS", qos),
+            ("SLURM_JOB_USER", "alice"),
+        ];
+        all.extend_from_slice(env);
+        self.run(&["prolog"], &all)
     }
 
     pub fn epilog(&self, job: u32) -> Output {
@@ -238,6 +256,71 @@ impl Node {
             .map(str::to_owned)
             .collect()
     }
+}
+
+/// A program the test needs, found on PATH or in the usual directories;
+/// `None` (the test skips, saying so) when absent, unless CI requires it
+/// (`QOSLANE_REQUIRE_TOOLS=1`).
+pub fn tool(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path)
+        .chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(PathBuf::from));
+    for dir in dirs {
+        for n in names {
+            let p = dir.join(n);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    assert!(
+        std::env::var("QOSLANE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "{} not found and QOSLANE_REQUIRE_TOOLS=1",
+        names.join(" / ")
+    );
+    eprintln!("SKIP: {} not installed", names.join(" / "));
+    None
+}
+
+/// A process a test started: killed and reaped when dropped, whatever the
+/// test did.
+#[derive(Debug)]
+pub struct Proc {
+    pub child: Child,
+    what: &'static str,
+}
+
+impl Proc {
+    pub fn spawn(what: &'static str, cmd: &mut Command) -> Self {
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("start {what}: {e}"));
+        Self { child, what }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its exit status once it has ended.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .try_wait()
+            .unwrap_or_else(|e| panic!("wait {}: {e}", self.what))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a loopback port")
 }
 
 /// A committed stand-in program under tests/fixtures/bin.
@@ -357,6 +440,29 @@ impl Node {
             std::os::unix::fs::symlink(fixture_bin("fake-smpquery"), &link).unwrap();
         }
         link
+    }
+
+    /// A real kernel file that refuses a value, under the root:
+    /// `/proc/sys/qoslane-probe` is a symlink to `/proc/PID` of a child
+    /// that lives as long as the node, so `/proc/sys/qoslane-probe/oom_score_adj`
+    /// takes -1000..=1000 and the kernel answers EINVAL to anything else (a
+    /// genuine write failure, reached through a symlinked directory).
+    pub fn add_kernel_probe(&self) {
+        let probe = Proc::spawn(
+            "sleep",
+            Command::new("/bin/sleep")
+                .arg("120")
+                .stdin(std::process::Stdio::null()),
+        );
+        let proc_dir = PathBuf::from(format!("/proc/{}", probe.pid()));
+        assert!(
+            std::fs::read_to_string(proc_dir.join("oom_score_adj")).is_ok(),
+            "this test needs a readable /proc/<pid>/oom_score_adj"
+        );
+        let link = self.path("/proc/sys/qoslane-probe");
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&proc_dir, &link).unwrap();
+        self.held.lock().unwrap().push(probe);
     }
 
     /// A file beside the fake smpquery (`any.sl2vl.txt`, `hang`, …).

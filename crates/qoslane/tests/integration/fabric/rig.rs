@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use qoslane::deadline::Deadline;
 use qoslane::error::Error;
-use qoslane::fabric::{self, AssessOptions, FabricReport, ProbeMode, TablesSource};
+use qoslane::fabric::{self, AssessOptions, Assessment, ProbeMode, TablesSource};
 use qoslane::mapping::Mapping;
 use qoslane::paths::{Overrides, Paths};
 
@@ -270,7 +270,7 @@ impl SimNode {
         read(&self.calls).lines().count()
     }
 
-    fn assess(&self, m: &Mapping, mode: ProbeMode) -> FabricReport {
+    fn assess(&self, m: &Mapping, mode: ProbeMode) -> Assessment {
         self.assess_opts(m, mode, &AssessOptions::default())
     }
 
@@ -279,7 +279,7 @@ impl SimNode {
         m: &Mapping,
         mode: ProbeMode,
         o: &AssessOptions,
-    ) -> FabricReport {
+    ) -> Assessment {
         let probe = fabric::Smpquery::new(&self.paths.smpquery);
         let d = Deadline::after(Duration::from_secs(20));
         fabric::assess_with(&self.paths, m, &d, mode, &probe, o).unwrap_or_else(|e| panic!("{e}"))
@@ -324,7 +324,7 @@ fn write_port(paths: &Paths, port: &SimPort) {
 
 const IDENTITY: &str = "0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7";
 
-fn problems(r: &FabricReport) -> Vec<String> {
+fn problems(r: &Assessment) -> Vec<String> {
     super::all_problems(r)
 }
 

@@ -445,9 +445,10 @@ fn fault_squeue_missing_failing_hanging_flooding_or_garbage() {
     // deadline — with its node settings, even when squeue took its whole
     // share of the time — and the audit says why.
     let text = mapping_yaml(&levels(0)).replace("default_level: normal", "default_level: low");
-    let dir = tempfile::tempdir().unwrap();
-    let not_exec = dir.path().join("squeue");
-    std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    // A committed file of mode 0644 (a script written here would race with
+    // other tests' forks: ETXTBSY).
+    let not_exec =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/not-executable");
     let cases: Vec<(&str, Env, &str)> = vec![
         (
             "missing",

@@ -32,10 +32,13 @@ fn spoof_text() -> impl Strategy<Value = String> {
     prop::collection::vec(piece, 0..8).prop_map(|v| v.concat())
 }
 
+/// Every captured output of the fabric tools: the node's own tables, a
+/// switch's (first hop, sweep), the topology.
 fn captured() -> Vec<String> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smpquery");
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .expect("fixtures")
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut v: Vec<String> = ["smpquery", "smpquery-switch", "ibnetdiscover"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(fixtures.join(d)).expect("fixtures"))
         .map(|e| std::fs::read_to_string(e.expect("entry").path()).expect("read"))
         .collect();
     v.sort();
@@ -144,6 +147,52 @@ proptest! {
     fn job_record_any_bytes(b in prop::collection::vec(any::<u8>(), 0..200)) {
         fuzz_job_record::check(&b);
     }
+}
+
+/// Every `pub fn` of `fabric/parse.rs` is a parser named in `PARSERS`, and
+/// the fuzz body knows every name of `PARSERS` (it panics on one it does not
+/// know): a parser added without its fuzz check fails here.
+#[test]
+fn every_parser_of_parse_rs_is_fuzzed() {
+    let source = include_str!("../../../src/fabric/parse.rs");
+    let mut pub_fns: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub fn "))
+        .map(|rest| rest.split(['(', '<']).next().unwrap_or(rest))
+        .collect();
+    pub_fns.sort_unstable();
+    let mut listed = qoslane::fabric::parse::PARSERS.to_vec();
+    listed.sort_unstable();
+    assert_eq!(pub_fns, listed, "fabric/parse.rs: pub fns vs PARSERS");
+    assert_eq!(listed.len(), 8, "the parsers of smpquery and ibnetdiscover");
+    for name in qoslane::fabric::parse::PARSERS {
+        fuzz_smpquery::check_parser(name, "");
+    }
+    let unknown = std::panic::catch_unwind(|| fuzz_smpquery::check_parser("parse_new", ""));
+    assert!(
+        unknown.is_err(),
+        "a parser the fuzz body does not know fails"
+    );
+}
+
+/// Each parser accepts at least one captured output: the fuzz bodies are fed
+/// something every parser reads, not only garbage.
+#[test]
+fn every_parser_reads_a_captured_output() {
+    use qoslane::fabric::parse::{
+        parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_sl2vl, parse_switch_sl2vl,
+        parse_topology, parse_vlarb,
+    };
+    let all = captured();
+    let any = |f: &dyn Fn(&str) -> bool| all.iter().any(|t| f(t));
+    assert!(any(&|t| parse_sl2vl(t).is_ok()));
+    assert!(any(&|t| parse_switch_sl2vl(t, 7).is_ok_and(|r| r.len() > 1)));
+    assert!(any(&|t| parse_portinfo(t).is_ok()));
+    assert!(any(&|t| parse_vlarb(t).is_ok()));
+    assert!(any(&|t| parse_nodeinfo(t).is_ok()));
+    assert!(any(&|t| parse_lid(t).is_ok()));
+    assert!(any(&|t| parse_topology(t).is_ok()));
+    assert!(parse_nodedesc("Node Description:...........................leaf1\n").is_ok());
 }
 
 #[test]

@@ -1,13 +1,73 @@
-//! `hookrun.conf(5)`: the configuration file's page, written by `hookrun
-//! generate man` beside hookrun(8). Its keys are [`crate::conffile::KEYS`]
-//! (a test holds the page to them) and its defaults the constants of
-//! [`crate::settings`].
+//! The man pages: `hookrun(8)` from the clap definitions (section 8: it lives
+//! in /usr/sbin), with the long help's epilogue (environment, exit codes),
+//! FILES and SEE ALSO; and `hookrun.conf(5)`, the configuration file's page,
+//! whose keys are [`crate::conffile::KEYS`] (a test holds the page to them) and
+//! whose defaults are the constants of [`crate::config`]. Both are made with
+//! the workspace's `manpage` crate, as qoslane's are. Pure: [`pages`] returns
+//! the files' names and contents, `hookrun generate man` writes them.
 
+use clap::CommandFactory;
+use manpage::{Layout, Page, escape, item, section, see_also};
+
+use crate::cli::Cli;
 use crate::conffile::KEYS;
-use crate::settings;
+use crate::config;
+use crate::phase::Phase;
 
-/// The file name and roff text of the page.
-pub fn page() -> (&'static str, String) {
+/// Where the package installs hookrun.md, which the pages point to.
+const DOC: &str = "/usr/share/doc/qoslane/hookrun.md";
+
+/// Every page: `hookrun.8` and `hookrun.conf.5`.
+///
+/// # Errors
+/// Only if rendering into memory fails, which clap_mangen reports as I/O.
+pub fn pages() -> std::io::Result<Vec<Page>> {
+    let layout = Layout {
+        per_subcommand: false,
+        epilogue: true,
+    };
+    let mut out = manpage::program_pages(Cli::command(), &source(), layout, &|_, _| files())?;
+    let (name, text) = conf_page();
+    out.push((name.to_owned(), text.into_bytes()));
+    Ok(out)
+}
+
+/// The footer's source: `hookrun VERSION`.
+fn source() -> String {
+    format!("hookrun {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// FILES and SEE ALSO of hookrun(8).
+fn files() -> String {
+    let dirs: Vec<&str> = Phase::ALL.iter().map(|p| p.dir_name()).collect();
+    let mut text = section("FILES");
+    text += &item(
+        &format!("{}/{{{}}}/", config::DEFAULT_HOOK_DIR, dirs.join(",")),
+        "The hooks of each phase, run in ascending file\\-name order.",
+    );
+    text += &item(
+        &format!("{}/{}", config::DEFAULT_HOOK_DIR, config::CONFIG_FILE_NAME),
+        &format!(
+            "Site settings (key = value lines; see {DOC}).\n\
+             Read only when owned by root and not writable by group or others."
+        ),
+    );
+    text += &item(
+        &format!("{}/", config::DEFAULT_STATE_DIR),
+        "The metric counters (metrics.json).",
+    );
+    text += &item(
+        &format!("{}/hookrun.prom", config::DEFAULT_TEXTFILE_DIR),
+        "The metrics, for node_exporter's textfile collector.",
+    );
+    text + &see_also(
+        &[("hookrun.conf", "5"), ("qoslane", "8"), ("slurm.conf", "5")],
+        DOC,
+    )
+}
+
+/// `hookrun.conf(5)`: the file name and roff text of the page.
+pub fn conf_page() -> (&'static str, String) {
     let d = |v: std::time::Duration| humantime::format_duration(v).to_string();
     let keys: [(&str, String); 7] = [
         (
@@ -23,14 +83,14 @@ pub fn page() -> (&'static str, String) {
             format!(
                 "A duration; default {}. Time for all hooks of one run; keep it under Slurm's \
                  PrologEpilogTimeout.",
-                d(settings::DEFAULT_BUDGET)
+                d(config::DEFAULT_BUDGET)
             ),
         ),
         (
             "hook_timeout",
             format!(
                 "A duration; default {}. Time for one hook, inside the budget.",
-                d(settings::DEFAULT_HOOK_TIMEOUT)
+                d(config::DEFAULT_HOOK_TIMEOUT)
             ),
         ),
         (
@@ -38,21 +98,21 @@ pub fn page() -> (&'static str, String) {
             format!(
                 "A duration, 0s allowed; default {}. Wait between SIGTERM and SIGKILL for an \
                  overdue hook.",
-                d(settings::DEFAULT_KILL_GRACE)
+                d(config::DEFAULT_KILL_GRACE)
             ),
         ),
         (
             "scontrol",
             format!(
                 "An absolute path; default {}. Run without a shell to requeue, drain and resume.",
-                settings::DEFAULT_SCONTROL
+                config::DEFAULT_SCONTROL
             ),
         ),
         (
             "scontrol_timeout",
             format!(
                 "A duration; default {}. The deadline of each scontrol call.",
-                d(settings::DEFAULT_SCONTROL_TIMEOUT)
+                d(config::DEFAULT_SCONTROL_TIMEOUT)
             ),
         ),
         (
@@ -60,15 +120,12 @@ pub fn page() -> (&'static str, String) {
             format!(
                 "A directory, used as given; default {}. Where hookrun.prom is written (only \
                  when the directory exists).",
-                settings::DEFAULT_TEXTFILE_DIR
+                config::DEFAULT_TEXTFILE_DIR
             ),
         ),
     ];
     debug_assert!(keys.iter().map(|(k, _)| *k).eq(KEYS.iter().copied()));
-    let mut text = format!(
-        ".TH hookrun.conf 5 \"\" \"hookrun {}\" \"File Formats\"\n",
-        env!("CARGO_PKG_VERSION")
-    );
+    let mut text = manpage::file_format_title("hookrun.conf", &source());
     text.push_str(&format!(
         ".SH NAME\nhookrun.conf \\- the configuration of hookrun\n\
          .SH SYNOPSIS\n.I {dir}/{file}\n\
@@ -83,25 +140,19 @@ pub fn page() -> (&'static str, String) {
          file must be owned by root and not be writable by group or others: it names a \
          program hookrun runs as root.\n\
          .SH KEYS\n",
-        dir = escape(settings::DEFAULT_HOOK_DIR),
-        file = settings::CONFIG_FILE_NAME,
+        dir = escape(config::DEFAULT_HOOK_DIR),
+        file = config::CONFIG_FILE_NAME,
     ));
     for (key, what) in &keys {
-        text.push_str(&format!(".TP\n.B {key}\n{}\n", escape(what)));
+        text.push_str(&item(key, &escape(what)));
     }
     text.push_str(
         ".SH EXAMPLE\n.PP\n.RS 4\n.nf\n\
          # /etc/slurm/hookrun.conf\non_failure = requeue\nbudget = 20s\nhook_timeout = 10s\n\
-         .fi\n.RE\n\
-         .SH \"SEE ALSO\"\n.BR hookrun (8),\n.BR slurm.conf (5),\n\
-         .B /usr/share/doc/qoslane/hookrun.md\n",
+         .fi\n.RE\n",
     );
+    text.push_str(&see_also(&[("hookrun", "8"), ("slurm.conf", "5")], DOC));
     ("hookrun.conf.5", text)
-}
-
-/// Roff text: a hyphen is `\-`, and no line may start with a dot.
-fn escape(text: &str) -> String {
-    text.replace('\\', "\\e").replace('-', "\\-")
 }
 
 #[cfg(test)]
@@ -110,7 +161,7 @@ mod tests {
 
     #[test]
     fn the_page_names_every_key_and_its_example_parses() {
-        let (name, text) = page();
+        let (name, text) = conf_page();
         assert_eq!(name, "hookrun.conf.5");
         for key in KEYS {
             assert!(text.contains(&format!(".TP\n.B {key}\n")), "{key} missing");

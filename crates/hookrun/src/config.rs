@@ -1,4 +1,5 @@
-//! Resolved settings: every value hookrun runs with, and where it came from.
+//! The resolved configuration: every value hookrun runs with, and where it came
+//! from.
 //!
 //! Precedence, highest first: command-line flag, `HOOKRUN_*` environment
 //! variable, `hookrun.conf`, built-in default. Default paths live under the root
@@ -13,8 +14,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{Options, parse_duration};
 use crate::conffile::{ConfError, ConfFile};
+use crate::options::{OnFailure, Options, parse_duration};
+use crate::phase::Phase;
 
 pub const ENV_ROOT: &str = "HOOKRUN_ROOT";
 pub const ENV_HOOK_DIR: &str = "HOOKRUN_HOOK_DIR";
@@ -41,36 +43,6 @@ pub const DEFAULT_SCONTROL: &str = "/usr/bin/scontrol";
 pub const DEFAULT_SCONTROL_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/hookrun";
 pub const DEFAULT_TEXTFILE_DIR: &str = "/var/lib/prometheus/node-exporter";
-
-/// What a failed required Prolog hook does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OnFailure {
-    /// Exit non-zero: Slurm requeues and holds a batch job (cancels an
-    /// interactive one) and drains the node with "Prolog error".
-    Drain,
-    /// Run `scontrol requeuehold $SLURM_JOB_ID` and exit 0 so the node stays in
-    /// service; if that fails, exit non-zero (drain) after all.
-    Requeue,
-}
-
-impl OnFailure {
-    pub fn name(self) -> &'static str {
-        match self {
-            OnFailure::Drain => "drain",
-            OnFailure::Requeue => "requeue",
-        }
-    }
-
-    fn parse(text: &str) -> Result<OnFailure, String> {
-        match text {
-            "drain" => Ok(OnFailure::Drain),
-            "requeue" => Ok(OnFailure::Requeue),
-            other => Err(format!(
-                "invalid policy {other:?}; expected `drain` or `requeue`"
-            )),
-        }
-    }
-}
 
 /// The variables hookrun looks at, captured once.
 #[derive(Debug, Clone, Default)]
@@ -109,14 +81,14 @@ impl EnvSnapshot {
 
     /// A variable that must be UTF-8 text when set. Empty counts as unset:
     /// `VAR= hookrun` is how people unset things in a shell line.
-    pub fn text(&self, name: &str) -> Result<Option<&str>, SettingsError> {
+    pub fn text(&self, name: &str) -> Result<Option<&str>, ConfigError> {
         match self.get(name) {
             None => Ok(None),
             Some(value) if value.is_empty() => Ok(None),
             Some(value) => value
                 .to_str()
                 .map(Some)
-                .ok_or_else(|| SettingsError(format!("{name} is not valid UTF-8"))),
+                .ok_or_else(|| ConfigError(format!("{name} is not valid UTF-8"))),
         }
     }
 
@@ -130,27 +102,27 @@ impl EnvSnapshot {
     }
 }
 
-/// A setting that cannot be used; reported as a usage error.
+/// A value that cannot be used; reported as a usage error.
 #[derive(Debug)]
-pub struct SettingsError(pub String);
+pub struct ConfigError(pub String);
 
-impl fmt::Display for SettingsError {
+impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for SettingsError {}
+impl std::error::Error for ConfigError {}
 
-impl From<ConfError> for SettingsError {
+impl From<ConfError> for ConfigError {
     fn from(error: ConfError) -> Self {
-        SettingsError(error.to_string())
+        ConfigError(error.to_string())
     }
 }
 
 /// Everything a run needs to know, validated.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub struct Config {
     pub root: PathBuf,
     /// Holds `prolog.d/`, `epilog.d/`, `task-prolog.d/`, `health.d/`.
     pub hook_dir: PathBuf,
@@ -176,14 +148,14 @@ pub fn reroot(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
-impl Settings {
+impl Config {
     /// Resolves flags, environment (when `trust_env`), config file and defaults.
     pub fn resolve(
         options: &Options,
         env: &EnvSnapshot,
         trust_env: bool,
-    ) -> Result<Settings, SettingsError> {
-        let env_text = |name: &str| -> Result<Option<&str>, SettingsError> {
+    ) -> Result<Config, ConfigError> {
+        let env_text = |name: &str| -> Result<Option<&str>, ConfigError> {
             if trust_env { env.text(name) } else { Ok(None) }
         };
         let env_path = |name: &str| -> Option<PathBuf> {
@@ -212,11 +184,11 @@ impl Settings {
             .unwrap_or_else(|| hook_dir.join(CONFIG_FILE_NAME));
         let conf = ConfFile::load(&root, &config_path)?;
 
-        // One lookup shape for every non-path setting: flag, variable, file.
+        // One lookup shape for every non-path key: flag, variable, file.
         let pick = |flag: Option<String>,
                     var: &str,
                     key: &str|
-         -> Result<Option<(String, String)>, SettingsError> {
+         -> Result<Option<(String, String)>, ConfigError> {
             if let Some(value) = flag {
                 return Ok(Some((value, format!("--{}", key.replace('_', "-")))));
             }
@@ -233,13 +205,12 @@ impl Settings {
                         key: &str,
                         default: Duration,
                         allow_zero: bool|
-         -> Result<Duration, SettingsError> {
+         -> Result<Duration, ConfigError> {
             let value = match flag {
                 Some(value) => Some((value, format!("--{}", key.replace('_', "-")))),
                 None => match pick(None, var, key)? {
                     Some((text, place)) => Some((
-                        parse_duration(&text)
-                            .map_err(|e| SettingsError(format!("{place}: {e}")))?,
+                        parse_duration(&text).map_err(|e| ConfigError(format!("{place}: {e}")))?,
                         place,
                     )),
                     None => None,
@@ -247,7 +218,7 @@ impl Settings {
             };
             match value {
                 Some((value, place)) if value.is_zero() && !allow_zero => {
-                    Err(SettingsError(format!("{place}: must be longer than zero")))
+                    Err(ConfigError(format!("{place}: must be longer than zero")))
                 }
                 Some((value, _)) => Ok(value),
                 None => Ok(default),
@@ -260,7 +231,7 @@ impl Settings {
             "on_failure",
         )? {
             Some((text, place)) => {
-                OnFailure::parse(&text).map_err(|e| SettingsError(format!("{place}: {e}")))?
+                OnFailure::parse(&text).map_err(|e| ConfigError(format!("{place}: {e}")))?
             }
             None => OnFailure::Drain,
         };
@@ -287,9 +258,9 @@ impl Settings {
             false,
         )?;
 
-        let path_setting = |flag: &Option<PathBuf>, var: &str, key: &str| {
+        let path_value = |flag: &Option<PathBuf>, var: &str, key: &str| {
             if let Some(path) = flag {
-                return Ok::<_, SettingsError>(Some((
+                return Ok::<_, ConfigError>(Some((
                     path.clone(),
                     format!("--{}", key.replace('_', "-")),
                 )));
@@ -299,10 +270,10 @@ impl Settings {
             }
             Ok(pick(None, var, key)?.map(|(text, place)| (PathBuf::from(text), place)))
         };
-        let scontrol = match path_setting(&options.scontrol, ENV_SCONTROL, "scontrol")? {
+        let scontrol = match path_value(&options.scontrol, ENV_SCONTROL, "scontrol")? {
             Some((path, place)) => {
                 if !path.is_absolute() {
-                    return Err(SettingsError(format!(
+                    return Err(ConfigError(format!(
                         "{place}: scontrol must be an absolute path (Slurm hooks run without PATH), got {}",
                         path.display()
                     )));
@@ -311,7 +282,7 @@ impl Settings {
             }
             None => PathBuf::from(DEFAULT_SCONTROL),
         };
-        let textfile_dir = path_setting(&options.textfile_dir, ENV_TEXTFILE_DIR, "textfile_dir")?
+        let textfile_dir = path_value(&options.textfile_dir, ENV_TEXTFILE_DIR, "textfile_dir")?
             .map_or_else(|| reroot(&root, DEFAULT_TEXTFILE_DIR), |(path, _)| path);
 
         let ignored_env = if trust_env {
@@ -320,7 +291,7 @@ impl Settings {
             env.hookrun_names().into_iter().map(str::to_owned).collect()
         };
 
-        Ok(Settings {
+        Ok(Config {
             state_dir: reroot(&root, DEFAULT_STATE_DIR),
             root,
             hook_dir,
@@ -338,7 +309,7 @@ impl Settings {
     }
 
     /// The directory a phase runs.
-    pub fn phase_dir(&self, phase: crate::phase::Phase) -> PathBuf {
+    pub fn phase_dir(&self, phase: Phase) -> PathBuf {
         self.hook_dir.join(phase.dir_name())
     }
 }
@@ -372,23 +343,23 @@ mod tests {
     #[test]
     fn defaults_live_under_the_root() {
         let root = temp_root(None);
-        let settings = Settings::resolve(&options(root.path()), &env(&[]), true).expect("defaults");
-        assert_eq!(settings.hook_dir, root.path().join("etc/slurm"));
+        let config = Config::resolve(&options(root.path()), &env(&[]), true).expect("defaults");
+        assert_eq!(config.hook_dir, root.path().join("etc/slurm"));
         assert_eq!(
-            settings.config_path,
+            config.config_path,
             root.path().join("etc/slurm/hookrun.conf")
         );
-        assert!(!settings.config_found);
-        assert_eq!(settings.state_dir, root.path().join("var/lib/hookrun"));
+        assert!(!config.config_found);
+        assert_eq!(config.state_dir, root.path().join("var/lib/hookrun"));
         assert_eq!(
-            settings.textfile_dir,
+            config.textfile_dir,
             root.path().join("var/lib/prometheus/node-exporter")
         );
-        assert_eq!(settings.on_failure, OnFailure::Drain);
-        assert_eq!(settings.budget, DEFAULT_BUDGET);
-        assert_eq!(settings.hook_timeout, DEFAULT_HOOK_TIMEOUT);
-        assert_eq!(settings.kill_grace, DEFAULT_KILL_GRACE);
-        assert_eq!(settings.scontrol, PathBuf::from("/usr/bin/scontrol"));
+        assert_eq!(config.on_failure, OnFailure::Drain);
+        assert_eq!(config.budget, DEFAULT_BUDGET);
+        assert_eq!(config.hook_timeout, DEFAULT_HOOK_TIMEOUT);
+        assert_eq!(config.kill_grace, DEFAULT_KILL_GRACE);
+        assert_eq!(config.scontrol, PathBuf::from("/usr/bin/scontrol"));
     }
 
     #[test]
@@ -399,25 +370,25 @@ mod tests {
         let vars = env(&[(ENV_BUDGET, "6s"), (ENV_ON_FAILURE, "drain")]);
         let mut opts = options(root.path());
         opts.on_failure = Some(OnFailure::Requeue);
-        let settings = Settings::resolve(&opts, &vars, true).expect("valid");
-        assert_eq!(settings.on_failure, OnFailure::Requeue, "flag wins");
-        assert_eq!(settings.budget, Duration::from_secs(6), "env beats file");
+        let config = Config::resolve(&opts, &vars, true).expect("valid");
+        assert_eq!(config.on_failure, OnFailure::Requeue, "flag wins");
+        assert_eq!(config.budget, Duration::from_secs(6), "env beats file");
         assert_eq!(
-            settings.hook_timeout,
+            config.hook_timeout,
             Duration::from_secs(3),
             "file beats default"
         );
-        assert!(settings.config_found);
+        assert!(config.config_found);
     }
 
     #[test]
     fn untrusted_env_is_ignored_and_reported() {
         let root = temp_root(Some("budget = 7s\n"));
         let vars = env(&[(ENV_BUDGET, "1h"), (ENV_HOOK_DIR, "/home/user/hooks")]);
-        let settings = Settings::resolve(&options(root.path()), &vars, false).expect("valid");
-        assert_eq!(settings.budget, Duration::from_secs(7));
-        assert_eq!(settings.hook_dir, root.path().join("etc/slurm"));
-        assert_eq!(settings.ignored_env, ["HOOKRUN_BUDGET", "HOOKRUN_HOOK_DIR"]);
+        let config = Config::resolve(&options(root.path()), &vars, false).expect("valid");
+        assert_eq!(config.budget, Duration::from_secs(7));
+        assert_eq!(config.hook_dir, root.path().join("etc/slurm"));
+        assert_eq!(config.ignored_env, ["HOOKRUN_BUDGET", "HOOKRUN_HOOK_DIR"]);
     }
 
     #[test]
@@ -427,27 +398,24 @@ mod tests {
             (ENV_HOOK_DIR, "/opt/hooks"),
             (ENV_TEXTFILE_DIR, "/srv/prom"),
         ]);
-        let settings = Settings::resolve(&options(root.path()), &vars, true).expect("valid");
-        assert_eq!(settings.hook_dir, PathBuf::from("/opt/hooks"));
-        assert_eq!(
-            settings.config_path,
-            PathBuf::from("/opt/hooks/hookrun.conf")
-        );
-        assert_eq!(settings.textfile_dir, PathBuf::from("/srv/prom"));
+        let config = Config::resolve(&options(root.path()), &vars, true).expect("valid");
+        assert_eq!(config.hook_dir, PathBuf::from("/opt/hooks"));
+        assert_eq!(config.config_path, PathBuf::from("/opt/hooks/hookrun.conf"));
+        assert_eq!(config.textfile_dir, PathBuf::from("/srv/prom"));
     }
 
     #[test]
     fn errors_name_where_the_value_came_from() {
         let root = temp_root(Some("# site policy\nbudget = soon\n"));
-        let error = Settings::resolve(&options(root.path()), &env(&[]), true)
-            .expect_err("invalid duration");
+        let error =
+            Config::resolve(&options(root.path()), &env(&[]), true).expect_err("invalid duration");
         let text = error.to_string();
         assert!(
             text.contains("hookrun.conf:2: budget: invalid duration \"soon\""),
             "{text}"
         );
 
-        let error = Settings::resolve(
+        let error = Config::resolve(
             &options(root.path()),
             &env(&[(ENV_ON_FAILURE, "reboot")]),
             true,
@@ -462,8 +430,8 @@ mod tests {
     #[test]
     fn scontrol_must_be_absolute() {
         let root = temp_root(Some("scontrol = scontrol\n"));
-        let error = Settings::resolve(&options(root.path()), &env(&[]), true)
-            .expect_err("relative scontrol");
+        let error =
+            Config::resolve(&options(root.path()), &env(&[]), true).expect_err("relative scontrol");
         assert!(
             error.to_string().contains("must be an absolute path"),
             "{error}"
@@ -475,12 +443,12 @@ mod tests {
         let root = temp_root(None);
         let mut opts = options(root.path());
         opts.budget = Some(Duration::ZERO);
-        let error = Settings::resolve(&opts, &env(&[]), true).expect_err("zero budget");
+        let error = Config::resolve(&opts, &env(&[]), true).expect_err("zero budget");
         assert_eq!(error.to_string(), "--budget: must be longer than zero");
 
         let mut opts = options(root.path());
         opts.kill_grace = Some(Duration::ZERO);
-        let settings = Settings::resolve(&opts, &env(&[]), true).expect("zero grace");
-        assert_eq!(settings.kill_grace, Duration::ZERO);
+        let config = Config::resolve(&opts, &env(&[]), true).expect("zero grace");
+        assert_eq!(config.kill_grace, Duration::ZERO);
     }
 }

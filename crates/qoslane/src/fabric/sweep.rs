@@ -1,7 +1,7 @@
-//! The fabric-wide audit, for a control node (any host with an HCA on the
-//! fabric): the topology from `ibnetdiscover -p`, then every connected
-//! egress port's tables read once by LID-routed SMP queries in a bounded
-//! pool of workers under one deadline:
+//! The whole-fabric sweep (`qoslane fabric audit`), for a control node (any
+//! host with an HCA on the fabric): the topology from `ibnetdiscover -p`,
+//! then every connected egress port's tables read once by LID-routed SMP
+//! queries in a bounded pool of workers under one deadline:
 //!
 //! ```text
 //! smpquery portinfo LID PORT      Active? OperVLs          (every connected port)
@@ -9,12 +9,13 @@
 //! smpquery vlarb LID PORT         the egress's arbitration tables
 //! ```
 //!
-//! Then every level of the mapping is judged on every (in, out) pair of data
-//! ports of every switch and on every HCA port, by the lane rules
-//! ([`super::lane`]): dropped (VL 15), not operational (beyond OperVLs),
-//! starved (weight 0 in both VLArb tables), or on another VL than the level
-//! names. Findings are grouped per (level, node, out port, verdict), so a
-//! switch whose every row is wrong is one line, not one per in port.
+//! The answers are parsed by [`super::parse`]. Then every level of the
+//! mapping is judged on every (in, out) pair of data ports of every switch
+//! and on every HCA port, by the lane rules ([`super::lane`]): dropped
+//! (VL 15), not operational (beyond OperVLs), starved (weight 0 in both
+//! VLArb tables), or on another VL than the level names. Findings are
+//! grouped per (level, node, out port, verdict), so a switch whose every row
+//! is wrong is one line, not one per in port.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,11 +23,10 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::lane::{self, Egress, Lane};
+use super::parse::{ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology};
 use super::pool;
-use super::probe::{Sl2Vl, VlArbState, VlRange};
-use super::smpquery::{self, Smpquery};
-use super::sysfs::PortId;
-use super::topology::{self, Kind, Topology};
+use super::smpquery::{Smpquery, vlarb_state};
+use super::tables::{NodeType, PortId, Sl2Vl, Topology, VlArbState, VlRange};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;
@@ -39,7 +39,7 @@ pub const DEFAULT_WORKERS: usize = 4;
 /// One egress port to read.
 #[derive(Clone, Debug)]
 struct Item {
-    kind: Kind,
+    kind: NodeType,
     guid: String,
     name: String,
     lid: u16,
@@ -59,7 +59,7 @@ struct Read {
 /// A port that could not be read.
 #[derive(Clone, Debug, Serialize)]
 pub struct Unread {
-    pub kind: Kind,
+    pub kind: NodeType,
     pub name: String,
     pub lid: u16,
     pub port: u32,
@@ -72,7 +72,7 @@ pub struct Finding {
     pub lane: Lane,
     pub sl: u8,
     pub vl: u8,
-    pub kind: Kind,
+    pub kind: NodeType,
     pub name: String,
     pub lid: u16,
     pub oper_vls: VlRange,
@@ -92,13 +92,13 @@ impl Finding {
             lane::short(self.sl, self.vl, self.lane, want, self.oper_vls)
         };
         let at = match (self.kind, self.every_in) {
-            (Kind::Switch, true) => format!(
+            (NodeType::Switch, true) => format!(
                 "at switch {} (lid {}) every in port -> {}",
                 self.name,
                 self.lid,
                 lane::join_ports(&self.out_ports)
             ),
-            (Kind::Switch, false) if !self.in_ports.is_empty() => format!(
+            (NodeType::Switch, false) if !self.in_ports.is_empty() => format!(
                 "at switch {} (lid {}) port {} -> {}",
                 self.name,
                 self.lid,
@@ -119,7 +119,7 @@ impl Finding {
 
 /// One level, fabric-wide.
 #[derive(Clone, Debug, Serialize)]
-pub struct LevelAudit {
+pub struct LevelSweep {
     pub level: String,
     pub sl: u8,
     pub virtual_lane: Option<u8>,
@@ -129,7 +129,7 @@ pub struct LevelAudit {
     pub findings: Vec<Finding>,
 }
 
-impl LevelAudit {
+impl LevelSweep {
     pub fn problems(&self) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(|f| f.lane.is_problem())
     }
@@ -139,20 +139,20 @@ impl LevelAudit {
     }
 }
 
-/// What the audit found.
+/// What the sweep found.
 #[derive(Clone, Debug, Serialize)]
-pub struct AuditReport {
+pub struct Sweep {
     pub switches: usize,
     pub hcas: usize,
     /// Egress ports read (connected switch ports and HCA ports).
     pub ports_read: usize,
     pub unread: Vec<Unread>,
-    pub levels: Vec<LevelAudit>,
+    pub levels: Vec<LevelSweep>,
     pub duration_ms: u64,
     pub workers: usize,
 }
 
-impl AuditReport {
+impl Sweep {
     /// Some level is dropped, starved or misrouted somewhere.
     pub fn any_problem(&self) -> bool {
         self.levels.iter().any(|l| !l.carried())
@@ -174,23 +174,23 @@ pub fn discover(
     let out = exec::run(ibnetdiscover, &args, deadline)?;
     let text = String::from_utf8(out.stdout)
         .map_err(|_| Error::Fabric("ibnetdiscover -p: output is not UTF-8".into()))?;
-    topology::parse(&text).map_err(|e| Error::Fabric(format!("ibnetdiscover -p: {e}")))
+    parse_topology(&text).map_err(|e| Error::Fabric(format!("ibnetdiscover -p: {e}")))
 }
 
 /// Reads every egress port of `topo` and judges every level of `mapping`.
-pub fn audit(
+pub fn sweep(
     topo: &Topology,
     smp: &Smpquery,
     via: Option<&PortId>,
     mapping: &Mapping,
     workers: usize,
     deadline: &Deadline,
-) -> AuditReport {
+) -> Sweep {
     let started = std::time::Instant::now();
     let mut items: Vec<Item> = Vec::new();
     for p in topo
-        .connected(Kind::Switch)
-        .chain(topo.connected(Kind::Hca))
+        .connected(NodeType::Switch)
+        .chain(topo.connected(NodeType::Hca))
     {
         let e = &p.end;
         if items
@@ -254,7 +254,7 @@ pub fn audit(
                     continue;
                 }
                 let ins: Vec<u32> = match item.kind {
-                    Kind::Switch => topo
+                    NodeType::Switch => topo
                         .data_ports(&item.guid)
                         .into_iter()
                         .filter(|&i| i != item.port)
@@ -283,7 +283,7 @@ pub fn audit(
                     }
                 }
                 let data_ins = match item.kind {
-                    Kind::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
+                    NodeType::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
                     _ => 1,
                 };
                 for (vl, lane, in_ports) in groups {
@@ -292,7 +292,7 @@ pub fn audit(
                     }
                     // Every in port alike: merge with the same verdict on
                     // the switch's other out ports (one line per switch).
-                    let every_in = item.kind == Kind::Switch && in_ports.len() == data_ins;
+                    let every_in = item.kind == NodeType::Switch && in_ports.len() == data_ins;
                     if every_in
                         && let Some(f) = findings.iter_mut().find(|f| {
                             f.every_in && f.lid == item.lid && f.vl == vl && f.lane == lane
@@ -310,7 +310,7 @@ pub fn audit(
                         lid: item.lid,
                         oper_vls: r.oper_vls,
                         every_in,
-                        in_ports: if item.kind == Kind::Switch && !every_in {
+                        in_ports: if item.kind == NodeType::Switch && !every_in {
                             in_ports
                         } else {
                             Vec::new()
@@ -323,7 +323,7 @@ pub fn audit(
             for f in &mut findings {
                 f.message = f.render(&level.name, want);
             }
-            LevelAudit {
+            LevelSweep {
                 level: level.name.clone(),
                 sl,
                 virtual_lane: want,
@@ -332,9 +332,9 @@ pub fn audit(
             }
         })
         .collect();
-    AuditReport {
-        switches: topo.count(Kind::Switch),
-        hcas: topo.count(Kind::Hca),
+    Sweep {
+        switches: topo.count(NodeType::Switch),
+        hcas: topo.count(NodeType::Hca),
         ports_read: ok.len(),
         unread,
         levels,
@@ -345,7 +345,7 @@ pub fn audit(
 
 fn read(smp: &Smpquery, via: Option<&PortId>, item: &Item, deadline: &Deadline) -> Result<Read> {
     let (lid, port) = (item.lid.to_string(), item.port.to_string());
-    let parse = |what: &str, e: smpquery::ParseError| {
+    let parse = |what: &str, e: ParseError| {
         Error::Fabric(format!(
             "smpquery {what} {lid} {port} ({} {}): {e}",
             item.kind.as_str(),
@@ -353,7 +353,7 @@ fn read(smp: &Smpquery, via: Option<&PortId>, item: &Item, deadline: &Deadline) 
         ))
     };
     let pi = smp.run(via, &["portinfo", &lid, &port], deadline)?;
-    let pi = smpquery::parse_portinfo(&pi).map_err(|e| parse("portinfo", e))?;
+    let pi = parse_portinfo(&pi).map_err(|e| parse("portinfo", e))?;
     if pi.link_state != "Active" {
         return Ok(Read {
             active: false,
@@ -362,15 +362,15 @@ fn read(smp: &Smpquery, via: Option<&PortId>, item: &Item, deadline: &Deadline) 
             vlarb: VlArbState::Unavailable("link not Active".into()),
         });
     }
-    let rows = if item.kind == Kind::Switch {
+    let rows = if item.kind == NodeType::Switch {
         let t = smp.run(via, &["sl2vl", &lid, &port], deadline)?;
-        smpquery::parse_switch_sl2vl(&t, item.port).map_err(|e| parse("sl2vl", e))?
+        parse_switch_sl2vl(&t, item.port).map_err(|e| parse("sl2vl", e))?
     } else {
         // An HCA port has its own LID: its one table.
         let t = smp.run(via, &["sl2vl", &lid], deadline)?;
-        vec![(0, smpquery::parse_sl2vl(&t).map_err(|e| parse("sl2vl", e))?)]
+        vec![(0, parse_sl2vl(&t).map_err(|e| parse("sl2vl", e))?)]
     };
-    let vlarb = smpquery::vlarb_state(smp.run(via, &["vlarb", &lid, &port], deadline))?;
+    let vlarb = vlarb_state(smp.run(via, &["vlarb", &lid, &port], deadline))?;
     Ok(Read {
         active: true,
         oper_vls: pi.oper_vls,

@@ -1,16 +1,30 @@
-//! What an assessment found, and the views the rest of qoslane takes of it:
-//! problems and warnings per level (prolog, sync), the audit `fabric` field,
-//! the `qoslane_fabric_aligned` gauge, health's one line.
+//! What an assessment of this node's ports found ([`Assessment`]), and the
+//! views the rest of qoslane takes of it: problems and warnings per level
+//! (prolog, sync), the audit log's `fabric` field ([`FabricVerdict`]), the
+//! `qoslane_fabric_aligned` gauge, health's one line. Pure; gathered by
+//! `gather.rs`.
 
 use serde::{Deserialize, Serialize};
 
-use super::ProbeMode;
-use super::check::Verdict;
-use super::probe::PortTables;
-use super::sysfs::{PortId, PortIdentity};
+use super::check::PortLevel;
+use super::first_hop_judge::{JudgedHop, LevelLine};
+use super::lane::Lane;
+use super::tables::{PortId, PortIdentity, PortTables};
 
+/// Whether an assessment may use the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeMode {
+    /// Job start: use a valid cache entry; probe only ports without one.
+    Cached,
+    /// `sync`, `health`: probe every port and refresh the cache.
+    Fresh,
+}
+
+/// The fabric as this node's ports show it: every level checked on every
+/// ACTIVE InfiniBand port (and its first hop, when read).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FabricReport {
+pub struct Assessment {
     pub mode: ProbeMode,
     /// When the assessment ran, ms since the Unix epoch.
     pub assessed_at_ms: u64,
@@ -119,10 +133,10 @@ pub struct IbPort {
     pub probed_at_ms: u64,
     pub tables: PortTables,
     /// In the mapping's level order.
-    pub verdicts: Vec<Verdict>,
+    pub verdicts: Vec<PortLevel>,
     /// The switch the port is cabled to, when this assessment read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_hop: Option<super::first_hop::Assessed>,
+    pub first_hop: Option<JudgedHop>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -150,7 +164,7 @@ impl SkippedPort {
     }
 }
 
-impl FabricReport {
+impl Assessment {
     /// Problems (misalignments) for one level, as one-line messages; empty =
     /// aligned on every IB port.
     ///
@@ -178,7 +192,7 @@ impl FabricReport {
     fn first_hop_lines<'a>(
         &'a self,
         level: &'a str,
-        which: impl Fn(&super::first_hop::Assessed) -> &Vec<super::first_hop::LevelLine> + 'a,
+        which: impl Fn(&JudgedHop) -> &Vec<LevelLine> + 'a,
     ) -> impl Iterator<Item = String> + 'a {
         self.ib_ports
             .iter()
@@ -191,7 +205,7 @@ impl FabricReport {
     /// First-hop output ports by (level, verdict), over every IB port: the
     /// `qoslane_first_hop_ports` gauge. `None` when no first hop was read.
     pub fn first_hop_counts(&self) -> Option<Vec<(String, String, u64)>> {
-        let hops: Vec<&super::first_hop::Assessed> = self
+        let hops: Vec<&JudgedHop> = self
             .ib_ports
             .iter()
             .filter_map(|p| p.first_hop.as_ref())
@@ -202,7 +216,7 @@ impl FabricReport {
         let mut counts: std::collections::BTreeMap<(String, String), u64> =
             std::collections::BTreeMap::new();
         for level in &self.levels {
-            for lane in super::lane::Lane::ALL {
+            for lane in Lane::ALL {
                 counts.insert((level.clone(), lane.as_str().to_owned()), 0);
             }
             counts.insert((level.clone(), "unread".to_owned()), 0);
@@ -316,7 +330,7 @@ impl FabricReport {
             .collect()
     }
 
-    fn verdicts<'a>(&'a self, level: &'a str) -> impl Iterator<Item = (&'a IbPort, &'a Verdict)> {
+    fn verdicts<'a>(&'a self, level: &'a str) -> impl Iterator<Item = (&'a IbPort, &'a PortLevel)> {
         self.ib_ports.iter().flat_map(move |p| {
             p.verdicts
                 .iter()

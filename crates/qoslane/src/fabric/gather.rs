@@ -1,0 +1,238 @@
+//! Gathering an assessment of this node's ports: discover them in sysfs
+//! ([`super::sysfs`]), take their tables from the cache ([`super::cache`])
+//! or probe them ([`super::probe`]), read the first hops when asked
+//! ([`super::first_hop_read`] through the probe) and check every level of the
+//! mapping ([`super::check`], [`super::first_hop_judge`]). The result is an
+//! [`Assessment`]; the fabric policy (`policy.rs`) judges it.
+
+use std::time::Duration;
+
+use super::assessment::{Assessment, IbPort, ProbeMode, SkippedPort, TablesSource};
+use super::cache;
+use super::check;
+use super::first_hop_judge::JudgedHop;
+use super::probe::Probe;
+use super::smpquery::Smpquery;
+use super::sysfs::{self, LinkLayer};
+use super::tables::{PortId, PortTables};
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::mapping::Mapping;
+use crate::paths::Paths;
+
+/// Knobs of an assessment; [`assess`] uses the defaults.
+#[derive(Clone, Debug)]
+pub struct AssessOptions {
+    /// How long a cache entry stands for a probe (its identity unchanged).
+    pub max_cache_age: Duration,
+    /// The most one port's probe may take, within the run's deadline, so a
+    /// hung query leaves the run time to roll back and audit.
+    pub probe_timeout: Duration,
+    /// Also read the first hop (the switch each port is cabled to): `sync`
+    /// and `health`, not a Prolog.
+    pub first_hop: bool,
+    /// Write what was probed to the cache (not in a dry run).
+    pub store_cache: bool,
+}
+
+impl AssessOptions {
+    pub const DEFAULT_MAX_CACHE_AGE: Duration = Duration::from_secs(300);
+    pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+}
+
+impl Default for AssessOptions {
+    fn default() -> Self {
+        Self {
+            max_cache_age: Self::DEFAULT_MAX_CACHE_AGE,
+            probe_timeout: Self::DEFAULT_PROBE_TIMEOUT,
+            first_hop: false,
+            store_cache: true,
+        }
+    }
+}
+
+/// Discover selected ports, probe (or use cache), check every level of
+/// `mapping` on every IB port. Probes with `paths.smpquery`.
+pub fn assess(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    mode: ProbeMode,
+) -> Result<Assessment> {
+    assess_with(
+        paths,
+        mapping,
+        deadline,
+        mode,
+        &Smpquery::new(&paths.smpquery),
+        &AssessOptions::default(),
+    )
+}
+
+/// [`assess`] with another probe and options.
+///
+/// An error means the fabric could not be assessed (sysfs unreadable or
+/// unparsable, a probe failed or passed its deadline); misalignments are not
+/// errors but the assessment's problems.
+pub fn assess_with(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    mode: ProbeMode,
+    probe: &dyn Probe,
+    opts: &AssessOptions,
+) -> Result<Assessment> {
+    let discovery = {
+        // On a helper thread: a hung driver cannot make the run overstay.
+        let (owned, devices) = (paths.clone(), mapping.devices.clone());
+        deadline.run(
+            || format!("read {}", paths.display(&paths.sysfs_ib())),
+            move || sysfs::discover(&owned, &devices),
+        )
+    }??;
+    let now = cache::now_ms();
+    let mut notes = Vec::new();
+    let cached = match mode {
+        ProbeMode::Fresh => Vec::new(),
+        ProbeMode::Cached => {
+            let (entries, why) = cache::load(paths);
+            if let Some(why) = why {
+                notes.push(format!(
+                    "fabric cache {} ignored: {why}",
+                    paths.display(&paths.fabric_cache())
+                ));
+            }
+            entries
+        }
+    };
+
+    let mut ib = Vec::new();
+    let mut roce_ports = Vec::new();
+    let mut skipped = Vec::new();
+    for p in discovery.ports {
+        match (p.active, &p.link_layer, p.identity) {
+            (true, LinkLayer::InfiniBand, Some(identity)) => {
+                let hit = cached
+                    .iter()
+                    .find(|e| e.valid_for(&p.id, &identity, now, opts.max_cache_age));
+                let from_cache = hit.map(|e| (e.tables.clone(), e.probed_at_ms));
+                ib.push((p.id, identity, p.rate, from_cache));
+            }
+            (true, LinkLayer::Ethernet, _) => roce_ports.push(p.id),
+            (active, layer, _) => skipped.push(SkippedPort {
+                port: p.id,
+                link_layer: layer.to_string(),
+                state: p.state,
+                phys_state: p.phys_state,
+                active,
+            }),
+        }
+    }
+
+    // Probe the ports the cache could not serve, all at once.
+    let to_probe: Vec<&PortId> = ib
+        .iter()
+        .filter(|(.., c)| c.is_none())
+        .map(|(id, ..)| id)
+        .collect();
+    let probed: Vec<Result<PortTables>> = if to_probe.is_empty() {
+        Vec::new()
+    } else {
+        // The run's deadline, or the probe's own bound when that is sooner.
+        let probe_deadline = if deadline.remaining() <= opts.probe_timeout {
+            *deadline
+        } else {
+            Deadline::after(opts.probe_timeout)
+        };
+        probe.probe_many(&to_probe, &probe_deadline)
+    };
+    let any_probed = !probed.is_empty();
+    // The first hops, one port at a time (each reads its switch's ports in
+    // a pool), under the same bound as the probes.
+    let first_hops: Vec<Option<JudgedHop>> = if opts.first_hop {
+        let hop_deadline = if deadline.remaining() <= opts.probe_timeout {
+            *deadline
+        } else {
+            Deadline::after(opts.probe_timeout)
+        };
+        ib.iter()
+            .map(|(id, ..)| {
+                Some(JudgedHop::of(
+                    id,
+                    probe.first_hop(id, &hop_deadline),
+                    mapping.levels(),
+                ))
+            })
+            .collect()
+    } else {
+        ib.iter().map(|_| None).collect()
+    };
+    let mut first_hops = first_hops.into_iter();
+    let mut probed = probed.into_iter();
+    let probed_at = cache::now_ms();
+    let mut ib_ports = Vec::with_capacity(ib.len());
+    for (id, identity, rate, from_cache) in ib {
+        let (tables, source, probed_at_ms) = if let Some((t, at)) = from_cache {
+            (t, TablesSource::Cache, at)
+        } else {
+            let t = probed
+                .next()
+                .ok_or_else(|| Error::Internal("probe results out of step".into()))??;
+            (t, TablesSource::Probe, probed_at)
+        };
+        let verdicts = mapping
+            .levels()
+            .iter()
+            .map(|l| check::check(&id, &tables, l))
+            .collect();
+        ib_ports.push(IbPort {
+            port: id,
+            identity,
+            rate,
+            source,
+            probed_at_ms,
+            tables,
+            verdicts,
+            first_hop: first_hops.next().flatten(),
+        });
+    }
+
+    if any_probed && opts.store_cache {
+        let entries = ib_ports
+            .iter()
+            .map(|p| cache::CachedPort {
+                port: p.port.clone(),
+                identity: p.identity.clone(),
+                probed_at_ms: p.probed_at_ms,
+                tables: p.tables.clone(),
+            })
+            .collect();
+        if let Err(e) = cache::store(paths, entries) {
+            notes.push(format!("fabric cache not written: {e}"));
+        }
+    }
+
+    Ok(Assessment {
+        mode,
+        assessed_at_ms: now,
+        levels: mapping.levels().iter().map(|l| l.name.clone()).collect(),
+        ib_ports,
+        roce_ports,
+        skipped,
+        unselected: discovery.unselected,
+        unmatched_devices: discovery.unmatched,
+        notes,
+    })
+}
+
+/// Reads only sysfs: which of `ports` are not ACTIVE now (for
+/// verify-after-apply), one line each, e.g. `mlx5_0/1: state 1: DOWN, not 4:
+/// ACTIVE`.
+pub fn ports_not_active(paths: &Paths, ports: &[PortId]) -> Result<Vec<String>> {
+    sysfs::not_active(paths, ports)
+}
+
+/// The selected ports as sysfs shows them (for `status`, `explain`).
+pub fn discover(paths: &Paths, mapping: &Mapping) -> Result<sysfs::Discovery> {
+    sysfs::discover(paths, &mapping.devices)
+}
