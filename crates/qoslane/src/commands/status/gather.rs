@@ -35,7 +35,7 @@ pub struct Facts {
     pub mapping: MappingFacts,
     /// The fabric cache (no SMP query: status only reads) and why it could
     /// not be used.
-    pub cache: Vec<cache::Entry>,
+    pub cache: Vec<cache::CachedPort>,
     pub cache_note: Option<String>,
     pub now_ms: u64,
     /// Every setting the active jobs (or the baseline) want, read now.

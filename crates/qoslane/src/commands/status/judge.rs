@@ -263,7 +263,7 @@ fn problem(e: &LoggedEntry) -> Problem {
 /// The cached probe, each port judged for every level of the mapping in
 /// force by the same rules as a Prolog.
 fn fabric_state(
-    cache: &[crate::fabric::cache::Entry],
+    cache: &[crate::fabric::cache::CachedPort],
     note: Option<String>,
     now_ms: u64,
     mapping: Option<&Mapping>,
