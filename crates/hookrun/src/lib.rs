@@ -12,8 +12,9 @@
 //! - [`phase`] — the four hook points and how they differ;
 //! - [`discover`] — which files of a hook directory run, in which order;
 //!   [`trust`] — who may own and write them (else they are refused);
-//! - [`child`] — running one program in its own process group under a
-//!   deadline, with [`signals`] waking it on SIGTERM/SIGCHLD;
+//! - [`child`] — running one program (`nodeio::child`: its own process
+//!   group, a deadline) with hookrun's limits, [`signals`] stopping it on
+//!   SIGTERM/SIGINT/SIGHUP;
 //! - [`runner`] — running a phase's hooks and reporting each result;
 //!   [`protocol`] — the TaskProlog stdout protocol;
 //! - [`app`] — deciding what a phase's result means (exit non-zero, requeue-hold,

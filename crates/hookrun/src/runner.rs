@@ -7,7 +7,7 @@ use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use crate::child::{self, ChildSpec, Dropped, Ending, Output, Stream};
+use crate::child::{self, Dropped, Ending, Line, Program, Stream};
 use crate::discover::Hook;
 use crate::log::{self, Priority};
 use crate::phase::Phase;
@@ -242,10 +242,10 @@ fn run_hook(
     let mut first_stderr: Option<String> = None;
     let mut stdout_error: Option<std::io::Error> = None;
     let protocol_channel = phase == Phase::TaskProlog;
-    let mut sink = |stream: Stream, output: Output<'_>| {
-        let line = match output {
-            Output::Line(line) => line,
-            Output::Dropped { bytes } => {
+    let mut sink = |stream: Stream, line: Line<'_>| {
+        let line = match line {
+            Line::Whole(line) => line,
+            Line::Dropped { bytes } => {
                 // Never a piece of it: the rest of a cut line would read as
                 // a line of its own (on the TaskProlog's stdout, possibly an
                 // instruction made of text the hook merely echoed).
@@ -283,14 +283,13 @@ fn run_hook(
             log::hook_output(phase.name(), &hook.name, line);
         }
     };
-    let spec = ChildSpec {
-        program: &hook.path,
-        args: &[],
-        env: &[(ENV_PHASE, phase.name().as_ref())],
-        deadline,
-        kill_grace: limits.kill_grace,
-    };
-    let (fate, elapsed, detail, dropped) = match child::run_output(&spec, signals, &mut sink) {
+    // A hook's path is its directory's joined with its name: never looked
+    // up in PATH; one under a relative directory is run from where hookrun
+    // runs, as before.
+    let path = std::path::absolute(&hook.path).unwrap_or_else(|_| hook.path.clone());
+    let program = Program::new(path, child::ENV).var(ENV_PHASE, phase.name());
+    let run = child::run(&program, deadline, limits.kill_grace, signals, &mut sink);
+    let (fate, elapsed, detail, dropped) = match run {
         Err(error) => (
             Fate::Failed,
             Duration::ZERO,
@@ -311,11 +310,16 @@ fn run_hook(
                         "deadline of {allowed} reached; still alive after SIGKILL, left behind"
                     ),
                 ),
-                Ending::Interrupted(signal) => (
+                // Only a capped capture ends so; hooks' output is streamed.
+                Ending::TooLarge => (
+                    Fate::Failed,
+                    "printed more than its output limit; process group killed".to_owned(),
+                ),
+                Ending::Interrupted => (
                     Fate::Interrupted,
                     format!(
                         "hookrun received {}; process group killed",
-                        signal_name(signal)
+                        signals.termination().map_or("a stop signal", signal_name)
                     ),
                 ),
             };

@@ -1,15 +1,17 @@
 //! Signal handling without `unsafe`: signal-hook records the signal and writes a
-//! byte to a socket, and [`crate::child`] polls that socket next to the hook's
-//! pipes. So SIGTERM from Slurm (its PrologEpilogTimeout; SIGKILL follows ~10 ms
-//! later) wakes hookrun at once, and it kills the running hook's process group
-//! before anything else. SIGCHLD wakes it the same way when a hook exits.
+//! byte to a socket, and `nodeio::child` polls that socket next to the hook's
+//! pipes and pidfd ([`Signals`] is its [`Interrupt`]). So SIGTERM from Slurm
+//! (its PrologEpilogTimeout; SIGKILL follows ~10 ms later) wakes hookrun at
+//! once, and the running hook's process group is killed before anything else.
+//! A hook's exit wakes the loop through its pidfd: no SIGCHLD handler.
 
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use nodeio::child::Interrupt;
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 
 /// The signals that stop hookrun (after it stopped its hook).
 pub const TERMINATION_SIGNALS: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
@@ -34,7 +36,6 @@ impl Signals {
             signal_hook::flag::register_usize(signal, &TERMINATION, value)?;
             signal_hook::low_level::pipe::register(signal, notify.try_clone()?)?;
         }
-        signal_hook::low_level::pipe::register(SIGCHLD, notify)?;
         Ok(Signals { wake })
     }
 
@@ -45,19 +46,26 @@ impl Signals {
             signal => i32::try_from(signal).ok(),
         }
     }
+}
 
-    /// Readable when a signal arrived since the last [`Signals::drain`].
-    pub fn wake_fd(&self) -> BorrowedFd<'_> {
+impl Interrupt for Signals {
+    /// Readable when a signal arrived since the last [`Interrupt::drain`].
+    fn wake_fd(&self) -> BorrowedFd<'_> {
         self.wake.as_fd()
     }
 
     /// Empties the wake-up socket.
-    pub fn drain(&self) {
+    fn drain(&self) {
         let mut buffer = [0u8; 64];
         while let Ok(n) = (&self.wake).read(&mut buffer) {
             if n == 0 {
                 break;
             }
         }
+    }
+
+    /// A termination signal stops the running hook at once.
+    fn stop(&self) -> bool {
+        self.termination().is_some()
     }
 }

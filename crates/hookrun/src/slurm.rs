@@ -2,11 +2,10 @@
 //! a deadline (Slurm hooks run without PATH, and a busy controller can take
 //! seconds to answer).
 
-use std::ffi::OsStr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::child::{self, ChildSpec, Ending, Stream};
+use crate::child::{self, Ending, Line, Program, Stream};
 use crate::log;
 use crate::runner::describe_status;
 use crate::signals::Signals;
@@ -65,17 +64,12 @@ impl Scontrol<'_> {
     /// description of what went wrong otherwise. stderr goes to the log.
     fn call(&self, args: &[&str]) -> Result<Vec<String>, String> {
         let command = format!("{} {}", self.path.display(), args.join(" "));
-        let os_args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
-        let spec = ChildSpec {
-            program: self.path,
-            args: &os_args,
-            env: &[],
-            deadline: Instant::now() + self.timeout,
-            kill_grace: self.kill_grace,
-        };
+        let program = Program::new(self.path, child::ENV).args(args);
         let mut stdout = Vec::new();
         let mut first_error: Option<String> = None;
-        let mut sink = |stream: Stream, line: &[u8]| {
+        let mut sink = |stream: Stream, line: Line<'_>| {
+            // An over-long line is dropped whole: nothing of it is kept.
+            let Line::Whole(line) = line else { return };
             let text = String::from_utf8_lossy(line).into_owned();
             match stream {
                 Stream::Stdout if stdout.len() < MAX_OUTPUT_LINES => stdout.push(text),
@@ -88,16 +82,18 @@ impl Scontrol<'_> {
                 }
             }
         };
-        let finished = child::run(&spec, self.signals, &mut sink)
+        let deadline = Instant::now() + self.timeout;
+        let finished = child::run(&program, deadline, self.kill_grace, self.signals, &mut sink)
             .map_err(|error| format!("could not start {}: {error}", self.path.display()))?;
         let failure = match finished.ending {
             Ending::Exited(status) if status.success() => return Ok(stdout),
             Ending::Exited(status) => describe_status(status),
+            Ending::TooLarge => "printed more than its output limit".to_owned(),
             Ending::TimedOut | Ending::Stuck => format!(
                 "no answer within {}",
                 humantime::format_duration(self.timeout)
             ),
-            Ending::Interrupted(_) => "interrupted".to_owned(),
+            Ending::Interrupted => "interrupted".to_owned(),
         };
         Err(match first_error {
             Some(message) => format!("`{command}` failed: {failure}: {message}"),

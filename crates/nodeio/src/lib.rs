@@ -14,6 +14,9 @@
 //! - [`alarm`]: the timer that bounds a blocking syscall (the lock's wait);
 //! - [`counter_file`]: a JSON file updated read-modify-write under its lock;
 //! - [`prom`]: the Prometheus text exposition format (escaping, histograms);
+//! - [`child`]: running a program (absolute path, explicit environment, its
+//!   own process group, a deadline, bounded output) and leaving nothing of
+//!   it behind;
 //! - [`log`]: journald, else syslog, else stderr only; never blocks past the
 //!   run's deadline, counts what it had to drop.
 //!
@@ -22,6 +25,7 @@
 pub mod alarm;
 pub mod append;
 pub mod atomic;
+pub mod child;
 pub mod counter_file;
 pub mod error;
 pub mod lock;

@@ -25,6 +25,7 @@ pub mod exec;
 pub mod exit_code;
 pub mod fabric;
 pub mod fault;
+pub mod http;
 pub mod job;
 pub mod log;
 pub mod manual;

@@ -345,7 +345,7 @@ mod tests {
                 "{word} not explained in qoslane-mapping(5)"
             );
         }
-        for key in crate::mapping::validate::KEYS.iter().flat_map(|k| k.iter()) {
+        for key in crate::mapping::keys::KEYS.iter().map(|k| k.name) {
             assert!(
                 page.contains(&format!(".BR {key} \"")),
                 "key {key} has no entry with its type"

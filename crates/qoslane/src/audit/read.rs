@@ -13,10 +13,69 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use nodeio::trusted::{self, Symlink};
+use serde::Deserialize;
 use serde_json::Value;
 
+use crate::job::qos::QosSource;
 use crate::paths::Paths;
+use crate::state::Change;
 use crate::time::parse_rfc3339;
+
+/// One audit line as read back: the writer's [`super::Entry`] field for
+/// field (docs/admin-guide.md §7), so a field renamed on one side fails the
+/// round-trip test below. `time`, `event` and `outcome` are required (every
+/// line ever written has them); the rest default when absent. `event` and
+/// `outcome` are kept as written: a log outlives the binary that reads it,
+/// and `qoslane log` shows a word it does not know rather than drop the
+/// line. `fabric` is the verdict's JSON as written (its shape depends on
+/// the run: `null`, one level, every level).
+#[derive(Clone, Debug, Deserialize)]
+pub struct LoggedEntry {
+    pub time: String,
+    #[serde(default)]
+    pub node: String,
+    pub event: String,
+    #[serde(default)]
+    pub job_id: Option<u64>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub qos: Option<String>,
+    #[serde(default)]
+    pub qos_source: Option<QosSource>,
+    #[serde(default)]
+    pub level: Option<String>,
+    #[serde(default)]
+    pub service_level: Option<u8>,
+    #[serde(default)]
+    pub virtual_lane: Option<u8>,
+    #[serde(default)]
+    pub changes: Vec<Change>,
+    #[serde(default)]
+    pub fabric: Value,
+    pub outcome: String,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub duration_ms: f64,
+    #[serde(default)]
+    pub mapping_sha256: Option<String>,
+    #[serde(default)]
+    pub settings_gone: Vec<String>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl LoggedEntry {
+    /// The fabric verdict's problems (a one-level verdict has them).
+    pub fn fabric_problems(&self) -> impl Iterator<Item = &str> {
+        self.fabric["problems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    }
+}
 
 /// Which entries to keep; `None`/empty matches everything.
 #[derive(Clone, Debug, Default)]
@@ -30,27 +89,21 @@ pub struct Filter {
 }
 
 impl Filter {
-    pub fn matches(&self, e: &Value) -> bool {
-        let s = |k: &str| e[k].as_str();
-        if self.job.is_some() && e["job_id"].as_u64() != self.job {
+    pub fn matches(&self, e: &LoggedEntry) -> bool {
+        if self.job.is_some() && e.job_id != self.job {
             return false;
         }
-        if !self.outcomes.is_empty()
-            && !self
-                .outcomes
-                .iter()
-                .any(|o| Some(o.as_str()) == s("outcome"))
-        {
+        if !self.outcomes.is_empty() && !self.outcomes.contains(&e.outcome) {
             return false;
         }
-        if !self.events.is_empty() && !self.events.iter().any(|v| Some(v.as_str()) == s("event")) {
+        if !self.events.is_empty() && !self.events.contains(&e.event) {
             return false;
         }
-        if self.qos.is_some() && s("qos") != self.qos.as_deref() {
+        if self.qos.is_some() && e.qos != self.qos {
             return false;
         }
         if self.since.is_some() || self.until.is_some() {
-            let Some(t) = s("time").and_then(parse_rfc3339) else {
+            let Some(t) = parse_rfc3339(&e.time) else {
                 return false;
             };
             if self.since.is_some_and(|since| t < since) || self.until.is_some_and(|u| t > u) {
@@ -65,7 +118,7 @@ impl Filter {
 /// byte for byte).
 #[derive(Clone, Debug)]
 pub struct Line {
-    pub entry: Value,
+    pub entry: LoggedEntry,
     pub raw: String,
 }
 
@@ -143,12 +196,9 @@ fn scan(
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(&line) {
-            Ok(v) if v.is_object() && v["event"].is_string() => keep(Line {
-                entry: v,
-                raw: line,
-            }),
-            _ => problems.push(format!(
+        match serde_json::from_str::<LoggedEntry>(&line) {
+            Ok(entry) => keep(Line { entry, raw: line }),
+            Err(_) => problems.push(format!(
                 "{at}: not an audit entry, skipped: {}",
                 line.chars().take(60).collect::<String>()
             )),
@@ -300,7 +350,7 @@ mod tests {
         let jobs: Vec<u64> = all
             .entries
             .iter()
-            .map(|e| e.entry["job_id"].as_u64().unwrap())
+            .map(|e| e.entry.job_id.unwrap())
             .collect();
         assert_eq!(jobs, [1, 2, 2]);
         assert_eq!(all.entries[2].raw, last, "passed through as written");
@@ -318,7 +368,7 @@ mod tests {
             outcomes: vec!["failed".into()],
             ..Filter::default()
         };
-        assert_eq!(read(&p, &failed, 100).entries[0].entry["job_id"], 2);
+        assert_eq!(read(&p, &failed, 100).entries[0].entry.job_id, Some(2));
         let now = humantime::parse_rfc3339("2026-12-01T10:30:00Z").unwrap();
         let recent = Filter {
             since: parse_time("1h", now),
@@ -330,11 +380,34 @@ mod tests {
             until: parse_time("2026-12-01T11:30:00+02:00", now),
             ..Filter::default()
         };
-        assert_eq!(read(&p, &window, 100).entries[0].entry["outcome"], "failed");
+        assert_eq!(read(&p, &window, 100).entries[0].entry.outcome, "failed");
         assert_eq!(read(&p, &window, 100).entries.len(), 1, "09:30Z");
         let last = read(&p, &Filter::default(), 1);
         assert_eq!((last.entries.len(), last.matched), (1, 3));
         assert_eq!(read(&p, &Filter::default(), 0).entries.len(), 3, "0: all");
+    }
+
+    #[test]
+    fn a_line_without_the_contract_s_required_fields_is_not_an_entry() {
+        let d = tempfile::tempdir().unwrap();
+        let p = paths(d.path());
+        std::fs::write(
+            &p.audit_log,
+            "{\"event\":\"prolog\",\"outcome\":\"applied\"}\n\
+             {\"time\":\"2026-12-01T08:00:00Z\",\"event\":\"prolog\",\"outcome\":\"applied\",\
+             \"job_id\":\"seven\"}\n",
+        )
+        .unwrap();
+        let f = read(&p, &Filter::default(), 0);
+        assert!(f.entries.is_empty(), "{:?}", f.entries);
+        assert_eq!(f.problems.len(), 2, "{:?}", f.problems);
+        assert!(
+            f.problems[0].ends_with(
+                ":1: not an audit entry, skipped: {\"event\":\"prolog\",\"outcome\":\"applied\"}"
+            ),
+            "{:?}",
+            f.problems
+        );
     }
 
     #[test]
@@ -366,11 +439,7 @@ mod tests {
         let one = u64::try_from(lines[99].len() + 1).unwrap();
         // A window of 3.5 lines: the partial one is dropped, not reported.
         let t = tail(&p, one * 7 / 2, 10);
-        let jobs: Vec<u64> = t
-            .entries
-            .iter()
-            .map(|e| e.entry["job_id"].as_u64().unwrap())
-            .collect();
+        let jobs: Vec<u64> = t.entries.iter().map(|e| e.entry.job_id.unwrap()).collect();
         assert_eq!(jobs, [98, 99, 100]);
         assert!(t.problems.is_empty(), "{:?}", t.problems);
         assert_eq!(tail(&p, 1 << 20, 2).entries.len(), 2);
@@ -383,11 +452,7 @@ mod tests {
         )
         .unwrap();
         let t = tail(&p, 1 << 20, 3);
-        let jobs: Vec<u64> = t
-            .entries
-            .iter()
-            .map(|e| e.entry["job_id"].as_u64().unwrap())
-            .collect();
+        let jobs: Vec<u64> = t.entries.iter().map(|e| e.entry.job_id.unwrap()).collect();
         assert_eq!(jobs, [99, 100, 101]);
     }
 }

@@ -8,10 +8,8 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use serde_json::Value;
-
 use super::Ctx;
-use crate::audit::read::{self, Filter};
+use crate::audit::read::{self, Filter, LoggedEntry};
 use crate::cli::LogArgs;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
@@ -74,28 +72,25 @@ fn human(found: &read::Found) -> String {
     );
     for l in &found.entries {
         let e = &l.entry;
-        let t = |k: &str| e[k].as_str().unwrap_or("-").to_owned();
-        let n = |k: &str| {
-            e[k].as_u64()
-                .map_or_else(|| "-".to_owned(), |v| v.to_string())
-        };
-        let qos = match (e["qos"].as_str(), e["qos_source"].as_str()) {
+        let t = |v: Option<&str>| v.unwrap_or("-").to_owned();
+        let n = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+        let qos = match (&e.qos, e.qos_source) {
             (Some(q), Some(src)) => format!("{q} ({src})"),
-            (Some(q), None) => q.to_owned(),
+            (Some(q), None) => q.clone(),
             _ => "-".to_owned(),
         };
         let why = why(e);
         let _ = writeln!(
             s,
             "{:<24} {:<15} {:>8} {:<26} {:<18} {:>2} {:>2} {:<11} {why}",
-            t("time"),
-            t("event"),
-            n("job_id"),
+            e.time,
+            e.event,
+            n(e.job_id),
             qos,
-            t("level"),
-            n("service_level"),
-            n("virtual_lane"),
-            t("outcome")
+            t(e.level.as_deref()),
+            n(e.service_level.map(u64::from)),
+            n(e.virtual_lane.map(u64::from)),
+            e.outcome
         );
     }
     if found.entries.is_empty() {
@@ -113,27 +108,32 @@ fn human(found: &read::Found) -> String {
 
 /// Why an entry ended as it did, in one line: the error; else the first
 /// note, fabric problem or vanished setting; else the changes made.
-fn why(e: &Value) -> String {
-    if let Some(err) = e["error"].as_str() {
-        return err.to_owned();
+fn why(e: &LoggedEntry) -> String {
+    if let Some(err) = &e.error {
+        return err.clone();
     }
-    let first = |v: &Value| v.as_array()?.first()?.as_str().map(ToOwned::to_owned);
-    if let Some(w) = first(&e["notes"])
-        .or_else(|| first(&e["fabric"]["problems"]))
-        .or_else(|| first(&e["settings_gone"]).map(|p| format!("{p}: the setting's file is gone")))
+    if let Some(w) = e
+        .notes
+        .first()
+        .cloned()
+        .or_else(|| e.fabric_problems().next().map(ToOwned::to_owned))
+        .or_else(|| {
+            e.settings_gone
+                .first()
+                .map(|p| format!("{p}: the setting's file is gone"))
+        })
     {
         return w;
     }
-    let changes: Vec<String> = e["changes"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let changes: Vec<String> = e
+        .changes
+        .iter()
         .filter_map(|c| {
             Some(format!(
                 "{} {} -> {}",
-                c["path"].as_str()?.rsplit('/').next()?,
-                c["before"].as_str()?,
-                c["after"].as_str()?
+                c.path.rsplit('/').next()?,
+                c.before,
+                c.after
             ))
         })
         .collect();

@@ -1,67 +1,19 @@
 //! `qoslane metrics [--listen ADDR]`: the metric families, printed once or
 //! served at `/metrics` over plain HTTP/1.0 for sites without
-//! node_exporter. Reads state only (creates nothing, locks nothing).
-//!
-//! No async runtime and no thread per connection: one thread polls the
-//! listener and every connection (`poll`), so an idle connection costs a
-//! file descriptor and a few bytes, never a worker. Each connection has its
-//! own deadline — [`REQUEST_TIMEOUT`] from its accept for the whole request
-//! head (at most [`MAX_REQUEST`] bytes), then [`WRITE_TIMEOUT`] for the whole
-//! answer — so a slow or silent client holds nothing but its own socket
-//! until then. At most [`MAX_CONNECTIONS`] are open (fewer if the descriptor
-//! limit cannot be raised that far); one more closes the oldest connection
-//! still waiting for its request rather than refusing the new one.
-//! Answering is quick (the counters are small local files) and done in the
-//! loop.
+//! node_exporter ([`crate::http`]: one polling thread, per-connection
+//! deadlines and limits). Reads state only (creates nothing, locks
+//! nothing). Answering is quick (the counters are small local files).
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::fd::AsFd;
-use std::time::{Duration, Instant};
-
-use rustix::event::{PollFd, PollFlags, Timespec};
-use rustix::process::{Resource, Rlimit};
+use std::io::Write;
+use std::net::TcpListener;
 
 use super::Ctx;
 use super::session::node_gauges;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
+use crate::http::{self, Reply};
 use crate::metrics;
 use crate::paths::Paths;
-
-/// The largest request head read; a longer one gets `431`.
-pub const MAX_REQUEST: usize = 8 * 1024;
-/// The whole request head must arrive within this from the accept, however
-/// it trickles in; an idle connection is answered `408` and closed then.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// The whole answer must be taken within this.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections open at once. Prometheus needs one; past this the oldest
-/// connection still waiting for its request is closed to make room.
-pub const MAX_CONNECTIONS: usize = 1024;
-/// After an error answer to a request not read to its end, how long unread
-/// input is drained so the client gets the answer rather than a reset.
-const LINGER: Duration = Duration::from_millis(500);
-/// At most this much unread input is drained while lingering.
-const LINGER_MAX: usize = 16 * MAX_REQUEST;
-/// Descriptors kept free of connections: the listener, stdio, the log, the
-/// state files an answer reads.
-const FD_RESERVE: usize = 64;
-/// After `EMFILE` with no connection to close, accepting pauses this long
-/// (the pending connection stays in the backlog) instead of spinning.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
-/// Accepts per loop turn, so a flood of connects cannot starve the others.
-const ACCEPT_BATCH: usize = 64;
-
-/// The exposition text from the node's state, as the textfile would have it.
-/// A counters file that cannot be read gives zeros (and a warning); the HTTP
-/// endpoint answers `500` instead.
-pub fn exposition(ctx: &Ctx) -> String {
-    render(&ctx.paths).unwrap_or_else(|e| {
-        crate::log::warn(&format!("metrics: {e}"));
-        metrics::render(&metrics::Counters::default(), &node_gauges(&ctx.paths))
-    })
-}
 
 fn render(paths: &Paths) -> Result<String> {
     let counters = metrics::load(paths)?;
@@ -78,452 +30,37 @@ pub fn run(ctx: &Ctx, listen: Option<&str>) -> Result<ExitClass> {
         return Ok(ExitClass::Ok);
     };
     let listener = TcpListener::bind(addr).map_err(Error::io("listen on", addr))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(Error::io("listen on", addr))?;
     let local = listener
         .local_addr()
         .map_or_else(|_| addr.to_owned(), |a| a.to_string());
     crate::log::info(&format!("serving metrics on http://{local}/metrics"));
-    let mut server = Server {
-        listener,
-        paths: &ctx.paths,
-        conns: Vec::new(),
-        cap: connection_cap(),
-        accept_paused_until: None,
-    };
-    loop {
-        server.turn();
-    }
+    let Err(e) = http::serve(listener, "metrics", &|path| route(&ctx.paths, path));
+    Err(Error::io("listen on", addr)(e))
 }
 
-/// How many connections fit: [`MAX_CONNECTIONS`], the soft descriptor limit
-/// raised towards it (up to the hard limit) first.
-fn connection_cap() -> usize {
-    let want = u64::try_from(MAX_CONNECTIONS + FD_RESERVE).unwrap_or(u64::MAX);
-    let limit = rustix::process::getrlimit(Resource::Nofile);
-    let mut soft = limit.current.unwrap_or(u64::MAX);
-    if soft < want {
-        let raised = limit.maximum.map_or(want, |hard| hard.min(want));
-        if raised > soft
-            && rustix::process::setrlimit(
-                Resource::Nofile,
-                Rlimit {
-                    current: Some(raised),
-                    maximum: limit.maximum,
-                },
-            )
-            .is_ok()
-        {
-            soft = raised;
-        }
-    }
-    let fit = usize::try_from(soft)
-        .unwrap_or(usize::MAX)
-        .saturating_sub(FD_RESERVE);
-    let cap = fit.clamp(1, MAX_CONNECTIONS);
-    if cap < MAX_CONNECTIONS {
-        crate::log::warn(&format!(
-            "metrics: the descriptor limit allows {cap} connections at once, not {MAX_CONNECTIONS}"
-        ));
-    }
-    cap
-}
-
-/// The poll loop's state.
-#[derive(Debug)]
-struct Server<'a> {
-    listener: TcpListener,
-    paths: &'a Paths,
-    /// In accept order: the oldest first.
-    conns: Vec<Conn>,
-    cap: usize,
-    accept_paused_until: Option<Instant>,
-}
-
-/// One client connection.
-#[derive(Debug)]
-struct Conn {
-    stream: TcpStream,
-    phase: Phase,
-}
-
-/// Where a connection stands; each phase has its deadline.
-#[derive(Debug)]
-enum Phase {
-    /// Waiting for the request head (what arrived so far; empty while idle).
-    Reading { head: Vec<u8>, deadline: Instant },
-    /// Sending the answer; then lingering if the request was not read whole.
-    Writing {
-        out: Vec<u8>,
-        sent: usize,
-        deadline: Instant,
-        linger: bool,
-    },
-    /// Answer sent and write side shut: discarding input until the client
-    /// closes, briefly.
-    Lingering { drained: usize, deadline: Instant },
-    /// Done: dropped (closed) at the end of the turn.
-    Closed,
-}
-
-impl Phase {
-    fn deadline(&self) -> Option<Instant> {
-        match self {
-            Phase::Reading { deadline, .. }
-            | Phase::Writing { deadline, .. }
-            | Phase::Lingering { deadline, .. } => Some(*deadline),
-            Phase::Closed => None,
-        }
-    }
-
-    fn interest(&self) -> PollFlags {
-        match self {
-            Phase::Reading { .. } | Phase::Lingering { .. } => PollFlags::IN,
-            Phase::Writing { .. } => PollFlags::OUT,
-            Phase::Closed => PollFlags::empty(),
-        }
-    }
-}
-
-impl Server<'_> {
-    /// One poll and what became ready or due.
-    fn turn(&mut self) {
-        let now = Instant::now();
-        if self.accept_paused_until.is_some_and(|until| until <= now) {
-            self.accept_paused_until = None;
-        }
-        let accepting = self.accept_paused_until.is_none();
-        let wake_at = self
-            .conns
-            .iter()
-            .filter_map(|c| c.phase.deadline())
-            .chain(self.accept_paused_until)
-            .min();
-        let ready: Vec<bool> = {
-            let mut fds = Vec::with_capacity(self.conns.len() + 1);
-            if accepting {
-                fds.push(PollFd::new(&self.listener, PollFlags::IN));
-            }
-            fds.extend(
-                self.conns
-                    .iter()
-                    .map(|c| PollFd::from_borrowed_fd(c.stream.as_fd(), c.phase.interest())),
-            );
-            // Round up so a wake-up never comes a hair before a deadline.
-            let timeout = wake_at.map(|at| {
-                let left = at.saturating_duration_since(now) + Duration::from_micros(500);
-                Timespec::try_from(left).unwrap_or(Timespec {
-                    tv_sec: i64::from(i32::MAX),
-                    tv_nsec: 0,
-                })
-            });
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                Err(e) => {
-                    crate::log::warn(&format!("metrics: poll: {e}"));
-                    std::thread::sleep(ACCEPT_PAUSE);
-                    return;
-                }
-            }
-            fds.iter().map(|fd| !fd.revents().is_empty()).collect()
+/// `/metrics`: the exposition text, or `500` when the counters cannot be
+/// read (printed once, they would be zeros with a warning).
+fn route(paths: &Paths, path: &str) -> Reply {
+    if path != "/metrics" {
+        return Reply {
+            status: "404 Not Found",
+            content_type: http::PLAIN,
+            body: "not found; the metrics are at /metrics\n".to_owned(),
         };
-        let (listener_ready, conns_ready) = if accepting {
-            (ready[0], &ready[1..])
-        } else {
-            (false, &ready[..])
-        };
-        let now = Instant::now();
-        for (conn, &ready) in self.conns.iter_mut().zip(conns_ready) {
-            if ready {
-                conn.step(self.paths);
-            }
-            if conn.phase.deadline().is_some_and(|d| d <= now) {
-                conn.expire(self.paths);
-            }
-        }
-        self.conns.retain(|c| !matches!(c.phase, Phase::Closed));
-        if listener_ready {
-            self.accept();
-        }
     }
-
-    /// Accepts what is waiting (a batch), making room when full.
-    fn accept(&mut self) {
-        for _ in 0..ACCEPT_BATCH {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if stream.set_nonblocking(true).is_err() {
-                        continue;
-                    }
-                    if self.conns.len() >= self.cap && !self.close_oldest_idle() {
-                        // Every connection is being answered: they finish
-                        // within WRITE_TIMEOUT.
-                        busy(&stream);
-                        continue;
-                    }
-                    let mut conn = Conn {
-                        stream,
-                        phase: Phase::Reading {
-                            head: Vec::new(),
-                            deadline: Instant::now() + REQUEST_TIMEOUT,
-                        },
-                    };
-                    // The request often arrived with the connection.
-                    conn.step(self.paths);
-                    if !matches!(conn.phase, Phase::Closed) {
-                        self.conns.push(conn);
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
-                    ) => {}
-                Err(e) => {
-                    // EMFILE and friends: make room, else pause accepting.
-                    if !self.close_oldest_idle() {
-                        crate::log::warn(&format!("metrics: accept: {e}"));
-                        self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
-                        return;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Closes the oldest connection still waiting for its request (`503`,
-    /// best effort); false if there is none.
-    fn close_oldest_idle(&mut self) -> bool {
-        let Some(i) = self
-            .conns
-            .iter()
-            .position(|c| matches!(c.phase, Phase::Reading { .. }))
-        else {
-            return false;
-        };
-        let conn = self.conns.remove(i);
-        busy(&conn.stream);
-        true
-    }
-}
-
-/// A short `503` without waiting on the client (one non-blocking write),
-/// then the connection is closed by its drop.
-fn busy(mut stream: &TcpStream) {
-    let body = "busy\n";
-    let mut out = response(
-        "503 Service Unavailable",
-        "text/plain; charset=utf-8",
-        body,
-        &[],
-    );
-    out.push_str(body);
-    let _ = stream.write(out.as_bytes());
-    let _ = stream.shutdown(Shutdown::Both);
-}
-
-impl Conn {
-    /// The socket is ready for what the phase waits for.
-    fn step(&mut self, paths: &Paths) {
-        match self.phase {
-            Phase::Reading { .. } => self.read_head(paths),
-            Phase::Writing { .. } => self.write_ready(),
-            Phase::Lingering { .. } => self.drain(),
-            Phase::Closed => {}
-        }
-    }
-
-    fn read_head(&mut self, paths: &Paths) {
-        let Phase::Reading { head, .. } = &mut self.phase else {
-            return;
-        };
-        let mut chunk = [0u8; 4096];
-        let room = (MAX_REQUEST - head.len()).min(chunk.len());
-        let answered = match (&self.stream).read(&mut chunk[..room]) {
-            Ok(0) => {
-                self.phase = Phase::Closed;
-                return;
-            }
-            Ok(n) => {
-                head.extend_from_slice(&chunk[..n]);
-                if let Some(end) = head_end(head) {
-                    answer(paths, Head::Complete(&head[..end]))
-                } else if head.len() >= MAX_REQUEST {
-                    answer(paths, Head::TooLarge)
-                } else {
-                    return;
-                }
-            }
-            Err(e) if is_transient(&e) => return,
-            Err(_) => {
-                self.phase = Phase::Closed;
-                return;
-            }
-        };
-        self.start_writing(answered);
-    }
-
-    fn write_ready(&mut self) {
-        let Phase::Writing {
-            out, sent, linger, ..
-        } = &mut self.phase
-        else {
-            return;
-        };
-        match (&self.stream).write(&out[*sent..]) {
-            Ok(0) => self.phase = Phase::Closed,
-            Ok(n) => {
-                *sent += n;
-                if *sent == out.len() {
-                    self.phase = if *linger {
-                        let _ = self.stream.shutdown(Shutdown::Write);
-                        Phase::Lingering {
-                            drained: 0,
-                            deadline: Instant::now() + LINGER,
-                        }
-                    } else {
-                        Phase::Closed
-                    };
-                }
-            }
-            Err(e) if is_transient(&e) => {}
-            Err(e) => {
-                if !matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) {
-                    crate::log::warn(&format!("metrics: {e}"));
-                }
-                self.phase = Phase::Closed;
-            }
-        }
-    }
-
-    fn drain(&mut self) {
-        let Phase::Lingering { drained, .. } = &mut self.phase else {
-            return;
-        };
-        let mut sink = [0u8; 4096];
-        match (&self.stream).read(&mut sink) {
-            Ok(n) if n > 0 && *drained + n < LINGER_MAX => *drained += n,
-            Err(e) if is_transient(&e) => {}
-            _ => self.phase = Phase::Closed,
-        }
-    }
-
-    /// The phase's deadline passed.
-    fn expire(&mut self, paths: &Paths) {
-        match self.phase {
-            Phase::Reading { .. } => self.start_writing(answer(paths, Head::TimedOut)),
-            Phase::Writing { .. } => {
-                crate::log::warn("metrics: client too slow to take the answer");
-                self.phase = Phase::Closed;
-            }
-            Phase::Lingering { .. } | Phase::Closed => self.phase = Phase::Closed,
-        }
-    }
-
-    /// Sends what the socket takes at once; the rest when it is ready.
-    fn start_writing(&mut self, (out, linger): (Vec<u8>, bool)) {
-        self.phase = Phase::Writing {
-            out,
-            sent: 0,
-            deadline: Instant::now() + WRITE_TIMEOUT,
-            linger,
-        };
-        self.write_ready();
-    }
-}
-
-fn is_transient(e: &std::io::Error) -> bool {
-    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted)
-}
-
-/// What the request head came to.
-enum Head<'a> {
-    Complete(&'a [u8]),
-    TooLarge,
-    TimedOut,
-}
-
-/// The length of the head (through its blank line), if it is all there.
-fn head_end(b: &[u8]) -> Option<usize> {
-    let crlf = b.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    let lf = b.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    match (crlf, lf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-fn response(status: &str, ctype: &str, body: &str, extra: &[(&str, &str)]) -> String {
-    let mut head = format!(
-        "HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in extra {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    head
-}
-
-/// The answer to `head`, and whether to linger after it (the request was
-/// not read to its end).
-fn answer(paths: &Paths, head: Head<'_>) -> (Vec<u8>, bool) {
-    let text;
-    let (method, path) = match head {
-        Head::Complete(bytes) => {
-            text = String::from_utf8_lossy(bytes).into_owned();
-            let mut parts = text.lines().next().unwrap_or("").split(' ');
-            let method = parts.next().unwrap_or("");
-            let target = parts.next().unwrap_or("");
-            let version = parts.next().unwrap_or("");
-            if !version.starts_with("HTTP/") || !target.starts_with('/') {
-                ("", "")
-            } else {
-                (method, target.split('?').next().unwrap_or(""))
-            }
-        }
-        Head::TooLarge | Head::TimedOut => ("", ""),
-    };
-    let plain = "text/plain; charset=utf-8";
-    let mut extra: Vec<(&str, &str)> = Vec::new();
-    let (status, ctype, body) = match head {
-        Head::TooLarge => (
-            "431 Request Header Fields Too Large",
-            plain,
-            "request too large\n".to_owned(),
-        ),
-        Head::TimedOut => ("408 Request Timeout", plain, "request timeout\n".to_owned()),
-        _ if method.is_empty() => ("400 Bad Request", plain, "bad request\n".to_owned()),
-        _ if method != "GET" && method != "HEAD" => {
-            extra.push(("Allow", "GET, HEAD"));
-            (
-                "405 Method Not Allowed",
-                plain,
-                "only GET and HEAD\n".to_owned(),
-            )
-        }
-        _ if path == "/metrics" => match render(paths) {
-            Ok(body) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body),
-            Err(e) => {
-                crate::log::warn(&format!("metrics: {e}"));
-                (
-                    "500 Internal Server Error",
-                    plain,
-                    format!("cannot read the counters: {e}\n"),
-                )
-            }
+    match render(paths) {
+        Ok(body) => Reply {
+            status: "200 OK",
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body,
         },
-        Head::Complete(_) => (
-            "404 Not Found",
-            plain,
-            "not found; the metrics are at /metrics\n".to_owned(),
-        ),
-    };
-    let mut out = response(status, ctype, &body, &extra).into_bytes();
-    if method != "HEAD" {
-        out.extend_from_slice(body.as_bytes());
+        Err(e) => {
+            crate::log::warn(&format!("metrics: {e}"));
+            Reply {
+                status: "500 Internal Server Error",
+                content_type: http::PLAIN,
+                body: format!("cannot read the counters: {e}\n"),
+            }
+        }
     }
-    (out, !matches!(head, Head::Complete(_)))
 }

@@ -1,8 +1,11 @@
-//! The QoS → SL/VL mapping file: parsing with positions ([`yaml`]), checking
-//! ([`validate`]), the validated types ([`types`]) and diagnostics
-//! ([`diagnostic`]). Pure: reads a string, touches nothing.
+//! The QoS → SL/VL mapping file: parsing with positions ([`yaml`]), every
+//! key declared once ([`keys`]), checking ([`shape`], then [`validate`]),
+//! the validated types ([`types`]) and diagnostics ([`diagnostic`]). Pure:
+//! reads a string, touches nothing.
 
 pub mod diagnostic;
+pub mod keys;
+mod shape;
 pub mod types;
 pub mod validate;
 pub mod yaml;

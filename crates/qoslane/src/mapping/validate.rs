@@ -1,44 +1,21 @@
 //! From a YAML tree to a [`Mapping`], reporting every problem at once.
 //!
 //! Two stages, like the rest of the program: shape and types first (keys,
-//! scalars, ranges), then meaning across the file (uniqueness, references).
-//! Nothing here touches the node.
+//! scalars, ranges: [`super::shape`], the keys from [`super::keys`]), then
+//! meaning across the file (uniqueness, references), here. Nothing here
+//! touches the node.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use super::diagnostic::Diagnostic;
+use super::diagnostic::{Diagnostic, Severity};
+use super::keys::{self, Place};
+use super::shape::{Cx, MAX_NAME_LEN, is_name_byte, nearest};
 use super::types::{
     DeviceSelector, FabricCheck, Level, Mapping, NodeSetting, OnFailure, ServiceLevel, SettingPath,
     TrafficClass, VirtualLane,
 };
 use super::yaml::{self, Budget, Node, NodeKind, Span};
-
-const TOP_KEYS: &[&str] = &[
-    "default_level",
-    "fabric_check",
-    "fail_job_max_probe_age",
-    "on_failure",
-    "devices",
-    "levels",
-];
-const LEVEL_KEYS: &[&str] = &[
-    "name",
-    "qos",
-    "service_level",
-    "virtual_lane",
-    "traffic_class",
-    "on_failure",
-    "node_settings",
-];
-const SETTING_KEYS: &[&str] = &["path", "value"];
-/// Every key the file may have (top level, level, node setting), for the
-/// man page's test: qoslane-mapping(5) documents each.
-pub const KEYS: [&[&str]; 3] = [TOP_KEYS, LEVEL_KEYS, SETTING_KEYS];
-
-/// The longest name accepted for a level or a QoS (they end up in metric
-/// labels and environment values).
-const MAX_NAME_LEN: usize = 64;
 
 /// The outcome of validating a file: the mapping when there is no error,
 /// and every diagnostic (warnings too) in source order.
@@ -52,7 +29,7 @@ impl Validation {
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
         self.diagnostics
             .iter()
-            .filter(|d| d.severity == super::Severity::Error)
+            .filter(|d| d.severity == Severity::Error)
     }
 }
 
@@ -119,20 +96,12 @@ fn validate_within(src: &str, budget: Budget) -> Option<Validation> {
         return None;
     }
     let mut diagnostics = cx.diags;
-    diagnostics.sort_by_key(|d| (d.span.start, d.severity == super::Severity::Warning));
-    let has_error = diagnostics
-        .iter()
-        .any(|d| d.severity == super::Severity::Error);
+    diagnostics.sort_by_key(|d| (d.span.start, d.severity == Severity::Warning));
+    let has_error = diagnostics.iter().any(|d| d.severity == Severity::Error);
     Some(Validation {
         mapping: if has_error { None } else { mapping },
         diagnostics,
     })
-}
-
-struct Cx {
-    diags: Vec<Diagnostic>,
-    /// Spent: every loop stops, and the caller gets no answer.
-    budget: Budget,
 }
 
 /// A level as far as it could be read.
@@ -146,316 +115,36 @@ struct LevelParts {
     service_level: Option<(u8, Span)>,
 }
 
-/// The first occurrence of each known key of a YAML mapping.
-struct Fields<'n> {
-    node: &'n Node,
-    found: HashMap<&'n str, (&'n Node, &'n Node)>,
-    /// Known keys an unknown key was taken for (`servce_level`): their
-    /// absence is already reported, as that key's "did you mean".
-    suggested: Vec<&'static str>,
-}
-
-impl<'n> Fields<'n> {
-    fn get(&self, key: &str) -> Option<&'n Node> {
-        self.found
-            .get(key)
-            .map(|(_, v)| *v)
-            .filter(|v| !v.is_null())
-    }
-}
-
 impl Cx {
-    fn err(&mut self, d: Diagnostic) {
-        self.diags.push(d);
-    }
-
-    // ---------------------------------------------------------------- shape
-
-    /// Checks that `node` is a mapping with only `known` keys, each once.
-    fn fields<'n>(
-        &mut self,
-        node: &'n Node,
-        known: &[&'static str],
-        what: &str,
-    ) -> Option<Fields<'n>> {
-        let NodeKind::Map(entries) = &node.kind else {
-            self.err(
-                Diagnostic::error(
-                    node.span,
-                    format!(
-                        "expected {what} (a mapping of keys), found {}",
-                        node.describe()
-                    ),
-                )
-                .label(format!("expected {what}")),
-            );
-            return None;
-        };
-        let mut found: HashMap<&'n str, (&'n Node, &'n Node)> = HashMap::new();
-        let mut suggested = Vec::new();
-        for (k, v) in entries {
-            if self.budget.step() {
-                break;
-            }
-            let NodeKind::Scalar { value: key, .. } = &k.kind else {
-                self.err(Diagnostic::error(
-                    k.span,
-                    format!("keys of {what} must be plain names"),
-                ));
-                continue;
-            };
-            if let Some((first, _)) = found.get(key.as_str()) {
-                self.err(
-                    Diagnostic::error(k.span, format!("duplicate key `{key}` in {what}"))
-                        .label("defined again here")
-                        .related(first.span, "first defined here"),
-                );
-                continue;
-            }
-            if !known.contains(&key.as_str()) {
-                let mut d = Diagnostic::error(k.span, format!("unknown key `{key}` in {what}"))
-                    .label("unknown key");
-                d = match nearest(key, known) {
-                    Some(s) => {
-                        suggested.push(s);
-                        d.help(format!("did you mean `{s}`?"))
-                    }
-                    None => d.help(format!("known keys: {}", known.join(", "))),
-                };
-                self.err(d);
-                continue;
-            }
-            found.insert(key.as_str(), (k, v));
-        }
-        Some(Fields {
-            node,
-            found,
-            suggested,
-        })
-    }
-
-    fn required<'n>(&mut self, f: &Fields<'n>, key: &str, what: &str) -> Option<&'n Node> {
-        let v = f.get(key);
-        // A misspelt key is reported once, as unknown with a suggestion,
-        // not a second time as a missing one.
-        if v.is_none() && !f.suggested.contains(&key) {
-            let span = f.found.get(key).map_or(f.node.span, |(k, _)| k.span);
-            self.err(
-                Diagnostic::error(span, format!("{what} has no `{key}`"))
-                    .label(format!("`{key}` is required here")),
-            );
-        }
-        v
-    }
-
-    fn seq<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n [Node]> {
-        if let NodeKind::Seq(items) = &node.kind {
-            Some(items)
-        } else {
-            self.err(
-                Diagnostic::error(
-                    node.span,
-                    format!("expected a list for {what}, found {}", node.describe()),
-                )
-                .label("expected a list"),
-            );
-            None
-        }
-    }
-
-    /// A string value. Plain scalars that YAML 1.1 (and so Ansible) reads as
-    /// booleans or null are refused: they mean something else to the tools
-    /// around this file.
-    fn string<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
-        match &node.kind {
-            NodeKind::Scalar {
-                value,
-                plain: false,
-            } => Some(value),
-            NodeKind::Scalar { value, plain: true } => {
-                if yaml::is_null(value) {
-                    self.err(
-                        Diagnostic::error(
-                            node.span,
-                            format!("expected a string for {what}, found null"),
-                        )
-                        .label("empty value"),
-                    );
-                    None
-                } else if is_yaml11_bool(value) {
-                    self.err(
-                        Diagnostic::error(
-                            node.span,
-                            format!("`{value}` is a boolean in YAML 1.1 (Ansible reads it as one), not a string"),
-                        )
-                        .label("ambiguous value")
-                        .help(format!("quote it if you mean the string: \"{value}\"")),
-                    );
-                    None
-                } else {
-                    Some(value)
-                }
-            }
-            _ => {
-                self.err(
-                    Diagnostic::error(
-                        node.span,
-                        format!("expected a string for {what}, found {}", node.describe()),
-                    )
-                    .label("expected a string"),
-                );
-                None
-            }
-        }
-    }
-
-    /// A decimal integer in `0..=max`, written plainly.
-    fn integer(&mut self, node: &Node, key: &str, max: u64) -> Option<u64> {
-        let range = format!("`{key}` must be an integer from 0 to {max}");
-        let value = match &node.kind {
-            NodeKind::Scalar { value, plain: true } if !yaml::is_null(value) => value,
-            NodeKind::Scalar {
-                value,
-                plain: false,
-            } => {
-                self.err(
-                    Diagnostic::error(node.span, format!("{range}, found the string \"{value}\""))
-                        .label("quoted")
-                        .help("write the number without quotes"),
-                );
-                return None;
-            }
-            _ => {
-                self.err(
-                    Diagnostic::error(node.span, format!("{range}, found {}", node.describe()))
-                        .label("expected an integer"),
-                );
-                return None;
-            }
-        };
-        let digits = value.strip_prefix('-').unwrap_or(value);
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            self.err(
-                Diagnostic::error(node.span, format!("{range}, found `{value}`"))
-                    .label("not a decimal integer"),
-            );
-            return None;
-        }
-        if digits.len() > 1 && digits.starts_with('0') {
-            self.err(
-                Diagnostic::error(
-                    node.span,
-                    format!("{range}, found `{value}` with a leading zero"),
-                )
-                .label("leading zero")
-                .help(
-                    "YAML 1.1 (Ansible) reads a leading zero as octal; write the number without it",
-                ),
-            );
-            return None;
-        }
-        match (value.starts_with('-'), value.parse::<u64>()) {
-            (false, Ok(n)) if n <= max => Some(n),
-            _ => {
-                self.err(
-                    Diagnostic::error(node.span, format!("{range}, found {value}"))
-                        .label("out of range"),
-                );
-                None
-            }
-        }
-    }
-
-    fn choice<T: Copy>(
-        &mut self,
-        node: &Node,
-        key: &str,
-        names: &[&str],
-        parse: fn(&str) -> Option<T>,
-    ) -> Option<T> {
-        // `off` is a documented value of `fabric_check`: take the plain word
-        // even though YAML 1.1 would read it as a boolean.
-        let s = match &node.kind {
-            NodeKind::Scalar { value, .. } if !node.is_null() => value.as_str(),
-            _ => {
-                self.err(
-                    Diagnostic::error(
-                        node.span,
-                        format!(
-                            "`{key}` must be one of {}, found {}",
-                            names.join(", "),
-                            node.describe()
-                        ),
-                    )
-                    .label("expected a word"),
-                );
-                return None;
-            }
-        };
-        let v = parse(s);
-        if v.is_none() {
-            let mut d = Diagnostic::error(
-                node.span,
-                format!("`{key}` must be one of {}, found `{s}`", names.join(", ")),
-            )
-            .label("unknown value");
-            if let Some(n) = nearest(s, names) {
-                d = d.help(format!("did you mean `{n}`?"));
-            }
-            self.err(d);
-        }
-        v
-    }
-
-    fn name(&mut self, node: &Node, what: &str) -> Option<String> {
-        let s = self.string(node, what)?;
-        if s.is_empty() || s.len() > MAX_NAME_LEN || !s.bytes().all(is_name_byte) {
-            self.err(
-                Diagnostic::error(
-                    node.span,
-                    format!(
-                        "{what} `{}` must be 1 to {MAX_NAME_LEN} letters, digits, `_`, `-` or `.`",
-                        s.escape_debug()
-                    ),
-                )
-                .label("invalid name"),
-            );
-            return None;
-        }
-        Some(s.to_owned())
-    }
-
-    // ---------------------------------------------------------------- meaning
-
     fn mapping(&mut self, root: &Node) -> Option<Mapping> {
-        let f = self.fields(root, TOP_KEYS, "the mapping file")?;
-        let default_level = self
-            .required(&f, "default_level", "the mapping file")
+        let f = self.fields(root, Place::Top)?;
+        let default_level = f
+            .get(&keys::DEFAULT_LEVEL)
             .and_then(|n| self.name(n, "`default_level`").map(|s| (s, n.span)));
-        let fabric_check = match f.get("fabric_check") {
+        let fabric_check = match f.get(&keys::FABRIC_CHECK) {
             None => Some(FabricCheck::Enforce),
-            Some(n) => self.choice(n, "fabric_check", FabricCheck::NAMES, FabricCheck::parse),
+            Some(n) => self.choice(n, &keys::FABRIC_CHECK, FabricCheck::parse),
         };
-        let on_failure = match f.get("on_failure") {
+        let on_failure = match f.get(&keys::ON_FAILURE) {
             None => Some(OnFailure::Continue),
-            Some(n) => self.choice(n, "on_failure", OnFailure::NAMES, OnFailure::parse),
+            Some(n) => self.choice(n, &keys::ON_FAILURE, OnFailure::parse),
         };
-        let max_probe_age = match f.get("fail_job_max_probe_age") {
+        let max_probe_age = match f.get(&keys::FAIL_JOB_MAX_PROBE_AGE) {
             None => Some(Mapping::DEFAULT_FAIL_JOB_MAX_PROBE_AGE),
             Some(n) => self
                 .integer(
                     n,
-                    "fail_job_max_probe_age",
+                    keys::FAIL_JOB_MAX_PROBE_AGE.name,
                     Mapping::MAX_FAIL_JOB_MAX_PROBE_AGE.as_secs(),
                 )
                 .map(std::time::Duration::from_secs),
         };
-        let devices = match f.get("devices") {
+        let devices = match f.get(&keys::DEVICES) {
             None => Some(Vec::new()),
             Some(n) => self.devices(n),
         };
-        let (levels, names) = self
-            .required(&f, "levels", "the mapping file")
+        let (levels, names) = f
+            .get(&keys::LEVELS)
             .map_or((None, None), |n| self.levels(n));
 
         let (default_name, default_span) = default_level?;
@@ -638,22 +327,20 @@ impl Cx {
 
     /// One level: the whole of it when valid, and every valid part.
     fn level(&mut self, node: &Node) -> LevelParts {
-        let Some(f) = self.fields(node, LEVEL_KEYS, "a level") else {
+        let Some(f) = self.fields(node, Place::Level) else {
             return LevelParts::default();
         };
-        let name = self
-            .required(&f, "name", "this level")
+        let name = f
+            .get(&keys::NAME)
             .and_then(|n| Some((self.name(n, "level name")?, n.span)));
-        let (qos, qos_ok) = self
-            .required(&f, "qos", "this level")
+        let (qos, qos_ok) = f
+            .get(&keys::QOS)
             .map_or((Vec::new(), false), |n| self.qos_list(n));
-        let sl = self
-            .required(&f, "service_level", "this level")
-            .and_then(|n| {
-                let v = self.integer(n, "service_level", u64::from(ServiceLevel::MAX))?;
-                Some((ServiceLevel::new(v)?, n.span))
-            });
-        let vl = match f.get("virtual_lane") {
+        let sl = f.get(&keys::SERVICE_LEVEL).and_then(|n| {
+            let v = self.integer(n, keys::SERVICE_LEVEL.name, u64::from(ServiceLevel::MAX))?;
+            Some((ServiceLevel::new(v)?, n.span))
+        });
+        let vl = match f.get(&keys::VIRTUAL_LANE) {
             None => Some(None),
             // VL15 gets its own message; any other value the range message,
             // which must say 0 to 14, not 0 to 15.
@@ -670,24 +357,24 @@ impl Cx {
                 None
             }
             Some(n) => self
-                .integer(n, "virtual_lane", u64::from(VirtualLane::MAX))
+                .integer(n, keys::VIRTUAL_LANE.name, u64::from(VirtualLane::MAX))
                 .and_then(VirtualLane::new)
                 .map(Some),
         };
-        let tc = match f.get("traffic_class") {
+        let tc = match f.get(&keys::TRAFFIC_CLASS) {
             None => Some(None),
             Some(n) => self
-                .integer(n, "traffic_class", u64::from(TrafficClass::MAX))
+                .integer(n, keys::TRAFFIC_CLASS.name, u64::from(TrafficClass::MAX))
                 .and_then(TrafficClass::new)
                 .map(Some),
         };
-        let on_failure = match f.get("on_failure") {
+        let on_failure = match f.get(&keys::LEVEL_ON_FAILURE) {
             None => Some(None),
             Some(n) => self
-                .choice(n, "on_failure", OnFailure::NAMES, OnFailure::parse)
+                .choice(n, &keys::LEVEL_ON_FAILURE, OnFailure::parse)
                 .map(Some),
         };
-        let node_settings = match f.get("node_settings") {
+        let node_settings = match f.get(&keys::NODE_SETTINGS) {
             None => Some(Vec::new()),
             Some(n) => self.node_settings(n),
         };
@@ -766,11 +453,11 @@ impl Cx {
             if self.budget.step() {
                 break;
             }
-            let Some(f) = self.fields(item, SETTING_KEYS, "a node setting") else {
+            let Some(f) = self.fields(item, Place::NodeSetting) else {
                 ok = false;
                 continue;
             };
-            let path_node = self.required(&f, "path", "this node setting");
+            let path_node = f.get(&keys::PATH);
             let path = path_node.and_then(|n| {
                 let s = self.string(n, "`path`")?;
                 match SettingPath::new(s) {
@@ -785,8 +472,8 @@ impl Cx {
                     }
                 }
             });
-            let value = self
-                .required(&f, "value", "this node setting")
+            let value = f
+                .get(&keys::VALUE)
                 .and_then(|n| {
                     let s = self.string(n, "`value`")?;
                     // A plain number with a leading zero is octal to YAML 1.1
@@ -843,33 +530,6 @@ impl Cx {
     }
 }
 
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
-}
-
-/// Plain words YAML 1.1 resolves to booleans.
-fn is_yaml11_bool(s: &str) -> bool {
-    matches!(
-        s.to_ascii_lowercase().as_str(),
-        "y" | "yes" | "n" | "no" | "true" | "false" | "on" | "off"
-    )
-}
-
-/// The known word closest to `word`, when it is close enough to be a typo.
-/// A word whose length differs by more than the distance allowed is skipped
-/// unmeasured (the distance is at least the difference): `default_level`
-/// is looked up among every level name.
-fn nearest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
-    let chars = word.chars().count();
-    known
-        .iter()
-        .filter(|k| k.chars().count().abs_diff(chars) <= (k.len() / 3).max(2))
-        .map(|k| (strsim::damerau_levenshtein(word, k), *k))
-        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
@@ -898,16 +558,5 @@ mod tests {
         let t = Instant::now();
         assert!(validate_str_until(&big, until).is_none());
         assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
-    }
-
-    #[test]
-    fn nearest_skips_words_of_another_length_only_when_they_cannot_be_near() {
-        assert_eq!(nearest("normla", &["normal", "high"]), Some("normal"));
-        assert_eq!(nearest("hig", &["normal", "high"]), Some("high"));
-        assert_eq!(
-            nearest("mission-critcal", &["mission-critical"]),
-            Some("mission-critical")
-        );
-        assert_eq!(nearest("x", &["mission-critical"]), None);
     }
 }

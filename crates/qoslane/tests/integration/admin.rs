@@ -422,3 +422,120 @@ fn log_without_an_audit_log_says_so() {
     );
     assert_eq!(tree(n.root()), before, "log creates nothing");
 }
+
+/// The audit line's contract (docs/admin-guide.md §7) holds between its
+/// writer and its reader, field for field: an entry made with the writer's
+/// `audit::Entry` and appended as a run appends it reads back as the
+/// reader's `LoggedEntry` with every value. Both sides are destructured
+/// without `..`, so a field added to either does not compile until the
+/// other has it, and a field renamed on one side fails here.
+#[test]
+fn an_entry_written_by_the_writer_reads_back_field_for_field() {
+    use qoslane::audit::read::{LoggedEntry, tail};
+    use qoslane::audit::{Entry, append};
+    use qoslane::fabric::FabricVerdict;
+    use qoslane::job::JobId;
+    use qoslane::job::qos::QosSource;
+    use qoslane::paths::{Overrides, Paths};
+    use qoslane::report::Event;
+    use qoslane::report::Outcome;
+    use qoslane::state::Change;
+
+    let d = tempfile::tempdir().unwrap();
+    let p = Paths::new(Overrides {
+        root: Some(d.path().to_owned()),
+        audit_log: Some(d.path().join("audit.jsonl")),
+        ..Overrides::default()
+    });
+    let written = Entry {
+        time: "2026-12-01T10:00:00.123Z".into(),
+        node: "cn017".into(),
+        event: Event::Prolog,
+        job_id: Some(JobId::parse("42").unwrap()),
+        user: Some("alice".into()),
+        qos: Some("high".into()),
+        qos_source: Some(QosSource::Squeue),
+        level: Some("high".into()),
+        service_level: Some(2),
+        virtual_lane: Some(3),
+        changes: vec![Change {
+            path: "/proc/sys/net/core/rmem_max".into(),
+            before: "212992".into(),
+            after: "8388608".into(),
+        }],
+        fabric: FabricVerdict::CouldNotRun {
+            policy: "enforce",
+            error: "smpquery timed out".into(),
+        },
+        outcome: Outcome::RolledBack,
+        error: Some("failed to verify".into()),
+        duration_ms: 3.5,
+        mapping_sha256: Some("7512abc".into()),
+        settings_gone: vec!["/sys/gone".into()],
+        notes: vec!["fell back to the default level".into()],
+    };
+    append(&p, &written).unwrap();
+    let found = tail(&p, 1 << 16, 10);
+    assert!(found.problems.is_empty(), "{:?}", found.problems);
+    let [line] = &found.entries[..] else {
+        panic!("one entry: {:?}", found.entries)
+    };
+    let Entry {
+        time,
+        node,
+        event,
+        job_id,
+        user,
+        qos,
+        qos_source,
+        level,
+        service_level,
+        virtual_lane,
+        changes,
+        fabric,
+        outcome,
+        error,
+        duration_ms,
+        mapping_sha256,
+        settings_gone,
+        notes,
+    } = written;
+    let LoggedEntry {
+        time: r_time,
+        node: r_node,
+        event: r_event,
+        job_id: r_job_id,
+        user: r_user,
+        qos: r_qos,
+        qos_source: r_qos_source,
+        level: r_level,
+        service_level: r_service_level,
+        virtual_lane: r_virtual_lane,
+        changes: r_changes,
+        fabric: r_fabric,
+        outcome: r_outcome,
+        error: r_error,
+        duration_ms: r_duration_ms,
+        mapping_sha256: r_mapping_sha256,
+        settings_gone: r_settings_gone,
+        notes: r_notes,
+    } = line.entry.clone();
+    assert_eq!(r_time, time);
+    assert_eq!(r_node, node);
+    assert_eq!(r_event, event.as_str());
+    assert_eq!(r_job_id, job_id.map(|j| u64::from(j.get())));
+    assert_eq!(r_user, user);
+    assert_eq!(r_qos, qos);
+    assert_eq!(r_qos_source, qos_source);
+    assert_eq!(r_level, level);
+    assert_eq!(r_service_level, service_level);
+    assert_eq!(r_virtual_lane, virtual_lane);
+    assert_eq!(r_changes, changes);
+    assert_eq!(r_fabric, serde_json::to_value(&fabric).unwrap());
+    assert_eq!(r_outcome, outcome.as_str());
+    assert_eq!(r_error, error);
+    assert!((r_duration_ms - duration_ms).abs() < f64::EPSILON);
+    assert_eq!(r_mapping_sha256, mapping_sha256);
+    assert_eq!(r_settings_gone, settings_gone);
+    assert_eq!(r_notes, notes);
+}

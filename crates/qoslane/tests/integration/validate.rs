@@ -20,6 +20,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use qoslane::config;
 use qoslane::mapping::diagnostic::{JsonDiagnostic, MAX_RENDERED, render_all};
+use qoslane::mapping::keys::{Form, KEYS, Key, Place};
 use qoslane::mapping::{
     DeviceSelector, FabricCheck, Level, NodeSetting, OnFailure, ServiceLevel, SettingPath,
     Severity, TrafficClass, Validation, VirtualLane, validate_str,
@@ -580,6 +581,167 @@ fn unicode_comments_keep_columns_in_characters() {
     let d = &v.diagnostics[0];
     assert_eq!((d.span.line, d.span.col), (6, 20));
     assert_eq!(&bad[d.span.start..d.span.end], "20");
+}
+
+// ------------------------------------------------------------------ every key, declared once
+
+/// A mapping that writes every declared key once, each valid.
+const EVERY_KEY: &str = "\
+default_level: a
+fabric_check: enforce
+fail_job_max_probe_age: 15
+on_failure: continue
+devices: []
+levels:
+  - name: a
+    qos: [a]
+    service_level: 1
+    virtual_lane: 1
+    traffic_class: 1
+    on_failure: continue
+    node_settings:
+      - path: /proc/sys/net/core/rmem_max
+        value: \"1\"
+";
+
+/// The column a key of `place` starts at in [`EVERY_KEY`] and in the
+/// shipped example.
+fn column(place: Place) -> usize {
+    match place {
+        Place::Top => 0,
+        Place::Level => 4,
+        Place::NodeSetting => 8,
+    }
+}
+
+/// The 0-based line of `text` that writes `key` at its place's column
+/// (after a list's `- `), if any.
+fn key_line(text: &str, key: &Key) -> Option<usize> {
+    text.lines().position(|l| {
+        let body = l.trim_start_matches([' ', '-']);
+        l.len() - body.len() == column(key.place) && body.starts_with(&format!("{}:", key.name))
+    })
+}
+
+/// The text of the man page's section `title` (up to the next `.SH`).
+fn man_section<'a>(page: &'a str, title: &str) -> &'a str {
+    let head = format!(".SH \"{title}\"\n");
+    let from = page
+        .find(&head)
+        .unwrap_or_else(|| panic!("qoslane-mapping(5) has no section {title}"))
+        + head.len();
+    let rest = &page[from..];
+    &rest[..rest.find("\n.SH ").unwrap_or(rest.len())]
+}
+
+/// A key declared in `mapping/keys.rs` and missing from one of the places
+/// that show a mapping's keys fails here, naming each place it is missing
+/// from (CONTRIBUTING.md: "Adding a mapping key").
+#[test]
+fn every_declared_key_is_documented_fuzzed_and_in_the_examples() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let man = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("man/qoslane-mapping.5"))
+        .replace("\\-", "-");
+    let dict = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/validate.dict"));
+    let dict: BTreeSet<&str> = dict
+        .lines()
+        .filter_map(|l| l.strip_prefix('"')?.strip_suffix('"'))
+        .collect();
+    let example = read(&example());
+    let omnia = read(&repo.join("deploy/omnia/input/slurm_qos_network.yml"));
+    // The Omnia input documents the keys it does not set in comments
+    // (`  # traffic_class: …`, `  #     path: …`): a key at any place.
+    let in_omnia = |name: &str| {
+        omnia.lines().any(|l| {
+            l.trim_start_matches([' ', '#', '-'])
+                .starts_with(&format!("{name}:"))
+        })
+    };
+    let guide = read(&repo.join("docs/admin-guide.md"));
+    let guide = &guide
+        [guide.find("## 2. The mapping file").expect("§2")..guide.find("## 3. ").expect("§3")];
+    let mut missing = Vec::new();
+    for key in KEYS {
+        let name = key.name;
+        let title = match key.place {
+            Place::Top => "TOP-LEVEL KEYS",
+            Place::Level => "LEVEL KEYS",
+            Place::NodeSetting => "NODE SETTING KEYS",
+        };
+        if !man_section(&man, title).contains(&format!(".BR {name} \"")) {
+            missing.push(format!(
+                "crates/qoslane/man/qoslane-mapping.5, {title}: .BR {name} \" (TYPE; default: …)\""
+            ));
+        }
+        if !guide.contains(&format!("`{name}`")) {
+            missing.push(format!("docs/admin-guide.md §2: `{name}` in its table"));
+        }
+        let mut words = vec![name];
+        if let Form::Choice(choices) = key.form {
+            words.extend(choices);
+        }
+        for w in words.into_iter().filter(|w| !dict.contains(w)) {
+            missing.push(format!("crates/qoslane/fuzz/validate.dict: \"{w}\""));
+        }
+        if key_line(&example, key).is_none() {
+            missing.push(format!(
+                "examples/qos-network.yml: {name}: ({:?})",
+                key.place
+            ));
+        }
+        if !in_omnia(name) {
+            missing.push(format!(
+                "deploy/omnia/input/slurm_qos_network.yml: {name}: ({:?}; set or in a comment)",
+                key.place
+            ));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "a key declared in crates/qoslane/src/mapping/keys.rs is missing from:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Every declared key's value is checked: with a mapping (`{bogus: 1}`) as
+/// its value, which no key accepts, the file is refused with an error on
+/// that key's line. A key declared but never read by the validator would be
+/// accepted with anything.
+#[test]
+fn every_declared_key_is_read_by_the_validator() {
+    let v = validate_str(EVERY_KEY);
+    assert!(v.diagnostics.is_empty(), "{:?}", v.diagnostics);
+    for key in KEYS {
+        let Some(at) = key_line(EVERY_KEY, key) else {
+            panic!("`{}` ({:?}): add it to EVERY_KEY", key.name, key.place);
+        };
+        let lines: Vec<&str> = EVERY_KEY.lines().collect();
+        let mut src = String::new();
+        let mut skipping = false;
+        for (i, l) in lines.iter().enumerate() {
+            let indent = l.len() - l.trim_start_matches([' ', '-']).len();
+            if i == at {
+                let (head, _) = l.split_once(':').expect("a key line");
+                src.push_str(&format!("{head}: {{bogus: 1}}\n"));
+                skipping = true;
+            } else if skipping && indent > column(key.place) {
+                // The key's block (a list's items) goes with its value.
+            } else {
+                skipping = false;
+                src.push_str(l);
+                src.push('\n');
+            }
+        }
+        let v = validate_str(&src);
+        assert!(v.mapping.is_none(), "`{}` took a mapping:\n{src}", key.name);
+        assert!(
+            v.errors().any(|d| d.span.line == at + 1),
+            "`{}`: no error on line {}:\n{src}\n{:?}",
+            key.name,
+            at + 1,
+            v.diagnostics
+        );
+    }
 }
 
 // ------------------------------------------------------------------ properties

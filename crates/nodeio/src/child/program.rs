@@ -1,0 +1,154 @@
+//! What `run` is given: the program, its environment, what to do
+//! with its output, when to stop it, what can interrupt it; and what it
+//! gives back.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use super::lines::{Dropped, LineSink};
+
+/// The environment a program gets: a choice its caller makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Env {
+    /// The caller's own environment.
+    Inherit,
+    /// Exactly these variables, nothing of the caller's.
+    Exact(Vec<(OsString, OsString)>),
+}
+
+/// What to run: a program by absolute path, its arguments, its environment.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub(super) path: PathBuf,
+    pub(super) args: Vec<OsString>,
+    pub(super) env: Env,
+    /// Set on top of `env`.
+    pub(super) vars: Vec<(OsString, OsString)>,
+}
+
+impl Program {
+    /// `path` must be absolute (`run` refuses it otherwise).
+    pub fn new(path: impl Into<PathBuf>, env: Env) -> Program {
+        Program {
+            path: path.into(),
+            args: Vec::new(),
+            env,
+            vars: Vec::new(),
+        }
+    }
+
+    #[must_use]
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Program {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    #[must_use]
+    pub fn args<I, S>(mut self, args: I) -> Program
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets `key` to `value` on top of the environment.
+    #[must_use]
+    pub fn var(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Program {
+        self.vars
+            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// What is done with a program's output.
+pub enum Output<'s> {
+    /// Kept whole: stdout up to `cap` bytes (a program printing more is
+    /// killed: [`Ending::TooLarge`]), stderr up to `cap` (the rest unread:
+    /// the program gets EPIPE).
+    Capture { cap: u64 },
+    /// Passed to `sink` line by line as it arrives, each line whole and
+    /// without its newline; a line longer than `max_line` bytes is dropped
+    /// whole (`Line::Dropped`, counted in [`Finished::dropped`]). Nothing
+    /// is kept.
+    Lines {
+        max_line: usize,
+        sink: &'s mut LineSink<'s>,
+    },
+}
+
+impl fmt::Debug for Output<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Output::Capture { cap } => f.debug_struct("Capture").field("cap", cap).finish(),
+            Output::Lines { max_line, .. } => f
+                .debug_struct("Lines")
+                .field("max_line", max_line)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// When a program is stopped.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Past it, SIGTERM to the group.
+    pub deadline: Instant,
+    /// Between SIGTERM and SIGKILL; zero: SIGKILL at the deadline.
+    pub kill_grace: Duration,
+    /// How long a SIGKILLed leader may take to die before it is left
+    /// unreaped ([`Ending::Stuck`]: uninterruptible sleep).
+    pub reap_wait: Duration,
+}
+
+/// Something besides the programs that can end the wait (hookrun's stop
+/// signals): its fd is polled with the pipes.
+pub trait Interrupt {
+    /// Readable when something arrived.
+    fn wake_fd(&self) -> BorrowedFd<'_>;
+    /// Empties it; called when it was readable.
+    fn drain(&self);
+    /// Whether to stop now: every program's group is SIGKILLed at once and
+    /// ends [`Ending::Interrupted`]. Asked before every wait.
+    fn stop(&self) -> bool;
+}
+
+/// How a program's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Exited (or died of a signal) on its own before the deadline.
+    Exited(ExitStatus),
+    /// Overstayed its deadline; its process group was killed.
+    TimedOut,
+    /// Printed more than [`Output::Capture`]'s cap; its group was killed.
+    TooLarge,
+    /// The [`Interrupt`] said stop; the group was killed.
+    Interrupted,
+    /// Killed, and did not die within [`Timing::reap_wait`] (uninterruptible
+    /// sleep); left unreaped.
+    Stuck,
+}
+
+/// A finished program.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub ending: Ending,
+    /// From its start until it was reaped (or given up on).
+    pub elapsed: Duration,
+    /// What it printed ([`Output::Capture`]; empty with [`Output::Lines`]).
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Over-long lines dropped ([`Output::Lines`]; each also reported to
+    /// the sink).
+    pub dropped: Dropped,
+}

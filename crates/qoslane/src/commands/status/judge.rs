@@ -1,0 +1,430 @@
+//! Every decision of `qoslane status`, in one pure function: from what was
+//! read ([`Facts`]) to what is shown ([`NodeStatus`]): which fabric lanes
+//! carry which level (by the Prolog's own rules, [`check::check`]), whether
+//! a setting is in sync, the last health check and the problems in the
+//! audit log, and every reason the node needs attention, in the order
+//! they are listed.
+
+use crate::audit::read::{Line, LoggedEntry};
+use crate::config::Source;
+use crate::fabric::check;
+use crate::mapping::Mapping;
+use crate::settings;
+use crate::state::{JobRecord, NodeState};
+
+use super::gather::{Facts, MappingFacts, SettingNow};
+use super::model::{
+    AuditState, Condition, FabricState, Health, HeldLevel, InForce, LevelOnPort, MappingState,
+    NodeStatus, PendingJournal, PortState, Problem, SCHEMA, SettingRow,
+};
+
+/// Problems shown.
+const PROBLEMS: usize = 5;
+
+/// The outcomes that are problems (`qoslane log --outcome failed --outcome
+/// rolled_back` lists them all).
+const PROBLEM_OUTCOMES: &[&str] = &["failed", "rolled_back"];
+
+pub fn judge(facts: Facts) -> NodeStatus {
+    let Facts {
+        audit_path,
+        state_errors,
+        records,
+        node,
+        journal,
+        mapping,
+        cache,
+        cache_note,
+        now_ms,
+        settings,
+        audit,
+    } = facts;
+    // Each step adds its reasons, in the order they are listed.
+    let mut attention = Vec::new();
+    if !state_errors.is_empty() {
+        attention.push(format!(
+            "state that cannot be used: {} (inspect, then remove it; `qoslane health` fails \
+             until then)",
+            state_errors.join("; ")
+        ));
+    }
+    let (in_force, mapping) = judge_mapping(mapping, &mut attention);
+    let fabric = fabric_state(&cache, cache_note, now_ms, in_force.as_ref());
+    let jobs: Vec<HeldLevel> = records.values().map(held).collect();
+    attention.extend(levels_not_carried(&jobs, &fabric));
+    let settings = judge_settings(settings, &node, &mut attention);
+    let journal = journal.map(|j| PendingJournal {
+        event: j.event,
+        job_id: j.job_id.map(|id| u64::from(id.get())),
+        pid: j.pid,
+        started: j.started,
+    });
+    if let Some(j) = &journal {
+        attention.push(format!(
+            "an interrupted {} (pid {}, started {}) left its journal: `qoslane recover` rolls it \
+             back",
+            j.event, j.pid, j.started
+        ));
+    }
+    let (health, last_problems) = judge_audit(&audit.entries, &mut attention);
+
+    NodeStatus {
+        schema: SCHEMA,
+        state: if attention.is_empty() {
+            Condition::Ok
+        } else {
+            Condition::Attention
+        },
+        attention,
+        mapping,
+        fabric,
+        jobs,
+        settings,
+        settings_gone: node.gone.into_iter().collect(),
+        health,
+        journal,
+        state_errors,
+        last_problems,
+        audit: AuditState {
+            path: audit_path,
+            entries_read: audit.entries.len(),
+            problems: audit.problems,
+        },
+    }
+}
+
+/// The mapping in force (if any) and what status says of the mapping: no
+/// usable mapping, an invalid installed file, a refused one need attention.
+fn judge_mapping(m: MappingFacts, attention: &mut Vec<String>) -> (Option<Mapping>, MappingState) {
+    // Only a refusal of the file installed now is news.
+    let rejected = m.rejected.filter(|r| m.sha256.as_ref() == Some(&r.sha256));
+    let (mapping, in_force) = match m.loaded {
+        Ok(l) => {
+            let since = m
+                .last_known_good_since
+                .clone()
+                .filter(|_| m.last_known_good_sha256.as_ref() == Some(&l.sha256));
+            let f = InForce {
+                source: match l.source {
+                    Source::Config => "file",
+                    Source::LastKnownGood => "last_known_good",
+                },
+                sha256: l.sha256.clone(),
+                since,
+                problem: l.problem.clone(),
+            };
+            (Some(l.mapping), Some(f))
+        }
+        Err(e) => {
+            attention.push(format!("no usable mapping: {e}"));
+            (None, None)
+        }
+    };
+    if let Some(e) = &m.error
+        && in_force.is_some()
+    {
+        attention.push(format!(
+            "the installed mapping is invalid (runs use last-known-good): {e}"
+        ));
+    }
+    if let Some(r) = &rejected {
+        attention.push(format!(
+            "the installed mapping was not put in force: {}",
+            r.why
+        ));
+    }
+    let state = MappingState {
+        path: m.path,
+        valid: m.error.is_none() && m.sha256.is_some(),
+        sha256: m.sha256,
+        error: m.error,
+        modified: m.modified,
+        last_known_good_sha256: m.last_known_good_sha256,
+        last_known_good_since: m.last_known_good_since,
+        in_force,
+        rejected,
+    };
+    (mapping, state)
+}
+
+/// A job holding a level the cached probe says a port does not carry.
+fn levels_not_carried(jobs: &[HeldLevel], fabric: &FabricState) -> Vec<String> {
+    let mut out = Vec::new();
+    for j in jobs {
+        for p in &fabric.ports {
+            for l in p.levels.iter().filter(|l| l.level == j.level) {
+                if let Some(problem) = &l.problem {
+                    out.push(format!(
+                        "job {} holds level {} which the cached probe says is not carried: \
+                         {problem}",
+                        j.job_id, j.level
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Each setting against what it should hold (kernel-normalised); one out of
+/// sync needs attention, unless its file is gone.
+fn judge_settings(
+    settings: Vec<SettingNow>,
+    node: &NodeState,
+    attention: &mut Vec<String>,
+) -> Vec<SettingRow> {
+    let rows: Vec<SettingRow> = settings
+        .into_iter()
+        .map(|s| {
+            let (current, error) = match s.current {
+                Ok(v) => (Some(v), None),
+                Err(e) => (None, Some(e)),
+            };
+            let in_sync = current
+                .as_deref()
+                .is_some_and(|c| settings::same_value(&s.wanted, c));
+            SettingRow {
+                baseline: node.baseline.get(&s.path).cloned(),
+                path: s.path,
+                current,
+                error,
+                wanted: s.wanted,
+                in_sync,
+            }
+        })
+        .collect();
+    let out_of_sync: Vec<&str> = rows
+        .iter()
+        .filter(|s| !s.in_sync && !node.gone.contains(&s.path))
+        .map(|s| s.path.as_str())
+        .collect();
+    if !out_of_sync.is_empty() {
+        attention.push(format!(
+            "settings out of sync: {} (`qoslane health` puts them back)",
+            out_of_sync.join(", ")
+        ));
+    }
+    rows
+}
+
+/// From the end of the audit log (oldest first): the last health check (a
+/// failed one needs attention) and the newest problems.
+fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>, Vec<Problem>) {
+    let newest_first = || entries.iter().rev().map(|l| &l.entry);
+    let health = newest_first()
+        .find(|e| e.event == "health")
+        .map(|e| Health {
+            time: e.time.clone(),
+            outcome: e.outcome.clone(),
+            error: e.error.clone(),
+            failed: e.outcome == "failed",
+        });
+    if let Some(h) = health.as_ref().filter(|h| h.failed) {
+        attention.push(format!(
+            "the last health check failed ({}): {}",
+            h.time,
+            h.error.as_deref().unwrap_or("-")
+        ));
+    }
+    let problems = newest_first()
+        .filter(|e| PROBLEM_OUTCOMES.contains(&e.outcome.as_str()))
+        .take(PROBLEMS)
+        .map(problem)
+        .collect();
+    (health, problems)
+}
+
+fn held(r: &JobRecord) -> HeldLevel {
+    HeldLevel {
+        job_id: u64::from(r.job_id.get()),
+        user: r.user.clone(),
+        qos: r.qos.clone(),
+        qos_source: r.qos_source,
+        level: r.level.clone(),
+        service_level: r.service_level,
+        virtual_lane: r.virtual_lane,
+        since: r.time.clone(),
+        mapping_sha256: r.mapping_sha256.clone(),
+    }
+}
+
+fn problem(e: &LoggedEntry) -> Problem {
+    Problem {
+        time: e.time.clone(),
+        event: e.event.clone(),
+        job_id: e.job_id,
+        qos: e.qos.clone(),
+        level: e.level.clone(),
+        outcome: e.outcome.clone(),
+        error: e.error.clone(),
+    }
+}
+
+/// The cached probe, each port judged for every level of the mapping in
+/// force by the same rules as a Prolog.
+fn fabric_state(
+    cache: &[crate::fabric::cache::CachedPort],
+    note: Option<String>,
+    now_ms: u64,
+    mapping: Option<&Mapping>,
+) -> FabricState {
+    let ports = cache
+        .iter()
+        .map(|e| PortState {
+            port: e.port.to_string(),
+            probed_s_ago: now_ms.saturating_sub(e.probed_at_ms) / 1000,
+            link_state: e.tables.link_state.clone(),
+            oper_vls: e.tables.oper_vls.to_string(),
+            levels: mapping
+                .map(Mapping::levels)
+                .unwrap_or_default()
+                .iter()
+                .map(|level| {
+                    let v = check::check(&e.port, &e.tables, level);
+                    LevelOnPort {
+                        level: v.level,
+                        service_level: v.service_level,
+                        vl: v.vl,
+                        want_vl: v.want_vl,
+                        lane: v.lane,
+                        problem: v.problem,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    FabricState {
+        check: mapping.map(|m| m.fabric_check.as_str()),
+        note,
+        ports,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::read::Found;
+
+    fn facts() -> Facts {
+        Facts {
+            audit_path: "/var/log/qoslane/audit.jsonl".into(),
+            state_errors: Vec::new(),
+            records: std::collections::BTreeMap::new(),
+            node: NodeState::default(),
+            journal: None,
+            mapping: MappingFacts {
+                path: "/etc/qoslane/qos-network.yml".into(),
+                sha256: None,
+                error: Some("no such file".into()),
+                modified: None,
+                last_known_good_sha256: None,
+                last_known_good_since: None,
+                rejected: None,
+                loaded: Err("no mapping and no last-known-good copy".into()),
+            },
+            cache: Vec::new(),
+            cache_note: None,
+            now_ms: 0,
+            settings: Vec::new(),
+            audit: Found::default(),
+        }
+    }
+
+    fn line(json: &str) -> Line {
+        Line {
+            entry: serde_json::from_str(json).unwrap(),
+            raw: json.to_owned(),
+        }
+    }
+
+    /// Pure: facts in, every judgement out, no node needed. The reasons come
+    /// in their documented order; a gone setting is not out of sync.
+    #[test]
+    fn every_reason_for_attention_is_judged_from_the_facts_alone() {
+        let mut f = facts();
+        f.state_errors.push("node state: not json".into());
+        f.node.gone.insert("/sys/gone".into());
+        f.settings = vec![
+            SettingNow {
+                path: "/proc/sys/a".into(),
+                wanted: "1 2".into(),
+                current: Ok("1\t2\n".into()),
+            },
+            SettingNow {
+                path: "/proc/sys/b".into(),
+                wanted: "5".into(),
+                current: Err("unreadable".into()),
+            },
+            SettingNow {
+                path: "/sys/gone".into(),
+                wanted: "5".into(),
+                current: Err("gone".into()),
+            },
+        ];
+        f.journal = Some(crate::state::Journal {
+            event: "prolog".into(),
+            job_id: None,
+            pid: 7,
+            started: "t0".into(),
+            changes: Vec::new(),
+            node_before: NodeState::default(),
+            records_before: Vec::new(),
+        });
+        f.audit.entries = vec![
+            line(r#"{"time":"t1","event":"health","outcome":"failed","error":"boom"}"#),
+            line(r#"{"time":"t2","event":"prolog","job_id":3,"outcome":"rolled_back"}"#),
+            line(r#"{"time":"t3","event":"epilog","outcome":"reverted"}"#),
+        ];
+        let st = judge(f);
+        assert_eq!(st.state, Condition::Attention);
+        let starts: Vec<&str> = st
+            .attention
+            .iter()
+            .map(|a| a.split(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                "state that cannot be used",
+                "no usable mapping",
+                "settings out of sync",
+                "an interrupted prolog (pid 7, started t0) left its journal",
+                "the last health check failed (t1)",
+            ]
+        );
+        assert!(st.attention[2].starts_with("settings out of sync: /proc/sys/b ("));
+        let in_sync: Vec<bool> = st.settings.iter().map(|s| s.in_sync).collect();
+        assert_eq!(in_sync, [true, false, false]);
+        assert!(!st.mapping.valid);
+        assert!(st.health.as_ref().is_some_and(|h| h.failed));
+        let problems: Vec<(&str, Option<u64>)> = st
+            .last_problems
+            .iter()
+            .map(|p| (p.outcome.as_str(), p.job_id))
+            .collect();
+        assert_eq!(problems, [("rolled_back", Some(3)), ("failed", None)]);
+    }
+
+    #[test]
+    fn a_node_with_nothing_wrong_is_ok() {
+        let mut f = facts();
+        f.mapping.loaded = crate::config::read_for_dry_run(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/qos-network.yml"
+        )))
+        .map_err(|e| e.to_string());
+        f.mapping.error = None;
+        f.audit.entries = vec![line(
+            r#"{"time":"t1","event":"health","outcome":"unchanged"}"#,
+        )];
+        let st = judge(f);
+        assert_eq!(
+            (st.state, st.attention.len()),
+            (Condition::Ok, 0),
+            "{:?}",
+            st.attention
+        );
+        assert!(st.health.is_some_and(|h| !h.failed));
+        assert_eq!(st.mapping.in_force.map(|i| i.source), Some("file"));
+    }
+}

@@ -1,0 +1,165 @@
+//! What `qoslane status` shows, as one value: the JSON form is this,
+//! serialised (`"schema": 1`, docs/admin-guide.md §8); the human form is
+//! rendered from it. Made only by [`super::judge`]. Fields marked
+//! `serde(skip)` carry a judgement the renderer needs but the JSON
+//! contract spells otherwise.
+
+use serde::Serialize;
+
+use crate::config;
+use crate::job::qos::QosSource;
+
+/// The JSON form's version: bumped when a key changes meaning or goes.
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Serialize)]
+pub struct NodeStatus {
+    pub schema: u32,
+    pub state: Condition,
+    /// Why the state is `attention`, one line each.
+    pub attention: Vec<String>,
+    pub mapping: MappingState,
+    pub fabric: FabricState,
+    pub jobs: Vec<HeldLevel>,
+    pub settings: Vec<SettingRow>,
+    /// Settings whose file vanished while a job held them.
+    pub settings_gone: Vec<String>,
+    pub health: Option<Health>,
+    pub journal: Option<PendingJournal>,
+    /// State files that could not be read or trusted.
+    pub state_errors: Vec<String>,
+    pub last_problems: Vec<Problem>,
+    pub audit: AuditState,
+}
+
+/// The node as a whole: in order, or something needs attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    Ok,
+    Attention,
+}
+
+/// The mapping, flat where scripts compare (the Omnia role syncs when
+/// `sha256` differs from `last_known_good_sha256`).
+#[derive(Debug, Serialize)]
+pub struct MappingState {
+    /// The installed file.
+    pub path: String,
+    /// Its content's hash (also when invalid); `None` when unreadable.
+    pub sha256: Option<String>,
+    pub valid: bool,
+    /// Its first problem, when invalid.
+    pub error: Option<String>,
+    pub modified: Option<String>,
+    pub last_known_good_sha256: Option<String>,
+    /// When the last-known-good copy was written (a run promoted it).
+    pub last_known_good_since: Option<String>,
+    pub in_force: Option<InForce>,
+    pub rejected: Option<config::Rejected>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InForce {
+    /// `file` or `last_known_good`.
+    pub source: &'static str,
+    pub sha256: String,
+    /// When it became last-known-good (a run promoted it); `None` while no
+    /// run has used it yet.
+    pub since: Option<String>,
+    /// Why the admin's file is not the one in force.
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FabricState {
+    /// The in-force mapping's `fabric_check`.
+    pub check: Option<&'static str>,
+    /// Why the cache could not be used.
+    pub note: Option<String>,
+    pub ports: Vec<PortState>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PortState {
+    pub port: String,
+    pub probed_s_ago: u64,
+    pub link_state: String,
+    pub oper_vls: String,
+    pub levels: Vec<LevelOnPort>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LevelOnPort {
+    pub level: String,
+    pub service_level: u8,
+    pub vl: u8,
+    pub want_vl: Option<u8>,
+    pub lane: crate::fabric::lane::Lane,
+    pub problem: Option<String>,
+}
+
+/// A job record as status shows it (the keys are the audit's).
+#[derive(Debug, Serialize)]
+pub struct HeldLevel {
+    pub job_id: u64,
+    pub user: Option<String>,
+    pub qos: Option<String>,
+    pub qos_source: QosSource,
+    pub level: String,
+    pub service_level: u8,
+    pub virtual_lane: Option<u8>,
+    pub since: String,
+    pub mapping_sha256: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SettingRow {
+    pub path: String,
+    pub baseline: Option<String>,
+    pub current: Option<String>,
+    /// Why the current value could not be read.
+    pub error: Option<String>,
+    pub wanted: String,
+    pub in_sync: bool,
+}
+
+/// The last health check in the audit log.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    pub time: String,
+    pub outcome: String,
+    pub error: Option<String>,
+    /// Judged failed (the JSON says it as `outcome`).
+    #[serde(skip)]
+    pub failed: bool,
+}
+
+/// A transaction's journal left behind by a run that did not finish.
+#[derive(Debug, Serialize)]
+pub struct PendingJournal {
+    pub event: String,
+    pub job_id: Option<u64>,
+    pub pid: u32,
+    pub started: String,
+}
+
+/// A run that failed or rolled back, from the audit log.
+#[derive(Debug, Serialize)]
+pub struct Problem {
+    pub time: String,
+    pub event: String,
+    pub job_id: Option<u64>,
+    pub qos: Option<String>,
+    pub level: Option<String>,
+    pub outcome: String,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AuditState {
+    pub path: String,
+    /// Entries read from the end of the log (bounded).
+    pub entries_read: usize,
+    pub problems: Vec<String>,
+}
