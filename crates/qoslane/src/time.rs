@@ -9,6 +9,11 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
+/// `t` to the second, UTC (`qoslane status`: when a file was written).
+pub fn rfc3339_seconds(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
 /// RFC 3339: `2026-12-01T10:00:00Z`, fractions allowed, `T` or a space,
 /// a `Z` or an offset (`+02:00`, `-0500`); without a zone, UTC.
 pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {

@@ -142,9 +142,10 @@ pub fn gather(paths: &Paths, deadline: &Deadline) -> Facts {
 fn modified(paths: &Paths, path: &Path) -> Option<String> {
     let o = nodeio::trusted::open(&paths.root, path, nodeio::trusted::Symlink::FollowTrusted)
         .ok()??;
-    o.file.metadata().ok()?.modified().ok().map(rfc3339)
-}
-
-fn rfc3339(t: std::time::SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
+    o.file
+        .metadata()
+        .ok()?
+        .modified()
+        .ok()
+        .map(crate::time::rfc3339_seconds)
 }
