@@ -132,7 +132,7 @@ for hook in prolog epilog task-prolog; do
   done
 done
 SLURM_JOB_ID=77 "$QL" epilog >/dev/null 2>&1
-for via in env scontrol; do
+for via in env squeue; do
   S=$WORK/storm-$via
   bench_node "$S" 4 5 1 "$REPO/examples/qos-network.yml"
   node_env "$S"

@@ -8,7 +8,7 @@ Checks: every run exits 0 within the deadline, the audit has N prologs
 counters counted every run, and the node ends at its baseline (the caller
 checks settings files). Appends a row to OUT/results.jsonl.
 
-  storm.py OUT ROOT QOSLANE N --via env|scontrol --driver STORM [--timeout-ms 3000]
+  storm.py OUT ROOT QOSLANE N --via env|squeue --driver STORM [--timeout-ms 3000]
 
 The processes are started by bench/tools/storm.rs (compiled by run.sh):
 a Python driver's own cost was a quarter of what it measured.
@@ -44,7 +44,7 @@ def main():
     ap.add_argument("root")
     ap.add_argument("qoslane")
     ap.add_argument("n", type=int)
-    ap.add_argument("--via", choices=["env", "scontrol"], default="env")
+    ap.add_argument("--via", choices=["env", "squeue"], default="env")
     ap.add_argument("--timeout-ms", type=int, default=3000)
     ap.add_argument("--first-job", type=int, default=200001)
     ap.add_argument("--driver", required=True, help="bench/tools/storm.rs, compiled")

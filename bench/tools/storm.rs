@@ -7,8 +7,8 @@
 //!
 //!   storm QOSLANE N FIRST_JOB VIA QOS...
 //!
-//! VIA `env`: the QoS in SLURM_JOB_QOS (Slurm 26.05+); `scontrol`: in
-//! FAKE_QOS for the fixture scontrol (22.05-25.11). The rest of the
+//! VIA `env`: the QoS in SLURM_JOB_QOS (Slurm 26.05+); `squeue`: in
+//! FAKE_QOS for the fixture squeue (22.05-25.11). The rest of the
 //! environment is inherited. Prints one line per job:
 //! `job t_start_us t_prolog_end_us t_epilog_end_us prolog_exit epilog_exit
 //! stderr_bytes` (times from the barrier), then each non-empty stderr.
@@ -25,7 +25,7 @@ use std::time::Instant;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 {
-        eprintln!("usage: storm QOSLANE N FIRST_JOB env|scontrol QOS...");
+        eprintln!("usage: storm QOSLANE N FIRST_JOB env|squeue QOS...");
         std::process::exit(64);
     }
     let qoslane = args[1].clone();
