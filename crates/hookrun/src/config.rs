@@ -148,129 +148,127 @@ pub fn reroot(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
-impl Config {
-    /// Resolves flags, environment (when `trust_env`), config file and defaults.
-    pub fn resolve(
-        options: &Options,
-        env: &EnvSnapshot,
-        trust_env: bool,
-    ) -> Result<Config, ConfigError> {
-        let env_text = |name: &str| -> Result<Option<&str>, ConfigError> {
-            if trust_env { env.text(name) } else { Ok(None) }
-        };
-        let env_path = |name: &str| -> Option<PathBuf> {
-            if !trust_env {
-                return None;
-            }
-            env.get(name)
-                .filter(|value| !value.is_empty())
-                .map(PathBuf::from)
-        };
+/// The environment as `resolve` may read it: nothing when it is not trusted.
+#[derive(Clone, Copy)]
+struct TrustedEnv<'a> {
+    env: &'a EnvSnapshot,
+    trust: bool,
+}
 
-        let root = options
-            .root
-            .clone()
-            .or_else(|| env_path(ENV_ROOT))
-            .unwrap_or_else(|| PathBuf::from("/"));
-        let hook_dir = options
-            .hook_dir
-            .clone()
-            .or_else(|| env_path(ENV_HOOK_DIR))
-            .unwrap_or_else(|| reroot(&root, DEFAULT_HOOK_DIR));
-        let config_path = options
-            .config
-            .clone()
-            .or_else(|| env_path(ENV_CONFIG))
-            .unwrap_or_else(|| hook_dir.join(CONFIG_FILE_NAME));
-        let conf = ConfFile::load(&root, &config_path)?;
+impl TrustedEnv<'_> {
+    fn text(&self, name: &str) -> Result<Option<&str>, ConfigError> {
+        if self.trust {
+            self.env.text(name)
+        } else {
+            Ok(None)
+        }
+    }
 
-        // One lookup shape for every non-path key: flag, variable, file.
-        let pick = |flag: Option<String>,
-                    var: &str,
-                    key: &str|
-         -> Result<Option<(String, String)>, ConfigError> {
-            if let Some(value) = flag {
-                return Ok(Some((value, format!("--{}", key.replace('_', "-")))));
-            }
-            if let Some(value) = env_text(var)? {
-                return Ok(Some((value.to_owned(), var.to_owned())));
-            }
-            Ok(conf.get(key).map(|value| {
-                let place = format!("{}:{}: {key}", config_path.display(), value.line);
-                (value.text.clone(), place)
-            }))
-        };
-        let duration = |flag: Option<Duration>,
-                        var: &str,
-                        key: &str,
-                        default: Duration,
-                        allow_zero: bool|
-         -> Result<Duration, ConfigError> {
-            let value = match flag {
-                Some(value) => Some((value, format!("--{}", key.replace('_', "-")))),
-                None => match pick(None, var, key)? {
-                    Some((text, place)) => Some((
-                        parse_duration(&text).map_err(|e| ConfigError(format!("{place}: {e}")))?,
-                        place,
-                    )),
-                    None => None,
-                },
-            };
-            match value {
-                Some((value, place)) if value.is_zero() && !allow_zero => {
-                    Err(ConfigError(format!("{place}: must be longer than zero")))
-                }
-                Some((value, _)) => Ok(value),
-                None => Ok(default),
-            }
-        };
+    fn path(&self, name: &str) -> Option<PathBuf> {
+        if !self.trust {
+            return None;
+        }
+        self.env
+            .get(name)
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from)
+    }
+}
 
-        let on_failure = match pick(
+/// Where a non-path key is looked up, in order: flag, variable, file.
+struct Sources<'a> {
+    env: TrustedEnv<'a>,
+    conf: &'a ConfFile,
+    config_path: &'a Path,
+}
+
+/// How a flag names itself in a message: `--hook-timeout`.
+fn flag_place(key: &str) -> String {
+    format!("--{}", key.replace('_', "-"))
+}
+
+impl Sources<'_> {
+    /// A key's text and the place it came from, the first source that sets it.
+    fn pick(
+        &self,
+        flag: Option<String>,
+        var: &str,
+        key: &str,
+    ) -> Result<Option<(String, String)>, ConfigError> {
+        if let Some(value) = flag {
+            return Ok(Some((value, flag_place(key))));
+        }
+        if let Some(value) = self.env.text(var)? {
+            return Ok(Some((value.to_owned(), var.to_owned())));
+        }
+        Ok(self.conf.get(key).map(|value| {
+            let place = format!("{}:{}: {key}", self.config_path.display(), value.line);
+            (value.text.clone(), place)
+        }))
+    }
+
+    /// A duration key, `default` when no source sets it; zero is refused unless `allow_zero`.
+    fn duration(
+        &self,
+        flag: Option<Duration>,
+        var: &str,
+        key: &str,
+        default: Duration,
+        allow_zero: bool,
+    ) -> Result<Duration, ConfigError> {
+        let value = match flag {
+            Some(value) => Some((value, flag_place(key))),
+            None => match self.pick(None, var, key)? {
+                Some((text, place)) => Some((
+                    parse_duration(&text).map_err(|e| ConfigError(format!("{place}: {e}")))?,
+                    place,
+                )),
+                None => None,
+            },
+        };
+        match value {
+            Some((value, place)) if value.is_zero() && !allow_zero => {
+                Err(ConfigError(format!("{place}: must be longer than zero")))
+            }
+            Some((value, _)) => Ok(value),
+            None => Ok(default),
+        }
+    }
+
+    /// A path key and the place it came from; a path variable is taken as bytes, not text.
+    fn path(
+        &self,
+        flag: Option<&PathBuf>,
+        var: &str,
+        key: &str,
+    ) -> Result<Option<(PathBuf, String)>, ConfigError> {
+        if let Some(path) = flag {
+            return Ok(Some((path.clone(), flag_place(key))));
+        }
+        if let Some(path) = self.env.path(var) {
+            return Ok(Some((path, var.to_owned())));
+        }
+        Ok(self
+            .pick(None, var, key)?
+            .map(|(text, place)| (PathBuf::from(text), place)))
+    }
+
+    fn on_failure(&self, options: &Options) -> Result<OnFailure, ConfigError> {
+        match self.pick(
             options.on_failure.map(|p| p.name().to_owned()),
             ENV_ON_FAILURE,
             "on_failure",
         )? {
             Some((text, place)) => {
-                OnFailure::parse(&text).map_err(|e| ConfigError(format!("{place}: {e}")))?
+                OnFailure::parse(&text).map_err(|e| ConfigError(format!("{place}: {e}")))
             }
-            None => OnFailure::Drain,
-        };
-        let budget = duration(options.budget, ENV_BUDGET, "budget", DEFAULT_BUDGET, false)?;
-        let hook_timeout = duration(
-            options.hook_timeout,
-            ENV_HOOK_TIMEOUT,
-            "hook_timeout",
-            DEFAULT_HOOK_TIMEOUT,
-            false,
-        )?;
-        let kill_grace = duration(
-            options.kill_grace,
-            ENV_KILL_GRACE,
-            "kill_grace",
-            DEFAULT_KILL_GRACE,
-            true,
-        )?;
-        let scontrol_timeout = duration(
-            options.scontrol_timeout,
-            ENV_SCONTROL_TIMEOUT,
-            "scontrol_timeout",
-            DEFAULT_SCONTROL_TIMEOUT,
-            false,
-        )?;
+            None => Ok(OnFailure::Drain),
+        }
+    }
 
-        let path_value = |flag: &Option<PathBuf>, var: &str, key: &str| {
-            if let Some(path) = flag {
-                return Ok::<_, ConfigError>(Some((
-                    path.clone(),
-                    format!("--{}", key.replace('_', "-")),
-                )));
-            }
-            if let Some(path) = env_path(var) {
-                return Ok(Some((path, var.to_owned())));
-            }
-            Ok(pick(None, var, key)?.map(|(text, place)| (PathBuf::from(text), place)))
-        };
-        let scontrol = match path_value(&options.scontrol, ENV_SCONTROL, "scontrol")? {
+    /// `scontrol` must be absolute: Slurm hooks run without PATH.
+    fn scontrol(&self, options: &Options) -> Result<PathBuf, ConfigError> {
+        match self.path(options.scontrol.as_ref(), ENV_SCONTROL, "scontrol")? {
             Some((path, place)) => {
                 if !path.is_absolute() {
                     return Err(ConfigError(format!(
@@ -278,11 +276,77 @@ impl Config {
                         path.display()
                     )));
                 }
-                path
+                Ok(path)
             }
-            None => PathBuf::from(DEFAULT_SCONTROL),
+            None => Ok(PathBuf::from(DEFAULT_SCONTROL)),
+        }
+    }
+}
+
+impl Config {
+    /// Resolves flags, environment (when `trust_env`), config file and defaults.
+    pub fn resolve(
+        options: &Options,
+        env: &EnvSnapshot,
+        trust_env: bool,
+    ) -> Result<Config, ConfigError> {
+        let trusted = TrustedEnv {
+            env,
+            trust: trust_env,
         };
-        let textfile_dir = path_value(&options.textfile_dir, ENV_TEXTFILE_DIR, "textfile_dir")?
+        let root = options
+            .root
+            .clone()
+            .or_else(|| trusted.path(ENV_ROOT))
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let hook_dir = options
+            .hook_dir
+            .clone()
+            .or_else(|| trusted.path(ENV_HOOK_DIR))
+            .unwrap_or_else(|| reroot(&root, DEFAULT_HOOK_DIR));
+        let config_path = options
+            .config
+            .clone()
+            .or_else(|| trusted.path(ENV_CONFIG))
+            .unwrap_or_else(|| hook_dir.join(CONFIG_FILE_NAME));
+        let conf = ConfFile::load(&root, &config_path)?;
+        let sources = Sources {
+            env: trusted,
+            conf: &conf,
+            config_path: &config_path,
+        };
+
+        let on_failure = sources.on_failure(options)?;
+        let budget =
+            sources.duration(options.budget, ENV_BUDGET, "budget", DEFAULT_BUDGET, false)?;
+        let hook_timeout = sources.duration(
+            options.hook_timeout,
+            ENV_HOOK_TIMEOUT,
+            "hook_timeout",
+            DEFAULT_HOOK_TIMEOUT,
+            false,
+        )?;
+        let kill_grace = sources.duration(
+            options.kill_grace,
+            ENV_KILL_GRACE,
+            "kill_grace",
+            DEFAULT_KILL_GRACE,
+            true,
+        )?;
+        let scontrol_timeout = sources.duration(
+            options.scontrol_timeout,
+            ENV_SCONTROL_TIMEOUT,
+            "scontrol_timeout",
+            DEFAULT_SCONTROL_TIMEOUT,
+            false,
+        )?;
+        let scontrol = sources.scontrol(options)?;
+        let textfile_dir = sources
+            .path(
+                options.textfile_dir.as_ref(),
+                ENV_TEXTFILE_DIR,
+                "textfile_dir",
+            )?
             .map_or_else(|| reroot(&root, DEFAULT_TEXTFILE_DIR), |(path, _)| path);
 
         let ignored_env = if trust_env {

@@ -297,32 +297,7 @@ fn run_hook(
             Dropped::default(),
         ),
         Ok(finished) => {
-            let (fate, detail) = match finished.ending {
-                Ending::Exited(status) if status.success() => (Fate::Ok, String::new()),
-                Ending::Exited(status) => (Fate::Failed, describe_status(status)),
-                Ending::TimedOut => (
-                    Fate::Timeout,
-                    format!("deadline of {allowed} reached; process group killed"),
-                ),
-                Ending::Stuck => (
-                    Fate::Timeout,
-                    format!(
-                        "deadline of {allowed} reached; still alive after SIGKILL, left behind"
-                    ),
-                ),
-                // Only a capped capture ends so; hooks' output is streamed.
-                Ending::TooLarge => (
-                    Fate::Failed,
-                    "printed more than its output limit; process group killed".to_owned(),
-                ),
-                Ending::Interrupted => (
-                    Fate::Interrupted,
-                    format!(
-                        "hookrun received {}; process group killed",
-                        signals.termination().map_or("a stop signal", signal_name)
-                    ),
-                ),
-            };
+            let (fate, detail) = judge_ending(finished.ending, allowed, signals);
             (fate, finished.elapsed, detail, finished.dropped)
         }
     };
@@ -343,6 +318,34 @@ fn run_hook(
         first_line: first_stdout.or(first_stderr),
     };
     (result, dropped)
+}
+
+/// A hook's fate and the detail logged with it, from how its process ended.
+fn judge_ending(ending: Ending, allowed: &str, signals: &Signals) -> (Fate, String) {
+    match ending {
+        Ending::Exited(status) if status.success() => (Fate::Ok, String::new()),
+        Ending::Exited(status) => (Fate::Failed, describe_status(status)),
+        Ending::TimedOut => (
+            Fate::Timeout,
+            format!("deadline of {allowed} reached; process group killed"),
+        ),
+        Ending::Stuck => (
+            Fate::Timeout,
+            format!("deadline of {allowed} reached; still alive after SIGKILL, left behind"),
+        ),
+        // Only a capped capture ends so; hooks' output is streamed.
+        Ending::TooLarge => (
+            Fate::Failed,
+            "printed more than its output limit; process group killed".to_owned(),
+        ),
+        Ending::Interrupted => (
+            Fate::Interrupted,
+            format!(
+                "hookrun received {}; process group killed",
+                signals.termination().map_or("a stop signal", signal_name)
+            ),
+        ),
+    }
 }
 
 fn round_ms(duration: Duration) -> Duration {

@@ -162,6 +162,10 @@ impl Gauges {
 
 /// Renders the families of docs/metrics.md in the classic text format
 /// (`nodeio::prom`).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one family after another in docs/metrics.md's order, each its help text and samples: a table, its aggregations are helpers"
+)]
 pub fn render(c: &Counters, g: &Gauges) -> String {
     use nodeio::prom::{Kind, Writer};
     let mut w = Writer::new();
@@ -170,14 +174,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         Kind::Counter,
         "Runs of qoslane by event (prolog, epilog, sync, recover, health) and outcome.",
     );
-    let mut runs = c.runs.clone();
-    for e in crate::report::Event::COUNTED {
-        let m = runs.entry(e.as_str().into()).or_default();
-        for oc in Outcome::ALL {
-            m.entry(oc.as_str().into()).or_insert(0);
-        }
-    }
-    for (event, outcomes) in &runs {
+    for (event, outcomes) in &runs_by_outcome(&c.runs) {
         for (outcome, n) in outcomes {
             w.sample(
                 "qoslane_hook_runs_total",
@@ -191,11 +188,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         Kind::Counter,
         "Transactions rolled back (node settings restored to their before-values) by event.",
     );
-    let mut rb = c.rollbacks.clone();
-    for e in crate::report::Event::COUNTED {
-        rb.entry(e.as_str().into()).or_insert(0);
-    }
-    for (event, n) in &rb {
+    for (event, n) in &every_event(&c.rollbacks) {
         w.sample("qoslane_rollbacks_total", &[("event", event)], n);
     }
     w.family(
@@ -203,11 +196,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         Kind::Histogram,
         "Wall time of qoslane runs by event, in seconds.",
     );
-    let mut durations = c.durations.clone();
-    for e in crate::report::Event::COUNTED {
-        durations.entry(e.as_str().into()).or_default();
-    }
-    for (event, h) in &durations {
+    for (event, h) in &every_event(&c.durations) {
         w.histogram(
             "qoslane_hook_duration_seconds",
             &[("event", event)],
@@ -229,15 +218,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         Kind::Gauge,
         "1 when the level's SL lands on its intended VL on the HCA port, else 0 (last fabric check).",
     );
-    // One series per (device, port, level), even if an assessment listed a
-    // port twice: a duplicate series makes node_exporter drop the file.
-    let mut fabric: BTreeMap<(&str, u32, &str), bool> = BTreeMap::new();
-    for a in &c.fabric {
-        *fabric
-            .entry((a.device.as_str(), a.port, a.level.as_str()))
-            .or_insert(true) &= a.aligned;
-    }
-    for ((device, port, level), aligned) in fabric {
+    for ((device, port, level), aligned) in aligned_series(&c.fabric) {
         w.sample(
             "qoslane_fabric_aligned",
             &[
@@ -255,13 +236,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
          (carried, dropped, not_operational, other_vl, starved, link_down, arbitration_unknown, \
          unread), as of the last sync or health.",
     );
-    let mut hops: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-    for h in &c.first_hop {
-        *hops
-            .entry((h.level.as_str(), h.verdict.as_str()))
-            .or_default() += h.ports;
-    }
-    for ((level, verdict), n) in hops {
+    for ((level, verdict), n) in hop_series(&c.first_hop) {
         w.sample(
             "qoslane_first_hop_ports",
             &[("level", level), ("verdict", verdict)],
@@ -299,14 +274,57 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         Kind::Counter,
         "Node settings found gone (their file vanished: driver reload, HCA reset) by event; nothing was applied or restored there.",
     );
-    let mut gone = c.settings_gone.clone();
-    for e in crate::report::Event::COUNTED {
-        gone.entry(e.as_str().into()).or_insert(0);
-    }
-    for (event, n) in &gone {
+    for (event, n) in &every_event(&c.settings_gone) {
         w.sample("qoslane_settings_gone_total", &[("event", event)], n);
     }
     w.finish()
+}
+
+/// A per-event map with every counted event in it (zero where none ran
+/// yet), so each series exists from the first scrape.
+fn every_event<T: Clone + Default>(by_event: &BTreeMap<String, T>) -> BTreeMap<String, T> {
+    let mut all = by_event.clone();
+    for e in crate::report::Event::COUNTED {
+        all.entry(e.as_str().into()).or_default();
+    }
+    all
+}
+
+/// Runs by event and outcome, with every counted event and every outcome.
+fn runs_by_outcome(
+    runs: &BTreeMap<String, BTreeMap<String, u64>>,
+) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut all = every_event(runs);
+    for m in all.values_mut() {
+        for oc in Outcome::ALL {
+            m.entry(oc.as_str().into()).or_insert(0);
+        }
+    }
+    all
+}
+
+/// One series per (device, port, level), even if an assessment listed a
+/// port twice: a duplicate series makes node_exporter drop the file. A
+/// port is aligned only if every listing says so.
+fn aligned_series(fabric: &[Alignment]) -> BTreeMap<(&str, u32, &str), bool> {
+    let mut series: BTreeMap<(&str, u32, &str), bool> = BTreeMap::new();
+    for a in fabric {
+        *series
+            .entry((a.device.as_str(), a.port, a.level.as_str()))
+            .or_insert(true) &= a.aligned;
+    }
+    series
+}
+
+/// First-hop ports summed by (level, verdict).
+fn hop_series(first_hop: &[HopCount]) -> BTreeMap<(&str, &str), u64> {
+    let mut series: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for h in first_hop {
+        *series
+            .entry((h.level.as_str(), h.verdict.as_str()))
+            .or_default() += h.ports;
+    }
+    series
 }
 
 /// The counters so far; all zero when the file does not exist yet.

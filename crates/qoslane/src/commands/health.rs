@@ -23,7 +23,8 @@ use crate::error::Error;
 use crate::exit_code::ExitClass;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
-use crate::mapping::FabricCheck;
+use crate::mapping::{FabricCheck, Mapping};
+use crate::paths::Paths;
 use crate::report::{Event, Exit, Outcome, Report};
 use crate::state::{Store, fsutil};
 use crate::txn::RecordOp;
@@ -70,13 +71,63 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
     let mut checks: Vec<Check> = Vec::new();
     let paths = &ctx.paths;
 
-    // The mapping: an unusable file never drains; the last-known-good copy
-    // (if any) is in force and the Prolog says so in every audit line.
-    let mapping = match config::read_valid(paths, &paths.config) {
+    let (mapping_check, mapping) = mapping_in_force(paths);
+    checks.push(mapping_check);
+
+    // The audit line names the mapping in force.
+    r.mapping_sha256 = config::load(paths).ok().map(|l| l.sha256);
+
+    checks.extend(state_dir_checks(paths));
+
+    checks.push(journal_check(&mut s));
+
+    if let Some(c) = stale_records(&mut s, &mut r) {
+        checks.push(c);
+    }
+
+    if let Some(c) = state_files_check(paths) {
+        checks.push(c);
+    }
+
+    if let Some(m) = &mapping {
+        let mut fabric = policy::judge(paths, m, &s.deadline, ProbeMode::Fresh, Scope::Every);
+        checks.extend(fabric_checks(&fabric, m));
+        // The verdict and alignment for audit and metrics; health's own
+        // lines are its notes.
+        fabric.notes.clear();
+        r.take_fabric(&mut fabric);
+    }
+
+    let drain = checks.iter().find(|c| c.status == Status::Drain);
+    let warnings = checks.iter().filter(|c| c.status == Status::Warn).count();
+    print_checks(&checks, drain, warnings, as_json);
+
+    let lines: Vec<String> = checks
+        .iter()
+        .map(|c| match c.status {
+            Status::Ok => format!("{}: ok: {}", c.name, c.detail),
+            Status::Warn => format!("{}: WARN: {}", c.name, c.detail),
+            Status::Drain => format!("{}: FAIL: {}", c.name, c.detail),
+        })
+        .collect();
+    r.notes.extend(lines);
+    let drain = drain.map(|d| d.detail.clone());
+    s.finish(match drain {
+        None if r.changes.is_empty() => Ok(r.with(Outcome::Unchanged)),
+        None => Ok(r.with(Outcome::Reverted)),
+        Some(m) => Err(r.fail(Error::Unhealthy(m), Exit::ByError)),
+    })
+}
+
+/// The mapping check, and the mapping in force: an unusable file never
+/// drains; the last-known-good copy (if any) is in force and the Prolog
+/// says so in every audit line.
+fn mapping_in_force(paths: &Paths) -> (Check, Option<Mapping>) {
+    match config::read_valid(paths, &paths.config) {
         Ok((m, sha, _)) => match config::load(paths) {
             // Valid, but refused by the fabric gate: the previous copy serves.
-            Ok(l) if l.source == config::Source::LastKnownGood => {
-                checks.push(check(
+            Ok(l) if l.source == config::Source::LastKnownGood => (
+                check(
                     "mapping",
                     Status::Warn,
                     format!(
@@ -85,47 +136,52 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
                         l.problem.as_deref().unwrap_or("not put in force"),
                         l.sha256
                     ),
-                ));
-                Some(l.mapping)
-            }
-            _ => {
-                checks.push(check(
+                ),
+                Some(l.mapping),
+            ),
+            _ => (
+                check(
                     "mapping",
                     Status::Ok,
                     format!("valid, {} levels, sha256 {sha}", m.levels().len()),
-                ));
-                Some(m)
-            }
+                ),
+                Some(m),
+            ),
         },
         Err(e) => {
             if let Ok(l) = config::load(paths) {
-                checks.push(check(
-                    "mapping",
-                    Status::Warn,
-                    format!(
-                        "{e}; the last-known-good copy (sha256 {}) is in force: fix the file \
+                (
+                    check(
+                        "mapping",
+                        Status::Warn,
+                        format!(
+                            "{e}; the last-known-good copy (sha256 {}) is in force: fix the file \
                          (`qoslane validate`) and run `qoslane sync`",
-                        l.sha256
+                            l.sha256
+                        ),
                     ),
-                ));
-                Some(l.mapping)
+                    Some(l.mapping),
+                )
             } else {
-                checks.push(check(
-                    "mapping",
-                    Status::Warn,
-                    format!(
-                        "{e}; no last-known-good copy: jobs run on the baseline until a valid \
+                (
+                    check(
+                        "mapping",
+                        Status::Warn,
+                        format!(
+                            "{e}; no last-known-good copy: jobs run on the baseline until a valid \
                          mapping is installed (`qoslane validate`, then `qoslane sync`)"
+                        ),
                     ),
-                ));
-                None
+                    None,
+                )
             }
         }
-    };
+    }
+}
 
-    // The audit line names the mapping in force.
-    r.mapping_sha256 = config::load(paths).ok().map(|l| l.sha256);
-
+/// Each state directory that exists must be root's, mode 0755.
+fn state_dir_checks(paths: &Paths) -> Vec<Check> {
+    let mut checks = Vec::new();
     for dir in [&paths.run_dir, &paths.lib_dir] {
         if dir.exists() {
             checks.push(match fsutil::check_dir(paths, dir) {
@@ -138,10 +194,13 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
             });
         }
     }
+    checks
+}
 
-    // An interrupted transaction is rolled back here (taking the lock does
-    // it, and audits it); one that cannot be is a reason to drain.
-    checks.push(match s.node_within(LOCK_WAIT) {
+/// An interrupted transaction is rolled back here (taking the lock does
+/// it, and audits it); one that cannot be is a reason to drain.
+fn journal_check(s: &mut Session<'_>) -> Check {
+    match s.node_within(LOCK_WAIT) {
         Ok(Some(())) => check(
             "journal",
             Status::Ok,
@@ -162,54 +221,46 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
                 e.with_causes()
             ),
         ),
-    });
-
-    if let Some(c) = stale_records(&mut s, &mut r) {
-        checks.push(c);
     }
+}
 
-    // The state files must be readable and trusted: a corrupt or foreign
-    // record, baseline or journal stops every change (qoslane will not act
-    // on state it cannot trust), so the node must not take jobs.
-    if paths.run_dir.is_dir() {
-        let store = Store { paths };
-        // The jobs directory appears with the first job (the fabric cache
-        // may have created the run directory before).
-        let records = if paths.jobs_dir().exists() {
-            store.records().map(|r| r.len())
-        } else {
-            Ok(0)
-        };
-        checks.push(
-            match records
-                .and_then(|n| store.node_state().map(|_| n))
-                .and_then(|n| store.journal().map(|_| n))
-            {
-                Ok(n) => check(
-                    "state",
-                    Status::Ok,
-                    format!("{n} job record(s), baseline and journal readable"),
-                ),
-                Err(e) => check(
-                    "state",
-                    Status::Drain,
-                    format!("{e}: qoslane will not act on it; inspect, then remove or restore it"),
-                ),
-            },
-        );
+/// The state files must be readable and trusted: a corrupt or foreign
+/// record, baseline or journal stops every change (qoslane will not act
+/// on state it cannot trust), so the node must not take jobs.
+fn state_files_check(paths: &Paths) -> Option<Check> {
+    if !paths.run_dir.is_dir() {
+        return None;
     }
+    let store = Store { paths };
+    // The jobs directory appears with the first job (the fabric cache
+    // may have created the run directory before).
+    let records = if paths.jobs_dir().exists() {
+        store.records().map(|r| r.len())
+    } else {
+        Ok(0)
+    };
+    Some(
+        match records
+            .and_then(|n| store.node_state().map(|_| n))
+            .and_then(|n| store.journal().map(|_| n))
+        {
+            Ok(n) => check(
+                "state",
+                Status::Ok,
+                format!("{n} job record(s), baseline and journal readable"),
+            ),
+            Err(e) => check(
+                "state",
+                Status::Drain,
+                format!("{e}: qoslane will not act on it; inspect, then remove or restore it"),
+            ),
+        },
+    )
+}
 
-    if let Some(m) = &mapping {
-        let mut fabric = policy::judge(paths, m, &s.deadline, ProbeMode::Fresh, Scope::Every);
-        checks.extend(fabric_checks(&fabric, m));
-        // The verdict and alignment for audit and metrics; health's own
-        // lines are its notes.
-        fabric.notes.clear();
-        r.take_fabric(&mut fabric);
-    }
-
-    let drain = checks.iter().find(|c| c.status == Status::Drain);
-    let warnings = checks.iter().filter(|c| c.status == Status::Warn).count();
+/// Prints the checks: JSON, or the first line Slurm shows and one line per
+/// check that is not ok.
+fn print_checks(checks: &[Check], drain: Option<&Check>, warnings: usize, as_json: bool) {
     let mut out = std::io::stdout().lock();
     if as_json {
         let v = json!({
@@ -249,21 +300,6 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
             );
         }
     }
-    let lines: Vec<String> = checks
-        .iter()
-        .map(|c| match c.status {
-            Status::Ok => format!("{}: ok: {}", c.name, c.detail),
-            Status::Warn => format!("{}: WARN: {}", c.name, c.detail),
-            Status::Drain => format!("{}: FAIL: {}", c.name, c.detail),
-        })
-        .collect();
-    r.notes.extend(lines);
-    let drain = drain.map(|d| d.detail.clone());
-    s.finish(match drain {
-        None if r.changes.is_empty() => Ok(r.with(Outcome::Unchanged)),
-        None => Ok(r.with(Outcome::Reverted)),
-        Some(m) => Err(r.fail(Error::Unhealthy(m), Exit::ByError)),
-    })
 }
 
 /// Records of jobs Slurm no longer has on this node (an Epilog killed

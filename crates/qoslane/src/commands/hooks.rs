@@ -15,7 +15,7 @@ use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
 use crate::job::qos;
 use crate::job::{JobId, exports};
-use crate::mapping::{LevelMatch, OnFailure};
+use crate::mapping::{Level, LevelMatch, Mapping, OnFailure};
 use crate::paths::Paths;
 use crate::report::{Event, Exit, Failure, Outcome, Report, RunResult};
 use crate::state::{JobRecord, Store};
@@ -149,32 +149,15 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         return Err(r.fail(refusal, Exit::ByPolicy(policy)));
     }
 
-    let record = JobRecord {
-        job_id: job,
-        time: crate::time::now_rfc3339(),
-        user: r.job.user.clone(),
-        qos: q.qos.clone(),
-        qos_source: q.source,
-        level: level.name.clone(),
-        rank: m.rank(&level.name).unwrap_or(usize::MAX),
-        service_level: level.service_level.get(),
-        virtual_lane: level
-            .virtual_lane
-            .map(super::super::mapping::types::VirtualLane::get),
-        traffic_class: level
-            .traffic_class
-            .map(super::super::mapping::types::TrafficClass::get),
-        settings: level
-            .node_settings
-            .iter()
-            .map(|n| (n.path.as_str().to_owned(), n.value.clone()))
-            .collect(),
-        exports: exports::for_level(level)
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
-        mapping_sha256: loaded.sha256.clone(),
-    };
+    let record = job_record(
+        job,
+        crate::time::now_rfc3339(),
+        r.job.user.clone(),
+        &q,
+        m,
+        level,
+        &loaded.sha256,
+    );
 
     step!(r, s.promote_or_note(&loaded, &mut r), policy);
     let node = step!(r, s.node(), policy);
@@ -202,6 +185,45 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
             Ok(r.with(outcome))
         }
         Err(f) => Err(txn_failed(r, *f, Exit::ByPolicy(policy))),
+    }
+}
+
+/// The record a Prolog puts for its job: the level's settings and exports
+/// under the mapping in force.
+fn job_record(
+    job: JobId,
+    time: String,
+    user: Option<String>,
+    q: &qos::JobQos,
+    m: &Mapping,
+    level: &Level,
+    mapping_sha256: &str,
+) -> JobRecord {
+    JobRecord {
+        job_id: job,
+        time,
+        user,
+        qos: q.qos.clone(),
+        qos_source: q.source,
+        level: level.name.clone(),
+        rank: m.rank(&level.name).unwrap_or(usize::MAX),
+        service_level: level.service_level.get(),
+        virtual_lane: level
+            .virtual_lane
+            .map(super::super::mapping::types::VirtualLane::get),
+        traffic_class: level
+            .traffic_class
+            .map(super::super::mapping::types::TrafficClass::get),
+        settings: level
+            .node_settings
+            .iter()
+            .map(|n| (n.path.as_str().to_owned(), n.value.clone()))
+            .collect(),
+        exports: exports::for_level(level)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+        mapping_sha256: mapping_sha256.to_owned(),
     }
 }
 

@@ -13,8 +13,8 @@ use super::check;
 use super::first_hop_judge::JudgedHop;
 use super::probe::Probe;
 use super::smpquery::Smpquery;
-use super::sysfs::{self, LinkLayer};
-use super::tables::{PortId, PortTables};
+use super::sysfs::{self, LinkLayer, SysfsPort};
+use super::tables::{PortId, PortIdentity, PortTables};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::mapping::Mapping;
@@ -92,42 +92,13 @@ pub fn assess_with(
     }??;
     let now = cache::now_ms();
     let mut notes = Vec::new();
-    let cached = match mode {
-        ProbeMode::Fresh => Vec::new(),
-        ProbeMode::Cached => {
-            let (entries, why) = cache::load(paths);
-            if let Some(why) = why {
-                notes.push(format!(
-                    "fabric cache {} ignored: {why}",
-                    paths.display(&paths.fabric_cache())
-                ));
-            }
-            entries
-        }
-    };
+    let cached = cached_ports(paths, mode, &mut notes);
 
-    let mut ib = Vec::new();
-    let mut roce_ports = Vec::new();
-    let mut skipped = Vec::new();
-    for p in discovery.ports {
-        match (p.active, &p.link_layer, p.identity) {
-            (true, LinkLayer::InfiniBand, Some(identity)) => {
-                let hit = cached
-                    .iter()
-                    .find(|e| e.valid_for(&p.id, &identity, now, opts.max_cache_age));
-                let from_cache = hit.map(|e| (e.tables.clone(), e.probed_at_ms));
-                ib.push((p.id, identity, p.rate, from_cache));
-            }
-            (true, LinkLayer::Ethernet, _) => roce_ports.push(p.id),
-            (active, layer, _) => skipped.push(SkippedPort {
-                port: p.id,
-                link_layer: layer.to_string(),
-                state: p.state,
-                phys_state: p.phys_state,
-                active,
-            }),
-        }
-    }
+    let Sorted {
+        ib,
+        roce_ports,
+        skipped,
+    } = sort_ports(discovery.ports, &cached, now, opts.max_cache_age);
 
     // Probe the ports the cache could not serve, all at once.
     let to_probe: Vec<&PortId> = ib
@@ -138,23 +109,13 @@ pub fn assess_with(
     let probed: Vec<Result<PortTables>> = if to_probe.is_empty() {
         Vec::new()
     } else {
-        // The run's deadline, or the probe's own bound when that is sooner.
-        let probe_deadline = if deadline.remaining() <= opts.probe_timeout {
-            *deadline
-        } else {
-            Deadline::after(opts.probe_timeout)
-        };
-        probe.probe_many(&to_probe, &probe_deadline)
+        probe.probe_many(&to_probe, &probe_bound(deadline, opts.probe_timeout))
     };
     let any_probed = !probed.is_empty();
     // The first hops, one port at a time (each reads its switch's ports in
     // a pool), under the same bound as the probes.
     let first_hops: Vec<Option<JudgedHop>> = if opts.first_hop {
-        let hop_deadline = if deadline.remaining() <= opts.probe_timeout {
-            *deadline
-        } else {
-            Deadline::after(opts.probe_timeout)
-        };
+        let hop_deadline = probe_bound(deadline, opts.probe_timeout);
         ib.iter()
             .map(|(id, ..)| {
                 Some(JudgedHop::of(
@@ -198,18 +159,7 @@ pub fn assess_with(
     }
 
     if any_probed && opts.store_cache {
-        let entries = ib_ports
-            .iter()
-            .map(|p| cache::CachedPort {
-                port: p.port.clone(),
-                identity: p.identity.clone(),
-                probed_at_ms: p.probed_at_ms,
-                tables: p.tables.clone(),
-            })
-            .collect();
-        if let Err(e) = cache::store(paths, entries) {
-            notes.push(format!("fabric cache not written: {e}"));
-        }
+        store_probed(paths, &ib_ports, &mut notes);
     }
 
     Ok(Assessment {
@@ -223,6 +173,103 @@ pub fn assess_with(
         unmatched_devices: discovery.unmatched,
         notes,
     })
+}
+
+/// The cache's entries when the mode reads it; a cache that cannot be used
+/// is said in a note and ignored.
+fn cached_ports(paths: &Paths, mode: ProbeMode, notes: &mut Vec<String>) -> Vec<cache::CachedPort> {
+    match mode {
+        ProbeMode::Fresh => Vec::new(),
+        ProbeMode::Cached => {
+            let (entries, why) = cache::load(paths);
+            if let Some(why) = why {
+                notes.push(format!(
+                    "fabric cache {} ignored: {why}",
+                    paths.display(&paths.fabric_cache())
+                ));
+            }
+            entries
+        }
+    }
+}
+
+/// An active InfiniBand port, with its tables and when they were probed if
+/// the cache serves it.
+type IbCandidate = (
+    PortId,
+    PortIdentity,
+    Option<String>,
+    Option<(PortTables, u64)>,
+);
+
+/// The discovered ports by what the assessment does with them.
+struct Sorted {
+    ib: Vec<IbCandidate>,
+    roce_ports: Vec<PortId>,
+    skipped: Vec<SkippedPort>,
+}
+
+/// Sorts the ports: active InfiniBand ones are checked (from the cache when
+/// an entry stands for them at `now`), active Ethernet ones are RoCE, the
+/// rest are skipped.
+fn sort_ports(
+    ports: Vec<SysfsPort>,
+    cached: &[cache::CachedPort],
+    now: u64,
+    max_cache_age: Duration,
+) -> Sorted {
+    let mut ib = Vec::new();
+    let mut roce_ports = Vec::new();
+    let mut skipped = Vec::new();
+    for p in ports {
+        match (p.active, &p.link_layer, p.identity) {
+            (true, LinkLayer::InfiniBand, Some(identity)) => {
+                let hit = cached
+                    .iter()
+                    .find(|e| e.valid_for(&p.id, &identity, now, max_cache_age));
+                let from_cache = hit.map(|e| (e.tables.clone(), e.probed_at_ms));
+                ib.push((p.id, identity, p.rate, from_cache));
+            }
+            (true, LinkLayer::Ethernet, _) => roce_ports.push(p.id),
+            (active, layer, _) => skipped.push(SkippedPort {
+                port: p.id,
+                link_layer: layer.to_string(),
+                state: p.state,
+                phys_state: p.phys_state,
+                active,
+            }),
+        }
+    }
+    Sorted {
+        ib,
+        roce_ports,
+        skipped,
+    }
+}
+
+/// The run's deadline, or the probe's own bound when that is sooner.
+fn probe_bound(deadline: &Deadline, probe_timeout: Duration) -> Deadline {
+    if deadline.remaining() <= probe_timeout {
+        *deadline
+    } else {
+        Deadline::after(probe_timeout)
+    }
+}
+
+/// Writes the ports' tables to the cache; a failure is said in a note.
+fn store_probed(paths: &Paths, ib_ports: &[IbPort], notes: &mut Vec<String>) {
+    let entries = ib_ports
+        .iter()
+        .map(|p| cache::CachedPort {
+            port: p.port.clone(),
+            identity: p.identity.clone(),
+            probed_at_ms: p.probed_at_ms,
+            tables: p.tables.clone(),
+        })
+        .collect();
+    if let Err(e) = cache::store(paths, entries) {
+        notes.push(format!("fabric cache not written: {e}"));
+    }
 }
 
 /// Reads only sysfs: which of `ports` are not ACTIVE now (for

@@ -83,11 +83,47 @@ pub struct SmConfig {
 /// The SM configuration for `mapping`, or every reason it cannot be made.
 pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String>> {
     let levels = mapping.levels();
-    let cap = opts.vl_cap.data_vls();
     let high_tiers = opts.high_tiers.min(levels.len().saturating_sub(1));
+    let vl_of = place_vls(levels, opts.vl_cap, high_tiers)?;
+    let lanes = weigh_lanes(levels, &vl_of, high_tiers);
+
+    // SL2VL: unused SLs on the lowest tier's VL.
+    let lowest = lanes.last().map_or(0, |l| l.vl);
+    let mut sl2vl = [lowest; 16];
+    for l in &lanes {
+        sl2vl[usize::from(l.sl)] = l.vl;
+    }
+    let max_vl = sl2vl.iter().copied().max().unwrap_or(0);
+    let max_op_vls = (1..=5u8)
+        .find(|&c| VlRange::from_code(c).is_some_and(|r| r.contains(max_vl)))
+        .unwrap_or(5);
+    let data_vls = data_vls(max_op_vls);
+
+    let (vlarb_high, vlarb_low) = arbitration_tables(&lanes);
+
+    let options = options(mapping, &lanes, &sl2vl, max_op_vls, &vlarb_high, &vlarb_low);
+    Ok(SmConfig {
+        lanes,
+        sl2vl,
+        max_op_vls,
+        data_vls,
+        vlarb_high,
+        vlarb_low,
+        high_limit: HIGH_LIMIT,
+        options,
+    })
+}
+
+/// Each level's VL and whether the level named it: levels that name a VL
+/// first, then the others take what is free; every reason it cannot be done.
+fn place_vls(
+    levels: &[Level],
+    vl_cap: VlRange,
+    high_tiers: usize,
+) -> Result<Vec<(u8, bool)>, Vec<String>> {
+    let cap = vl_cap.data_vls();
     let mut problems = Vec::new();
 
-    // Levels that name a VL first, then the others take what is free.
     let mut vl_of: Vec<Option<(u8, bool)>> = vec![None; levels.len()];
     for (i, l) in levels.iter().enumerate() {
         if let Some(v) = l.virtual_lane {
@@ -98,7 +134,7 @@ pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String
                      VL 0..={}); use a lower virtual_lane or --vl-cap if the HCAs and switches \
                      have more",
                     l.name,
-                    opts.vl_cap,
+                    vl_cap,
                     cap - 1
                 ));
             }
@@ -119,7 +155,7 @@ pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String
             None => problems.push(format!(
                 "level {} names no virtual_lane and every one of the {cap} data VLs of {} is \
                  taken by another level",
-                l.name, opts.vl_cap
+                l.name, vl_cap
             )),
         }
     }
@@ -142,12 +178,16 @@ pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String
     if !problems.is_empty() {
         return Err(problems);
     }
-    let vl_of: Vec<(u8, bool)> = vl_of.into_iter().flatten().collect();
+    Ok(vl_of.into_iter().flatten().collect())
+}
 
-    // Lanes with their weights, in the mapping's order.
+/// The lanes with their weights, in the mapping's order: the high tiers
+/// share one weight, each low tier half the one above, a VL shared with a
+/// higher level served by that level's entry.
+fn weigh_lanes(levels: &[Level], vl_of: &[(u8, bool)], high_tiers: usize) -> Vec<Placement> {
     let mut lanes = Vec::new();
     let mut low_rank = 0u32;
-    for (i, (l, &(vl, named))) in levels.iter().zip(&vl_of).enumerate() {
+    for (i, (l, &(vl, named))) in levels.iter().zip(vl_of).enumerate() {
         let high = i < high_tiers;
         let first_on_vl = vl_of[..i].iter().all(|(v, _)| *v != vl);
         let weight = if high {
@@ -175,22 +215,18 @@ pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String
             weight,
         });
     }
+    lanes
+}
 
-    // SL2VL: unused SLs on the lowest tier's VL.
-    let lowest = lanes.last().map_or(0, |l| l.vl);
-    let mut sl2vl = [lowest; 16];
-    for l in &lanes {
-        sl2vl[usize::from(l.sl)] = l.vl;
-    }
-    let max_vl = sl2vl.iter().copied().max().unwrap_or(0);
-    let max_op_vls = (1..=5u8)
-        .find(|&c| VlRange::from_code(c).is_some_and(|r| r.contains(max_vl)))
-        .unwrap_or(5);
-    let data_vls = data_vls(max_op_vls);
+/// A VL arbitration table: (VL, weight), in table order.
+type VlArbTable = Vec<(u8, u8)>;
 
+/// The high and low VL arbitration tables: each VL once in its class's table,
+/// the high VLs also in the low one.
+fn arbitration_tables(lanes: &[Placement]) -> (VlArbTable, VlArbTable) {
     let mut vlarb_high: Vec<(u8, u8)> = Vec::new();
     let mut vlarb_low: Vec<(u8, u8)> = Vec::new();
-    for l in &lanes {
+    for l in lanes {
         if l.high {
             if !vlarb_high.iter().any(|(v, _)| *v == l.vl) {
                 vlarb_high.push((l.vl, l.weight));
@@ -210,18 +246,7 @@ pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String
         // An empty high table would be "0:0"; OpenSM wants an entry.
         vlarb_high.push((lanes.first().map_or(0, |l| l.vl), 0));
     }
-
-    let options = options(mapping, &lanes, &sl2vl, max_op_vls, &vlarb_high, &vlarb_low);
-    Ok(SmConfig {
-        lanes,
-        sl2vl,
-        max_op_vls,
-        data_vls,
-        vlarb_high,
-        vlarb_low,
-        high_limit: HIGH_LIMIT,
-        options,
-    })
+    (vlarb_high, vlarb_low)
 }
 
 fn data_vls(max_op_vls: u8) -> u8 {

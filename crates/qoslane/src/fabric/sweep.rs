@@ -30,7 +30,7 @@ use super::tables::{NodeType, PortId, Sl2Vl, Topology, VlArbState, VlRange};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;
-use crate::mapping::Mapping;
+use crate::mapping::{Level, Mapping};
 
 /// Workers by default: enough to hide each query's latency, few enough to
 /// leave the switches' SMAs (and ibsim's 10 client slots) room.
@@ -187,6 +187,41 @@ pub fn sweep(
     deadline: &Deadline,
 ) -> Sweep {
     let started = std::time::Instant::now();
+    let items = egress_items(topo);
+    let reads = pool::map(&items, workers, |item| read(smp, via, item, deadline));
+    let mut unread = Vec::new();
+    let mut ok: Vec<(&Item, Read)> = Vec::new();
+    for (item, r) in items.iter().zip(reads) {
+        match r {
+            Ok(r) => ok.push((item, r)),
+            Err(e) => unread.push(Unread {
+                kind: item.kind,
+                name: item.name.clone(),
+                lid: item.lid,
+                port: item.port,
+                error: e.to_string(),
+            }),
+        }
+    }
+    let levels = mapping
+        .levels()
+        .iter()
+        .map(|level| sweep_level(topo, &ok, level))
+        .collect();
+    Sweep {
+        switches: topo.count(NodeType::Switch),
+        hcas: topo.count(NodeType::Hca),
+        ports_read: ok.len(),
+        unread,
+        levels,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        workers: workers.clamp(1, pool::MAX_WORKERS),
+    }
+}
+
+/// The egress ports to read: every connected port's far end (switches, then
+/// HCAs), each once, ordered by kind, name and port.
+fn egress_items(topo: &Topology) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
     for p in topo
         .connected(NodeType::Switch)
@@ -208,138 +243,141 @@ pub fn sweep(
         });
     }
     items.sort_by(|a, b| (a.kind, &a.name, a.port).cmp(&(b.kind, &b.name, b.port)));
-    let reads = pool::map(&items, workers, |item| read(smp, via, item, deadline));
-    let mut unread = Vec::new();
-    let mut ok: Vec<(&Item, Read)> = Vec::new();
-    for (item, r) in items.iter().zip(reads) {
-        match r {
-            Ok(r) => ok.push((item, r)),
-            Err(e) => unread.push(Unread {
+    items
+}
+
+/// One level judged on every port that was read: the count of each lane
+/// and the findings, one line per problem.
+fn sweep_level(topo: &Topology, ok: &[(&Item, Read)], level: &Level) -> LevelSweep {
+    let sl = level.service_level.get();
+    let want = level
+        .virtual_lane
+        .map(crate::mapping::types::VirtualLane::get);
+    let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
+    let mut findings: Vec<Finding> = Vec::new();
+    for (item, r) in ok {
+        if !r.active {
+            // Cabled (the topology says so) but not Active: no
+            // level crosses it.
+            *pairs.entry(Lane::LinkDown).or_default() += 1;
+            findings.push(Finding {
+                lane: Lane::LinkDown,
+                sl,
+                vl: 0,
                 kind: item.kind,
                 name: item.name.clone(),
                 lid: item.lid,
-                port: item.port,
-                error: e.to_string(),
-            }),
+                oper_vls: r.oper_vls,
+                every_in: false,
+                in_ports: Vec::new(),
+                out_ports: vec![item.port],
+                message: String::new(),
+            });
+            continue;
+        }
+        let groups = judge_port(topo, item, r, sl, want, &mut pairs);
+        add_findings(topo, item, r, sl, groups, &mut findings);
+    }
+    for f in &mut findings {
+        f.message = f.render(&level.name, want);
+    }
+    LevelSweep {
+        level: level.name.clone(),
+        sl,
+        virtual_lane: want,
+        pairs,
+        findings,
+    }
+}
+
+/// The in ports of an egress port grouped by the (VL, lane) the level gets
+/// from each; every in port is counted in `pairs`.
+fn judge_port(
+    topo: &Topology,
+    item: &Item,
+    r: &Read,
+    sl: u8,
+    want: Option<u8>,
+    pairs: &mut BTreeMap<Lane, u64>,
+) -> Vec<(u8, Lane, Vec<u32>)> {
+    let ins: Vec<u32> = match item.kind {
+        NodeType::Switch => topo
+            .data_ports(&item.guid)
+            .into_iter()
+            .filter(|&i| i != item.port)
+            .collect(),
+        _ => vec![0],
+    };
+    let mut groups: Vec<(u8, Lane, Vec<u32>)> = Vec::new();
+    for i in ins {
+        let Some((_, row)) = r.rows.iter().find(|(n, _)| *n == i) else {
+            continue;
+        };
+        let (vl, lane) = lane::judge(
+            &Egress {
+                sl2vl: row,
+                oper_vls: r.oper_vls,
+                link_active: true,
+                vlarb: &r.vlarb,
+            },
+            sl,
+            want,
+        );
+        *pairs.entry(lane).or_default() += 1;
+        match groups.iter_mut().find(|g| g.0 == vl && g.1 == lane) {
+            Some(g) => g.2.push(i),
+            None => groups.push((vl, lane, vec![i])),
         }
     }
-    let levels = mapping
-        .levels()
-        .iter()
-        .map(|level| {
-            let sl = level.service_level.get();
-            let want = level
-                .virtual_lane
-                .map(crate::mapping::types::VirtualLane::get);
-            let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
-            let mut findings: Vec<Finding> = Vec::new();
-            for (item, r) in &ok {
-                if !r.active {
-                    // Cabled (the topology says so) but not Active: no
-                    // level crosses it.
-                    *pairs.entry(Lane::LinkDown).or_default() += 1;
-                    findings.push(Finding {
-                        lane: Lane::LinkDown,
-                        sl,
-                        vl: 0,
-                        kind: item.kind,
-                        name: item.name.clone(),
-                        lid: item.lid,
-                        oper_vls: r.oper_vls,
-                        every_in: false,
-                        in_ports: Vec::new(),
-                        out_ports: vec![item.port],
-                        message: String::new(),
-                    });
-                    continue;
-                }
-                let ins: Vec<u32> = match item.kind {
-                    NodeType::Switch => topo
-                        .data_ports(&item.guid)
-                        .into_iter()
-                        .filter(|&i| i != item.port)
-                        .collect(),
-                    _ => vec![0],
-                };
-                let mut groups: Vec<(u8, Lane, Vec<u32>)> = Vec::new();
-                for i in ins {
-                    let Some((_, row)) = r.rows.iter().find(|(n, _)| *n == i) else {
-                        continue;
-                    };
-                    let (vl, lane) = lane::judge(
-                        &Egress {
-                            sl2vl: row,
-                            oper_vls: r.oper_vls,
-                            link_active: true,
-                            vlarb: &r.vlarb,
-                        },
-                        sl,
-                        want,
-                    );
-                    *pairs.entry(lane).or_default() += 1;
-                    match groups.iter_mut().find(|g| g.0 == vl && g.1 == lane) {
-                        Some(g) => g.2.push(i),
-                        None => groups.push((vl, lane, vec![i])),
-                    }
-                }
-                let data_ins = match item.kind {
-                    NodeType::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
-                    _ => 1,
-                };
-                for (vl, lane, in_ports) in groups {
-                    if lane == Lane::Carried {
-                        continue;
-                    }
-                    // Every in port alike: merge with the same verdict on
-                    // the switch's other out ports (one line per switch).
-                    let every_in = item.kind == NodeType::Switch && in_ports.len() == data_ins;
-                    if every_in
-                        && let Some(f) = findings.iter_mut().find(|f| {
-                            f.every_in && f.lid == item.lid && f.vl == vl && f.lane == lane
-                        })
-                    {
-                        f.out_ports.push(item.port);
-                        continue;
-                    }
-                    findings.push(Finding {
-                        lane,
-                        sl,
-                        vl,
-                        kind: item.kind,
-                        name: item.name.clone(),
-                        lid: item.lid,
-                        oper_vls: r.oper_vls,
-                        every_in,
-                        in_ports: if item.kind == NodeType::Switch && !every_in {
-                            in_ports
-                        } else {
-                            Vec::new()
-                        },
-                        out_ports: vec![item.port],
-                        message: String::new(),
-                    });
-                }
-            }
-            for f in &mut findings {
-                f.message = f.render(&level.name, want);
-            }
-            LevelSweep {
-                level: level.name.clone(),
-                sl,
-                virtual_lane: want,
-                pairs,
-                findings,
-            }
-        })
-        .collect();
-    Sweep {
-        switches: topo.count(NodeType::Switch),
-        hcas: topo.count(NodeType::Hca),
-        ports_read: ok.len(),
-        unread,
-        levels,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        workers: workers.clamp(1, pool::MAX_WORKERS),
+    groups
+}
+
+/// A finding per group that is not carried; a group of every in port joins
+/// the same verdict on the switch's other out ports (one line per switch).
+fn add_findings(
+    topo: &Topology,
+    item: &Item,
+    r: &Read,
+    sl: u8,
+    groups: Vec<(u8, Lane, Vec<u32>)>,
+    findings: &mut Vec<Finding>,
+) {
+    let data_ins = match item.kind {
+        NodeType::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
+        _ => 1,
+    };
+    for (vl, lane, in_ports) in groups {
+        if lane == Lane::Carried {
+            continue;
+        }
+        // Every in port alike: merge with the same verdict on
+        // the switch's other out ports (one line per switch).
+        let every_in = item.kind == NodeType::Switch && in_ports.len() == data_ins;
+        if every_in
+            && let Some(f) = findings
+                .iter_mut()
+                .find(|f| f.every_in && f.lid == item.lid && f.vl == vl && f.lane == lane)
+        {
+            f.out_ports.push(item.port);
+            continue;
+        }
+        findings.push(Finding {
+            lane,
+            sl,
+            vl,
+            kind: item.kind,
+            name: item.name.clone(),
+            lid: item.lid,
+            oper_vls: r.oper_vls,
+            every_in,
+            in_ports: if item.kind == NodeType::Switch && !every_in {
+                in_ports
+            } else {
+                Vec::new()
+            },
+            out_ports: vec![item.port],
+            message: String::new(),
+        });
     }
 }
 

@@ -423,35 +423,21 @@ fn log_without_an_audit_log_says_so() {
     assert_eq!(tree(n.root()), before, "log creates nothing");
 }
 
-/// The audit line's contract (docs/admin-guide.md §7) holds between its
-/// writer and its reader, field for field: an entry made with the writer's
-/// `audit::Entry` and appended as a run appends it reads back as the
-/// reader's `LoggedEntry` with every value. Both sides are destructured
-/// without `..`, so a field added to either does not compile until the
-/// other has it, and a field renamed on one side fails here.
-#[test]
-fn an_entry_written_by_the_writer_reads_back_field_for_field() {
-    use qoslane::audit::read::{LoggedEntry, tail};
-    use qoslane::audit::{Entry, append};
+/// An audit entry with every field set, none to its default.
+fn every_field_set() -> qoslane::audit::Entry {
+    use qoslane::audit::Entry;
     use qoslane::fabric::FabricVerdict;
     use qoslane::job::JobId;
     use qoslane::job::qos::QosSource;
-    use qoslane::paths::{Overrides, Paths};
     use qoslane::report::Event;
     use qoslane::report::Outcome;
     use qoslane::state::Change;
 
-    let d = tempfile::tempdir().unwrap();
-    let p = Paths::new(Overrides {
-        root: Some(d.path().to_owned()),
-        audit_log: Some(d.path().join("audit.jsonl")),
-        ..Overrides::default()
-    });
-    let written = Entry {
+    Entry {
         time: "2026-12-01T10:00:00.123Z".into(),
         node: "cn017".into(),
         event: Event::Prolog,
-        job_id: Some(JobId::parse("42").unwrap()),
+        job_id: Some(JobId::parse("42").expect("a job id")),
         user: Some("alice".into()),
         qos: Some("high".into()),
         qos_source: Some(QosSource::Squeue),
@@ -473,7 +459,28 @@ fn an_entry_written_by_the_writer_reads_back_field_for_field() {
         mapping_sha256: Some("7512abc".into()),
         settings_gone: vec!["/sys/gone".into()],
         notes: vec!["fell back to the default level".into()],
-    };
+    }
+}
+
+/// The audit line's contract (docs/admin-guide.md §7) holds between its
+/// writer and its reader, field for field: an entry made with the writer's
+/// `audit::Entry` and appended as a run appends it reads back as the
+/// reader's `LoggedEntry` with every value. Both sides are destructured
+/// without `..`, so a field added to either does not compile until the
+/// other has it, and a field renamed on one side fails here.
+#[test]
+fn an_entry_written_by_the_writer_reads_back_field_for_field() {
+    use qoslane::audit::read::{LoggedEntry, tail};
+    use qoslane::audit::{Entry, append};
+    use qoslane::paths::{Overrides, Paths};
+
+    let d = tempfile::tempdir().unwrap();
+    let p = Paths::new(Overrides {
+        root: Some(d.path().to_owned()),
+        audit_log: Some(d.path().join("audit.jsonl")),
+        ..Overrides::default()
+    });
+    let written = every_field_set();
     append(&p, &written).unwrap();
     let found = tail(&p, 1 << 16, 10);
     assert!(found.problems.is_empty(), "{:?}", found.problems);

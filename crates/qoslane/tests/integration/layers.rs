@@ -275,36 +275,7 @@ fn check_crate(
         ));
     }
 
-    // Names in the table.
-    let mut named: BTreeMap<&str, usize> = BTreeMap::new();
-    for (index, row) in rows.iter().enumerate() {
-        if row.modules.is_empty() {
-            problems.push(format!(
-                "crate {krate}: row {} of {table} names no module in backticks in its first cell",
-                row.number
-            ));
-        }
-        for name in &row.modules {
-            if let Some(other) = named.insert(name, index) {
-                problems.push(format!(
-                    "crate {krate}: `{name}` is named in rows {} and {} of {table}: keep it in one row",
-                    rows[other].number, row.number
-                ));
-            }
-            let exists = if let Some(dir) = name.strip_suffix('/') {
-                files.keys().any(|f| f.starts_with(&format!("{dir}/")))
-            } else {
-                files.contains_key(name.as_str())
-            };
-            if !exists {
-                problems.push(format!(
-                    "crate {krate}: row {} of {table} names `{name}`, which is not a file or directory \
-                     of crates/{krate}/src: fix the name or remove it from the row",
-                    row.number
-                ));
-            }
-        }
-    }
+    problems.extend(table_problems(krate, &table, rows, files));
 
     // Files -> rows.
     let mut rank = BTreeMap::new();
@@ -320,33 +291,7 @@ fn check_crate(
         }
     }
 
-    // Imports.
-    // The crate root is `lib.rs` when there is one (`main.rs` reaches it by
-    // the crate's name).
-    let mut modules: BTreeMap<Vec<String>, &str> = BTreeMap::new();
-    for f in files.keys() {
-        let entry = modules.entry(module_of(f)).or_insert(f.as_str());
-        if f == "lib.rs" {
-            *entry = "lib.rs";
-        }
-    }
-    let mut graph: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
-    let mut types: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
-    for (file, text) in files {
-        let parsed = parse(text, &ident);
-        let here = module_of(file);
-        let edges = graph.entry(file.as_str()).or_default();
-        for import in &parsed.imports {
-            if let Some(target) = resolve(&here, &import.path, &modules)
-                && target != file
-            {
-                edges.entry(target).or_insert(import.line);
-            }
-        }
-        for ty in parsed.types {
-            types.entry(ty).or_default().insert(file.as_str());
-        }
-    }
+    let (graph, types) = import_graph(files, &ident);
 
     for (file, edges) in &graph {
         let Some(&from) = rank.get(file) else {
@@ -401,6 +346,87 @@ fn check_crate(
         }
     }
     problems
+}
+
+/// The table's own mistakes: a row that names no module, a module named
+/// twice, a name that is no file or directory of the crate.
+fn table_problems(
+    krate: &str,
+    table: &str,
+    rows: &[Row],
+    files: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut named: BTreeMap<&str, usize> = BTreeMap::new();
+    for (index, row) in rows.iter().enumerate() {
+        if row.modules.is_empty() {
+            problems.push(format!(
+                "crate {krate}: row {} of {table} names no module in backticks in its first cell",
+                row.number
+            ));
+        }
+        for name in &row.modules {
+            if let Some(other) = named.insert(name, index) {
+                problems.push(format!(
+                    "crate {krate}: `{name}` is named in rows {} and {} of {table}: keep it in one row",
+                    rows[other].number, row.number
+                ));
+            }
+            let exists = if let Some(dir) = name.strip_suffix('/') {
+                files.keys().any(|f| f.starts_with(&format!("{dir}/")))
+            } else {
+                files.contains_key(name.as_str())
+            };
+            if !exists {
+                problems.push(format!(
+                    "crate {krate}: row {} of {table} names `{name}`, which is not a file or directory \
+                     of crates/{krate}/src: fix the name or remove it from the row",
+                    row.number
+                ));
+            }
+        }
+    }
+
+    problems
+}
+
+/// Which file imports which: file -> (imported file -> line of the first
+/// such import).
+type ImportGraph<'f> = BTreeMap<&'f str, BTreeMap<&'f str, usize>>;
+
+/// The import graph of the crate's files, and the files each type name is
+/// defined in.
+fn import_graph<'f>(
+    files: &'f BTreeMap<String, String>,
+    ident: &str,
+) -> (ImportGraph<'f>, BTreeMap<String, BTreeSet<&'f str>>) {
+    // The crate root is `lib.rs` when there is one (`main.rs` reaches it by
+    // the crate's name).
+    let mut modules: BTreeMap<Vec<String>, &str> = BTreeMap::new();
+    for f in files.keys() {
+        let entry = modules.entry(module_of(f)).or_insert(f.as_str());
+        if f == "lib.rs" {
+            *entry = "lib.rs";
+        }
+    }
+    let mut graph: ImportGraph<'f> = BTreeMap::new();
+    let mut types: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+    for (file, text) in files {
+        let parsed = parse(text, ident);
+        let here = module_of(file);
+        let edges = graph.entry(file.as_str()).or_default();
+        for import in &parsed.imports {
+            if let Some(target) = resolve(&here, &import.path, &modules)
+                && target != file
+            {
+                edges.entry(target).or_insert(import.line);
+            }
+        }
+        for ty in parsed.types {
+            types.entry(ty).or_default().insert(file.as_str());
+        }
+    }
+    (graph, types)
 }
 
 /// The file an import path names (the longest prefix of it that is a file's
@@ -550,6 +576,10 @@ struct Token {
 
 /// The tokens of Rust source with comments, strings, chars and lifetimes
 /// gone (what is left is enough to find items and paths).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scanner: a branch per kind of lexeme, in the order that tells them apart"
+)]
 fn lex(src: &str) -> Vec<Token> {
     let chars: Vec<char> = src.chars().collect();
     let mut out = Vec::new();

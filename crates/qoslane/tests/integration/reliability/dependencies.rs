@@ -543,10 +543,12 @@ fn fabric_node(check: &str) -> Node {
     n
 }
 
-#[test]
-fn fault_smpquery_missing_hanging_flooding_garbage_or_failing() {
-    type Break = fn(&Node) -> Vec<(&'static str, String)>;
-    let cases: [(&str, Break, &str); 5] = [
+/// Breaks smpquery on a node; the environment the runs then need.
+type BreakSmpquery = fn(&Node) -> Vec<(&'static str, String)>;
+
+/// Each way smpquery fails: (what, how to break it, what the error says).
+fn smpquery_breakages() -> [(&'static str, BreakSmpquery, &'static str); 5] {
+    [
         (
             "missing",
             |_| vec![("QOSLANE_SMPQUERY", "/nonexistent/smpquery".into())],
@@ -586,14 +588,26 @@ fn fault_smpquery_missing_hanging_flooding_garbage_or_failing() {
             },
             "mad_rpc failed",
         ),
-    ];
-    for (what, break_it, needle) in cases {
+    ]
+}
+
+/// The environment of a run on `n` with smpquery broken by `break_it`: the
+/// node's fake smpquery, unless the case names its own (which then wins).
+fn broken_smpquery_env(n: &Node, break_it: BreakSmpquery) -> Vec<(&'static str, String)> {
+    let mut env = break_it(n);
+    env.push(("QOSLANE_SMPQUERY", n.fake_smpquery().display().to_string()));
+    env.sort_by_key(|(k, _)| *k != "QOSLANE_SMPQUERY"); // an explicit one wins below
+    env.reverse();
+    env
+}
+
+#[test]
+fn fault_smpquery_missing_hanging_flooding_garbage_or_failing() {
+    for (what, break_it, needle) in smpquery_breakages() {
         // enforce: the level is refused before any change; the policy decides.
         let n = fabric_node("enforce");
-        let mut env = break_it(&n);
-        env.push(("QOSLANE_SMPQUERY", n.fake_smpquery().display().to_string()));
-        env.sort_by_key(|(k, _)| *k != "QOSLANE_SMPQUERY"); // an explicit one wins below
-        let env: Vec<(&str, &str)> = env.iter().rev().map(|(k, v)| (*k, v.as_str())).collect();
+        let env = broken_smpquery_env(&n, break_it);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let t = Instant::now();
         let out = Op::Prolog(1, "high").run(&n, &env);
         assert!(
@@ -634,10 +648,8 @@ fn fault_smpquery_missing_hanging_flooding_garbage_or_failing() {
         // warn: granted anyway, the problem noted — also when smpquery took
         // its whole share of the time.
         let n = fabric_node("warn");
-        let mut env = break_it(&n);
-        env.push(("QOSLANE_SMPQUERY", n.fake_smpquery().display().to_string()));
-        env.sort_by_key(|(k, _)| *k != "QOSLANE_SMPQUERY");
-        let env: Vec<(&str, &str)> = env.iter().rev().map(|(k, v)| (*k, v.as_str())).collect();
+        let env = broken_smpquery_env(&n, break_it);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let out = Op::Prolog(1, "high").run(&n, &env);
         ok(&out);
         let a = audit_of(&n, "prolog");
@@ -657,10 +669,13 @@ fn fault_smpquery_missing_hanging_flooding_garbage_or_failing() {
 
 // --- the mapping
 
-#[test]
-fn fault_mapping_absent_invalid_huge_or_not_a_file() {
-    type Break = fn(&Node);
-    let cases: [(&str, Break, &str); 7] = [
+/// Breaks the installed mapping on a node.
+type BreakMapping = fn(&Node);
+
+/// Each way the mapping file is unusable: (what, how to break it, what the
+/// error says).
+fn mapping_breakages() -> [(&'static str, BreakMapping, &'static str); 7] {
+    [
         (
             "writable by others",
             |n| {
@@ -717,8 +732,12 @@ fn fault_mapping_absent_invalid_huge_or_not_a_file() {
             },
             "not UTF-8",
         ),
-    ];
-    for (what, break_it, needle) in cases {
+    ]
+}
+
+#[test]
+fn fault_mapping_absent_invalid_huge_or_not_a_file() {
+    for (what, break_it, needle) in mapping_breakages() {
         // Never seen a valid mapping: the node is left alone, the job runs on
         // the baseline, exit 0 whatever the level would have been.
         let n = reliability_node(0);

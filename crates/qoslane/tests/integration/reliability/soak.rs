@@ -37,82 +37,16 @@ fn concurrency_soak() {
             n.write_mapping(&mapping_yaml(&levels(variant)));
         }
         let lv = levels(variant);
-        // One round: distinct jobs, at most one sync.
-        let k = 1 + rng.index(7);
-        let mut ops: Vec<Op> = Vec::new();
-        let mut busy: BTreeSet<u32> = BTreeSet::new();
-        for _ in 0..k {
-            let idle: Vec<u32> = active
-                .keys()
-                .copied()
-                .filter(|j| !busy.contains(j))
-                .collect();
-            let op = match rng.below(100) {
-                0..=39 => {
-                    next_job += 1;
-                    Op::Prolog(next_job, rng.qos())
-                }
-                40..=74 if !idle.is_empty() => Op::Epilog(*rng.pick(&idle)),
-                75..=79 if !idle.is_empty() => {
-                    let j = *rng.pick(&idle);
-                    Op::Prolog(j, qos_of[&j])
-                }
-                80..=84 => {
-                    // A double Epilog, or one for a job that never ran here.
-                    match ended.iter().copied().find(|j| !busy.contains(j)) {
-                        Some(j) if rng.chance(50) => Op::Epilog(j),
-                        _ => Op::Epilog(
-                            1_000_000 + u32::try_from(rng.below(1000)).expect("below 1000"),
-                        ),
-                    }
-                }
-                85..=89 if !ops.contains(&Op::Sync) => Op::Sync,
-                90..=93 => Op::Status,
-                94..=96 => Op::Health,
-                _ => Op::Recover,
-            };
-            if let Op::Prolog(j, _) | Op::Epilog(j) = op
-                && !busy.insert(j)
-            {
-                continue;
-            }
-            ops.push(op);
-        }
+        let ops = draw_round(&mut rng, &active, &qos_of, &ended, &mut next_job);
         max_parallel = max_parallel.max(ops.len());
-        let faults: Vec<Option<&'static str>> = ops
-            .iter()
-            .map(|op| {
-                let faultable = matches!(op, Op::Prolog(..) | Op::Epilog(_) | Op::Sync);
-                (cfg!(feature = "fault-injection") && faultable && rng.chance(8))
-                    .then(|| *rng.pick(&POINTS_FOR_SOAK))
-            })
-            .collect();
-        let children: Vec<_> = ops
-            .iter()
-            .zip(&faults)
-            .map(|(op, f)| {
-                let env: Vec<(&str, &str)> = f.iter().map(|f| ("QOSLANE_FAULT", *f)).collect();
-                op.cmd(&n, &env).spawn().unwrap()
-            })
-            .collect();
-        let outs: Vec<Output> = children
-            .into_iter()
-            .map(|c| c.wait_with_output().unwrap())
-            .collect();
+        let faults = draw_faults(&mut rng, &ops);
+        let outs = run_round(&n, &ops, &faults);
         let mut completed: BTreeMap<&str, usize> = BTreeMap::new();
         let mut round_kills = 0;
         // Apply the round to the model. Runs of different jobs commute; a
         // sync re-plans every running job to the mapping in force; a run
         // killed before its commit changed nothing.
-        let synced = ops
-            .iter()
-            .zip(&outs)
-            .any(|(op, o)| *op == Op::Sync && !killed(o))
-            || ops
-                .iter()
-                .zip(&faults)
-                .zip(&outs)
-                .any(|((op, f), o)| *op == Op::Sync && killed(o) && *f == Some("committed"));
+        let synced = sync_took_effect(&ops, &faults, &outs);
         for ((op, f), out) in ops.iter().zip(&faults).zip(&outs) {
             *by_kind.entry(op.event()).or_default() += 1;
             runs += 1;
@@ -187,6 +121,99 @@ fn concurrency_soak() {
         next_job,
         start.elapsed().as_secs_f64()
     );
+}
+
+/// Whether a sync of the round took effect: it completed, or was killed
+/// after its commit.
+fn sync_took_effect(ops: &[Op], faults: &[Option<&'static str>], outs: &[Output]) -> bool {
+    ops.iter()
+        .zip(outs)
+        .any(|(op, o)| *op == Op::Sync && !killed(o))
+        || ops
+            .iter()
+            .zip(faults)
+            .zip(outs)
+            .any(|((op, f), o)| *op == Op::Sync && killed(o) && *f == Some("committed"))
+}
+
+/// One round's runs: distinct jobs, at most one sync (new jobs numbered
+/// from `next_job`).
+fn draw_round(
+    rng: &mut Rng,
+    active: &BTreeMap<u32, Want>,
+    qos_of: &BTreeMap<u32, &'static str>,
+    ended: &[u32],
+    next_job: &mut u32,
+) -> Vec<Op> {
+    let k = 1 + rng.index(7);
+    let mut ops: Vec<Op> = Vec::new();
+    let mut busy: BTreeSet<u32> = BTreeSet::new();
+    for _ in 0..k {
+        let idle: Vec<u32> = active
+            .keys()
+            .copied()
+            .filter(|j| !busy.contains(j))
+            .collect();
+        let op = match rng.below(100) {
+            0..=39 => {
+                *next_job += 1;
+                Op::Prolog(*next_job, rng.qos())
+            }
+            40..=74 if !idle.is_empty() => Op::Epilog(*rng.pick(&idle)),
+            75..=79 if !idle.is_empty() => {
+                let j = *rng.pick(&idle);
+                Op::Prolog(j, qos_of[&j])
+            }
+            80..=84 => {
+                // A double Epilog, or one for a job that never ran here.
+                match ended.iter().copied().find(|j| !busy.contains(j)) {
+                    Some(j) if rng.chance(50) => Op::Epilog(j),
+                    _ => {
+                        Op::Epilog(1_000_000 + u32::try_from(rng.below(1000)).expect("below 1000"))
+                    }
+                }
+            }
+            85..=89 if !ops.contains(&Op::Sync) => Op::Sync,
+            90..=93 => Op::Status,
+            94..=96 => Op::Health,
+            _ => Op::Recover,
+        };
+        if let Op::Prolog(j, _) | Op::Epilog(j) = op
+            && !busy.insert(j)
+        {
+            continue;
+        }
+        ops.push(op);
+    }
+    ops
+}
+
+/// The fault point each run of a round is killed at, if any (fault
+/// injection builds only; a Prolog, an Epilog or a sync).
+fn draw_faults(rng: &mut Rng, ops: &[Op]) -> Vec<Option<&'static str>> {
+    ops.iter()
+        .map(|op| {
+            let faultable = matches!(op, Op::Prolog(..) | Op::Epilog(_) | Op::Sync);
+            (cfg!(feature = "fault-injection") && faultable && rng.chance(8))
+                .then(|| *rng.pick(&POINTS_FOR_SOAK))
+        })
+        .collect()
+}
+
+/// Starts a round's runs at once and waits for them all.
+fn run_round(n: &Node, ops: &[Op], faults: &[Option<&'static str>]) -> Vec<Output> {
+    let children: Vec<_> = ops
+        .iter()
+        .zip(faults)
+        .map(|(op, f)| {
+            let env: Vec<(&str, &str)> = f.iter().map(|f| ("QOSLANE_FAULT", *f)).collect();
+            op.cmd(n, &env).spawn().unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
 }
 
 /// Fault points the soak draws from (fault injection builds only).
