@@ -48,7 +48,7 @@ fn files() -> String {
     text += &item(
         &format!("{}/{}", config::DEFAULT_HOOK_DIR, config::CONFIG_FILE_NAME),
         &format!(
-            "Site settings (key = value lines; see {DOC}).\n\
+            "Site configuration (key = value lines; see {DOC}).\n\
              Read only when owned by root and not writable by group or others."
         ),
     );

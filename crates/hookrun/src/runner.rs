@@ -136,7 +136,7 @@ impl PhaseReport {
     }
 }
 
-/// Timing settings for a phase run.
+/// Timing limits for a phase run.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// No hook runs past this instant (start + budget).

@@ -10,6 +10,7 @@
 //!   its owner and mode and those of every directory up to the root prefix;
 //! - [`atomic`]: replacing a file (exclusive no-follow temp name, fsync,
 //!   rename, directory fsync) and removing what killed writers left;
+//! - [`append`]: appending one line to a log root keeps (the audit log);
 //! - [`lock`]: flock'd lock files nobody else can open, with a bounded wait;
 //! - [`alarm`]: the timer that bounds a blocking syscall (the lock's wait);
 //! - [`counter_file`]: a JSON file updated read-modify-write under its lock;

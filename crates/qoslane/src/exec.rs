@@ -16,8 +16,8 @@ use nodeio::child::{self, Ending, Env, Program, Timing};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 
-/// The most output read from a program (stdout, and stderr each): scontrol's
-/// job line and smpquery's tables are a few kilobytes.
+/// The most output read from a program (stdout, and stderr each): squeue's
+/// QoS line and smpquery's tables are a few kilobytes.
 pub const MAX_OUTPUT: u64 = 1 << 20;
 
 /// How long a program SIGKILLed at the deadline may take to die before it

@@ -15,7 +15,7 @@ pub const INVALID_MAPPING: i32 = 2;
 pub const USAGE: i32 = 64;
 /// An input file is missing or unreadable (the mapping; `log`: the audit log).
 pub const NO_INPUT: i32 = 66;
-/// A program qoslane needs (smpquery, scontrol) is missing or failed.
+/// A program qoslane needs (smpquery, squeue, ibnetdiscover) is missing or failed.
 pub const UNAVAILABLE: i32 = 69;
 /// A bug: an invariant did not hold.
 pub const INTERNAL: i32 = 70;

@@ -5,14 +5,16 @@
 //! `tests/integration/layers.rs` holds the code to it):
 //! - [`mapping`]: the mapping file — parse, validate, typed (pure);
 //! - [`time`], [`paths`], [`exit_code`], [`error`]: leaves and the error type;
-//! - [`deadline`], [`exec`], [`job`], [`state`], [`config`], [`settings`]:
-//!   the run's deadline, programs, the job, node state, the mapping in force,
-//!   kernel settings;
+//! - [`fault`], [`log`], [`deadline`], [`exec`], [`http`]: fault injection
+//!   (tests), logging, the run's deadline, programs, the metrics' HTTP server;
+//! - [`job`], [`state`], [`config`], [`settings`]: the job, node state, the
+//!   mapping in force, kernel settings;
 //! - [`fabric`]: HCA ports, the SL2VL/OperVLs probe, the per-level check and
 //!   the fabric policy ([`fabric::policy`]);
 //! - [`report`]: what a run did (event, outcome, fabric verdict);
 //! - [`txn`]: the one transaction that changes a node;
 //! - [`audit`], [`metrics`]: what every run leaves behind;
+//! - [`cli`], [`manual`]: the command line, its man pages and completions;
 //! - [`commands`]: one module per subcommand, composing the above.
 
 pub mod audit;

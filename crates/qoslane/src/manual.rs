@@ -155,7 +155,7 @@ fn exit_status() -> String {
         ),
         (
             exit_code::UNAVAILABLE,
-            "A program qoslane needs (smpquery, scontrol, squeue) is missing or failed, or the fabric could not be read.",
+            "A program qoslane needs (smpquery, squeue, ibnetdiscover) is missing or failed, or the fabric could not be read.",
         ),
         (exit_code::INTERNAL, "A bug: an invariant did not hold."),
         (

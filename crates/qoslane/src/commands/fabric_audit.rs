@@ -56,7 +56,7 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     }
     // Whatever kept the topology from being read (the tool failed, hung past
     // the deadline, printed what we cannot parse): the fabric is unreadable.
-    let report = result.map_err(|e| match e {
+    let sweep = result.map_err(|e| match e {
         e @ Error::Program { .. } => e,
         e => Error::Program {
             program: ctx.paths.ibnetdiscover.clone(),
@@ -70,16 +70,16 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
             let v = serde_json::json!({
                 "mapping": from,
                 "mapping_sha256": loaded.sha256,
-                "report": report,
-                "verdict": verdict_word(&report),
+                "report": sweep,
+                "verdict": verdict_word(&sweep),
             });
             writeln!(out, "{v:#}").map_err(w)?;
         }
-        Format::Human => out.write_all(human(&report, &from).as_bytes()).map_err(w)?,
+        Format::Human => out.write_all(human(&sweep, &from).as_bytes()).map_err(w)?,
     }
-    Ok(if report.any_problem() {
+    Ok(if sweep.any_problem() {
         ExitClass::Failed
-    } else if !report.unread.is_empty() {
+    } else if !sweep.unread.is_empty() {
         ExitClass::Unavailable
     } else {
         ExitClass::Ok
@@ -96,10 +96,10 @@ fn verdict_word(r: &Sweep) -> &'static str {
     }
 }
 
-/// Findings shown per level in the human report.
+/// Findings shown per level in the human text.
 const MAX_LINES: usize = 12;
 
-/// The human report: the fabric, then each level (highest first) with its
+/// The human text: the fabric, then each level (highest first) with its
 /// findings, then what could not be read, then one verdict line.
 pub fn human(r: &Sweep, from: &str) -> String {
     use std::fmt::Write as _;

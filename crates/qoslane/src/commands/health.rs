@@ -390,10 +390,10 @@ fn fabric_checks(j: &policy::Judgement, m: &crate::mapping::Mapping) -> Vec<Chec
             ),
         )];
     }
-    let Some(report) = &j.report else {
+    let Some(assessment) = &j.assessment else {
         return Vec::new();
     };
-    let mut out: Vec<Check> = report
+    let mut out: Vec<Check> = assessment
         .skipped
         .iter()
         .filter(|p| !p.active)
@@ -411,7 +411,7 @@ fn fabric_checks(j: &policy::Judgement, m: &crate::mapping::Mapping) -> Vec<Chec
         .collect();
     let policy = m.fabric_check;
     for l in m.levels() {
-        for p in report.problems(&l.name) {
+        for p in assessment.problems(&l.name) {
             let refused = if policy == FabricCheck::Enforce {
                 match m.on_failure_for(l) {
                     crate::mapping::OnFailure::FailJob => {
@@ -441,7 +441,7 @@ fn fabric_checks(j: &policy::Judgement, m: &crate::mapping::Mapping) -> Vec<Chec
             Status::Ok,
             format!(
                 "{} port(s) aligned for {} level(s)",
-                report.active_ports().len(),
+                assessment.active_ports().len(),
                 m.levels().len()
             ),
         ));

@@ -177,7 +177,7 @@ fn dry(ctx: &Ctx) -> ExitClass {
     let _ = writeln!(
         out,
         "fabric: {}",
-        if fabric.report.is_some() {
+        if fabric.assessment.is_some() {
             "every level passes"
         } else {
             "not checked (fabric_check off)"

@@ -64,7 +64,7 @@ pub struct Judgement {
     /// The ports that were ACTIVE, to verify after applying settings.
     pub active_ports: Vec<PortId>,
     /// The assessment, when there was one.
-    pub report: Option<Assessment>,
+    pub assessment: Option<Assessment>,
     /// Why the assessment could not run, when it could not.
     pub error: Option<String>,
     pub check: Option<FabricCheck>,
@@ -124,7 +124,7 @@ fn judge_as(
     opts.first_hop = mode == ProbeMode::Fresh;
     opts.store_cache = !dry_run;
     let probe = Smpquery::new(&paths.smpquery);
-    let report = match assess_with(paths, mapping, deadline, mode, &probe, &opts) {
+    let assessment = match assess_with(paths, mapping, deadline, mode, &probe, &opts) {
         Ok(r) => r,
         Err(e) => {
             j.verdict = FabricVerdict::CouldNotRun {
@@ -140,8 +140,8 @@ fn judge_as(
             return j;
         }
     };
-    j.alignment = Some(alignments(&report));
-    j.first_hop = report.first_hop_counts().map(|c| {
+    j.alignment = Some(alignments(&assessment));
+    j.first_hop = assessment.first_hop_counts().map(|c| {
         c.into_iter()
             .map(|(level, verdict, ports)| HopCount {
                 level,
@@ -150,31 +150,31 @@ fn judge_as(
             })
             .collect()
     });
-    j.active_ports = report.active_ports();
+    j.active_ports = assessment.active_ports();
     let problems: Vec<String> = match scope {
         Scope::Level(level) => {
-            j.verdict = FabricVerdict::Level(report.level_verdict(level));
+            j.verdict = FabricVerdict::Level(assessment.level_verdict(level));
             j.notes.extend(
-                report
+                assessment
                     .warnings(level)
                     .into_iter()
                     .map(|w| format!("fabric: {w}")),
             );
-            report.problems(level)
+            assessment.problems(level)
         }
         Scope::Every => {
             j.verdict = FabricVerdict::Levels(
                 mapping
                     .levels()
                     .iter()
-                    .map(|l| (l.name.clone(), report.level_verdict(&l.name)))
+                    .map(|l| (l.name.clone(), assessment.level_verdict(&l.name)))
                     .collect(),
             );
             mapping
                 .levels()
                 .iter()
                 .flat_map(|l| {
-                    report
+                    assessment
                         .problems(&l.name)
                         .into_iter()
                         .map(move |p| format!("level `{}`: {p}", l.name))
@@ -191,13 +191,13 @@ fn judge_as(
                 .extend(problems.into_iter().map(|p| format!("fabric (warn): {p}"))),
         }
     }
-    j.report = Some(report);
+    j.assessment = Some(assessment);
     j
 }
 
 /// For metrics: one alignment per (port, level).
-fn alignments(report: &Assessment) -> Vec<Alignment> {
-    report
+fn alignments(assessment: &Assessment) -> Vec<Alignment> {
+    assessment
         .alignment()
         .into_iter()
         .map(|(device, port, level, aligned)| Alignment {

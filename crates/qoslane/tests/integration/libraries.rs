@@ -11,18 +11,6 @@ use std::process::Command;
 
 use crate::util::Node;
 
-fn tool(path: &str, test: &str) -> bool {
-    if Path::new(path).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var("QOSLANE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "{test}: {path} missing (scripts/install-deps.sh installs ucx-utils and openmpi-bin)"
-    );
-    eprintln!("SKIP {test}: {path} missing");
-    false
-}
-
 /// The exports of a `mission-critical` job (SL 3, traffic class 106).
 fn exports() -> BTreeMap<String, String> {
     let n = Node::new();
@@ -33,7 +21,7 @@ fn exports() -> BTreeMap<String, String> {
 }
 
 /// `KEY=VALUE` lines of a tool's output, run with only `env`.
-fn run(program: &str, args: &[&str], env: &BTreeMap<String, String>) -> String {
+fn run(program: &Path, args: &[&str], env: &BTreeMap<String, String>) -> String {
     let out = Command::new(program)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -44,7 +32,8 @@ fn run(program: &str, args: &[&str], env: &BTreeMap<String, String>) -> String {
         .unwrap();
     assert!(
         out.status.success(),
-        "{program}: {}",
+        "{}: {}",
+        program.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
@@ -52,11 +41,11 @@ fn run(program: &str, args: &[&str], env: &BTreeMap<String, String>) -> String {
 
 #[test]
 fn ucx_takes_the_sl_and_traffic_class_on_every_ib_transport() {
-    if !tool("/usr/bin/ucx_info", "ucx_takes_the_sl") {
+    let Some(ucx_info) = crate::util::tool(&["ucx_info"]) else {
         return;
-    }
+    };
     let env = exports();
-    let text = run("/usr/bin/ucx_info", &["-cf"], &env);
+    let text = run(&ucx_info, &["-cf"], &env);
     let values: BTreeMap<&str, &str> = text
         .lines()
         .filter(|l| !l.starts_with('#'))
@@ -85,11 +74,11 @@ fn ucx_takes_the_sl_and_traffic_class_on_every_ib_transport() {
 
 #[test]
 fn open_mpi_openib_takes_the_service_level_from_the_environment() {
-    if !tool("/usr/bin/ompi_info", "open_mpi_openib") {
+    let Some(ompi_info) = crate::util::tool(&["ompi_info"]) else {
         return;
-    }
+    };
     let env = exports();
-    let text = run("/usr/bin/ompi_info", &["--all", "--parsable"], &env);
+    let text = run(&ompi_info, &["--all", "--parsable"], &env);
     let value = |p: &str| {
         text.lines()
             .find_map(|l| {
