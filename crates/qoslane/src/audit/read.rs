@@ -174,6 +174,24 @@ pub struct Found {
 pub const NAMED: usize = 20;
 
 impl Found {
+    /// The skipped lines counted and placed: `N line(s) skipped: FILE:LINE,
+    /// …` (the first [`NAMED`], then how many more); `what` words them
+    /// (`line`, `audit line`).
+    pub fn skipped_summary(&self, what: &str) -> String {
+        let more = self.skipped - self.skipped_at.len();
+        format!(
+            "{} {what}{} skipped: {}{}",
+            self.skipped,
+            if self.skipped == 1 { "" } else { "s" },
+            self.skipped_at.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )
+    }
+
     /// Counts a skipped line at `at`, naming it while fewer than [`NAMED`]
     /// have been.
     fn skip(&mut self, at: String, why: &str) {

@@ -42,7 +42,10 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
         crate::log::warn(&format!("log: {p}"));
     }
     if found.skipped > 0 {
-        crate::log::warn(&format!("log: {}", skipped_summary(&found)));
+        crate::log::warn(&format!(
+            "log: {} (not audit entries: torn or foreign lines; every other line was read)",
+            found.skipped_summary("line")
+        ));
     }
     if found.files == 0 {
         crate::log::error(&format!(
@@ -62,23 +65,6 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
         out.write_all(human(&found).as_bytes()).map_err(w)?;
     }
     Ok(ExitClass::Ok)
-}
-
-/// How many lines were skipped and where: `N line(s) skipped (…): FILE:LINE,
-/// …` (the first [`read::NAMED`], then how many more).
-fn skipped_summary(found: &read::Found) -> String {
-    let more = found.skipped - found.skipped_at.len();
-    format!(
-        "{} line{} skipped (not audit entries: torn or foreign lines; every other line was read): {}{}",
-        found.skipped,
-        if found.skipped == 1 { "" } else { "s" },
-        found.skipped_at.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        }
-    )
 }
 
 /// One row per entry; the last column says why (the error, else the first

@@ -590,8 +590,8 @@ fn an_audit_line_torn_inside_a_character_hides_nothing_after_it() {
     );
     assert!(
         err.contains(&format!(
-            "log: 1 line skipped (not audit entries: torn or foreign lines; every other line \
-             was read): {at}"
+            "log: 1 line skipped: {at} (not audit entries: torn or foreign lines; every other \
+             line was read)"
         )),
         "{err}"
     );
@@ -601,8 +601,7 @@ fn an_audit_line_torn_inside_a_character_hides_nothing_after_it() {
     let text = stdout(&out);
     assert!(
         text.contains(&format!(
-            "1 audit line skipped, not audit entries (a torn append lost a run's entry, or a \
-             foreign line): {at} ("
+            "1 audit line skipped: {at}, not audit entries (a torn append lost a run's entry"
         )),
         "{text}"
     );

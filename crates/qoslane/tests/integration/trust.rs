@@ -269,7 +269,7 @@ fn a_full_var_log_cannot_hide_the_next_job_s_audit_line() {
         .collect();
     assert_eq!(bad.len(), 1, "{:?}", String::from_utf8_lossy(&text));
     assert!(
-        stderr(&out).contains("log: 1 line skipped (not audit entries"),
+        stderr(&out).contains("log: 1 line skipped: "),
         "{}",
         stderr(&out)
     );

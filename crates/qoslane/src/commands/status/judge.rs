@@ -243,18 +243,10 @@ fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>
 /// into the log. Named by file and line (or byte, in a tail that started
 /// inside the file); it stays listed until the line leaves the tail.
 fn skipped_lines(audit: &Found) -> String {
-    let more = audit.skipped - audit.skipped_at.len();
     format!(
-        "{} audit line{} skipped, not audit entries (a torn append lost a run's entry, or a \
-         foreign line): {}{} (`qoslane log` reads every other line)",
-        audit.skipped,
-        if audit.skipped == 1 { "" } else { "s" },
-        audit.skipped_at.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        }
+        "{}, not audit entries (a torn append lost a run's entry, or a foreign line; \
+         `qoslane log` reads every other line)",
+        audit.skipped_summary("audit line")
     )
 }
 
@@ -415,12 +407,11 @@ mod tests {
                 "settings out of sync",
                 "an interrupted prolog (pid 7, started t0) left its journal",
                 "the last health check failed (t1)",
-                "1 audit line skipped, not audit entries (a torn append lost a run's entry, or a \
-                 foreign line)",
+                "1 audit line skipped",
             ]
         );
         assert!(
-            st.attention[5].contains(": /var/log/qoslane/audit.jsonl:7 ("),
+            st.attention[5].starts_with("1 audit line skipped: /var/log/qoslane/audit.jsonl:7, "),
             "named by file and line: {}",
             st.attention[5]
         );
