@@ -6,10 +6,22 @@
 //! the one record of a run that must survive a crash of the node, so this is
 //! the one flush a hook makes on a real node.
 //!
+//! **A torn tail is repaired before the record is written.** An append that
+//! ran into ENOSPC or EIO, or a writer killed between two pages, leaves a
+//! fragment without its newline; the next record appended after it would
+//! be glued onto it and lost with it. So the file's last byte is read first
+//! (`fstat`, `pread` at size − 1) and, when it is not a newline (or cannot
+//! be read), the record goes out with a newline in front — still one
+//! `write(2)`. The fragment stays a line of its own, which a reader skips.
+//! Two appenders that both find the tail torn both prepend one: that leaves
+//! an empty line, which readers skip silently — never a glued line.
+//!
 //! [`atomic::persistent`]: crate::atomic::persistent
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use rustix::fs::{self as rfs, Mode, OFlags};
@@ -17,26 +29,164 @@ use rustix::fs::{self as rfs, Mode, OFlags};
 use crate::error::{Error, Result};
 use crate::walk::{self, Judge};
 
-/// Appends `record` (one line, with its newline) to `path` with mode `mode`.
+/// Appends `record` (one line, with its newline) to `path` with mode `mode`,
+/// on a line of its own even when the file ends in a torn fragment. A short
+/// write is an error (the next append repairs the tail it leaves).
 pub fn append_line(root: &Path, path: &Path, record: &[u8], mode: u32) -> Result<()> {
     let (dir_path, name) = walk::split(path)?;
     let dir = walk::open_dir(root, dir_path, Judge::NoFollow, Some(0o750))?;
+    // Read and write: the tail is read back (`pread` ignores `O_APPEND`'s
+    // offset; every write still goes to the end).
     let fd = rfs::openat(
         dir.fd(),
         name,
-        OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(mode),
     )
     .map_err(Error::errno("open", path))?;
     let mut f = File::from(fd);
-    let n = f.write(record).map_err(Error::io("append to", path))?;
-    if n != record.len() {
+    let out: Cow<'_, [u8]> = if ends_torn(&f) {
+        let mut b = Vec::with_capacity(record.len() + 1);
+        b.push(b'\n');
+        b.extend_from_slice(record);
+        Cow::Owned(b)
+    } else {
+        Cow::Borrowed(record)
+    };
+    let n = f.write(&out).map_err(Error::io("append to", path))?;
+    if n != out.len() {
         return Err(Error::io("append to", path)(std::io::Error::other(
-            "short write",
+            format!(
+                "short write ({n} of {} bytes; the next append starts a new line)",
+                out.len()
+            ),
         )));
     }
     if crate::atomic::persistent(&f) {
         f.sync_data().map_err(Error::io("fsync", path))?;
     }
     Ok(())
+}
+
+/// Whether the file's last byte is anything but a newline: a record cut
+/// short. An empty file is whole; a tail that cannot be read counts as torn
+/// (an extra empty line costs nothing, a glued one costs a record).
+fn ends_torn(f: &File) -> bool {
+    let Ok(size) = f.metadata().map(|m| m.len()) else {
+        return true;
+    };
+    if size == 0 {
+        return false;
+    }
+    let mut last = [0u8; 1];
+    match f.read_at(&mut last, size - 1) {
+        Ok(1) => last[0] != b'\n',
+        // Truncated since the fstat (logrotate's copytruncate): empty.
+        Ok(_) => false,
+        Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn append(d: &Path, record: &str) -> Result<()> {
+        append_line(d, &d.join("log/audit.jsonl"), record.as_bytes(), 0o640)
+    }
+
+    fn read(d: &Path) -> String {
+        std::fs::read_to_string(d.join("log/audit.jsonl")).unwrap()
+    }
+
+    #[test]
+    fn records_are_appended_one_line_each_without_extra_newlines() {
+        let d = tempfile::tempdir().unwrap();
+        append(d.path(), "{\"n\":1}\n").unwrap();
+        append(d.path(), "{\"n\":2}\n").unwrap();
+        assert_eq!(read(d.path()), "{\"n\":1}\n{\"n\":2}\n");
+    }
+
+    /// An append that hit ENOSPC (or a writer killed between two pages)
+    /// left a fragment without its newline. The next record used to be
+    /// glued onto it: `{"n":1,"ti{"n":2}` — neither line readable, the
+    /// second run's record lost. It is a line of its own now.
+    #[test]
+    fn a_record_after_a_torn_fragment_is_a_line_of_its_own() {
+        let d = tempfile::tempdir().unwrap();
+        append(d.path(), "{\"n\":0}\n").unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(d.path().join("log/audit.jsonl"))
+            .unwrap();
+        // Torn inside a multi-byte character, as a cut can be.
+        f.write_all(b"{\"n\":1,\"user\":\"j\xc3").unwrap();
+        append(d.path(), "{\"n\":2}\n").unwrap();
+        append(d.path(), "{\"n\":3}\n").unwrap();
+        let bytes = std::fs::read(d.path().join("log/audit.jsonl")).unwrap();
+        let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+        assert_eq!(
+            lines,
+            [
+                &b"{\"n\":0}"[..],
+                b"{\"n\":1,\"user\":\"j\xc3",
+                b"{\"n\":2}",
+                b"{\"n\":3}",
+                b""
+            ]
+        );
+    }
+
+    /// Appenders racing after a torn tail may each prepend a newline: empty
+    /// lines at most, every record whole.
+    #[test]
+    fn concurrent_appenders_after_a_torn_tail_leave_every_record_whole() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("log")).unwrap();
+        std::fs::write(d.path().join("log/audit.jsonl"), "{\"torn\"").unwrap();
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let d = d.path();
+                s.spawn(move || {
+                    for i in 0..50 {
+                        append(d, &format!("{{\"t\":{t},\"i\":{i}}}\n")).unwrap();
+                    }
+                });
+            }
+        });
+        let text = read(d.path());
+        let mut lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.remove(0), "{\"torn\"");
+        assert_eq!(lines.len(), 400, "{text}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.starts_with("{\"t\":") && l.ends_with('}')),
+            "{text}"
+        );
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn a_file_that_is_only_a_fragment_is_repaired_too() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("log")).unwrap();
+        std::fs::write(d.path().join("log/audit.jsonl"), "{\"n\"").unwrap();
+        append(d.path(), "{\"n\":1}\n").unwrap();
+        assert_eq!(read(d.path()), "{\"n\"\n{\"n\":1}\n");
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_the_log_is_not_written_through() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("log")).unwrap();
+        std::fs::write(d.path().join("elsewhere"), "x").unwrap();
+        std::os::unix::fs::symlink(d.path().join("elsewhere"), d.path().join("log/audit.jsonl"))
+            .unwrap();
+        assert!(append(d.path(), "{}\n").is_err());
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("elsewhere")).unwrap(),
+            "x"
+        );
+    }
 }

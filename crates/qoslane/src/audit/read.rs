@@ -6,7 +6,10 @@
 //! directories nobody else can write): an audit trail anyone could have
 //! written is no trail. A line that is not an audit entry, or a file that
 //! cannot be trusted or read, is reported with its name (and line number)
-//! and skipped: never fatal.
+//! and skipped: never fatal. Lines are read as bytes: one that is not UTF-8
+//! (a torn append cut inside a character) is skipped and counted like one
+//! that is not JSON, and every line after it is read; an empty line (two
+//! appenders that both repaired a torn tail) is skipped silently.
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -156,6 +159,57 @@ pub struct Found {
     /// Files read (that existed and could be trusted).
     pub files: usize,
     pub problems: Vec<String>,
+    /// Lines skipped because they were not audit entries (not UTF-8, not
+    /// JSON, or without the required fields: a torn or foreign line), each
+    /// also said in `problems` (the first [`NAMED`]). Empty lines are not
+    /// counted.
+    pub skipped: usize,
+    /// Where the first [`NAMED`] skipped lines are: `FILE:LINE`, or
+    /// `FILE, byte N` in a tail that started inside the file.
+    pub skipped_at: Vec<String>,
+}
+
+/// Skipped lines named one by one (in `problems` and `skipped_at`); the
+/// rest are only counted, so a file of garbage cannot flood the output.
+pub const NAMED: usize = 20;
+
+impl Found {
+    /// The skipped lines counted and placed: `N line(s) skipped: FILE:LINE,
+    /// …` (the first [`NAMED`], then how many more); `what` words them
+    /// (`line`, `audit line`).
+    pub fn skipped_summary(&self, what: &str) -> String {
+        let more = self.skipped - self.skipped_at.len();
+        format!(
+            "{} {what}{} skipped: {}{}",
+            self.skipped,
+            if self.skipped == 1 { "" } else { "s" },
+            self.skipped_at.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )
+    }
+
+    /// Counts a skipped line at `at`, naming it while fewer than [`NAMED`]
+    /// have been.
+    fn skip(&mut self, at: String, why: &str) {
+        self.skipped += 1;
+        if self.skipped_at.len() < NAMED {
+            self.problems.push(format!("{at}: {why}"));
+            self.skipped_at.push(at);
+        }
+    }
+}
+
+/// Where the lines a [`scan`] reads are in their file.
+#[derive(Clone, Copy, Debug)]
+enum Origin {
+    /// From the file's first line: problems say `FILE:LINE`.
+    Start,
+    /// From this byte offset (a tail): problems say `FILE, byte N`.
+    Byte(u64),
 }
 
 /// Opens one file of the log as a trusted read; `None` (said in `problems`
@@ -170,38 +224,60 @@ fn open(paths: &Paths, file: &Path, problems: &mut Vec<String>) -> Option<truste
     }
 }
 
-/// Parses the lines of `reader` (of `file`) into `keep`. `numbered`: the
-/// reader starts at the file's first line, so problems carry `FILE:LINE`;
-/// else (a tail) `FILE (near the end)`.
+/// Parses the lines of `reader` (of `file`, starting at `origin`) into
+/// `keep`. Read as bytes: a line that is not UTF-8, not JSON or not an
+/// entry is skipped and counted ([`Found::skip`]), never the end of the
+/// file; an empty line is skipped silently; only a read error ends it.
 fn scan(
     reader: impl Read,
     file: &Path,
-    numbered: bool,
+    origin: Origin,
     mut keep: impl FnMut(Line),
-    problems: &mut Vec<String>,
+    found: &mut Found,
 ) {
-    for (i, line) in BufReader::new(reader).lines().enumerate() {
-        let at = if numbered {
-            format!("{}:{}", file.display(), i + 1)
-        } else {
-            format!("{} (near the end)", file.display())
-        };
-        let line = match line {
-            Ok(l) => l,
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    let (mut number, mut offset) = (0usize, 0u64);
+    loop {
+        buf.clear();
+        let at_byte = offset;
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(n) => offset += u64::try_from(n).unwrap_or(u64::MAX),
             Err(e) => {
-                problems.push(format!("{at}: unreadable: {e}"));
+                found.problems.push(format!(
+                    "{}: unreadable after byte {offset}: {e}",
+                    file.display()
+                ));
                 break;
             }
+        }
+        number += 1;
+        let at = match origin {
+            Origin::Start => format!("{}:{number}", file.display()),
+            Origin::Byte(base) => format!("{}, byte {}", file.display(), base + at_byte),
         };
-        if line.trim().is_empty() {
+        let bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if bytes.trim_ascii().is_empty() {
             continue;
         }
-        match serde_json::from_str::<LoggedEntry>(&line) {
-            Ok(entry) => keep(Line { entry, raw: line }),
-            Err(_) => problems.push(format!(
-                "{at}: not an audit entry, skipped: {}",
-                line.chars().take(60).collect::<String>()
-            )),
+        let Ok(line) = std::str::from_utf8(bytes) else {
+            found.skip(at, "not UTF-8 (a torn line?), skipped");
+            continue;
+        };
+        match serde_json::from_str::<LoggedEntry>(line) {
+            Ok(entry) => keep(Line {
+                entry,
+                raw: line.to_owned(),
+            }),
+            Err(_) => found.skip(
+                at,
+                &format!(
+                    "not an audit entry, skipped: {}",
+                    line.chars().take(60).collect::<String>()
+                ),
+            ),
         }
     }
 }
@@ -231,7 +307,7 @@ pub fn read(paths: &Paths, filter: &Filter, limit: usize) -> Found {
                 }
             }
         };
-        scan(reader, &file, true, take, &mut found.problems);
+        scan(reader, &file, Origin::Start, take, &mut found);
     }
     found.matched = matched;
     found.entries = keep.into();
@@ -267,18 +343,15 @@ pub fn tail(paths: &Paths, max_bytes: u64, want: usize) -> Found {
         let mut reader = BufReader::new((&o.file).take(max_bytes.saturating_add(1)));
         // Starting mid-file: the bytes up to the first newline belong to a
         // line that began before the window.
-        if start > 0 {
+        let origin = if start > 0 {
             let mut partial = Vec::new();
             let _ = reader.read_until(b'\n', &mut partial);
-        }
-        let numbered = start == 0;
-        scan(
-            reader,
-            &file,
-            numbered,
-            |l| lines.push(l),
-            &mut found.problems,
-        );
+            let dropped = u64::try_from(partial.len()).unwrap_or(u64::MAX);
+            Origin::Byte((start - 1).saturating_add(dropped))
+        } else {
+            Origin::Start
+        };
+        scan(reader, &file, origin, |l| lines.push(l), &mut found);
         chunks.push(lines);
     }
     for chunk in chunks.into_iter().rev() {
@@ -385,6 +458,60 @@ mod tests {
         let last = read(&p, &Filter::default(), 1);
         assert_eq!((last.entries.len(), last.matched), (1, 3));
         assert_eq!(read(&p, &Filter::default(), 0).entries.len(), 3, "0: all");
+    }
+
+    /// A torn append cut inside a multi-byte character, then the next
+    /// run's line (repaired onto a line of its own) and more. `lines()` used
+    /// to stop at the first line that is not UTF-8: every later entry was
+    /// hidden and nothing counted. Now the line is skipped, counted and
+    /// named, and every later one read; empty lines are not counted.
+    #[test]
+    fn a_line_that_is_not_utf8_is_skipped_counted_and_the_rest_read() {
+        let d = tempfile::tempdir().unwrap();
+        let p = paths(d.path());
+        let mut bytes = Vec::new();
+        bytes.extend(line(1, "prolog", "applied", "2026-12-01T08:00:00Z").bytes());
+        bytes.extend(b"\n{\"time\":\"2026-12-01T08:01:00Z\",\"user\":\"j\xc3\n\n");
+        for j in 2..=4 {
+            bytes.extend(line(j, "prolog", "applied", "2026-12-01T08:02:00Z").bytes());
+            bytes.push(b'\n');
+        }
+        std::fs::write(&p.audit_log, &bytes).unwrap();
+        let jobs =
+            |f: &Found| -> Vec<u64> { f.entries.iter().map(|e| e.entry.job_id.unwrap()).collect() };
+        let all = read(&p, &Filter::default(), 0);
+        assert_eq!(jobs(&all), [1, 2, 3, 4]);
+        let at = format!("{}:2", p.audit_log.display());
+        assert_eq!((all.skipped, &all.skipped_at), (1, &vec![at.clone()]));
+        assert_eq!(
+            all.problems,
+            [format!("{at}: not UTF-8 (a torn line?), skipped")]
+        );
+
+        let t = tail(&p, 1 << 16, 10);
+        assert_eq!(jobs(&t), [1, 2, 3, 4]);
+        assert_eq!((t.skipped, t.skipped_at), (1, vec![at]));
+        // A window that starts inside the file names the byte the line
+        // starts at.
+        let t = tail(&p, u64::try_from(bytes.len() - 5).unwrap(), 10);
+        assert_eq!(jobs(&t), [2, 3, 4]);
+        let first = line(1, "prolog", "applied", "2026-12-01T08:00:00Z").len() + 1;
+        assert_eq!(
+            t.skipped_at,
+            [format!("{}, byte {first}", p.audit_log.display())]
+        );
+    }
+
+    #[test]
+    fn a_file_of_garbage_is_counted_but_names_only_the_first_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let p = paths(d.path());
+        std::fs::write(&p.audit_log, "x\n".repeat(NAMED * 3)).unwrap();
+        let f = read(&p, &Filter::default(), 0);
+        assert_eq!(
+            (f.skipped, f.skipped_at.len(), f.problems.len()),
+            (NAMED * 3, NAMED, NAMED)
+        );
     }
 
     #[test]

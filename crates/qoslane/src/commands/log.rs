@@ -41,6 +41,12 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
     for p in &found.problems {
         crate::log::warn(&format!("log: {p}"));
     }
+    if found.skipped > 0 {
+        crate::log::warn(&format!(
+            "log: {} (not audit entries: torn or foreign lines; every other line was read)",
+            found.skipped_summary("line")
+        ));
+    }
     if found.files == 0 {
         crate::log::error(&format!(
             "log: no audit log to read at {} (no run has been audited on this node, or \

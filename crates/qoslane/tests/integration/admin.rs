@@ -546,3 +546,72 @@ fn an_entry_written_by_the_writer_reads_back_field_for_field() {
     assert_eq!(r_settings_gone, settings_gone);
     assert_eq!(r_notes, notes);
 }
+
+/// A torn append cut inside a multi-byte character (a user name `jö…`, the
+/// file then full) leaves a line that is not UTF-8. The reader stopped at
+/// it: `qoslane log` and `status` hid every later entry of the file, and
+/// status said "Problems: none". The line is skipped, counted and named now;
+/// every later entry is shown, and status needs attention, naming it.
+#[test]
+fn an_audit_line_torn_inside_a_character_hides_nothing_after_it() {
+    use std::io::Write;
+    let n = Node::new();
+    ok(&n.prolog(140, "high"));
+    let log = n.path("/var/log/qoslane/audit.jsonl");
+    let torn = b"{\"time\":\"2026-12-01T08:00:00.000Z\",\"event\":\"prolog\",\"user\":\"j\xc3";
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .write_all(torn)
+        .unwrap();
+    ok(&n.epilog(140));
+    ok(&n.prolog(141, "low"));
+    // A failed run after it: a problem status must show.
+    let _ = n.run(&["prolog"], &[]);
+
+    let out = n.run(&["log", "--json"], &[]);
+    ok(&out);
+    let jobs: Vec<Option<u64>> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["job_id"].as_u64())
+        .collect();
+    assert_eq!(
+        jobs,
+        [Some(140), Some(140), Some(140), Some(141), None],
+        "every entry after the torn line: {}",
+        stderr(&out)
+    );
+    let at = format!("{}:3", log.display());
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("log: {at}: not UTF-8 (a torn line?), skipped")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "log: 1 line skipped: {at} (not audit entries: torn or foreign lines; every other \
+             line was read)"
+        )),
+        "{err}"
+    );
+
+    let out = n.run(&["status"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "1 audit line skipped: {at}, not audit entries (a torn append lost a run's entry"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("prolog: failed: "),
+        "the later failure:\n{text}"
+    );
+    let st: serde_json::Value =
+        serde_json::from_slice(&n.run(&["status", "--json"], &[]).stdout).unwrap();
+    assert_eq!(st["state"], "attention");
+    assert_eq!(st["audit"]["skipped_lines"], 1);
+    assert_eq!(st["audit"]["entries_read"], 5);
+}

@@ -218,3 +218,60 @@ fn metrics_are_readable_by_a_non_root_metrics_user() {
         "{text}"
     );
 }
+
+/// Where `/var/log` keeps no blocks for root, a user who fills it makes an
+/// audit append run out of space inside a record: the write is short and a
+/// fragment without its newline stays. The next run's line was appended
+/// right after it, glued on: that job was granted its level and `qoslane
+/// log --job N` never found it. nodeio's append repairs a torn tail before
+/// it writes now. A real ENOSPC: a 64 KiB tmpfs as the audit directory,
+/// filled, runs until one append is cut short, space again, one more job.
+#[test]
+fn a_full_var_log_cannot_hide_the_next_job_s_audit_line() {
+    let n = Node::new();
+    let Some(m) = util::Mount::tmpfs(&n.path("/var/log/qoslane"), "size=64k,mode=0750") else {
+        return;
+    };
+    let log = m.path.join("audit.jsonl");
+    ok(&n.prolog(1, "high"));
+    ok(&n.epilog(1));
+    m.fill();
+    let ends_torn = || std::fs::read(&log).unwrap().last() != Some(&b'\n');
+    // Each run still succeeds; its line fits in the file's last page, until
+    // one reaches past it and the write stops where the space does.
+    let mut job = 2;
+    while !ends_torn() {
+        assert!(job < 40, "no append was cut short: nothing tried");
+        let out = n.prolog(job, "low");
+        ok(&out);
+        ok(&n.epilog(job));
+        job += 1;
+    }
+    std::fs::remove_file(m.path.join(".filler")).unwrap();
+    ok(&n.prolog(100, "mission-critical"));
+    ok(&n.epilog(100));
+
+    let out = n.run(&["log", "--json", "--job", "100"], &[]);
+    ok(&out);
+    let found: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let events: Vec<&str> = found.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["prolog", "epilog"], "{}", stderr(&out));
+    assert_eq!(found[0]["outcome"], "applied");
+    // Every line is a whole record but the one fragment, which the reader
+    // skips, counts and names.
+    let text = std::fs::read(&log).unwrap();
+    let bad: Vec<&[u8]> = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty() && serde_json::from_slice::<serde_json::Value>(l).is_err())
+        .collect();
+    assert_eq!(bad.len(), 1, "{:?}", String::from_utf8_lossy(&text));
+    assert!(
+        stderr(&out).contains("log: 1 line skipped: "),
+        "{}",
+        stderr(&out)
+    );
+    drop(m);
+}

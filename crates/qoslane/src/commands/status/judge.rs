@@ -5,7 +5,7 @@
 //! audit log, and every reason the node needs attention, in the order
 //! they are listed.
 
-use crate::audit::read::{Line, LoggedEntry};
+use crate::audit::read::{Found, Line, LoggedEntry};
 use crate::config::Source;
 use crate::fabric::check;
 use crate::mapping::Mapping;
@@ -67,6 +67,9 @@ pub fn judge(facts: Facts) -> NodeStatus {
         ));
     }
     let (health, last_problems) = judge_audit(&audit.entries, &mut attention);
+    if audit.skipped > 0 {
+        attention.push(skipped_lines(&audit));
+    }
 
     NodeStatus {
         schema: SCHEMA,
@@ -89,6 +92,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
             path: audit_path,
             entries_read: audit.entries.len(),
             problems: audit.problems,
+            skipped_lines: audit.skipped,
         },
     }
 }
@@ -234,6 +238,18 @@ fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>
     (health, problems)
 }
 
+/// Lines of the audit log's tail that are not audit entries: a torn append
+/// (ENOSPC, EIO, a kill) lost a run's entry there, or someone else wrote
+/// into the log. Named by file and line (or byte, in a tail that started
+/// inside the file); it stays listed until the line leaves the tail.
+fn skipped_lines(audit: &Found) -> String {
+    format!(
+        "{}, not audit entries (a torn append lost a run's entry, or a foreign line; \
+         `qoslane log` reads every other line)",
+        audit.skipped_summary("audit line")
+    )
+}
+
 fn held(r: &JobRecord) -> HeldLevel {
     HeldLevel {
         job_id: u64::from(r.job_id.get()),
@@ -303,7 +319,6 @@ fn fabric_state(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::read::Found;
 
     fn facts() -> Facts {
         Facts {
@@ -375,6 +390,8 @@ mod tests {
             line(r#"{"time":"t2","event":"prolog","job_id":3,"outcome":"rolled_back"}"#),
             line(r#"{"time":"t3","event":"epilog","outcome":"reverted"}"#),
         ];
+        f.audit.skipped = 1;
+        f.audit.skipped_at = vec!["/var/log/qoslane/audit.jsonl:7".into()];
         let st = judge(f);
         assert_eq!(st.state, Condition::Attention);
         let starts: Vec<&str> = st
@@ -390,8 +407,15 @@ mod tests {
                 "settings out of sync",
                 "an interrupted prolog (pid 7, started t0) left its journal",
                 "the last health check failed (t1)",
+                "1 audit line skipped",
             ]
         );
+        assert!(
+            st.attention[5].starts_with("1 audit line skipped: /var/log/qoslane/audit.jsonl:7, "),
+            "named by file and line: {}",
+            st.attention[5]
+        );
+        assert_eq!(st.audit.skipped_lines, 1);
         assert!(st.attention[2].starts_with("settings out of sync: /proc/sys/b ("));
         let in_sync: Vec<bool> = st.settings.iter().map(|s| s.in_sync).collect();
         assert_eq!(in_sync, [true, false, false]);

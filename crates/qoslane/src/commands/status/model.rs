@@ -162,4 +162,18 @@ pub struct AuditState {
     /// Entries read from the end of the log (bounded).
     pub entries_read: usize,
     pub problems: Vec<String>,
+    /// Lines of the tail skipped as not audit entries (a torn or foreign
+    /// line; named in `problems`). Absent when none was.
+    #[serde(skip_serializing_if = "none_skipped")]
+    pub skipped_lines: usize,
+}
+
+/// `skipped_lines` is written only when a line was skipped, so the JSON of
+/// a clean log is as before.
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn none_skipped(n: &usize) -> bool {
+    *n == 0
 }

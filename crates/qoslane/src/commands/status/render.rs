@@ -245,6 +245,16 @@ fn health(s: &mut String, st: &NodeStatus) {
     }
 }
 
+/// `; N lines skipped` when lines of the tail were not audit entries: the
+/// entries read may not be all there were.
+fn skipped_note(st: &NodeStatus) -> String {
+    match st.audit.skipped_lines {
+        0 => String::new(),
+        1 => "; 1 line skipped".to_owned(),
+        n => format!("; {n} lines skipped"),
+    }
+}
+
 fn problems(s: &mut String, st: &NodeStatus) {
     if st.audit.entries_read == 0 {
         label(
@@ -257,8 +267,10 @@ fn problems(s: &mut String, st: &NodeStatus) {
             s,
             "Problems",
             &format!(
-                "none in the last {} audit entries ({})",
-                st.audit.entries_read, st.audit.path
+                "none in the last {} audit entries ({}){}",
+                st.audit.entries_read,
+                st.audit.path,
+                skipped_note(st)
             ),
         );
     } else {
