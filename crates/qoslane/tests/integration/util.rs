@@ -432,7 +432,12 @@ impl Node {
     /// the state directories.
     pub fn stray_files(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for dir in ["/run/qoslane", "/run/qoslane/jobs", "/var/lib/qoslane"] {
+        for dir in [
+            "/run/qoslane",
+            "/run/qoslane/jobs",
+            "/run/qoslane/notices",
+            "/var/lib/qoslane",
+        ] {
             let Ok(rd) = std::fs::read_dir(self.path(dir)) else {
                 continue;
             };
