@@ -374,13 +374,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn leftovers_of_dead_writers_go() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let root = tmp.path();
-        // pid 2^22+1 is above the kernel's pid_max limit: never alive.
-        fs::write(root.join(".f.json.tmp.4194305.0"), "half").expect("write");
-        fs::write(root.join(".f.json.tmp.1.0"), "init is alive").expect("write");
+    /// A writer's run in `root`: `f.json` replaced (its leftovers cleaned).
+    fn write_f_json(root: &Path) {
         replace(
             root,
             &root.join("f.json"),
@@ -393,6 +388,16 @@ mod tests {
         .expect("replaced")
         .flush()
         .expect("flushed");
+    }
+
+    #[test]
+    fn leftovers_of_dead_writers_go() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        // pid 2^22+1 is above the kernel's pid_max limit: never alive.
+        fs::write(root.join(".f.json.tmp.4194305.0"), "half").expect("write");
+        fs::write(root.join(".f.json.tmp.1.0"), "init is alive").expect("write");
+        write_f_json(root);
         assert!(!root.join(".f.json.tmp.4194305.0").exists());
         assert!(root.join(".f.json.tmp.1.0").exists());
         assert_eq!(temp_file_writer(".a.b.tmp.12.3"), Some(12));
@@ -440,18 +445,7 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        replace(
-            root,
-            &root.join("f.json"),
-            b"{}",
-            0o600,
-            Judge::Trusted,
-            false,
-            Durability::Visible,
-        )
-        .expect("replaced")
-        .flush()
-        .expect("flushed");
+        write_f_json(root);
         let zombie_left = root.join(name(&zombie)).exists();
         let reused_left = root.join(name(&reused)).exists();
         let live_left = root.join(name(&live)).exists();
