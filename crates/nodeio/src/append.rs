@@ -25,24 +25,35 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use rustix::fs::{self as rfs, Mode, OFlags};
+use rustix::io::Errno;
 
 use crate::error::{Error, Result};
 use crate::walk::{self, Judge};
 
-/// Appends `record` (one line, with its newline) to `path` with mode `mode`,
-/// on a line of its own even when the file ends in a torn fragment. A short
-/// write is an error (the next append repairs the tail it leaves).
+/// Appends `record` (one line, with its newline) to `path`, made with mode
+/// `mode` (exactly, whatever the umask) when missing, on a line of its own
+/// even when the file ends in a torn fragment. A short write is an error (the
+/// next append repairs the tail it leaves).
 pub fn append_line(root: &Path, path: &Path, record: &[u8], mode: u32) -> Result<()> {
     let (dir_path, name) = walk::split(path)?;
     let dir = walk::open_dir(root, dir_path, Judge::NoFollow, Some(0o750))?;
     // Read and write: the tail is read back (`pread` ignores `O_APPEND`'s
     // offset; every write still goes to the end).
-    let fd = rfs::openat(
-        dir.fd(),
-        name,
-        OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(mode),
-    )
+    let open = |create: OFlags| {
+        rfs::openat(
+            dir.fd(),
+            name,
+            OFlags::RDWR | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC | create,
+            Mode::from_raw_mode(mode),
+        )
+    };
+    // Made here: `mode` exactly, whatever the umask; an existing file keeps
+    // the mode it has.
+    let fd = match open(OFlags::CREATE | OFlags::EXCL) {
+        Ok(fd) => rfs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777)).map(|()| fd),
+        Err(Errno::EXIST) => open(OFlags::empty()),
+        Err(e) => Err(e),
+    }
     .map_err(Error::errno("open", path))?;
     let mut f = File::from(fd);
     let out: Cow<'_, [u8]> = if ends_torn(&f) {

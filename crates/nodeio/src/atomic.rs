@@ -221,8 +221,9 @@ pub fn temp_file_writer(name: &str) -> Option<i32> {
 }
 
 /// Removes the temp files in `dir` whose writer is gone (killed between
-/// create and rename: Slurm's timeout kill, the OOM killer). A live
-/// writer's file is never touched. Best effort.
+/// create and rename: Slurm's timeout kill, the OOM killer), also when
+/// its pid is still taken, by its zombie or by a process that reused it
+/// ([`writer_gone`]). A live writer's file is never touched. Best effort.
 pub fn remove_leftovers(dir: &Dir) {
     let Ok(fd) = rfs::openat(
         dir.fd(),
@@ -243,17 +244,68 @@ pub fn remove_leftovers(dir: &Dir) {
             continue;
         };
         // Our own pid's names are left to the writer (see `replace_in`).
-        let alive = u32::try_from(pid).ok() == Some(me)
-            || rustix::process::Pid::from_raw(pid).is_some_and(|p| {
-                !matches!(rustix::process::test_kill_process(p), Err(Errno::SRCH))
-            });
-        if !alive {
+        if u32::try_from(pid).ok() != Some(me) && writer_gone(dir, e.file_name(), pid) {
             dead.push(name.to_vec());
         }
     }
     for name in dead {
         let _ = rfs::unlinkat(dir.fd(), OsStr::from_bytes(&name), AtFlags::empty());
     }
+}
+
+/// Seconds of slack when comparing a process's start with a file's time:
+/// the boot time the kernel gives is whole seconds.
+const START_SLACK_SECS: i64 = 2;
+
+/// Whether the writer `pid` of the temp file `name` in `dir` is gone: no
+/// process has the pid; or the one that has it is a zombie (killed and not
+/// yet reaped by its parent — it writes nothing more, and the first run
+/// after the kill comes exactly then); or it started after the file was
+/// made (the pid was reused: the writer died before it). What cannot be
+/// told is taken as alive.
+fn writer_gone(dir: &Dir, name: &std::ffi::CStr, pid: i32) -> bool {
+    let Some(p) = rustix::process::Pid::from_raw(pid) else {
+        return true;
+    };
+    if matches!(rustix::process::test_kill_process(p), Err(Errno::SRCH)) {
+        return true;
+    }
+    let Some((state, started_ticks)) = process_state(pid) else {
+        return false;
+    };
+    if matches!(state, 'Z' | 'X') {
+        return true;
+    }
+    let Ok(st) = rfs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return false;
+    };
+    let (Some(boot), Ok(started)) = (boot_time(), i64::try_from(started_ticks)) else {
+        return false;
+    };
+    let ticks = i64::try_from(rustix::param::clock_ticks_per_second()).unwrap_or(100);
+    let started = boot + started / ticks.max(1);
+    started > st.st_mtime + START_SLACK_SECS
+}
+
+/// A process's state letter and start (clock ticks after boot), from
+/// `/proc/PID/stat` (its name, in parentheses, may hold anything: the
+/// fields are read after the last `)`).
+fn process_state(pid: i32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, fields) = stat.rsplit_once(')')?;
+    let mut fields = fields.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // Field 22 of proc_pid_stat(5); the state was field 3.
+    let started = fields.nth(18)?.parse().ok()?;
+    Some((state, started))
+}
+
+/// When the system booted (seconds since the epoch), from `/proc/stat`.
+fn boot_time() -> Option<i64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|t| t.trim().parse().ok())
 }
 
 #[cfg(test)]
@@ -322,13 +374,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn leftovers_of_dead_writers_go() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let root = tmp.path();
-        // pid 2^22+1 is above the kernel's pid_max limit: never alive.
-        fs::write(root.join(".f.json.tmp.4194305.0"), "half").expect("write");
-        fs::write(root.join(".f.json.tmp.1.0"), "init is alive").expect("write");
+    /// A writer's run in `root`: `f.json` replaced (its leftovers cleaned).
+    fn write_f_json(root: &Path) {
         replace(
             root,
             &root.join("f.json"),
@@ -341,10 +388,75 @@ mod tests {
         .expect("replaced")
         .flush()
         .expect("flushed");
+    }
+
+    #[test]
+    fn leftovers_of_dead_writers_go() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        // pid 2^22+1 is above the kernel's pid_max limit: never alive.
+        fs::write(root.join(".f.json.tmp.4194305.0"), "half").expect("write");
+        fs::write(root.join(".f.json.tmp.1.0"), "init is alive").expect("write");
+        write_f_json(root);
         assert!(!root.join(".f.json.tmp.4194305.0").exists());
         assert!(root.join(".f.json.tmp.1.0").exists());
         assert_eq!(temp_file_writer(".a.b.tmp.12.3"), Some(12));
         assert_eq!(temp_file_writer(".a.b.tmp.12"), Some(12));
         assert_eq!(temp_file_writer("a.b"), None);
+    }
+
+    /// A writer killed and not yet reaped (a zombie: the first run after a
+    /// kill comes exactly then) and a dead writer whose pid another process
+    /// took since were judged alive by `kill(pid, 0)`: their temp files
+    /// stayed until some later run. A live writer's file stays.
+    #[test]
+    fn leftovers_of_zombies_and_of_reused_pids_go() {
+        use std::process::{Command, Stdio};
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        let sleep = || {
+            Command::new("sleep")
+                .arg("60")
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("sleep")
+        };
+        let mut zombie = sleep();
+        zombie.kill().expect("kill");
+        let mut reused = sleep();
+        let mut live = sleep();
+        let name = |c: &std::process::Child| format!(".f.json.tmp.{}.0", c.id());
+        for c in [&zombie, &reused, &live] {
+            fs::write(root.join(name(c)), "half").expect("write");
+        }
+        // The file of `reused`'s pid was made an hour before it started.
+        fs::File::options()
+            .write(true)
+            .open(root.join(name(&reused)))
+            .expect("open")
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+            .expect("set mtime");
+        // The zombie is one once the kill has landed.
+        for _ in 0..500 {
+            if super::process_state(i32::try_from(zombie.id()).expect("pid"))
+                .is_some_and(|(s, _)| s == 'Z')
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        write_f_json(root);
+        let zombie_left = root.join(name(&zombie)).exists();
+        let reused_left = root.join(name(&reused)).exists();
+        let live_left = root.join(name(&live)).exists();
+        for c in [&mut reused, &mut live] {
+            let _ = c.kill();
+        }
+        for c in [&mut zombie, &mut reused, &mut live] {
+            let _ = c.wait();
+        }
+        assert!(!zombie_left, "a zombie writer's temp file is gone");
+        assert!(!reused_left, "a reused pid's temp file is gone");
+        assert!(live_left, "a live writer's temp file stays");
     }
 }

@@ -46,8 +46,9 @@ pub fn acquire(dir: &Dir, name: &str, until: Instant) -> Result<Lock> {
             ),
         ));
     }
-    if st.st_mode & 0o077 != 0 {
-        // An older version made it 0644: anyone could open it and hold it.
+    if st.st_mode & 0o777 != 0o600 {
+        // An older version made it 0644: anyone could open it and hold it;
+        // a umask (0277) may have made it narrower than 0600.
         rfs::fchmod(&fd, Mode::from_raw_mode(0o600)).map_err(Error::errno("chmod", &path))?;
     }
     let start = Instant::now();

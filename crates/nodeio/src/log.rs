@@ -109,6 +109,11 @@ pub fn take_dropped() -> u64 {
     DROPPED.swap(0, Ordering::Relaxed)
 }
 
+/// The program's name for its lines (`init`'s `ident`; `nodeio` before it).
+pub fn ident() -> &'static str {
+    LOGGER.get().map_or("nodeio", |l| l.ident)
+}
+
 /// Which persistent sink is in use: `journal`, `syslog` or `none`.
 pub fn sink_name() -> &'static str {
     match LOGGER.get().map(|l| &l.sink) {

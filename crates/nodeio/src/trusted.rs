@@ -119,8 +119,9 @@ pub fn check_dir(root: &Path, dir: &Path) -> Result<Dir> {
 }
 
 /// A directory of the caller's own state (`/run/qoslane`): reached under
-/// [`Judge::Trusted`] (made when `create`, 0755), itself never a symlink,
-/// owned by the caller (not merely by root), writable by nobody else.
+/// [`Judge::Trusted`] (made when `create`, [`STATE_DIR_MODE`] whatever the
+/// umask, and widened to it when narrower), itself never a symlink, owned by
+/// the caller (not merely by root), writable by nobody else.
 pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
     let (parent, name) = walk::split(dir)?;
     let holder = walk::open_dir(root, parent, Judge::Trusted, create.then_some(0o755))?;
@@ -134,10 +135,7 @@ pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
     };
     let fd = match open() {
         Err(Errno::NOENT) if create => {
-            match rfs::mkdirat(holder.fd(), name, Mode::from_raw_mode(0o755)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(e) => return Err(Error::errno("create directory", dir)(e)),
-            }
+            walk::make_dir(holder.fd(), name, STATE_DIR_MODE, dir)?;
             open()
         }
         other => other,
@@ -165,7 +163,42 @@ pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
             ),
         ));
     }
+    if st.st_mode & STATE_DIR_MODE != STATE_DIR_MODE {
+        widen(&fd, dir, st.st_mode & 0o7777)?;
+    }
     Ok(Dir::from_parts(fd, dir.to_path_buf()))
+}
+
+/// A state directory's mode: its readers are other users (a job's
+/// TaskProlog reads its record, a metrics user the counters).
+pub const STATE_DIR_MODE: u32 = 0o755;
+
+/// Widens our own state directory made too narrow (by an earlier run under
+/// a umask such as 027, or by hand) to what its readers need, and says so.
+/// Only the read and search bits are added: the caller has refused one
+/// writable by others, and owns it.
+fn widen(fd: &OwnedFd, dir: &Path, mode: u32) -> Result<()> {
+    let wanted = mode | STATE_DIR_MODE;
+    let opened = rfs::openat(
+        fd,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Error::errno("open directory", dir))?;
+    rfs::fchmod(&opened, Mode::from_raw_mode(wanted))
+        .map_err(Error::errno("set the mode of", dir))?;
+    let msg = format!(
+        "{}: mode {mode:o} is too narrow for its readers; widened to {wanted:o}",
+        dir.display()
+    );
+    crate::log::emit(
+        crate::log::Priority::Warning,
+        &format!("{}: warning: {msg}", crate::log::ident()),
+        &msg,
+        &[],
+    );
+    Ok(())
 }
 
 /// The directory holding a trusted file: sticky does not help there (others
@@ -297,6 +330,24 @@ mod tests {
             read(root, &f, Symlink::Refuse, 100).is_err(),
             "sticky does not help the holder"
         );
+    }
+
+    /// Our own state directory left too narrow (0750, an earlier run's
+    /// umask) is widened to 0755 for its readers; one writable by others
+    /// is refused and left alone.
+    #[test]
+    fn a_state_directory_too_narrow_is_widened() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        let dir = root.join("run/q");
+        fs::create_dir_all(&dir).expect("mkdir");
+        chmod(&dir, 0o750);
+        state_dir(root, &dir, false).expect("ours");
+        assert_eq!(fs::metadata(&dir).expect("md").mode() & 0o7777, 0o755);
+        chmod(&dir, 0o730);
+        assert!(state_dir(root, &dir, false).is_err());
+        assert_eq!(fs::metadata(&dir).expect("md").mode() & 0o7777, 0o730);
     }
 
     #[test]

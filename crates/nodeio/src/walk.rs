@@ -210,11 +210,7 @@ fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result
         ) {
             Ok(next) => next,
             Err(Errno::NOENT) if create.is_some() => {
-                let mode = create.unwrap_or(0o755);
-                match rfs::mkdirat(&fd, comp.as_os_str(), Mode::from_raw_mode(mode)) {
-                    Ok(()) | Err(Errno::EXIST) => {}
-                    Err(e) => return Err(Error::errno("create directory", &here)(e)),
-                }
+                make_dir(fd.as_fd(), &comp, create.unwrap_or(0o755), &here)?;
                 queue.push_front(Comp::Name(comp));
                 continue;
             }
@@ -266,6 +262,34 @@ fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result
         fd: Arc::new(fd),
         path: dir.to_path_buf(),
     })
+}
+
+/// Makes the directory `name` in `at` with exactly `mode`, whatever the
+/// caller's umask (`mkdirat` masks its mode with it; changing the umask
+/// would change it for every thread of the process): the new directory is
+/// opened without following a symlink and `fchmod`ed, if it is still ours.
+/// `Ok(false)`: it existed already, and is left as it is.
+pub(crate) fn make_dir(at: BorrowedFd<'_>, name: &OsStr, mode: u32, path: &Path) -> Result<bool> {
+    match rfs::mkdirat(at, name, Mode::from_raw_mode(mode)) {
+        Ok(()) => {}
+        Err(Errno::EXIST) => return Ok(false),
+        Err(e) => return Err(Error::errno("create directory", path)(e)),
+    }
+    let made = rfs::openat(
+        at,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Error::errno("open directory", path))?;
+    let st = rfs::fstat(&made).map_err(Error::errno("inspect", path))?;
+    // Renamed away and replaced meanwhile (in a shared directory): not
+    // ours to change; the walk judges what is there.
+    if st.st_uid == rustix::process::geteuid().as_raw() {
+        rfs::fchmod(&made, Mode::from_raw_mode(mode & 0o7777))
+            .map_err(Error::errno("set the mode of", path))?;
+    }
+    Ok(true)
 }
 
 fn open_start(start: &Path, judge: Judge) -> Result<OwnedFd> {
@@ -352,6 +376,20 @@ mod tests {
                 .unwrap_err()
                 .is_not_found()
         );
+    }
+
+    /// A directory made on the way has exactly the mode asked for: the
+    /// umask (022 here, 027 on a hardened shell) no longer takes bits off.
+    #[test]
+    fn made_directories_have_the_mode_asked_whatever_the_umask() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        open_dir(root, &root.join("a/b"), Judge::NoFollow, Some(0o775)).expect("made");
+        for d in ["a", "a/b"] {
+            let mode = fs::metadata(root.join(d)).expect("md").mode() & 0o7777;
+            assert_eq!(mode, 0o775, "{d}: {mode:o}");
+        }
     }
 
     /// While a guard lives, a trusted directory is resolved once: renamed

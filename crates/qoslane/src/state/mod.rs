@@ -283,11 +283,14 @@ impl<'p> Store<'p> {
     }
 
     /// Removes what atomic writes killed mid-way left in the state
-    /// directories (temp files of writers that are gone).
+    /// directories (temp files of writers that are gone: `nodeio`'s
+    /// `remove_leftovers` judges that, zombies and reused pids included).
+    /// Taking the node lock calls it, before the recovery.
     pub fn remove_stale_temp_files(&self) {
         for dir in [
             &self.paths.run_dir,
             &self.paths.jobs_dir(),
+            &self.paths.notices_dir(),
             &self.paths.lib_dir,
         ] {
             fsutil::remove_stale_temp_files(self.paths, dir);

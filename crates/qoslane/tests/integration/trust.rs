@@ -192,13 +192,7 @@ fn metrics_are_readable_by_a_non_root_metrics_user() {
     ok(&n.prolog(1, "high"));
     chmod(n.root(), 0o755);
     // The binary must be reachable by that user too.
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_qoslane"));
-    let reachable = bin
-        .ancestors()
-        .skip(1)
-        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
-    if !reachable {
-        eprintln!("skipped: {} is not reachable by other users", bin.display());
+    if !reachable_by_others() {
         return;
     }
     let out = n
@@ -274,4 +268,131 @@ fn a_full_var_log_cannot_hide_the_next_job_s_audit_line() {
         stderr(&out)
     );
     drop(m);
+}
+
+/// Whether the test binary's qoslane can be run by another user (every
+/// directory above it searchable by others); says why not.
+fn reachable_by_others() -> bool {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_qoslane"));
+    let reachable = bin
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    if !reachable {
+        eprintln!("skipped: {} is not reachable by other users", bin.display());
+    }
+    reachable
+}
+
+/// The permission bits of `p` under the node's root.
+fn mode_of(n: &Node, p: &str) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(n.path(p))
+        .unwrap_or_else(|e| panic!("{p}: {e}"))
+        .mode()
+        & 0o7777
+}
+
+/// The first run after boot with a hardened umask (027 from an admin's
+/// shell, 077) made `/run/qoslane` and `jobs/` 0750 (mkdirat's mode is
+/// masked by the umask, and nothing fixed it): every job's TaskProlog, run
+/// as the job's user, printed nothing while the audit said `applied`. Every
+/// directory and file nodeio makes now gets exactly the mode asked for.
+#[test]
+fn state_made_under_a_hardened_umask_has_the_modes_asked_for() {
+    use std::os::unix::process::CommandExt;
+    for umask in ["027", "077"] {
+        let n = Node::new();
+        let prolog = n.cmd(
+            &["prolog"],
+            &[
+                ("SLURM_JOB_ID", "1"),
+                ("FAKE_QOS", "high"),
+                ("SLURM_JOB_USER", "alice"),
+            ],
+        );
+        ok(&util::with_umask(&prolog, umask).output().unwrap());
+        for (path, mode) in [
+            ("/run", 0o755),
+            ("/run/qoslane", 0o755),
+            ("/run/qoslane/jobs", 0o755),
+            ("/run/qoslane/jobs/1.json", 0o644),
+            ("/run/qoslane/node.json", 0o600),
+            ("/run/qoslane/lock", 0o600),
+            ("/var/lib/qoslane", 0o755),
+            ("/var/lib/qoslane/counters.json", 0o644),
+            ("/var/lib/prometheus/node-exporter", 0o755),
+            (util::TEXTFILE, 0o644),
+            ("/var/log/qoslane", 0o750),
+            ("/var/log/qoslane/audit.jsonl", 0o640),
+        ] {
+            assert_eq!(
+                format!("{:o}", mode_of(&n, path)),
+                format!("{mode:o}"),
+                "umask {umask}: {path}"
+            );
+        }
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: needs root to run the TaskProlog as another user");
+            continue;
+        }
+        if !reachable_by_others() {
+            continue;
+        }
+        chmod(n.root(), 0o755);
+        let root = n.root().to_str().unwrap().to_owned();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qoslane"))
+            .env_clear()
+            .env("SLURM_JOB_ID", "1")
+            .args(["--root", &root, "task-prolog"])
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "umask {umask}: {}",
+            stderr(&out)
+        );
+        let exports = Node::exports(&out);
+        assert!(
+            exports.contains_key("UCX_IB_SL"),
+            "umask {umask}: the job's user gets its exports: {exports:?} {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// State directories an earlier version made under a hardened umask (0750)
+/// are ours: the next run widens them to what their readers need and says
+/// so. One writable by others is still refused, never widened.
+#[test]
+fn state_directories_made_too_narrow_are_widened_and_said() {
+    let n = Node::new();
+    ok(&n.prolog(1, "high"));
+    for d in ["/run/qoslane", "/run/qoslane/jobs", "/var/lib/qoslane"] {
+        chmod(&n.path(d), 0o750);
+    }
+    let out = n.prolog(2, "low");
+    ok(&out);
+    for d in ["/run/qoslane", "/run/qoslane/jobs", "/var/lib/qoslane"] {
+        assert_eq!(mode_of(&n, d), 0o755, "{d}");
+        assert!(
+            stderr(&out).contains(&format!(
+                "{}: mode 750 is too narrow for its readers; widened to 755",
+                n.path(d).display()
+            )),
+            "{d}: {}",
+            stderr(&out)
+        );
+    }
+    chmod(&n.path("/run/qoslane/jobs"), 0o770);
+    let out = n.prolog(3, "low");
+    assert!(
+        stderr(&out).contains("is writable by group or others (mode 770)"),
+        "a group-writable jobs directory is refused: {}",
+        stderr(&out)
+    );
+    assert_eq!(mode_of(&n, "/run/qoslane/jobs"), 0o770);
 }

@@ -258,6 +258,24 @@ impl Node {
     }
 }
 
+/// `cmd` run under the file-mode creation mask `umask` (an admin's hardened
+/// shell, Ansible's `become`): through `/bin/sh -c 'umask U; exec "$0" "$@"'`,
+/// with the same program, arguments and environment.
+pub fn with_umask(cmd: &Command, umask: &str) -> Command {
+    let mut c = Command::new("/bin/sh");
+    c.env_clear();
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    c.arg("-c")
+        .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    c
+}
+
 /// A program the test needs, found on PATH or in the usual directories;
 /// `None` (the test skips, saying so) when absent, unless CI requires it
 /// (`QOSLANE_REQUIRE_TOOLS=1`).
@@ -414,7 +432,12 @@ impl Node {
     /// the state directories.
     pub fn stray_files(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for dir in ["/run/qoslane", "/run/qoslane/jobs", "/var/lib/qoslane"] {
+        for dir in [
+            "/run/qoslane",
+            "/run/qoslane/jobs",
+            "/run/qoslane/notices",
+            "/var/lib/qoslane",
+        ] {
             let Ok(rd) = std::fs::read_dir(self.path(dir)) else {
                 continue;
             };

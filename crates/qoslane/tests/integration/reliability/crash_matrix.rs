@@ -319,7 +319,12 @@ fn crash_row(sc: &Scenario) -> (String, Vec<String>) {
             "{ctx}: journal after the kill"
         );
 
+        // What a writer killed inside an atomic write leaves, in every
+        // state directory: the next run removes it (checked below).
+        let leftovers = Leftovers::new();
+        leftovers.plant(&n);
         let out = runner.run(&n, &[]);
+        drop(leftovers);
         assert!(!killed(&out), "{ctx}: {}", show(&out));
         let after = n.snapshot(&PATHS);
         if *point == "committed" {
@@ -376,4 +381,105 @@ fn crash_row(sc: &Scenario) -> (String, Vec<String>) {
         ));
     }
     (format!("{} ({})", sc.name, sc.changes), row)
+}
+
+/// Temp files of atomic writes whose writers are gone, as killed runs leave
+/// them, planted in every state directory (the journal's included): a pid
+/// no process has, the pid of a zombie (killed, not yet reaped by its
+/// parent: the first run after a kill comes exactly then), and a pid taken
+/// since by a process that started after the file was made. The processes
+/// end when it is dropped.
+struct Leftovers {
+    zombie: std::process::Child,
+    reuser: std::process::Child,
+}
+
+impl Leftovers {
+    fn new() -> Self {
+        let sleep = || {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let mut zombie = sleep();
+        zombie.kill().unwrap();
+        // A zombie once the kill has landed.
+        let stat = format!("/proc/{}/stat", zombie.id());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !std::fs::read_to_string(&stat)
+            .unwrap_or_default()
+            .rsplit_once(')')
+            .is_some_and(|(_, f)| f.trim_start().starts_with('Z'))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Self {
+            zombie,
+            reuser: sleep(),
+        }
+    }
+
+    /// Plants the temp files into the node's state directories.
+    fn plant(&self, n: &Node) {
+        let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        for (dir, name) in [
+            ("/run/qoslane", "journal.json"),
+            ("/run/qoslane", "node.json"),
+            ("/run/qoslane/jobs", "10.json"),
+            ("/var/lib/qoslane", "counters.json"),
+        ] {
+            for (pid, made) in [
+                // Above the kernel's pid_max: never alive.
+                (4_194_305, None),
+                (self.zombie.id(), None),
+                (self.reuser.id(), Some(an_hour_ago)),
+            ] {
+                let p = n.path(dir).join(format!(".{name}.tmp.{pid}.0"));
+                std::fs::write(&p, "half").unwrap();
+                if let Some(t) = made {
+                    let f = std::fs::File::options().write(true).open(&p).unwrap();
+                    f.set_modified(t).unwrap();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let _ = self.reuser.kill();
+        let _ = self.zombie.wait();
+        let _ = self.reuser.wait();
+    }
+}
+
+/// After a killed run, the first run — the one that rolls the interrupted
+/// transaction back, a Prolog here, or `qoslane recover` — left the temp
+/// files of dead writers whose pid was still taken (a zombie, a reused
+/// pid): `kill(pid, 0)` called them alive, and only a later run removed
+/// them. The node lock's taking removes them now, before the recovery.
+#[test]
+fn the_first_run_after_a_kill_removes_dead_writers_leftovers() {
+    for next in [Op::Prolog(11, "low"), Op::Recover] {
+        let n = reliability_node(0);
+        ok(&Op::Prolog(1, "low").run(&n, &[]));
+        let out = Op::Prolog(10, "high").run(&n, &[("QOSLANE_FAULT", "journaled")]);
+        assert!(killed(&out), "{}", show(&out));
+        assert!(n.journal_exists());
+        let leftovers = Leftovers::new();
+        leftovers.plant(&n);
+        assert_eq!(n.stray_files().len(), 12, "{:?}", n.stray_files());
+        let out = next.run(&n, &[]);
+        ok(&out);
+        assert!(!n.journal_exists(), "{next:?}: the journal is undone");
+        assert!(
+            n.stray_files().is_empty(),
+            "{next:?} left {:?}",
+            n.stray_files()
+        );
+        drop(leftovers);
+    }
 }
