@@ -4,6 +4,8 @@
 //! or an HCA reset) is `gone`, never a reason to fail another job, another
 //! level, an Epilog or `recover`.
 
+use rustix::io::Errno;
+
 use crate::util::{BASE_RMEM, Node, RMEM, TOS, ok, stderr};
 
 const SCHED: &str = "/sys/block/nvme0n1/queue/scheduler";
@@ -121,6 +123,56 @@ fn recover_makes_progress_when_a_journaled_setting_vanished() {
         "{r}"
     );
     ok(&n.prolog(2, "low"));
+}
+
+/// Regression (issue 24, defect 5): after an HCA reset or a driver reload an
+/// admin-made configfs group stays and its `default_roce_tos` answers ENODEV
+/// (a device node of a vanished driver, ENXIO): only ENOENT counted as gone,
+/// so every later Prolog, the holding job's Epilog (exit 1: drain) and
+/// `recover` failed. A real device node answering each errno stands in for
+/// the setting: the Prolog, the Epilog and `recover` succeed and say it is
+/// gone.
+#[test]
+fn a_setting_whose_device_vanished_is_gone_and_blocks_nothing() {
+    for errno in [Errno::NODEV, Errno::NXIO] {
+        let ctx = format!("{errno:?}");
+        let n = Node::new();
+        ok(&n.prolog(1, "mission-critical"));
+        if !n.replace_with_dead_device(TOS, errno) {
+            return;
+        }
+        let out = n.prolog(2, "normal");
+        assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
+        let p = n.last_audit("prolog");
+        assert_eq!(p["outcome"], "applied", "{ctx}: {p}");
+        assert_eq!(p["settings_gone"][0], TOS, "{ctx}: {p}");
+        let out = n.epilog(1);
+        assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
+        assert_eq!(n.last_audit("epilog")["outcome"], "reverted", "{ctx}");
+        ok(&n.epilog(2));
+        assert!(n.records().is_empty(), "{ctx}: {:?}", n.records());
+        assert_eq!(n.get(RMEM), BASE_RMEM, "{ctx}");
+
+        // An interrupted transaction whose setting's device then vanished.
+        let n = Node::new();
+        let out = n.run(
+            &["prolog"],
+            &[
+                ("SLURM_JOB_ID", "1"),
+                ("FAKE_QOS", "mission-critical"),
+                ("QOSLANE_FAULT", "applied:0"),
+            ],
+        );
+        assert_ne!(out.status.code(), Some(0), "{ctx}: killed mid-transaction");
+        assert!(n.replace_with_dead_device(TOS, errno), "{ctx}");
+        let out = n.run(&["recover"], &[]);
+        assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
+        assert!(!n.journal_exists(), "{ctx}: the journal is done with");
+        let r = n.last_audit("recover");
+        assert_eq!(r["outcome"], "reverted", "{ctx}: {r}");
+        assert_eq!(r["settings_gone"][0], TOS, "{ctx}: {r}");
+        ok(&n.prolog(2, "low"));
+    }
 }
 
 /// Regression: a record left by a killed Epilog was never noticed — the job
