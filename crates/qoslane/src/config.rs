@@ -329,15 +329,43 @@ mod memo {
     }
 }
 
-/// Makes a valid admin file the last-known-good copy when it differs.
-/// Returns the previous hash when it changed. Call under the node lock.
-pub fn promote(paths: &Paths, loaded: &Loaded) -> Result<Option<Option<String>>> {
+/// What [`promote`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Promotion {
+    /// Nothing to write: the run's mapping is already last-known-good, or
+    /// is that copy.
+    Unchanged,
+    /// The admin's file is now last-known-good; the hash of the copy it
+    /// replaced, if there was one.
+    Promoted(Option<String>),
+    /// The mapping in force is no longer the one the run loaded (a rollout
+    /// landed between its reading and the lock: a new file, a `sync`):
+    /// nothing written. The run re-loads under the lock or fails; it never
+    /// puts the old text back.
+    Stale,
+}
+
+/// Whether the mapping a run loaded is still the one a run loading now
+/// would use: the installed file still the text it read (or, for a run on
+/// the last-known-good copy, that copy still the same). Under the node
+/// lock no `sync` or Prolog can promote another in between.
+pub fn still_in_force(paths: &Paths, loaded: &Loaded) -> bool {
+    load(paths).is_ok_and(|now| now.source == loaded.source && now.sha256 == loaded.sha256)
+}
+
+/// Makes a valid admin file the last-known-good copy when it differs —
+/// only if it is still the installed text ([`Promotion::Stale`] else).
+/// Call under the node lock.
+pub fn promote(paths: &Paths, loaded: &Loaded) -> Result<Promotion> {
+    if !still_in_force(paths, loaded) {
+        return Ok(Promotion::Stale);
+    }
     if loaded.source != Source::Config {
-        return Ok(None);
+        return Ok(Promotion::Unchanged);
     }
     let previous = last_known_good_sha(paths);
     if previous.as_deref() == Some(loaded.sha256.as_str()) {
-        return Ok(None);
+        return Ok(Promotion::Unchanged);
     }
     fsutil::ensure_dir(paths, &paths.lib_dir)?;
     fsutil::atomic_write(
@@ -346,5 +374,5 @@ pub fn promote(paths: &Paths, loaded: &Loaded) -> Result<Option<Option<String>>>
         loaded.text.as_bytes(),
         crate::state::PUBLIC,
     )?;
-    Ok(Some(previous))
+    Ok(Promotion::Promoted(previous))
 }
