@@ -97,10 +97,9 @@ fn a_vanished_setting_file_is_gone_and_blocks_nothing() {
     );
 }
 
-/// Regression: with an interrupted transaction whose setting then vanished,
-/// `recover` (and every later run) failed with exit 74 for ever.
-#[test]
-fn recover_makes_progress_when_a_journaled_setting_vanished() {
+/// A node whose mission-critical Prolog (job 1) was killed after its first
+/// setting was written: its journal left for the next run.
+fn killed_mid_prolog() -> Node {
     let n = Node::new();
     let out = n.run(
         &["prolog"],
@@ -111,6 +110,14 @@ fn recover_makes_progress_when_a_journaled_setting_vanished() {
         ],
     );
     assert_ne!(out.status.code(), Some(0), "killed mid-transaction");
+    n
+}
+
+/// Regression: with an interrupted transaction whose setting then vanished,
+/// `recover` (and every later run) failed with exit 74 for ever.
+#[test]
+fn recover_makes_progress_when_a_journaled_setting_vanished() {
+    let n = killed_mid_prolog();
     assert!(n.journal_exists());
     std::fs::remove_file(n.path(TOS)).unwrap();
     let out = n.run(&["recover"], &[]);
@@ -154,16 +161,7 @@ fn a_setting_whose_device_vanished_is_gone_and_blocks_nothing() {
         assert_eq!(n.get(RMEM), BASE_RMEM, "{ctx}");
 
         // An interrupted transaction whose setting's device then vanished.
-        let n = Node::new();
-        let out = n.run(
-            &["prolog"],
-            &[
-                ("SLURM_JOB_ID", "1"),
-                ("FAKE_QOS", "mission-critical"),
-                ("QOSLANE_FAULT", "applied:0"),
-            ],
-        );
-        assert_ne!(out.status.code(), Some(0), "{ctx}: killed mid-transaction");
+        let n = killed_mid_prolog();
         assert!(n.replace_with_dead_device(TOS, errno), "{ctx}");
         let out = n.run(&["recover"], &[]);
         assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
