@@ -45,6 +45,9 @@ pub struct Loaded {
     pub source: Source,
     /// Why the admin's file was not used, when it was not.
     pub problem: Option<String>,
+    /// The hash of the admin's file as this run read it, used or not
+    /// (`None`: it could not be read): what [`still_in_force`] compares.
+    installed: Option<String>,
     text: String,
 }
 
@@ -237,6 +240,7 @@ pub fn read_for_dry_run(path: &Path) -> Result<Loaded> {
             sha256: sha256_hex(text.as_bytes()),
             source: Source::Config,
             problem: None,
+            installed: None,
             text,
         });
     }
@@ -261,11 +265,13 @@ pub fn load(paths: &Paths) -> Result<Loaded> {
                         "mapping sha256 {sha256} is valid but was not put in force: {}",
                         r.why
                     )),
+                    installed: Some(sha256),
                     text: t,
                 });
             }
             Ok(Loaded {
                 mapping,
+                installed: Some(sha256.clone()),
                 sha256,
                 source: Source::Config,
                 problem: None,
@@ -278,11 +284,26 @@ pub fn load(paths: &Paths) -> Result<Loaded> {
                 sha256,
                 source: Source::LastKnownGood,
                 problem: Some(e.to_string()),
+                installed: installed_sha(paths),
                 text,
             }),
             Err(_) => Err(e),
         },
     }
+}
+
+/// The hash of the admin's file as it is now (read as the mapping is, not
+/// validated), `None` when it cannot be read.
+fn installed_sha(paths: &Paths) -> Option<String> {
+    nodeio::trusted::read(
+        &paths.root,
+        &paths.config,
+        Symlink::FollowTrusted,
+        MAX_MAPPING_BYTES,
+    )
+    .ok()
+    .flatten()
+    .map(|b| sha256_hex(&b))
 }
 
 /// The SHA-256 of the last-known-good copy, if any.
@@ -329,15 +350,46 @@ mod memo {
     }
 }
 
-/// Makes a valid admin file the last-known-good copy when it differs.
-/// Returns the previous hash when it changed. Call under the node lock.
-pub fn promote(paths: &Paths, loaded: &Loaded) -> Result<Option<Option<String>>> {
+/// What [`promote`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Promotion {
+    /// Nothing to write: the run's mapping is already last-known-good, or
+    /// is that copy.
+    Unchanged,
+    /// The admin's file is now last-known-good; the hash of the copy it
+    /// replaced, if there was one.
+    Promoted(Option<String>),
+    /// The mapping in force is no longer the one the run loaded (a rollout
+    /// landed between its reading and the lock: a new file, a `sync`):
+    /// nothing written. The run re-loads under the lock or fails; it never
+    /// puts the old text back.
+    Stale,
+}
+
+/// Whether the mapping a run loaded is still the one a run loading now
+/// would use: the installed file still the text it read (its hash, not
+/// validated again) and, for a run on the last-known-good copy, that copy
+/// still the one it used. Under the node lock no `sync` or Prolog can
+/// promote another in between.
+pub fn still_in_force(paths: &Paths, loaded: &Loaded) -> bool {
+    installed_sha(paths) == loaded.installed
+        && (loaded.source == Source::Config
+            || last_known_good_sha(paths).as_deref() == Some(loaded.sha256.as_str()))
+}
+
+/// Makes a valid admin file the last-known-good copy when it differs —
+/// only if it is still the installed text ([`Promotion::Stale`] else).
+/// Call under the node lock.
+pub fn promote(paths: &Paths, loaded: &Loaded) -> Result<Promotion> {
+    if !still_in_force(paths, loaded) {
+        return Ok(Promotion::Stale);
+    }
     if loaded.source != Source::Config {
-        return Ok(None);
+        return Ok(Promotion::Unchanged);
     }
     let previous = last_known_good_sha(paths);
     if previous.as_deref() == Some(loaded.sha256.as_str()) {
-        return Ok(None);
+        return Ok(Promotion::Unchanged);
     }
     fsutil::ensure_dir(paths, &paths.lib_dir)?;
     fsutil::atomic_write(
@@ -346,5 +398,5 @@ pub fn promote(paths: &Paths, loaded: &Loaded) -> Result<Option<Option<String>>>
         loaded.text.as_bytes(),
         crate::state::PUBLIC,
     )?;
-    Ok(Some(previous))
+    Ok(Promotion::Promoted(previous))
 }

@@ -66,10 +66,50 @@ fn selected(token: &str) -> Option<&str> {
     token.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
 }
 
-/// Whether `e` says the setting's file is not there (a configfs entry
-/// removed by a driver reload or an HCA reset): the setting is gone.
+/// Why a setting is gone: "gone" judged once, from what the kernel answers
+/// for a setting whose file or device vanished. Every caller (the planner,
+/// the rollback, recovery) asks [`is_gone`], nothing else compares errnos.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Absence {
+    /// `ENOENT`: the file itself was removed (a configfs entry or a sysfs
+    /// directory taken away with its device).
+    File,
+    /// `ENODEV` or `ENXIO`: the file is still there, the device behind it is
+    /// not — an admin-made configfs group outliving an HCA reset or a driver
+    /// reload (`default_roce_tos` answers `ENODEV`), a sysfs attribute of an
+    /// unregistered device, a device node whose driver is gone.
+    Device,
+}
+
+impl Absence {
+    /// What `errno` says of the setting, if it says it is gone. `EIO` is not
+    /// gone: a live driver answers it too (a write the hardware refused), and
+    /// taking it for gone would grant or restore nothing while saying all is
+    /// well (docs/RELIABILITY.md argues it).
+    pub fn of(errno: i32) -> Option<Self> {
+        use rustix::io::Errno;
+        if errno == Errno::NOENT.raw_os_error() {
+            Some(Self::File)
+        } else if errno == Errno::NODEV.raw_os_error() || errno == Errno::NXIO.raw_os_error() {
+            Some(Self::Device)
+        } else {
+            None
+        }
+    }
+
+    /// What an error of a setting's I/O says, if it says it is gone.
+    pub fn of_error(e: &Error) -> Option<Self> {
+        match e {
+            Error::Io { source, .. } => source.raw_os_error().and_then(Self::of),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `e` says the setting is gone ([`Absence`]): nothing can be
+/// applied or restored there, and that is never a reason to fail.
 pub fn is_gone(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    Absence::of_error(e).is_some()
 }
 
 /// The file's text, without its trailing newline.
@@ -160,7 +200,40 @@ fn int(s: &str) -> Option<i128> {
 
 #[cfg(test)]
 mod tests {
-    use super::{ValueKind, kind, same_value, writable};
+    use super::{Absence, ValueKind, kind, same_value, writable};
+
+    #[test]
+    fn gone_is_what_the_kernel_answers_for_a_vanished_file_or_device() {
+        use rustix::io::Errno;
+        assert_eq!(
+            Absence::of(Errno::NOENT.raw_os_error()),
+            Some(Absence::File)
+        );
+        assert_eq!(
+            Absence::of(Errno::NODEV.raw_os_error()),
+            Some(Absence::Device)
+        );
+        assert_eq!(
+            Absence::of(Errno::NXIO.raw_os_error()),
+            Some(Absence::Device)
+        );
+        for live in [
+            Errno::IO,
+            Errno::INVAL,
+            Errno::ACCESS,
+            Errno::PERM,
+            Errno::BUSY,
+        ] {
+            assert_eq!(Absence::of(live.raw_os_error()), None, "{live:?}");
+        }
+        let err = |errno: Errno| {
+            crate::error::Error::io("read setting", "/x")(std::io::Error::from_raw_os_error(
+                errno.raw_os_error(),
+            ))
+        };
+        assert!(super::is_gone(&err(Errno::NODEV)));
+        assert!(!super::is_gone(&err(Errno::IO)));
+    }
 
     #[test]
     fn values_are_saved_as_what_can_be_written_back() {

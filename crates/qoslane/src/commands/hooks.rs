@@ -15,6 +15,7 @@ use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
 use crate::job::qos;
 use crate::job::{JobId, exports};
+use crate::log;
 use crate::mapping::{Level, LevelMatch, Mapping, OnFailure};
 use crate::paths::Paths;
 use crate::report::{Event, Exit, Failure, Outcome, Report, RunResult};
@@ -94,6 +95,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     // job runs on the baseline.
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
     s.arm(&r, Exit::ByPolicy(OnFailure::Continue));
+    let base = r.clone();
     // A changed mapping is put in force only if the fabric carries every
     // level (as `sync` decides); else the previous copy serves this job.
     let gate_deadline = s.deadline.half();
@@ -104,7 +106,6 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
             .map(|e| e.to_string())
     };
     let loaded = step!(r, s.mapping_gated(&mut r, gate), OnFailure::Continue);
-    let m = &loaded.mapping;
 
     let env_qos = std::env::var("SLURM_JOB_QOS").ok();
     let q = qos::resolve(
@@ -114,6 +115,91 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         &ctx.paths.squeue,
         &s.deadline,
     );
+    let mut g = grant(ctx, s, r, job, &q, &loaded)?;
+    // Under the lock: the mapping read at the start is promoted only if it
+    // is still the one in force. A rollout that landed meanwhile (a new
+    // file, a `sync`) is never undone: the run re-loads under the lock and
+    // grants its job from the mapping in force; should even that change
+    // under it (an admin's edit is not locked), it is used, not promoted.
+    if !promoted_or_noted(s, &loaded, &mut g)? {
+        let mut r = base;
+        let loaded = step!(r, s.mapping_gated(&mut r, gate), g.policy);
+        let msg = format!(
+            "the mapping changed while this run waited for the node lock; re-loaded \
+             under it: sha256 {}",
+            loaded.sha256
+        );
+        log::info(&msg);
+        r.notes.push(msg);
+        g = grant(ctx, s, r, job, &q, &loaded)?;
+        promoted_or_noted(s, &loaded, &mut g)?;
+    }
+    let Grant {
+        mut r,
+        record,
+        policy,
+        fabric,
+    } = g;
+    let node = step!(r, s.node(), policy);
+    // The same Prolog run twice changes nothing the second time.
+    let existing = step!(r, node.store.record(job), policy);
+    let rerun = existing.as_ref().is_some_and(|old| {
+        JobRecord {
+            time: old.time.clone(),
+            ..record.clone()
+        } == *old
+    });
+    let record = match existing {
+        Some(old) if rerun => old,
+        _ => record,
+    };
+    let check = || fabric.ports_still_active(paths);
+    match node.transact("prolog", Some(job), &[RecordOp::Put(record)], &check) {
+        Ok(c) => {
+            let outcome = if c.changes.is_empty() && rerun {
+                Outcome::Unchanged
+            } else {
+                Outcome::Applied
+            };
+            committed(&mut r, c);
+            Ok(r.with(outcome))
+        }
+        Err(f) => Err(txn_failed(r, *f, Exit::ByPolicy(policy))),
+    }
+}
+
+/// What a Prolog grants its job under a mapping: the level, its policy
+/// (armed), the fabric's judgement of it (a refusal fails the run) and the
+/// record to put.
+struct Grant {
+    r: Report,
+    record: JobRecord,
+    policy: OnFailure,
+    fabric: policy::Judgement,
+}
+
+/// [`Session::promote_or_note`] for a grant: `false` when `loaded` is no
+/// longer the mapping in force (not promoted).
+fn promoted_or_noted(
+    s: &mut Session<'_>,
+    loaded: &crate::config::Loaded,
+    g: &mut Grant,
+) -> Result<bool, Box<Failure>> {
+    match s.promote_or_note(loaded, &mut g.r) {
+        Ok(fresh) => Ok(fresh),
+        Err(e) => Err(g.r.clone().fail(e, Exit::ByPolicy(g.policy))),
+    }
+}
+
+fn grant(
+    ctx: &Ctx,
+    s: &Session<'_>,
+    mut r: Report,
+    job: JobId,
+    q: &qos::JobQos,
+    loaded: &crate::config::Loaded,
+) -> Result<Grant, Box<Failure>> {
+    let m = &loaded.mapping;
     if let Some(note) = &q.note {
         r.notes
             .push(format!("QoS unknown, default level used: {note}"));
@@ -148,44 +234,21 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     if let Some(refusal) = fabric.refusal.take() {
         return Err(r.fail(refusal, Exit::ByPolicy(policy)));
     }
-
     let record = job_record(
         job,
         crate::time::now_rfc3339(),
         r.job.user.clone(),
-        &q,
+        q,
         m,
         level,
         &loaded.sha256,
     );
-
-    step!(r, s.promote_or_note(&loaded, &mut r), policy);
-    let node = step!(r, s.node(), policy);
-    // The same Prolog run twice changes nothing the second time.
-    let existing = step!(r, node.store.record(job), policy);
-    let rerun = existing.as_ref().is_some_and(|old| {
-        JobRecord {
-            time: old.time.clone(),
-            ..record.clone()
-        } == *old
-    });
-    let record = match existing {
-        Some(old) if rerun => old,
-        _ => record,
-    };
-    let check = || fabric.ports_still_active(paths);
-    match node.transact("prolog", Some(job), &[RecordOp::Put(record)], &check) {
-        Ok(c) => {
-            let outcome = if c.changes.is_empty() && rerun {
-                Outcome::Unchanged
-            } else {
-                Outcome::Applied
-            };
-            committed(&mut r, c);
-            Ok(r.with(outcome))
-        }
-        Err(f) => Err(txn_failed(r, *f, Exit::ByPolicy(policy))),
-    }
+    Ok(Grant {
+        r,
+        record,
+        policy,
+        fabric,
+    })
 }
 
 /// The record a Prolog puts for its job: the level's settings and exports

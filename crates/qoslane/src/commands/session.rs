@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::audit::{self, Entry};
-use crate::config::{self, Loaded, Source};
+use crate::config::{self, Loaded, Promotion, Source};
 use crate::deadline::Deadline;
 use crate::error::Result;
 use crate::exit_code::ExitClass;
@@ -190,10 +190,17 @@ impl<'p> Session<'p> {
     }
 
     /// Under the lock: a new valid mapping becomes last-known-good and is
-    /// audited as `mapping_changed`.
-    pub fn promote(&mut self, loaded: &Loaded, job: Option<crate::job::JobId>) -> Result<()> {
+    /// audited as `mapping_changed` — unless the mapping in force is no
+    /// longer the one `loaded` ([`Promotion::Stale`]: nothing written, the
+    /// caller re-loads or fails).
+    pub fn promote(
+        &mut self,
+        loaded: &Loaded,
+        job: Option<crate::job::JobId>,
+    ) -> Result<Promotion> {
         self.node()?;
-        if let Some(previous) = config::promote(self.paths, loaded)? {
+        let done = config::promote(self.paths, loaded)?;
+        if let Promotion::Promoted(previous) = &done {
             let mut r = Report::new(Event::MappingChanged).with(Outcome::Applied);
             r.mapping_sha256 = Some(loaded.sha256.clone());
             r.job.job_id = job;
@@ -204,21 +211,28 @@ impl<'p> Session<'p> {
             log::info(&r.notes[0]);
             write_audit(self.paths, &Entry::of(&r, None, 0.0));
         }
-        Ok(())
+        Ok(done)
     }
 
     /// [`Session::promote`] for a hook: failing to save the last-known-good
     /// copy (a full or read-only `/var/lib`) must not cost the job its level:
     /// the mapping is valid and in use; it is noted, and the next run tries
-    /// again. Failing to take the lock is still an error.
-    pub fn promote_or_note(&mut self, loaded: &Loaded, report: &mut Report) -> Result<()> {
+    /// again. Failing to take the lock is still an error. `false`: `loaded`
+    /// is no longer the mapping in force (a rollout landed while this run
+    /// waited) and was not promoted: the run re-loads under the lock.
+    pub fn promote_or_note(&mut self, loaded: &Loaded, report: &mut Report) -> Result<bool> {
+        crate::fault::hold("promote");
         self.node()?;
-        if let Err(e) = self.promote(loaded, report.job.job_id) {
-            let msg = format!("mapping not saved as last-known-good: {e}");
-            log::warn(&msg);
-            report.notes.push(msg);
+        match self.promote(loaded, report.job.job_id) {
+            Ok(Promotion::Stale) => return Ok(false),
+            Ok(_) => {}
+            Err(e) => {
+                let msg = format!("mapping not saved as last-known-good: {e}");
+                log::warn(&msg);
+                report.notes.push(msg);
+            }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Audits a rejected admin file once per distinct content.

@@ -119,7 +119,22 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     }
     let loaded: Loaded = step!(config::load(paths));
 
-    step!(s.promote(&loaded, None));
+    crate::fault::hold("promote");
+    if step!(s.promote(&loaded, None)) == config::Promotion::Stale {
+        // Another rollout was put in force while this one was judged: it
+        // stays; this sync changed nothing and says so.
+        return Err(r.fail(
+            Error::state(
+                &paths.config,
+                format!(
+                    "changed while this sync ran (it judged sha256 {}); nothing put in force, \
+                     run sync again",
+                    loaded.sha256
+                ),
+            ),
+            Exit::ByError,
+        ));
+    }
     let node = step!(s.node());
     let records = step!(node.store.records());
     let ops = replanned(&mapping, &records);

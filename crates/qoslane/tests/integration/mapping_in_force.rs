@@ -174,3 +174,121 @@ fn a_fail_job_level_never_relies_on_an_old_probe() {
         "a continue level keeps the cache: {p}"
     );
 }
+
+/// Regression (issue 24, defect 7): a Prolog read the mapping at its start
+/// and promoted it to last-known-good under the node lock much later; a
+/// rollout in between (a new file installed, `qoslane sync` done) was undone:
+/// the old text promoted back, a change back to it audited, the job granted
+/// the old settings. The Prolog is held between its reading and its
+/// promotion (`QOSLANE_FAULT=hold:promote:DIR`) while the rollout lands.
+#[test]
+fn a_prolog_that_read_the_mapping_before_a_sync_never_undoes_it() {
+    let n = Node::new();
+    ok(&n.run(&["sync"], &[]));
+    let old = n.get(LKG);
+    let mut prolog = held(
+        &n,
+        &[
+            ("SLURM_JOB_ID", "7"),
+            ("FAKE_QOS", "high"),
+            ("SLURM_JOB_USER", "alice"),
+        ],
+        "prolog",
+    );
+    // The rollout: a new mapping installed and put in force.
+    n.write_mapping(&util::MAPPING.replace("value: \"74\"", "value: \"75\""));
+    ok(&n.run(&["sync"], &[]));
+    let new = n.get(LKG);
+    assert_ne!(new, old);
+    let synced = n.last_audit("sync")["mapping_sha256"].clone();
+    let changes_before = n.audit_events("mapping_changed").len();
+
+    let status = prolog.go();
+    assert!(status.success(), "{status}");
+    assert_eq!(n.get(LKG), new, "last-known-good stays the new text");
+    assert_eq!(
+        n.audit_events("mapping_changed").len(),
+        changes_before,
+        "no change back to the old text audited: {:?}",
+        n.audit_events("mapping_changed")
+    );
+    let p = n.last_audit("prolog");
+    assert_eq!(p["outcome"], "applied", "{p}");
+    assert_eq!(
+        p["mapping_sha256"], synced,
+        "the job's level comes from the mapping in force: {p}"
+    );
+    assert_eq!(n.get(util::TOS), "75", "the new mapping's setting: {p}");
+    // The next job too.
+    ok(&n.prolog(8, "high"));
+    assert_eq!(n.last_audit("prolog")["mapping_sha256"], synced);
+}
+
+/// Two rollouts at once: a `sync` that judged a mapping while another one
+/// was put in force fails and changes nothing (it never puts its older text
+/// back); last-known-good stays what the other `sync` promoted.
+#[test]
+fn a_sync_overtaken_by_another_rollout_puts_nothing_back() {
+    let n = Node::new();
+    ok(&n.run(&["sync"], &[]));
+    let mut first = held(&n, &[], "sync");
+    n.write_mapping(&util::MAPPING.replace("value: \"74\"", "value: \"75\""));
+    ok(&n.run(&["sync"], &[]));
+    let new = n.get(LKG);
+    let status = first.go();
+    assert_eq!(status.code(), Some(74), "{status}");
+    assert_eq!(n.get(LKG), new);
+    let s = n.last_audit("sync");
+    assert!(
+        s["error"]
+            .to_string()
+            .contains("changed while this sync ran"),
+        "{s}"
+    );
+}
+
+/// A run of `cmd` held at its promotion (`QOSLANE_FAULT=hold:promote:DIR`),
+/// returned once it holds, with a deadline long enough to wait.
+fn held(n: &Node, env: &[(&str, &str)], cmd: &str) -> Held {
+    let dir = n.path(&format!("/hold-{cmd}"));
+    std::fs::create_dir_all(&dir).expect("the hold directory");
+    let fault = format!("hold:promote:{}", dir.display());
+    let mut all = vec![
+        ("QOSLANE_TIMEOUT_MS", "60000"),
+        ("QOSLANE_FAULT", fault.as_str()),
+    ];
+    all.extend_from_slice(env);
+    let mut proc = util::Proc::spawn(
+        "a held run",
+        n.cmd(&[cmd], &all)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    );
+    let since = std::time::Instant::now();
+    while !dir.join("held").exists() {
+        assert!(proc.exited().is_none(), "{cmd} ended before its hold");
+        assert!(since.elapsed().as_secs() < 60, "{cmd} never held");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Held { proc, dir }
+}
+
+struct Held {
+    proc: util::Proc,
+    dir: std::path::PathBuf,
+}
+
+impl Held {
+    /// Lets the run go on; its exit status.
+    fn go(&mut self) -> std::process::ExitStatus {
+        std::fs::write(self.dir.join("go"), b"").expect("the go file");
+        let since = std::time::Instant::now();
+        loop {
+            if let Some(s) = self.proc.exited() {
+                return s;
+            }
+            assert!(since.elapsed().as_secs() < 120, "the held run never ended");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}

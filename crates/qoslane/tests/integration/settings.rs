@@ -4,6 +4,8 @@
 //! or an HCA reset) is `gone`, never a reason to fail another job, another
 //! level, an Epilog or `recover`.
 
+use rustix::io::Errno;
+
 use crate::util::{BASE_RMEM, Node, RMEM, TOS, ok, stderr};
 
 const SCHED: &str = "/sys/block/nvme0n1/queue/scheduler";
@@ -95,10 +97,9 @@ fn a_vanished_setting_file_is_gone_and_blocks_nothing() {
     );
 }
 
-/// Regression: with an interrupted transaction whose setting then vanished,
-/// `recover` (and every later run) failed with exit 74 for ever.
-#[test]
-fn recover_makes_progress_when_a_journaled_setting_vanished() {
+/// A node whose mission-critical Prolog (job 1) was killed after its first
+/// setting was written: its journal left for the next run.
+fn killed_mid_prolog() -> Node {
     let n = Node::new();
     let out = n.run(
         &["prolog"],
@@ -109,6 +110,14 @@ fn recover_makes_progress_when_a_journaled_setting_vanished() {
         ],
     );
     assert_ne!(out.status.code(), Some(0), "killed mid-transaction");
+    n
+}
+
+/// Regression: with an interrupted transaction whose setting then vanished,
+/// `recover` (and every later run) failed with exit 74 for ever.
+#[test]
+fn recover_makes_progress_when_a_journaled_setting_vanished() {
+    let n = killed_mid_prolog();
     assert!(n.journal_exists());
     std::fs::remove_file(n.path(TOS)).unwrap();
     let out = n.run(&["recover"], &[]);
@@ -121,6 +130,47 @@ fn recover_makes_progress_when_a_journaled_setting_vanished() {
         "{r}"
     );
     ok(&n.prolog(2, "low"));
+}
+
+/// Regression (issue 24, defect 5): after an HCA reset or a driver reload an
+/// admin-made configfs group stays and its `default_roce_tos` answers ENODEV
+/// (a device node of a vanished driver, ENXIO): only ENOENT counted as gone,
+/// so every later Prolog, the holding job's Epilog (exit 1: drain) and
+/// `recover` failed. A real device node answering each errno stands in for
+/// the setting: the Prolog, the Epilog and `recover` succeed and say it is
+/// gone.
+#[test]
+fn a_setting_whose_device_vanished_is_gone_and_blocks_nothing() {
+    for errno in [Errno::NODEV, Errno::NXIO] {
+        let ctx = format!("{errno:?}");
+        let n = Node::new();
+        ok(&n.prolog(1, "mission-critical"));
+        if !n.replace_with_dead_device(TOS, errno) {
+            return;
+        }
+        let out = n.prolog(2, "normal");
+        assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
+        let p = n.last_audit("prolog");
+        assert_eq!(p["outcome"], "applied", "{ctx}: {p}");
+        assert_eq!(p["settings_gone"][0], TOS, "{ctx}: {p}");
+        let out = n.epilog(1);
+        assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
+        assert_eq!(n.last_audit("epilog")["outcome"], "reverted", "{ctx}");
+        ok(&n.epilog(2));
+        assert!(n.records().is_empty(), "{ctx}: {:?}", n.records());
+        assert_eq!(n.get(RMEM), BASE_RMEM, "{ctx}");
+
+        // An interrupted transaction whose setting's device then vanished.
+        let n = killed_mid_prolog();
+        assert!(n.replace_with_dead_device(TOS, errno), "{ctx}");
+        let out = n.run(&["recover"], &[]);
+        assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
+        assert!(!n.journal_exists(), "{ctx}: the journal is done with");
+        let r = n.last_audit("recover");
+        assert_eq!(r["outcome"], "reverted", "{ctx}: {r}");
+        assert_eq!(r["settings_gone"][0], TOS, "{ctx}: {r}");
+        ok(&n.prolog(2, "low"));
+    }
 }
 
 /// Regression: a record left by a killed Epilog was never noticed — the job
