@@ -45,32 +45,32 @@ pub fn check_file(root: &Path, path: &Path) -> Result<(), String> {
 /// question is "can every user read it", not "can we"); a missing file is
 /// fine (defaults). The reason names the path and its mode.
 pub fn check_readable_by_all(root: &Path, path: &Path) -> Result<(), String> {
-    let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o7777);
-    match mode(path) {
-        Ok(bits) if bits & 0o004 == 0 => {
-            return Err(format!(
-                "{}: not readable by other users (mode {bits:o})",
-                path.display()
-            ));
-        }
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(format!("{}: {error}", path.display())),
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    if std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(());
+    }
+    let bits = mode(path)?;
+    if bits & 0o004 == 0 {
+        return Err(format!(
+            "{}: not readable by other users (mode {bits:o})",
+            path.display()
+        ));
     }
     for dir in path
         .ancestors()
         .skip(1)
         .filter(|d| !d.as_os_str().is_empty())
     {
-        match mode(dir) {
-            Ok(bits) if bits & 0o001 == 0 => {
-                return Err(format!(
-                    "{}: directory not searchable by other users (mode {bits:o})",
-                    dir.display()
-                ));
-            }
-            Ok(_) => {}
-            Err(error) => return Err(format!("{}: {error}", dir.display())),
+        let bits = mode(dir)?;
+        if bits & 0o001 == 0 {
+            return Err(format!(
+                "{}: directory not searchable by other users (mode {bits:o})",
+                dir.display()
+            ));
         }
         if dir == root {
             break;

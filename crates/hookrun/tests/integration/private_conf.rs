@@ -7,10 +7,17 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use crate::util::{Fixture, NODE_IDLE};
+use crate::util::{Fixture, NODE_IDLE, Run};
 
 /// The job's user: anyone but root (`nobody`).
 const JOB_USER: u32 = 65534;
+
+fn health(fx: &Fixture) -> Run {
+    fx.hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run()
+}
 
 #[test]
 fn a_private_conf_never_fails_a_task_and_drains_the_node_until_fixed() {
@@ -51,11 +58,7 @@ fn a_private_conf_never_fails_a_task_and_drains_the_node_until_fixed() {
 
     // Health drains the node with the reason, runs no check (a passing one
     // would resume it) and exits 1.
-    let run = fx
-        .hookrun()
-        .args(["health"])
-        .env("SLURMD_NODENAME", "c1")
-        .run();
+    let run = health(&fx);
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(fx.ran().is_empty(), "{:?}", fx.ran());
     let updates = fx.scontrol_updates();
@@ -77,11 +80,7 @@ fn a_private_conf_never_fails_a_task_and_drains_the_node_until_fixed() {
     fs::set_permissions(&conf, fs::Permissions::from_mode(0o644)).expect("chmod");
     let run = fx.hookrun().args(["list"]).run();
     assert_eq!(run.code, Some(0), "{}", run.stdout);
-    let run = fx
-        .hookrun()
-        .args(["health"])
-        .env("SLURMD_NODENAME", "c1")
-        .run();
+    let run = health(&fx);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(fx.ran(), ["10-ok"]);
     assert!(fx.node().contains("State=IDLE "), "{}", fx.node());
