@@ -7,7 +7,7 @@
 # The database is a snapshot beside the checkout, never copied into it: ../shared/advisory-db
 # from the repository's root (QOSLANE_ADVISORY_DB names another one, e.g. from a worktree).
 # When it is missing the step fails under CI=true and is skipped with a message otherwise.
-# cargo-audit is built once (`cargo install --locked`, a few minutes) into
+# cargo-audit is built once (`cargo install --locked`: minutes, half an hour on 2 busy cores) into
 # ${XDG_CACHE_HOME:-~/.cache}/qoslane/tools and reused; the audit itself never touches the
 # network: --no-fetch (the snapshot as it is), --stale (a snapshot is old by design; its date is
 # in its SNAPSHOT.txt), --no-yanked (yanked crates are a crates.io index query).
