@@ -9,7 +9,7 @@
 #   QOSLANE_SLURM_VERSIONS     the Slurm versions to run the e2e suite on
 #                              (default: every row of rigs/slurm_versions.tsv)
 #
-# Suites: formatting and lints; shellcheck over every shell script; the Slurm versions
+# Suites: formatting and lints; Cargo.lock against the RustSec advisories (offline); shellcheck over every shell script; the Slurm versions
 # table's consistency; unit and
 # integration tests (with fault injection compiled in); the real simulated
 # fabric (ibsim + OpenSM + smpquery); the multi-switch fabric rig's self-test
@@ -35,6 +35,9 @@ fi
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --features qoslane/fault-injection -q -- -D warnings
+
+step "supply chain: Cargo.lock against the RustSec advisory database (offline, scripts/audit-deps.sh)"
+bash scripts/audit-deps.sh
 
 step "shellcheck"
 bash scripts/shellcheck.sh

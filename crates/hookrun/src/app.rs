@@ -149,16 +149,7 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
             return ExitClass::SetupFailed;
         }
     };
-    if !config.ignored_env.is_empty() {
-        log::phase(
-            Priority::Warning,
-            name,
-            &format!(
-                "ignoring {} (a TaskProlog runs with the job user's environment)",
-                config.ignored_env.join(", ")
-            ),
-        );
-    }
+    warn_about_config(config, name);
     let scontrol = Scontrol {
         path: &config.scontrol,
         timeout: config.scontrol_timeout,
@@ -166,6 +157,13 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
         signals: &signals,
         phase: name,
     };
+    if phase == Phase::Health
+        && let Some(problem) = config.task_prolog_problem()
+    {
+        // The node would run every task with settings the admin did not
+        // write: out of service, with the reason on the node, until fixed.
+        return health::refuse(&scontrol, &health::node_name(env), &problem, name);
+    }
 
     let dir = config.phase_dir(phase);
     let listing = match discover::scan(&config.root, &dir) {
@@ -223,6 +221,31 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
     );
     count(&report, config, class);
     class
+}
+
+/// What the TaskProlog, running as the job's user, left out of its
+/// configuration: the user's `HOOKRUN_*` variables, a `hookrun.conf` it
+/// cannot read.
+fn warn_about_config(config: &Config, name: &str) {
+    if !config.ignored_env.is_empty() {
+        log::phase(
+            Priority::Warning,
+            name,
+            &format!(
+                "ignoring {} (a TaskProlog runs with the job user's environment)",
+                config.ignored_env.join(", ")
+            ),
+        );
+    }
+    if let Some(why) = &config.unreadable {
+        log::phase(
+            Priority::Warning,
+            name,
+            &format!(
+                "{why}: running with the built-in defaults (the TaskProlog runs as the job's user; `hookrun health` drains the node until the file is readable by every user)"
+            ),
+        );
+    }
 }
 
 /// What the hooks' results mean for the job and the node.

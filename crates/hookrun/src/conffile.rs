@@ -39,6 +39,13 @@ pub struct ConfFile {
 /// A configuration file that cannot be used.
 #[derive(Debug)]
 pub enum ConfError {
+    /// The file exists but this user may not open it (EACCES, EPERM): the
+    /// TaskProlog, running as the job's user, then uses the defaults
+    /// (`config.rs`); anyone else stops.
+    Unreadable {
+        path: PathBuf,
+        error: io::Error,
+    },
     Read {
         path: PathBuf,
         error: io::Error,
@@ -53,7 +60,7 @@ pub enum ConfError {
 impl fmt::Display for ConfError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfError::Read { path, error } => {
+            ConfError::Read { path, error } | ConfError::Unreadable { path, error } => {
                 write!(f, "failed to read {}: {error}", path.display())
             }
             ConfError::Syntax {
@@ -84,6 +91,12 @@ impl ConfFile {
                 ConfFile::parse(path, &text)
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(ConfFile::default()),
+            Err(error) if error.kind() == io::ErrorKind::PermissionDenied => {
+                Err(ConfError::Unreadable {
+                    path: path.to_owned(),
+                    error,
+                })
+            }
             Err(error) => Err(ConfError::Read {
                 path: path.to_owned(),
                 error,

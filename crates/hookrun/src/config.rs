@@ -6,7 +6,10 @@
 //! prefix; a path given explicitly (flag, variable, config file) is used as given.
 //!
 //! The TaskProlog runs with the job user's environment, so for that phase the
-//! `HOOKRUN_*` variables are ignored ([`EnvSnapshot`] is built untrusted).
+//! `HOOKRUN_*` variables are ignored ([`EnvSnapshot`] is built untrusted). It
+//! also runs as the job's user: a `hookrun.conf` that user may not read
+//! (mode 0600) gives it the defaults, never a failed task; `hookrun list` and
+//! the health check report such a file ([`Config::task_prolog_problem`]).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -141,6 +144,9 @@ pub struct Config {
     pub textfile_dir: PathBuf,
     /// `HOOKRUN_*` variables that were set but not trusted (task-prolog).
     pub ignored_env: Vec<String>,
+    /// Why the configuration file could not be read by this (task-prolog)
+    /// run, which then runs with the defaults.
+    pub unreadable: Option<String>,
 }
 
 /// Joins an absolute default path under the root prefix.
@@ -285,6 +291,9 @@ impl Sources<'_> {
 
 impl Config {
     /// Resolves flags, environment (when `trust_env`), config file and defaults.
+    /// `trust_env` false is the TaskProlog, running as the job's user: a
+    /// configuration file it may not open is read as empty (`unreadable`
+    /// says why) rather than failing every task of every job.
     pub fn resolve(
         options: &Options,
         env: &EnvSnapshot,
@@ -309,7 +318,12 @@ impl Config {
             .clone()
             .or_else(|| trusted.path(ENV_CONFIG))
             .unwrap_or_else(|| hook_dir.join(CONFIG_FILE_NAME));
-        let conf = ConfFile::load(&root, &config_path)?;
+        let (conf, unreadable) = match ConfFile::load(&root, &config_path) {
+            Err(error @ ConfError::Unreadable { .. }) if !trust_env => {
+                (ConfFile::default(), Some(error.to_string()))
+            }
+            loaded => (loaded?, None),
+        };
         let sources = Sources {
             env: trusted,
             conf: &conf,
@@ -369,7 +383,24 @@ impl Config {
             scontrol_timeout,
             textfile_dir,
             ignored_env,
+            unreadable,
         })
+    }
+
+    /// Why the TaskProlog (the job's user) could not read the configuration
+    /// file this run read: its settings would not apply to tasks. `None` when
+    /// there is no file or every user may read it.
+    pub fn task_prolog_problem(&self) -> Option<String> {
+        if !self.config_found {
+            return None;
+        }
+        crate::trust::check_readable_by_all(&self.root, &self.config_path)
+            .err()
+            .map(|why| {
+                format!(
+                    "{why}: the TaskProlog runs as the job's user and would ignore it (make it 0644)"
+                )
+            })
     }
 
     /// The directory a phase runs.

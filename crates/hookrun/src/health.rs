@@ -43,18 +43,35 @@ pub fn node_name(env: &EnvSnapshot) -> String {
 pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> ExitClass {
     let phase = report.phase.name();
     if let Some(failure) = report.required_failures().next() {
-        let reason = drain_reason(failure);
-        // slurmd logs a failed health check's stdout ("health_check failed:
-        // rc:1 output:…"): give it the one line that says why.
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{reason}").and_then(|()| out.flush());
-        drop(out);
-        drain(scontrol, node, &reason, phase);
-        ExitClass::Unhealthy
+        unhealthy(scontrol, node, &drain_reason(failure), phase)
     } else {
         resume_if_ours(scontrol, node, phase);
         ExitClass::Success
     }
+}
+
+/// A configuration the node must not run jobs with (`hookrun.conf` the
+/// TaskProlog cannot read): no check runs — a passing one would resume the
+/// node — and the node is drained with `problem` as its reason.
+pub fn refuse(scontrol: &Scontrol<'_>, node: &str, problem: &str, phase: &str) -> ExitClass {
+    log::phase(Priority::Error, phase, problem);
+    let reason = format!("{REASON_PREFIX} {problem}");
+    let cleaned: String = reason
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    unhealthy(scontrol, node, truncate(cleaned.trim(), MAX_REASON), phase)
+}
+
+/// Says `reason` on stdout and drains the node with it.
+fn unhealthy(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> ExitClass {
+    // slurmd logs a failed health check's stdout ("health_check failed:
+    // rc:1 output:…"): give it the one line that says why.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{reason}").and_then(|()| out.flush());
+    drop(out);
+    drain(scontrol, node, reason, phase);
+    ExitClass::Unhealthy
 }
 
 /// Drains `node` with `reason` — unless someone else drained it (their reason

@@ -32,6 +32,10 @@ fn write_listing(
         format!("{} (not found: defaults)", config.config_path.display())
     };
     writeln!(out, "# configuration: {file}")?;
+    if let Some(problem) = config.task_prolog_problem() {
+        writeln!(out, "# configuration error: {problem}")?;
+        *code = exit::SETUP_FAILED;
+    }
     writeln!(
         out,
         "# on_failure={} budget={} hook_timeout={} kill_grace={} scontrol={} scontrol_timeout={}",

@@ -49,7 +49,8 @@ fn files() -> String {
         &format!("{}/{}", config::DEFAULT_HOOK_DIR, config::CONFIG_FILE_NAME),
         &format!(
             "Site configuration (key = value lines; see {DOC}).\n\
-             Read only when owned by root and not writable by group or others."
+             Read only when owned by root and not writable by group or others;\n\
+             readable by every user (0644): the TaskProlog reads it as the job's user."
         ),
     );
     text += &item(
@@ -138,7 +139,10 @@ pub fn conf_page() -> (&'static str, String) {
          .PP\n\
          A flag wins over its HOOKRUN_ variable, a variable over this file (hookrun(8)). The \
          file must be owned by root and not be writable by group or others: it names a \
-         program hookrun runs as root.\n\
+         program hookrun runs as root. It must be readable by every user (0644): the \
+         TaskProlog reads it as the job's user. One it cannot open gives the TaskProlog the \
+         defaults; hookrun list reports it (exit 4) and the health check drains the node \
+         until it is fixed.\n\
          .SH KEYS\n",
         dir = escape(config::DEFAULT_HOOK_DIR),
         file = config::CONFIG_FILE_NAME,

@@ -16,6 +16,7 @@
 //! configuration that fails it is a setup failure. The reason names the path,
 //! its owner or mode.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use nodeio::trusted;
@@ -36,6 +37,46 @@ pub fn check_file(root: &Path, path: &Path) -> Result<(), String> {
     trusted::check_file(root, path)
         .map(drop)
         .map_err(|e| e.to_string())
+}
+
+/// A file the TaskProlog reads: the TaskProlog runs as the job's user, any
+/// user, so the file must be readable by others and every directory above it,
+/// up to the root prefix, searchable by others. Judged by the mode bits (the
+/// question is "can every user read it", not "can we"); a missing file is
+/// fine (defaults). The reason names the path and its mode.
+pub fn check_readable_by_all(root: &Path, path: &Path) -> Result<(), String> {
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    if std::fs::metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(());
+    }
+    let bits = mode(path)?;
+    if bits & 0o004 == 0 {
+        return Err(format!(
+            "{}: not readable by other users (mode {bits:o})",
+            path.display()
+        ));
+    }
+    for dir in path
+        .ancestors()
+        .skip(1)
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        let bits = mode(dir)?;
+        if bits & 0o001 == 0 {
+            return Err(format!(
+                "{}: directory not searchable by other users (mode {bits:o})",
+                dir.display()
+            ));
+        }
+        if dir == root {
+            break;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -100,5 +141,45 @@ mod tests {
         assert_eq!(check_dir(root, &inner), Ok(()));
         chmod(&sticky, 0o777);
         assert!(check_dir(root, &inner).unwrap_err().contains("mode 777"));
+    }
+
+    #[test]
+    fn readable_by_all_wants_others_read_and_search() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        chmod(root, 0o755);
+        let dir = root.join("etc");
+        fs::create_dir(&dir).expect("mkdir");
+        chmod(&dir, 0o755);
+        let conf = dir.join("hookrun.conf");
+        assert_eq!(
+            check_readable_by_all(root, &conf),
+            Ok(()),
+            "missing is fine"
+        );
+        fs::write(&conf, "budget = 20s\n").expect("write");
+        chmod(&conf, 0o644);
+        assert_eq!(check_readable_by_all(root, &conf), Ok(()));
+        for private in [0o600, 0o640, 0o400] {
+            chmod(&conf, private);
+            let why = check_readable_by_all(root, &conf).unwrap_err();
+            assert!(
+                why.contains(&format!("not readable by other users (mode {private:o})")),
+                "{why}"
+            );
+        }
+        chmod(&conf, 0o644);
+        chmod(&dir, 0o750);
+        let why = check_readable_by_all(root, &conf).unwrap_err();
+        assert!(
+            why.contains("not searchable by other users (mode 750)"),
+            "{why}"
+        );
+        chmod(&dir, 0o755);
+        chmod(root, 0o700);
+        assert!(
+            check_readable_by_all(root, &conf).is_err(),
+            "the root prefix counts"
+        );
     }
 }

@@ -9,6 +9,7 @@ mod health;
 mod journal;
 mod long_lines;
 mod metrics;
+mod private_conf;
 mod prolog;
 mod task_prolog;
 mod trust;

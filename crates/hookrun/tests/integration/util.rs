@@ -57,6 +57,8 @@ impl Fixture {
     pub fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().to_owned();
+        // Like `/`: others may search it (a TaskProlog runs as the job's user).
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod root");
         fs::create_dir_all(root.join("etc/slurm")).expect("mkdir etc/slurm");
         fs::create_dir_all(root.join("var/lib/prometheus/node-exporter")).expect("mkdir textfile");
         Fixture { _dir: dir, root }
@@ -183,7 +185,23 @@ impl Fixture {
 
     /// hookrun with `--root` and the fake scontrol's path, empty environment.
     pub fn hookrun(&self) -> Hookrun {
-        let mut command = Command::new(BIN);
+        self.hookrun_with(Command::new(BIN))
+    }
+
+    /// [`Fixture::hookrun`] as another user, the way slurmstepd runs a
+    /// TaskProlog: `setpriv(1)` (util-linux) takes uid, gid and groups away
+    /// first.
+    pub fn hookrun_as(&self, uid: u32) -> Hookrun {
+        let mut command = Command::new("/usr/bin/setpriv");
+        command
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg("--clear-groups")
+            .arg(BIN);
+        self.hookrun_with(command)
+    }
+
+    fn hookrun_with(&self, mut command: Command) -> Hookrun {
         command
             .env_clear()
             .arg("--root")
