@@ -6,7 +6,7 @@
 #
 # The database is a snapshot beside the checkout, never copied into it: ../shared/advisory-db
 # from the repository's root (QOSLANE_ADVISORY_DB names another one, e.g. from a worktree).
-# When it is missing the step fails under CI=true and is skipped with a message otherwise.
+# When it is missing the step says so loudly and skips (QOSLANE_REQUIRE_ADVISORY_DB=1: fails).
 # cargo-audit is built once (`cargo install --locked`: minutes, half an hour on 2 busy cores) into
 # ${XDG_CACHE_HOME:-~/.cache}/qoslane/tools and reused; the audit itself never touches the
 # network: --no-fetch (the snapshot as it is), --stale (a snapshot is old by design; its date is
@@ -29,11 +29,10 @@ tools=${XDG_CACHE_HOME:-${HOME:?}/.cache}/qoslane/tools
 audit=$tools/bin/cargo-audit
 
 if [ ! -d "$db/crates" ]; then
-  if [ "${CI:-}" = true ]; then
-    echo "audit-deps.sh: no advisory database at $db (CI=true: failing)" >&2
-    exit 1
-  fi
-  echo "audit-deps.sh: no advisory database at $db: skipped (QOSLANE_ADVISORY_DB names one)" >&2
+  # Said loudly, not failed: the snapshot lives outside the checkout, and a machine without it
+  # must still run every other suite (QOSLANE_REQUIRE_ADVISORY_DB=1 makes this an error).
+  echo "audit-deps.sh: WARNING: no advisory database at $db: NOT CHECKED (QOSLANE_ADVISORY_DB names one)" >&2
+  [ "${QOSLANE_REQUIRE_ADVISORY_DB:-0}" != 1 ] || exit 1
   exit 0
 fi
 
