@@ -53,6 +53,21 @@ impl Run {
     }
 }
 
+/// Whether another user can run the test binary (every directory above it
+/// searchable by others: a checkout under a private home is not); says why not.
+pub fn reachable_by_others() -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = Path::new(BIN);
+    let reachable = bin
+        .ancestors()
+        .skip(1)
+        .all(|d| fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    if !reachable {
+        eprintln!("skipped: {} is not reachable by other users", bin.display());
+    }
+    reachable
+}
+
 impl Fixture {
     pub fn new() -> Fixture {
         let dir = tempfile::tempdir().expect("temp dir");
