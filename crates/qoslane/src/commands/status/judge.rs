@@ -9,6 +9,7 @@ use crate::audit::read::{Found, Line, LoggedEntry};
 use crate::config::Source;
 use crate::fabric::check;
 use crate::mapping::Mapping;
+use crate::report::Outcome;
 use crate::settings;
 use crate::state::{JobRecord, NodeState};
 
@@ -21,9 +22,15 @@ use super::model::{
 /// Problems shown.
 const PROBLEMS: usize = 5;
 
-/// The outcomes that are problems (`qoslane log --outcome failed --outcome
-/// rolled_back` lists them all).
-const PROBLEM_OUTCOMES: &[&str] = &["failed", "rolled_back"];
+/// Whether an audit line's outcome is a problem: one the run's own
+/// vocabulary does not count as a success (`failed`, `rolled_back`: `qoslane
+/// log --outcome failed --outcome rolled_back` lists them all). A word this
+/// binary does not know (a newer writer's) is not judged here.
+fn is_problem(outcome: &str) -> bool {
+    Outcome::ALL
+        .iter()
+        .any(|o| o.as_str() == outcome && !o.is_success())
+}
 
 pub fn judge(facts: Facts) -> NodeStatus {
     let Facts {
@@ -221,7 +228,7 @@ fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>
             time: e.time.clone(),
             outcome: e.outcome.clone(),
             error: e.error.clone(),
-            failed: e.outcome == "failed",
+            failed: e.outcome == Outcome::Failed.as_str(),
         });
     if let Some(h) = health.as_ref().filter(|h| h.failed) {
         attention.push(format!(
@@ -231,7 +238,7 @@ fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>
         ));
     }
     let problems = newest_first()
-        .filter(|e| PROBLEM_OUTCOMES.contains(&e.outcome.as_str()))
+        .filter(|e| is_problem(&e.outcome))
         .take(PROBLEMS)
         .map(problem)
         .collect();
