@@ -35,6 +35,9 @@ fi
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --features qoslane/fault-injection -q -- -D warnings
+# The fuzz crate is a workspace of its own: its Cargo.lock must be current too (a stale one
+# makes `cargo fuzz` re-resolve and drift from the versions the main lock pins).
+(cd crates/qoslane/fuzz && cargo metadata --locked --format-version 1 >/dev/null)
 
 step "supply chain: Cargo.lock against the RustSec advisory database (offline, scripts/audit-deps.sh)"
 bash scripts/audit-deps.sh
