@@ -23,7 +23,8 @@
 # Layout (both packages):
 #   /usr/sbin/qoslane, /usr/sbin/hookrun
 #   /usr/share/man/man8/{qoslane,hookrun}*.8.gz, man5/{qoslane-mapping,hookrun.conf}.5.gz
-#   /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia,...}.md
+#   /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia,...}.md (.md.gz in the .deb)
+#   /usr/lib/systemd/system/qoslane-metrics.service, qoslane-fabric-audit.{service,timer} (disabled)
 #   /usr/share/qoslane/prometheus/{qoslane-alerts,scrape-qoslane}.yml, grafana/grafana-qoslane.json
 #   /usr/share/bash-completion/completions/{qoslane,hookrun}
 #   /usr/share/zsh/vendor-completions/_{qoslane,hookrun}   (.deb; .rpm: zsh/site-functions)
@@ -33,7 +34,8 @@
 #   /etc/default/qoslane                           (conffile: the hooks' site options)
 #   /usr/lib/qoslane/{site-options,remove-state}   (read by the hooks / removal)
 # Removal drops the .prom textfiles; purge (rpm: erase) also /var/lib/qoslane,
-# /var/lib/hookrun, /run/qoslane and /var/log/qoslane.
+# /var/lib/hookrun and /run/qoslane; the audit history (/var/log/qoslane) is
+# kept, and purge says so.
 #   /usr/lib/qoslane/hooks/{prolog.d,epilog.d,task-prolog.d,health.d}/NN-qoslane
 #   (task-prolog.d's is a symlink to /usr/sbin/qoslane; the others sh scripts
 #   that read the site options)
@@ -66,15 +68,20 @@ cd "$REPO"
 # Reproducible: the man pages' date is the last commit's.
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || date +%s)}
 export SOURCE_DATE_EPOCH
-log "cargo build --release -p qoslane -p hookrun"
-cargo build --release -q -p qoslane -p hookrun
-REL=${CARGO_TARGET_DIR:-$REPO/target}/release
 VERSION=$(cargo pkgid -p qoslane | sed 's/.*[#@]//')
 REVISION=1
 if [ -n "$REBUILD" ]; then
   case $REBUILD in *[!0-9]*) die "--revision wants a number, got '$REBUILD'" ;; esac
   REVISION=$REBUILD
 fi
+# The build's name, compiled into both binaries (`--version`, qoslane_build_info):
+# two package revisions, or two commits, never print the same version.
+COMMIT=$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+if [ "$COMMIT" != unknown ] && ! git -C "$REPO" diff --quiet HEAD -- 2>/dev/null; then COMMIT="$COMMIT+dirty"; fi
+export QOSLANE_BUILD="${VERSION}-${REVISION} (git $COMMIT)"
+log "cargo build --release -p qoslane -p hookrun ($QOSLANE_BUILD)"
+cargo build --release -q -p qoslane -p hookrun
+REL=${CARGO_TARGET_DIR:-$REPO/target}/release
 SUMMARY="Slurm QoS to InfiniBand Service Level, with the hookrun hook framework"
 DESCRIPTION="qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML
 mapping, checks on the node's HCA ports that the SL lands on the intended
@@ -132,6 +139,8 @@ stage() {
   done
   install -D -m 0644 "$REPO/examples/qos-network.yml" "$d/usr/share/doc/qoslane/examples/qos-network.yml"
   for p in $DOCS; do install -D -m 0644 "$REPO/docs/$p" "$d/usr/share/doc/qoslane/$p"; done
+  # systemd units, shipped disabled (no preset, no postinst enabling them).
+  for p in "$REPO"/packaging/systemd/*; do install -D -m 0644 "$p" "$d/usr/lib/systemd/system/$(basename "$p")"; done
   install -D -m 0644 "$REPO/deploy/prometheus/qoslane-alerts.yml" "$d/usr/share/qoslane/prometheus/qoslane-alerts.yml"
   install -D -m 0644 "$REPO/deploy/prometheus/scrape-qoslane.yml" "$d/usr/share/qoslane/prometheus/scrape-qoslane.yml"
   install -D -m 0644 "$REPO/deploy/prometheus/grafana-qoslane.json" "$d/usr/share/qoslane/grafana/grafana-qoslane.json"
@@ -158,6 +167,9 @@ build_deb_native() {
   install -D -m 0644 "$REPO/packaging/debian/copyright" "$st/usr/share/doc/qoslane/copyright"
   install -D -m 0644 "$GEN/changelog.Debian.gz" "$st/usr/share/doc/qoslane/changelog.Debian.gz"
   install -D -m 0644 "$REPO/packaging/debian/lintian-overrides" "$st/usr/share/lintian/overrides/qoslane"
+  # Debian policy 12.3: documentation over 4 kB is compressed (the example and
+  # the copyright stay plain).
+  find "$st/usr/share/doc/qoslane" -maxdepth 1 -name '*.md' -size +4k -exec gzip -9n {} +
   # Depends from the binaries' shared libraries, as dpkg-shlibdeps computes
   # them for any Debian package (it wants a debian/control to sit beside).
   local sd=$REPO/target/packaging/deb/shlibdeps
@@ -174,7 +186,8 @@ build_deb_native() {
     echo "Maintainer: $MAINTAINER"
     echo "Installed-Size: $(du -sk --exclude=DEBIAN "$st" | cut -f1)"
     echo "Depends: $depends"
-    echo "Recommends: slurmd"
+    # smpquery (fabric_check: enforce, the fabric audit) and the audit log's rotation.
+    echo "Recommends: slurmd, infiniband-diags, logrotate"
     echo "Section: admin"
     echo "Priority: optional"
     echo "Homepage: $HOMEPAGE"
@@ -198,11 +211,16 @@ build_rpm_native() {
   rm -rf "$top"; mkdir -p "$top"/{BUILD,RPMS,SPECS,SRPMS,BUILDROOT}
   stage "$top/stage" /usr/share/zsh/site-functions
   install -D -m 0644 "$REPO/packaging/debian/copyright" "$top/stage/usr/share/licenses/qoslane/copyright"
+  install -d -m 0750 "$top/stage/var/log/qoslane"
   sed -e "s|@VERSION@|$VERSION|" -e "s|@RELEASE@|$REVISION|" -e "s|@SUMMARY@|$SUMMARY|" \
-      -e "s|@URL@|$HOMEPAGE|" "$REPO/packaging/rpm/qoslane.spec.in" > "$top/SPECS/qoslane.spec"
+      -e "s|@URL@|$HOMEPAGE|" -e "s|@PACKAGER@|$MAINTAINER|" "$REPO/packaging/rpm/qoslane.spec.in" > "$top/SPECS/qoslane.spec"
   printf '%s\n' "$DESCRIPTION" > "$top/description"
+  # %changelog: the Debian changelog's newest entry, dated as the build is.
+  { printf '* %s %s - %s-%s\n' "$(LC_ALL=C date -u -d "@$SOURCE_DATE_EPOCH" '+%a %b %d %Y')" "$MAINTAINER" "$VERSION" "$REVISION"
+    zcat "$GEN/changelog.Debian.gz" | awk 'NR > 2 && /^ -- /{exit} NR > 2 && NF' |
+      sed -e 's/^  \* /- /' -e 's/^    /  /'; } > "$top/changelog"
   rpmbuild -bb --quiet \
-    --define "_topdir $top" --define "_stagedir $top/stage" --define "_descfile $top/description" \
+    --define "_topdir $top" --define "_stagedir $top/stage" --define "_descfile $top/description" --define "_changelogfile $top/changelog" \
     --define "_build_id_links none" --define "debug_package %{nil}" --define "__os_install_post %{nil}" \
     --target "$arch" "$top/SPECS/qoslane.spec" >"$top/rpmbuild.log" 2>&1 ||
     { tail -20 "$top/rpmbuild.log" >&2; die "rpmbuild failed (log: $top/rpmbuild.log)"; }

@@ -30,9 +30,9 @@ PKGS=(
   ucx-utils openmpi-bin
   # lint of every shell script (scripts/shellcheck.sh, a step of scripts/test.sh)
   shellcheck
-  # packages (tests/e2e/packages.sh): lintian on the .deb, the shipped logrotate rule,
+  # packages (tests/e2e/packages.sh): lintian on the .deb, rpmlint on the .rpm, the shipped logrotate rule,
   # man --warnings on every page (man-db)
-  lintian logrotate man-db
+  lintian rpmlint logrotate man-db
   # misc used by scripts
   procps psmisc python3
 )

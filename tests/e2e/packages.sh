@@ -2,13 +2,16 @@
 # packages.sh — the .deb as an admin gets it, on this machine (as root): built
 # by packaging/build.sh; its file list (docs, alert rules, dashboard, man8
 # pages and qoslane-mapping(5), logrotate rule, changelog, the conffiles);
-# lintian clean (-I --pedantic, overrides justified in the package); every man
+# lintian clean (-I --pedantic, overrides justified in the package); the .rpm
+# rpmlint clean (packaging/rpm/rpmlint.toml); systemd units shipped disabled and
+# accepted by systemd-analyze verify; --version naming the build; every man
 # page rendered by `man --warnings` without a warning; installed with dpkg;
 # /etc/default/qoslane honoured by the hooks when root's and refused (the hook
 # fails, qoslane never runs) when group-writable; the shipped logrotate rule
 # run by the real logrotate while real qoslane runs append to the audit log
 # (no line lost or doubled); `dpkg --remove` drops the .prom textfiles;
-# `dpkg --purge` leaves nothing (files, state, logs, metrics).
+# `dpkg --purge` leaves nothing (files, state, metrics) but the audit history,
+# and says so.
 #
 # No Slurm: the hooks run as slurmd would start them (env -i). It holds the
 # Slurm rig lock anyway, because tests/e2e/omnia.sh installs the same package
@@ -22,7 +25,7 @@ set -euo pipefail
 [ "$(id -u)" = 0 ] || { say "packages.sh needs root (dpkg -i)"; exit 1; }
 T_START=$(date +%s.%N)
 secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
-for tool in lintian logrotate man dpkg-deb; do
+for tool in lintian rpmlint rpmbuild logrotate man dpkg-deb; do
   command -v "$tool" >/dev/null || { say "$tool missing (scripts/install-deps.sh)"; exit 1; }
 done
 rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the rig lock ($RIG_LOCK)"; exit 1; }
@@ -61,7 +64,11 @@ say "built $(basename "$DEB") in $(secs "$t")s"
 files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}')
 has() { grep -qx -- "$1" <<<"$files" || { say "  not in the package: $1"; return 1; }; }
 has_all() { local f; for f in "$@"; do has "$f" || return 1; done; }
-check "deb: the docs" has_all /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia}.md
+check "deb: the docs, compressed (policy 12.3)" has_all /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia}.md.gz
+check "deb: systemd units (metrics server, fabric-audit service and timer)" has_all \
+  /usr/lib/systemd/system/{qoslane-metrics.service,qoslane-fabric-audit.service,qoslane-fabric-audit.timer}
+check "deb: Recommends what fabric_check and the audit log's rotation need" bash -c \
+  "dpkg-deb -f '$DEB' Recommends | grep -q 'infiniband-diags' && dpkg-deb -f '$DEB' Recommends | grep -q logrotate"
 check "deb: alert rules, scrape config and dashboard" has_all /usr/share/qoslane/prometheus/qoslane-alerts.yml \
   /usr/share/qoslane/prometheus/scrape-qoslane.yml /usr/share/qoslane/grafana/grafana-qoslane.json
 no_man1() { ! grep -q /man1/ <<<"$files"; }
@@ -80,6 +87,19 @@ check "deb: maintainer scripts are POSIX sh with set -e" bash -c "
 lintian -I --pedantic "$DEB" >"$WORK/lintian.txt" 2>"$WORK/lintian.err"; lrc=$?
 check "lintian -I --pedantic: no tag left (exit $lrc)" bash -c "[ $lrc = 0 ] && ! [ -s '$WORK/lintian.txt' ] || { cat '$WORK/lintian.txt' >&2; false; }"
 
+# The .rpm of the same tree: rpmlint with the distribution settings and the
+# narrow filters of packaging/rpm/rpmlint.toml, each with its reason.
+bash "$E2E_REPO/packaging/build.sh" --rpm --out "$WORK/out" 2>>"$WORK/build.log" ||
+  { cat "$WORK/build.log" >&2; exit 1; }
+RPM=$(ls "$WORK"/out/qoslane-*.rpm)
+rpmlint -c "$E2E_REPO/packaging/rpm/rpmlint.toml" "$RPM" >"$WORK/rpmlint.txt" 2>&1; rrc=$?
+check "rpmlint: no error or warning left (exit $rrc)" bash -c \
+  "[ $rrc = 0 ] && grep -q ' 0 errors, 0 warnings' '$WORK/rpmlint.txt' || { cat '$WORK/rpmlint.txt' >&2; false; }"
+check "rpm: Recommends infiniband-diags and logrotate" bash -c \
+  "rpm -qp --recommends '$RPM' 2>/dev/null | grep -qx infiniband-diags && rpm -qp --recommends '$RPM' 2>/dev/null | grep -qx logrotate"
+check "rpm: its %changelog is the package's" bash -c "rpm -qp --changelog '$RPM' 2>/dev/null | grep -q -- '- $(dpkg-deb -f "$DEB" Version | sed 's/[.]/[.]/g')\$'"
+check "rpm: the systemd units" bash -c "rpm -qpl '$RPM' 2>/dev/null | grep -c '^/usr/lib/systemd/system/qoslane-' | grep -qx 3"
+
 mkdir -p "$WORK/x"; dpkg-deb -x "$DEB" "$WORK/x"
 man_clean() {
   local page out bad=0
@@ -94,7 +114,16 @@ check "man --warnings: every page ($(find "$WORK"/x/usr/share/man -name '*.gz' |
 # ------------------------------------------------------------ installed
 check "dpkg -i" bash -c "dpkg -i '$DEB' >'$WORK/dpkg-i.log' 2>&1 || { cat '$WORK/dpkg-i.log' >&2; false; }"
 check "--help points to the installed guide, which is there" bash -c \
-  "/usr/sbin/qoslane --help | grep -q /usr/share/doc/qoslane/admin-guide.md && [ -s /usr/share/doc/qoslane/admin-guide.md ]"
+  "/usr/sbin/qoslane --help | tr '\\n' ' ' | grep -q 'admin guide in /usr/share/doc/qoslane/' && zcat /usr/share/doc/qoslane/admin-guide.md.gz | grep -q '^# '"
+# The build's name: the package's version and revision and the commit (two revisions differ).
+ver=$(dpkg-deb -f "$DEB" Version)
+names_build() { grep -Eqx "$(basename "$1") ${ver//./[.]} \(git [0-9a-f]{12}(\+dirty)?\)" <<<"$("$1" --version)"; }
+check "--version names the build: $(/usr/sbin/qoslane --version)" names_build /usr/sbin/qoslane
+check "hookrun --version too" names_build /usr/sbin/hookrun
+check "systemd-analyze verify accepts the units" bash -c \
+  "systemd-analyze verify /usr/lib/systemd/system/qoslane-metrics.service /usr/lib/systemd/system/qoslane-fabric-audit.service /usr/lib/systemd/system/qoslane-fabric-audit.timer 2>'$WORK/verify.err' && ! grep -i qoslane '$WORK/verify.err' || { cat '$WORK/verify.err' >&2; false; }"
+check "the units are installed disabled (no wants/ link)" bash -c \
+  "! ls /etc/systemd/system/*.wants/qoslane-* >/dev/null 2>&1"
 check "man finds qoslane(8) and qoslane-mapping(5)" bash -c \
   "man -w 8 qoslane | grep -q man8/qoslane.8 && man -w 5 qoslane-mapping | grep -q man5/qoslane-mapping.5"
 
@@ -172,9 +201,14 @@ check "removed: the .prom textfiles are gone (node_exporter exports nothing stal
   "! [ -e '$PROM/qoslane.prom' ] && ! [ -e '$PROM/hookrun.prom' ]"
 check "removed: conffiles and state kept until purge" bash -c \
   "[ -f /etc/default/qoslane ] && [ -d /var/lib/qoslane ] && [ -f /var/log/qoslane/audit.jsonl ]"
+audit_before=$(md5sum </var/log/qoslane/audit.jsonl)
 check "dpkg --purge" bash -c "dpkg --purge qoslane >'$WORK/purge.log' 2>&1 || { cat '$WORK/purge.log' >&2; false; }"
+check "purged: the audit history is kept, whole" eq "$(md5sum </var/log/qoslane/audit.jsonl 2>&1)" "$audit_before"
+check "purged: ... and purge says where it is and how to delete it" \
+  grep -q 'audit history is kept in /var/log/qoslane (rm -r /var/log/qoslane deletes it)' "$WORK/purge.log"
+rm -r /var/log/qoslane
 left=$(for p in /etc/default/qoslane /etc/logrotate.d/qoslane /var/lib/qoslane /var/lib/hookrun \
-         /run/qoslane /var/log/qoslane "$PROM/qoslane.prom" "$PROM/hookrun.prom" /usr/lib/qoslane \
+         /run/qoslane "$PROM/qoslane.prom" "$PROM/hookrun.prom" /usr/lib/qoslane \
          /usr/share/qoslane /usr/share/doc/qoslane /usr/sbin/qoslane /usr/sbin/hookrun; do
          if [ -e "$p" ]; then echo "$p"; fi; done)
 check "purged: nothing left" eq "$left" ""

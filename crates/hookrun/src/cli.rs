@@ -37,7 +37,7 @@ See hookrun(8) and /usr/share/doc/qoslane/hookrun.md.";
 #[derive(Debug, Parser)]
 #[command(
     name = "hookrun",
-    version,
+    version = nodeio::build::VERSION,
     long_about = LONG_ABOUT,
     after_long_help = AFTER_LONG_HELP
 )]

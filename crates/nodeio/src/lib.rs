@@ -21,11 +21,14 @@
 //! - [`log`]: journald, else syslog, else stderr only; never blocks past the
 //!   run's deadline, counts what it had to drop.
 //!
+//! - [`build`]: which build this is (package version, revision, commit).
+//!
 //! Nothing here knows about Slurm or InfiniBand.
 
 pub mod alarm;
 pub mod append;
 pub mod atomic;
+pub mod build;
 pub mod child;
 pub mod counter_file;
 pub mod error;

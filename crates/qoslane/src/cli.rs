@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Debug, Default, Parser)]
 #[command(
     name = "qoslane",
-    version,
+    version = nodeio::build::VERSION,
     about = "Carry a Slurm job's QoS onto the InfiniBand fabric (SL/VL), verified, audited, rolled back",
     long_about = "qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML mapping, \
 checks on the node's HCA ports that the SL lands on the intended Virtual Lane, applies the level's \
@@ -19,7 +19,7 @@ Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_R
 QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_TIMEOUT_MS.",
     after_help = "Exit codes: 0 ok, 1 failed, 2 invalid mapping, 64 usage, 66 no input, 69 program unavailable, \
 70 internal, 74 I/O, 75 try again (lock or deadline). See qoslane(8), qoslane-mapping(5) and \
-/usr/share/doc/qoslane/admin-guide.md."
+the admin guide in /usr/share/doc/qoslane/ (admin-guide.md, compressed in the .deb)."
 )]
 pub struct Cli {
     /// Resolve every system path under DIR (tests use a temp tree) [env: QOSLANE_ROOT]

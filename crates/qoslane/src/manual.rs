@@ -239,7 +239,10 @@ fn see_also(top: bool) -> String {
         .into_iter()
         .chain(others)
         .collect();
-    manpage::see_also(&pages, &format!("{DOC_DIR}/admin-guide.md"))
+    manpage::see_also(
+        &pages,
+        &format!("{DOC_DIR}/admin-guide.md (admin-guide.md.gz in the .deb)"),
+    )
 }
 
 #[cfg(test)]
