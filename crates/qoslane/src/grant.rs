@@ -68,7 +68,7 @@ impl Decision {
 /// Where a finding comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Scope {
+pub enum GrantScope {
     /// The node's own HCA ports.
     OwnPorts,
     /// The switch port each of them is cabled to.
@@ -77,7 +77,7 @@ pub enum Scope {
     Settings,
 }
 
-impl Scope {
+impl GrantScope {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::OwnPorts => "own ports",
@@ -89,7 +89,7 @@ impl Scope {
 
 /// What one scope found for one level.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Found {
+pub struct Findings {
     /// What would stop the level (a misaligned lane, a setting that cannot
     /// be written), one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -104,16 +104,16 @@ pub struct Found {
 /// One scope's finding for a level, and when it was made.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Evidence {
-    pub scope: Scope,
+    pub scope: GrantScope,
     /// ms since the Unix epoch.
     pub at_ms: u64,
-    pub found: Found,
+    pub found: Findings,
 }
 
 /// A scope a grant was decided from, and when it was read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Seen {
-    pub scope: Scope,
+    pub scope: GrantScope,
     pub at_ms: u64,
 }
 
@@ -121,7 +121,7 @@ pub struct Seen {
 /// first hop, a setting), and the scope it comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reason {
-    pub scope: Scope,
+    pub scope: GrantScope,
     pub line: String,
 }
 
@@ -158,7 +158,7 @@ impl Grant {
             return e;
         }
         let lines = self.reason_lines().join("; ");
-        if self.reasons.iter().any(|r| r.scope == Scope::Settings) {
+        if self.reasons.iter().any(|r| r.scope == GrantScope::Settings) {
             Error::Settings(lines)
         } else {
             Error::Fabric(lines)
@@ -198,7 +198,7 @@ pub fn decide(check: FabricCheck, on_failure: OnFailure, evidence: &[Evidence]) 
     let mut notes = Vec::new();
     let mut scopes = Vec::new();
     for e in evidence {
-        let fabric = e.scope != Scope::Settings;
+        let fabric = e.scope != GrantScope::Settings;
         if fabric && check == FabricCheck::Off {
             continue;
         }
@@ -280,7 +280,7 @@ pub struct ScopeRead {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ReadPort>,
     /// Level → what was found.
-    pub levels: BTreeMap<String, Found>,
+    pub levels: BTreeMap<String, Findings>,
 }
 
 /// The persisted grants of the node (`/run/qoslane/grants.json`).
@@ -353,7 +353,7 @@ impl Record {
             Some(s) => {
                 out.first_hop_missing = false;
                 out.evidence.push(Evidence {
-                    scope: Scope::FirstHop,
+                    scope: GrantScope::FirstHop,
                     at_ms: s.at_ms,
                     found: s.levels.get(level).cloned().unwrap_or_default(),
                 });
@@ -364,7 +364,7 @@ impl Record {
         }
         match &r.settings {
             Some(s) if fresh(s) => out.evidence.push(Evidence {
-                scope: Scope::Settings,
+                scope: GrantScope::Settings,
                 at_ms: s.at_ms,
                 found: s.levels.get(level).cloned().unwrap_or_default(),
             }),
@@ -383,11 +383,11 @@ impl Record {
 mod tests {
     use super::*;
 
-    fn ev(scope: Scope, problems: &[&str], warnings: &[&str]) -> Evidence {
+    fn ev(scope: GrantScope, problems: &[&str], warnings: &[&str]) -> Evidence {
         Evidence {
             scope,
             at_ms: 7,
-            found: Found {
+            found: Findings {
                 problems: problems.iter().map(|s| (*s).to_owned()).collect(),
                 warnings: warnings.iter().map(|s| (*s).to_owned()).collect(),
                 unread: None,
@@ -398,13 +398,13 @@ mod tests {
     #[test]
     fn a_first_hop_problem_refuses_a_fail_job_level_under_enforce_only() {
         let e = [
-            ev(Scope::OwnPorts, &[], &[]),
-            ev(Scope::FirstHop, &["SL 3 -> VL 15"], &[]),
+            ev(GrantScope::OwnPorts, &[], &[]),
+            ev(GrantScope::FirstHop, &["SL 3 -> VL 15"], &[]),
         ];
         let g = decide(FabricCheck::Enforce, OnFailure::FailJob, &e);
         assert_eq!(g.decision, Decision::Refused);
         assert_eq!(g.reason_lines(), ["SL 3 -> VL 15"]);
-        assert_eq!(g.reasons[0].scope, Scope::FirstHop);
+        assert_eq!(g.reasons[0].scope, GrantScope::FirstHop);
         assert!(!g.decision.gets_its_sl());
         let g = decide(FabricCheck::Enforce, OnFailure::Continue, &e);
         assert_eq!(g.decision, Decision::Baseline);
@@ -417,7 +417,7 @@ mod tests {
 
     #[test]
     fn a_setting_that_cannot_be_written_stops_the_level_under_every_policy() {
-        let e = [ev(Scope::Settings, &["/proc/sys/x: read-only"], &[])];
+        let e = [ev(GrantScope::Settings, &["/proc/sys/x: read-only"], &[])];
         for check in [FabricCheck::Enforce, FabricCheck::Warn, FabricCheck::Off] {
             assert_eq!(
                 decide(check, OnFailure::Continue, &e).decision,
@@ -429,11 +429,11 @@ mod tests {
     #[test]
     fn a_scope_that_could_not_be_read_stops_only_under_enforce() {
         let e = [Evidence {
-            scope: Scope::FirstHop,
+            scope: GrantScope::FirstHop,
             at_ms: 1,
-            found: Found {
+            found: Findings {
                 unread: Some("timeout".into()),
-                ..Found::default()
+                ..Findings::default()
             },
         }];
         assert_eq!(
@@ -457,9 +457,9 @@ mod tests {
         let mut levels = BTreeMap::new();
         levels.insert(
             "mc".to_owned(),
-            Found {
+            Findings {
                 problems: vec!["dropped".into()],
-                ..Found::default()
+                ..Findings::default()
             },
         );
         let r = Record {

@@ -163,7 +163,7 @@ pub fn check_levels(
         .levels()
         .iter()
         .map(|l| {
-            let mut found = crate::grant::Found::default();
+            let mut found = crate::grant::Findings::default();
             for s in &l.node_settings {
                 let path = s.path.as_str();
                 match check_writable(paths, path, deadline) {

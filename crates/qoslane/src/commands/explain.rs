@@ -94,7 +94,7 @@ fn fabric_now(ctx: &Ctx, m: &Mapping, level: &Level) -> FabricNow {
     let mut evidence = j.evidence(&level.name);
     let settings = crate::settings::check_levels(&ctx.paths, m, &d);
     evidence.push(crate::grant::Evidence {
-        scope: crate::grant::Scope::Settings,
+        scope: crate::grant::GrantScope::Settings,
         at_ms: settings.at_ms,
         found: settings
             .levels

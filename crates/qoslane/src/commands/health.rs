@@ -452,7 +452,10 @@ fn grant_checks(record: &grant::Record, m: &Mapping) -> Vec<Check> {
         }
         let mut why: Vec<&str> = g.reason_lines();
         why.extend(g.warnings.iter().map(String::as_str));
-        let fix = if g.reasons.iter().any(|r| r.scope == grant::Scope::Settings)
+        let fix = if g
+            .reasons
+            .iter()
+            .any(|r| r.scope == grant::GrantScope::Settings)
             || g.warnings.iter().any(|w| w.starts_with("node settings"))
         {
             "make the level's node settings writable (or remove them from the level)"

@@ -134,7 +134,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         g = grant(ctx, s, r, job, &q, &loaded)?;
         promoted_or_noted(s, &loaded, &mut g)?;
     }
-    let Grant {
+    let JobGrant {
         mut r,
         record,
         policy,
@@ -181,7 +181,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
 /// What a Prolog grants its job under a mapping: the level, its policy
 /// (armed), the fabric's judgement of it (a refusal fails the run) and the
 /// record to put.
-struct Grant {
+struct JobGrant {
     r: Report,
     record: JobRecord,
     policy: OnFailure,
@@ -197,7 +197,7 @@ struct Grant {
 fn promoted_or_noted(
     s: &mut Session<'_>,
     loaded: &crate::config::Loaded,
-    g: &mut Grant,
+    g: &mut JobGrant,
 ) -> Result<bool, Box<Failure>> {
     match s.promote_or_note(loaded, &mut g.r) {
         Ok(fresh) => Ok(fresh),
@@ -212,7 +212,7 @@ fn grant(
     job: JobId,
     q: &qos::JobQos,
     loaded: &crate::config::Loaded,
-) -> Result<Grant, Box<Failure>> {
+) -> Result<JobGrant, Box<Failure>> {
     let m = &loaded.mapping;
     if let Some(note) = &q.note {
         r.notes
@@ -271,7 +271,7 @@ fn grant(
         level,
         &loaded.sha256,
     );
-    Ok(Grant {
+    Ok(JobGrant {
         r,
         record,
         policy,
@@ -293,7 +293,7 @@ fn level_grant(
     level: &Level,
     deadline: &Deadline,
 ) -> (policy::Judgement, crate::grant::Grant) {
-    use crate::grant::{MAX_RECORD_AGE_MS, Record, Scope};
+    use crate::grant::{GrantScope, MAX_RECORD_AGE_MS, Record};
     let on_failure = m.on_failure_for(level);
     let must_read =
         m.fabric_check == crate::mapping::FabricCheck::Enforce && on_failure == OnFailure::FailJob;
@@ -332,7 +332,7 @@ fn level_grant(
     evidence.extend(
         got.evidence
             .into_iter()
-            .filter(|e| !(read_here && e.scope == Scope::FirstHop)),
+            .filter(|e| !(read_here && e.scope == GrantScope::FirstHop)),
     );
     if m.fabric_check != crate::mapping::FabricCheck::Off {
         if read_here {

@@ -47,7 +47,11 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
             found.skipped_summary("line")
         ));
     }
-    if found.files == 0 && std::fs::symlink_metadata(&ctx.paths.audit_log).is_ok() {
+    let unreadable = match std::fs::symlink_metadata(&ctx.paths.audit_log) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
+    };
+    if found.files == 0 && unreadable {
         // There, but not read: never "no audit log".
         crate::log::error(&format!(
             "log: the audit log {} is not readable as uid {} (needs root, or a group that may \

@@ -23,7 +23,7 @@ use super::smpquery::Smpquery;
 use super::tables::PortId;
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::grant::{self, Evidence, Found, Grant, ReadPort, ScopeRead};
+use crate::grant::{self, Evidence, Findings, Grant, ReadPort, ScopeRead};
 use crate::mapping::{FabricCheck, Mapping};
 use crate::paths::Paths;
 
@@ -270,11 +270,11 @@ impl Judgement {
     pub fn evidence(&self, level: &str) -> Vec<Evidence> {
         if let Some(e) = &self.error {
             return vec![Evidence {
-                scope: grant::Scope::OwnPorts,
+                scope: grant::GrantScope::OwnPorts,
                 at_ms: super::cache::now_ms(),
-                found: Found {
+                found: Findings {
                     unread: Some(e.clone()),
-                    ..Found::default()
+                    ..Findings::default()
                 },
             }];
         }
@@ -282,9 +282,9 @@ impl Judgement {
             return Vec::new();
         };
         let mut out = vec![Evidence {
-            scope: grant::Scope::OwnPorts,
+            scope: grant::GrantScope::OwnPorts,
             at_ms: a.assessed_at_ms,
-            found: Found {
+            found: Findings {
                 problems: a.own_problems(level),
                 warnings: a.own_warnings(level),
                 unread: None,
@@ -292,9 +292,9 @@ impl Judgement {
         }];
         if a.read_first_hop() {
             out.push(Evidence {
-                scope: grant::Scope::FirstHop,
+                scope: grant::GrantScope::FirstHop,
                 at_ms: a.assessed_at_ms,
-                found: Found {
+                found: Findings {
                     problems: a.hop_problems(level),
                     warnings: a.hop_warnings(level),
                     unread: None,
@@ -331,7 +331,7 @@ impl Judgement {
                 .levels()
                 .iter()
                 .map(|l| {
-                    let found = Found {
+                    let found = Findings {
                         problems: a.hop_problems(&l.name),
                         warnings: a.hop_warnings(&l.name),
                         unread: None,
@@ -356,7 +356,7 @@ impl Judgement {
                 let mut evidence = self.evidence(&l.name);
                 if let Some(s) = settings {
                     evidence.push(Evidence {
-                        scope: grant::Scope::Settings,
+                        scope: grant::GrantScope::Settings,
                         at_ms: s.at_ms,
                         found: s.levels.get(&l.name).cloned().unwrap_or_default(),
                     });
