@@ -327,7 +327,10 @@ fn level_grant(
         j = policy::judge_level(paths, m, deadline, &level.name, true);
         got = recorded(Some(&j.ports()));
     }
-    let read_here = j.assessment.as_ref().is_some_and(|a| a.read_first_hop());
+    let read_here = j
+        .assessment
+        .as_ref()
+        .is_some_and(crate::fabric::Assessment::read_first_hop);
     let mut evidence = j.evidence(&level.name);
     evidence.extend(
         got.evidence
@@ -383,7 +386,7 @@ fn remember(
             mapping_sha256: sha256.to_owned(),
             ..crate::grant::Record::default()
         });
-    rec.by = "prolog".to_owned();
+    "prolog".clone_into(&mut rec.by);
     rec.time = crate::time::now_rfc3339();
     if first_hop.is_some() {
         rec.first_hop = first_hop;

@@ -127,10 +127,6 @@ pub fn judge_level(
     )
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "private: the three entry points above name each combination"
-)]
 fn judge_as(
     paths: &Paths,
     mapping: &Mapping,

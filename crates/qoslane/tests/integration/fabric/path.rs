@@ -519,6 +519,29 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
     );
 }
 
+/// The binary on `node` (its root, the rig's smpquery, the fake squeue).
+fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.env_clear()
+        .env("QOSLANE_ROOT", &node.paths.root)
+        .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
+        .env("QOSLANE_SQUEUE", crate::util::fixture_bin("squeue"))
+        .env("QOSLANE_NO_JOURNAL", "1")
+        .env("QOSLANE_TIMEOUT_MS", "30000")
+        .args(args)
+        .envs(env.iter().copied());
+    c.output().unwrap()
+}
+
+/// What a run printed, stdout then stderr.
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Issue 23, item 1: the first switch (leaf1) drops the `fail_job` level's
 /// SL behind the SM. (a) `health` records it, the next Prolog of that level
 /// is refused, and `health`, `status`, `explain` and the metric all say it
@@ -542,27 +565,7 @@ fn path_a_leaf_dropping_the_fail_job_level_refuses_it_and_every_view_says_so() {
         ),
     )
     .unwrap();
-    let run = |args: &[&str], env: &[(&str, &str)]| {
-        let mut c = Command::new(BIN);
-        c.env_clear()
-            .env("QOSLANE_ROOT", &root)
-            .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
-            .env("QOSLANE_SQUEUE", crate::util::fixture_bin("squeue"))
-            .env("QOSLANE_NO_JOURNAL", "1")
-            .env("QOSLANE_TIMEOUT_MS", "30000")
-            .args(args);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c.output().unwrap()
-    };
-    let text = |o: &Output| {
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    };
+    let run = |args: &[&str], env: &[(&str, &str)]| run_bin(&node, args, env);
     let prolog = |id: &str, qos: &str| {
         run(
             &["prolog"],
