@@ -254,14 +254,6 @@ fn grant(
         );
         return Err(r.fail(refusal, Exit::ByPolicy(policy)));
     }
-    remember(
-        s,
-        &loaded.sha256,
-        &level.name,
-        &decided,
-        fabric.first_hop_read(m),
-        &mut r,
-    );
     let record = job_record(
         job,
         crate::time::now_rfc3339(),
