@@ -345,6 +345,9 @@ fn level_grant(
     (j, g)
 }
 
+/// The longest a Prolog waits for the node lock only to record its grant.
+const RECORD_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A Prolog's grant into the node's record, under the node lock, when it
 /// differs from what is recorded for its level (a probe saw what the last
 /// `health` did not) or it read the first hop itself. Best effort: a
@@ -366,7 +369,9 @@ fn remember(
     if same && first_hop.is_none() {
         return;
     }
-    if let Err(e) = s.node() {
+    // A refusal does not queue behind another run for long: the record is
+    // a view, the refusal stands without it.
+    if let Err(e) = s.node_within(RECORD_LOCK_WAIT) {
         r.notes.push(format!("the grant was not recorded: {e}"));
         return;
     }
