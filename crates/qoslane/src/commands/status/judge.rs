@@ -1,9 +1,8 @@
-//! Every decision of `qoslane status`, in one pure function: from what was
-//! read ([`Facts`]) to what is shown ([`NodeStatus`]): which fabric lanes
-//! carry which level (by the Prolog's own rules, [`check::check`]), whether
-//! a setting is in sync, the last health check and the problems in the
-//! audit log, and every reason the node needs attention, in the order
-//! they are listed.
+//! Every decision of `qoslane status`, in one pure function, from what was
+//! read ([`Facts`]) to what is shown ([`NodeStatus`]): the recorded grants
+//! (rendered, never decided again), which lanes carry a held job's SL,
+//! whether a setting is in sync, the audit log's last health check and
+//! problems, and every reason for attention, in the order they are listed.
 
 use crate::audit::read::{Found, Line, LoggedEntry};
 use crate::config::Source;
@@ -526,15 +525,64 @@ mod tests {
         assert_eq!(problems, [("rolled_back", Some(3)), ("failed", None)]);
     }
 
-    #[test]
-    fn a_node_with_nothing_wrong_is_ok() {
-        let mut f = facts();
+    fn with_example(f: &mut Facts) {
         f.mapping.loaded = crate::config::read_for_dry_run(std::path::Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../examples/qos-network.yml"
         )))
         .map_err(|e| e.to_string());
         f.mapping.error = None;
+    }
+
+    /// A level the record does not grant needs attention, in the grant's
+    /// words; a record of another mapping is not shown.
+    #[test]
+    fn a_recorded_grant_that_refuses_a_level_needs_attention() {
+        use crate::grant::{Decision, Grant, Reason, Record};
+        let mut f = facts();
+        with_example(&mut f);
+        let sha = f.mapping.loaded.as_ref().unwrap().sha256.clone();
+        let level = f.mapping.loaded.as_ref().unwrap().mapping.levels()[0]
+            .name
+            .clone();
+        let mut record = Record {
+            mapping_sha256: sha,
+            by: "health".into(),
+            time: "t0".into(),
+            ..Record::default()
+        };
+        record.grants.insert(
+            level.clone(),
+            Grant {
+                decision: Decision::Refused,
+                reasons: vec![Reason {
+                    scope: crate::grant::GrantScope::FirstHop,
+                    line: "mlx5_0/1 first hop: SL 3 -> VL 15".into(),
+                }],
+                warnings: Vec::new(),
+                notes: Vec::new(),
+                scopes: Vec::new(),
+            },
+        );
+        f.grants = Ok(Some(record.clone()));
+        let st = judge(f);
+        assert_eq!(
+            st.attention,
+            [format!(
+                "level {level} is not granted (health t0): its jobs are refused and requeued \
+                 (on_failure: fail_job): mlx5_0/1 first hop: SL 3 -> VL 15"
+            )]
+        );
+        let mut f = facts();
+        record.mapping_sha256 = "another".into();
+        f.grants = Ok(Some(record));
+        assert!(judge(f).grants.levels.is_empty(), "another mapping's");
+    }
+
+    #[test]
+    fn a_node_with_nothing_wrong_is_ok() {
+        let mut f = facts();
+        with_example(&mut f);
         f.audit.entries = vec![line(
             r#"{"time":"t1","event":"health","outcome":"unchanged"}"#,
         )];
