@@ -232,11 +232,19 @@ check "alert QoslaneFabricMisaligned firing: $N2, level high, mlx5_0/1" bash -c 
 if [ "$NN" -gt 1 ]; then
   check "QoslaneFabricMisaligned names no other node" eq "$(alerts | grep '^QoslaneFabricMisaligned firing ' | grep -vc "instance=$N2 ")" 0
 fi
+# The node's recorded grant (health decided it; the Prolog obeyed it): level high not granted.
+poll 20 "QoslaneLevelNotGranted firing" alert_is QoslaneLevelNotGranted firing
+check "alert QoslaneLevelNotGranted firing: $N2, level high" bash -c \
+  "python3 '$PROM_API' alerts '$PROM_URL' | grep '^QoslaneLevelNotGranted firing ' | grep 'instance=$N2 ' | grep -q 'level=high'"
+if [ "$NN" -gt 1 ]; then
+  check "QoslaneLevelNotGranted names no other node" eq "$(alerts | grep '^QoslaneLevelNotGranted firing ' | grep -vc "instance=$N2 ")" 0
+fi
 say "case: the SM fixed, the health check re-probes: the alert resolves"
 set_fabric "$(root_of "$N2")" identity
 health_on "$N2"
 poll 20 "QoslaneFabricMisaligned resolved" not_firing QoslaneFabricMisaligned
 check "aligned again: the alert is no longer firing" not_firing QoslaneFabricMisaligned
+poll 20 "QoslaneLevelNotGranted resolved" not_firing QoslaneLevelNotGranted
 
 # ------------------------------------------------------------ the path: the fabric audit
 say "case: the fabric audit on the multi-switch rig, one spine misaligned behind the SM"

@@ -84,6 +84,21 @@ pub fn open_setting(path: &Path, write: bool) -> std::io::Result<std::fs::File> 
     .map_err(Into::into)
 }
 
+/// Whether a kernel setting file may be written, without writing it: opened
+/// write-only (no truncation, no creation, non-blocking: a FIFO without a
+/// reader fails at once), never through a symlink at its last component,
+/// and closed. The kernel refuses the open of a read-only sysfs attribute
+/// or procfs entry, as it would refuse the write.
+pub fn setting_writable(path: &Path) -> std::io::Result<()> {
+    rfs::open(
+        path,
+        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .map(drop)
+    .map_err(Into::into)
+}
+
 /// Root, or the user running this program.
 pub fn trusted_uid(uid: u32) -> bool {
     uid == 0 || uid == rustix::process::geteuid().as_raw()
@@ -346,6 +361,41 @@ mod tests {
 
     fn chmod(p: &Path, mode: u32) {
         fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    /// The check writes nothing (a regular file keeps its content), follows
+    /// no symlink at the last component, creates nothing and refuses what
+    /// the kernel would refuse to write.
+    #[test]
+    fn setting_writable_neither_writes_nor_follows_nor_creates() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let f = tmp.path().join("setting");
+        fs::write(&f, "42\n").expect("write");
+        setting_writable(&f).expect("writable");
+        assert_eq!(fs::read_to_string(&f).expect("read"), "42\n");
+        let link = tmp.path().join("link");
+        symlink(&f, &link).expect("symlink");
+        assert!(setting_writable(&link).is_err());
+        let gone = tmp.path().join("gone");
+        assert_eq!(
+            setting_writable(&gone).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::NotFound)
+        );
+        assert!(!gone.exists());
+        let fifo = tmp.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        assert!(setting_writable(&fifo).is_err(), "no reader: fails at once");
+        if !rustix::process::geteuid().is_root() {
+            chmod(&f, 0o444);
+            assert!(setting_writable(&f).is_err());
+        }
     }
 
     #[test]

@@ -225,6 +225,7 @@ fn bench_render(c: &mut Criterion) {
         let gauges = Gauges {
             active_jobs: (0..16).map(|l| (format!("tier-{l:02}"), 4)).collect(),
             mapping_sha256: Some("0".repeat(64)),
+            granted: (0..16).map(|l| (format!("tier-{l:02}"), true)).collect(),
         };
         g.bench_function(BenchmarkId::new("16 levels x ports", ports), |b| {
             b.iter(|| render(black_box(&c2), black_box(&gauges)).len());

@@ -103,7 +103,7 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Health check: ports up, levels aligned, mapping valid, state sane
+    /// Health check: ports up, each level's grant decided and recorded, mapping valid, state sane
     Health {
         #[arg(long)]
         json: bool,
@@ -113,13 +113,15 @@ pub enum Command {
     #[command(
         long_about = "What the node looks like now, the way `systemctl status` reads: the \
 mapping in force (and since when), last-known-good, a rejected newer mapping and its first error; \
-the cached fabric probe judged for every level; which jobs hold which level and SL since when; \
+the cached fabric probe judged for every level; each level's recorded grant (granted, with \
+warnings, baseline, refused, and why); which jobs hold which level and SL since when; \
 the settings (now, wanted, baseline); a pending journal; the last problems from the end of the \
 audit log.\n\nRead-only: no lock, no SMP query (the cached probe), nothing created or written.\n\n\
 Exit status: 0 in order; 1 needs attention (the first line starts with ×, then one Attention line \
 per reason: no usable mapping, the installed one invalid or rejected, a setting out of sync, a \
-pending journal, a held level the cached probe says is not carried, a failed last health check, \
-a state file that cannot be used); 74 only when the output cannot be written."
+pending journal, a level not granted, a held SL the cached probe says is not carried, a failed \
+last health check, a state file that cannot be used, state this user may not read); 74 only when \
+the output cannot be written."
     )]
     Status {
         /// The same facts as one JSON object, `"schema": 1` (every key: the admin guide, §8)

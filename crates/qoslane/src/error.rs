@@ -50,6 +50,10 @@ pub enum Error {
     #[error("fabric check: {0}")]
     Fabric(String),
 
+    /// A level refused for a node setting that cannot be written.
+    #[error("node settings: {0}")]
+    Settings(String),
+
     #[error("unhealthy: {0}")]
     Unhealthy(String),
 
@@ -105,7 +109,9 @@ impl Error {
             Self::Io { .. } | Self::State { .. } => ExitClass::Io,
             Self::LockTimeout { .. } | Self::Deadline { .. } => ExitClass::TempFail,
             Self::Program { .. } => ExitClass::Unavailable,
-            Self::Verify { .. } | Self::Fabric(_) | Self::Unhealthy(_) => ExitClass::Failed,
+            Self::Verify { .. } | Self::Fabric(_) | Self::Settings(_) | Self::Unhealthy(_) => {
+                ExitClass::Failed
+            }
             // The documented meaning of 70: a bug, or a rollback that itself
             // failed (the node needs `recover`).
             Self::RollbackFailed { .. } | Self::Internal(_) => ExitClass::Internal,

@@ -5,6 +5,7 @@
 //! `tests/integration/layers.rs` holds the code to it):
 //! - [`mapping`]: the mapping file — parse, validate, typed (pure);
 //! - [`time`], [`paths`], [`exit_code`], [`error`]: leaves and the error type;
+//! - [`grant`]: the node's one decision per level, from every scope (pure);
 //! - [`fault`], [`log`], [`deadline`], [`exec`], [`http`]: fault injection
 //!   (tests), logging, the run's deadline, programs, the metrics' HTTP server;
 //! - [`job`], [`state`], [`config`], [`settings`]: the job, node state, the
@@ -27,6 +28,7 @@ pub mod exec;
 pub mod exit_code;
 pub mod fabric;
 pub mod fault;
+pub mod grant;
 pub mod http;
 pub mod job;
 pub mod log;

@@ -138,6 +138,10 @@ pub struct Gauges {
     /// Every level of the mapping (zero when none is active) → active jobs.
     pub active_jobs: BTreeMap<String, u64>,
     pub mapping_sha256: Option<String>,
+    /// Level → whether a job of it starting now gets its SL, from the
+    /// node's recorded grants (`grant::Record`); empty when none is
+    /// recorded.
+    pub granted: BTreeMap<String, bool>,
 }
 
 impl Gauges {
@@ -152,6 +156,7 @@ impl Gauges {
         let mut g = Self {
             active_jobs: levels.into_iter().map(|l| (l, 0)).collect(),
             mapping_sha256,
+            granted: BTreeMap::new(),
         };
         for level in active {
             *g.active_jobs.entry(level).or_default() += 1;
@@ -212,6 +217,19 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
     );
     for (level, n) in &g.active_jobs {
         w.sample("qoslane_active_jobs", &[("level", level)], n);
+    }
+    w.family(
+        "qoslane_level_granted",
+        Kind::Gauge,
+        "1 when a job of the level starting now would get its SL on this node, 0 when it would be \
+         refused or run on the baseline (the node's recorded grant: own ports, first hop, node settings).",
+    );
+    for (level, granted) in &g.granted {
+        w.sample(
+            "qoslane_level_granted",
+            &[("level", level)],
+            u8::from(*granted),
+        );
     }
     w.family(
         "qoslane_fabric_aligned",

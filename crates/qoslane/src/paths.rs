@@ -110,6 +110,11 @@ impl Paths {
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")
     }
+    /// The node's grant per level (`grant::Record`), written by `sync`,
+    /// `health` and a Prolog whose decision differs from it.
+    pub fn grants(&self) -> PathBuf {
+        self.run_dir.join("grants.json")
+    }
     /// A valid mapping that was not put in force (a level the fabric does
     /// not carry under `enforce`), and why.
     pub fn rejected_mapping(&self) -> PathBuf {

@@ -199,6 +199,17 @@ impl Report {
     }
 }
 
+/// How `health` marks a check that is not ok among its notes (the audit
+/// line's `notes`: `NAME: WARN: DETAIL`, `NAME: FAIL: DETAIL`), and how
+/// `status` and `log` find them.
+pub const WARN_MARK: &str = ": WARN: ";
+pub const FAIL_MARK: &str = ": FAIL: ";
+
+/// Whether a note is a health check's warning or failure.
+pub fn is_warning_note(note: &str) -> bool {
+    note.contains(WARN_MARK) || note.contains(FAIL_MARK)
+}
+
 /// What a command returns: what it did, or why it failed and what it did
 /// anyway (boxed: a report is large, the happy path should not carry it).
 pub type RunResult = Result<Report, Box<Failure>>;

@@ -138,6 +138,54 @@ fn read_raw(paths: &Paths, path: &str, deadline: &Deadline) -> Result<String> {
         })
 }
 
+/// Whether the setting can be written now (it exists and the kernel lets
+/// it be opened for writing), without writing it, under the deadline.
+pub fn check_writable(paths: &Paths, path: &str, deadline: &Deadline) -> Result<()> {
+    let f = file(paths, path);
+    let what = format!("check {path}");
+    deadline.run(
+        || what,
+        move || nodeio::walk::setting_writable(&f).map_err(Error::io("open setting", &f)),
+    )?
+}
+
+/// The node-settings scope of every level's grant (`sync`, `health`): each
+/// setting of the level checked with [`check_writable`]. One that cannot be
+/// written is a problem (every job of the level would roll back); one that
+/// is gone is a warning (nothing is applied there: the job runs without it).
+pub fn check_levels(
+    paths: &Paths,
+    mapping: &crate::mapping::Mapping,
+    deadline: &Deadline,
+) -> crate::grant::ScopeRead {
+    let at_ms = crate::time::now_ms();
+    let levels = mapping
+        .levels()
+        .iter()
+        .map(|l| {
+            let mut found = crate::grant::Findings::default();
+            for s in &l.node_settings {
+                let path = s.path.as_str();
+                match check_writable(paths, path, deadline) {
+                    Ok(()) => {}
+                    Err(e) if is_gone(&e) => found
+                        .warnings
+                        .push(format!("node setting {path} does not exist: {e}")),
+                    Err(e) => found
+                        .problems
+                        .push(format!("node setting {path} cannot be written: {e}")),
+                }
+            }
+            (l.name.clone(), found)
+        })
+        .collect();
+    crate::grant::ScopeRead {
+        at_ms,
+        ports: Vec::new(),
+        levels,
+    }
+}
+
 /// Writes `value` with a single write(2), as `echo value > file` would (no
 /// O_CREAT: a setting that does not exist is an error, not a new file).
 pub fn write(paths: &Paths, path: &str, value: &str, deadline: &Deadline) -> Result<()> {

@@ -9,6 +9,14 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
+/// Now, in milliseconds since the Unix epoch (the fabric cache's and the
+/// grants' timestamps).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// `t` to the second, UTC (`qoslane status`: when a file was written).
 pub fn rfc3339_seconds(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()

@@ -13,8 +13,9 @@ use crate::exit_code::ExitClass;
 use crate::job::exports;
 use crate::mapping::{Level, LevelMatch, Mapping, OnFailure};
 
-/// The live verdict of `--fabric`: its word, the refusal, the notes.
-type FabricNow = (&'static str, Option<String>, Vec<String>);
+/// The live grant of `--fabric`: its word, the refusal, the notes, what it
+/// means for the level's jobs.
+type FabricNow = (&'static str, Option<String>, Vec<String>, &'static str);
 
 /// What `explain` found, said in either format.
 struct Explanation<'a> {
@@ -25,6 +26,9 @@ struct Explanation<'a> {
     exports: Vec<(&'static str, String)>,
     policy: OnFailure,
     now: Option<FabricNow>,
+    /// The node's recorded grant of the level (by `health`, `sync` or a
+    /// Prolog), when it is of this mapping.
+    recorded: Option<(crate::grant::Grant, String)>,
     /// Which file answered, as said on the `mapping` line.
     from: String,
 }
@@ -49,7 +53,16 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
             loaded.problem.as_deref().unwrap_or("?")
         ),
     };
+    let recorded = crate::state::grants::load(&ctx.paths)
+        .ok()
+        .flatten()
+        .filter(|r| r.mapping_sha256 == loaded.sha256)
+        .and_then(|r| {
+            let when = format!("{} {}", r.by, r.time);
+            r.grants.get(&level.name).map(|g| (g.clone(), when))
+        });
     let explanation = Explanation {
+        recorded,
         qos,
         loaded: &loaded,
         level,
@@ -67,23 +80,37 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
     Ok(ExitClass::Ok)
 }
 
-/// The live verdict: what a Prolog would decide on this node now, with a
-/// fresh probe (and the first hop), by the same policy; nothing written.
+/// The live grant: what a Prolog would decide on this node now, with a
+/// fresh probe and the first hop, and the settings as they are, decided by
+/// [`crate::grant::decide`]; nothing written.
 fn fabric_now(ctx: &Ctx, m: &Mapping, level: &Level) -> FabricNow {
     let d = crate::deadline::Deadline::after(ctx.timeout);
-    let j = crate::fabric::policy::judge_dry(
+    let mut j = crate::fabric::policy::judge_dry(
         &ctx.paths,
         m,
         &d,
         crate::fabric::policy::Scope::Level(&level.name),
     );
-    let verdict = match (&j.check, &j.refusal) {
-        (Some(crate::mapping::FabricCheck::Off), _) => "not_checked",
-        (_, Some(_)) => "refused",
-        (_, None) if j.notes.is_empty() => "granted",
-        (_, None) => "granted_with_warnings",
+    let mut evidence = j.evidence(&level.name);
+    let settings = crate::settings::check_levels(&ctx.paths, m, &d);
+    evidence.push(crate::grant::Evidence {
+        scope: crate::grant::GrantScope::Settings,
+        at_ms: settings.at_ms,
+        found: settings
+            .levels
+            .get(&level.name)
+            .cloned()
+            .unwrap_or_default(),
+    });
+    let g = crate::grant::decide(m.fabric_check, m.on_failure_for(level), &evidence);
+    let verdict = match (&j.check, g.decision) {
+        (Some(crate::mapping::FabricCheck::Off), _) if g.reasons.is_empty() => "not_checked",
+        (_, d) => d.as_str(),
     };
-    (verdict, j.refusal.map(|e| e.to_string()), j.notes)
+    let refusal = (!g.decision.gets_its_sl()).then(|| g.refusal(j.refusal.take()).to_string());
+    let mut notes = g.notes.clone();
+    notes.extend(g.warnings.iter().cloned());
+    (verdict, refusal, notes, g.decision.meaning())
 }
 
 fn write_error(e: std::io::Error) -> Error {
@@ -105,7 +132,8 @@ fn render_json(out: &mut impl Write, x: &Explanation<'_>) -> Result<()> {
         "exports": x.exports.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
         "mapping": x.from,
         "mapping_sha256": x.loaded.sha256,
-        "fabric_now": x.now.as_ref().map(|(v, refusal, notes)| json!({"verdict": v, "refusal": refusal, "notes": notes})),
+        "fabric_now": x.now.as_ref().map(|(v, refusal, notes, _)| json!({"verdict": v, "refusal": refusal, "notes": notes})),
+        "grant": x.recorded.as_ref().map(|(g, by)| json!({"grant": g, "recorded_by": by})),
     });
     writeln!(
         out,
@@ -163,13 +191,28 @@ fn render_human(out: &mut impl Write, ctx: &Ctx, x: &Explanation<'_>) -> Result<
     for line in exports::render(&x.exports).lines() {
         writeln!(out, "    {line}").map_err(w)?;
     }
-    if let Some((verdict, refusal, notes)) = &x.now {
+    match &x.recorded {
+        Some((g, by)) => {
+            writeln!(out, "  grant           {} (recorded by {by})", g.decision.meaning())
+                .map_err(w)?;
+            for line in g.reason_lines() {
+                writeln!(out, "    {line}").map_err(w)?;
+            }
+        }
+        None => writeln!(
+            out,
+            "  grant           not recorded for this mapping (`qoslane health` or `sync` records it)"
+        )
+        .map_err(w)?,
+    }
+    if let Some((verdict, refusal, notes, meaning)) = &x.now {
         let text = match (*verdict, refusal) {
             ("not_checked", _) => "not checked (fabric_check off)".to_owned(),
             (_, Some(r)) => format!("REFUSED on this node now: {r}"),
             _ => "granted on this node now (own ports and first hop)".to_owned(),
         };
         writeln!(out, "  fabric now      {text}").map_err(w)?;
+        writeln!(out, "    {meaning}").map_err(w)?;
         for n in notes {
             writeln!(out, "    {n}").map_err(w)?;
         }

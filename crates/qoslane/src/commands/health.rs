@@ -3,12 +3,17 @@
 //! Each check ends `ok`, `warn` or `drain`. Only what means the node cannot
 //! serve jobs safely drains it (exit 1): an interrupted transaction that
 //! cannot be rolled back, state qoslane cannot trust or a state directory it
-//! cannot use, a selected HCA port that should be ACTIVE and is not. An
-//! invalid mapping (the last-known-good copy is in force) or a level the
-//! fabric does not carry is a warning (exit 0): the Prolog refuses that
-//! level per its `on_failure`, other jobs keep running. The first line says
-//! the verdict — for a drain, the reason Slurm shows; every problem follows
-//! on its own line with its fix.
+//! cannot use, a port that should be ACTIVE and is not (one `devices:`
+//! lists, or the last one: with `devices: []` a down port beside an ACTIVE
+//! one carries nothing and is a note). An invalid mapping (the
+//! last-known-good copy is in force) or a level that is not granted is a
+//! warning (exit 0): the Prolog refuses that level per its `on_failure`,
+//! other jobs keep running. Each level's grant is decided once
+//! ([`crate::grant`]: own ports, first hop, node settings), recorded in
+//! `/run/qoslane/grants.json` for the Prologs, `status`, `explain` and the
+//! metrics, and its words are the grant's. The first line says the
+//! verdict — for a drain, the reason Slurm shows; every problem follows on
+//! its own line with its fix.
 
 use std::io::Write;
 use std::time::Duration;
@@ -23,10 +28,11 @@ use crate::error::Error;
 use crate::exit_code::ExitClass;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
+use crate::grant::{self, Decision};
 use crate::mapping::{FabricCheck, Mapping};
 use crate::paths::Paths;
 use crate::report::{Event, Exit, Outcome, Report};
-use crate::state::{Store, fsutil};
+use crate::state::{Store, fsutil, grants};
 use crate::txn::RecordOp;
 
 /// How long health waits for a transaction in progress before it looks past
@@ -89,9 +95,30 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
         checks.push(c);
     }
 
-    if let Some(m) = &mapping {
+    if let Some((m, sha)) = &mapping {
         let mut fabric = policy::judge(paths, m, &s.deadline, ProbeMode::Fresh, Scope::Every);
-        checks.extend(fabric_checks(&fabric, m));
+        let settings = crate::settings::check_levels(paths, m, &s.deadline);
+        let record = grant::Record {
+            mapping_sha256: sha.clone(),
+            by: "health".to_owned(),
+            time: crate::time::now_rfc3339(),
+            first_hop: fabric.first_hop_read(m),
+            grants: fabric.grants(m, Some(&settings)),
+            settings: Some(settings),
+        };
+        checks.extend(port_checks(&fabric, m));
+        checks.extend(grant_checks(&record, m));
+        if let Err(e) = grants::store(paths, &record) {
+            checks.push(check(
+                "grants",
+                Status::Warn,
+                format!(
+                    "{e}: the Prologs, `status` and the metrics see the previous record; fix \
+                     {}",
+                    paths.display(&paths.run_dir)
+                ),
+            ));
+        }
         // The verdict and alignment for audit and metrics; health's own
         // lines are its notes.
         fabric.notes.clear();
@@ -106,8 +133,8 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
         .iter()
         .map(|c| match c.status {
             Status::Ok => format!("{}: ok: {}", c.name, c.detail),
-            Status::Warn => format!("{}: WARN: {}", c.name, c.detail),
-            Status::Drain => format!("{}: FAIL: {}", c.name, c.detail),
+            Status::Warn => format!("{}{}{}", c.name, crate::report::WARN_MARK, c.detail),
+            Status::Drain => format!("{}{}{}", c.name, crate::report::FAIL_MARK, c.detail),
         })
         .collect();
     r.notes.extend(lines);
@@ -122,7 +149,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
 /// The mapping check, and the mapping in force: an unusable file never
 /// drains; the last-known-good copy (if any) is in force and the Prolog
 /// says so in every audit line.
-fn mapping_in_force(paths: &Paths) -> (Check, Option<Mapping>) {
+fn mapping_in_force(paths: &Paths) -> (Check, Option<(Mapping, String)>) {
     match config::read_valid(paths, &paths.config) {
         Ok((m, sha, _)) => match config::load(paths) {
             // Valid, but refused by the fabric gate: the previous copy serves.
@@ -137,7 +164,7 @@ fn mapping_in_force(paths: &Paths) -> (Check, Option<Mapping>) {
                         l.sha256
                     ),
                 ),
-                Some(l.mapping),
+                Some((l.mapping, l.sha256)),
             ),
             _ => (
                 check(
@@ -145,7 +172,7 @@ fn mapping_in_force(paths: &Paths) -> (Check, Option<Mapping>) {
                     Status::Ok,
                     format!("valid, {} levels, sha256 {sha}", m.levels().len()),
                 ),
-                Some(m),
+                Some((m, sha)),
             ),
         },
         Err(e) => {
@@ -160,7 +187,7 @@ fn mapping_in_force(paths: &Paths) -> (Check, Option<Mapping>) {
                             l.sha256
                         ),
                     ),
-                    Some(l.mapping),
+                    Some((l.mapping, l.sha256)),
                 )
             } else {
                 (
@@ -373,75 +400,90 @@ fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Check> {
     })
 }
 
-/// The fabric's checks: a selected port that should be ACTIVE and is not
-/// drains; a level the fabric does not carry is a warning (the Prolog
-/// refuses it per its `on_failure`); so is an assessment that could not run.
-fn fabric_checks(j: &policy::Judgement, m: &crate::mapping::Mapping) -> Vec<Check> {
-    if j.check == Some(FabricCheck::Off) {
-        return vec![check("fabric", Status::Ok, "fabric_check off")];
-    }
-    if let Some(e) = &j.error {
-        return vec![check(
-            "fabric",
-            Status::Warn,
-            format!(
-                "the fabric check could not run ({e}); under `enforce` every level is refused \
-                 until it can: check smpquery and the umad device"
-            ),
-        )];
-    }
+/// The ports' checks: a port that is not ACTIVE drains when `devices:`
+/// lists it (the admin said it carries the levels) or when no selected port
+/// is ACTIVE (no level has a carrier); with `devices: []` a down port beside
+/// an ACTIVE one carries nothing and is a note.
+fn port_checks(j: &policy::Judgement, m: &Mapping) -> Vec<Check> {
     let Some(assessment) = &j.assessment else {
         return Vec::new();
     };
-    let mut out: Vec<Check> = assessment
+    let needed = !m.devices.is_empty() || assessment.no_active_port();
+    assessment
         .skipped
         .iter()
         .filter(|p| !p.active)
         .map(|p| {
-            check(
-                "port",
-                Status::Drain,
-                format!(
-                    "{}: not ACTIVE ({} port, state {}, phys_state {}): check the cable, the \
-                     switch port and the SM",
-                    p.port, p.link_layer, p.state, p.phys_state
-                ),
-            )
-        })
-        .collect();
-    let policy = m.fabric_check;
-    for l in m.levels() {
-        for p in assessment.problems(&l.name) {
-            let refused = if policy == FabricCheck::Enforce {
-                match m.on_failure_for(l) {
-                    crate::mapping::OnFailure::FailJob => {
-                        "its jobs are refused and requeued (on_failure: fail_job)".to_owned()
-                    }
-                    crate::mapping::OnFailure::Continue => {
-                        "its jobs run on the baseline, without its SL (on_failure: continue)"
-                            .to_owned()
-                    }
-                }
+            let what = format!(
+                "{}: not ACTIVE ({} port, state {}, phys_state {})",
+                p.port, p.link_layer, p.state, p.phys_state
+            );
+            if needed {
+                check(
+                    "port",
+                    Status::Drain,
+                    format!("{what}: check the cable, the switch port and the SM"),
+                )
             } else {
-                "its jobs run untagged on that VL (fabric_check: warn)".to_owned()
-            };
-            out.push(check(
-                "fabric",
-                Status::Warn,
-                format!(
-                    "level {}: {p}; {refused}: fix the SM's SL2VL/VLArb (docs/fabric.md)",
-                    l.name
-                ),
-            ));
+                check(
+                    "port",
+                    Status::Ok,
+                    format!(
+                        "{what}: carries no level (devices: [] judges the ACTIVE ports only; \
+                         list it in `devices:` if it should carry them)"
+                    ),
+                )
+            }
+        })
+        .collect()
+}
+
+/// Each level's grant in words (the grant's: [`grant::Decision::meaning`]):
+/// a level that is not granted, or granted with warnings, is a warning with
+/// its reasons and where to fix them; all granted is one `ok` line.
+fn grant_checks(record: &grant::Record, m: &Mapping) -> Vec<Check> {
+    let mut out = Vec::new();
+    for l in m.levels() {
+        let Some(g) = record.grants.get(&l.name) else {
+            continue;
+        };
+        if g.decision == Decision::Granted {
+            continue;
         }
+        let mut why: Vec<&str> = g.reason_lines();
+        why.extend(g.warnings.iter().map(String::as_str));
+        let fix = if g
+            .reasons
+            .iter()
+            .any(|r| r.scope == grant::GrantScope::Settings)
+            || g.warnings.iter().any(|w| w.starts_with("node settings"))
+        {
+            "make the level's node settings writable (or remove them from the level)"
+        } else {
+            "fix the SM's SL2VL/VLArb, or the probe if it could not run (docs/fabric.md)"
+        };
+        out.push(check(
+            "level",
+            Status::Warn,
+            format!(
+                "level {}: {}; {}: {fix}",
+                l.name,
+                why.join("; "),
+                g.decision.meaning()
+            ),
+        ));
     }
     if out.is_empty() {
+        let what = if m.fabric_check == FabricCheck::Off {
+            "fabric_check off"
+        } else {
+            "own ports and first hop carry them"
+        };
         out.push(check(
-            "fabric",
+            "level",
             Status::Ok,
             format!(
-                "{} port(s) aligned for {} level(s)",
-                assessment.active_ports().len(),
+                "every level granted ({} level(s); {what})",
                 m.levels().len()
             ),
         ));

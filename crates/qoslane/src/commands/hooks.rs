@@ -134,12 +134,22 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         g = grant(ctx, s, r, job, &q, &loaded)?;
         promoted_or_noted(s, &loaded, &mut g)?;
     }
-    let Grant {
+    let JobGrant {
         mut r,
         record,
         policy,
         fabric,
+        decided,
+        hop,
     } = g;
+    remember(
+        s,
+        &record.mapping_sha256,
+        &record.level,
+        &decided,
+        hop,
+        &mut r,
+    );
     let node = step!(r, s.node(), policy);
     // The same Prolog run twice changes nothing the second time.
     let existing = step!(r, node.store.record(job), policy);
@@ -171,11 +181,15 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
 /// What a Prolog grants its job under a mapping: the level, its policy
 /// (armed), the fabric's judgement of it (a refusal fails the run) and the
 /// record to put.
-struct Grant {
+struct JobGrant {
     r: Report,
     record: JobRecord,
     policy: OnFailure,
     fabric: policy::Judgement,
+    /// The level's grant, recorded once the run holds the node lock.
+    decided: crate::grant::Grant,
+    /// The first hop, when this run read it.
+    hop: Option<crate::grant::ScopeRead>,
 }
 
 /// [`Session::promote_or_note`] for a grant: `false` when `loaded` is no
@@ -183,7 +197,7 @@ struct Grant {
 fn promoted_or_noted(
     s: &mut Session<'_>,
     loaded: &crate::config::Loaded,
-    g: &mut Grant,
+    g: &mut JobGrant,
 ) -> Result<bool, Box<Failure>> {
     match s.promote_or_note(loaded, &mut g.r) {
         Ok(fresh) => Ok(fresh),
@@ -193,12 +207,12 @@ fn promoted_or_noted(
 
 fn grant(
     ctx: &Ctx,
-    s: &Session<'_>,
+    s: &mut Session<'_>,
     mut r: Report,
     job: JobId,
     q: &qos::JobQos,
     loaded: &crate::config::Loaded,
-) -> Result<Grant, Box<Failure>> {
+) -> Result<JobGrant, Box<Failure>> {
     let m = &loaded.mapping;
     if let Some(note) = &q.note {
         r.notes
@@ -223,15 +237,21 @@ fn grant(
 
     // At most half of what is left: a hung SMP query must leave the
     // transaction (and, under `warn`, the grant) its time.
-    let mut fabric = policy::judge(
-        &ctx.paths,
-        m,
-        &s.deadline.half(),
-        ProbeMode::Cached,
-        Scope::Level(&level.name),
-    );
+    let (mut fabric, decided) =
+        level_grant(&ctx.paths, m, &loaded.sha256, level, &s.deadline.half());
     r.take_fabric(&mut fabric);
-    if let Some(refusal) = fabric.refusal.take() {
+    r.notes.extend(decided.notes.iter().cloned());
+    r.notes.extend(decided.warnings.iter().cloned());
+    if !decided.decision.gets_its_sl() {
+        let refusal = decided.refusal(fabric.refusal.take());
+        remember(
+            s,
+            &loaded.sha256,
+            &level.name,
+            &decided,
+            fabric.first_hop_read(m),
+            &mut r,
+        );
         return Err(r.fail(refusal, Exit::ByPolicy(policy)));
     }
     let record = job_record(
@@ -243,12 +263,137 @@ fn grant(
         level,
         &loaded.sha256,
     );
-    Ok(Grant {
+    Ok(JobGrant {
         r,
         record,
         policy,
+        hop: fabric.first_hop_read(m),
         fabric,
+        decided,
     })
+}
+
+/// The level's grant now ([`crate::grant::decide`]): its own ports (the
+/// cached probe), the first hop and the node settings as `sync`/`health`
+/// recorded them when fresh. A `fail_job` level under `enforce` with no
+/// fresh first-hop reading of these ports reads the first hop itself;
+/// for another level the missing reading is a note.
+fn level_grant(
+    paths: &Paths,
+    m: &Mapping,
+    sha256: &str,
+    level: &Level,
+    deadline: &Deadline,
+) -> (policy::Judgement, crate::grant::Grant) {
+    use crate::grant::{GrantScope, MAX_RECORD_AGE_MS, Record};
+    let on_failure = m.on_failure_for(level);
+    let must_read =
+        m.fabric_check == crate::mapping::FabricCheck::Enforce && on_failure == OnFailure::FailJob;
+    let mut notes = Vec::new();
+    let stored = crate::state::grants::load(paths).unwrap_or_else(|e| {
+        notes.push(format!("the recorded grants were not used: {e}"));
+        None
+    });
+    let now = crate::time::now_ms();
+    let recorded = |ports: Option<&[crate::grant::ReadPort]>| {
+        Record::recorded(
+            stored.as_ref(),
+            sha256,
+            &level.name,
+            ports,
+            now,
+            MAX_RECORD_AGE_MS,
+        )
+    };
+    let ahead = recorded(None);
+    let mut j = policy::judge_level(
+        paths,
+        m,
+        deadline,
+        &level.name,
+        must_read && ahead.first_hop_missing,
+    );
+    let mut got = recorded(Some(&j.ports()));
+    if must_read && got.first_hop_missing && !ahead.first_hop_missing && j.assessment.is_some() {
+        // The recorded reading was of other ports: read it now.
+        j = policy::judge_level(paths, m, deadline, &level.name, true);
+        got = recorded(Some(&j.ports()));
+    }
+    let read_here = j
+        .assessment
+        .as_ref()
+        .is_some_and(crate::fabric::Assessment::read_first_hop);
+    let mut evidence = j.evidence(&level.name);
+    evidence.extend(
+        got.evidence
+            .into_iter()
+            .filter(|e| !(read_here && e.scope == GrantScope::FirstHop)),
+    );
+    if m.fabric_check != crate::mapping::FabricCheck::Off {
+        if read_here {
+            notes.push(format!(
+                "first hop read by this Prolog ({})",
+                got.notes.join("; ")
+            ));
+        } else {
+            notes.extend(got.notes);
+        }
+    }
+    let mut g = crate::grant::decide(m.fabric_check, on_failure, &evidence);
+    notes.append(&mut g.notes);
+    g.notes = notes;
+    (j, g)
+}
+
+/// The longest a Prolog waits for the node lock only to record its grant.
+const RECORD_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A Prolog's grant into the node's record, under the node lock, when it
+/// differs from what is recorded for its level (a probe saw what the last
+/// `health` did not) or it read the first hop itself. Best effort: a
+/// failure is a note.
+fn remember(
+    s: &mut Session<'_>,
+    sha256: &str,
+    level: &str,
+    g: &crate::grant::Grant,
+    first_hop: Option<crate::grant::ScopeRead>,
+    r: &mut Report,
+) {
+    let paths = s.paths;
+    let stored = crate::state::grants::load(paths).ok().flatten();
+    let same = stored.as_ref().is_some_and(|rec| {
+        rec.mapping_sha256 == sha256
+            && rec.grants.get(level).map(|x| x.decision) == Some(g.decision)
+    });
+    if same && first_hop.is_none() {
+        return;
+    }
+    // A refusal does not queue behind another run for long: the record is
+    // a view, the refusal stands without it.
+    if let Err(e) = s.node_within(RECORD_LOCK_WAIT) {
+        r.notes.push(format!("the grant was not recorded: {e}"));
+        return;
+    }
+    let mut rec = crate::state::grants::load(paths)
+        .ok()
+        .flatten()
+        .filter(|rec| rec.mapping_sha256 == sha256)
+        .unwrap_or_else(|| crate::grant::Record {
+            mapping_sha256: sha256.to_owned(),
+            ..crate::grant::Record::default()
+        });
+    "prolog".clone_into(&mut rec.by);
+    rec.time = crate::time::now_rfc3339();
+    if first_hop.is_some() {
+        rec.first_hop = first_hop;
+    }
+    let mut mine = g.clone();
+    mine.notes.clear();
+    rec.grants.insert(level.to_owned(), mine);
+    if let Err(e) = crate::state::grants::store(paths, &rec) {
+        r.notes.push(format!("the grant was not recorded: {e}"));
+    }
 }
 
 /// The record a Prolog puts for its job: the level's settings and exports

@@ -47,6 +47,20 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
             found.skipped_summary("line")
         ));
     }
+    let unreadable = match std::fs::symlink_metadata(&ctx.paths.audit_log) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
+    };
+    if found.files == 0 && unreadable {
+        // There, but not read: never "no audit log".
+        crate::log::error(&format!(
+            "log: the audit log {} is not readable as uid {} (needs root, or a group that may \
+             read it)",
+            ctx.paths.audit_log.display(),
+            rustix::process::geteuid().as_raw()
+        ));
+        return Ok(ExitClass::NoInput);
+    }
     if found.files == 0 {
         crate::log::error(&format!(
             "log: no audit log to read at {} (no run has been audited on this node, or \
@@ -113,14 +127,17 @@ fn human(found: &read::Found) -> String {
 }
 
 /// Why an entry ended as it did, in one line: the error; else the first
-/// note, fabric problem or vanished setting; else the changes made.
+/// warning (a health check's), note, fabric problem or vanished setting;
+/// else the changes made.
 fn why(e: &LoggedEntry) -> String {
     if let Some(err) = &e.error {
         return err.clone();
     }
     if let Some(w) = e
         .notes
-        .first()
+        .iter()
+        .find(|n| crate::report::is_warning_note(n))
+        .or(e.notes.first())
         .cloned()
         .or_else(|| e.fabric_problems().next().map(ToOwned::to_owned))
         .or_else(|| {

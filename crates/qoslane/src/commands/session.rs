@@ -379,7 +379,18 @@ pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
             .map(|r| r.level)
             .collect(),
     };
-    metrics::Gauges::new(levels, sha, active)
+    let mut g = metrics::Gauges::new(levels, sha, active);
+    // The recorded grants, of the levels in force (a record of an older
+    // mapping may name levels that are gone).
+    if let Ok(Some(record)) = crate::state::grants::load(paths) {
+        g.granted = record
+            .grants
+            .into_iter()
+            .filter(|(l, _)| g.active_jobs.is_empty() || g.active_jobs.contains_key(l))
+            .map(|(l, grant)| (l, grant.decision.gets_its_sl()))
+            .collect();
+    }
+    g
 }
 
 /// The end of a run whose kernel call hung (on the watchdog's thread, the

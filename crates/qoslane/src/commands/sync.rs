@@ -98,6 +98,31 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
 
     // The gate: every level on the fabric, fresh, under the policy.
     let mut fabric = policy::judge(paths, &mapping, &s.deadline, ProbeMode::Fresh, Scope::Every);
+    // The grants of the judged mapping, recorded when it is (or goes) in
+    // force: the Prologs take the first hop and the settings from them.
+    let settings = crate::settings::check_levels(paths, &mapping, &s.deadline);
+    let record = crate::grant::Record {
+        mapping_sha256: sha256.clone(),
+        by: "sync".to_owned(),
+        time: crate::time::now_rfc3339(),
+        first_hop: fabric.first_hop_read(&mapping),
+        grants: fabric.grants(&mapping, Some(&settings)),
+        settings: Some(settings),
+    };
+    let in_force = fabric.refusal.is_none()
+        || config::last_known_good_sha(paths).as_deref() == Some(sha256.as_str());
+    if in_force && let Err(e) = crate::state::grants::store(paths, &record) {
+        r.notes.push(format!("the grants were not recorded: {e}"));
+    }
+    // Said, whatever the gate decides: a level whose jobs would roll back
+    // (a setting that cannot be written) or be refused.
+    for (l, g) in &record.grants {
+        if g.decision != crate::grant::Decision::Granted {
+            let line = format!("level {l}: {}", g.summary());
+            log::warn(&line);
+            r.notes.push(line);
+        }
+    }
     r.take_fabric(&mut fabric);
     if let Some(refusal) = fabric.refusal.take() {
         let why = refusal.to_string();

@@ -166,12 +166,21 @@ impl SkippedPort {
 
 impl Assessment {
     /// Problems (misalignments) for one level, as one-line messages; empty =
-    /// aligned on every IB port.
+    /// aligned on every IB port (and its first hop, when read).
+    pub fn problems(&self, level: &str) -> Vec<String> {
+        let mut out = self.own_problems(level);
+        if self.levels.iter().any(|l| l == level) {
+            out.extend(self.hop_problems(level));
+        }
+        out
+    }
+
+    /// The problems of the node's own ports for one level.
     ///
     /// With no ACTIVE port at all (no HCA, all down, none selected) the level
     /// cannot be shown to reach its VL: that is a problem. With RoCE ports
     /// only, there is no SL2VL to check: no problem (see [`Self::warnings`]).
-    pub fn problems(&self, level: &str) -> Vec<String> {
+    pub fn own_problems(&self, level: &str) -> Vec<String> {
         if !self.levels.iter().any(|l| l == level) {
             return vec![format!("level `{level}` was not assessed")];
         }
@@ -184,8 +193,27 @@ impl Assessment {
         }
         self.verdicts(level)
             .filter_map(|(_, v)| v.problem.clone())
-            .chain(self.first_hop_lines(level, |a| &a.problems))
             .collect()
+    }
+
+    /// The first hops' problems for one level (empty when none was read).
+    pub fn hop_problems(&self, level: &str) -> Vec<String> {
+        self.first_hop_lines(level, |a| &a.problems).collect()
+    }
+
+    /// The first hops' warnings for one level.
+    pub fn hop_warnings(&self, level: &str) -> Vec<String> {
+        self.first_hop_lines(level, |a| &a.warnings).collect()
+    }
+
+    /// Whether this assessment read the first hop of every IB port.
+    pub fn read_first_hop(&self) -> bool {
+        !self.ib_ports.is_empty() && self.ib_ports.iter().all(|p| p.first_hop.is_some())
+    }
+
+    /// Whether no selected port is ACTIVE: every level lost its carrier.
+    pub fn no_active_port(&self) -> bool {
+        self.ib_ports.is_empty() && self.roce_ports.is_empty()
     }
 
     /// The first hops' lines of one level (problems or warnings).
@@ -238,10 +266,16 @@ impl Assessment {
     }
 
     pub fn warnings(&self, level: &str) -> Vec<String> {
+        let mut out = self.own_warnings(level);
+        out.extend(self.hop_warnings(level));
+        out
+    }
+
+    /// The warnings of the node's own ports for one level.
+    pub fn own_warnings(&self, level: &str) -> Vec<String> {
         let mut out: Vec<String> = self
             .verdicts(level)
             .filter_map(|(_, v)| v.warning.clone())
-            .chain(self.first_hop_lines(level, |a| &a.warnings))
             .collect();
         if self.ib_ports.is_empty() && !self.roce_ports.is_empty() {
             out.push(format!(

@@ -11,7 +11,7 @@
 //! The file is written atomically (nodeio's atomic replace). A file that cannot be read or parsed is ignored and rewritten:
 //! the cache can only save time, never decide an outcome.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -58,11 +58,7 @@ impl CachedPort {
     }
 }
 
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub use crate::time::now_ms;
 
 /// The entries, or none and why (a missing file says nothing). Read like
 /// every state file (nodeio's trusted read: no symlink, root's or ours).

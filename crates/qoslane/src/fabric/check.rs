@@ -36,10 +36,26 @@ fn carried() -> Lane {
 }
 
 pub fn check(port: &PortId, t: &PortTables, level: &Level) -> PortLevel {
-    let sl = level.service_level.get();
-    let want_vl = level
-        .virtual_lane
-        .map(crate::mapping::types::VirtualLane::get);
+    check_sl(
+        port,
+        t,
+        &level.name,
+        level.service_level.get(),
+        level
+            .virtual_lane
+            .map(crate::mapping::types::VirtualLane::get),
+    )
+}
+
+/// [`check`] of an SL and the VL it should land on, as a job's record holds
+/// them (the level it was granted, whatever the mapping says now).
+pub fn check_sl(
+    port: &PortId,
+    t: &PortTables,
+    level: &str,
+    sl: u8,
+    want_vl: Option<u8>,
+) -> PortLevel {
     let ops = t.oper_vls;
     let egress = Egress {
         sl2vl: &t.sl2vl,
@@ -83,7 +99,7 @@ pub fn check(port: &PortId, t: &PortTables, level: &Level) -> PortLevel {
         _ => None,
     };
     PortLevel {
-        level: level.name.clone(),
+        level: level.to_owned(),
         service_level: sl,
         vl,
         want_vl,

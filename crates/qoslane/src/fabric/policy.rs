@@ -6,9 +6,14 @@
 //! - `off`: nothing is probed; nothing is refused.
 //! - `warn`: problems and a failed assessment become notes; nothing is
 //!   refused.
-//! - `enforce`: a problem of the scope, or a failed assessment, refuses it
-//!   ([`Judgement::refusal`]); the caller's policy (`on_failure`, or the
-//!   command's exit) decides what follows.
+//! - `enforce`: for every level (the mapping's gate of `sync` and a
+//!   Prolog), a problem of any level, or a failed assessment, refuses the
+//!   mapping ([`Judgement::refusal`]).
+//!
+//! One level's fate is not decided here but in [`crate::grant::decide`],
+//! from the [`Judgement::evidence`] of its own ports and first hop and the
+//! other scopes the caller has (the persisted record, the settings check):
+//! [`Judgement::grants`] for every level, a Prolog for its own.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +23,7 @@ use super::smpquery::Smpquery;
 use super::tables::PortId;
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::grant::{self, Evidence, Findings, Grant, ReadPort, ScopeRead};
 use crate::mapping::{FabricCheck, Mapping};
 use crate::paths::Paths;
 
@@ -78,7 +84,7 @@ pub fn judge(
     mode: ProbeMode,
     scope: Scope<'_>,
 ) -> Judgement {
-    judge_as(paths, mapping, deadline, mode, scope, false)
+    judge_as(paths, mapping, deadline, mode, scope, false, false)
 }
 
 /// [`judge`] for a dry run (`explain --fabric`): a fresh probe and the
@@ -89,7 +95,36 @@ pub fn judge_dry(
     deadline: &Deadline,
     scope: Scope<'_>,
 ) -> Judgement {
-    judge_as(paths, mapping, deadline, ProbeMode::Fresh, scope, true)
+    judge_as(
+        paths,
+        mapping,
+        deadline,
+        ProbeMode::Fresh,
+        scope,
+        true,
+        true,
+    )
+}
+
+/// A Prolog's judgement of its level: the cached probe of its own ports,
+/// and the first hop too when `first_hop` (a `fail_job` level under
+/// `enforce` with no fresh first-hop reading recorded).
+pub fn judge_level(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    level: &str,
+    first_hop: bool,
+) -> Judgement {
+    judge_as(
+        paths,
+        mapping,
+        deadline,
+        ProbeMode::Cached,
+        Scope::Level(level),
+        first_hop,
+        false,
+    )
 }
 
 fn judge_as(
@@ -98,6 +133,7 @@ fn judge_as(
     deadline: &Deadline,
     mode: ProbeMode,
     scope: Scope<'_>,
+    first_hop: bool,
     dry_run: bool,
 ) -> Judgement {
     let check = mapping.fabric_check;
@@ -121,7 +157,7 @@ fn judge_as(
         opts.max_cache_age = opts.max_cache_age.min(mapping.fail_job_max_probe_age);
     }
     // `sync` and `health` (a fresh assessment) also prove the first hop.
-    opts.first_hop = mode == ProbeMode::Fresh;
+    opts.first_hop = mode == ProbeMode::Fresh || first_hop;
     opts.store_cache = !dry_run;
     let probe = Smpquery::new(&paths.smpquery);
     let assessment = match assess_with(paths, mapping, deadline, mode, &probe, &opts) {
@@ -134,7 +170,8 @@ fn judge_as(
             j.error = Some(e.to_string());
             if check == FabricCheck::Enforce {
                 j.refusal = Some(e);
-            } else {
+            } else if matches!(scope, Scope::Every) {
+                // One level's notes are its grant's warnings.
                 j.notes.push(format!("fabric check could not run: {e}"));
             }
             return j;
@@ -151,16 +188,11 @@ fn judge_as(
             .collect()
     });
     j.active_ports = assessment.active_ports();
-    let problems: Vec<String> = match scope {
+    match scope {
+        // One level is decided by its grant (the caller adds the scopes it
+        // has): its problems and warnings are the evidence's.
         Scope::Level(level) => {
             j.verdict = FabricVerdict::Level(assessment.level_verdict(level));
-            j.notes.extend(
-                assessment
-                    .warnings(level)
-                    .into_iter()
-                    .map(|w| format!("fabric: {w}")),
-            );
-            assessment.problems(level)
         }
         Scope::Every => {
             j.verdict = FabricVerdict::Levels(
@@ -170,7 +202,7 @@ fn judge_as(
                     .map(|l| (l.name.clone(), assessment.level_verdict(&l.name)))
                     .collect(),
             );
-            mapping
+            let problems: Vec<String> = mapping
                 .levels()
                 .iter()
                 .flat_map(|l| {
@@ -179,16 +211,16 @@ fn judge_as(
                         .into_iter()
                         .map(move |p| format!("level `{}`: {p}", l.name))
                 })
-                .collect()
-        }
-    };
-    if !problems.is_empty() {
-        let msg = problems.join("; ");
-        match check {
-            FabricCheck::Enforce => j.refusal = Some(Error::Fabric(msg)),
-            _ => j
-                .notes
-                .extend(problems.into_iter().map(|p| format!("fabric (warn): {p}"))),
+                .collect();
+            if !problems.is_empty() {
+                let msg = problems.join("; ");
+                match check {
+                    FabricCheck::Enforce => j.refusal = Some(Error::Fabric(msg)),
+                    _ => j
+                        .notes
+                        .extend(problems.into_iter().map(|p| format!("fabric (warn): {p}"))),
+                }
+            }
         }
     }
     j.assessment = Some(assessment);
@@ -225,5 +257,109 @@ impl Judgement {
                 down.join(", ")
             )))
         }
+    }
+}
+
+impl Judgement {
+    /// The fabric's evidence for one level: its own ports, and the first hop
+    /// when this assessment read it. Empty when the fabric was not looked at.
+    pub fn evidence(&self, level: &str) -> Vec<Evidence> {
+        if let Some(e) = &self.error {
+            return vec![Evidence {
+                scope: grant::GrantScope::OwnPorts,
+                at_ms: super::cache::now_ms(),
+                found: Findings {
+                    unread: Some(e.clone()),
+                    ..Findings::default()
+                },
+            }];
+        }
+        let Some(a) = &self.assessment else {
+            return Vec::new();
+        };
+        let mut out = vec![Evidence {
+            scope: grant::GrantScope::OwnPorts,
+            at_ms: a.assessed_at_ms,
+            found: Findings {
+                problems: a.own_problems(level),
+                warnings: a.own_warnings(level),
+                unread: None,
+            },
+        }];
+        if a.read_first_hop() {
+            out.push(Evidence {
+                scope: grant::GrantScope::FirstHop,
+                at_ms: a.assessed_at_ms,
+                found: Findings {
+                    problems: a.hop_problems(level),
+                    warnings: a.hop_warnings(level),
+                    unread: None,
+                },
+            });
+        }
+        out
+    }
+
+    /// The node's IB ports as this assessment found them: what a recorded
+    /// first-hop reading must have been read on.
+    pub fn ports(&self) -> Vec<ReadPort> {
+        self.assessment.as_ref().map_or_else(Vec::new, |a| {
+            a.ib_ports
+                .iter()
+                .map(|p| ReadPort {
+                    port: p.port.to_string(),
+                    node_guid: p.identity.node_guid.clone(),
+                    lid: p.identity.lid,
+                    sm_lid: p.identity.sm_lid,
+                })
+                .collect()
+        })
+    }
+
+    /// The first hop as this assessment read it, for every level of
+    /// `mapping` (the persisted record's scope); `None` when not read.
+    pub fn first_hop_read(&self, mapping: &Mapping) -> Option<ScopeRead> {
+        let a = self.assessment.as_ref().filter(|a| a.read_first_hop())?;
+        Some(ScopeRead {
+            at_ms: a.assessed_at_ms,
+            ports: self.ports(),
+            levels: mapping
+                .levels()
+                .iter()
+                .map(|l| {
+                    let found = Findings {
+                        problems: a.hop_problems(&l.name),
+                        warnings: a.hop_warnings(&l.name),
+                        unread: None,
+                    };
+                    (l.name.clone(), found)
+                })
+                .collect(),
+        })
+    }
+
+    /// Every level's grant from this judgement and the settings' check
+    /// (`sync`, `health`).
+    pub fn grants(
+        &self,
+        mapping: &Mapping,
+        settings: Option<&ScopeRead>,
+    ) -> std::collections::BTreeMap<String, Grant> {
+        mapping
+            .levels()
+            .iter()
+            .map(|l| {
+                let mut evidence = self.evidence(&l.name);
+                if let Some(s) = settings {
+                    evidence.push(Evidence {
+                        scope: grant::GrantScope::Settings,
+                        at_ms: s.at_ms,
+                        found: s.levels.get(&l.name).cloned().unwrap_or_default(),
+                    });
+                }
+                let g = grant::decide(mapping.fabric_check, mapping.on_failure_for(l), &evidence);
+                (l.name.clone(), g)
+            })
+            .collect()
     }
 }

@@ -4,6 +4,7 @@
 //! `/var/lib/qoslane`). File formats are JSON; every write is atomic.
 
 pub mod fsutil;
+pub mod grants;
 pub mod lock;
 
 use std::collections::BTreeMap;

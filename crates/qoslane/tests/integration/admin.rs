@@ -160,6 +160,7 @@ fn status_json_is_schema_1_with_the_same_facts() {
             "attention",
             "audit",
             "fabric",
+            "grants",
             "health",
             "jobs",
             "journal",

@@ -7,6 +7,7 @@ mod admin;
 mod cli;
 mod cost;
 mod fabric;
+mod grants;
 mod hooks;
 mod layers;
 mod libraries;

@@ -192,7 +192,7 @@ fn metrics_are_readable_by_a_non_root_metrics_user() {
     ok(&n.prolog(1, "high"));
     chmod(n.root(), 0o755);
     // The binary must be reachable by that user too.
-    if !reachable_by_others() {
+    if !util::reachable_by_others() {
         return;
     }
     let out = n
@@ -270,20 +270,6 @@ fn a_full_var_log_cannot_hide_the_next_job_s_audit_line() {
     drop(m);
 }
 
-/// Whether the test binary's qoslane can be run by another user (every
-/// directory above it searchable by others); says why not.
-fn reachable_by_others() -> bool {
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_qoslane"));
-    let reachable = bin
-        .ancestors()
-        .skip(1)
-        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
-    if !reachable {
-        eprintln!("skipped: {} is not reachable by other users", bin.display());
-    }
-    reachable
-}
-
 /// The permission bits of `p` under the node's root.
 fn mode_of(n: &Node, p: &str) -> u32 {
     use std::os::unix::fs::MetadataExt;
@@ -336,7 +322,7 @@ fn state_made_under_a_hardened_umask_has_the_modes_asked_for() {
             eprintln!("skipped: needs root to run the TaskProlog as another user");
             continue;
         }
-        if !reachable_by_others() {
+        if !util::reachable_by_others() {
             continue;
         }
         chmod(n.root(), 0o755);

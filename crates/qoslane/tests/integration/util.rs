@@ -649,3 +649,17 @@ impl Drop for Mount {
             .output();
     }
 }
+
+/// Whether the test binary's qoslane can be run by another user (every
+/// directory above it searchable by others); says why not.
+pub fn reachable_by_others() -> bool {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_qoslane"));
+    let reachable = bin.ancestors().skip(1).all(|d| {
+        std::fs::metadata(d)
+            .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o001 != 0)
+    });
+    if !reachable {
+        eprintln!("skipped: {} is not reachable by other users", bin.display());
+    }
+    reachable
+}

@@ -29,6 +29,11 @@ pub struct Facts {
     pub audit_path: String,
     /// State files that could not be read or trusted (`what: error`).
     pub state_errors: Vec<String>,
+    /// State files this user may not read (`what: error`): not a fault of
+    /// the node.
+    pub unreadable: Vec<String>,
+    /// Who reads (the effective uid).
+    pub uid: u32,
     pub records: BTreeMap<JobId, JobRecord>,
     pub node: NodeState,
     pub journal: Option<state::Journal>,
@@ -42,6 +47,8 @@ pub struct Facts {
     pub settings: Vec<SettingNow>,
     /// The newest entries of the audit log.
     pub audit: Found,
+    /// The recorded grants, or why they could not be read.
+    pub grants: std::result::Result<Option<crate::grant::Record>, String>,
 }
 
 /// The mapping: the admin's file, what a run would use now, last-known-good.
@@ -74,16 +81,12 @@ pub struct SettingNow {
 
 pub fn gather(paths: &Paths, deadline: &Deadline) -> Facts {
     let mut state_errors = Vec::new();
+    let mut unreadable = Vec::new();
     let store = Store::read_only(paths);
-    fn got<T: Default>(errors: &mut Vec<String>, what: &str, r: Result<T>) -> T {
-        r.unwrap_or_else(|e| {
-            errors.push(format!("{what}: {e}"));
-            T::default()
-        })
-    }
-    let records = got(&mut state_errors, "job records", store.records());
-    let node = got(&mut state_errors, "node state", store.node_state());
-    let journal = got(&mut state_errors, "journal", store.journal());
+    let mut lists = (&mut state_errors, &mut unreadable);
+    let records = got(&mut lists, "job records", store.records());
+    let node = got(&mut lists, "node state", store.node_state());
+    let journal = got(&mut lists, "journal", store.journal());
 
     let (sha256, error) = match config::read_valid(paths, &paths.config) {
         Ok((_, sha, _)) => (Some(sha), None),
@@ -126,6 +129,8 @@ pub fn gather(paths: &Paths, deadline: &Deadline) -> Facts {
     Facts {
         audit_path: paths.audit_log.display().to_string(),
         state_errors,
+        unreadable,
+        uid: rustix::process::geteuid().as_raw(),
         records,
         node,
         journal,
@@ -135,7 +140,29 @@ pub fn gather(paths: &Paths, deadline: &Deadline) -> Facts {
         now_ms: cache::now_ms(),
         settings,
         audit: audit_read::tail(paths, AUDIT_TAIL_BYTES, AUDIT_TAIL_ENTRIES),
+        grants: state::grants::load(paths).map_err(|e| e.to_string()),
     }
+}
+
+/// A state file's content, or its default with why it could not be read:
+/// into the state errors, or (permission denied: this user may not read
+/// it) into the unreadable ones.
+fn got<T: Default>(
+    lists: &mut (&mut Vec<String>, &mut Vec<String>),
+    what: &str,
+    r: Result<T>,
+) -> T {
+    r.unwrap_or_else(|e| {
+        let denied = matches!(&e, crate::error::Error::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::PermissionDenied);
+        let line = format!("{what}: {e}");
+        if denied {
+            lists.1.push(line);
+        } else {
+            lists.0.push(line);
+        }
+        T::default()
+    })
 }
 
 /// When a trusted file was last written (`None`: absent or not ours).

@@ -1,9 +1,8 @@
-//! Every decision of `qoslane status`, in one pure function: from what was
-//! read ([`Facts`]) to what is shown ([`NodeStatus`]): which fabric lanes
-//! carry which level (by the Prolog's own rules, [`check::check`]), whether
-//! a setting is in sync, the last health check and the problems in the
-//! audit log, and every reason the node needs attention, in the order
-//! they are listed.
+//! Every decision of `qoslane status`, in one pure function, from what was
+//! read ([`Facts`]) to what is shown ([`NodeStatus`]): the recorded grants
+//! (rendered, never decided again), which lanes carry a held job's SL,
+//! whether a setting is in sync, the audit log's last health check and
+//! problems, and every reason for attention, in the order they are listed.
 
 use crate::audit::read::{Found, Line, LoggedEntry};
 use crate::config::Source;
@@ -15,8 +14,8 @@ use crate::state::{JobRecord, NodeState};
 
 use super::gather::{Facts, MappingFacts, SettingNow};
 use super::model::{
-    AuditState, Condition, FabricState, Health, HeldLevel, InForce, LevelOnPort, MappingState,
-    NodeStatus, PendingJournal, PortState, Problem, SCHEMA, SettingRow,
+    AuditState, Condition, FabricState, GrantsState, Health, HeldLevel, InForce, LevelGrant,
+    LevelOnPort, MappingState, NodeStatus, PendingJournal, PortState, Problem, SCHEMA, SettingRow,
 };
 
 /// Problems shown.
@@ -36,6 +35,8 @@ pub fn judge(facts: Facts) -> NodeStatus {
     let Facts {
         audit_path,
         state_errors,
+        unreadable,
+        uid,
         records,
         node,
         journal,
@@ -45,6 +46,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
         now_ms,
         settings,
         audit,
+        grants,
     } = facts;
     // Each step adds its reasons, in the order they are listed.
     let mut attention = Vec::new();
@@ -55,10 +57,24 @@ pub fn judge(facts: Facts) -> NodeStatus {
             state_errors.join("; ")
         ));
     }
+    if !unreadable.is_empty() {
+        attention.push(format!(
+            "state not readable as uid {}: {} (`qoslane status` needs root to read it; nothing is \
+             wrong with it for that)",
+            uid,
+            unreadable.join("; ")
+        ));
+    }
     let (in_force, mapping) = judge_mapping(mapping, &mut attention);
     let fabric = fabric_state(&cache, cache_note, now_ms, in_force.as_ref());
+    let grants = judge_grants(
+        grants,
+        in_force.as_ref(),
+        mapping.in_force.as_ref(),
+        &mut attention,
+    );
     let jobs: Vec<HeldLevel> = records.values().map(held).collect();
-    attention.extend(levels_not_carried(&jobs, &fabric));
+    attention.extend(jobs_not_carried(&records, &cache));
     let settings = judge_settings(settings, &node, &mut attention);
     let journal = journal.map(|j| PendingJournal {
         event: j.event,
@@ -88,6 +104,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
         attention,
         mapping,
         fabric,
+        grants,
         jobs,
         settings,
         settings_gone: node.gone.into_iter().collect(),
@@ -158,19 +175,82 @@ fn judge_mapping(m: MappingFacts, attention: &mut Vec<String>) -> (Option<Mappin
     (mapping, state)
 }
 
-/// A job holding a level the cached probe says a port does not carry.
-fn levels_not_carried(jobs: &[HeldLevel], fabric: &FabricState) -> Vec<String> {
+/// The recorded grants of the mapping in force: a level a job starting now
+/// would not get (refused, or on the baseline) needs attention. Rendered as
+/// recorded, never decided again.
+fn judge_grants(
+    grants: std::result::Result<Option<crate::grant::Record>, String>,
+    mapping: Option<&Mapping>,
+    in_force: Option<&InForce>,
+    attention: &mut Vec<String>,
+) -> GrantsState {
+    let (record, error) = match grants {
+        Ok(r) => (r, None),
+        Err(e) => (None, Some(e)),
+    };
+    let record = record.filter(|r| in_force.is_some_and(|f| f.sha256 == r.mapping_sha256));
+    let Some(record) = record else {
+        return GrantsState {
+            recorded_by: None,
+            error,
+            levels: Vec::new(),
+        };
+    };
+    let by = format!("{} {}", record.by, record.time);
+    let levels: Vec<LevelGrant> = mapping
+        .map(Mapping::levels)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|l| record.grants.get(&l.name).map(|g| (l, g)))
+        .map(|(l, g)| LevelGrant {
+            level: l.name.clone(),
+            decision: g.decision,
+            meaning: g.decision.meaning(),
+            reasons: g
+                .reason_lines()
+                .into_iter()
+                .map(ToOwned::to_owned)
+                .collect(),
+            warnings: g.warnings.clone(),
+        })
+        .collect();
+    for g in levels.iter().filter(|g| !g.decision.gets_its_sl()) {
+        attention.push(format!(
+            "level {} is not granted ({by}): {}: {}",
+            g.level,
+            g.meaning,
+            g.reasons.join("; ")
+        ));
+    }
+    GrantsState {
+        recorded_by: Some(by),
+        error,
+        levels,
+    }
+}
+
+/// A job whose SL the cached probe says a port does not carry: judged by the
+/// SL and VL it was granted (its record), not the mapping in force now.
+fn jobs_not_carried(
+    records: &std::collections::BTreeMap<crate::job::JobId, JobRecord>,
+    cache: &[crate::fabric::cache::CachedPort],
+) -> Vec<String> {
     let mut out = Vec::new();
-    for j in jobs {
-        for p in &fabric.ports {
-            for l in p.levels.iter().filter(|l| l.level == j.level) {
-                if let Some(problem) = &l.problem {
-                    out.push(format!(
-                        "job {} holds level {} which the cached probe says is not carried: \
-                         {problem}",
-                        j.job_id, j.level
-                    ));
-                }
+    for r in records.values() {
+        for e in cache {
+            let v = check::check_sl(
+                &e.port,
+                &e.tables,
+                &r.level,
+                r.service_level,
+                r.virtual_lane,
+            );
+            if let Some(problem) = v.problem {
+                out.push(format!(
+                    "job {} holds level {} (SL {}) which the cached probe says is not carried: \
+                     {problem}",
+                    r.job_id, r.level, r.service_level
+                ));
             }
         }
     }
@@ -228,6 +308,12 @@ fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>
             time: e.time.clone(),
             outcome: e.outcome.clone(),
             error: e.error.clone(),
+            warnings: e
+                .notes
+                .iter()
+                .filter(|n| crate::report::is_warning_note(n))
+                .cloned()
+                .collect(),
             failed: e.outcome == Outcome::Failed.as_str(),
         });
     if let Some(h) = health.as_ref().filter(|h| h.failed) {
@@ -331,6 +417,8 @@ mod tests {
         Facts {
             audit_path: "/var/log/qoslane/audit.jsonl".into(),
             state_errors: Vec::new(),
+            unreadable: Vec::new(),
+            uid: 0,
             records: std::collections::BTreeMap::new(),
             node: NodeState::default(),
             journal: None,
@@ -349,6 +437,7 @@ mod tests {
             now_ms: 0,
             settings: Vec::new(),
             audit: Found::default(),
+            grants: Ok(None),
         }
     }
 
@@ -436,15 +525,64 @@ mod tests {
         assert_eq!(problems, [("rolled_back", Some(3)), ("failed", None)]);
     }
 
-    #[test]
-    fn a_node_with_nothing_wrong_is_ok() {
-        let mut f = facts();
+    fn with_example(f: &mut Facts) {
         f.mapping.loaded = crate::config::read_for_dry_run(std::path::Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../examples/qos-network.yml"
         )))
         .map_err(|e| e.to_string());
         f.mapping.error = None;
+    }
+
+    /// A level the record does not grant needs attention, in the grant's
+    /// words; a record of another mapping is not shown.
+    #[test]
+    fn a_recorded_grant_that_refuses_a_level_needs_attention() {
+        use crate::grant::{Decision, Grant, Reason, Record};
+        let mut f = facts();
+        with_example(&mut f);
+        let sha = f.mapping.loaded.as_ref().unwrap().sha256.clone();
+        let level = f.mapping.loaded.as_ref().unwrap().mapping.levels()[0]
+            .name
+            .clone();
+        let mut record = Record {
+            mapping_sha256: sha,
+            by: "health".into(),
+            time: "t0".into(),
+            ..Record::default()
+        };
+        record.grants.insert(
+            level.clone(),
+            Grant {
+                decision: Decision::Refused,
+                reasons: vec![Reason {
+                    scope: crate::grant::GrantScope::FirstHop,
+                    line: "mlx5_0/1 first hop: SL 3 -> VL 15".into(),
+                }],
+                warnings: Vec::new(),
+                notes: Vec::new(),
+                scopes: Vec::new(),
+            },
+        );
+        f.grants = Ok(Some(record.clone()));
+        let st = judge(f);
+        assert_eq!(
+            st.attention,
+            [format!(
+                "level {level} is not granted (health t0): its jobs are refused and requeued \
+                 (on_failure: fail_job): mlx5_0/1 first hop: SL 3 -> VL 15"
+            )]
+        );
+        let mut f = facts();
+        record.mapping_sha256 = "another".into();
+        f.grants = Ok(Some(record));
+        assert!(judge(f).grants.levels.is_empty(), "another mapping's");
+    }
+
+    #[test]
+    fn a_node_with_nothing_wrong_is_ok() {
+        let mut f = facts();
+        with_example(&mut f);
         f.audit.entries = vec![line(
             r#"{"time":"t1","event":"health","outcome":"unchanged"}"#,
         )];

@@ -20,6 +20,8 @@ pub struct NodeStatus {
     pub attention: Vec<String>,
     pub mapping: MappingState,
     pub fabric: FabricState,
+    /// Each level's recorded grant (`/run/qoslane/grants.json`).
+    pub grants: GrantsState,
     pub jobs: Vec<HeldLevel>,
     pub settings: Vec<SettingRow>,
     /// Settings whose file vanished while a job held them.
@@ -99,6 +101,28 @@ pub struct LevelOnPort {
     pub problem: Option<String>,
 }
 
+/// The node's recorded grants, as `health`, `sync` or a Prolog decided them.
+#[derive(Debug, Serialize)]
+pub struct GrantsState {
+    /// Who recorded them and when (`health 2026-…`); `None` when no record
+    /// of the mapping in force exists.
+    pub recorded_by: Option<String>,
+    /// Why the record could not be read, when it could not.
+    pub error: Option<String>,
+    pub levels: Vec<LevelGrant>,
+}
+
+/// One level's grant.
+#[derive(Debug, Serialize)]
+pub struct LevelGrant {
+    pub level: String,
+    pub decision: crate::grant::Decision,
+    /// What the decision means for the level's jobs.
+    pub meaning: &'static str,
+    pub reasons: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
 /// A job record as status shows it (the keys are the audit's).
 #[derive(Debug, Serialize)]
 pub struct HeldLevel {
@@ -130,6 +154,8 @@ pub struct Health {
     pub time: String,
     pub outcome: String,
     pub error: Option<String>,
+    /// The checks it warned about (its `WARN`/`FAIL` notes), first first.
+    pub warnings: Vec<String>,
     /// Judged failed (the JSON says it as `outcome`).
     #[serde(skip)]
     pub failed: bool,

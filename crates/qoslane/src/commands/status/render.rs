@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Condition, FabricState, HeldLevel, MappingState, NodeStatus};
+use super::model::{Condition, FabricState, GrantsState, HeldLevel, MappingState, NodeStatus};
 
 fn short(sha: &str) -> String {
     sha.chars().take(12).collect()
@@ -26,6 +26,7 @@ pub fn human(st: &NodeStatus) -> String {
     headline(&mut s, st);
     mapping(&mut s, &st.mapping);
     fabric(&mut s, &st.fabric);
+    grants(&mut s, &st.grants);
     jobs(&mut s, &st.jobs);
     settings(&mut s, st);
     health(&mut s, st);
@@ -109,6 +110,29 @@ fn mapping(s: &mut String, m: &MappingState) {
             s,
             "Rejected",
             &format!("sha256 {} at {}: {}", short(&r.sha256), r.time, r.why),
+        );
+    }
+}
+
+/// Each level's recorded grant, in the grant's words.
+fn grants(s: &mut String, g: &GrantsState) {
+    let Some(by) = &g.recorded_by else {
+        let why = g.error.as_deref().map_or_else(
+            || "none recorded for the mapping in force (`qoslane health` records them)".to_owned(),
+            |e| format!("UNREADABLE: {e}"),
+        );
+        label(s, "Grants", &why);
+        return;
+    };
+    label(s, "Grants", &format!("recorded by {by}"));
+    for l in &g.levels {
+        let first = l.reasons.first().or(l.warnings.first());
+        more(
+            s,
+            &match first {
+                Some(why) => format!("{}: {}: {}: {why}", l.level, l.decision.as_str(), l.meaning),
+                None => format!("{}: {}", l.level, l.decision.as_str()),
+            },
         );
     }
 }
@@ -227,9 +251,21 @@ fn health(s: &mut String, st: &NodeStatus) {
             h.time,
             h.error.as_deref().unwrap_or("-")
         ),
+        Some(h) if !h.warnings.is_empty() => format!(
+            "WARNINGS at {} ({} warning{}): {}",
+            h.time,
+            h.warnings.len(),
+            if h.warnings.len() == 1 { "" } else { "s" },
+            h.warnings[0]
+        ),
         Some(h) => format!("ok at {} ({})", h.time, h.outcome),
     };
     label(s, "Health", &health);
+    if let Some(h) = &st.health {
+        for w in h.warnings.iter().skip(1) {
+            more(s, w);
+        }
+    }
     let journal = st.journal.as_ref().map_or_else(
         || "clean".to_owned(),
         |j| {

@@ -518,3 +518,133 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
         "a dry run writes no cache"
     );
 }
+
+/// The binary on `node` (its root, the rig's smpquery, the fake squeue).
+fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.env_clear()
+        .env("QOSLANE_ROOT", &node.paths.root)
+        .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
+        .env("QOSLANE_SQUEUE", crate::util::fixture_bin("squeue"))
+        .env("QOSLANE_NO_JOURNAL", "1")
+        .env("QOSLANE_TIMEOUT_MS", "30000")
+        .args(args)
+        .envs(env.iter().copied());
+    c.output().unwrap()
+}
+
+/// What a run printed, stdout then stderr.
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Issue 23, item 1: the first switch (leaf1) drops the `fail_job` level's
+/// SL behind the SM. (a) `health` records it, the next Prolog of that level
+/// is refused, and `health`, `status`, `explain` and the metric all say it
+/// is not granted; (b) on a node with no record, the Prolog of the
+/// `fail_job` level reads the first hop itself and refuses.
+#[test]
+fn path_a_leaf_dropping_the_fail_job_level_refuses_it_and_every_view_says_so() {
+    if !rig_wanted("path_grant") {
+        return;
+    }
+    let rig = PathRig::start(&[]);
+    let node = rig.node2();
+    let root = node.paths.root.clone();
+    let cfg = root.join("etc/qoslane/qos-network.yml");
+    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    fs::write(
+        &cfg,
+        MAPPING.replace(
+            "    virtual_lane: 3\n",
+            "    virtual_lane: 3\n    on_failure: fail_job\n",
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str], env: &[(&str, &str)]| run_bin(&node, args, env);
+    let prolog = |id: &str, qos: &str| {
+        run(
+            &["prolog"],
+            &[
+                ("SLURM_JOB_ID", id),
+                ("FAKE_QOS", qos),
+                ("SLURM_JOB_USER", "alice"),
+            ],
+        )
+    };
+    let out = run(&["sync"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = prolog("1", "mission-critical");
+    assert!(out.status.success(), "aligned: granted: {}", text(&out));
+    assert!(run(&["epilog"], &[("SLURM_JOB_ID", "1")]).status.success());
+
+    // leaf1 drops SL 3 toward spine1: node2's own port still carries it.
+    rig.lever("misalign", &["leaf1", "3", "3", "15"]);
+    let dropped = "mlx5_0/1 first hop: SL 3 -> VL 15";
+
+    // (a) health records it; the Prolog obeys the record.
+    let out = run(&["health"], &[]);
+    let said = text(&out);
+    assert!(
+        out.status.success(),
+        "a level not granted is a warning: {said}"
+    );
+    assert!(
+        said.contains("level mission-critical: ")
+            && said.contains(dropped)
+            && said.contains("its jobs are refused and requeued (on_failure: fail_job)"),
+        "{said}"
+    );
+    let out = prolog("2", "mission-critical");
+    assert!(
+        !out.status.success(),
+        "refused by the recorded first hop: {}",
+        text(&out)
+    );
+    assert!(text(&out).contains(dropped), "{}", text(&out));
+    assert!(
+        !root.join("run/qoslane/jobs/2.json").exists(),
+        "no record, no SL for job 2"
+    );
+    let out = prolog("3", "high");
+    assert!(out.status.success(), "SL 2 is carried: {}", text(&out));
+    assert!(run(&["epilog"], &[("SLURM_JOB_ID", "3")]).status.success());
+
+    let out = run(&["status"], &[]);
+    let st = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{st}");
+    assert!(
+        st.contains("level mission-critical is not granted") && st.contains(dropped),
+        "{st}"
+    );
+    let out = run(&["explain", "--qos", "mission-critical"], &[]);
+    let ex = text(&out);
+    assert!(
+        ex.contains("  grant           its jobs are refused and requeued (on_failure: fail_job)"),
+        "{ex}"
+    );
+    let out = run(&["metrics"], &[]);
+    let m = text(&out);
+    assert!(
+        m.contains("qoslane_level_granted{level=\"mission-critical\"} 0\n"),
+        "{m}"
+    );
+    assert!(
+        m.contains("qoslane_level_granted{level=\"high\"} 1\n"),
+        "{m}"
+    );
+
+    // (b) a node with no record: the fail_job level reads its first hop itself.
+    fs::remove_file(root.join("run/qoslane/grants.json")).unwrap();
+    let out = prolog("4", "mission-critical");
+    let said = text(&out);
+    assert!(!out.status.success(), "refused without a record: {said}");
+    assert!(said.contains(dropped), "{said}");
+    // A `continue` level never waits for the first hop: granted on its own port.
+    let out = prolog("5", "high");
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -1,0 +1,209 @@
+//! The node's one decision per level (issue 23): what `health` and `sync`
+//! record in `/run/qoslane/grants.json` and every view renders — ports that
+//! carry nothing, node settings that cannot be written — and `status` and
+//! `log` telling the truth (a job judged by the level it was granted,
+//! warnings first, a permission error said as one). The first hop on a real
+//! multi-switch fabric: `fabric/path.rs`.
+
+use crate::util::{self, Node, ok, stderr};
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `util::MAPPING` under `enforce` on a single HCA the fake smpquery answers
+/// with an identity SL2VL.
+fn fabric_node(mapping: &str) -> Node {
+    let n = Node::with_mapping(&mapping.replace("fabric_check: off", "fabric_check: enforce"));
+    n.add_hca("qos-identity");
+    n
+}
+
+fn run(n: &Node, args: &[&str]) -> std::process::Output {
+    let smpquery = n.fake_smpquery().display().to_string();
+    n.run(args, &[("QOSLANE_SMPQUERY", smpquery.as_str())])
+}
+
+/// Item 5: with `devices: []` a down, uncabled second port of a dual-port
+/// HCA carries no level: a note, never a drain. Listed in `devices:`, it
+/// drains. (It drained the node before.)
+#[test]
+fn a_down_port_beside_an_active_one_is_a_note_unless_listed() {
+    let n =
+        Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: enforce"));
+    n.add_fabric("dual-port");
+    n.answer_smpquery("qos-identity");
+    let out = run(&n, &["health"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(!text.contains("drain"), "{text}");
+    let notes = n.last_audit("health")["notes"].to_string();
+    assert!(
+        notes.contains("port: ok: mlx5_0/2: not ACTIVE (InfiniBand port, state 1: DOWN, phys_state 2: Polling): carries no level"),
+        "{notes}"
+    );
+    assert!(notes.contains("level: ok: every level granted"), "{notes}");
+
+    n.write_mapping(&util::MAPPING.replace(
+        "fabric_check: off",
+        "fabric_check: enforce\ndevices: [mlx5_0]",
+    ));
+    let out = run(&n, &["health"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).starts_with("qoslane: mlx5_0/2: not ACTIVE"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// Item 8: a level's setting that cannot be written is found by `sync` and
+/// `health`, which say which levels would roll back; the recorded grant
+/// refuses the `fail_job` level in the next Prolog and `status` says so.
+#[test]
+fn a_setting_that_cannot_be_written_is_said_by_sync_and_health_and_obeyed() {
+    let n = Node::new();
+    // rmem_max (of mission-critical, high and low) cannot be opened for writing.
+    std::fs::remove_file(n.path(util::RMEM)).unwrap();
+    std::fs::create_dir(n.path(util::RMEM)).unwrap();
+    let out = n.run(&["sync"], &[]);
+    let said = stderr(&out);
+    for level in ["mission-critical", "high", "low"] {
+        assert!(
+            said.contains(&format!("level {level}: ")),
+            "sync names {level}: {said}"
+        );
+    }
+    assert!(
+        said.contains("its jobs are refused and requeued (on_failure: fail_job): node setting /proc/sys/net/core/rmem_max cannot be written"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("level normal: "),
+        "normal has no setting: {said}"
+    );
+    let out = n.run(&["health"], &[]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "a warning, not a drain: {text}");
+    assert!(
+        text.contains("qoslane: warn: level: level high: node setting /proc/sys/net/core/rmem_max cannot be written")
+            && text.contains("its jobs run on the baseline, without their SL (on_failure: continue): make the level's node settings writable"),
+        "{text}"
+    );
+    let out = n.prolog(1, "mission-critical");
+    assert!(!out.status.success(), "refused by its grant");
+    assert!(
+        stderr(&out)
+            .contains("node settings: node setting /proc/sys/net/core/rmem_max cannot be written"),
+        "{}",
+        stderr(&out)
+    );
+    ok(&n.prolog(2, "normal"));
+    let out = n.run(&["status"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("level mission-critical is not granted (health "),
+        "{}",
+        stdout(&out)
+    );
+    let out = n.run(&["metrics"], &[]);
+    let m = stdout(&out);
+    assert!(
+        m.contains("qoslane_level_granted{level=\"normal\"} 1\n"),
+        "{m}"
+    );
+    assert!(
+        m.contains("qoslane_level_granted{level=\"high\"} 0\n"),
+        "{m}"
+    );
+}
+
+/// A setting that is gone (its file vanished) is a warning: nothing is
+/// applied there, the job still gets its SL.
+#[test]
+fn a_setting_that_is_gone_is_a_warning_and_the_level_is_granted() {
+    let n = Node::new();
+    std::fs::remove_file(n.path(util::TOS)).unwrap();
+    let out = n.run(&["health"], &[]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("level high: node settings: node setting /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos does not exist")
+            && text.contains("its jobs get their SL (with warnings)"),
+        "{text}"
+    );
+    ok(&n.prolog(1, "high"));
+}
+
+/// Item 7: a job still on its old SL after a mapping change is judged by
+/// the SL and VL it was granted, not the level as the mapping has it now
+/// (status raised a false Attention); after a health run with warnings,
+/// `status` does not say "Health: ok" and `log` shows the warning first.
+#[test]
+fn status_judges_a_job_by_its_grant_and_says_health_warnings() {
+    let n = fabric_node(&util::MAPPING.replace("fabric_check: off", "fabric_check: warn"));
+    ok(&run(&n, &["sync"]));
+    let smpquery = n.fake_smpquery().display().to_string();
+    ok(&n.prolog_env(1, "high", &[("QOSLANE_SMPQUERY", smpquery.as_str())]));
+    // `high` now wants VL 5, which the identity SL2VL does not give SL 2
+    // (accepted under `warn`); job 1 keeps SL 2 on VL 2, which is carried.
+    n.write_mapping(
+        &util::MAPPING
+            .replace("fabric_check: off", "fabric_check: warn")
+            .replace(
+                "service_level: 2\n    virtual_lane: 2",
+                "service_level: 2\n    virtual_lane: 5",
+            ),
+    );
+    ok(&run(&n, &["sync"]));
+    let out = run(&n, &["status"]);
+    let st = stdout(&out);
+    assert!(!st.contains("job 1 holds level high"), "{st}");
+    let out = run(&n, &["health"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let st = stdout(&run(&n, &["status"]));
+    assert!(
+        st.contains("Health: WARNINGS at ") && st.contains("level: WARN: level high: "),
+        "{st}"
+    );
+    assert!(!st.contains("Health: ok"), "{st}");
+    let log = stdout(&run(&n, &["log", "--event", "health"]));
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("level: WARN: level high: fabric (warn): ") && !last.contains("mapping: ok"),
+        "{log}"
+    );
+}
+
+/// Item 7: as a non-root user, `status` says the state is not readable as
+/// its uid (never advice to remove it) and `log` never says there is no
+/// audit log when it cannot read it.
+#[test]
+fn a_non_root_user_is_told_it_needs_root_not_to_delete_state() {
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to run as another user");
+        return;
+    }
+    let n = Node::new();
+    ok(&n.prolog(1, "high"));
+    ok(&n.run(&["health"], &[]));
+    if !util::reachable_by_others() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(n.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |args: &[&str]| n.cmd(args, &[]).uid(65534).gid(65534).output().unwrap();
+    let out = as_nobody(&["status"]);
+    let st = stdout(&out);
+    assert!(
+        st.contains("state not readable as uid 65534"),
+        "{st}{}",
+        stderr(&out)
+    );
+    assert!(st.contains("needs root"), "{st}");
+    assert!(!st.contains("remove it"), "{st}");
+    let out = as_nobody(&["log"]);
+    let err = stderr(&out);
+    assert!(!err.contains("no audit log"), "{err}");
+    assert!(err.contains("not readable as uid 65534"), "{err}");
+}
