@@ -306,6 +306,37 @@ fn installed_sha(paths: &Paths) -> Option<String> {
     .map(|b| sha256_hex(&b))
 }
 
+/// What the installed mapping file is to this node — decided here once, for
+/// the `qoslane_mapping_valid` gauge, `status` and `health`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Installed {
+    /// It is the mapping in force (the last-known-good copy is it).
+    InForce,
+    /// There is no file (or it cannot be read).
+    Absent,
+    /// It is not the mapping in force, and why: invalid, refused by the
+    /// fabric gate, or valid but not yet taken in force by a run.
+    NotInForce(String),
+}
+
+/// [`Installed`] now: the installed file's hash against the last-known-good
+/// copy's; only when they differ is the file judged, to say why.
+pub fn installed(paths: &Paths) -> Installed {
+    let Some(sha) = installed_sha(paths) else {
+        return Installed::Absent;
+    };
+    if last_known_good_sha(paths).as_deref() == Some(sha.as_str()) {
+        return Installed::InForce;
+    }
+    if let Some(r) = rejected(paths).filter(|r| r.sha256 == sha) {
+        return Installed::NotInForce(format!("refused: {}", r.why));
+    }
+    Installed::NotInForce(match read_valid(paths, &paths.config) {
+        Err(e) => format!("invalid: {e}"),
+        Ok(_) => "valid, not yet in force (no run since it was installed: `qoslane sync`)".into(),
+    })
+}
+
 /// The SHA-256 of the last-known-good copy, if any.
 pub fn last_known_good_sha(paths: &Paths) -> Option<String> {
     fsutil::read_trusted(paths, &paths.last_known_good())

@@ -78,6 +78,13 @@ pub struct Counters {
     /// The last first-hop check (`sync`, `health`).
     #[serde(default)]
     pub first_hop: Vec<HopCount>,
+    /// Jobs whose QoS could not be learnt (the default level, or a refusal
+    /// under `on_unknown_qos: fail_job`), by reason.
+    #[serde(default)]
+    pub qos_fallbacks: BTreeMap<String, u64>,
+    /// The warnings of the last health run.
+    #[serde(default)]
+    pub health_warnings: u64,
 }
 
 /// One finished run, as the metrics see it.
@@ -85,6 +92,9 @@ pub struct Counters {
 pub struct Run<'a> {
     pub event: &'a str,
     pub outcome: Outcome,
+    /// The outcome is a success and nothing was warned of
+    /// (`Report::succeeded`): moves the last-success time.
+    pub succeeded: bool,
     pub seconds: f64,
     pub rolled_back: bool,
     /// `Some` when this run assessed the fabric.
@@ -95,6 +105,10 @@ pub struct Run<'a> {
     pub settings_gone: u64,
     /// `Some` when this run read the first hop.
     pub first_hop: Option<Vec<HopCount>>,
+    /// Why this run's job's QoS could not be learnt, if it could not.
+    pub qos_fallback: Option<crate::job::qos::Fallback>,
+    /// `Some` for a health run: how many warnings it found.
+    pub health_warnings: Option<u64>,
 }
 
 impl Counters {
@@ -112,7 +126,7 @@ impl Counters {
             .entry(run.event.into())
             .or_default()
             .observe(run.seconds);
-        if run.outcome.is_success() {
+        if run.succeeded {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64());
@@ -129,6 +143,12 @@ impl Counters {
         if let Some(h) = &run.first_hop {
             self.first_hop.clone_from(h);
         }
+        if let Some(f) = run.qos_fallback {
+            *self.qos_fallbacks.entry(f.as_str().into()).or_default() += 1;
+        }
+        if let Some(w) = run.health_warnings {
+            self.health_warnings = w;
+        }
     }
 }
 
@@ -138,6 +158,9 @@ pub struct Gauges {
     /// Every level of the mapping (zero when none is active) → active jobs.
     pub active_jobs: BTreeMap<String, u64>,
     pub mapping_sha256: Option<String>,
+    /// Whether the installed mapping file is the mapping in force
+    /// (`config::Installed`).
+    pub mapping_valid: bool,
 }
 
 impl Gauges {
@@ -152,6 +175,7 @@ impl Gauges {
         let mut g = Self {
             active_jobs: levels.into_iter().map(|l| (l, 0)).collect(),
             mapping_sha256,
+            mapping_valid: false,
         };
         for level in active {
             *g.active_jobs.entry(level).or_default() += 1;
@@ -252,6 +276,12 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         w.sample("qoslane_mapping_info", &[("sha256", sha)], 1);
     }
     w.family(
+        "qoslane_mapping_valid",
+        Kind::Gauge,
+        "1 when the installed mapping file is the mapping in force; 0 when it is invalid, refused, absent or not yet in force.",
+    );
+    w.sample("qoslane_mapping_valid", &[], u8::from(g.mapping_valid));
+    w.family(
         "qoslane_last_success_timestamp_seconds",
         Kind::Gauge,
         "Unix time of the last successful run, by event.",
@@ -277,6 +307,30 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
     for (event, n) in &every_event(&c.settings_gone) {
         w.sample("qoslane_settings_gone_total", &[("event", event)], n);
     }
+    w.family(
+        "qoslane_qos_fallbacks_total",
+        Kind::Counter,
+        "Prologs whose job's QoS could not be learnt (the default level was used, or the job refused under on_unknown_qos: fail_job), by reason.",
+    );
+    for (reason, n) in &every_reason(&c.qos_fallbacks) {
+        w.sample("qoslane_qos_fallbacks_total", &[("reason", reason)], n);
+    }
+    w.family(
+        "qoslane_health_warnings",
+        Kind::Gauge,
+        "Warnings of the last health run (a run with warnings is not a success).",
+    );
+    w.sample("qoslane_health_warnings", &[], c.health_warnings);
+    w.family(
+        "qoslane_build_info",
+        Kind::Gauge,
+        "Always 1; the version label is the qoslane that wrote this file.",
+    );
+    w.sample(
+        "qoslane_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
     w.finish()
 }
 
@@ -286,6 +340,15 @@ fn every_event<T: Clone + Default>(by_event: &BTreeMap<String, T>) -> BTreeMap<S
     let mut all = by_event.clone();
     for e in crate::report::Event::COUNTED {
         all.entry(e.as_str().into()).or_default();
+    }
+    all
+}
+
+/// Fallbacks by reason, with every reason (zero where none happened yet).
+fn every_reason(by_reason: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut all = by_reason.clone();
+    for f in crate::job::qos::Fallback::ALL {
+        all.entry(f.as_str().into()).or_default();
     }
     all
 }

@@ -111,6 +111,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
         })
         .collect();
     r.notes.extend(lines);
+    r.warnings = warnings;
     let drain = drain.map(|d| d.detail.clone());
     s.finish(match drain {
         None if r.changes.is_empty() => Ok(r.with(Outcome::Unchanged)),

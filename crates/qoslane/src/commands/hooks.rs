@@ -214,6 +214,7 @@ fn grant(
     let policy = m.on_failure_for(level);
     r.job.qos.clone_from(&q.qos);
     r.job.qos_source = Some(q.source);
+    r.job.qos_fallback = q.fallback;
     r.job.level = Some(level.name.clone());
     r.job.service_level = Some(level.service_level.get());
     r.job.virtual_lane = level

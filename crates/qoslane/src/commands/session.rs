@@ -341,12 +341,16 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
     let run = Run {
         event: report.event.as_str(),
         outcome: report.outcome,
+        succeeded: report.succeeded(),
         seconds,
         rolled_back: report.rolled_back,
         fabric: report.alignment.clone(),
         log_lines_dropped: nodeio::log::take_dropped(),
         settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
         first_hop: report.first_hop.clone(),
+        qos_fallback: report.job.qos_fallback,
+        health_warnings: (report.event == Event::Health)
+            .then(|| u64::try_from(report.warnings).unwrap_or(u64::MAX)),
     };
     if let Err(err) = metrics::record_and_publish(paths, &run, deadline, &|| node_gauges(paths)) {
         log::warn(&format!("metrics: {err}"));
@@ -379,7 +383,9 @@ pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
             .map(|r| r.level)
             .collect(),
     };
-    metrics::Gauges::new(levels, sha, active)
+    let mut g = metrics::Gauges::new(levels, sha, active);
+    g.mapping_valid = config::installed(paths) == config::Installed::InForce;
+    g
 }
 
 /// The end of a run whose kernel call hung (on the watchdog's thread, the
