@@ -1161,6 +1161,9 @@ fn degraded_states_are_series_of_their_own() {
     assert_eq!(out.status.code(), Some(0), "{}", crate::util::stderr(&out));
     let s = Samples::parse(&n.textfile());
     assert_eq!(s.value("qoslane_mapping_valid", &[]), 0.0);
+    // status renders the same fact, on one line.
+    let st = String::from_utf8_lossy(&n.run(&["status"], &[]).stdout).into_owned();
+    assert!(st.contains("Installed: NOT in force: invalid: "), "{st}");
     assert_eq!(s.value("qoslane_health_warnings", &[]), 1.0);
     assert_eq!(
         s.get(
