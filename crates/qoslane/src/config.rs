@@ -306,6 +306,16 @@ fn installed_sha(paths: &Paths) -> Option<String> {
     .map(|b| sha256_hex(&b))
 }
 
+/// The `on_unknown_qos` of the installed file, read even when it is invalid
+/// (`mapping::on_unknown_qos_of`): what a run with no usable mapping does.
+/// An unreadable or untrusted file says nothing: `default_level`.
+pub fn on_unknown_qos_of_installed(paths: &Paths) -> crate::mapping::OnUnknownQos {
+    read_trusted_text(paths, &paths.config)
+        .map_or(crate::mapping::OnUnknownQos::DefaultLevel, |text| {
+            crate::mapping::on_unknown_qos_of(&text, parse_bound())
+        })
+}
+
 /// What the installed mapping file is to this node — decided here once, for
 /// the `qoslane_mapping_valid` gauge, `status` and `health`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,7 +3,9 @@
 //! Each check ends `ok`, `warn` or `drain`. Only what means the node cannot
 //! serve jobs safely drains it (exit 1): an interrupted transaction that
 //! cannot be rolled back, state qoslane cannot trust or a state directory it
-//! cannot use, a selected HCA port that should be ACTIVE and is not. An
+//! cannot use, a selected HCA port that should be ACTIVE and is not, no
+//! usable mapping at all (invalid or absent, and no last-known-good copy: no
+//! level can be granted). An
 //! invalid mapping (the last-known-good copy is in force) or a level the
 //! fabric does not carry is a warning (exit 0): the Prolog refuses that
 //! level per its `on_failure`, other jobs keep running. The first line says
@@ -164,13 +166,22 @@ fn mapping_in_force(paths: &Paths) -> (Check, Option<Mapping>) {
                     Some(l.mapping),
                 )
             } else {
+                // No level can be granted: the node cannot serve what it
+                // promises, whatever the jobs' tiers.
+                let jobs = match config::on_unknown_qos_of_installed(paths) {
+                    crate::mapping::OnUnknownQos::FailJob => {
+                        "every job is refused (on_unknown_qos: fail_job)"
+                    }
+                    crate::mapping::OnUnknownQos::DefaultLevel => "jobs run on the baseline",
+                };
                 (
                     check(
                         "mapping",
-                        Status::Warn,
+                        Status::Drain,
                         format!(
-                            "{e}; no last-known-good copy: jobs run on the baseline until a valid \
-                         mapping is installed (`qoslane validate`, then `qoslane sync`)"
+                            "no usable mapping: {e}; no last-known-good copy: no level is granted \
+                             and {jobs} until a valid mapping is installed (`qoslane validate`, \
+                             then `qoslane sync`)"
                         ),
                     ),
                     None,

@@ -57,6 +57,10 @@ impl std::fmt::Display for QosSource {
     }
 }
 
+/// How a run's note on a QoS that could not be learnt begins (the audit
+/// line's note, the job's notice).
+pub const UNKNOWN_NOTE: &str = "QoS unknown, default level used: ";
+
 /// Why a job's QoS could not be learnt: the `reason` label of
 /// `qoslane_qos_fallbacks_total`, decided here once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
