@@ -93,8 +93,8 @@ pub fn discover(paths: &Paths, selectors: &[DeviceSelector]) -> Result<Discovery
             }
             match read_port(paths, &class, id) {
                 Ok(port) => out.ports.push(port),
-                Err(Unread::Gone) => {}
-                Err(Unread::Failed(e)) => return Err(e),
+                Err(PortUnread::Gone) => {}
+                Err(PortUnread::Failed(e)) => return Err(e),
             }
         }
     }
@@ -132,12 +132,12 @@ fn port_numbers(paths: &Paths, dir: &Path) -> Result<Vec<u32>> {
 }
 
 /// Why a port was not read: it is gone, or reading failed.
-enum Unread {
+enum PortUnread {
     Gone,
     Failed(Error),
 }
 
-impl From<Error> for Unread {
+impl From<Error> for PortUnread {
     fn from(e: Error) -> Self {
         Self::Failed(e)
     }
@@ -148,7 +148,7 @@ fn is_gone(e: &io::Error) -> bool {
     nodeio::Absence::of_io(e).is_some()
 }
 
-fn read_port(paths: &Paths, class: &Path, id: PortId) -> Result<SysfsPort, Unread> {
+fn read_port(paths: &Paths, class: &Path, id: PortId) -> Result<SysfsPort, PortUnread> {
     let dir = class
         .join(&id.device)
         .join("ports")
@@ -220,11 +220,11 @@ pub fn not_active(paths: &Paths, ports: &[PortId]) -> Result<Vec<String>> {
                 "{id}: port is gone (no {})",
                 paths.display(&dir.join("state"))
             )),
-            Err(Unread::Gone) => out.push(format!(
+            Err(PortUnread::Gone) => out.push(format!(
                 "{id}: port is gone (its device is: {} answers ENODEV or ENXIO)",
                 paths.display(&dir.join("state"))
             )),
-            Err(Unread::Failed(e)) => return Err(e),
+            Err(PortUnread::Failed(e)) => return Err(e),
             Ok(Some(state)) => {
                 let code = f.parse(&state, "state", "`N: NAME`", parse_numbered)?;
                 if code != (4, "ACTIVE") {
@@ -252,12 +252,12 @@ impl SysFile<'_> {
     /// drivers add blank lines or omit the newline); a file every port has:
     /// missing while its port's directory is listed, an error; its device
     /// gone, the port gone.
-    fn read(&self, name: &str) -> Result<String, Unread> {
+    fn read(&self, name: &str) -> Result<String, PortUnread> {
         let p = self.path(name);
         match fs::read_to_string(&p) {
             Ok(s) => Ok(s.trim().to_owned()),
             Err(e) if nodeio::Absence::of_io(&e) == Some(nodeio::Absence::Device) => {
-                Err(Unread::Gone)
+                Err(PortUnread::Gone)
             }
             Err(e) => Err(Error::io("read", p)(e).into()),
         }
@@ -265,13 +265,13 @@ impl SysFile<'_> {
 
     /// A file some kernels or drivers lack: `None` when it was never there;
     /// its device gone is the port gone.
-    fn read_opt(&self, name: &str) -> Result<Option<String>, Unread> {
+    fn read_opt(&self, name: &str) -> Result<Option<String>, PortUnread> {
         let p = self.path(name);
         match fs::read_to_string(&p) {
             Ok(s) => Ok(Some(s.trim().to_owned())),
             Err(e) => match nodeio::Absence::of_io(&e) {
                 Some(nodeio::Absence::File) => Ok(None),
-                Some(nodeio::Absence::Device) => Err(Unread::Gone),
+                Some(nodeio::Absence::Device) => Err(PortUnread::Gone),
                 None => Err(Error::io("read", p)(e).into()),
             },
         }
