@@ -211,6 +211,7 @@ fn bench_render(c: &mut Criterion) {
             succeeded: true,
             qos_fallback: None,
             health_warnings: None,
+            node_lock_held_seconds: None,
         });
     }
     for ports in [1u32, 16] {

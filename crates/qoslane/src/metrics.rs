@@ -85,6 +85,10 @@ pub struct Counters {
     /// The warnings of the last health run.
     #[serde(default)]
     pub health_warnings: u64,
+    /// How long a transaction held the node lock when the last health run
+    /// looked (0: free).
+    #[serde(default)]
+    pub node_lock_held_seconds: u64,
 }
 
 /// One finished run, as the metrics see it.
@@ -109,6 +113,9 @@ pub struct Run<'a> {
     pub qos_fallback: Option<crate::job::qos::Fallback>,
     /// `Some` for a health run: how many warnings it found.
     pub health_warnings: Option<u64>,
+    /// `Some` for a health run that saw the node lock: how long a
+    /// transaction had held it.
+    pub node_lock_held_seconds: Option<u64>,
 }
 
 impl Counters {
@@ -148,6 +155,9 @@ impl Counters {
         }
         if let Some(w) = run.health_warnings {
             self.health_warnings = w;
+        }
+        if let Some(s) = run.node_lock_held_seconds {
+            self.node_lock_held_seconds = s;
         }
     }
 }
@@ -321,6 +331,16 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         "Warnings of the last health run (a run with warnings is not a success).",
     );
     w.sample("qoslane_health_warnings", &[], c.health_warnings);
+    w.family(
+        "qoslane_node_lock_held_seconds",
+        Kind::Gauge,
+        "How long a transaction had held the node lock when the last health run looked (0: free).",
+    );
+    w.sample(
+        "qoslane_node_lock_held_seconds",
+        &[],
+        c.node_lock_held_seconds,
+    );
     w.family(
         "qoslane_build_info",
         Kind::Gauge,

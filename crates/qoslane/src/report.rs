@@ -144,6 +144,10 @@ pub struct Report {
     pub settings_gone: Vec<String>,
     /// Problems a run found that did not stop it (health's warnings).
     pub warnings: usize,
+    /// How long another run's transaction had held the node lock when
+    /// health looked (0: free; `None`: not looked at, or held outside a
+    /// transaction).
+    pub lock_held_seconds: Option<u64>,
 }
 
 impl Report {
@@ -161,6 +165,7 @@ impl Report {
             rolled_back: false,
             settings_gone: Vec::new(),
             warnings: 0,
+            lock_held_seconds: None,
         }
     }
 

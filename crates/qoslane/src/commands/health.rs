@@ -35,6 +35,14 @@ use crate::txn::RecordOp;
 /// it (a Prolog holding the lock is not a problem of the node).
 const LOCK_WAIT: Duration = Duration::from_millis(500);
 
+/// A transaction that has held the node lock this long is stuck: far past
+/// any run's deadline (seconds; the watchdog ends a run hung past it — but a
+/// kernel call in uninterruptible sleep keeps the process, and the lock,
+/// alive). A warning: no job can get or release a level meanwhile.
+const LOCK_STUCK_WARN: Duration = Duration::from_secs(60);
+/// This long: the node is unhealthy (drained).
+const LOCK_STUCK_DRAIN: Duration = Duration::from_secs(600);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Status {
     Ok,
@@ -81,7 +89,9 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
 
     checks.extend(state_dir_checks(paths));
 
-    checks.push(journal_check(&mut s));
+    let (journal, held) = journal_check(&mut s);
+    checks.push(journal);
+    r.lock_held_seconds = held;
 
     if let Some(c) = stale_records(&mut s, &mut r) {
         checks.push(c);
@@ -210,20 +220,18 @@ fn state_dir_checks(paths: &Paths) -> Vec<Check> {
 }
 
 /// An interrupted transaction is rolled back here (taking the lock does
-/// it, and audits it); one that cannot be is a reason to drain.
-fn journal_check(s: &mut Session<'_>) -> Check {
-    match s.node_within(LOCK_WAIT) {
+/// it, and audits it); one that cannot be is a reason to drain. A lock held
+/// by a transaction far past any deadline is reported (see
+/// [`LOCK_STUCK_WARN`]), with how long it has been held.
+fn journal_check(s: &mut Session<'_>) -> (Check, Option<u64>) {
+    let c = match s.node_within(LOCK_WAIT) {
         Ok(Some(())) => check(
             "journal",
             Status::Ok,
             "rolled back an interrupted transaction",
         ),
         Ok(None) => check("journal", Status::Ok, "none pending"),
-        Err(Error::LockTimeout { .. }) => check(
-            "journal",
-            Status::Ok,
-            "a transaction is in progress (node lock held); not looked at",
-        ),
+        Err(Error::LockTimeout { .. }) => return lock_held(s.paths),
         Err(e) => check(
             "journal",
             Status::Drain,
@@ -233,7 +241,55 @@ fn journal_check(s: &mut Session<'_>) -> Check {
                 e.with_causes()
             ),
         ),
-    }
+    };
+    (c, Some(0))
+}
+
+/// The node lock is held by another run: its journal (written under the
+/// lock when its transaction began) says who and since when. Held past
+/// [`LOCK_STUCK_WARN`] it is a warning, past [`LOCK_STUCK_DRAIN`] a drain;
+/// also how long, for `qoslane_node_lock_held_seconds`.
+fn lock_held(paths: &Paths) -> (Check, Option<u64>) {
+    let journal = Store { paths }.journal().ok().flatten();
+    let Some(j) = journal else {
+        return (
+            check(
+                "journal",
+                Status::Ok,
+                "the node lock is held by another run outside a transaction; not looked at",
+            ),
+            None,
+        );
+    };
+    let held = crate::time::parse_rfc3339(&j.started)
+        .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+        .unwrap_or_default();
+    let who = format!(
+        "pid {} ({}{}) since {}, {} s",
+        j.pid,
+        j.event,
+        j.job_id
+            .map_or_else(String::new, |id| format!(" of job {id}")),
+        j.started,
+        held.as_secs()
+    );
+    let status = if held >= LOCK_STUCK_DRAIN {
+        Status::Drain
+    } else if held >= LOCK_STUCK_WARN {
+        Status::Warn
+    } else {
+        Status::Ok
+    };
+    let detail = match status {
+        Status::Ok => format!("a transaction is in progress (node lock held by {who})"),
+        _ => format!(
+            "the node lock is held by {who}: far past any run's deadline (a setting write stuck \
+             in the kernel?); no job can get or release a level: see `cat /proc/{}/stack`, \
+             then fix or reboot",
+            j.pid
+        ),
+    };
+    (check("journal", status, detail), Some(held.as_secs()))
 }
 
 /// The state files must be readable and trusted: a corrupt or foreign

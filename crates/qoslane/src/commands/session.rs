@@ -351,6 +351,7 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
         qos_fallback: report.job.qos_fallback,
         health_warnings: (report.event == Event::Health)
             .then(|| u64::try_from(report.warnings).unwrap_or(u64::MAX)),
+        node_lock_held_seconds: report.lock_held_seconds,
     };
     if let Err(err) = metrics::record_and_publish(paths, &run, deadline, &|| node_gauges(paths)) {
         log::warn(&format!("metrics: {err}"));

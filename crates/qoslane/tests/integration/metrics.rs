@@ -618,6 +618,7 @@ fn counters_render_the_same_after_their_json_round_trip() {
                 .get(i as usize % 7)
                 .copied(),
             health_warnings: (i % 5 == 0).then_some(u64::from(i % 3)),
+            node_lock_held_seconds: (i % 4 == 0).then_some(u64::from(i)),
         });
         let json = serde_json::to_vec(&c).unwrap();
         let back: Counters = serde_json::from_slice(&json).unwrap();
