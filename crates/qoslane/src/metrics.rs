@@ -322,7 +322,8 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         Kind::Counter,
         "Prologs whose job's QoS could not be learnt (the default level was used, or the job refused under on_unknown_qos: fail_job), by reason.",
     );
-    for (reason, n) in &every_reason(&c.qos_fallbacks) {
+    let reasons = crate::job::qos::Fallback::ALL.iter().map(|f| f.as_str());
+    for (reason, n) in &with_every(&c.qos_fallbacks, reasons) {
         w.sample("qoslane_qos_fallbacks_total", &[("reason", reason)], n);
     }
     w.family(
@@ -357,18 +358,20 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
 /// A per-event map with every counted event in it (zero where none ran
 /// yet), so each series exists from the first scrape.
 fn every_event<T: Clone + Default>(by_event: &BTreeMap<String, T>) -> BTreeMap<String, T> {
-    let mut all = by_event.clone();
-    for e in crate::report::Event::COUNTED {
-        all.entry(e.as_str().into()).or_default();
-    }
-    all
+    with_every(
+        by_event,
+        crate::report::Event::COUNTED.iter().map(|e| e.as_str()),
+    )
 }
 
-/// Fallbacks by reason, with every reason (zero where none happened yet).
-fn every_reason(by_reason: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    let mut all = by_reason.clone();
-    for f in crate::job::qos::Fallback::ALL {
-        all.entry(f.as_str().into()).or_default();
+/// `by_label` with every one of `labels` in it (zero where none counted yet).
+fn with_every<'a, T: Clone + Default>(
+    by_label: &BTreeMap<String, T>,
+    labels: impl IntoIterator<Item = &'a str>,
+) -> BTreeMap<String, T> {
+    let mut all = by_label.clone();
+    for l in labels {
+        all.entry(l.into()).or_default();
     }
     all
 }

@@ -55,6 +55,11 @@ impl SiteOptions {
 /// Reads `<root>/etc/default/qoslane`. A missing file is no options.
 pub fn read(root: &Path) -> Result<SiteOptions> {
     let path = root.join(FILE);
+    // No file is no options, as for the hook scripts (whatever the
+    // directories: a file made later is judged when it is read).
+    if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(SiteOptions::default());
+    }
     let bytes = match nodeio::trusted::read(root, &path, Symlink::Refuse, MAX_BYTES) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(SiteOptions::default()),

@@ -140,14 +140,7 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         Err(e) => return Err(no_usable_mapping(ctx, s, r, job, e)),
     };
 
-    let env_qos = std::env::var("SLURM_JOB_QOS").ok();
-    let q = qos::resolve(
-        ctx.context.as_deref(),
-        env_qos.as_deref(),
-        job,
-        &ctx.paths.squeue,
-        &s.deadline,
-    );
+    let q = job_qos(ctx, s, job);
     let mut g = grant(ctx, s, r, job, &q, &loaded)?;
     // Under the lock: the mapping read at the start is promoted only if it
     // is still the one in force. A rollout that landed meanwhile (a new
@@ -201,6 +194,19 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     }
 }
 
+/// The job's QoS and how it was learnt (`job::qos::resolve`, within the
+/// run's deadline).
+fn job_qos(ctx: &Ctx, s: &Session<'_>, job: JobId) -> qos::JobQos {
+    let env_qos = std::env::var("SLURM_JOB_QOS").ok();
+    qos::resolve(
+        ctx.context.as_deref(),
+        env_qos.as_deref(),
+        job,
+        &ctx.paths.squeue,
+        &s.deadline,
+    )
+}
+
 /// No usable mapping (the installed file invalid or absent, no
 /// last-known-good copy): no level can be granted. The job's QoS is still
 /// learnt, for the audit line; the installed file's `on_unknown_qos` (read
@@ -213,14 +219,7 @@ fn no_usable_mapping(
     job: JobId,
     e: crate::error::Error,
 ) -> Box<Failure> {
-    let env_qos = std::env::var("SLURM_JOB_QOS").ok();
-    let q = qos::resolve(
-        ctx.context.as_deref(),
-        env_qos.as_deref(),
-        job,
-        &ctx.paths.squeue,
-        &s.deadline,
-    );
+    let q = job_qos(ctx, s, job);
     r.job.qos = q.qos;
     r.job.qos_source = Some(q.source);
     r.job.qos_fallback = q.fallback;

@@ -655,3 +655,19 @@ pub fn dead_device(f: &Path, errno: rustix::io::Errno) -> bool {
     eprintln!("SKIP: no device node answering {errno:?} can be made here");
     false
 }
+
+/// A node whose mission-critical Prolog (job 1) was killed after its first
+/// setting was written: its journal left for the next run.
+pub fn killed_mid_prolog() -> Node {
+    let n = Node::new();
+    let out = n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "1"),
+            ("FAKE_QOS", "mission-critical"),
+            ("QOSLANE_FAULT", "applied:0"),
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0), "killed mid-transaction");
+    n
+}

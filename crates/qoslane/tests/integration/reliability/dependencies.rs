@@ -447,16 +447,7 @@ fn fault_node_lock_held_past_the_deadline() {
 #[test]
 fn fault_node_lock_held_far_past_any_deadline_is_reported_by_health() {
     use rustix::fs::{FlockOperation, flock};
-    let n = crate::util::Node::new();
-    let out = n.run(
-        &["prolog"],
-        &[
-            ("SLURM_JOB_ID", "1"),
-            ("FAKE_QOS", "mission-critical"),
-            ("QOSLANE_FAULT", "applied:0"),
-        ],
-    );
-    assert_ne!(out.status.code(), Some(0), "killed mid-transaction");
+    let n = crate::util::killed_mid_prolog();
     let journal = n.path("/run/qoslane/journal.json");
     let mut j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&journal).unwrap()).unwrap();
@@ -830,14 +821,14 @@ fn fault_mapping_absent_invalid_huge_or_not_a_file() {
             error_of(&n, "prolog")
         );
         assert_untouched(&n, what);
-        // Sync says so and changes nothing; health warns and does not
-        // drain (regression: one typo drained every node).
+        // Sync says so and changes nothing. Health drains: with no usable
+        // mapping at all no level can be granted (issue 23: it said ok).
         let out = Op::Sync.run(&n, &[]);
         assert_ne!(out.status.code(), Some(0), "{what}: {}", show(&out));
         let out = Op::Health.run(&n, &[]);
-        assert_eq!(out.status.code(), Some(0), "{what}: {}", show(&out));
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", show(&out));
         assert!(
-            String::from_utf8_lossy(&out.stdout).contains("warn: mapping: "),
+            String::from_utf8_lossy(&out.stdout).contains("drain: mapping: no usable mapping: "),
             "{what}: {}",
             show(&out)
         );
@@ -850,6 +841,15 @@ fn fault_mapping_absent_invalid_huge_or_not_a_file() {
         ok(&Op::Prolog(3, "bulk").run(&n, &[]));
         assert_eq!(audit_of(&n, "prolog")["outcome"], "applied", "{what}");
         assert_holds(&n, &[(1, "high"), (2, "low"), (3, "bulk")], what);
+        // Health warns and does not drain (regression: one typo drained
+        // every node).
+        let out = Op::Health.run(&n, &[]);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("warn: mapping: "),
+            "{what}: {}",
+            show(&out)
+        );
         let rejected: Vec<_> = n
             .audit_events("mapping_changed")
             .into_iter()
