@@ -329,13 +329,20 @@ pub enum Installed {
     NotInForce(String),
 }
 
-/// [`Installed`] now: the installed file's hash against the last-known-good
-/// copy's; only when they differ is the file judged, to say why.
+/// Whether the installed file is the mapping in force: its hash is the
+/// last-known-good copy's. The fact itself, cheap (two reads, no
+/// validation): what every run's textfile and each scrape render.
+pub fn installed_in_force(paths: &Paths) -> bool {
+    installed_sha(paths).is_some_and(|sha| last_known_good_sha(paths).as_deref() == Some(&sha))
+}
+
+/// [`Installed`] now, with why when the file is not in force (judged only
+/// then: `status`).
 pub fn installed(paths: &Paths) -> Installed {
     let Some(sha) = installed_sha(paths) else {
         return Installed::Absent;
     };
-    if last_known_good_sha(paths).as_deref() == Some(sha.as_str()) {
+    if installed_in_force(paths) {
         return Installed::InForce;
     }
     if let Some(r) = rejected(paths).filter(|r| r.sha256 == sha) {

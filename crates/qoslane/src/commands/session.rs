@@ -385,7 +385,7 @@ pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
             .collect(),
     };
     let mut g = metrics::Gauges::new(levels, sha, active);
-    g.mapping_valid = config::installed(paths) == config::Installed::InForce;
+    g.mapping_valid = config::installed_in_force(paths);
     g
 }
 
