@@ -246,6 +246,39 @@ poll 20 "QoslaneFabricMisaligned resolved" not_firing QoslaneFabricMisaligned
 check "aligned again: the alert is no longer firing" not_firing QoslaneFabricMisaligned
 poll 20 "QoslaneLevelNotGranted resolved" not_firing QoslaneLevelNotGranted
 
+# ------------------------------------------------------------ degraded states (issue 23)
+say "case: an invalid mapping installed on $N1: the last-known-good copy serves, health warns"
+MAP1=$CH$(root_of "$N1")/etc/qoslane/qos-network.yml
+cp -p "$MAP1" "$W/mapping-$N1.good"
+printf 'levels: [\n' > "$MAP1"   # in place: owner and mode stay root's 0644
+health_on "$N1"
+check "invalid mapping: health keeps $N1 in service (a warning)" eq "$(node_state_of "$N1")" idle
+poll 20 "QoslaneMappingNotInForce firing" alert_is QoslaneMappingNotInForce firing
+check "alert QoslaneMappingNotInForce firing for $N1 only" \
+  eq "$(alerts | grep '^QoslaneMappingNotInForce firing ' | grep -c "instance=$N1 ")/$(alerts | grep -c '^QoslaneMappingNotInForce firing ')" 1/1
+poll 20 "QoslaneHealthWarnings firing for $N1" bash -c "python3 '$PROM_API' alerts '$PROM_URL' | grep -q '^QoslaneHealthWarnings firing .*instance=$N1 '"
+check "alert QoslaneHealthWarnings firing for $N1" bash -c "python3 '$PROM_API' alerts '$PROM_URL' | grep -q '^QoslaneHealthWarnings firing .*instance=$N1 '"
+cp -p "$W/mapping-$N1.good" "$MAP1"
+health_on "$N1"
+poll 20 "QoslaneMappingNotInForce resolved" not_firing QoslaneMappingNotInForce
+check "mapping fixed: QoslaneMappingNotInForce no longer firing" not_firing QoslaneMappingNotInForce
+if [ "$NN" -gt 1 ]; then
+  say "case: a new mapping reaches $N2 only (a job there puts it in force): drift across the nodes"
+  MAP2=$CH$(root_of "$N2")/etc/qoslane/qos-network.yml
+  cp -p "$MAP2" "$W/mapping-$N2.good"
+  printf '# rolled out to %s only\n' "$N2" >> "$MAP2"
+  j=$(run_job normal -w "$N2")
+  poll 10 "job $j epilog audited" epilog_on "$N2" "$j"
+  poll 20 "QoslaneMappingDrift firing" alert_is QoslaneMappingDrift firing
+  check "alert QoslaneMappingDrift firing for job node" bash -c "python3 '$PROM_API' alerts '$PROM_URL' | grep '^QoslaneMappingDrift firing ' | grep -q 'job=node'"
+  cp -p "$W/mapping-$N2.good" "$MAP2"
+  j=$(run_job normal -w "$N2")
+  poll 10 "job $j epilog audited" epilog_on "$N2" "$j"
+  poll 20 "QoslaneMappingDrift resolved" not_firing QoslaneMappingDrift
+  check "the mapping back on $N2: QoslaneMappingDrift no longer firing" not_firing QoslaneMappingDrift
+fi
+check "scraped: qoslane_build_info on every node" has_series "count(qoslane_build_info == 1) == $NN"
+
 # ------------------------------------------------------------ the path: the fabric audit
 say "case: the fabric audit on the multi-switch rig, one spine misaligned behind the SM"
 FABRIC_ENV=$(bash "$E2E_REPO/rigs/fabric_path_rig.sh" start 8>&- 9>&-)

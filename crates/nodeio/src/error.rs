@@ -62,3 +62,41 @@ impl Error {
         matches!(self, Self::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }
 }
+
+/// Whether a file of a device is gone: "gone" judged once, from what the
+/// kernel answers for a file or device that vanished. qoslane's settings
+/// (the planner, the rollback, recovery) and its reads of HCA ports under
+/// sysfs ask this, nothing else compares errnos.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Absence {
+    /// `ENOENT`: the file itself was removed (a configfs entry or a sysfs
+    /// directory taken away with its device).
+    File,
+    /// `ENODEV` or `ENXIO`: the file is still there, the device behind it is
+    /// not — an admin-made configfs group outliving an HCA reset or a driver
+    /// reload (`default_roce_tos` answers `ENODEV`), a sysfs attribute of an
+    /// unregistered device, a device node whose driver is gone.
+    Device,
+}
+
+impl Absence {
+    /// What `errno` says of the file, if it says it is gone. `EIO` is not
+    /// gone: a live driver answers it too (a write the hardware refused), and
+    /// taking it for gone would grant or restore nothing while saying all is
+    /// well (docs/RELIABILITY.md argues it).
+    pub fn of(errno: i32) -> Option<Self> {
+        use rustix::io::Errno;
+        if errno == Errno::NOENT.raw_os_error() {
+            Some(Self::File)
+        } else if errno == Errno::NODEV.raw_os_error() || errno == Errno::NXIO.raw_os_error() {
+            Some(Self::Device)
+        } else {
+            None
+        }
+    }
+
+    /// What an I/O error says of the file, if it says it is gone.
+    pub fn of_io(e: &io::Error) -> Option<Self> {
+        e.raw_os_error().and_then(Self::of)
+    }
+}

@@ -38,4 +38,4 @@ pub mod prom;
 pub mod trusted;
 pub mod walk;
 
-pub use error::{Error, Result};
+pub use error::{Absence, Error, Result};

@@ -208,6 +208,10 @@ fn bench_render(c: &mut Criterion) {
             rolled_back: false,
             fabric: None,
             first_hop: None,
+            succeeded: true,
+            qos_fallback: None,
+            health_warnings: None,
+            node_lock_held_seconds: None,
         });
     }
     for ports in [1u32, 16] {
@@ -226,6 +230,7 @@ fn bench_render(c: &mut Criterion) {
             active_jobs: (0..16).map(|l| (format!("tier-{l:02}"), 4)).collect(),
             mapping_sha256: Some("0".repeat(64)),
             granted: (0..16).map(|l| (format!("tier-{l:02}"), true)).collect(),
+            mapping_valid: true,
         };
         g.bench_function(BenchmarkId::new("16 levels x ports", ports), |b| {
             b.iter(|| render(black_box(&c2), black_box(&gauges)).len());

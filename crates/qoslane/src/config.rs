@@ -306,6 +306,54 @@ fn installed_sha(paths: &Paths) -> Option<String> {
     .map(|b| sha256_hex(&b))
 }
 
+/// The `on_unknown_qos` of the installed file, read even when it is invalid
+/// (`mapping::on_unknown_qos_of`): what a run with no usable mapping does.
+/// An unreadable or untrusted file says nothing: `default_level`.
+pub fn on_unknown_qos_of_installed(paths: &Paths) -> crate::mapping::OnUnknownQos {
+    read_trusted_text(paths, &paths.config)
+        .map_or(crate::mapping::OnUnknownQos::DefaultLevel, |text| {
+            crate::mapping::on_unknown_qos_of(&text, parse_bound())
+        })
+}
+
+/// What the installed mapping file is to this node — decided here once, for
+/// the `qoslane_mapping_valid` gauge, `status` and `health`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Installed {
+    /// It is the mapping in force (the last-known-good copy is it).
+    InForce,
+    /// There is no file (or it cannot be read).
+    Absent,
+    /// It is not the mapping in force, and why: invalid, refused by the
+    /// fabric gate, or valid but not yet taken in force by a run.
+    NotInForce(String),
+}
+
+/// Whether the installed file is the mapping in force: its hash is the
+/// last-known-good copy's. The fact itself, cheap (two reads, no
+/// validation): what every run's textfile and each scrape render.
+pub fn installed_in_force(paths: &Paths) -> bool {
+    installed_sha(paths).is_some_and(|sha| last_known_good_sha(paths).as_deref() == Some(&sha))
+}
+
+/// [`Installed`] now, with why when the file is not in force (judged only
+/// then: `status`).
+pub fn installed(paths: &Paths) -> Installed {
+    let Some(sha) = installed_sha(paths) else {
+        return Installed::Absent;
+    };
+    if installed_in_force(paths) {
+        return Installed::InForce;
+    }
+    if let Some(r) = rejected(paths).filter(|r| r.sha256 == sha) {
+        return Installed::NotInForce(format!("refused: {}", r.why));
+    }
+    Installed::NotInForce(match read_valid(paths, &paths.config) {
+        Err(e) => format!("invalid: {e}"),
+        Ok(_) => "valid, not yet in force (no run since it was installed: `qoslane sync`)".into(),
+    })
+}
+
 /// The SHA-256 of the last-known-good copy, if any.
 pub fn last_known_good_sha(paths: &Paths) -> Option<String> {
     fsutil::read_trusted(paths, &paths.last_known_good())

@@ -57,6 +57,11 @@ pub enum Error {
     #[error("unhealthy: {0}")]
     Unhealthy(String),
 
+    /// A job whose QoS could not be learnt, refused (`on_unknown_qos:
+    /// fail_job`, or no usable mapping that says otherwise).
+    #[error("QoS unknown: {0}")]
+    QosUnknown(String),
+
     #[error("state {}: {detail}", path.display())]
     State { path: PathBuf, detail: String },
 
@@ -109,7 +114,11 @@ impl Error {
             Self::Io { .. } | Self::State { .. } => ExitClass::Io,
             Self::LockTimeout { .. } | Self::Deadline { .. } => ExitClass::TempFail,
             Self::Program { .. } => ExitClass::Unavailable,
-            Self::Verify { .. } | Self::Fabric(_) | Self::Settings(_) | Self::Unhealthy(_) => {
+            Self::Verify { .. }
+            | Self::Fabric(_)
+            | Self::Settings(_)
+            | Self::Unhealthy(_)
+            | Self::QosUnknown(_) => {
                 ExitClass::Failed
             }
             // The documented meaning of 70: a bug, or a rollback that itself

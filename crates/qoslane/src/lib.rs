@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod paths;
 pub mod report;
 pub mod settings;
+pub mod site;
 pub mod state;
 pub mod time;
 pub mod txn;

@@ -12,9 +12,10 @@ pub use nodeio::log::Priority;
 pub const JOURNAL_SOCKET: &str = "run/systemd/journal/socket";
 pub const SYSLOG_SOCKET: &str = "dev/log";
 
-/// Chooses the persistent sink (none with `QOSLANE_NO_JOURNAL` set).
-pub fn init(paths: &Paths) {
-    let off = std::env::var_os("QOSLANE_NO_JOURNAL").is_some();
+/// Chooses the persistent sink (none when `no_journal`: `QOSLANE_NO_JOURNAL`
+/// set, in the environment or the site options).
+pub fn init(paths: &Paths, no_journal: bool) {
+    let off = no_journal;
     let under_root = |rel: &str| (!off).then(|| paths.root.join(rel));
     nodeio::log::init(nodeio::log::Config {
         ident: "qoslane",

@@ -2,7 +2,7 @@
 //! trusted, build the run's context, dispatch in one match; the exit code is
 //! the exit class's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use qoslane::commands::{self, Ctx};
 use qoslane::error::Error;
 use qoslane::exit_code::ExitClass;
 use qoslane::paths::{Overrides, Paths};
+use qoslane::site::SiteOptions;
 
 /// What runs: a subcommand, or the hook `SLURM_SCRIPT_CONTEXT` selects.
 #[derive(Debug)]
@@ -62,7 +63,7 @@ fn env_path(name: &str) -> Option<PathBuf> {
 fn main() -> ExitCode {
     let parsed =
         qoslane::cli::hook_line(std::env::args_os().skip(1)).map_or_else(Cli::try_parse, Ok);
-    let cli = match parsed {
+    let mut cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -76,7 +77,7 @@ fn main() -> ExitCode {
     };
     let context = std::env::var("SLURM_SCRIPT_CONTEXT").ok();
     let phase = std::env::var("HOOKRUN_PHASE").ok();
-    let mode = match Mode::of(cli.command, context.as_deref(), phase.as_deref()) {
+    let mode = match Mode::of(cli.command.take(), context.as_deref(), phase.as_deref()) {
         Ok(m) => m,
         Err(msg) => {
             eprintln!("qoslane: {msg}");
@@ -87,31 +88,12 @@ fn main() -> ExitCode {
     // The one trust decision: the TaskProlog runs as the job's user with the
     // user's environment, so there only the command line counts.
     let trust_env = !matches!(mode, Mode::TaskProlog);
-    let env = |name| if trust_env { env_path(name) } else { None };
-    let paths = Paths::new(Overrides {
-        root: cli.root.clone().or_else(|| env("QOSLANE_ROOT")),
-        config: cli.config.clone().or_else(|| env("QOSLANE_CONFIG")),
-        audit_log: env("QOSLANE_AUDIT_LOG"),
-        textfile_dir: env("QOSLANE_TEXTFILE_DIR"),
-        smpquery: env("QOSLANE_SMPQUERY"),
-        ibnetdiscover: env("QOSLANE_IBNETDISCOVER"),
-        squeue: env("QOSLANE_SQUEUE"),
-    });
-    qoslane::log::init(&paths);
-    let timeout = cli
-        .timeout_ms
-        .or_else(|| {
-            trust_env
-                .then(|| std::env::var("QOSLANE_TIMEOUT_MS").ok())
-                .flatten()
-                .and_then(|v| v.parse().ok())
-        })
-        .map_or(commands::DEFAULT_TIMEOUT, Duration::from_millis);
-    let ctx = Ctx {
-        paths,
-        timeout,
-        context,
-        config_given: cli.config.is_some() || (trust_env && env_path("QOSLANE_CONFIG").is_some()),
+    let ctx = match context_of(&cli, trust_env, context) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("qoslane: error: {e}");
+            return e.exit_class().into();
+        }
     };
 
     let result: Result<ExitClass, Error> = match mode {
@@ -163,6 +145,56 @@ fn main() -> ExitCode {
             e.exit_class().into()
         }
     }
+}
+
+/// The run's context: paths, deadline, Slurm context. Outside the
+/// TaskProlog (`trust_env`) a value comes from the flag, else the
+/// environment, else the site options file (as the hook scripts read it),
+/// else the default; in the TaskProlog from the flag only.
+fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx, Error> {
+    let env = |name: &str| if trust_env { env_path(name) } else { None };
+    let root = cli.root.clone().or_else(|| env("QOSLANE_ROOT"));
+    let site = if trust_env {
+        qoslane::site::read(root.as_deref().unwrap_or(Path::new("/")))?
+    } else {
+        SiteOptions::default()
+    };
+    let opt = |name: &str| {
+        env(name).or_else(|| site.get(name).filter(|v| !v.is_empty()).map(PathBuf::from))
+    };
+    let paths = Paths::new(Overrides {
+        root,
+        config: cli.config.clone().or_else(|| opt("QOSLANE_CONFIG")),
+        audit_log: opt("QOSLANE_AUDIT_LOG"),
+        textfile_dir: opt("QOSLANE_TEXTFILE_DIR"),
+        smpquery: opt("QOSLANE_SMPQUERY"),
+        ibnetdiscover: opt("QOSLANE_IBNETDISCOVER"),
+        squeue: opt("QOSLANE_SQUEUE"),
+    });
+    qoslane::log::init(
+        &paths,
+        std::env::var_os("QOSLANE_NO_JOURNAL").is_some()
+            || site.get("QOSLANE_NO_JOURNAL").is_some(),
+    );
+    let timeout = cli
+        .timeout_ms
+        .or_else(|| {
+            trust_env
+                .then(|| {
+                    std::env::var("QOSLANE_TIMEOUT_MS")
+                        .ok()
+                        .or_else(|| site.get("QOSLANE_TIMEOUT_MS").map(str::to_owned))
+                })
+                .flatten()
+                .and_then(|v| v.parse().ok())
+        })
+        .map_or(commands::DEFAULT_TIMEOUT, Duration::from_millis);
+    Ok(Ctx {
+        paths,
+        timeout,
+        context,
+        config_given: cli.config.is_some() || (trust_env && env_path("QOSLANE_CONFIG").is_some()),
+    })
 }
 
 fn generate(what: Generate) -> Result<ExitClass, Error> {

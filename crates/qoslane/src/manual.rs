@@ -83,8 +83,9 @@ fn files() -> String {
     );
     s += &item(
         "/etc/default/qoslane",
-        "Site options of the hook scripts (QOSLANE_* variables), read only when owned \
-         by root and not writable by group or others.",
+        "Site options (QOSLANE_* variables) of the hook scripts and of qoslane itself \
+         outside the TaskProlog, below flags and the environment; read only when a regular \
+         file owned by root and not writable by group or others, else refused (exit 74).",
     );
     s += &item(
         "/usr/lib/qoslane/hooks",
@@ -100,7 +101,9 @@ fn files() -> String {
 
 const ENVIRONMENT: &str = "\
 .SH ENVIRONMENT
-A flag wins over its variable. The TaskProlog ignores every QOSLANE_* variable: \
+A flag wins over its variable, and a variable over the same line of \
+/etc/default/qoslane (under the root prefix), which wins over the default. \
+The TaskProlog ignores every QOSLANE_* variable and that file: \
 it runs with the job user's environment.
 .TP
 .B QOSLANE_ROOT

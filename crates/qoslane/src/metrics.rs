@@ -78,6 +78,17 @@ pub struct Counters {
     /// The last first-hop check (`sync`, `health`).
     #[serde(default)]
     pub first_hop: Vec<HopCount>,
+    /// Jobs whose QoS could not be learnt (the default level, or a refusal
+    /// under `on_unknown_qos: fail_job`), by reason.
+    #[serde(default)]
+    pub qos_fallbacks: BTreeMap<String, u64>,
+    /// The warnings of the last health run.
+    #[serde(default)]
+    pub health_warnings: u64,
+    /// How long a transaction held the node lock when the last health run
+    /// looked (0: free).
+    #[serde(default)]
+    pub node_lock_held_seconds: u64,
 }
 
 /// One finished run, as the metrics see it.
@@ -85,6 +96,9 @@ pub struct Counters {
 pub struct Run<'a> {
     pub event: &'a str,
     pub outcome: Outcome,
+    /// The outcome is a success and nothing was warned of
+    /// (`Report::succeeded`): moves the last-success time.
+    pub succeeded: bool,
     pub seconds: f64,
     pub rolled_back: bool,
     /// `Some` when this run assessed the fabric.
@@ -95,6 +109,13 @@ pub struct Run<'a> {
     pub settings_gone: u64,
     /// `Some` when this run read the first hop.
     pub first_hop: Option<Vec<HopCount>>,
+    /// Why this run's job's QoS could not be learnt, if it could not.
+    pub qos_fallback: Option<crate::job::qos::Fallback>,
+    /// `Some` for a health run: how many warnings it found.
+    pub health_warnings: Option<u64>,
+    /// `Some` for a health run that saw the node lock: how long a
+    /// transaction had held it.
+    pub node_lock_held_seconds: Option<u64>,
 }
 
 impl Counters {
@@ -112,7 +133,7 @@ impl Counters {
             .entry(run.event.into())
             .or_default()
             .observe(run.seconds);
-        if run.outcome.is_success() {
+        if run.succeeded {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64());
@@ -129,6 +150,15 @@ impl Counters {
         if let Some(h) = &run.first_hop {
             self.first_hop.clone_from(h);
         }
+        if let Some(f) = run.qos_fallback {
+            *self.qos_fallbacks.entry(f.as_str().into()).or_default() += 1;
+        }
+        if let Some(w) = run.health_warnings {
+            self.health_warnings = w;
+        }
+        if let Some(s) = run.node_lock_held_seconds {
+            self.node_lock_held_seconds = s;
+        }
     }
 }
 
@@ -142,6 +172,9 @@ pub struct Gauges {
     /// node's recorded grants (`grant::Record`); empty when none is
     /// recorded.
     pub granted: BTreeMap<String, bool>,
+    /// Whether the installed mapping file is the mapping in force
+    /// (`config::Installed`).
+    pub mapping_valid: bool,
 }
 
 impl Gauges {
@@ -157,6 +190,7 @@ impl Gauges {
             active_jobs: levels.into_iter().map(|l| (l, 0)).collect(),
             mapping_sha256,
             granted: BTreeMap::new(),
+            mapping_valid: false,
         };
         for level in active {
             *g.active_jobs.entry(level).or_default() += 1;
@@ -270,6 +304,12 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         w.sample("qoslane_mapping_info", &[("sha256", sha)], 1);
     }
     w.family(
+        "qoslane_mapping_valid",
+        Kind::Gauge,
+        "1 when the installed mapping file is the mapping in force; 0 when it is invalid, refused, absent or not yet in force.",
+    );
+    w.sample("qoslane_mapping_valid", &[], u8::from(g.mapping_valid));
+    w.family(
         "qoslane_last_success_timestamp_seconds",
         Kind::Gauge,
         "Unix time of the last successful run, by event.",
@@ -295,15 +335,61 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
     for (event, n) in &every_event(&c.settings_gone) {
         w.sample("qoslane_settings_gone_total", &[("event", event)], n);
     }
+    w.family(
+        "qoslane_qos_fallbacks_total",
+        Kind::Counter,
+        "Prologs whose job's QoS could not be learnt (the default level was used, or the job refused under on_unknown_qos: fail_job), by reason.",
+    );
+    let reasons = crate::job::qos::Fallback::ALL.iter().map(|f| f.as_str());
+    for (reason, n) in &with_every(&c.qos_fallbacks, reasons) {
+        w.sample("qoslane_qos_fallbacks_total", &[("reason", reason)], n);
+    }
+    w.family(
+        "qoslane_health_warnings",
+        Kind::Gauge,
+        "Warnings of the last health run (a run with warnings is not a success).",
+    );
+    w.sample("qoslane_health_warnings", &[], c.health_warnings);
+    w.family(
+        "qoslane_node_lock_held_seconds",
+        Kind::Gauge,
+        "How long a transaction had held the node lock when the last health run looked (0: free).",
+    );
+    w.sample(
+        "qoslane_node_lock_held_seconds",
+        &[],
+        c.node_lock_held_seconds,
+    );
+    w.family(
+        "qoslane_build_info",
+        Kind::Gauge,
+        "Always 1; the version label is the qoslane that wrote this file.",
+    );
+    w.sample(
+        "qoslane_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
     w.finish()
 }
 
 /// A per-event map with every counted event in it (zero where none ran
 /// yet), so each series exists from the first scrape.
 fn every_event<T: Clone + Default>(by_event: &BTreeMap<String, T>) -> BTreeMap<String, T> {
-    let mut all = by_event.clone();
-    for e in crate::report::Event::COUNTED {
-        all.entry(e.as_str().into()).or_default();
+    with_every(
+        by_event,
+        crate::report::Event::COUNTED.iter().map(|e| e.as_str()),
+    )
+}
+
+/// `by_label` with every one of `labels` in it (zero where none counted yet).
+fn with_every<'a, T: Clone + Default>(
+    by_label: &BTreeMap<String, T>,
+    labels: impl IntoIterator<Item = &'a str>,
+) -> BTreeMap<String, T> {
+    let mut all = by_label.clone();
+    for l in labels {
+        all.entry(l.into()).or_default();
     }
     all
 }

@@ -10,7 +10,7 @@ use crate::exit_code::ExitClass;
 use crate::fabric::assessment::FabricVerdict;
 use crate::fabric::policy::{Alignment, HopCount, Judgement};
 use crate::job::JobId;
-use crate::job::qos::QosSource;
+use crate::job::qos::{Fallback, QosSource};
 use crate::mapping::OnFailure;
 use crate::state::Change;
 
@@ -115,6 +115,8 @@ pub struct JobFacts {
     pub user: Option<String>,
     pub qos: Option<String>,
     pub qos_source: Option<QosSource>,
+    /// Why the QoS could not be learnt, when it could not.
+    pub qos_fallback: Option<Fallback>,
     pub level: Option<String>,
     pub service_level: Option<u8>,
     pub virtual_lane: Option<u8>,
@@ -140,6 +142,12 @@ pub struct Report {
     /// Settings whose file vanished (driver reload, HCA reset): nothing was
     /// applied or restored there.
     pub settings_gone: Vec<String>,
+    /// Problems a run found that did not stop it (health's warnings).
+    pub warnings: usize,
+    /// How long another run's transaction had held the node lock when
+    /// health looked (0: free; `None`: not looked at, or held outside a
+    /// transaction).
+    pub lock_held_seconds: Option<u64>,
 }
 
 impl Report {
@@ -156,7 +164,17 @@ impl Report {
             mapping_sha256: None,
             rolled_back: false,
             settings_gone: Vec::new(),
+            warnings: 0,
+            lock_held_seconds: None,
         }
+    }
+
+    /// Whether the run succeeded: its outcome is a success and it found
+    /// nothing to warn about. A health run with warnings (even "the fabric
+    /// check could not run") is not a success: the metrics' last-success
+    /// time does not move for it.
+    pub fn succeeded(&self) -> bool {
+        self.outcome.is_success() && self.warnings == 0
     }
 
     /// Ends as `outcome`.

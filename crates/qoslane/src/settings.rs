@@ -66,50 +66,22 @@ fn selected(token: &str) -> Option<&str> {
     token.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
 }
 
-/// Why a setting is gone: "gone" judged once, from what the kernel answers
-/// for a setting whose file or device vanished. Every caller (the planner,
-/// the rollback, recovery) asks [`is_gone`], nothing else compares errnos.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Absence {
-    /// `ENOENT`: the file itself was removed (a configfs entry or a sysfs
-    /// directory taken away with its device).
-    File,
-    /// `ENODEV` or `ENXIO`: the file is still there, the device behind it is
-    /// not — an admin-made configfs group outliving an HCA reset or a driver
-    /// reload (`default_roce_tos` answers `ENODEV`), a sysfs attribute of an
-    /// unregistered device, a device node whose driver is gone.
-    Device,
-}
+/// Why a setting is gone: [`nodeio::Absence`], "gone" judged once for every
+/// file of a device (settings here, HCA ports in `fabric/sysfs.rs`).
+pub use nodeio::Absence;
 
-impl Absence {
-    /// What `errno` says of the setting, if it says it is gone. `EIO` is not
-    /// gone: a live driver answers it too (a write the hardware refused), and
-    /// taking it for gone would grant or restore nothing while saying all is
-    /// well (docs/RELIABILITY.md argues it).
-    pub fn of(errno: i32) -> Option<Self> {
-        use rustix::io::Errno;
-        if errno == Errno::NOENT.raw_os_error() {
-            Some(Self::File)
-        } else if errno == Errno::NODEV.raw_os_error() || errno == Errno::NXIO.raw_os_error() {
-            Some(Self::Device)
-        } else {
-            None
-        }
-    }
-
-    /// What an error of a setting's I/O says, if it says it is gone.
-    pub fn of_error(e: &Error) -> Option<Self> {
-        match e {
-            Error::Io { source, .. } => source.raw_os_error().and_then(Self::of),
-            _ => None,
-        }
+/// What an error of a setting's I/O says, if it says it is gone.
+fn absence(e: &Error) -> Option<Absence> {
+    match e {
+        Error::Io { source, .. } => Absence::of_io(source),
+        _ => None,
     }
 }
 
 /// Whether `e` says the setting is gone ([`Absence`]): nothing can be
 /// applied or restored there, and that is never a reason to fail.
 pub fn is_gone(e: &Error) -> bool {
-    Absence::of_error(e).is_some()
+    absence(e).is_some()
 }
 
 /// The file's text, without its trailing newline.

@@ -5,11 +5,12 @@
 //! cannot be rolled back, state qoslane cannot trust or a state directory it
 //! cannot use, a port that should be ACTIVE and is not (one `devices:`
 //! lists, or the last one: with `devices: []` a down port beside an ACTIVE
-//! one carries nothing and is a note). An invalid mapping (the
-//! last-known-good copy is in force) or a level that is not granted is a
-//! warning (exit 0): the Prolog refuses that level per its `on_failure`,
-//! other jobs keep running. Each level's grant is decided once
-//! ([`crate::grant`]: own ports, first hop, node settings), recorded in
+//! one carries nothing and is a note), no usable mapping at all (invalid or
+//! absent, and no last-known-good copy: no level can be granted). An
+//! invalid mapping (the last-known-good copy is in force) or a level that
+//! is not granted is a warning (exit 0): the Prolog refuses that level per
+//! its `on_failure`, other jobs keep running. Each level's grant is decided
+//! once ([`crate::grant`]: own ports, first hop, node settings), recorded in
 //! `/run/qoslane/grants.json` for the Prologs, `status`, `explain` and the
 //! metrics, and its words are the grant's. The first line says the
 //! verdict — for a drain, the reason Slurm shows; every problem follows on
@@ -38,6 +39,14 @@ use crate::txn::RecordOp;
 /// How long health waits for a transaction in progress before it looks past
 /// it (a Prolog holding the lock is not a problem of the node).
 const LOCK_WAIT: Duration = Duration::from_millis(500);
+
+/// A transaction that has held the node lock this long is stuck: far past
+/// any run's deadline (seconds; the watchdog ends a run hung past it — but a
+/// kernel call in uninterruptible sleep keeps the process, and the lock,
+/// alive). A warning: no job can get or release a level meanwhile.
+const LOCK_STUCK_WARN: Duration = Duration::from_secs(60);
+/// This long: the node is unhealthy (drained).
+const LOCK_STUCK_DRAIN: Duration = Duration::from_secs(600);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Status {
@@ -85,7 +94,9 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
 
     checks.extend(state_dir_checks(paths));
 
-    checks.push(journal_check(&mut s));
+    let (journal, held) = journal_check(&mut s);
+    checks.push(journal);
+    r.lock_held_seconds = held;
 
     if let Some(c) = stale_records(&mut s, &mut r) {
         checks.push(c);
@@ -138,6 +149,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
         })
         .collect();
     r.notes.extend(lines);
+    r.warnings = warnings;
     let drain = drain.map(|d| d.detail.clone());
     s.finish(match drain {
         None if r.changes.is_empty() => Ok(r.with(Outcome::Unchanged)),
@@ -190,13 +202,22 @@ fn mapping_in_force(paths: &Paths) -> (Check, Option<(Mapping, String)>) {
                     Some((l.mapping, l.sha256)),
                 )
             } else {
+                // No level can be granted: the node cannot serve what it
+                // promises, whatever the jobs' tiers.
+                let jobs = match config::on_unknown_qos_of_installed(paths) {
+                    crate::mapping::OnUnknownQos::FailJob => {
+                        "every job is refused (on_unknown_qos: fail_job)"
+                    }
+                    crate::mapping::OnUnknownQos::DefaultLevel => "jobs run on the baseline",
+                };
                 (
                     check(
                         "mapping",
-                        Status::Warn,
+                        Status::Drain,
                         format!(
-                            "{e}; no last-known-good copy: jobs run on the baseline until a valid \
-                         mapping is installed (`qoslane validate`, then `qoslane sync`)"
+                            "no usable mapping: {e}; no last-known-good copy: no level is granted \
+                             and {jobs} until a valid mapping is installed (`qoslane validate`, \
+                             then `qoslane sync`)"
                         ),
                     ),
                     None,
@@ -225,20 +246,18 @@ fn state_dir_checks(paths: &Paths) -> Vec<Check> {
 }
 
 /// An interrupted transaction is rolled back here (taking the lock does
-/// it, and audits it); one that cannot be is a reason to drain.
-fn journal_check(s: &mut Session<'_>) -> Check {
-    match s.node_within(LOCK_WAIT) {
+/// it, and audits it); one that cannot be is a reason to drain. A lock held
+/// by a transaction far past any deadline is reported (see
+/// [`LOCK_STUCK_WARN`]), with how long it has been held.
+fn journal_check(s: &mut Session<'_>) -> (Check, Option<u64>) {
+    let c = match s.node_within(LOCK_WAIT) {
         Ok(Some(())) => check(
             "journal",
             Status::Ok,
             "rolled back an interrupted transaction",
         ),
         Ok(None) => check("journal", Status::Ok, "none pending"),
-        Err(Error::LockTimeout { .. }) => check(
-            "journal",
-            Status::Ok,
-            "a transaction is in progress (node lock held); not looked at",
-        ),
+        Err(Error::LockTimeout { .. }) => return lock_held(s.paths),
         Err(e) => check(
             "journal",
             Status::Drain,
@@ -248,7 +267,55 @@ fn journal_check(s: &mut Session<'_>) -> Check {
                 e.with_causes()
             ),
         ),
-    }
+    };
+    (c, Some(0))
+}
+
+/// The node lock is held by another run: its journal (written under the
+/// lock when its transaction began) says who and since when. Held past
+/// [`LOCK_STUCK_WARN`] it is a warning, past [`LOCK_STUCK_DRAIN`] a drain;
+/// also how long, for `qoslane_node_lock_held_seconds`.
+fn lock_held(paths: &Paths) -> (Check, Option<u64>) {
+    let journal = Store { paths }.journal().ok().flatten();
+    let Some(j) = journal else {
+        return (
+            check(
+                "journal",
+                Status::Ok,
+                "the node lock is held by another run outside a transaction; not looked at",
+            ),
+            None,
+        );
+    };
+    let held = crate::time::parse_rfc3339(&j.started)
+        .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+        .unwrap_or_default();
+    let who = format!(
+        "pid {} ({}{}) since {}, {} s",
+        j.pid,
+        j.event,
+        j.job_id
+            .map_or_else(String::new, |id| format!(" of job {id}")),
+        j.started,
+        held.as_secs()
+    );
+    let status = if held >= LOCK_STUCK_DRAIN {
+        Status::Drain
+    } else if held >= LOCK_STUCK_WARN {
+        Status::Warn
+    } else {
+        Status::Ok
+    };
+    let detail = match status {
+        Status::Ok => format!("a transaction is in progress (node lock held by {who})"),
+        _ => format!(
+            "the node lock is held by {who}: far past any run's deadline (a setting write stuck \
+             in the kernel?); no job can get or release a level: see `cat /proc/{}/stack`, \
+             then fix or reboot",
+            j.pid
+        ),
+    };
+    (check("journal", status, detail), Some(held.as_secs()))
 }
 
 /// The state files must be readable and trusted: a corrupt or foreign

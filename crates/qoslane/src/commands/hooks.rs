@@ -25,33 +25,28 @@ use crate::txn::RecordOp;
 pub fn prolog(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Prolog, Deadline::after(ctx.timeout));
     let result = prolog_body(ctx, &mut s, Report::new(Event::Prolog));
-    if let Err(f) = &result
-        && f.exit == Exit::ByPolicy(OnFailure::Continue)
-    {
-        leave_notice(&ctx.paths, f);
+    match &result {
+        Err(f) if f.exit == Exit::ByPolicy(OnFailure::Continue) => {
+            leave_notice(&ctx.paths, &f.report, Some(&f.error));
+        }
+        Ok(r) if r.job.qos_fallback.is_some() => leave_notice(&ctx.paths, r, None),
+        _ => {}
     }
     s.finish(result)
 }
 
-/// A job whose level was refused under `continue` runs on the baseline:
-/// one line for the TaskProlog to print to it (Slurm's `print` protocol
-/// line), so its user learns why. Best effort: the job runs either way.
-fn leave_notice(paths: &Paths, f: &Failure) {
-    let Some(job) = f.report.job.job_id else {
+/// One line for the TaskProlog to print to the job (Slurm's `print`
+/// protocol line), so its user learns why: a job whose level was refused
+/// under `continue` runs on the baseline (`refused`), or a job whose QoS
+/// could not be learnt runs at the default level. Best effort: the job runs
+/// either way.
+fn leave_notice(paths: &Paths, report: &Report, refused: Option<&crate::error::Error>) {
+    let Some(job) = report.job.job_id else {
         return;
     };
-    let qos = f.report.job.qos.as_deref().unwrap_or("unknown");
-    let level = f.report.job.level.as_deref().unwrap_or("its level");
-    let why: String = f
-        .error
-        .to_string()
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(200)
-        .collect();
-    let line = format!(
-        "qoslane: QoS {qos}: level {level} was not granted ({why}); the job runs without its SL"
-    );
+    let Some(line) = notice(report, refused) else {
+        return;
+    };
     // Only into a state directory qoslane trusts (never through a symlink).
     if crate::state::fsutil::ensure_dir(paths, &paths.run_dir).is_ok()
         && crate::state::fsutil::ensure_dir(paths, &paths.notices_dir()).is_ok()
@@ -63,6 +58,41 @@ fn leave_notice(paths: &Paths, f: &Failure) {
             crate::state::PUBLIC,
         );
     }
+}
+
+/// The notice's text: what was (not) granted, and why, from the report.
+fn notice(report: &Report, refused: Option<&crate::error::Error>) -> Option<String> {
+    let one_line = |s: String| -> String {
+        s.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(200)
+            .collect()
+    };
+    let qos = report
+        .job
+        .qos
+        .as_deref()
+        .map_or_else(|| "QoS unknown".to_owned(), |q| format!("QoS {q}"));
+    let fallback = report
+        .notes
+        .iter()
+        .find_map(|n| n.strip_prefix(qos::UNKNOWN_NOTE))
+        .map(|why| one_line(why.to_owned()));
+    Some(match (refused, &report.job.level) {
+        (Some(e), Some(level)) => format!(
+            "qoslane: {qos}: level {level} was not granted ({}); the job runs without its SL",
+            one_line(e.to_string())
+        ),
+        (Some(e), None) => format!(
+            "qoslane: {qos}: no level was granted ({}); the job runs without an SL",
+            one_line(e.to_string())
+        ),
+        (None, Some(level)) => format!(
+            "qoslane: QoS unknown ({}): the job runs at the default level {level}",
+            fallback?
+        ),
+        (None, None) => return None,
+    })
 }
 
 pub fn epilog(ctx: &Ctx) -> ExitClass {
@@ -105,16 +135,12 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
             .refusal
             .map(|e| e.to_string())
     };
-    let loaded = step!(r, s.mapping_gated(&mut r, gate), OnFailure::Continue);
+    let loaded = match s.mapping_gated(&mut r, gate) {
+        Ok(l) => l,
+        Err(e) => return Err(no_usable_mapping(ctx, s, r, job, e)),
+    };
 
-    let env_qos = std::env::var("SLURM_JOB_QOS").ok();
-    let q = qos::resolve(
-        ctx.context.as_deref(),
-        env_qos.as_deref(),
-        job,
-        &ctx.paths.squeue,
-        &s.deadline,
-    );
+    let q = job_qos(ctx, s, job);
     let mut g = grant(ctx, s, r, job, &q, &loaded)?;
     // Under the lock: the mapping read at the start is promoted only if it
     // is still the one in force. A rollout that landed meanwhile (a new
@@ -178,6 +204,42 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     }
 }
 
+/// The job's QoS and how it was learnt (`job::qos::resolve`, within the
+/// run's deadline).
+fn job_qos(ctx: &Ctx, s: &Session<'_>, job: JobId) -> qos::JobQos {
+    let env_qos = std::env::var("SLURM_JOB_QOS").ok();
+    qos::resolve(
+        ctx.context.as_deref(),
+        env_qos.as_deref(),
+        job,
+        &ctx.paths.squeue,
+        &s.deadline,
+    )
+}
+
+/// No usable mapping (the installed file invalid or absent, no
+/// last-known-good copy): no level can be granted. The job's QoS is still
+/// learnt, for the audit line; the installed file's `on_unknown_qos` (read
+/// even from an invalid file) decides: `fail_job` refuses the job, else it
+/// runs on the baseline, told.
+fn no_usable_mapping(
+    ctx: &Ctx,
+    s: &Session<'_>,
+    mut r: Report,
+    job: JobId,
+    e: crate::error::Error,
+) -> Box<Failure> {
+    let q = job_qos(ctx, s, job);
+    r.job.qos = q.qos;
+    r.job.qos_source = Some(q.source);
+    r.job.qos_fallback = q.fallback;
+    let policy = match crate::config::on_unknown_qos_of_installed(&ctx.paths) {
+        crate::mapping::OnUnknownQos::FailJob => OnFailure::FailJob,
+        crate::mapping::OnUnknownQos::DefaultLevel => OnFailure::Continue,
+    };
+    r.fail(e, Exit::ByPolicy(policy))
+}
+
 /// What a Prolog grants its job under a mapping: the level, its policy
 /// (armed), the fabric's judgement of it (a refusal fails the run) and the
 /// record to put.
@@ -214,10 +276,6 @@ fn grant(
     loaded: &crate::config::Loaded,
 ) -> Result<JobGrant, Box<Failure>> {
     let m = &loaded.mapping;
-    if let Some(note) = &q.note {
-        r.notes
-            .push(format!("QoS unknown, default level used: {note}"));
-    }
     let (level, how) = m.level_for_qos(q.qos.as_deref());
     if how == LevelMatch::Default && q.qos.is_some() {
         r.notes.push(format!(
@@ -228,7 +286,21 @@ fn grant(
     let policy = m.on_failure_for(level);
     r.job.qos.clone_from(&q.qos);
     r.job.qos_source = Some(q.source);
+    r.job.qos_fallback = q.fallback;
     r.job.level = Some(level.name.clone());
+    if q.fallback.is_some() && m.on_unknown_qos == crate::mapping::OnUnknownQos::FailJob {
+        let why = q.note.clone().unwrap_or_default();
+        r.job.level = None;
+        return Err(r.fail(
+            crate::error::Error::QosUnknown(format!(
+                "{why}; on_unknown_qos: fail_job refuses the job"
+            )),
+            Exit::ByPolicy(OnFailure::FailJob),
+        ));
+    }
+    if let Some(note) = &q.note {
+        r.notes.push(format!("{}{note}", qos::UNKNOWN_NOTE));
+    }
     r.job.service_level = Some(level.service_level.get());
     r.job.virtual_lane = level
         .virtual_lane

@@ -341,12 +341,17 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
     let run = Run {
         event: report.event.as_str(),
         outcome: report.outcome,
+        succeeded: report.succeeded(),
         seconds,
         rolled_back: report.rolled_back,
         fabric: report.alignment.clone(),
         log_lines_dropped: nodeio::log::take_dropped(),
         settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
         first_hop: report.first_hop.clone(),
+        qos_fallback: report.job.qos_fallback,
+        health_warnings: (report.event == Event::Health)
+            .then(|| u64::try_from(report.warnings).unwrap_or(u64::MAX)),
+        node_lock_held_seconds: report.lock_held_seconds,
     };
     if let Err(err) = metrics::record_and_publish(paths, &run, deadline, &|| node_gauges(paths)) {
         log::warn(&format!("metrics: {err}"));
@@ -390,6 +395,7 @@ pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
             .map(|(l, grant)| (l, grant.decision.gets_its_sl()))
             .collect();
     }
+    g.mapping_valid = config::installed_in_force(paths);
     g
 }
 

@@ -1,7 +1,8 @@
 //! `qoslane task-prolog`: runs as the job user, once per task. Prints the
 //! `export` lines the Prolog recorded for the job — or, when this node
-//! granted no level, `unset` lines for the same variables — and nothing else
-//! on stdout; trusts nothing in its environment but the job id; never fails
+//! granted no level, `unset` lines for the same variables — and the
+//! Prolog's notice to the job as a `print` line, if it left one (a level not
+//! granted, a QoS that could not be learnt), and nothing else on stdout; trusts nothing in its environment but the job id; never fails
 //! the task.
 
 use std::io::Write;
@@ -52,9 +53,14 @@ pub fn run(paths: &Paths) -> ExitClass {
             return ExitClass::Ok;
         }
     };
-    let (out, refused) = protocol_lines(job, &record);
+    let (mut out, refused) = protocol_lines(job, &record);
     for r in refused {
         log::warn(&format!("task-prolog: job {job}: {r}"));
+    }
+    // A granted job may have a notice too: its QoS could not be learnt and
+    // it runs at the default level.
+    if let Ok(Some(line)) = state::read_notice_as_user(paths, job) {
+        out.push_str(&format!("print {line}\n"));
     }
     // One write; a closed stdout is not our failure.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());

@@ -67,7 +67,10 @@ pub struct Discovery {
 }
 
 /// Walks `<root>/sys/class/infiniband`. A missing directory is a node
-/// without RDMA devices (zero ports), not an error.
+/// without RDMA devices (zero ports), not an error. A port whose files say
+/// it is gone ([`nodeio::Absence`]: removed, or its device unregistered by an
+/// HCA reset or a driver reload) is not there, as if its directory had
+/// vanished first: a listed one is then `unmatched`.
 pub fn discover(paths: &Paths, selectors: &[DeviceSelector]) -> Result<Discovery> {
     let class = paths.sysfs_ib();
     let mut out = Discovery::default();
@@ -76,7 +79,7 @@ pub fn discover(paths: &Paths, selectors: &[DeviceSelector]) -> Result<Discovery
             .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
             .collect::<io::Result<Vec<_>>>()
             .map_err(Error::io("list", &class))?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) if is_gone(&e) => Vec::new(),
         Err(e) => return Err(Error::io("list", &class)(e)),
     };
     devices.sort();
@@ -88,7 +91,11 @@ pub fn discover(paths: &Paths, selectors: &[DeviceSelector]) -> Result<Discovery
                 out.unselected.push(id);
                 continue;
             }
-            out.ports.push(read_port(paths, &class, id)?);
+            match read_port(paths, &class, id) {
+                Ok(port) => out.ports.push(port),
+                Err(PortUnread::Gone) => {}
+                Err(PortUnread::Failed(e)) => return Err(e),
+            }
         }
     }
     out.unmatched = selectors
@@ -102,8 +109,9 @@ pub fn discover(paths: &Paths, selectors: &[DeviceSelector]) -> Result<Discovery
 fn port_numbers(paths: &Paths, dir: &Path) -> Result<Vec<u32>> {
     let rd = match fs::read_dir(dir) {
         Ok(rd) => rd,
-        // A device without ports/ (none seen, but not ours to judge) has none.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        // A device without ports/ (none seen, but not ours to judge) has
+        // none; nor has one gone under our feet.
+        Err(e) if is_gone(&e) => return Ok(Vec::new()),
         Err(e) => return Err(Error::io("list", dir)(e)),
     };
     let mut ports = Vec::new();
@@ -123,7 +131,24 @@ fn port_numbers(paths: &Paths, dir: &Path) -> Result<Vec<u32>> {
     Ok(ports)
 }
 
-fn read_port(paths: &Paths, class: &Path, id: PortId) -> Result<SysfsPort> {
+/// Why a port was not read: it is gone, or reading failed.
+enum PortUnread {
+    Gone,
+    Failed(Error),
+}
+
+impl From<Error> for PortUnread {
+    fn from(e: Error) -> Self {
+        Self::Failed(e)
+    }
+}
+
+/// Whether an error of a sysfs read says the file or its device is gone.
+fn is_gone(e: &io::Error) -> bool {
+    nodeio::Absence::of_io(e).is_some()
+}
+
+fn read_port(paths: &Paths, class: &Path, id: PortId) -> Result<SysfsPort, PortUnread> {
     let dir = class
         .join(&id.device)
         .join("ports")
@@ -190,12 +215,17 @@ pub fn not_active(paths: &Paths, ports: &[PortId]) -> Result<Vec<String>> {
             .join("ports")
             .join(id.port.to_string());
         let f = SysFile { paths, dir: &dir };
-        match f.read_opt("state")? {
-            None => out.push(format!(
+        match f.read_opt("state") {
+            Ok(None) => out.push(format!(
                 "{id}: port is gone (no {})",
                 paths.display(&dir.join("state"))
             )),
-            Some(state) => {
+            Err(PortUnread::Gone) => out.push(format!(
+                "{id}: port is gone (its device is: {} answers ENODEV or ENXIO)",
+                paths.display(&dir.join("state"))
+            )),
+            Err(PortUnread::Failed(e)) => return Err(e),
+            Ok(Some(state)) => {
                 let code = f.parse(&state, "state", "`N: NAME`", parse_numbered)?;
                 if code != (4, "ACTIVE") {
                     out.push(format!("{id}: state {state}, not 4: ACTIVE"));
@@ -219,20 +249,31 @@ impl SysFile<'_> {
     }
 
     /// The content without surrounding whitespace (sysfs ends in `\n`; some
-    /// drivers add blank lines or omit the newline).
-    fn read(&self, name: &str) -> Result<String> {
+    /// drivers add blank lines or omit the newline); a file every port has:
+    /// missing while its port's directory is listed, an error; its device
+    /// gone, the port gone.
+    fn read(&self, name: &str) -> Result<String, PortUnread> {
         let p = self.path(name);
-        fs::read_to_string(&p)
-            .map(|s| s.trim().to_owned())
-            .map_err(Error::io("read", p))
+        match fs::read_to_string(&p) {
+            Ok(s) => Ok(s.trim().to_owned()),
+            Err(e) if nodeio::Absence::of_io(&e) == Some(nodeio::Absence::Device) => {
+                Err(PortUnread::Gone)
+            }
+            Err(e) => Err(Error::io("read", p)(e).into()),
+        }
     }
 
-    fn read_opt(&self, name: &str) -> Result<Option<String>> {
+    /// A file some kernels or drivers lack: `None` when it was never there;
+    /// its device gone is the port gone.
+    fn read_opt(&self, name: &str) -> Result<Option<String>, PortUnread> {
         let p = self.path(name);
         match fs::read_to_string(&p) {
             Ok(s) => Ok(Some(s.trim().to_owned())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io("read", p)(e)),
+            Err(e) => match nodeio::Absence::of_io(&e) {
+                Some(nodeio::Absence::File) => Ok(None),
+                Some(nodeio::Absence::Device) => Err(PortUnread::Gone),
+                None => Err(Error::io("read", p)(e).into()),
+            },
         }
     }
 

@@ -57,12 +57,45 @@ impl std::fmt::Display for QosSource {
     }
 }
 
+/// How a run's note on a QoS that could not be learnt begins (the audit
+/// line's note, the job's notice).
+pub const UNKNOWN_NOTE: &str = "QoS unknown, default level used: ";
+
+/// Why a job's QoS could not be learnt: the `reason` label of
+/// `qoslane_qos_fallbacks_total`, decided here once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// squeue did not answer within half the run's deadline (a busy
+    /// controller: a job storm).
+    SqueueSlow,
+    /// squeue could not be run or failed.
+    SqueueFailed,
+    /// squeue answered, but not with one QoS (unknown job, `(null)`,
+    /// components that disagree).
+    SqueueAnswer,
+}
+
+impl Fallback {
+    pub const ALL: &[Self] = &[Self::SqueueSlow, Self::SqueueFailed, Self::SqueueAnswer];
+
+    /// As the metrics' `reason` label spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SqueueSlow => "squeue_slow",
+            Self::SqueueFailed => "squeue_failed",
+            Self::SqueueAnswer => "squeue_answer",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobQos {
     pub qos: Option<String>,
     pub source: QosSource,
     /// Why the QoS could not be learnt, when it fell back to the default.
     pub note: Option<String>,
+    /// The same, as a reason the metrics count.
+    pub fallback: Option<Fallback>,
 }
 
 /// Contexts whose environment comes from slurmd, not from the user.
@@ -83,13 +116,15 @@ pub fn resolve(
             qos: Some(q.to_owned()),
             source: QosSource::Env,
             note: None,
+            fallback: None,
         };
     }
     let id = job.to_string();
-    let fallback = |note: String| JobQos {
+    let fallback = |why: Fallback, note: String| JobQos {
         qos: None,
         source: QosSource::Default,
         note: Some(note),
+        fallback: Some(why),
     };
     // At most half the run's time: the level must still be applied after a
     // slow controller (seconds when slurmctld is busy: docs/PERFORMANCE.md).
@@ -98,14 +133,25 @@ pub fn resolve(
         &["-h", "-j", &id, "-o", "%q", "--local"],
         &deadline.half(),
     ) {
-        Err(e) => fallback(format!("squeue: {e}")),
+        Err(e) => fallback(
+            if matches!(e, crate::error::Error::Deadline { .. }) {
+                Fallback::SqueueSlow
+            } else {
+                Fallback::SqueueFailed
+            },
+            format!("squeue: {e}"),
+        ),
         Ok(out) => match parse_squeue_qos(&String::from_utf8_lossy(&out.stdout)) {
             Ok(q) => JobQos {
                 qos: Some(q),
                 source: QosSource::Squeue,
                 note: None,
+                fallback: None,
             },
-            Err(why) => fallback(format!("squeue -j {id} -o %q: {why}")),
+            Err(why) => fallback(
+                Fallback::SqueueAnswer,
+                format!("squeue -j {id} -o %q: {why}"),
+            ),
         },
     }
 }

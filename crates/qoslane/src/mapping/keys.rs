@@ -6,7 +6,7 @@
 //! (qoslane-mapping(5)), the admin guide, the fuzz dictionary, the shipped
 //! example and the Omnia input (CONTRIBUTING.md: "Adding a mapping key").
 
-use super::types::{FabricCheck, OnFailure};
+use super::types::{FabricCheck, OnFailure, OnUnknownQos};
 
 /// Where a key is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +95,8 @@ keys! {
         "the oldest cached fabric probe, in seconds, a fail_job level is granted on";
     ON_FAILURE = "on_failure", Top, Form::Choice(OnFailure::NAMES), false,
         "what a Prolog that cannot grant a level does: run on the baseline or fail";
+    ON_UNKNOWN_QOS = "on_unknown_qos", Top, Form::Choice(OnUnknownQos::NAMES), false,
+        "what a job whose QoS cannot be learnt gets: the default level, or refused";
     DEVICES = "devices", Top, Form::List, false,
         "the HCA ports checked (DEVICE or DEVICE/PORT); none: every active port";
     LEVELS = "levels", Top, Form::List, true,

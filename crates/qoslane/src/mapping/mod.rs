@@ -12,4 +12,4 @@ pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Severity};
 pub use types::*;
-pub use validate::{Validation, validate_str, validate_str_until};
+pub use validate::{Validation, on_unknown_qos_of, validate_str, validate_str_until};

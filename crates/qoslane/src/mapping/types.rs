@@ -77,6 +77,34 @@ pub enum OnFailure {
     FailJob,
 }
 
+/// What a job whose QoS cannot be learnt (squeue slow, failed, or without
+/// one QoS in its answer) gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnUnknownQos {
+    /// The default level, as if no level listed its QoS; the job is told.
+    DefaultLevel,
+    /// Refused: the Prolog fails (Slurm requeues the job); the job is told.
+    /// Also what a node with no usable mapping does.
+    FailJob,
+}
+
+impl OnUnknownQos {
+    pub const NAMES: &[&str] = &["default_level", "fail_job"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DefaultLevel => "default_level",
+            Self::FailJob => "fail_job",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "default_level" => Some(Self::DefaultLevel),
+            "fail_job" => Some(Self::FailJob),
+            _ => None,
+        }
+    }
+}
+
 impl FabricCheck {
     pub const NAMES: &[&str] = &["enforce", "warn", "off"];
     pub fn as_str(self) -> &'static str {
@@ -216,6 +244,8 @@ pub struct Mapping {
     /// The oldest fabric probe (cache entry) a `fail_job` level's Prolog
     /// may rely on: an SM change cannot stay hidden from those jobs longer.
     pub fail_job_max_probe_age: std::time::Duration,
+    /// What a job whose QoS cannot be learnt gets.
+    pub on_unknown_qos: OnUnknownQos,
     /// Highest priority first.
     levels: Vec<Level>,
 }
@@ -246,6 +276,7 @@ impl Mapping {
             on_failure,
             devices,
             fail_job_max_probe_age: Self::DEFAULT_FAIL_JOB_MAX_PROBE_AGE,
+            on_unknown_qos: OnUnknownQos::DefaultLevel,
             levels,
         }
     }

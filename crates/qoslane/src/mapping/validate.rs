@@ -12,8 +12,8 @@ use super::diagnostic::{Diagnostic, Severity};
 use super::keys::{self, Place};
 use super::shape::{Cx, MAX_NAME_LEN, is_name_byte, nearest};
 use super::types::{
-    DeviceSelector, FabricCheck, Level, Mapping, NodeSetting, OnFailure, ServiceLevel, SettingPath,
-    TrafficClass, VirtualLane,
+    DeviceSelector, FabricCheck, Level, Mapping, NodeSetting, OnFailure, OnUnknownQos,
+    ServiceLevel, SettingPath, TrafficClass, VirtualLane,
 };
 use super::yaml::{self, Budget, Node, NodeKind, Span};
 
@@ -46,6 +46,32 @@ pub fn validate_str(src: &str) -> Validation {
 /// it: a megabyte of diagnostics takes a tenth of a second or more to check.
 pub fn validate_str_until(src: &str, until: Instant) -> Option<Validation> {
     validate_within(src, Budget::until(until))
+}
+
+/// The `on_unknown_qos` a mapping file says even when the file is otherwise
+/// invalid — what a node with no usable mapping (no last-known-good copy
+/// either) refuses by. Only a YAML mapping whose top-level key holds one of
+/// the key's words counts; anything else (not YAML, the key absent, another
+/// word, parsing past `until`) is the default, `default_level`.
+pub fn on_unknown_qos_of(src: &str, until: Option<Instant>) -> OnUnknownQos {
+    let mut budget = until.map_or_else(Budget::unlimited, Budget::until);
+    let Ok(Some(root)) = yaml::parse_within(src, &mut budget) else {
+        return OnUnknownQos::DefaultLevel;
+    };
+    let NodeKind::Map(entries) = &root.kind else {
+        return OnUnknownQos::DefaultLevel;
+    };
+    entries
+        .iter()
+        .find_map(|(k, v)| match (&k.kind, &v.kind) {
+            (NodeKind::Scalar { value: key, .. }, NodeKind::Scalar { value, .. })
+                if key == keys::ON_UNKNOWN_QOS.name =>
+            {
+                OnUnknownQos::parse(value)
+            }
+            _ => None,
+        })
+        .unwrap_or(OnUnknownQos::DefaultLevel)
 }
 
 fn validate_within(src: &str, budget: Budget) -> Option<Validation> {
@@ -129,6 +155,10 @@ impl Cx {
             None => Some(OnFailure::Continue),
             Some(n) => self.choice(n, &keys::ON_FAILURE, OnFailure::parse),
         };
+        let on_unknown_qos = match f.get(&keys::ON_UNKNOWN_QOS) {
+            None => Some(OnUnknownQos::DefaultLevel),
+            Some(n) => self.choice(n, &keys::ON_UNKNOWN_QOS, OnUnknownQos::parse),
+        };
         let max_probe_age = match f.get(&keys::FAIL_JOB_MAX_PROBE_AGE) {
             None => Some(Mapping::DEFAULT_FAIL_JOB_MAX_PROBE_AGE),
             Some(n) => self
@@ -169,6 +199,7 @@ impl Cx {
         let mut m =
             Mapping::new_validated(default_index, fabric_check?, on_failure?, devices?, levels);
         m.fail_job_max_probe_age = max_probe_age?;
+        m.on_unknown_qos = on_unknown_qos?;
         Some(m)
     }
 

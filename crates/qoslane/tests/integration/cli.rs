@@ -119,3 +119,83 @@ fn explain_explains_the_file_it_was_given_or_fails() {
         "{text}"
     );
 }
+
+/// Regression (issue 23, item 6): the manual commands ignored
+/// `/etc/default/qoslane`; only the hook scripts read it, so on a site that
+/// set `QOSLANE_AUDIT_LOG` (or `QOSLANE_SMPQUERY`) `qoslane sync`, `log` and
+/// `status` used other files and programs than the Prolog. qoslane reads
+/// it itself outside the TaskProlog: flag > environment > file > default;
+/// a file that is not root's or is writable by others is refused, and a bad
+/// line is named.
+#[test]
+fn the_site_options_file_is_read_below_flags_and_the_environment() {
+    use std::os::unix::fs::PermissionsExt;
+    let n = crate::util::Node::new();
+    let site_log = n.path("/var/log/site/audit.jsonl");
+    let site = n.path("/etc/default/qoslane");
+    std::fs::create_dir_all(site.parent().unwrap()).unwrap();
+    std::fs::write(
+        &site,
+        format!(
+            "# the site's options\nQOSLANE_AUDIT_LOG=\"{}\"\nQOSLANE_TIMEOUT_MS=4000\n",
+            site_log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&site, std::fs::Permissions::from_mode(0o644)).unwrap();
+    crate::util::ok(&n.prolog(1, "high"));
+    let logged = std::fs::read_to_string(&site_log).unwrap_or_default();
+    assert!(
+        logged.contains("\"job_id\":1"),
+        "the site's audit log: {logged:?}"
+    );
+    let out = n.run(&["log", "--job", "1"], &[]);
+    crate::util::ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("prolog"));
+    // The environment wins over the file.
+    let env_log = n.path("/var/log/env/audit.jsonl");
+    std::fs::create_dir_all(env_log.parent().unwrap()).unwrap();
+    crate::util::ok(&n.run(
+        &["health"],
+        &[("QOSLANE_AUDIT_LOG", env_log.to_str().unwrap())],
+    ));
+    assert!(
+        std::fs::read_to_string(&env_log)
+            .unwrap()
+            .contains("\"health\"")
+    );
+    assert!(
+        !std::fs::read_to_string(&site_log)
+            .unwrap()
+            .contains("\"health\"")
+    );
+
+    // Writable by the group: refused, naming the file, like the hooks do.
+    std::fs::set_permissions(&site, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let out = n.run(&["status"], &[]);
+    assert_eq!(out.status.code(), Some(74), "{}", crate::util::stderr(&out));
+    let err = crate::util::stderr(&out);
+    assert!(
+        err.contains("/etc/default/qoslane") && err.contains("refusing the site options"),
+        "{err}"
+    );
+    // Not root's: refused.
+    std::fs::set_permissions(&site, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::chown(&site, Some(65534), None).unwrap();
+    let out = n.run(&["sync", "--dry-run"], &[]);
+    assert_eq!(out.status.code(), Some(74), "{}", crate::util::stderr(&out));
+    std::os::unix::fs::chown(&site, Some(0), None).unwrap();
+    // A bad line is named.
+    std::fs::write(&site, "QOSLANE_SQUEUE=/usr/bin/squeue\nPATH=/tmp\n").unwrap();
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(74), "{}", crate::util::stderr(&out));
+    let err = crate::util::stderr(&out);
+    assert!(
+        err.contains("line 2: `PATH` is not a qoslane site option"),
+        "{err}"
+    );
+    // The TaskProlog never reads it (the job's user runs it).
+    let tp = n.task_prolog(1, &[]);
+    assert_eq!(tp.status.code(), Some(0));
+    assert_eq!(crate::util::Node::exports(&tp)["UCX_IB_SL"], "2");
+}

@@ -546,6 +546,39 @@ fn ports_not_active_reads_sysfs_only() {
     );
 }
 
+/// Regression (issue 24): after an HCA reset or a driver reload the kernel
+/// answers ENODEV (ENXIO for a device node without its driver) for a port's
+/// attributes, not ENOENT; only ENOENT counted as "the port is gone", so
+/// every fabric read (the Prolog's check, `health`, `sync`) failed with
+/// "No such device". "Gone" is now the settings' one definition
+/// (`nodeio::Absence`): the port is gone, said, and nothing fails for it.
+#[test]
+fn a_port_whose_device_vanished_is_gone_not_an_error() {
+    for errno in [rustix::io::Errno::NODEV, rustix::io::Errno::NXIO] {
+        for file in ["state", "link_layer", "lid"] {
+            let ctx = format!("{errno:?} on {file}");
+            let node = Node::from_fixture("dual-hca");
+            if !crate::util::dead_device(&node.port_file("mlx5_0", 1, file), errno) {
+                return;
+            }
+            let m = mapping(MAPPING);
+            let found = fabric::discover(&node.paths, &m).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let ports: Vec<String> = found.ports.iter().map(|p| p.id.to_string()).collect();
+            assert!(!ports.contains(&"mlx5_0/1".to_owned()), "{ctx}: {ports:?}");
+            assert!(ports.contains(&"mlx5_1/1".to_owned()), "{ctx}: {ports:?}");
+            if file == "state" {
+                assert_eq!(
+                    fabric::ports_not_active(&node.paths, &[PortId::new("mlx5_0", 1)])
+                        .unwrap_or_else(|e| panic!("{ctx}: {e}")),
+                    ["mlx5_0/1: port is gone (its device is: \
+                      /sys/class/infiniband/mlx5_0/ports/1/state answers ENODEV or ENXIO)"],
+                    "{ctx}"
+                );
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- the check
 
 /// The mission-critical level (SL 3, VL 3) on one port with `scenario`'s

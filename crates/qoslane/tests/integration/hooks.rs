@@ -796,3 +796,128 @@ fn a_hook_without_slurm_job_id_is_an_audited_failure_that_never_drains() {
         assert_eq!(n.settings(), (BASE_TOS.to_owned(), BASE_RMEM.to_owned()));
     }
 }
+
+/// The fixture mapping with `on_unknown_qos: fail_job`.
+fn refusing_unknown_qos() -> String {
+    util::MAPPING.replace(
+        "on_failure: continue\n",
+        "on_failure: continue\non_unknown_qos: fail_job\n",
+    )
+}
+
+/// A squeue slower than half the deadline (a busy controller before Slurm
+/// 26.05): the QoS cannot be learnt.
+const SLOW_SQUEUE: &[(&str, &str)] = &[("FAKE_SQUEUE_SLEEP", "30"), ("QOSLANE_TIMEOUT_MS", "700")];
+
+/// Regression (issue 23, item 3): on Slurm before 26.05 a squeue slower
+/// than half the deadline quietly gave a mission-critical job the default
+/// level, audited `applied`, its output silent. `on_unknown_qos` decides:
+/// `default_level` grants the default level and tells the job;
+/// `fail_job` refuses it (exit 1: Slurm requeues it). Either way the
+/// fallback is counted and audited with its reason.
+#[test]
+fn a_job_whose_qos_cannot_be_learnt_is_told_and_on_unknown_qos_decides() {
+    // default_level (the default): granted the default level, told.
+    let n = Node::new();
+    ok(&n.prolog_env(21, "mission-critical", SLOW_SQUEUE));
+    let a = n.last_audit("prolog");
+    assert_eq!(
+        (
+            a["outcome"].as_str(),
+            a["level"].as_str(),
+            a["qos_source"].as_str()
+        ),
+        (Some("applied"), Some("normal"), Some("default")),
+        "{a}"
+    );
+    let tp = n.task_prolog(21, &[]);
+    let text = String::from_utf8_lossy(&tp.stdout);
+    assert_eq!(Node::exports(&tp)["QOSLANE_LEVEL"], "normal", "{text}");
+    let prints: Vec<&str> = text.lines().filter(|l| l.starts_with("print ")).collect();
+    assert_eq!(prints.len(), 1, "{text}");
+    assert!(
+        prints[0].starts_with("print qoslane: QoS unknown (squeue: ")
+            && prints[0].ends_with("): the job runs at the default level normal"),
+        "{text}"
+    );
+    assert!(
+        n.textfile()
+            .contains("qoslane_qos_fallbacks_total{reason=\"squeue_slow\"} 1\n")
+    );
+
+    // fail_job: refused, nothing granted, the reason in the audit line.
+    let n = Node::with_mapping(&refusing_unknown_qos());
+    let out = n.prolog_env(22, "mission-critical", SLOW_SQUEUE);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let a = n.last_audit("prolog");
+    assert_eq!(a["outcome"], "failed", "{a}");
+    assert_eq!(a["qos_source"], "default", "{a}");
+    let err = a["error"].as_str().unwrap_or_default();
+    assert!(
+        err.starts_with("QoS unknown: squeue: ")
+            && err.ends_with("on_unknown_qos: fail_job refuses the job"),
+        "{a}"
+    );
+    assert!(n.records().is_empty());
+    assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+    assert!(
+        n.textfile()
+            .contains("qoslane_qos_fallbacks_total{reason=\"squeue_slow\"} 1\n")
+    );
+    // A QoS that is learnt is granted as ever.
+    ok(&n.prolog(23, "mission-critical"));
+    assert_eq!(n.last_audit("prolog")["level"], "mission-critical");
+}
+
+/// Regression (issue 23, item 3): a node with an invalid mapping and no
+/// last-known-good copy granted nothing, told the job "QoS unknown: level
+/// its level was not granted", audited no QoS although squeue knew it, and
+/// health exited 0. Now the audit has the QoS, the notice reads, the
+/// installed file's `on_unknown_qos` (read even from an invalid file)
+/// decides whether the job is refused, and health drains the node.
+#[test]
+fn a_node_without_a_usable_mapping_refuses_per_on_unknown_qos_and_health_drains() {
+    let n = Node::with_mapping("default_level: normal\nlevels: [\n");
+    ok(&n.prolog(31, "high"));
+    let a = n.last_audit("prolog");
+    assert_eq!(
+        (
+            a["outcome"].as_str(),
+            a["qos"].as_str(),
+            a["qos_source"].as_str()
+        ),
+        (Some("failed"), Some("high"), Some("squeue")),
+        "{a}"
+    );
+    let tp = n.task_prolog(31, &[]);
+    let text = String::from_utf8_lossy(&tp.stdout);
+    let prints: Vec<&str> = text.lines().filter(|l| l.starts_with("print ")).collect();
+    assert_eq!(prints.len(), 1, "{text}");
+    assert!(
+        prints[0].starts_with("print qoslane: QoS high: no level was granted (")
+            && prints[0].ends_with("); the job runs without an SL"),
+        "{text}"
+    );
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("qoslane: no usable mapping: ")
+            && said.contains("jobs run on the baseline"),
+        "{said}"
+    );
+
+    // The broken file says fail_job: every job is refused.
+    let n = Node::with_mapping("default_level: normal\non_unknown_qos: fail_job\nlevels: 3\n");
+    let out = n.prolog(32, "high");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(n.last_audit("prolog")["qos"], "high");
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("every job is refused (on_unknown_qos: fail_job)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -495,10 +495,13 @@ fn fixed_counters() -> (Counters, Gauges) {
         // Two HCA ports' counts of one (level, verdict): one series, summed.
         hop("low", "dropped", 1),
     ];
+    c.qos_fallbacks.insert("squeue_slow".into(), 3);
+    c.health_warnings = 2;
     let mut g = Gauges {
         mapping_sha256: Some(
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
         ),
+        mapping_valid: true,
         ..Default::default()
     };
     g.active_jobs.insert("high".into(), 2);
@@ -610,6 +613,12 @@ fn counters_render_the_same_after_their_json_round_trip() {
             rolled_back: i % 7 == 0,
             fabric: None,
             first_hop: None,
+            succeeded: outcome.is_success(),
+            qos_fallback: qoslane::job::qos::Fallback::ALL
+                .get(i as usize % 7)
+                .copied(),
+            health_warnings: (i % 5 == 0).then_some(u64::from(i % 3)),
+            node_lock_held_seconds: (i % 4 == 0).then_some(u64::from(i)),
         });
         let json = serde_json::to_vec(&c).unwrap();
         let back: Counters = serde_json::from_slice(&json).unwrap();
@@ -1101,6 +1110,91 @@ fn a_corrupt_counter_file_restarts_from_zero_without_failing_the_hook() {
             &[("event", "epilog"), ("outcome", "unchanged")]
         ),
         1.0
+    );
+}
+
+/// Regression (issue 23, item 2): Prometheus could not see an installed
+/// mapping that was invalid (`qoslane_mapping_info` kept the last-known-good
+/// hash), a QoS learnt by fallback, or a health run with warnings (counted a
+/// success: the last-success time moved, even for "the fabric check could
+/// not run"), nor which version runs. Each is a series now, from real runs.
+#[test]
+fn degraded_states_are_series_of_their_own() {
+    let n = Node::new();
+    ok(&n.prolog(1, "high"));
+    let s = Samples::parse(&n.textfile());
+    assert_eq!(s.value("qoslane_mapping_valid", &[]), 1.0);
+    assert_eq!(
+        s.value(
+            "qoslane_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    for reason in ["squeue_slow", "squeue_failed", "squeue_answer"] {
+        assert_eq!(
+            s.value("qoslane_qos_fallbacks_total", &[("reason", reason)]),
+            0.0
+        );
+    }
+
+    // The QoS could not be learnt, three ways.
+    ok(&n.prolog_env(2, "high", &[("FAKE_SQUEUE_FAIL", "1")]));
+    ok(&n.prolog_env(
+        3,
+        "high",
+        &[("FAKE_SQUEUE_SLEEP", "30"), ("QOSLANE_TIMEOUT_MS", "700")],
+    ));
+    ok(&n.prolog_env(4, "high", &[("FAKE_SQUEUE_LINE", "(null)")]));
+    let s = Samples::parse(&n.textfile());
+    for reason in ["squeue_slow", "squeue_failed", "squeue_answer"] {
+        assert_eq!(
+            s.value("qoslane_qos_fallbacks_total", &[("reason", reason)]),
+            1.0,
+            "{reason}"
+        );
+    }
+
+    // An invalid mapping installed: the last-known-good copy is in force,
+    // the installed file is not; health warns, which is not a success.
+    n.write_mapping("levels: [");
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::stderr(&out));
+    let s = Samples::parse(&n.textfile());
+    assert_eq!(s.value("qoslane_mapping_valid", &[]), 0.0);
+    // status renders the same fact, on one line.
+    let st = String::from_utf8_lossy(&n.run(&["status"], &[]).stdout).into_owned();
+    assert!(st.contains("Installed: NOT in force: invalid: "), "{st}");
+    assert_eq!(s.value("qoslane_health_warnings", &[]), 1.0);
+    assert_eq!(
+        s.get(
+            "qoslane_last_success_timestamp_seconds",
+            &[("event", "health")]
+        ),
+        None,
+        "a health run with a warning is not a success"
+    );
+    assert_eq!(
+        s.value(
+            "qoslane_hook_runs_total",
+            &[("event", "health"), ("outcome", "unchanged")]
+        ),
+        1.0,
+        "what it did to the node is still its outcome"
+    );
+
+    // Fixed: valid, in force, a clean health run is a success.
+    n.write_mapping(crate::util::MAPPING);
+    ok(&n.run(&["health"], &[]));
+    let s = Samples::parse(&n.textfile());
+    assert_eq!(s.value("qoslane_mapping_valid", &[]), 1.0);
+    assert_eq!(s.value("qoslane_health_warnings", &[]), 0.0);
+    assert!(
+        s.get(
+            "qoslane_last_success_timestamp_seconds",
+            &[("event", "health")]
+        )
+        .is_some()
     );
 }
 

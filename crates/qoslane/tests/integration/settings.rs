@@ -6,7 +6,7 @@
 
 use rustix::io::Errno;
 
-use crate::util::{BASE_RMEM, Node, RMEM, TOS, ok, stderr};
+use crate::util::{BASE_RMEM, Node, RMEM, TOS, killed_mid_prolog, ok, stderr};
 
 const SCHED: &str = "/sys/block/nvme0n1/queue/scheduler";
 const TCP_RMEM: &str = "/proc/sys/net/ipv4/tcp_rmem";
@@ -95,22 +95,6 @@ fn a_vanished_setting_file_is_gone_and_blocks_nothing() {
         text.contains(r#"qoslane_settings_gone_total{event="prolog"} 1"#),
         "{text}"
     );
-}
-
-/// A node whose mission-critical Prolog (job 1) was killed after its first
-/// setting was written: its journal left for the next run.
-fn killed_mid_prolog() -> Node {
-    let n = Node::new();
-    let out = n.run(
-        &["prolog"],
-        &[
-            ("SLURM_JOB_ID", "1"),
-            ("FAKE_QOS", "mission-critical"),
-            ("QOSLANE_FAULT", "applied:0"),
-        ],
-    );
-    assert_ne!(out.status.code(), Some(0), "killed mid-transaction");
-    n
 }
 
 /// Regression: with an interrupted transaction whose setting then vanished,

@@ -489,43 +489,10 @@ impl Node {
     }
 
     /// Replaces the setting file `p` with a real kernel object whose open
-    /// answers `errno` (`ENODEV` or `ENXIO`), what a setting of a device that
-    /// vanished answers: a character device node of the misc major with a
-    /// minor no driver has (the misc core answers `ENODEV`), or of a major
-    /// no driver registered (`ENXIO`). Candidates are tried until open says
-    /// `errno`. `false` (skipped, said) where device nodes cannot be made
-    /// (not root, a user namespace, a `nodev` mount), unless
-    /// `QOSLANE_REQUIRE_TOOLS=1`.
+    /// answers `errno` ([`dead_device`]), what a setting of a device that
+    /// vanished answers.
     pub fn replace_with_dead_device(&self, p: &str, errno: rustix::io::Errno) -> bool {
-        use rustix::fs::{FileType, Mode, OFlags, makedev, mknodat, open};
-        let candidates: Vec<(u32, u32)> = if errno == rustix::io::Errno::NODEV {
-            (240..=254).map(|minor| (10, minor)).collect()
-        } else {
-            (240..=254).map(|major| (major, 0)).collect()
-        };
-        let f = self.path(p);
-        for (major, minor) in candidates {
-            let _ = std::fs::remove_file(&f);
-            let made = mknodat(
-                rustix::fs::CWD,
-                &f,
-                FileType::CharacterDevice,
-                Mode::from_raw_mode(0o644),
-                makedev(major, minor),
-            );
-            if made.is_err() {
-                break;
-            }
-            if open(&f, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()).err() == Some(errno) {
-                return true;
-            }
-        }
-        assert!(
-            std::env::var("QOSLANE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "no device node answering {errno:?} and QOSLANE_REQUIRE_TOOLS=1"
-        );
-        eprintln!("SKIP: no device node answering {errno:?} can be made here");
-        false
+        dead_device(&self.path(p), errno)
     }
 
     /// A file beside the fake smpquery (`any.sl2vl.txt`, `hang`, …).
@@ -662,4 +629,59 @@ pub fn reachable_by_others() -> bool {
         eprintln!("skipped: {} is not reachable by other users", bin.display());
     }
     reachable
+}
+
+/// Replaces the file `f` with a real kernel object whose open answers `errno`
+/// (`ENODEV` or `ENXIO`), what a file of a device that vanished answers (a
+/// setting in configfs, an attribute of an HCA port in sysfs): a character
+/// device node of the misc major with a minor no driver has (the misc core
+/// answers `ENODEV`), or of a major no driver registered (`ENXIO`).
+/// Candidates are tried until open says `errno`. `false` (skipped, said)
+/// where device nodes cannot be made (not root, a user namespace, a `nodev`
+/// mount), unless `QOSLANE_REQUIRE_TOOLS=1`.
+pub fn dead_device(f: &Path, errno: rustix::io::Errno) -> bool {
+    use rustix::fs::{FileType, Mode, OFlags, makedev, mknodat, open};
+    let candidates: Vec<(u32, u32)> = if errno == rustix::io::Errno::NODEV {
+        (240..=254).map(|minor| (10, minor)).collect()
+    } else {
+        (240..=254).map(|major| (major, 0)).collect()
+    };
+    for (major, minor) in candidates {
+        let _ = std::fs::remove_file(f);
+        let made = mknodat(
+            rustix::fs::CWD,
+            f,
+            FileType::CharacterDevice,
+            Mode::from_raw_mode(0o644),
+            makedev(major, minor),
+        );
+        if made.is_err() {
+            break;
+        }
+        if open(f, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()).err() == Some(errno) {
+            return true;
+        }
+    }
+    assert!(
+        std::env::var("QOSLANE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "no device node answering {errno:?} and QOSLANE_REQUIRE_TOOLS=1"
+    );
+    eprintln!("SKIP: no device node answering {errno:?} can be made here");
+    false
+}
+
+/// A node whose mission-critical Prolog (job 1) was killed after its first
+/// setting was written: its journal left for the next run.
+pub fn killed_mid_prolog() -> Node {
+    let n = Node::new();
+    let out = n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "1"),
+            ("FAKE_QOS", "mission-critical"),
+            ("QOSLANE_FAULT", "applied:0"),
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0), "killed mid-transaction");
+    n
 }

@@ -213,6 +213,7 @@ bad_mappings! {
     fabric_check_bogus => (1, 0),
     fabric_check_typo => (1, 0),
     on_failure_dash => (1, 0),
+    on_unknown_qos_dash => (1, 0),
     level_on_failure_unknown => (1, 0),
     devices_bad_port => (1, 0),
     devices_space => (1, 0),
@@ -591,6 +592,7 @@ default_level: a
 fabric_check: enforce
 fail_job_max_probe_age: 15
 on_failure: continue
+on_unknown_qos: default_level
 devices: []
 levels:
   - name: a

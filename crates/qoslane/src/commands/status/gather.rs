@@ -68,6 +68,9 @@ pub struct MappingFacts {
     pub rejected: Option<Rejected>,
     /// What a run would use now, or why nothing.
     pub loaded: std::result::Result<Loaded, String>,
+    /// Whether the installed file is the mapping in force (the
+    /// `qoslane_mapping_valid` gauge's fact).
+    pub installed: config::Installed,
 }
 
 /// One setting path: what it should hold and what it holds.
@@ -125,6 +128,7 @@ pub fn gather(paths: &Paths, deadline: &Deadline) -> Facts {
         last_known_good_since,
         rejected: config::rejected(paths),
         loaded: config::load(paths).map_err(|e| e.to_string()),
+        installed: config::installed(paths),
     };
     Facts {
         audit_path: paths.audit_log.display().to_string(),

@@ -5,7 +5,7 @@
 //! problems, and every reason for attention, in the order they are listed.
 
 use crate::audit::read::{Found, Line, LoggedEntry};
-use crate::config::Source;
+use crate::config::{self, Source};
 use crate::fabric::check;
 use crate::mapping::Mapping;
 use crate::report::Outcome;
@@ -161,7 +161,14 @@ fn judge_mapping(m: MappingFacts, attention: &mut Vec<String>) -> (Option<Mappin
             r.why
         ));
     }
+    let (installed_in_force, installed_not_in_force) = match m.installed {
+        config::Installed::InForce => (true, None),
+        config::Installed::Absent => (false, Some("absent".to_owned())),
+        config::Installed::NotInForce(why) => (false, Some(why)),
+    };
     let state = MappingState {
+        installed_in_force,
+        installed_not_in_force,
         path: m.path,
         valid: m.error.is_none() && m.sha256.is_some(),
         sha256: m.sha256,
@@ -431,6 +438,7 @@ mod tests {
                 last_known_good_since: None,
                 rejected: None,
                 loaded: Err("no mapping and no last-known-good copy".into()),
+                installed: config::Installed::Absent,
             },
             cache: Vec::new(),
             cache_note: None,

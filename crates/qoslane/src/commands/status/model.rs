@@ -59,6 +59,10 @@ pub struct MappingState {
     pub last_known_good_since: Option<String>,
     pub in_force: Option<InForce>,
     pub rejected: Option<config::Rejected>,
+    /// Whether the installed file is the mapping in force (what
+    /// `qoslane_mapping_valid` shows), and why not.
+    pub installed_in_force: bool,
+    pub installed_not_in_force: Option<String>,
 }
 
 #[derive(Debug, Serialize)]

@@ -105,6 +105,14 @@ fn mapping(s: &mut String, m: &MappingState) {
         }
     };
     label(s, "In force", &in_force);
+    label(
+        s,
+        "Installed",
+        &m.installed_not_in_force.as_ref().map_or_else(
+            || "in force".to_owned(),
+            |why| format!("NOT in force: {why}"),
+        ),
+    );
     if let Some(r) = &m.rejected {
         label(
             s,

@@ -437,6 +437,76 @@ fn fault_node_lock_held_past_the_deadline() {
     assert_untouched(&n, "epilogs retried");
 }
 
+/// Suspected case (issue 24): a setting write stuck in uninterruptible sleep
+/// keeps its process — and the node lock — alive past the watchdog, for
+/// ever; health said "a transaction is in progress" and ok. Now health names
+/// the holder from its journal (pid, event, job, since when): held past
+/// 60 s a warning, past 10 min a drain, and the gauge
+/// `qoslane_node_lock_held_seconds` says how long. The stuck writer here:
+/// a killed Prolog's journal, aged, and the lock held by this test.
+#[test]
+fn fault_node_lock_held_far_past_any_deadline_is_reported_by_health() {
+    use rustix::fs::{FlockOperation, flock};
+    let n = crate::util::killed_mid_prolog();
+    let journal = n.path("/run/qoslane/journal.json");
+    let mut j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&journal).unwrap()).unwrap();
+    let pid = j["pid"].as_u64().unwrap();
+    let f = std::fs::File::open(n.path("/run/qoslane/lock")).unwrap();
+    flock(&f, FlockOperation::LockExclusive).unwrap();
+    let started = |ago: u64| {
+        qoslane::time::rfc3339_seconds(std::time::SystemTime::now() - Duration::from_secs(ago))
+    };
+    let gauge = |n: &crate::util::Node, name: &str| -> f64 {
+        let text = n.textfile();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .parse()
+            .unwrap()
+    };
+
+    // Stuck for 20 minutes: unhealthy, naming who and since when.
+    j["started"] = started(1200).into();
+    std::fs::write(&journal, j.to_string()).unwrap();
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with(&format!(
+            "qoslane: the node lock is held by pid {pid} (prolog of job 1) since "
+        )) && said.contains(": far past any run's deadline"),
+        "{said}"
+    );
+    assert!(gauge(&n, "qoslane_node_lock_held_seconds") >= 1200.0);
+
+    // Two minutes: a warning.
+    j["started"] = started(120).into();
+    std::fs::write(&journal, j.to_string()).unwrap();
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .starts_with("qoslane: ok, 1 warning: the node lock is held by pid"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(gauge(&n, "qoslane_health_warnings"), 1.0);
+
+    // A transaction of a moment ago is in progress: ok.
+    j["started"] = started(0).into();
+    std::fs::write(&journal, j.to_string()).unwrap();
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "qoslane: ok\n");
+
+    // Released: the next run rolls the transaction back; the gauge is 0.
+    drop(f);
+    ok(&n.run(&["health"], &[]));
+    assert_eq!(gauge(&n, "qoslane_node_lock_held_seconds"), 0.0);
+    assert!(!journal.exists());
+}
+
 // --- scontrol
 
 #[test]
@@ -751,14 +821,14 @@ fn fault_mapping_absent_invalid_huge_or_not_a_file() {
             error_of(&n, "prolog")
         );
         assert_untouched(&n, what);
-        // Sync says so and changes nothing; health warns and does not
-        // drain (regression: one typo drained every node).
+        // Sync says so and changes nothing. Health drains: with no usable
+        // mapping at all no level can be granted (issue 23: it said ok).
         let out = Op::Sync.run(&n, &[]);
         assert_ne!(out.status.code(), Some(0), "{what}: {}", show(&out));
         let out = Op::Health.run(&n, &[]);
-        assert_eq!(out.status.code(), Some(0), "{what}: {}", show(&out));
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", show(&out));
         assert!(
-            String::from_utf8_lossy(&out.stdout).contains("warn: mapping: "),
+            String::from_utf8_lossy(&out.stdout).contains("drain: mapping: no usable mapping: "),
             "{what}: {}",
             show(&out)
         );
@@ -771,6 +841,15 @@ fn fault_mapping_absent_invalid_huge_or_not_a_file() {
         ok(&Op::Prolog(3, "bulk").run(&n, &[]));
         assert_eq!(audit_of(&n, "prolog")["outcome"], "applied", "{what}");
         assert_holds(&n, &[(1, "high"), (2, "low"), (3, "bulk")], what);
+        // Health warns and does not drain (regression: one typo drained
+        // every node).
+        let out = Op::Health.run(&n, &[]);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("warn: mapping: "),
+            "{what}: {}",
+            show(&out)
+        );
         let rejected: Vec<_> = n
             .audit_events("mapping_changed")
             .into_iter()
