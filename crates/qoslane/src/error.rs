@@ -112,6 +112,28 @@ impl Error {
         }
     }
 
+    /// Whether a run that failed with this error left the node as a
+    /// finished transaction leaves it (nothing begun, or rolled back): what
+    /// lets a `fail_job` Prolog refuse its job without taking the node out
+    /// of service. Not after a rollback that failed, a bug, or a run ended
+    /// at its deadline (a kernel call may hang; the journal waits for the
+    /// next run). Exhaustive: a new kind forces a decision.
+    pub fn leaves_node_consistent(&self) -> bool {
+        match self {
+            Self::Usage(_)
+            | Self::MappingMissing { .. }
+            | Self::MappingInvalid { .. }
+            | Self::Io { .. }
+            | Self::State { .. }
+            | Self::LockTimeout { .. }
+            | Self::Program { .. }
+            | Self::Verify { .. }
+            | Self::Fabric(_)
+            | Self::Unhealthy(_) => true,
+            Self::Deadline { .. } | Self::RollbackFailed { .. } | Self::Internal(_) => false,
+        }
+    }
+
     /// The whole chain on one line, for the audit log and the journal:
     /// `outer; caused by: inner`.
     pub fn with_causes(&self) -> String {
