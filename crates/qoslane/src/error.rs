@@ -115,9 +115,10 @@ impl Error {
     /// Whether a run that failed with this error left the node as a
     /// finished transaction leaves it (nothing begun, or rolled back): what
     /// lets a `fail_job` Prolog refuse its job without taking the node out
-    /// of service. Not after a rollback that failed, a bug, or a run ended
-    /// at its deadline (a kernel call may hang; the journal waits for the
-    /// next run). Exhaustive: a new kind forces a decision.
+    /// of service. Not after a rollback that failed or a bug. (A run the
+    /// watchdog ended — a kernel call hung — is never a refusal either:
+    /// `session.rs` decides that where it ends such a run.) Exhaustive: a
+    /// new kind forces a decision.
     pub fn leaves_node_consistent(&self) -> bool {
         match self {
             Self::Usage(_)
@@ -126,11 +127,12 @@ impl Error {
             | Self::Io { .. }
             | Self::State { .. }
             | Self::LockTimeout { .. }
+            | Self::Deadline { .. }
             | Self::Program { .. }
             | Self::Verify { .. }
             | Self::Fabric(_)
             | Self::Unhealthy(_) => true,
-            Self::Deadline { .. } | Self::RollbackFailed { .. } | Self::Internal(_) => false,
+            Self::RollbackFailed { .. } | Self::Internal(_) => false,
         }
     }
 

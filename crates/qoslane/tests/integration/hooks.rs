@@ -221,6 +221,32 @@ fn user_text_never_reaches_the_qos_query() {
     );
 }
 
+/// Issue 24 (suspected case, confirmed on 22.05): the Prolog of a
+/// heterogeneous job's leader asks `squeue -j LEADER`, which lists every
+/// component with its own QoS; components with different QoS made it the
+/// default level. Only the line of the job's own id counts.
+#[test]
+fn a_heterogeneous_jobs_leader_gets_its_own_components_level() {
+    let n = Node::new();
+    ok(&n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "264"),
+            ("FAKE_QOS", "high"),
+            ("FAKE_SQUEUE_OTHER", "265 low"),
+        ],
+    ));
+    let a = n.last_audit("prolog");
+    assert_eq!(
+        (a["level"].as_str(), a["qos_source"].as_str()),
+        (Some("high"), Some("squeue")),
+        "{a}"
+    );
+    ok(&n.run(&["prolog"], &[("SLURM_JOB_ID", "265"), ("FAKE_QOS", "low")]));
+    let a = n.last_audit("prolog");
+    assert_eq!(a["level"].as_str(), Some("low"), "{a}");
+}
+
 #[test]
 fn missing_or_bad_job_id_is_a_clear_error() {
     let n = Node::new();
@@ -687,7 +713,14 @@ mod faults {
     fn fail_job_policy_exits_non_zero_after_rollback() {
         let n = Node::new();
         let out = with_fault(&n, 51, "mission-critical", "write-error:rmem_max", "3000");
-        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        // Rolled back, the node consistent: the refusal status (issue 23
+        // item 4), which hookrun answers with a requeue-hold, not a drain.
+        assert_eq!(
+            out.status.code(),
+            Some(qoslane::exit_code::REFUSED),
+            "{}",
+            stderr(&out)
+        );
         assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
         assert_eq!(n.last_audit("prolog")["outcome"], "rolled_back");
     }

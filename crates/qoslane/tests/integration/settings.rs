@@ -75,7 +75,12 @@ fn a_vanished_setting_file_is_gone_and_blocks_nothing() {
     }
     // mission-critical's own setting is gone: that level cannot be granted.
     let out = n.prolog(4, "mission-critical");
-    assert_eq!(out.status.code(), Some(1), "fail_job: {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(qoslane::exit_code::REFUSED),
+        "fail_job: {}",
+        stderr(&out)
+    );
 
     for job in [2, 3] {
         ok(&n.epilog(job));
