@@ -308,9 +308,11 @@ fn decide(
                 scontrol: scontrol.sharing_one_timeout(),
             };
             match (failure.fate, config.on_failure) {
-                (Fate::Refused, _) => prolog.refuse(),
+                (Fate::Refused, _) => prolog.hold_job("refused", ExitClass::Refused),
                 (_, OnFailure::Drain) => prolog.fail(ExitClass::RequiredHookFailed),
-                (_, OnFailure::Requeue) => prolog.requeue(),
+                (_, OnFailure::Requeue) => {
+                    prolog.hold_job("on_failure=requeue", ExitClass::Requeued)
+                }
             }
         }
         Phase::Epilog => {
@@ -345,10 +347,12 @@ struct Prolog<'r> {
 }
 
 impl Prolog<'_> {
-    /// The hook refused the job, the node is fine: hold the job, keep the
-    /// node; if the job cannot be held, the Prolog fails after all.
-    fn refuse(&self) -> ExitClass {
-        match self.hold("refused") {
+    /// Hold the job, keep the node — the hook refused the job (`why`:
+    /// "refused", the class [`ExitClass::Refused`]) or policy `requeue`
+    /// answers its failure ([`ExitClass::Requeued`]); if the job cannot be
+    /// held, the Prolog fails after all.
+    fn hold_job(&self, why: &str, held: ExitClass) -> ExitClass {
+        match self.hold(why) {
             Some(job_id) => {
                 log::phase(
                     Priority::Warning,
@@ -358,26 +362,7 @@ impl Prolog<'_> {
                         self.failed
                     ),
                 );
-                ExitClass::Refused
-            }
-            None => self.fail(ExitClass::RequeueFailed),
-        }
-    }
-
-    /// Policy `requeue`: hold the job, keep the node; if the job cannot be
-    /// held, the Prolog fails after all.
-    fn requeue(&self) -> ExitClass {
-        match self.hold("on_failure=requeue") {
-            Some(job_id) => {
-                log::phase(
-                    Priority::Warning,
-                    Phase::Prolog.name(),
-                    &format!(
-                        "{}: job {job_id} requeued and held; exiting 0 so the node stays in service (release it with `scontrol release {job_id}`)",
-                        self.failed
-                    ),
-                );
-                ExitClass::Requeued
+                held
             }
             None => self.fail(ExitClass::RequeueFailed),
         }

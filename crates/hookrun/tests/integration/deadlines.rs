@@ -29,6 +29,24 @@ fn pids(fx: &Fixture, name: &str) -> (i32, i32) {
     )
 }
 
+/// SIGTERM to hookrun, as slurmd at PrologEpilogTimeout; its exit status.
+/// Not a speed test (CONTRIBUTING: bounds only prove "does not hang"): a
+/// hook that hangs for 60 s must not keep hookrun alive for 5.
+fn sigterm_and_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let signalled = Instant::now();
+    rustix::process::kill_process(Pid::from_child(child), Signal::TERM).expect("signal hookrun");
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(5),
+            "hookrun did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 #[test]
 fn a_hanging_hook_is_killed_at_its_deadline_with_its_whole_group() {
     let fx = Fixture::new();
@@ -156,21 +174,7 @@ fn sigterm_to_hookrun_kills_the_running_hook_group_first() {
     let mut child = fx.hookrun().args(["prolog"]).spawn();
     let (hook, grandchild) = pids(&fx, "10-hang");
 
-    let signalled = Instant::now();
-    rustix::process::kill_process(Pid::from_child(&child), Signal::TERM).expect("signal hookrun");
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_secs(5),
-            "hookrun did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    // Not a speed test (CONTRIBUTING: bounds only prove "does not hang"): a
-    // hook that hangs for 60 s must not keep hookrun alive.
-    assert!(signalled.elapsed() < Duration::from_secs(5));
+    let status = sigterm_and_wait(&mut child);
     assert_eq!(status.code(), Some(143));
     assert!(
         wait_gone(hook, Duration::from_secs(2)),
@@ -214,18 +218,7 @@ fn sigterm_reaches_hookrun_started_with_it_blocked() {
         .args(["prolog", "--hook-timeout", "30s"])
         .spawn();
     let (hook, grandchild) = pids(&fx, "10-hang");
-    let signalled = Instant::now();
-    rustix::process::kill_process(Pid::from_child(&child), Signal::TERM).expect("signal hookrun");
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_secs(5),
-            "hookrun started with SIGTERM blocked did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    };
+    let status = sigterm_and_wait(&mut child);
     assert_eq!(status.code(), Some(143));
     assert!(
         wait_gone(hook, Duration::from_secs(2)),
