@@ -247,6 +247,46 @@ fn a_heterogeneous_jobs_leader_gets_its_own_components_level() {
     assert_eq!(a["level"].as_str(), Some("low"), "{a}");
 }
 
+/// Issue 24 (suspected case, confirmed on 24.11): a task of a heterogeneous
+/// job's step runs with the leader's `SLURM_JOB_ID` whatever its
+/// component, while the component's Prolog recorded its level under the
+/// component's own id: the TaskProlog of component 1 found no record (or,
+/// components sharing a node, the leader's). It reads the one component
+/// whose record this node holds; with several, none.
+#[test]
+fn a_heterogeneous_components_task_reads_its_own_components_record() {
+    let het = [
+        ("SLURM_HET_SIZE", "2"),
+        ("SLURM_JOB_ID_HET_GROUP_0", "103"),
+        ("SLURM_JOB_ID_HET_GROUP_1", "104"),
+        ("SLURM_JOB_QOS", "high"),
+    ];
+    // Component 1's node: its Prolog ran as job 104, QoS low.
+    let n = Node::new();
+    ok(&n.prolog(104, "low"));
+    let out = n.task_prolog(103, &het);
+    let exports = Node::exports(&out);
+    assert_eq!(
+        exports.get("QOSLANE_LEVEL").map(String::as_str),
+        Some("low"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Both components on one node: which is the task's is not known.
+    ok(&n.prolog(103, "high"));
+    let out = n.task_prolog(103, &het);
+    assert!(
+        Node::exports(&out).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr(&out).contains("heterogeneous components 103, 104"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn missing_or_bad_job_id_is_a_clear_error() {
     let n = Node::new();

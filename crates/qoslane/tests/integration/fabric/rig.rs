@@ -693,9 +693,10 @@ fn rig_mapping_in_force_and_fail_job_probe_age_with_the_binary() {
         &["prolog"],
         &[("SLURM_JOB_ID", "3"), ("FAKE_QOS", "mission-critical")],
     );
+    // Refused, the node untouched: the refusal status (issue 23 item 4).
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(qoslane::exit_code::REFUSED),
         "fail_job refused on a fresh probe: {}",
         String::from_utf8_lossy(&out.stderr)
     );
