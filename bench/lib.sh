@@ -72,10 +72,14 @@ bench_node() {
   if [ -z "$mapping" ]; then
     qos=$(gen_mapping "$levels" "$total" 3>&1 >"$r/etc/qoslane/qos-network.yml")
   fi
+  # qoslane runs squeue with an environment of its own: the fixture answers from the file
+  # beside its symlink (FAKE_QOS below is for the hand-written Prolog's own squeue call)
+  ln -sfn "$FIX/bin/squeue" "$r/bin/squeue"
+  printf "export FAKE_QOS='%s'\n" "$qos" > "$r/bin/squeue.env"
   cat > "$r/bench.env" <<ENV
 export QOSLANE_ROOT=$r
 export QOSLANE_SMPQUERY=$r/bin/smpquery
-export QOSLANE_SQUEUE=$FIX/bin/squeue
+export QOSLANE_SQUEUE=$r/bin/squeue
 export QOSLANE_NO_JOURNAL=1
 export SLURMD_NODENAME=cn0001
 export SLURM_JOB_USER=alice

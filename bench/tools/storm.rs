@@ -7,9 +7,12 @@
 //!
 //!   storm QOSLANE N FIRST_JOB VIA QOS...
 //!
-//! VIA `env`: the QoS in SLURM_JOB_QOS (Slurm 26.05+); `squeue`: in
-//! FAKE_QOS for the fixture squeue (22.05-25.11). The rest of the
-//! environment is inherited. Prints one line per job:
+//! VIA `env`: the QoS in SLURM_JOB_QOS (Slurm 26.05+); `squeue`: the
+//! fixture squeue's answer for the job, `QOSLANE_SQUEUE.JOB.env` beside it
+//! (qoslane runs squeue with an environment of its own, so the answer is a
+//! file; bench/lib.sh makes QOSLANE_SQUEUE a symlink in the node's root),
+//! written before the barrier (22.05-25.11). The rest of the environment is
+//! inherited. Prints one line per job:
 //! `job t_start_us t_prolog_end_us t_epilog_end_us prolog_exit epilog_exit
 //! stderr_bytes` (times from the barrier), then each non-empty stderr.
 
@@ -33,6 +36,14 @@ fn main() {
     let first: u64 = args[3].parse().expect("FIRST_JOB");
     let via = args[4].clone();
     let qos: Vec<String> = args[5..].to_vec();
+    if via == "squeue" {
+        let squeue = std::env::var("QOSLANE_SQUEUE").expect("QOSLANE_SQUEUE (bench/lib.sh)");
+        for i in 0..n {
+            let job = first + i as u64;
+            let answer = format!("export FAKE_QOS='{}'\n", qos[i % qos.len()]);
+            std::fs::write(format!("{squeue}.{job}.env"), answer).expect("write the squeue answer");
+        }
+    }
     let barrier = Arc::new(Barrier::new(n + 1));
     let mut handles = Vec::with_capacity(n);
     let start = Arc::new(std::sync::OnceLock::<Instant>::new());
@@ -61,8 +72,7 @@ fn main() {
                             c.env("SLURM_SCRIPT_CONTEXT", ctx).env("SLURM_JOB_QOS", &q);
                         } else {
                             c.env_remove("SLURM_SCRIPT_CONTEXT")
-                                .env_remove("SLURM_JOB_QOS")
-                                .env("FAKE_QOS", &q);
+                                .env_remove("SLURM_JOB_QOS");
                         }
                         let out = c.output().expect("spawn qoslane");
                         (out.status.code().unwrap_or(-1), out.stderr)

@@ -24,6 +24,7 @@ start_slurm "$R"
 say "node $NODE up ($(slurm_cmd /usr/bin/sinfo -V))"
 check "the Slurm under test is $SLURM_VERSION" eq "$(slurm_cmd /usr/bin/sinfo -V | grep -o '[0-9]*\.[0-9]*' | head -1)" "$SLURM_VERSION"
 settings() { echo "$(cat "$CH$R$TOS") $(cat "$CH$R$RMEM")"; }
+ctl_idle() { slurm_cmd /usr/bin/scontrol show node -o "$NODE" | grep -q 'State=IDLE '; }
 
 # ------------------------------------------------------------ each QoS, its own SL
 say "case: sbatch --qos=high gets the high level"
@@ -98,6 +99,79 @@ poll 10 "low epilog audited" test "$(audit_of "$R" "$jl" epilog outcome)" = reve
 check "idle: baseline" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
 check "site epilog hook ran for every job" eq "$(sort -u "$CH$R/out/logout_user.log" | grep -c .)" 12
 
+# ------------------------------------------------------------ Slurm's own contract
+# Assertions of Slurm's test suite (testsuite/ of SchedMD's slurm), ported: what hookrun must keep
+# true of the programs it stands in for. Each names the test it comes from.
+say "case: the TaskProlog protocol through hookrun: print, export, unset, as the job's user"
+# From testsuite/python/tests/commands/srun/test_task-prolog_and_epilog.py: a TaskProlog's
+# `print` line reaches every task's output, `export` sets a variable in every task, `unset`
+# removes one the task would have had, and the TaskProlog runs as the job's user.
+# shellcheck disable=SC2016  # the hook's variables, at run time
+printf '#!/bin/sh
+/usr/bin/id -u >> %s/out/task-prolog.uid
+echo print HEADER
+echo export TEST=prolog_qa
+echo unset DISPLAY
+' "$R" \
+  > "$CH$R/etc/slurm/task-prolog.d/20-conformance"
+chmod 0755 "$CH$R/etc/slurm/task-prolog.d/20-conformance"
+# shellcheck disable=SC2016  # the task's variables, at run time
+out=$(slurm_cmd env DISPLAY=:0 /usr/bin/timeout 60 /usr/bin/srun -n2 --qos=low /bin/sh -c 'echo TEST==$TEST; echo DISPLAY==${DISPLAY}X; /usr/bin/id -u')
+check "task prolog: print reaches both tasks' output" eq "$(printf '%s\n' "$out" | grep -c '^HEADER$')" 2
+check "task prolog: export sets TEST in both tasks" eq "$(printf '%s\n' "$out" | grep -c '^TEST==prolog_qa$')" 2
+check "task prolog: unset removes DISPLAY in both tasks" eq "$(printf '%s\n' "$out" | grep -c '^DISPLAY==X$')" 2
+task_uid=$(printf '%s\n' "$out" | grep -E '^[0-9]+$' | sort -u)
+check "task prolog: ran once per task, as the job's user (uid $task_uid)" eq "$(sort "$CH$R/out/task-prolog.uid" | uniq -c | tr -s ' ')" " 2 $task_uid"
+check "task prolog: qoslane's own exports still arrive beside it" eq "$(printf '%s\n' "$out" | grep -c '^HEADER$')/$(slurm_cmd /usr/bin/timeout 60 /usr/bin/srun --qos=low /usr/bin/env | sed -n 's/^UCX_IB_SL=//p')" 2/1
+rm -f "$CH$R/etc/slurm/task-prolog.d/20-conformance"
+
+say "case: the Prolog and Epilog environment through hookrun; a Prolog hook's children do not outlive it"
+# From testsuite/python/tests/parameters/slurm/Prolog/test_prolog.py: the Prolog runs for a job
+# and what it started in the background is killed (hookrun kills each hook's process group when
+# the hook exits). From testsuite/python/tests/parameters/slurm/Epilog/test_epilog.py and
+# test_prolog.py's environment checks: the job's variables reach the hooks as slurmd set them.
+# shellcheck disable=SC2016  # the hook's variables, at run time
+printf '#!/bin/sh
+/usr/bin/env | /usr/bin/sort > %s/out/$HOOKRUN_PHASE-env.$SLURM_JOB_ID
+/bin/sleep 60 &
+echo $! > %s/out/$HOOKRUN_PHASE-bg.$SLURM_JOB_ID
+' "$R" "$R" \
+  | tee "$CH$R/etc/slurm/prolog.d/05-env" > "$CH$R/etc/slurm/epilog.d/05-env"
+chmod 0755 "$CH$R/etc/slurm/prolog.d/05-env" "$CH$R/etc/slurm/epilog.d/05-env"
+j=$(submit normal)
+poll 60 "job $j running" is_running "$j"
+release "$j"; poll 60 "job $j done" is_gone "$j"
+poll 20 "epilog ran" test -s "$CH$R/out/epilog-bg.$j"
+for ph in prolog epilog; do
+  e=$CH$R/out/$ph-env.$j
+  check "$ph env: SLURM_JOB_ID, SLURM_SCRIPT_CONTEXT=${ph}_slurmd, the job's user and node" eq \
+    "$(sed -n 's/^SLURM_JOB_ID=//p; s/^SLURM_SCRIPT_CONTEXT=//p; s/^SLURMD_NODENAME=//p' "$e" | paste -sd ' ')/$(grep -c '^SLURM_JOB_U\(SER\|ID\)=' "$e")" \
+    "$NODE $j ${ph}_slurmd/2"
+  check "$ph env: hookrun adds HOOKRUN_PHASE=$ph" grep -qx "HOOKRUN_PHASE=$ph" "$e"
+  bg=$(cat "$CH$R/out/$ph-bg.$j")
+  poll 10 "$ph: the hook's background child ($bg) was killed when the hook exited" test ! -e "/proc/$bg"
+done
+rm -f "$CH$R/etc/slurm/prolog.d/05-env" "$CH$R/etc/slurm/epilog.d/05-env"
+
+say "case: squeue options in an admin's environment do not reach squeue (health keeps running jobs)"
+# issue 24, defect 4: squeue reads SQUEUE_USERS, SQUEUE_STATES, SLURM_CONF... from its environment;
+# with the caller's, `SQUEUE_USERS=nobody qoslane health` emptied the node's job list and released
+# every running job's level.
+j=$(submit low)
+poll 60 "job $j running" is_running "$j"
+check "squeue env: the running job's record and level" eq "$(ls "$CH$R/run/qoslane/jobs")/$(settings)" "$j.json/$BASE_TOS 1048576"
+# (the options only: a SLURM_CONF that breaks squeue would leave the list unread, and health then
+# removes nothing — the hookrun run below gives it one, for scontrol)
+slurm_cmd env SQUEUE_USERS=nobody SQUEUE_STATES=PENDING \
+  SLURMD_NODENAME="$NODE" QOSLANE_SMPQUERY="$R/bin/smpquery" "$QL" --root "$R" health > "$CH$WORK/health-squeue.out" 2>&1 || true
+slurm_cmd env SQUEUE_USERS=nobody SQUEUE_STATES=PENDING SLURM_CONF=/nonexistent/slurm.conf SLURM_TIME_FORMAT=relative \
+  SLURMD_NODENAME="$NODE" "$R/bin/hookrun" health >> "$CH$WORK/health-squeue.out" 2>&1 || true
+check "squeue env: after health with SQUEUE_USERS=nobody the job keeps its record and level" eq "$(ls "$CH$R/run/qoslane/jobs")/$(settings)" "$j.json/$BASE_TOS 1048576"
+ns=$(node_state)
+check "squeue env: the node stays in service ($ns)" test "${ns#drain}" = "$ns"
+release "$j"; poll 60 "job $j done" is_gone "$j"
+poll 10 "epilog audited" test "$(audit_of "$R" "$j" epilog outcome)" = reverted
+
 # ------------------------------------------------------------ failures
 say "case: a failing required hook under requeue: job held, node in service"
 printf '#!/bin/sh\necho "scratch not mounted" >&2\nexit 1\n' > "$CH$R/etc/slurm/prolog.d/60-scratch"
@@ -109,16 +183,23 @@ poll 20 "epilog reverted the failed start" test "$(settings)" = "$BASE_TOS $BASE
 check "requeue policy: baseline restored" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
 slurm_cmd /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
 
-say "case: a failing required hook under drain: Slurm drains the node"
+say "case: a failing required hook under drain: the node drains, the reason names the hook; health resumes it"
+# issue 23 item 4: the reason is hookrun's ("hookrun: prolog HOOK: what it said"), set before the
+# Prolog exits non-zero (slurmctld keeps a drained node's reason), not Slurm's bare "Prolog error";
+# the job is requeued and held as Slurm does for a failed Prolog (Slurm's expect test "Validate that
+# a job is held and reason is set to launch failed requeued held when the prolog fails").
 sed -i 's/^on_failure = requeue/on_failure = drain/' "$CH$R/etc/slurm/hookrun.conf"
 j=$(submit high)
 drained() { case "$(node_state)" in drain*) return 0;; *) return 1;; esac; }
 poll 60 "node drained" drained
-check "drain policy: reason Prolog error" eq "$(node_reason)" "Prolog error"
+check "drain policy: the reason names the hook and its cause" eq "$(node_reason)" "hookrun: prolog 60-scratch: scratch not mounted"
+poll 30 "job $j requeued and held" held "$j"
+check "drain policy: Slurm's reason for the held job" bash -c "[[ \"$(slurm_cmd /usr/bin/scontrol show job -o "$j")\" == *'Reason=launch_failed_requeued_held'* ]]"
 slurm_cmd /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
 rm -f "$CH$R/etc/slurm/prolog.d/60-scratch"
+slurm_cmd env SLURMD_NODENAME="$NODE" "$R/bin/hookrun" health >/dev/null 2>&1 || true
+poll 30 "health resumed the node the Prolog drained" ctl_idle
 sed -i 's/^on_failure = drain/on_failure = requeue/' "$CH$R/etc/slurm/hookrun.conf"
-resume_node
 
 say "case: a hanging optional hook is killed at its deadline; the job starts"
 printf '#!/bin/sh\nsleep 600\n' > "$CH$R/etc/slurm/prolog.d/70-slow.optional"
@@ -132,11 +213,19 @@ release "$j"; poll 60 "job $j done" is_gone "$j"
 rm -f "$CH$R/etc/slurm/prolog.d/70-slow.optional"
 
 say "case: fabric drift (SM re-swept): health warns, the node stays in service, fail_job level refused"
+# Under hookrun's built-in defaults (on_failure = drain): qoslane's Prolog refuses the job (exit
+# 100, the node restored), hookrun requeues and holds it and the node stays in service
+# (issue 23 item 4).
 set_fabric "$R" reversed
+sed -i '/^on_failure = /d' "$CH$R/etc/slurm/hookrun.conf"
 out=$(slurm_cmd env SLURMD_NODENAME="$NODE" "$R/bin/hookrun" health 2>&1 || true)
 check "drift: health does not drain (a level the fabric does not carry is a warning)" eq "$(node_state)" idle
 j=$(submit mission-critical)
 poll 60 "job $j requeued and held" held "$j"
+why=$(slurm_cmd /usr/bin/scontrol show job -o "$j" | grep -o 'Reason=[^ ]*')
+check "refusal under the defaults: held by hookrun's requeuehold ($why), not by a failed launch" test "$why" != Reason=launch_failed_requeued_held
+check "refusal under the defaults: the node stays in service" eq "$(node_state)" idle
+check "refusal: counted in hookrun's textfile" grep -q 'hookrun_hook_runs_total{phase="prolog",hook="10-qoslane",outcome="refused"} 1' "$CH$R/var/lib/prometheus/node-exporter/hookrun.prom"
 check "fail_job on misaligned fabric: audit failed" eq "$(audit_of "$R" "$j" prolog outcome)" failed
 check "fail_job: error names SL/VL" grep -q 'SL 3 -> VL 4, want VL 3' "$CH$R/var/log/qoslane/audit.jsonl"
 check "fail_job: node untouched" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
@@ -147,6 +236,7 @@ check "drift: a continue job runs without its SL" eq "$(env_of "$j" UCX_IB_SL)" 
 check "drift: and its output says why (TaskProlog print)" grep -q "^qoslane: QoS high: level high was not granted (fabric check: .*SL 2 -> VL" "$CH$WORK/slurm-$j.out"
 release "$j"; poll 60 "job $j done" is_gone "$j"
 set_fabric "$R" identity
+printf 'on_failure = requeue\n' >> "$CH$R/etc/slurm/hookrun.conf"
 
 say "case: a typo in the mapping: the node stays in service, jobs run on the last-known-good copy"
 cp "$CH$R/etc/qoslane/qos-network.yml" "$CH$WORK/mapping.good"
@@ -166,7 +256,6 @@ poll 10 "health drained the node" drained
 check "port down: drain reason names the port" bash -c "[[ \"$(node_reason)\" == 'hookrun: 10-qoslane: qoslane: mlx5_0/1: not ACTIVE'* ]]"
 echo "4: ACTIVE" > "$CH$R/sys/class/infiniband/mlx5_0/ports/1/state"
 slurm_cmd env SLURMD_NODENAME="$NODE" "$R/bin/hookrun" health > "$CH$WORK/health-up.out" 2>&1 || true
-ctl_idle() { slurm_cmd /usr/bin/scontrol show node -o "$NODE" | grep -q 'State=IDLE '; }
 poll 30 "health resumed the node it drained" ctl_idle
 
 say "case: a record left by a killed Epilog is released by health (Slurm no longer has the job here)"

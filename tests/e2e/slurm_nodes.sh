@@ -111,6 +111,34 @@ read -r -a ran <<< "$(printf '%s\n' "$out" | sed -n 's/^[01]: SLURMD_NODENAME=//
 poll 20 "srun -N2's Epilogs audited" epilogs_done "$j" "${ran[@]}"
 check "srun -N2: no job record left on any node" eq "$(records_left)" ""
 
+# ------------------------------------------------------------ a heterogeneous job
+say "case: a heterogeneous job, components high and low: each node its own component's level"
+# issue 24 (suspected case, confirmed on 22.05 and 24.11): `squeue -j LEADER` lists every component
+# with its own QoS, and a het step's tasks carry the leader's SLURM_JOB_ID (and SLURM_JOB_QOS)
+# whatever their component; each component's Prolog runs with its own id.
+het=$WORK/het-job.sh
+cat > "$CH$het" <<EOS
+#!/bin/sh
+/usr/bin/srun --het-group=0,1 /bin/sh -c 'env | sort > $WORK/het.\$SLURMD_NODENAME.env'
+i=0; while [ ! -e $WORK/release.\$SLURM_JOB_ID ] && [ ! -e $WORK/release.all ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i+1)); done
+EOS
+chmod 0755 "$CH$het"
+j=$(slurm_cmd /usr/bin/sbatch --parsable -o "$WORK/slurm-%j.out" --qos=high -N1 : --qos=low -N1 "$het")
+het_tasks() { [ "$(cd "$CH$WORK" && ls het.*.env 2>/dev/null | wc -l)" = 2 ]; }
+poll 60 "het job $j: a task on each component's node" het_tasks
+# "ID NODE" per component, the leader first
+mapfile -t comps < <(slurm_cmd /usr/bin/squeue -h -j "$j" -o '%A %N' | sort -n)
+want_level=(high low) want_sl=(2 1) got="" want=""
+for k in 0 1; do
+  read -r cid cnode <<< "${comps[k]}"
+  got+="$cnode:$(audit_n "$cnode" "$cid" prolog qos)/$(grep '^QOSLANE_LEVEL=' "$CH$WORK/het.$cnode.env" | cut -d= -f2)/$(grep '^UCX_IB_SL=' "$CH$WORK/het.$cnode.env" | cut -d= -f2) "
+  want+="$cnode:${want_level[k]}/${want_level[k]}/${want_sl[k]} "
+done
+check "het job: each component's Prolog granted its own QoS, each node's task exports its component's level and SL" eq "$got" "$want"
+release "$j"; poll 60 "het job $j done" is_gone "$j"
+poll 20 "het job: every record released" test -z "$(records_left)"
+rm -f "$CH$WORK"/het.*.env
+
 # ------------------------------------------------------------ one node's port misaligned
 bad=${nodes[2]}
 say "case: $bad's port misaligned (SL 3 -> VL 4, SL 2 -> VL 5: SMP Sets behind the SM): a fail_job level on $NN nodes"

@@ -17,7 +17,7 @@ use crate::manual;
 use crate::metrics;
 use crate::options::OnFailure;
 use crate::phase::Phase;
-use crate::runner::{self, Limits, PhaseReport};
+use crate::runner::{self, Fate, HookResult, Limits, PhaseReport};
 use crate::signals::Signals;
 use crate::slurm::{REASON_PREFIX, Scontrol};
 
@@ -149,6 +149,7 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
             return ExitClass::SetupFailed;
         }
     };
+    warn_about_signals(&signals, name);
     warn_about_config(config, name);
     let scontrol = Scontrol {
         path: &config.scontrol,
@@ -156,6 +157,7 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
         kill_grace: config.kill_grace,
         signals: &signals,
         phase: name,
+        end: None,
     };
     if phase == Phase::Health
         && let Some(problem) = config.task_prolog_problem()
@@ -223,6 +225,27 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
     class
 }
 
+/// A signal mask hookrun was started with (now cleared): worth a line, as
+/// whoever started it blocked what Slurm stops it with.
+fn warn_about_signals(signals: &Signals, name: &str) {
+    if signals.were_blocked.is_empty() {
+        return;
+    }
+    let names: Vec<String> = signals
+        .were_blocked
+        .iter()
+        .map(|&n| format!("{} ({n})", runner::signal_name(n)))
+        .collect();
+    log::phase(
+        Priority::Warning,
+        name,
+        &format!(
+            "started with signals blocked, unblocked: {} (its hooks start with none blocked)",
+            names.join(", ")
+        ),
+    );
+}
+
 /// What the TaskProlog, running as the job's user, left out of its
 /// configuration: the user's `HOOKRUN_*` variables, a `hookrun.conf` it
 /// cannot read.
@@ -268,27 +291,31 @@ fn decide(
         );
         return ExitClass::Interrupted(signal);
     }
-    let failed = report
-        .required_failures()
-        .next()
-        .map(|failure| format!("required hook {} {}", failure.name, failure.fate.verb()));
-    match (phase, failed) {
-        (Phase::Health, _) => health::act(report, scontrol, &health::node_name(env)),
-        (_, None) => ExitClass::Success,
-        (Phase::Prolog, Some(failed)) => match config.on_failure {
-            OnFailure::Drain => {
-                log::phase(
-                    Priority::Error,
-                    name,
-                    &format!(
-                        "{failed}: exiting non-zero; Slurm drains the node (\"Prolog error\") and requeues-and-holds a batch job"
-                    ),
-                );
-                ExitClass::RequiredHookFailed
+    if phase == Phase::Health {
+        return health::act(report, scontrol, &health::node_name(env));
+    }
+    let Some(failure) = report.required_failures().next() else {
+        return ExitClass::Success;
+    };
+    let failed = format!("required hook {} {}", failure.name, failure.fate.verb());
+    match phase {
+        Phase::Prolog => {
+            // Every scontrol call of the decision shares one scontrol_timeout.
+            let prolog = Prolog {
+                failure,
+                failed: &failed,
+                env,
+                scontrol: scontrol.sharing_one_timeout(),
+            };
+            match (failure.fate, config.on_failure) {
+                (Fate::Refused, _) => prolog.hold_job("refused", ExitClass::Refused),
+                (_, OnFailure::Drain) => prolog.fail(ExitClass::RequiredHookFailed),
+                (_, OnFailure::Requeue) => {
+                    prolog.hold_job("on_failure=requeue", ExitClass::Requeued)
+                }
             }
-            OnFailure::Requeue => requeue(&failed, env, scontrol),
-        },
-        (Phase::Epilog, Some(failed)) => {
+        }
+        Phase::Epilog => {
             log::phase(
                 Priority::Error,
                 name,
@@ -296,7 +323,7 @@ fn decide(
             );
             ExitClass::RequiredHookFailed
         }
-        (Phase::TaskProlog, Some(failed)) => {
+        Phase::TaskProlog | Phase::Health => {
             log::phase(
                 Priority::Error,
                 name,
@@ -309,53 +336,84 @@ fn decide(
     }
 }
 
-/// Policy `requeue`: hold the job, keep the node.
-fn requeue(failed: &str, env: &EnvSnapshot, scontrol: &Scontrol<'_>) -> ExitClass {
-    let name = Phase::Prolog.name();
-    let job_id = match env.text(ENV_JOB_ID) {
-        Ok(Some(id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => id,
-        Ok(Some(id)) => {
-            log::phase(
-                Priority::Error,
-                name,
-                &format!(
-                    "{failed}; on_failure=requeue but {ENV_JOB_ID}={id:?} is not a job id: exiting non-zero, the node drains"
-                ),
-            );
-            return ExitClass::RequeueFailed;
+/// A Prolog whose required hook did not succeed: what becomes of the job
+/// and the node.
+struct Prolog<'r> {
+    failure: &'r HookResult,
+    /// `required hook NAME failed` (or `refused the job`, `timed out`…).
+    failed: &'r str,
+    env: &'r EnvSnapshot,
+    scontrol: Scontrol<'r>,
+}
+
+impl Prolog<'_> {
+    /// Hold the job, keep the node — the hook refused the job (`why`:
+    /// "refused", the class [`ExitClass::Refused`]) or policy `requeue`
+    /// answers its failure ([`ExitClass::Requeued`]); if the job cannot be
+    /// held, the Prolog fails after all.
+    fn hold_job(&self, why: &str, held: ExitClass) -> ExitClass {
+        match self.hold(why) {
+            Some(job_id) => {
+                log::phase(
+                    Priority::Warning,
+                    Phase::Prolog.name(),
+                    &format!(
+                        "{}: job {job_id} requeued and held; exiting 0, the node stays in service (release it with `scontrol release {job_id}`)",
+                        self.failed
+                    ),
+                );
+                held
+            }
+            None => self.fail(ExitClass::RequeueFailed),
         }
-        _ => {
-            log::phase(
-                Priority::Error,
-                name,
-                &format!(
-                    "{failed}; on_failure=requeue but {ENV_JOB_ID} is not set: exiting non-zero, the node drains"
-                ),
-            );
-            return ExitClass::RequeueFailed;
-        }
-    };
-    match scontrol.requeue_hold(job_id) {
-        Ok(()) => {
-            log::phase(
-                Priority::Warning,
-                name,
-                &format!(
-                    "{failed}: job {job_id} requeued and held; exiting 0 so the node stays in service (release it with `scontrol release {job_id}`)"
-                ),
-            );
-            ExitClass::Requeued
-        }
-        Err(error) => {
-            log::phase(
-                Priority::Error,
-                name,
-                &format!(
-                    "{failed}; requeue-hold of job {job_id} failed ({error}): exiting non-zero, the node drains"
-                ),
-            );
-            ExitClass::RequeueFailed
-        }
+    }
+
+    /// `scontrol requeuehold $SLURM_JOB_ID`: the job id when it worked, else
+    /// `None`, having said why.
+    fn hold(&self, why: &str) -> Option<&str> {
+        let name = Phase::Prolog.name();
+        let failed = self.failed;
+        let problem = match self.env.text(ENV_JOB_ID) {
+            Ok(Some(id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {
+                match self.scontrol.requeue_hold(id) {
+                    Ok(()) => return Some(id),
+                    Err(error) => format!("requeue-hold of job {id} failed ({error})"),
+                }
+            }
+            Ok(Some(id)) => format!("{ENV_JOB_ID}={id:?} is not a job id"),
+            _ => format!("{ENV_JOB_ID} is not set"),
+        };
+        log::phase(
+            Priority::Error,
+            name,
+            &format!("{failed}; {why} but {problem}: the Prolog fails, the node drains"),
+        );
+        None
+    }
+
+    /// The Prolog fails: the node is drained with a reason naming the hook
+    /// and its cause (slurmctld keeps a drained node's reason when the
+    /// Prolog's non-zero status arrives; without it the reason is Slurm's
+    /// bare "Prolog error"), then hookrun exits non-zero.
+    fn fail(&self, class: ExitClass) -> ExitClass {
+        let name = Phase::Prolog.name();
+        let node = health::node_name(self.env);
+        let reason = health::drain_reason(Phase::Prolog, self.failure);
+        let drained = match self.scontrol.drain(&node, &reason) {
+            Ok(()) => format!("drained node {node}: {reason}"),
+            Err(error) => format!(
+                "draining node {node} with a reason failed ({error}); Slurm drains the node (\"Prolog error\")"
+            ),
+        };
+        log::phase(
+            Priority::Error,
+            name,
+            &format!(
+                "{}: exiting non-zero; {drained}; Slurm requeues-and-holds a batch job",
+                self.failed
+            ),
+        );
+        class
     }
 }
 

@@ -21,9 +21,13 @@ pub const MAX_LINE: usize = 16 * 1024;
 /// How long a SIGKILLed leader may take to be reaped before hookrun gives up on it.
 const REAP_WAIT: Duration = Duration::from_secs(2);
 
-/// The environment hooks and scontrol get: hookrun's own (Slurm's job
-/// variables), plus what the caller adds ([`Program::var`]).
-pub const ENV: Env = Env::Inherit;
+/// The environment hooks get: hookrun's own — Slurm's job variables are
+/// the hooks' contract — plus what the caller adds ([`Program::var`]).
+/// scontrol, a tool, gets [`Env::tool`]'s fixed list instead, nothing of
+/// hookrun's (it reads `SLURM_CONF`, `SLURM_TIME_FORMAT`, `SLURM_CLUSTERS`…
+/// from it: a hand-run hookrun must not drain another cluster's node or
+/// read a reason it cannot parse).
+pub const HOOK_ENV: Env = Env::Inherit;
 
 /// Runs `program` until `deadline` (then `kill_grace` between SIGTERM and
 /// SIGKILL), feeding each whole output line, and each over-long line

@@ -29,8 +29,13 @@ so in production configure hookrun through <hook-dir>/hookrun.conf.
 
 Hooks: <root>/etc/slurm/{prolog.d,epilog.d,task-prolog.d,health.d}/; a name
 ending in `.optional` marks an optional hook, every other hook is required.
-Exit codes: 0 ok, 1 required hook failed / unhealthy, 2 usage, 3 requeue-hold
-failed (node drains), 4 hooks could not be run, 128+N stopped by signal N.
+A Prolog hook exiting 100 refuses the job, the node being fine: hookrun
+requeues and holds the job (scontrol requeuehold) and exits 0, whatever
+on_failure says; any other failure of a required Prolog hook drains the node
+with the reason 'hookrun: prolog HOOK: CAUSE' (on_failure = drain).
+Exit codes: 0 ok (or the job requeued and held), 1 required hook failed /
+unhealthy, 2 usage, 3 requeue-hold failed (node drains), 4 hooks could not be
+run, 128+N stopped by signal N.
 See hookrun(8) and /usr/share/doc/qoslane/hookrun.md.";
 
 /// Slurm Prolog/Epilog/TaskProlog/HealthCheck hook runner.

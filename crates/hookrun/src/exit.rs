@@ -1,10 +1,19 @@
 //! Exit codes: the documented constants and the one place that maps how a run
-//! ended ([`ExitClass`]) onto them (docs/hookrun.md has the table).
+//! ended ([`ExitClass`]) onto them (docs/hookrun.md has the table); and the
+//! one status a hook exits with to say something other than "failed"
+//! ([`HOOK_REFUSES_JOB`]).
 //!
 //! Slurm only tells zero from non-zero for Prolog/Epilog (non-zero drains the
 //! node) and TaskProlog (non-zero fails the task), and only logs the status of
 //! HealthCheckProgram. The distinct non-zero values are for the admin reading
 //! slurmd's log or running hookrun by hand.
+
+/// What a Prolog hook exits with to say "refuse this job, the node is fine"
+/// (any other non-zero status says "I failed"): hookrun requeues and holds
+/// the job (`scontrol requeuehold`) and exits 0, so the node stays in
+/// service. Outside sysexits' 64–78 and the shell's 126–165; in the other
+/// phases it is a failure like any non-zero status.
+pub const HOOK_REFUSES_JOB: i32 = 100;
 
 /// Every required hook passed, or a failure was handled without draining
 /// (`on_failure = requeue` and `scontrol requeuehold` succeeded); health: healthy.
@@ -31,11 +40,15 @@ pub enum ExitClass {
     /// A required Prolog hook failed and `scontrol requeuehold` held the job:
     /// the node stays in service.
     Requeued,
+    /// A required Prolog hook refused the job ([`HOOK_REFUSES_JOB`]) and
+    /// `scontrol requeuehold` held it: the node stays in service.
+    Refused,
     /// A required hook failed and the phase reports it with a non-zero status.
     RequiredHookFailed,
     /// Health check found a problem (the node was drained, if it could be).
     Unhealthy,
-    /// Requeue-hold was the policy but did not work; non-zero so Slurm drains.
+    /// Requeue-hold was the policy, or the answer to a refusal, but did not
+    /// work; non-zero so the Prolog fails (the node drains).
     RequeueFailed,
     /// Bad command line, environment or configuration.
     Usage,
@@ -50,7 +63,7 @@ impl ExitClass {
     /// class has to pick its code here.
     pub fn exit_code(self) -> i32 {
         match self {
-            ExitClass::Success | ExitClass::Requeued => OK,
+            ExitClass::Success | ExitClass::Requeued | ExitClass::Refused => OK,
             ExitClass::RequiredHookFailed | ExitClass::Unhealthy => HOOK_FAILED,
             ExitClass::Usage => USAGE,
             ExitClass::RequeueFailed => REQUEUE_FAILED,
@@ -68,6 +81,8 @@ mod tests {
     fn documented_values() {
         assert_eq!(ExitClass::Success.exit_code(), 0);
         assert_eq!(ExitClass::Requeued.exit_code(), 0);
+        assert_eq!(ExitClass::Refused.exit_code(), 0);
+        assert_eq!(HOOK_REFUSES_JOB, 100);
         assert_eq!(ExitClass::RequiredHookFailed.exit_code(), 1);
         assert_eq!(ExitClass::Unhealthy.exit_code(), 1);
         assert_eq!(ExitClass::Usage.exit_code(), 2);

@@ -7,20 +7,27 @@ use std::io::Write;
 use crate::config::{ENV_NODENAME, EnvSnapshot};
 use crate::exit::ExitClass;
 use crate::log::{self, Priority};
+use crate::phase::Phase;
 use crate::runner::{Fate, HookResult, PhaseReport};
 use crate::slurm::{NodeState, REASON_PREFIX, Scontrol, truncate};
 
 /// Longest drain reason hookrun sets.
 pub const MAX_REASON: usize = 200;
 
-/// `hookrun: 10-ib: port mlx5_0/1 is DOWN` — one line, printable, bounded.
-pub fn drain_reason(failure: &HookResult) -> String {
+/// The reason hookrun drains a node with for `failure`, a required hook of
+/// `phase`: `hookrun: 10-ib: port mlx5_0/1 is DOWN` (health), `hookrun:
+/// prolog 60-scratch: scratch not mounted` (the Prolog) — one line,
+/// printable, bounded; [`REASON_PREFIX`] marks it as hookrun's to resume.
+pub fn drain_reason(phase: Phase, failure: &HookResult) -> String {
     let what = match (&failure.fate, &failure.first_line) {
-        (Fate::Failed, Some(line)) => line.clone(),
+        (Fate::Failed | Fate::Refused, Some(line)) => line.clone(),
         (Fate::Failed, None) => failure.detail.clone(),
         (fate, _) => format!("{}: {}", fate.label(), failure.detail),
     };
-    let text = format!("{REASON_PREFIX} {}: {what}", failure.name);
+    let text = match phase {
+        Phase::Health => format!("{REASON_PREFIX} {}: {what}", failure.name),
+        _ => format!("{REASON_PREFIX} {} {}: {what}", phase.name(), failure.name),
+    };
     let cleaned: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -43,7 +50,7 @@ pub fn node_name(env: &EnvSnapshot) -> String {
 pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> ExitClass {
     let phase = report.phase.name();
     if let Some(failure) = report.required_failures().next() {
-        unhealthy(scontrol, node, &drain_reason(failure), phase)
+        unhealthy(scontrol, node, &drain_reason(report.phase, failure), phase)
     } else {
         resume_if_ours(scontrol, node, phase);
         ExitClass::Success
@@ -176,23 +183,25 @@ mod tests {
 
     #[test]
     fn reason_uses_the_first_output_line() {
-        let reason = drain_reason(&failure(
-            Fate::Failed,
-            Some("port mlx5_0/1 DOWN"),
-            "exit status 1",
-        ));
+        let reason = drain_reason(
+            Phase::Health,
+            &failure(Fate::Failed, Some("port mlx5_0/1 DOWN"), "exit status 1"),
+        );
         assert_eq!(reason, "hookrun: 10-ib: port mlx5_0/1 DOWN");
     }
 
     #[test]
     fn reason_falls_back_to_the_status() {
-        let reason = drain_reason(&failure(Fate::Failed, None, "exit status 1"));
+        let reason = drain_reason(Phase::Health, &failure(Fate::Failed, None, "exit status 1"));
         assert_eq!(reason, "hookrun: 10-ib: exit status 1");
-        let reason = drain_reason(&failure(
-            Fate::Timeout,
-            Some("checking"),
-            "deadline of 10s (hook_timeout) reached; process group killed",
-        ));
+        let reason = drain_reason(
+            Phase::Health,
+            &failure(
+                Fate::Timeout,
+                Some("checking"),
+                "deadline of 10s (hook_timeout) reached; process group killed",
+            ),
+        );
         assert!(
             reason.starts_with("hookrun: 10-ib: timeout: deadline of 10s"),
             "{reason}"
@@ -202,7 +211,7 @@ mod tests {
     #[test]
     fn reason_is_one_bounded_line() {
         let long = format!("tab\there {}", "x".repeat(500));
-        let reason = drain_reason(&failure(Fate::Failed, Some(&long), ""));
+        let reason = drain_reason(Phase::Health, &failure(Fate::Failed, Some(&long), ""));
         assert!(reason.len() <= MAX_REASON);
         assert!(!reason.contains('\t'));
     }

@@ -74,9 +74,11 @@ pub fn conf_page() -> (&'static str, String) {
         (
             "on_failure",
             "drain | requeue; default drain. What a failed required Prolog hook does. drain: \
-             exit non-zero; Slurm requeues and holds the job and drains the node. requeue: \
-             scontrol requeuehold the job and exit 0, the node stays in service (if the \
-             requeue fails, drain after all)."
+             drain the node with the reason \"hookrun: prolog HOOK: CAUSE\" and exit \
+             non-zero; Slurm requeues and holds the job. requeue: scontrol requeuehold the \
+             job and exit 0, the node stays in service (if the requeue fails, drain after \
+             all). A hook's refusal (exit 100: refuse this job, the node is fine) is not a \
+             failure: the job is requeued and held under either policy."
                 .into(),
         ),
         (

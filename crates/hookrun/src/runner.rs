@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::child::{self, Dropped, Ending, Line, Program, Stream};
 use crate::discover::Hook;
+use crate::exit::HOOK_REFUSES_JOB;
 use crate::log::{self, Priority};
 use crate::phase::Phase;
 use crate::protocol;
@@ -33,16 +34,22 @@ pub enum Fate {
     Skipped,
     /// hookrun was stopped (SIGTERM/SIGINT/SIGHUP) while the hook ran.
     Interrupted,
+    /// A Prolog hook refused the job: it exited
+    /// [`crate::exit::HOOK_REFUSES_JOB`] ("refuse this job, the node is
+    /// fine"). Stops the Prolog like a failure; what it means for the job
+    /// and the node is `app`'s.
+    Refused,
 }
 
 impl Fate {
     /// Every fate, in metric order.
-    pub const ALL: [Fate; 5] = [
+    pub const ALL: [Fate; 6] = [
         Fate::Ok,
         Fate::Failed,
         Fate::Timeout,
         Fate::Skipped,
         Fate::Interrupted,
+        Fate::Refused,
     ];
 
     /// The `outcome` metric label and the word in the log line.
@@ -53,6 +60,7 @@ impl Fate {
             Fate::Timeout => "timeout",
             Fate::Skipped => "skipped",
             Fate::Interrupted => "interrupted",
+            Fate::Refused => "refused",
         }
     }
 
@@ -68,6 +76,7 @@ impl Fate {
             Fate::Timeout => "timed out",
             Fate::Skipped => "was not run",
             Fate::Interrupted => "was interrupted",
+            Fate::Refused => "refused the job",
         }
     }
 
@@ -213,7 +222,7 @@ pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals
             break;
         }
         if failed_required && phase.stops_at_required_failure() {
-            stop_reason = Some(format!("required hook {} failed", hook.name));
+            stop_reason = Some(format!("required hook {} {}", hook.name, fate.verb()));
         }
     }
     report
@@ -287,7 +296,7 @@ fn run_hook(
     // up in PATH; one under a relative directory is run from where hookrun
     // runs, as before.
     let path = std::path::absolute(&hook.path).unwrap_or_else(|_| hook.path.clone());
-    let program = Program::new(path, child::ENV).var(ENV_PHASE, phase.name());
+    let program = Program::new(path, child::HOOK_ENV).var(ENV_PHASE, phase.name());
     let run = child::run(&program, deadline, limits.kill_grace, signals, &mut sink);
     let (fate, elapsed, detail, dropped) = match run {
         Err(error) => (
@@ -297,7 +306,7 @@ fn run_hook(
             Dropped::default(),
         ),
         Ok(finished) => {
-            let (fate, detail) = judge_ending(finished.ending, allowed, signals);
+            let (fate, detail) = judge_ending(phase, finished.ending, allowed, signals);
             (fate, finished.elapsed, detail, finished.dropped)
         }
     };
@@ -321,9 +330,24 @@ fn run_hook(
 }
 
 /// A hook's fate and the detail logged with it, from how its process ended.
-fn judge_ending(ending: Ending, allowed: &str, signals: &Signals) -> (Fate, String) {
+fn judge_ending(phase: Phase, ending: Ending, allowed: &str, signals: &Signals) -> (Fate, String) {
     match ending {
         Ending::Exited(status) if status.success() => (Fate::Ok, String::new()),
+        Ending::Exited(status) if status.code() == Some(HOOK_REFUSES_JOB) => {
+            if phase == Phase::Prolog {
+                (
+                    Fate::Refused,
+                    format!("exit status {HOOK_REFUSES_JOB} (refuses the job; the node is fine)"),
+                )
+            } else {
+                (
+                    Fate::Failed,
+                    format!(
+                        "exit status {HOOK_REFUSES_JOB} (a refusal only means something in the prolog: a failure here)"
+                    ),
+                )
+            }
+        }
         Ending::Exited(status) => (Fate::Failed, describe_status(status)),
         Ending::TimedOut => (
             Fate::Timeout,

@@ -4,6 +4,8 @@
 //! (its PrologEpilogTimeout; SIGKILL follows ~10 ms later) wakes hookrun at
 //! once, and the running hook's process group is killed before anything else.
 //! A hook's exit wakes the loop through its pidfd: no SIGCHLD handler.
+//! The signal mask hookrun inherited is cleared first: a SIGTERM blocked by
+//! whoever started it would never reach the handler.
 
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -23,11 +25,15 @@ static TERMINATION: AtomicUsize = AtomicUsize::new(0);
 #[derive(Debug)]
 pub struct Signals {
     wake: UnixStream,
+    /// The signals hookrun was started with blocked (now unblocked).
+    pub were_blocked: Vec<i32>,
 }
 
 impl Signals {
-    /// Installs the handlers. Call once per process.
+    /// Clears the inherited signal mask and installs the handlers. Call once
+    /// per process, before any thread is started.
     pub fn install() -> io::Result<Signals> {
+        let were_blocked = nodeio::sigmask::clear().map_err(io::Error::from)?;
         let (wake, notify) = UnixStream::pair()?;
         wake.set_nonblocking(true)?;
         for signal in TERMINATION_SIGNALS {
@@ -36,7 +42,7 @@ impl Signals {
             signal_hook::flag::register_usize(signal, &TERMINATION, value)?;
             signal_hook::low_level::pipe::register(signal, notify.try_clone()?)?;
         }
-        Ok(Signals { wake })
+        Ok(Signals { wake, were_blocked })
     }
 
     /// The termination signal received so far, if any.

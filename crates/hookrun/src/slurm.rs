@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::child::{self, Ending, Line, Program, Stream};
+use crate::child::{self, Ending, Env, Line, Program, Stream};
 use crate::log;
 use crate::runner::describe_status;
 use crate::signals::Signals;
@@ -18,7 +18,7 @@ pub const REASON_PREFIX: &str = "hookrun:";
 const MAX_OUTPUT_LINES: usize = 1000;
 
 /// A configured scontrol.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Scontrol<'a> {
     pub path: &'a Path,
     pub timeout: Duration,
@@ -26,9 +26,22 @@ pub struct Scontrol<'a> {
     pub signals: &'a Signals,
     /// For log lines.
     pub phase: &'a str,
+    /// No call runs past it (the Prolog's decision: every call it makes
+    /// shares one `scontrol_timeout`, so the run stays inside Slurm's
+    /// PrologEpilogTimeout); `None`: each call has its own `timeout`.
+    pub end: Option<Instant>,
 }
 
-impl Scontrol<'_> {
+impl<'a> Scontrol<'a> {
+    /// This scontrol with every call from now on inside one `timeout`.
+    #[must_use]
+    pub fn sharing_one_timeout(self) -> Scontrol<'a> {
+        Scontrol {
+            end: Some(Instant::now() + self.timeout),
+            ..self
+        }
+    }
+
     /// `scontrol requeuehold JOBID`
     pub fn requeue_hold(&self, job_id: &str) -> Result<(), String> {
         self.call(&["requeuehold", job_id]).map(drop)
@@ -64,7 +77,7 @@ impl Scontrol<'_> {
     /// description of what went wrong otherwise. stderr goes to the log.
     fn call(&self, args: &[&str]) -> Result<Vec<String>, String> {
         let command = format!("{} {}", self.path.display(), args.join(" "));
-        let program = Program::new(self.path, child::ENV).args(args);
+        let program = Program::new(self.path, Env::tool()).args(args);
         let mut stdout = Vec::new();
         let mut first_error: Option<String> = None;
         let mut sink = |stream: Stream, line: Line<'_>| {
@@ -82,7 +95,16 @@ impl Scontrol<'_> {
                 }
             }
         };
-        let deadline = Instant::now() + self.timeout;
+        let now = Instant::now();
+        let deadline = self
+            .end
+            .map_or(now + self.timeout, |end| end.min(now + self.timeout));
+        if deadline <= now {
+            return Err(format!(
+                "`{command}` not run: no time left of scontrol_timeout ({})",
+                humantime::format_duration(self.timeout)
+            ));
+        }
         let finished = child::run(&program, deadline, self.kill_grace, self.signals, &mut sink)
             .map_err(|error| format!("could not start {}: {error}", self.path.display()))?;
         let failure = match finished.ending {

@@ -13,6 +13,7 @@
 //! - [`append`]: appending one line to a log root keeps (the audit log);
 //! - [`lock`]: flock'd lock files nobody else can open, with a bounded wait;
 //! - [`alarm`]: the timer that bounds a blocking syscall (the lock's wait);
+//! - [`sigmask`]: clearing the signal mask a process inherited;
 //! - [`counter_file`]: a JSON file updated read-modify-write under its lock;
 //! - [`prom`]: the Prometheus text exposition format (escaping, histograms);
 //! - [`child`]: running a program (absolute path, explicit environment, its
@@ -35,6 +36,7 @@ pub mod error;
 pub mod lock;
 pub mod log;
 pub mod prom;
+pub mod sigmask;
 pub mod trusted;
 pub mod walk;
 

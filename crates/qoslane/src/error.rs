@@ -127,6 +127,32 @@ impl Error {
         }
     }
 
+    /// Whether a run that failed with this error left the node as a
+    /// finished transaction leaves it (nothing begun, or rolled back): what
+    /// lets a `fail_job` Prolog refuse its job without taking the node out
+    /// of service. Not after a rollback that failed or a bug. (A run the
+    /// watchdog ended — a kernel call hung — is never a refusal either:
+    /// `session.rs` decides that where it ends such a run.) Exhaustive: a
+    /// new kind forces a decision.
+    pub fn leaves_node_consistent(&self) -> bool {
+        match self {
+            Self::Usage(_)
+            | Self::MappingMissing { .. }
+            | Self::MappingInvalid { .. }
+            | Self::Io { .. }
+            | Self::State { .. }
+            | Self::LockTimeout { .. }
+            | Self::Deadline { .. }
+            | Self::Program { .. }
+            | Self::Verify { .. }
+            | Self::Fabric(_)
+            | Self::Settings(_)
+            | Self::QosUnknown(_)
+            | Self::Unhealthy(_) => true,
+            Self::RollbackFailed { .. } | Self::Internal(_) => false,
+        }
+    }
+
     /// The whole chain on one line, for the audit log and the journal:
     /// `outer; caused by: inner`.
     pub fn with_causes(&self) -> String {

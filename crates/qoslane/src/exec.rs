@@ -5,7 +5,10 @@
 //! ([`run`]) or several at once ([`run_many`]: the three SMP queries of a
 //! port). Here: the run's [`Deadline`] (the group is SIGKILLed when it
 //! passes: no grace, the run has its own end to keep), the output cap, the
-//! environment the programs get, and nodeio's errors as qoslane's.
+//! environment the programs get — [`Env::tool`]'s fixed list, nothing of
+//! the caller's (squeue reads `SQUEUE_USERS`, `SQUEUE_STATES`, `SLURM_CONF`…
+//! as options: an admin's shell must not empty the job list `health`
+//! releases levels by) — and nodeio's errors as qoslane's.
 
 use std::path::Path;
 use std::process::{ExitStatus, Output};
@@ -23,9 +26,6 @@ pub const MAX_OUTPUT: u64 = 1 << 20;
 /// How long a program SIGKILLed at the deadline may take to die before it
 /// is left to the process's own exit (a task stuck in the kernel).
 const REAP_WAIT: Duration = Duration::from_millis(200);
-
-/// The environment the programs get: qoslane's own, as hooks give it.
-const ENV: Env = Env::Inherit;
 
 /// Runs `program args…` and returns its output when it exits 0.
 pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output> {
@@ -50,7 +50,7 @@ pub fn run_many(program: &Path, argvs: &[&[&str]], deadline: &Deadline) -> Vec<R
     }
     let programs: Vec<Program> = argvs
         .iter()
-        .map(|args| Program::new(program, ENV).args(args.iter()))
+        .map(|args| Program::new(program, Env::tool()).args(args.iter()))
         .collect();
     let timing = Timing {
         deadline: deadline.instant(),

@@ -23,6 +23,12 @@ pub const INTERNAL: i32 = 70;
 pub const IO: i32 = 74;
 /// Gave up waiting: the node lock or the run's deadline. Try again.
 pub const TEMPFAIL: i32 = 75;
+/// The Prolog refused its job by policy (a `fail_job` level it could not
+/// grant) and left the node as it was: "refuse this job, the node is fine",
+/// hookrun's hook protocol (docs/hookrun.md, "Refusing a job"), which
+/// requeues and holds the job and keeps the node in service. Any other
+/// non-zero status of a Prolog says the hook failed: the node drains.
+pub const REFUSED: i32 = 100;
 
 /// How a run ends, as one value: every command's result becomes one of
 /// these in one place (`Session::finish`, `main`), and only here becomes a
@@ -38,6 +44,7 @@ pub enum ExitClass {
     Internal,
     Io,
     TempFail,
+    Refused,
 }
 
 impl ExitClass {
@@ -53,6 +60,7 @@ impl ExitClass {
             Self::Internal => INTERNAL,
             Self::Io => IO,
             Self::TempFail => TEMPFAIL,
+            Self::Refused => REFUSED,
         }
     }
 
@@ -68,6 +76,7 @@ impl ExitClass {
             Self::Internal,
             Self::Io,
             Self::TempFail,
+            Self::Refused,
         ]
         .into_iter()
         .find(|v| v.code() == code)

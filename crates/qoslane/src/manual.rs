@@ -148,7 +148,7 @@ fn exit_status() -> String {
         ),
         (
             exit_code::FAILED,
-            "The run failed: a hook under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry; for \\fBstatus\\fR, something needs attention.",
+            "The run failed: a hook under \\fBfail_job\\fR that could not leave the node consistent, an Epilog under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry; for \\fBstatus\\fR, something needs attention.",
         ),
         (exit_code::INVALID_MAPPING, "The mapping file is invalid."),
         (exit_code::USAGE, "Bad command line or environment."),
@@ -168,6 +168,10 @@ fn exit_status() -> String {
         (
             exit_code::TEMPFAIL,
             "Gave up waiting for the node lock or at the run's deadline; try again.",
+        ),
+        (
+            exit_code::REFUSED,
+            "The Prolog refused its job by policy (a \\fBfail_job\\fR level it could not grant) and left the node as it was: hookrun's \\(lqrefuse this job, the node is fine\\(rq status, which requeues and holds the job and keeps the node in service (see \\fBhookrun\\fR(8)).",
         ),
     ];
     let mut s = section("EXIT STATUS");

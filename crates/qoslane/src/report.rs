@@ -246,7 +246,9 @@ pub enum Exit {
     /// The error's kind (exit_code.rs).
     ByError,
     /// A hook's: the level's `on_failure` (`continue` exits 0: the job runs
-    /// on the baseline; `fail_job` exits 1: Slurm requeues it).
+    /// on the baseline; `fail_job`: a Prolog that left the node consistent
+    /// refuses the job — exit 100, hookrun requeues and holds it — else
+    /// exit 1, the hook failed and the node drains).
     ByPolicy(OnFailure),
 }
 
@@ -255,6 +257,11 @@ impl Failure {
         match self.exit {
             Exit::ByError => self.error.exit_class(),
             Exit::ByPolicy(OnFailure::Continue) => ExitClass::Ok,
+            Exit::ByPolicy(OnFailure::FailJob)
+                if self.report.event == Event::Prolog && self.error.leaves_node_consistent() =>
+            {
+                ExitClass::Refused
+            }
             Exit::ByPolicy(OnFailure::FailJob) => ExitClass::Failed,
         }
     }

@@ -29,6 +29,24 @@ fn pids(fx: &Fixture, name: &str) -> (i32, i32) {
     )
 }
 
+/// SIGTERM to hookrun, as slurmd at PrologEpilogTimeout; its exit status.
+/// Not a speed test (CONTRIBUTING: bounds only prove "does not hang"): a
+/// hook that hangs for 60 s must not keep hookrun alive for 5.
+fn sigterm_and_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let signalled = Instant::now();
+    rustix::process::kill_process(Pid::from_child(child), Signal::TERM).expect("signal hookrun");
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(5),
+            "hookrun did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 #[test]
 fn a_hanging_hook_is_killed_at_its_deadline_with_its_whole_group() {
     let fx = Fixture::new();
@@ -156,21 +174,7 @@ fn sigterm_to_hookrun_kills_the_running_hook_group_first() {
     let mut child = fx.hookrun().args(["prolog"]).spawn();
     let (hook, grandchild) = pids(&fx, "10-hang");
 
-    let signalled = Instant::now();
-    rustix::process::kill_process(Pid::from_child(&child), Signal::TERM).expect("signal hookrun");
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_secs(5),
-            "hookrun did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    // Not a speed test (CONTRIBUTING: bounds only prove "does not hang"): a
-    // hook that hangs for 60 s must not keep hookrun alive.
-    assert!(signalled.elapsed() < Duration::from_secs(5));
+    let status = sigterm_and_wait(&mut child);
     assert_eq!(status.code(), Some(143));
     assert!(
         wait_gone(hook, Duration::from_secs(2)),
@@ -187,4 +191,49 @@ fn sigterm_to_hookrun_kills_the_running_hook_group_first() {
         "{stderr}"
     );
     assert!(fx.ran().is_empty(), "no hook starts after SIGTERM");
+}
+
+/// Regression (issue 24, suspected case, confirmed): hookrun started with
+/// SIGTERM blocked (an inherited mask) never ran its handler — slurmd's
+/// SIGTERM at PrologEpilogTimeout was ignored, and the hook, in its own
+/// process group, outlived slurmd's SIGKILL of hookrun's. hookrun clears
+/// the mask it inherited; its hooks start with none blocked.
+#[test]
+fn sigterm_reaches_hookrun_started_with_it_blocked() {
+    let fx = Fixture::new();
+    // The hook's own mask, read by the program it execs into (a shell's
+    // children see the masks it sets around fork and wait, not its own).
+    let mask = fx.path("hook.sigblk");
+    fx.hook(
+        "prolog",
+        "05-mask",
+        &format!(
+            "exec /bin/sed -n 's/^SigBlk:[[:space:]]*//p' /proc/self/status > '{}'",
+            mask.display()
+        ),
+    );
+    hanging_hook(&fx, "prolog", "10-hang", "");
+    let mut child = fx
+        .hookrun_with_sigterm_blocked()
+        .args(["prolog", "--hook-timeout", "30s"])
+        .spawn();
+    let (hook, grandchild) = pids(&fx, "10-hang");
+    let status = sigterm_and_wait(&mut child);
+    assert_eq!(status.code(), Some(143));
+    assert!(
+        wait_gone(hook, Duration::from_secs(2)),
+        "hook {hook} survived"
+    );
+    assert!(
+        wait_gone(grandchild, Duration::from_secs(2)),
+        "background child {grandchild} survived"
+    );
+    let blocked = std::fs::read_to_string(&mask).expect("the hook wrote its mask");
+    assert_eq!(blocked.trim(), "0000000000000000", "the hook's mask");
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("started with signals blocked, unblocked: SIGTERM (15)"),
+        "{stderr}"
+    );
 }

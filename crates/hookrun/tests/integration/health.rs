@@ -135,6 +135,32 @@ fn healthy_again_resumes_a_node_hookrun_drained() {
     );
 }
 
+/// Issue 23 item 4: a node a failed Prolog drained through hookrun (its
+/// reason `hookrun: prolog HOOK: …`) is hookrun's own: a passing health
+/// check resumes it.
+#[test]
+fn healthy_resumes_a_node_a_failed_prolog_drained_through_hookrun() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(&crate::util::node_drained(
+        "hookrun: prolog 20-broken: no GPU found",
+    ));
+    fx.hook("health", "10-ib", "exit 0");
+    let healthy = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(healthy.code, Some(0), "{}", healthy.stderr);
+    assert_eq!(
+        fx.scontrol_updates(),
+        [update("c1", &["state=resume"])],
+        "{:?}",
+        fx.scontrol_calls()
+    );
+    assert!(fx.node().contains("State=IDLE "), "{}", fx.node());
+}
+
 #[test]
 fn a_node_an_admin_drained_stays_drained_when_healthy() {
     let fx = Fixture::new();

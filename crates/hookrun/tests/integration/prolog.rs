@@ -93,9 +93,23 @@ fn requeue_that_fails_falls_back_to_drain() {
         .args(["prolog"])
         .env("HOOKRUN_ON_FAILURE", "requeue")
         .env("SLURM_JOB_ID", "77")
+        .env("SLURMD_NODENAME", "c1")
         .run();
     assert_eq!(run.code, Some(3), "{}", run.stderr);
-    assert_eq!(fx.scontrol_calls(), [["requeuehold", "77"]]);
+    // The hold, then (issue 23 item 4) the drain with a reason naming the
+    // hook; every scontrol call exits 1 here, so Slurm's "Prolog error" it is.
+    assert_eq!(
+        fx.scontrol_calls(),
+        [
+            vec!["requeuehold", "77"],
+            vec![
+                "update",
+                "nodename=c1",
+                "state=drain",
+                "reason=hookrun: prolog 10-broken: exit status 1"
+            ]
+        ]
+    );
     assert!(
         run.has_line("requeue-hold of job 77 failed"),
         "{}",
@@ -112,9 +126,19 @@ fn requeue_without_a_job_id_falls_back_to_drain() {
     let run = fx
         .hookrun()
         .args(["prolog", "--on-failure", "requeue"])
+        .env("SLURMD_NODENAME", "c1")
         .run();
     assert_eq!(run.code, Some(3), "{}", run.stderr);
-    assert!(fx.scontrol_calls().is_empty());
+    // No hold without a job id; (issue 23 item 4) the drain names the hook.
+    assert_eq!(
+        fx.scontrol_calls(),
+        [[
+            "update",
+            "nodename=c1",
+            "state=drain",
+            "reason=hookrun: prolog 10-broken: exit status 1"
+        ]]
+    );
     assert!(run.has_line("SLURM_JOB_ID is not set"), "{}", run.stderr);
 }
 
@@ -208,4 +232,136 @@ fn a_hook_that_cannot_be_executed_is_a_failure() {
         run.stderr
     );
     assert!(run.has_line("could not start"), "{}", run.stderr);
+}
+
+/// Issue 23 item 4: a hook that refuses the job (exit 100, "the node is
+/// fine") gets it requeued and held, and the node stays in service —
+/// under the built-in defaults (`on_failure = drain`), where a failure
+/// drains. Later hooks do not run; the refusal is counted.
+#[test]
+fn a_refusal_holds_the_job_and_keeps_the_node_under_the_defaults() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(crate::util::NODE_IDLE);
+    fx.recording_hook(
+        "prolog",
+        "10-qoslane",
+        "echo 'level mission-critical refused: SL 3 -> VL 15' >&2; exit 100",
+    );
+    fx.recording_hook("prolog", "20-after", "");
+    let run = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("SLURM_JOB_ID", "4242")
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(fx.scontrol_calls(), [["requeuehold", "4242"]]);
+    assert_eq!(fx.ran(), ["10-qoslane"]);
+    assert!(
+        run.has_line("hookrun[prolog] 10-qoslane: refused in "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.has_line("required hook 10-qoslane refused the job: job 4242 requeued and held"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.has_line("20-after: skipped: required hook 10-qoslane refused the job"),
+        "{}",
+        run.stderr
+    );
+    assert!(fx.node().contains("State=IDLE "), "{}", fx.node());
+    assert_eq!(fx.runs("prolog", "10-qoslane", "refused"), Some(1.0));
+    assert_eq!(fx.runs("prolog", "10-qoslane", "failed"), Some(0.0));
+}
+
+/// A refusal whose requeue-hold fails fails the Prolog after all: the node
+/// is drained with a reason naming the hook and what it said.
+#[test]
+fn a_refusal_that_cannot_be_held_fails_the_prolog_with_a_reason() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(crate::util::NODE_IDLE);
+    fx.hook("prolog", "10-qoslane", "echo 'level refused' >&2; exit 100");
+    // An interactive allocation: no SLURM_JOB_ID to hold here.
+    let run = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert_eq!(
+        fx.scontrol_calls(),
+        [[
+            "update",
+            "nodename=c1",
+            "state=drain",
+            "reason=hookrun: prolog 10-qoslane: level refused"
+        ]]
+    );
+    assert!(
+        run.has_line("refused but SLURM_JOB_ID is not set"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Issue 23 item 4: a broken hook still fails the Prolog, and the node is
+/// drained with a reason naming the hook and its cause, not Slurm's bare
+/// "Prolog error" (slurmctld keeps a drained node's reason when the
+/// Prolog's status arrives: seen on 22.05, 24.11 and 26.05).
+#[test]
+fn a_broken_hook_drains_with_a_reason_naming_it() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(crate::util::NODE_IDLE);
+    fx.hook("prolog", "20-broken", "echo 'no GPU found' >&2; exit 7");
+    let run = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("SLURM_JOB_ID", "12")
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(
+        fx.scontrol_calls(),
+        [[
+            "update",
+            "nodename=c1",
+            "state=drain",
+            "reason=hookrun: prolog 20-broken: no GPU found"
+        ]]
+    );
+    assert!(
+        fx.node()
+            .contains("Reason=hookrun: prolog 20-broken: no GPU found"),
+        "{}",
+        fx.node()
+    );
+    assert!(run.has_line("drained node c1"), "{}", run.stderr);
+}
+
+/// A refusal means something only in the Prolog: in the Epilog, exit 100
+/// is a failure like any non-zero status.
+#[test]
+fn exit_100_outside_the_prolog_is_a_failure() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.hook("epilog", "50-clean", "exit 100");
+    let run = fx
+        .hookrun()
+        .args(["epilog"])
+        .env("SLURM_JOB_ID", "12")
+        .run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(fx.scontrol_calls().is_empty());
+    assert_eq!(fx.runs("epilog", "50-clean", "failed"), Some(1.0));
+    assert!(
+        run.has_line("a refusal only means something in the prolog"),
+        "{}",
+        run.stderr
+    );
 }

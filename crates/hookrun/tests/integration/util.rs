@@ -216,6 +216,19 @@ impl Fixture {
         self.hookrun_with(command)
     }
 
+    /// [`Fixture::hookrun`] started with SIGTERM blocked, as a supervisor
+    /// that blocked it around its fork would start it (a signal mask
+    /// survives `exec`): perl blocks it, then execs hookrun.
+    pub fn hookrun_with_sigterm_blocked(&self) -> Hookrun {
+        let mut command = Command::new("/usr/bin/perl");
+        command
+            .arg("-MPOSIX")
+            .arg("-e")
+            .arg("sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTERM)) or die; exec @ARGV or die")
+            .arg(BIN);
+        self.hookrun_with(command)
+    }
+
     fn hookrun_with(&self, mut command: Command) -> Hookrun {
         command
             .env_clear()

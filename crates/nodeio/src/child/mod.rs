@@ -42,7 +42,7 @@ mod tests;
 use std::io;
 
 pub use lines::{Dropped, Line, LineSink, Stream};
-pub use program::{Ending, Env, Finished, Interrupt, Output, Program, Timing};
+pub use program::{Ending, Env, Finished, Interrupt, Output, Program, TOOL_PATH, Timing};
 pub use running::DRAIN_WAIT;
 use running::{Running, wait_all};
 

@@ -14,10 +14,33 @@ use super::lines::{Dropped, LineSink};
 /// The environment a program gets: a choice its caller makes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Env {
-    /// The caller's own environment.
+    /// The caller's own environment: only for a program whose contract is
+    /// that environment (hookrun's hooks get Slurm's job variables).
     Inherit,
     /// Exactly these variables, nothing of the caller's.
     Exact(Vec<(OsString, OsString)>),
+}
+
+/// The `PATH` of [`Env::tool`]: the system's directories, for what a tool
+/// (or a site's wrapper script around it) starts by name.
+pub const TOOL_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+impl Env {
+    /// The environment of a program run as a tool (squeue, scontrol,
+    /// smpquery, ibnetdiscover): `PATH` ([`TOOL_PATH`]) and `LC_ALL=C` (the
+    /// output is parsed), nothing of the caller's. Slurm's clients read
+    /// their options from the environment (`SQUEUE_USERS`, `SQUEUE_STATES`,
+    /// `SLURM_CONF`, `SLURM_TIME_FORMAT`, …): whoever starts qoslane or
+    /// hookrun must not be able to change what squeue lists or scontrol
+    /// prints. A site whose tool needs a variable (a `slurm.conf` outside
+    /// the build's default) points the program's path at a wrapper script
+    /// that sets it.
+    pub fn tool() -> Env {
+        Env::Exact(vec![
+            ("PATH".into(), TOOL_PATH.into()),
+            ("LC_ALL".into(), "C".into()),
+        ])
+    }
 }
 
 /// What to run: a program by absolute path, its arguments, its environment.

@@ -246,6 +246,14 @@ fn with_an_exact_environment_the_callers_variables_are_absent() {
         "{inherited:?}"
     );
     assert!(inherited.contains(&"ADDED=2".to_owned()));
+    // A tool gets the fixed list and what its caller adds, nothing of the
+    // caller's own (issue 24, defect 4: squeue read SQUEUE_USERS from it).
+    let tool = env(Env::tool());
+    assert_eq!(
+        tool,
+        ["ADDED=2", "LC_ALL=C", &format!("PATH={}", super::TOOL_PATH)]
+    );
+    assert!(!tool.contains(&format!("{name}={value}")), "{tool:?}");
 }
 
 #[test]

@@ -424,5 +424,11 @@ fn ended_by_watchdog(
     let secs = start.elapsed().as_secs_f64();
     write_audit(paths, &Entry::of(&f.report, Some(&f.error), millis(secs)));
     count(paths, &f.report, secs, Instant::now());
-    f.exit_class().code()
+    // A change may be half made until the next run rolls it back: never
+    // "refused, the node is fine" (hookrun would keep the node in service).
+    match f.exit_class() {
+        ExitClass::Refused => ExitClass::Failed,
+        class => class,
+    }
+    .code()
 }

@@ -33,8 +33,8 @@ pub fn run(paths: &Paths) -> ExitClass {
             return ExitClass::Ok;
         }
     };
-    let record = match state::read_record_as_user(paths, job) {
-        Ok(Some(r)) => r,
+    let (job, record) = match record_on_this_node(paths, job) {
+        Ok(Some(found)) => found,
         Ok(None) => {
             // Baseline: no level granted on this node, so none of our
             // variables: a task here must not keep an SL it inherited (srun
@@ -66,6 +66,52 @@ pub fn run(paths: &Paths) -> ExitClass {
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     ExitClass::Ok
 }
+
+/// The record of the job this task belongs to, with its id. A task of a
+/// heterogeneous job's step runs with the leader's `SLURM_JOB_ID` whatever
+/// its component (and the leader's `SLURM_JOB_QOS`: seen on 24.11), while
+/// each component's Prolog ran with, and recorded under, the component's
+/// own id (`SLURM_JOB_ID_HET_GROUP_K`). So: the one component whose record
+/// this node holds. None: the baseline. Several (components sharing the
+/// node): the task's own cannot be told, and another component's level
+/// must not be exported to it: the baseline, said.
+fn record_on_this_node(
+    paths: &Paths,
+    job: JobId,
+) -> crate::error::Result<Option<(JobId, JobRecord)>> {
+    let size = std::env::var("SLURM_HET_SIZE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok());
+    let Some(size) = size else {
+        return Ok(state::read_record_as_user(paths, job)?.map(|r| (job, r)));
+    };
+    let mut found = Vec::new();
+    for k in 0..size.min(MAX_HET_COMPONENTS) {
+        let Ok(id) = std::env::var(format!("SLURM_JOB_ID_HET_GROUP_{k}")) else {
+            continue;
+        };
+        let Ok(component) = JobId::parse(&id) else {
+            continue;
+        };
+        if let Some(r) = state::read_record_as_user(paths, component)? {
+            found.push((component, r));
+        }
+    }
+    if found.len() > 1 {
+        let ids: Vec<String> = found.iter().map(|(c, _)| c.to_string()).collect();
+        log::warn(&format!(
+            "task-prolog: job {job}: heterogeneous components {} all hold a level on this node; \
+             which one this task belongs to is not known: no SL exported",
+            ids.join(", ")
+        ));
+        return Ok(None);
+    }
+    Ok(found.pop())
+}
+
+/// Most components of a heterogeneous job looked at (Slurm's own limit is
+/// far above any real job's).
+const MAX_HET_COMPONENTS: u32 = 128;
 
 /// `unset NAME` for every variable the TaskProlog may set: what a task on a
 /// node that granted no level gets.

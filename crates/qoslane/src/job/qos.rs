@@ -3,11 +3,13 @@
 //!
 //! 1. `SLURM_JOB_QOS` in a `prolog_slurmd`/`epilog_slurmd` context: Slurm
 //!    26.05+ passes it from the signed credential (zero controller RPCs).
-//! 2. Otherwise `squeue -h -j ID -o %q --local` (`QOSLANE_SQUEUE`, absolute
-//!    path, half the run's deadline): it prints the QoS alone, one line per
-//!    job component, so the job name, comment, work dir or submit line —
-//!    user text that `scontrol show job` mixes into its output — never reach
-//!    the parser. `--local`: the job runs on this cluster, so squeue need
+//! 2. Otherwise `squeue -h -j ID -o "%A %q" --local` (`QOSLANE_SQUEUE`,
+//!    absolute path, half the run's deadline): it prints each component's
+//!    own job id and its QoS, nothing else, so the job name, comment, work
+//!    dir or submit line — user text that `scontrol show job` mixes into its
+//!    output — never reach the parser; and only the line of this job's own id
+//!    counts (`-j` of a heterogeneous job's leader lists every component,
+//!    each with its own QoS: seen on 22.05). `--local`: the job runs on this cluster, so squeue need
 //!    not ask for the federation first (2 RPCs instead of 3, counted with
 //!    sdiag on 24.11: job info, partition info; bench/ctld_cost.sh).
 //! 3. Otherwise the default level, with a note saying why.
@@ -130,7 +132,7 @@ pub fn resolve(
     // slow controller (seconds when slurmctld is busy: docs/PERFORMANCE.md).
     match exec::run(
         squeue,
-        &["-h", "-j", &id, "-o", "%q", "--local"],
+        &["-h", "-j", &id, "-o", "%A %q", "--local"],
         &deadline.half(),
     ) {
         Err(e) => fallback(
@@ -141,7 +143,7 @@ pub fn resolve(
             },
             format!("squeue: {e}"),
         ),
-        Ok(out) => match parse_squeue_qos(&String::from_utf8_lossy(&out.stdout)) {
+        Ok(out) => match parse_squeue_qos(&id, &String::from_utf8_lossy(&out.stdout)) {
             Ok(q) => JobQos {
                 qos: Some(q),
                 source: QosSource::Squeue,
@@ -150,19 +152,32 @@ pub fn resolve(
             },
             Err(why) => fallback(
                 Fallback::SqueueAnswer,
-                format!("squeue -j {id} -o %q: {why}"),
+                format!("squeue -j {id} -o '%A %q': {why}"),
             ),
         },
     }
 }
 
-/// The output of `squeue -h -j ID -o %q`: the QoS, one line per job
-/// component (a heterogeneous job has several), all equal. Anything else —
-/// no line, lines that disagree, a line that is not a QoS name — is an
-/// error, and the job gets the default level.
-pub fn parse_squeue_qos(output: &str) -> Result<String, String> {
-    let mut lines = output.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().ok_or("no output (the job is not known)")?;
+/// The output of `squeue -h -j ID -o "%A %q"`: `JOBID QOS` per job
+/// component. Only the lines of job `id` itself count: a heterogeneous
+/// job's leader lists every component, each its own job id and QoS (a
+/// component's Prolog runs with its own id). Anything else — no line of
+/// `id`, its lines disagreeing, a QoS that is not a QoS name, a line that is
+/// not `JOBID QOS` — is an error, and the job gets the default level.
+pub fn parse_squeue_qos(id: &str, output: &str) -> Result<String, String> {
+    let mut own = Vec::new();
+    for line in output.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (job, qos) = line
+            .split_once(' ')
+            .ok_or_else(|| format!("`{}` is not `JOBID QOS`", line.escape_debug()))?;
+        if job == id {
+            own.push(qos.trim());
+        }
+    }
+    let mut lines = own.into_iter();
+    let first = lines
+        .next()
+        .ok_or("no output for the job (the job is not known)")?;
     if let Some(other) = lines.find(|l| *l != first) {
         return Err(format!(
             "components disagree (`{}` and `{}`)",
@@ -208,25 +223,36 @@ mod tests {
 
     #[test]
     fn squeue_prints_the_qos_alone() {
-        assert_eq!(parse_squeue_qos("high\n").unwrap(), "high");
-        assert_eq!(parse_squeue_qos("high\nhigh\n").unwrap(), "high", "het job");
+        assert_eq!(parse_squeue_qos("7", "7 high\n").unwrap(), "high");
+        assert_eq!(
+            parse_squeue_qos("7", "7 high\n7 high\n").unwrap(),
+            "high",
+            "lines of the job agree"
+        );
         assert!(
-            parse_squeue_qos("high\nlow\n")
+            parse_squeue_qos("7", "7 high\n7 low\n")
                 .unwrap_err()
                 .contains("disagree")
         );
-        assert!(parse_squeue_qos("").is_err());
+        assert_eq!(
+            parse_squeue_qos("7", "7 high\n8 low\n").unwrap(),
+            "high",
+            "a heterogeneous job's other component, its own id"
+        );
+        assert!(parse_squeue_qos("7", "").is_err());
         assert!(
-            parse_squeue_qos("(null)\n")
+            parse_squeue_qos("7", "7 (null)\n")
                 .unwrap_err()
                 .contains("accounting")
         );
         assert!(
-            parse_squeue_qos("a b\n")
+            parse_squeue_qos("7", "7 a b\n")
                 .unwrap_err()
                 .contains("not a QoS name")
         );
-        assert!(parse_squeue_qos("slurm_load_jobs error: Invalid job id specified\n").is_err());
+        assert!(
+            parse_squeue_qos("7", "slurm_load_jobs error: Invalid job id specified\n").is_err()
+        );
     }
 
     #[test]

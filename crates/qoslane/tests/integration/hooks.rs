@@ -221,6 +221,72 @@ fn user_text_never_reaches_the_qos_query() {
     );
 }
 
+/// Issue 24 (suspected case, confirmed on 22.05): the Prolog of a
+/// heterogeneous job's leader asks `squeue -j LEADER`, which lists every
+/// component with its own QoS; components with different QoS made it the
+/// default level. Only the line of the job's own id counts.
+#[test]
+fn a_heterogeneous_jobs_leader_gets_its_own_components_level() {
+    let n = Node::new();
+    ok(&n.run(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "264"),
+            ("FAKE_QOS", "high"),
+            ("FAKE_SQUEUE_OTHER", "265 low"),
+        ],
+    ));
+    let a = n.last_audit("prolog");
+    assert_eq!(
+        (a["level"].as_str(), a["qos_source"].as_str()),
+        (Some("high"), Some("squeue")),
+        "{a}"
+    );
+    ok(&n.run(&["prolog"], &[("SLURM_JOB_ID", "265"), ("FAKE_QOS", "low")]));
+    let a = n.last_audit("prolog");
+    assert_eq!(a["level"].as_str(), Some("low"), "{a}");
+}
+
+/// Issue 24 (suspected case, confirmed on 24.11): a task of a heterogeneous
+/// job's step runs with the leader's `SLURM_JOB_ID` whatever its
+/// component, while the component's Prolog recorded its level under the
+/// component's own id: the TaskProlog of component 1 found no record (or,
+/// components sharing a node, the leader's). It reads the one component
+/// whose record this node holds; with several, none.
+#[test]
+fn a_heterogeneous_components_task_reads_its_own_components_record() {
+    let het = [
+        ("SLURM_HET_SIZE", "2"),
+        ("SLURM_JOB_ID_HET_GROUP_0", "103"),
+        ("SLURM_JOB_ID_HET_GROUP_1", "104"),
+        ("SLURM_JOB_QOS", "high"),
+    ];
+    // Component 1's node: its Prolog ran as job 104, QoS low.
+    let n = Node::new();
+    ok(&n.prolog(104, "low"));
+    let out = n.task_prolog(103, &het);
+    let exports = Node::exports(&out);
+    assert_eq!(
+        exports.get("QOSLANE_LEVEL").map(String::as_str),
+        Some("low"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Both components on one node: which is the task's is not known.
+    ok(&n.prolog(103, "high"));
+    let out = n.task_prolog(103, &het);
+    assert!(
+        Node::exports(&out).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr(&out).contains("heterogeneous components 103, 104"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn missing_or_bad_job_id_is_a_clear_error() {
     let n = Node::new();
@@ -687,7 +753,14 @@ mod faults {
     fn fail_job_policy_exits_non_zero_after_rollback() {
         let n = Node::new();
         let out = with_fault(&n, 51, "mission-critical", "write-error:rmem_max", "3000");
-        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        // Rolled back, the node consistent: the refusal status (issue 23
+        // item 4), which hookrun answers with a requeue-hold, not a drain.
+        assert_eq!(
+            out.status.code(),
+            Some(qoslane::exit_code::REFUSED),
+            "{}",
+            stderr(&out)
+        );
         assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
         assert_eq!(n.last_audit("prolog")["outcome"], "rolled_back");
     }

@@ -158,7 +158,7 @@ fn a_fail_job_level_never_relies_on_an_old_probe() {
     );
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(qoslane::exit_code::REFUSED),
         "fail_job refused at once: {}",
         stderr(&out)
     );

@@ -75,7 +75,12 @@ fn a_vanished_setting_file_is_gone_and_blocks_nothing() {
     }
     // mission-critical's own setting is gone: that level cannot be granted.
     let out = n.prolog(4, "mission-critical");
-    assert_eq!(out.status.code(), Some(1), "fail_job: {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(qoslane::exit_code::REFUSED),
+        "fail_job: {}",
+        stderr(&out)
+    );
 
     for job in [2, 3] {
         ok(&n.epilog(job));
@@ -200,6 +205,38 @@ fn health_releases_records_of_jobs_no_longer_on_the_node() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(n.records().is_empty());
     assert_eq!(n.get(RMEM), BASE_RMEM);
+}
+
+/// Regression (issue 24, defect 4): squeue ran with its caller's
+/// environment and reads `SQUEUE_USERS`, `SQUEUE_STATES`, `SLURM_CONF`… as
+/// options: `SQUEUE_USERS=$USER qoslane health` emptied the node's job list
+/// and health released every running job's level. The fake squeue filters
+/// as the real one does; squeue now gets a fixed environment, nothing of
+/// the caller's.
+#[test]
+fn squeue_options_in_the_callers_environment_do_not_reach_squeue() {
+    let n = Node::new();
+    ok(&n.prolog(1, "mission-critical"));
+    let held = n.settings();
+    let out = n.run(
+        &["health"],
+        &[
+            ("FAKE_SQUEUE_NODE_JOBS", "1"),
+            ("SLURMD_NODENAME", "n1"),
+            ("SQUEUE_USERS", "nobody"),
+            ("SQUEUE_STATES", "PENDING"),
+            ("SLURM_CONF", "/nonexistent/slurm.conf"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(n.records(), ["1.json"], "the running job keeps its record");
+    assert_eq!(n.settings(), held, "and its level's settings");
+    let calls = n.squeue_calls();
+    assert!(calls.contains("-h -w n1 -o %A"), "{calls}");
+    assert!(
+        !calls.contains(" +"),
+        "squeue was given the caller's variables: {calls}"
+    );
 }
 
 /// The crash matrix with a vanishing setting: a Prolog killed at every

@@ -69,6 +69,9 @@ pub const TEXTFILE: &str = "/var/lib/prometheus/node-exporter/qoslane.prom";
 #[derive(Debug)]
 pub struct Node {
     pub dir: tempfile::TempDir,
+    /// The fake squeue and its answers ([`fake_squeue`]): outside the root,
+    /// whose tree the read-only views' tests compare.
+    squeue: tempfile::TempDir,
     /// Processes the node's files need alive (see [`Node::add_kernel_probe`]),
     /// killed after the directory is gone.
     held: Mutex<Vec<Proc>>,
@@ -82,6 +85,7 @@ impl Node {
     pub fn with_mapping(mapping: &str) -> Self {
         let n = Self {
             dir: tempfile::tempdir().unwrap(),
+            squeue: tempfile::tempdir().unwrap(),
             held: Mutex::new(Vec::new()),
         };
         n.write_mapping(mapping);
@@ -134,11 +138,15 @@ impl Node {
     }
 
     /// The binary with this root, a clean environment and `env` added.
+    /// `FAKE_*` entries are the fake squeue's answers: qoslane gives squeue
+    /// an environment of its own, so they go into its files
+    /// ([`Node::fake_squeue`]), not into qoslane's environment.
     pub fn cmd(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let squeue = self.fake_squeue(env);
         let mut c = Command::new(BIN);
         c.env_clear()
             .env("QOSLANE_ROOT", self.root())
-            .env("QOSLANE_SQUEUE", fixture_bin("squeue"))
+            .env("QOSLANE_SQUEUE", squeue)
             .env("QOSLANE_NO_JOURNAL", "1")
             .args(args);
         // A node with the fake smpquery uses it (an explicit one wins below).
@@ -146,10 +154,21 @@ impl Node {
         if fake.exists() {
             c.env("QOSLANE_SMPQUERY", fake);
         }
-        for (k, v) in env {
+        for (k, v) in env.iter().filter(|(k, _)| !k.starts_with("FAKE_")) {
             c.env(k, v);
         }
         c
+    }
+
+    /// This node's squeue, answering a run of `env` ([`fake_squeue`]).
+    pub fn fake_squeue(&self, env: &[(&str, &str)]) -> PathBuf {
+        fake_squeue(self.squeue.path(), env)
+    }
+
+    /// What the fake squeue was given, one line per call: its arguments,
+    /// then ` +NAME=value` for every variable outside the fixed list.
+    pub fn squeue_calls(&self) -> String {
+        std::fs::read_to_string(self.squeue.path().join("squeue.calls")).unwrap_or_default()
     }
 
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -339,6 +358,45 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("bind a loopback port")
+}
+
+/// A node's squeue, `<dir>/squeue` (a symlink to the
+/// committed stand-in), answering a run of `env` as that run's
+/// environment says: its `FAKE_*` entries are written beside the link,
+/// as `squeue.ID.env` for a run with `SLURM_JOB_ID=ID` (what `squeue -j
+/// ID` reads), else as `squeue.env`. Each run's file holds exactly its
+/// own entries, as its environment would have.
+pub fn fake_squeue(dir: &Path, env: &[(&str, &str)]) -> PathBuf {
+    let link = dir.join("squeue");
+    std::fs::create_dir_all(dir).unwrap();
+    match std::os::unix::fs::symlink(fixture_bin("squeue"), &link) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("{e}"),
+        _ => {}
+    }
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("squeue.calls"));
+    let text: String = env
+        .iter()
+        .filter(|(k, _)| k.starts_with("FAKE_"))
+        .map(|(k, v)| format!("export {k}='{}'\n", v.replace('\'', r"'\''")))
+        .collect();
+    let name = match env.iter().find(|(k, _)| *k == "SLURM_JOB_ID") {
+        Some((_, id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("squeue.{id}.env")
+        }
+        _ => "squeue.env".to_owned(),
+    };
+    // Replaced whole: a run started meanwhile reads the old file or the new.
+    let tmp = dir.join(format!(
+        ".{name}.{}.{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(&name)).unwrap();
+    link
 }
 
 /// A committed stand-in program under tests/fixtures/bin.

@@ -620,11 +620,14 @@ fn rig_mapping_in_force_and_fail_job_probe_age_with_the_binary() {
         c.env_clear()
             .env("QOSLANE_ROOT", &root)
             .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
-            .env("QOSLANE_SQUEUE", crate::util::fixture_bin("squeue"))
+            .env(
+                "QOSLANE_SQUEUE",
+                crate::util::fake_squeue(&root.join("fakesqueue"), env),
+            )
             .env("QOSLANE_NO_JOURNAL", "1")
             .env("QOSLANE_TIMEOUT_MS", "20000")
             .args(args);
-        for (k, v) in env {
+        for (k, v) in env.iter().filter(|(k, _)| !k.starts_with("FAKE_")) {
             c.env(k, v);
         }
         c.output().unwrap()
@@ -690,9 +693,10 @@ fn rig_mapping_in_force_and_fail_job_probe_age_with_the_binary() {
         &["prolog"],
         &[("SLURM_JOB_ID", "3"), ("FAKE_QOS", "mission-critical")],
     );
+    // Refused, the node untouched: the refusal status (issue 23 item 4).
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(qoslane::exit_code::REFUSED),
         "fail_job refused on a fresh probe: {}",
         String::from_utf8_lossy(&out.stderr)
     );

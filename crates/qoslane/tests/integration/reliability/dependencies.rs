@@ -44,7 +44,12 @@ fn error_of(n: &Node, event: &str) -> String {
 /// the error, the node untouched, no SL exports for the job.
 fn assert_prolog_refused(n: &Node, job: u32, qos: &'static str, needle: &str, ctx: &str) {
     let out = Op::Prolog(job, qos).run(n, &[]);
-    let code = i32::from(qos == "mission-critical");
+    // mission-critical's fail_job: refused, the node consistent (issue 23 item 4).
+    let code = if qos == "mission-critical" {
+        qoslane::exit_code::REFUSED
+    } else {
+        0
+    };
     assert_eq!(out.status.code(), Some(code), "{ctx}: {}", show(&out));
     let a = audit_of(n, "prolog");
     assert_eq!(a["outcome"], "failed", "{ctx}: {a}");
@@ -84,7 +89,12 @@ fn fault_setting_file_missing_or_not_a_file_or_a_symlink() {
             break_it(&n);
             let ctx = format!("wmem_max {what}, {qos}");
             let out = Op::Prolog(1, qos).run(&n, &[]);
-            let code = i32::from(qos == "mission-critical");
+            // mission-critical's fail_job: refused, the node consistent (issue 23 item 4).
+            let code = if qos == "mission-critical" {
+                qoslane::exit_code::REFUSED
+            } else {
+                0
+            };
             assert_eq!(out.status.code(), Some(code), "{ctx}: {}", show(&out));
             let a = audit_of(&n, "prolog");
             assert_eq!(a["outcome"], "failed", "{ctx}: {a}");
@@ -696,7 +706,7 @@ fn fault_smpquery_missing_hanging_flooding_garbage_or_failing() {
         let out = Op::Prolog(2, "mission-critical").run(&n, &env);
         assert_eq!(
             out.status.code(),
-            Some(1),
+            Some(qoslane::exit_code::REFUSED),
             "{what}: fail_job: {}",
             show(&out)
         );
