@@ -118,9 +118,7 @@ impl Error {
             | Self::Fabric(_)
             | Self::Settings(_)
             | Self::Unhealthy(_)
-            | Self::QosUnknown(_) => {
-                ExitClass::Failed
-            }
+            | Self::QosUnknown(_) => ExitClass::Failed,
             // The documented meaning of 70: a bug, or a rollback that itself
             // failed (the node needs `recover`).
             Self::RollbackFailed { .. } | Self::Internal(_) => ExitClass::Internal,

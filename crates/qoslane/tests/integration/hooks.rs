@@ -921,7 +921,12 @@ fn a_job_whose_qos_cannot_be_learnt_is_told_and_on_unknown_qos_decides() {
     // fail_job: refused, nothing granted, the reason in the audit line.
     let n = Node::with_mapping(&refusing_unknown_qos());
     let out = n.prolog_env(22, "mission-critical", SLOW_SQUEUE);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(qoslane::exit_code::REFUSED),
+        "{}",
+        stderr(&out)
+    );
     let a = n.last_audit("prolog");
     assert_eq!(a["outcome"], "failed", "{a}");
     assert_eq!(a["qos_source"], "default", "{a}");
@@ -983,7 +988,12 @@ fn a_node_without_a_usable_mapping_refuses_per_on_unknown_qos_and_health_drains(
     // The broken file says fail_job: every job is refused.
     let n = Node::with_mapping("default_level: normal\non_unknown_qos: fail_job\nlevels: 3\n");
     let out = n.prolog(32, "high");
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(qoslane::exit_code::REFUSED),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(n.last_audit("prolog")["qos"], "high");
     let out = n.run(&["health"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

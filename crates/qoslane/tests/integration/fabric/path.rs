@@ -525,11 +525,16 @@ fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
     c.env_clear()
         .env("QOSLANE_ROOT", &node.paths.root)
         .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
-        .env("QOSLANE_SQUEUE", crate::util::fixture_bin("squeue"))
+        // squeue gets an exact environment: the job's FAKE_QOS goes to a
+        // file beside the stand-in (util::fake_squeue), not through qoslane.
+        .env(
+            "QOSLANE_SQUEUE",
+            crate::util::fake_squeue(&node.paths.root.join("fakesqueue"), env),
+        )
         .env("QOSLANE_NO_JOURNAL", "1")
         .env("QOSLANE_TIMEOUT_MS", "30000")
         .args(args)
-        .envs(env.iter().copied());
+        .envs(env.iter().copied().filter(|(k, _)| !k.starts_with("FAKE_")));
     c.output().unwrap()
 }
 
