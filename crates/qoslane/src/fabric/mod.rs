@@ -33,6 +33,7 @@ pub mod first_hop_judge;
 pub mod first_hop_read;
 pub mod gather;
 pub mod lane;
+pub mod mad;
 pub mod parse;
 pub mod policy;
 pub mod pool;
