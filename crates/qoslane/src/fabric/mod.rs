@@ -39,10 +39,12 @@ pub mod policy;
 pub mod pool;
 pub mod probe;
 pub mod sm_config;
+pub mod smp_batch;
 pub mod smpquery;
 pub mod sweep;
 pub mod sysfs;
 pub mod tables;
+pub mod umad;
 
 pub use assessment::{
     Assessment, FabricVerdict, IbPort, LevelVerdict, PortVerdict, ProbeMode, SkippedPort,

@@ -26,7 +26,9 @@ use super::lane::{self, Egress, Lane};
 use super::parse::{ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology};
 use super::pool;
 use super::smpquery::{Smpquery, vlarb_state};
-use super::tables::{NodeType, PortId, Sl2Vl, Topology, VlArbState, VlRange};
+use super::smp_batch;
+use super::tables::{EgressPort, EgressRead, NodeType, PortId, Topology, VlArbState, VlRange};
+use super::umad::Umad;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;
@@ -36,24 +38,25 @@ use crate::mapping::{Level, Mapping};
 /// leave the switches' SMAs (and ibsim's 10 client slots) room.
 pub const DEFAULT_WORKERS: usize = 4;
 
-/// One egress port to read.
-#[derive(Clone, Debug)]
-struct Item {
-    kind: NodeType,
-    guid: String,
-    name: String,
-    lid: u16,
-    port: u32,
+type Item = EgressPort;
+type Read = EgressRead;
+
+/// How the egress ports are read: one `smpquery` per query, or SMPs sent
+/// in process ([`smp_batch`], through libibumad).
+#[derive(Debug)]
+pub enum Reader {
+    Smpquery(Smpquery),
+    InProcess(Umad),
 }
 
-/// One egress port as read.
-#[derive(Clone, Debug)]
-struct Read {
-    active: bool,
-    oper_vls: VlRange,
-    /// (in port, table): one row for an HCA port (in 0).
-    rows: Vec<(u32, Sl2Vl)>,
-    vlarb: VlArbState,
+impl Reader {
+    /// As the report names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Smpquery(_) => "smpquery",
+            Self::InProcess(_) => "in-process",
+        }
+    }
 }
 
 /// A port that could not be read.
@@ -150,6 +153,12 @@ pub struct Sweep {
     pub levels: Vec<LevelSweep>,
     pub duration_ms: u64,
     pub workers: usize,
+    /// `smpquery` or `in-process`.
+    pub reader: &'static str,
+    /// Why the in-process reader was not used (when it was asked for by
+    /// default and could not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
 }
 
 impl Sweep {
@@ -180,7 +189,7 @@ pub fn discover(
 /// Reads every egress port of `topo` and judges every level of `mapping`.
 pub fn sweep(
     topo: &Topology,
-    smp: &Smpquery,
+    reader: &mut Reader,
     via: Option<&PortId>,
     mapping: &Mapping,
     workers: usize,
@@ -188,7 +197,23 @@ pub fn sweep(
 ) -> Sweep {
     let started = std::time::Instant::now();
     let items = egress_items(topo);
-    let reads = pool::map(&items, workers, |item| read(smp, via, item, deadline));
+    let reads = match reader {
+        Reader::Smpquery(smp) => pool::map(&items, workers, |item| read(smp, via, item, deadline)),
+        Reader::InProcess(umad) => {
+            let ins: Vec<Vec<u32>> = items
+                .iter()
+                .map(|i| match i.kind {
+                    NodeType::Switch => topo
+                        .data_ports(&i.guid)
+                        .into_iter()
+                        .filter(|&p| p != i.port)
+                        .collect(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            smp_batch::read_egress(umad, &items, &ins, window(workers), deadline)
+        }
+    };
     let mut unread = Vec::new();
     let mut ok: Vec<(&Item, Read)> = Vec::new();
     for (item, r) in items.iter().zip(reads) {
@@ -216,8 +241,19 @@ pub fn sweep(
         levels,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         workers: workers.clamp(1, pool::MAX_WORKERS),
+        reader: reader.name(),
+        fallback: None,
     }
 }
+
+/// SMPs in flight in process for `--workers N`: what N smpquery workers
+/// would keep in flight per query, times the queries a port needs.
+pub fn window(workers: usize) -> usize {
+    workers.clamp(1, pool::MAX_WORKERS) * WINDOW_PER_WORKER
+}
+
+/// In-process SMPs in flight per `--workers`.
+pub const WINDOW_PER_WORKER: usize = 4;
 
 /// The egress ports to read: every connected port's far end (switches, then
 /// HCAs), each once, ordered by kind, name and port.
