@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
 use crate::fabric::lane::Lane;
 use crate::fabric::sweep::{self, Reader, Sweep};
-use crate::fabric::umad::Umad;
+use crate::fabric::umad::{self, Umad};
 use crate::fabric::{PortId, Smpquery};
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
@@ -101,9 +101,10 @@ fn reader(
     Ok(match asked {
         FabricReader::Smpquery => (smpquery(), None),
         FabricReader::InProcess => (
-            Reader::InProcess(Umad::open(via).map_err(|e| Error::Fabric(format!(
-                "--reader in-process: {e}"
-            )))?),
+            Reader::InProcess(Umad::open(via).map_err(|e| Error::Program {
+                program: umad::LIBRARY.into(),
+                detail: format!("--reader in-process: {e}"),
+            })?),
             None,
         ),
         FabricReader::Auto => match Umad::open(via) {

@@ -193,10 +193,7 @@ pub fn decode_answer(mad: &[u8]) -> Result<Answer, MadError> {
         )));
     }
     if mad[3] != METHOD_GET_RESP {
-        return Err(MadError(format!(
-            "method {:#04x} is not GetResp",
-            mad[3]
-        )));
+        return Err(MadError(format!("method {:#04x} is not GetResp", mad[3])));
     }
     let mut status = u16::from_be_bytes([mad[4], mad[5]]);
     if mad[1] == CLASS_DIRECTED {
@@ -305,5 +302,4 @@ pub fn node_info(d: &[u8; DATA_SIZE]) -> Result<NodeInfo, MadError> {
 }
 
 #[cfg(test)]
-#[path = "mad_tests.rs"]
 mod tests;

@@ -72,6 +72,11 @@ pub struct Received {
     pub mad: Vec<u8>,
 }
 
+/// A libibumad return value (a negative errno) as words.
+fn errno(r: c_int) -> std::io::Error {
+    std::io::Error::from_raw_os_error(r.saturating_neg())
+}
+
 fn dl_error() -> String {
     // SAFETY: dlerror returns NULL or a NUL-terminated string valid until
     // the next dl* call on this thread; it is copied at once.
@@ -91,7 +96,11 @@ unsafe fn symbol<T: Copy>(lib: *mut c_void, name: &CStr) -> Result<T, String> {
     // SAFETY: lib is a live handle from dlopen; name is NUL-terminated.
     let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
     if p.is_null() {
-        return Err(format!("{LIBRARY}: no {}: {}", name.to_string_lossy(), dl_error()));
+        return Err(format!(
+            "{LIBRARY}: no {}: {}",
+            name.to_string_lossy(),
+            dl_error()
+        ));
     }
     // SAFETY: a function pointer is pointer-sized; its signature is the
     // caller's promise.
@@ -146,14 +155,15 @@ impl Umad {
             .map(|v| CString::new(v.device.as_str()))
             .transpose()
             .map_err(|_| "a device name with a NUL byte".to_owned())?;
-        let port_num = via.map_or(Ok(0), |v| c_int::try_from(v.port))
+        let port_num = via
+            .map_or(Ok(0), |v| c_int::try_from(v.port))
             .map_err(|_| "port number out of range".to_owned())?;
         let ca_ptr = ca.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
         // SAFETY: ca_ptr is NULL (the default HCA) or a live C string.
         let port = unsafe { open_port(ca_ptr, port_num) };
         let what = via.map_or_else(|| "the default HCA port".to_owned(), ToString::to_string);
         if port < 0 {
-            return Err(format!("cannot open {what} for SMPs: error {}", -port));
+            return Err(format!("cannot open {what} for SMPs: {}", errno(port)));
         }
         let mut agents = [0; 2];
         for (slot, class) in agents.iter_mut().zip([CLASS_LID_ROUTED, CLASS_DIRECTED]) {
@@ -164,8 +174,8 @@ impl Umad {
                 // SAFETY: port is open and is not used after this.
                 unsafe { (f.close_port)(port) };
                 return Err(format!(
-                    "cannot register an SMP agent (class {class:#04x}) on {what}: error {}",
-                    -a
+                    "cannot register an SMP agent (class {class:#04x}) on {what}: {}",
+                    errno(a)
                 ));
             }
             *slot = a;
@@ -210,7 +220,7 @@ impl Umad {
             )
         };
         if r < 0 {
-            return Err(format!("umad_send: error {}", -r));
+            return Err(format!("umad_send: {}", errno(r)));
         }
         Ok(())
     }
@@ -226,7 +236,7 @@ impl Umad {
             return Ok(None);
         }
         if r < 0 {
-            return Err(format!("umad_recv: error {}", -r));
+            return Err(format!("umad_recv: {}", errno(r)));
         }
         let n = usize::try_from(len).unwrap_or(0).min(MAD_SIZE);
         // SAFETY: as above; the MAD inside the buffer has n <= MAD_SIZE bytes.

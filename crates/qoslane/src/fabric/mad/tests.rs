@@ -114,7 +114,10 @@ fn the_requests_name_the_attribute_modifier_and_route() {
         .filter(|(s, m)| *s && m[17] == 0x17)
         .map(|(_, m)| u32::from_be_bytes([m[20], m[21], m[22], m[23]]))
         .collect();
-    assert_eq!(mods, (0..=3).map(|i| sl2vl_modifier(i, 2)).collect::<Vec<_>>());
+    assert_eq!(
+        mods,
+        (0..=3).map(|i| sl2vl_modifier(i, 2)).collect::<Vec<_>>()
+    );
     let dr = mads("leaf1.dr.portinfo.3");
     let want = encode_get(
         &Get {
@@ -222,7 +225,10 @@ fn a_bad_answer_is_an_error_naming_it() {
     let mut m = mads("spine1.lid2.portinfo.2")[1].1.clone();
     m[5] = 0x1c; // invalid attribute or modifier
     let e = decode_answer(&m).unwrap_err().to_string();
-    assert!(e.contains("0x001c") && e.contains("invalid attribute"), "{e}");
+    assert!(
+        e.contains("0x001c") && e.contains("invalid attribute"),
+        "{e}"
+    );
     m[5] = 0;
     m[3] = 0x01;
     assert!(decode_answer(&m).unwrap_err().0.contains("not GetResp"));
