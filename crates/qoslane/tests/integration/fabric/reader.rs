@@ -111,10 +111,15 @@ fn reader_in_process_finds_what_smpquery_finds_on_every_scenario() {
             .any(|l| l.contains("VL 15") && l.contains("spine2")),
         "{got:?}"
     );
-    // Repaired: every level carried, both ways.
+    // A fresh SM rewrites the drift, and maps VL 3 into spine1 port 2's two
+    // data VLs: another VL than the level names.
     rig.lever("restart-sm", &[]);
     let v = both_ways(&rig, &node, &m);
-    assert_eq!(v["verdict"], "carried", "{v}");
+    assert_eq!(
+        messages(&v)[0],
+        "level mission-critical: SL 3 -> VL 1 (the level names VL 3) at switch spine1 (lid 2) \
+         every in port -> 2"
+    );
 }
 
 #[test]
@@ -138,6 +143,8 @@ fn reader_auto_falls_back_to_smpquery_and_in_process_refuses_where_it_cannot_sta
     let rig = PathRig::start(&[]);
     let node = rig.node2();
     let m = write(rig.dir.path(), "m.yml", MAPPING);
+    // Every level carried, both ways.
+    assert_eq!(both_ways(&rig, &node, &m)["verdict"], "carried");
     // Not under the simulator's preload, qoslane finds no umad device here.
     let out = audit(&node, &m, &["--format", "json"]);
     assert_eq!(
