@@ -12,11 +12,14 @@
 # ways, or the row is marked FAIL. Times are wall clock of the whole command
 # (the topology read by ibnetdiscover included).
 #
-#   bench/fabric_audit.sh [-t ft:L:H:S] [-r RUNS] [-o FILE] [-S]
+#   bench/fabric_audit.sh [-t ft:L:H:S] [-r RUNS] [-o FILE] [-S] [-w 'N...']
 #
 # -t  the topology (default ft:56:18:18: 56 leaves of 18 HCAs, 18 spines,
 #     1,008 HCAs); -r runs of each (default 2); -o also append the rows as
-#     JSON lines to FILE; -S skips the smpquery reader (big trees: minutes).
+#     JSON lines to FILE; -S skips the smpquery reader (big trees: minutes);
+#     -w the --workers values of the in-process reader, one row each
+#     (default 4; the smpquery reader runs with 4). The mapping:
+#     examples/qos-network.yml.
 #     The binary: $QOSLANE_BIN, else
 #     ${CARGO_TARGET_DIR:-target}/release/qoslane (build it first). Big trees
 #     take long to come up: RIG_UP_TIMEOUT (seconds, default here 600).
@@ -28,13 +31,15 @@ topo=ft:56:18:18
 runs=2
 out=""
 skip_smpquery=""
-while getopts t:r:o:S opt; do
+workers=4
+while getopts t:r:o:Sw: opt; do
     case $opt in
     t) topo=$OPTARG ;;
     r) runs=$OPTARG ;;
     o) out=$OPTARG ;;
     S) skip_smpquery=1 ;;
-    *) echo "usage: $0 [-t TOPO] [-r RUNS] [-o FILE] [-S]" >&2; exit 2 ;;
+    w) workers=$OPTARG ;;
+    *) echo "usage: $0 [-t TOPO] [-r RUNS] [-o FILE] [-S] [-w 'N...']" >&2; exit 2 ;;
     esac
 done
 bin=${QOSLANE_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/qoslane}
@@ -57,73 +62,58 @@ for t in smpquery ibnetdiscover; do
         for k in IBSIM_SOCKNAME RIG_UMAD2SIM RIG_WORK; do echo "export $k=${!k}"; done
     } >"$work/bin/$t.env"
 done
-cat >"$work/m.yml" <<'EOF'
-default_level: normal
-fabric_check: enforce
-levels:
-  - name: mission-critical
-    qos: [mission-critical]
-    service_level: 3
-    virtual_lane: 3
-  - name: high
-    qos: [high]
-    service_level: 2
-    virtual_lane: 2
-  - name: normal
-    qos: [normal]
-    service_level: 0
-    virtual_lane: 0
-  - name: low
-    qos: [low, standby]
-    service_level: 1
-    virtual_lane: 1
-EOF
+mapping=$repo/examples/qos-network.yml
 cd "$work/cwd"
 mapfile -t lids < <(cut -f3 "$RIG_NODES")
 
-# audit READER [PRELOAD...] : the wall seconds; the report in $work/READER.json
+# audit READER WORKERS [PRELOAD...] : the wall seconds; the report in
+# $work/READER.json
 audit() {
-    local reader=$1 t0 t1
-    shift
+    local reader=$1 workers=$2 t0 t1
+    shift 2
     t0=$(date +%s.%N)
     env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$work/bin/smpquery" \
         QOSLANE_IBNETDISCOVER="$work/bin/ibnetdiscover" "$@" \
-        "$bin" fabric audit --mapping "$work/m.yml" --format json --timeout 3600 \
-        --reader "$reader" >"$work/$reader.json" || [ $? -eq 1 ]
+        "$bin" fabric audit --mapping "$mapping" --format json --timeout 3600 \
+        --workers "$workers" --reader "$reader" >"$work/$reader.json" || [ $? -eq 1 ]
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc
 }
 same() { jq -S 'del(.report.duration_ms, .report.reader, .report.workers)' "$1"; }
 
+echo "| fabric | egress ports | --workers | smpquery | in process | floor | in process / floor | smpquery / in process | reports |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for ((i = 1; i <= runs; i++)); do
     say "run $i: floor (smpset dump)"
     floor=$(SIM_HOST=node2 LD_PRELOAD=$RIG_UMAD2SIM "$RIG_SMPSET" dump "${lids[@]}" | sed -n 's/^dump: \([0-9]*\) SMPs, \([0-9]*\) failed, \([0-9.]*\) s$/\3 \1 \2/p')
-    say "run $i: in process"
-    inp=$(audit in-process LD_PRELOAD="$RIG_UMAD2SIM" SIM_HOST=node2 IBSIM_SOCKNAME="$IBSIM_SOCKNAME")
-    verdict=ok
-    if [ -n "$skip_smpquery" ]; then
-        smp=0
-        verdict="ok (smpquery not run)"
-    else
-        say "run $i: smpquery"
-        smp=$(audit smpquery)
-    fi
-    if [ -z "$skip_smpquery" ] && ! diff <(same "$work/smpquery.json") <(same "$work/in-process.json") >"$work/diff.txt"; then
-        verdict="FAIL: the reports differ ($work/diff.txt)"
-    fi
-    ports=$(jq '.report.ports_read' "$work/in-process.json")
-    unread=$(jq '.report.unread | length' "$work/in-process.json")
     read -r floor_s floor_smps floor_failed <<<"$floor"
-    ratio=$(echo "scale=2; $inp / $floor_s" | bc)
-    speedup=$(echo "scale=1; $smp / $inp" | bc)
-    printf '| %s | %s | %.1f s | %.1f s (%s ms reading) | %.1f s (%s SMPs, %s failed) | %s× | %s× | %s |\n' \
-        "$topo" "$ports ($unread unread)" "$smp" "$inp" "$(jq '.report.duration_ms' "$work/in-process.json")" \
-        "$floor_s" "$floor_smps" "$floor_failed" "$ratio" "$speedup" "$verdict"
-    if [ -n "$out" ]; then
-        jq -cn --arg topo "$topo" --argjson ports "$ports" --argjson smpquery_s "$smp" \
-            --argjson in_process_s "$inp" --argjson floor_s "$floor_s" --arg verdict "$verdict" \
-            --arg load "$(cat /proc/loadavg)" \
-            '{topo: $topo, ports: $ports, smpquery_s: $smpquery_s, in_process_s: $in_process_s,
-              floor_s: $floor_s, verdict: $verdict, load: $load}' >>"$out"
+    smp=0
+    if [ -z "$skip_smpquery" ]; then
+        say "run $i: smpquery"
+        smp=$(audit smpquery 4)
     fi
+    for w in $workers; do
+        say "run $i: in process, --workers $w"
+        inp=$(audit in-process "$w" LD_PRELOAD="$RIG_UMAD2SIM" SIM_HOST=node2 IBSIM_SOCKNAME="$IBSIM_SOCKNAME")
+        verdict=same
+        if [ -n "$skip_smpquery" ]; then
+            verdict="(smpquery not run)"
+        elif ! diff <(same "$work/smpquery.json") <(same "$work/in-process.json") >"$work/diff.txt"; then
+            verdict="FAIL: the reports differ ($work/diff.txt)"
+        fi
+        ports=$(jq '.report.ports_read' "$work/in-process.json")
+        unread=$(jq '.report.unread | length' "$work/in-process.json")
+        ratio=$(echo "scale=2; $inp / $floor_s" | bc)
+        speedup=$(echo "scale=1; $smp / $inp" | bc)
+        printf '| %s | %s | %s | %.1f s | %.1f s (%s ms reading) | %.1f s (%s SMPs, %s failed) | %s× | %s× | %s |\n' \
+            "$topo" "$ports ($unread unread)" "$w" "$smp" "$inp" "$(jq '.report.duration_ms' "$work/in-process.json")" \
+            "$floor_s" "$floor_smps" "$floor_failed" "$ratio" "$speedup" "$verdict"
+        if [ -n "$out" ]; then
+            jq -cn --arg topo "$topo" --argjson ports "$ports" --argjson workers "$w" \
+                --argjson smpquery_s "$smp" --argjson in_process_s "$inp" --argjson floor_s "$floor_s" \
+                --arg verdict "$verdict" --arg load "$(cat /proc/loadavg)" \
+                '{topo: $topo, ports: $ports, workers: $workers, smpquery_s: $smpquery_s,
+                  in_process_s: $in_process_s, floor_s: $floor_s, verdict: $verdict, load: $load}' >>"$out"
+        fi
+    done
 done

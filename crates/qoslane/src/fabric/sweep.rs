@@ -1,7 +1,13 @@
 //! The whole-fabric sweep (`qoslane fabric audit`), for a control node (any
 //! host with an HCA on the fabric): the topology from `ibnetdiscover -p`,
 //! then every connected egress port's tables read once by LID-routed SMP
-//! queries in a bounded pool of workers under one deadline:
+//! queries under one deadline, by one of two [`Reader`]s:
+//!
+//! - in process ([`super::smp_batch`] on a [`Umad`] port): PortInfo of every
+//!   port, then the SL2VL rows (every other data port as in port) and the
+//!   VLArb blocks of the Active ones, a window of Gets in flight;
+//! - by `smpquery`, in a bounded pool of workers, the answers parsed by
+//!   [`super::parse`]:
 //!
 //! ```text
 //! smpquery portinfo LID PORT      Active? OperVLs          (every connected port)
@@ -9,7 +15,7 @@
 //! smpquery vlarb LID PORT         the egress's arbitration tables
 //! ```
 //!
-//! The answers are parsed by [`super::parse`]. Then every level of the
+//! Both give the same [`EgressRead`] per port. Then every level of the
 //! mapping is judged on every (in, out) pair of data ports of every switch
 //! and on every HCA port, by the lane rules ([`super::lane`]): dropped
 //! (VL 15), not operational (beyond OperVLs), starved (weight 0 in both

@@ -4,7 +4,7 @@
 //! rig runs): the same report, finding for finding, on every scenario; and
 //! what `--reader` does where in-process reads cannot start.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::MAPPING;
@@ -65,6 +65,14 @@ fn both_ways(rig: &PathRig, node: &SimNode, m: &Path) -> serde_json::Value {
     b
 }
 
+/// A rig started with `args`, node2 on it, and the test mapping's file.
+fn started(args: &[&str]) -> (PathRig, SimNode, PathBuf) {
+    let rig = PathRig::start(args);
+    let node = rig.node2();
+    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    (rig, node, m)
+}
+
 fn messages(v: &serde_json::Value) -> Vec<String> {
     v["report"]["levels"]
         .as_array()
@@ -81,9 +89,7 @@ fn reader_in_process_finds_what_smpquery_finds_on_every_scenario() {
         return;
     }
     // A dropping spine and a starving leaf.
-    let rig = PathRig::start(&["-m", "spine1:2:3:15", "-z", "leaf3:2:3"]);
-    let node = rig.node2();
-    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    let (rig, node, m) = started(&["-m", "spine1:2:3:15", "-z", "leaf3:2:3"]);
     let v = both_ways(&rig, &node, &m);
     assert_eq!(v["report"]["ports_read"], 24);
     assert_eq!(
@@ -127,9 +133,7 @@ fn reader_in_process_reads_a_generated_fat_tree_as_smpquery_does() {
     if !rig_wanted("reader_fat_tree") {
         return;
     }
-    let rig = PathRig::start(&["-t", "ft:4:3:2", "-m", "spine2:3:2:15"]);
-    let node = rig.node2();
-    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    let (rig, node, m) = started(&["-t", "ft:4:3:2", "-m", "spine2:3:2:15"]);
     let v = both_ways(&rig, &node, &m);
     assert_eq!(v["report"]["ports_read"], 40);
     assert_eq!(v["verdict"], "not_carried");
@@ -140,9 +144,7 @@ fn reader_auto_falls_back_to_smpquery_and_in_process_refuses_where_it_cannot_sta
     if !rig_wanted("reader_fallback") {
         return;
     }
-    let rig = PathRig::start(&[]);
-    let node = rig.node2();
-    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    let (rig, node, m) = started(&[]);
     // Every level carried, both ways.
     assert_eq!(both_ways(&rig, &node, &m)["verdict"], "carried");
     // Not under the simulator's preload, qoslane finds no umad device here.
