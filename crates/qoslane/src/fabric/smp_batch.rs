@@ -7,6 +7,7 @@
 //! [`EgressRead`] the `smpquery` path produces.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::mad::{self, Attr, DATA_SIZE, Get, Route};
@@ -36,8 +37,11 @@ struct Flight<'a> {
     results: Vec<Option<Result<Data>>>,
     /// By the low half of the transaction id (the kernel owns the high half).
     pending: HashMap<u32, Pending>,
-    tid: u32,
 }
+
+/// The low half of the next transaction id: unique across batches, so a
+/// late answer to an earlier batch never matches a Get of this one.
+static NEXT_TID: AtomicU32 = AtomicU32::new(1);
 
 impl Flight<'_> {
     fn fail(&self, index: usize, e: impl std::fmt::Display) -> Error {
@@ -45,10 +49,10 @@ impl Flight<'_> {
     }
 
     fn send(&mut self, index: usize, attempt: u32) {
-        self.tid = self.tid.wrapping_add(1);
+        let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
         let get = &self.gets[index];
         let wait_ms = i32::try_from(ANSWER_WAIT.as_millis()).unwrap_or(1000);
-        let sent = mad::encode_get(get, u64::from(self.tid))
+        let sent = mad::encode_get(get, u64::from(tid))
             .map_err(|e| e.to_string())
             .and_then(|m| {
                 let directed = matches!(get.route, Route::Directed(_));
@@ -61,7 +65,7 @@ impl Flight<'_> {
                     sent: Instant::now(),
                     attempt,
                 };
-                self.pending.insert(self.tid, p);
+                self.pending.insert(tid, p);
             }
             Err(e) => self.results[index] = Some(Err(self.fail(index, e))),
         }
@@ -149,7 +153,6 @@ pub fn get_all(
         gets,
         results: gets.iter().map(|_| None).collect(),
         pending: HashMap::new(),
-        tid: std::process::id().rotate_left(16),
     };
     let mut next = 0usize;
     loop {
