@@ -174,6 +174,10 @@ impl Sweep {
     }
 }
 
+/// The most of `ibnetdiscover -p` read: a line per port, ~110 bytes; a
+/// 4,032-HCA fat tree prints 1.7 MB, this holds ~500,000 ports.
+pub const TOPOLOGY_MAX_OUTPUT: u64 = 64 << 20;
+
 /// Runs `ibnetdiscover -p` (through `via` when given) and parses it.
 pub fn discover(
     ibnetdiscover: &Path,
@@ -186,7 +190,7 @@ pub fn discover(
         args.extend(["-C", v.device.as_str(), "-P", p]);
     }
     args.push("-p");
-    let out = exec::run(ibnetdiscover, &args, deadline)?;
+    let out = exec::run_capped(ibnetdiscover, &args, TOPOLOGY_MAX_OUTPUT, deadline)?;
     let text = String::from_utf8(out.stdout)
         .map_err(|_| Error::Fabric("ibnetdiscover -p: output is not UTF-8".into()))?;
     parse_topology(&text).map_err(|e| Error::Fabric(format!("ibnetdiscover -p: {e}")))

@@ -187,3 +187,55 @@ fn reader_auto_falls_back_to_smpquery_and_in_process_refuses_where_it_cannot_sta
     assert_eq!(v["report"]["reader"], "smpquery");
     assert!(v["report"].get("fallback").is_none(), "{v}");
 }
+
+/// A 4,032-HCA fat tree (112 leaves of 36 HCAs, 36 spines) prints 16,128
+/// `ibnetdiscover -p` lines, 1.7 MB: past the 1 MiB every other tool's
+/// output is held to. The topology is read whole.
+#[test]
+fn reader_topology_of_a_big_fabric_is_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for leaf in 0..112u32 {
+        let sw = 0x20_0000 + u64::from(leaf);
+        for p in 1..=36u32 {
+            let n = leaf * 36 + p;
+            let ca = 0x10_0000 + u64::from(n);
+            text.push_str(&format!(
+                "CA  {n:5}  1 {ca:#018x} 4x QDR - SW  {:5} {p:2} {sw:#018x} ( 'node{n} HCA-1' - 'leaf{leaf}' )\n",
+                5000 + leaf
+            ));
+            text.push_str(&format!(
+                "SW  {:5} {p:2} {sw:#018x} 4x QDR - CA  {n:5}  1 {ca:#018x} ( 'leaf{leaf}' - 'node{n} HCA-1' )\n",
+                5000 + leaf
+            ));
+        }
+        for s in 0..36u32 {
+            let spine = 0x30_0000 + u64::from(s);
+            text.push_str(&format!(
+                "SW  {:5} {:2} {sw:#018x} 4x QDR - SW  {:5} {:3} {spine:#018x} ( 'leaf{leaf}' - 'spine{s}' )\n",
+                5000 + leaf,
+                37 + s,
+                6000 + s,
+                leaf + 1
+            ));
+            text.push_str(&format!(
+                "SW  {:5} {:3} {spine:#018x} 4x QDR - SW  {:5} {:2} {sw:#018x} ( 'spine{s}' - 'leaf{leaf}' )\n",
+                6000 + s,
+                leaf + 1,
+                5000 + leaf,
+                37 + s
+            ));
+        }
+    }
+    assert!(text.len() > 1 << 20, "{} bytes", text.len());
+    let data = dir.path().join("topology.txt");
+    std::fs::write(&data, &text).unwrap();
+    let tool = dir.path().join("ibnetdiscover");
+    std::fs::write(&tool, format!("#!/bin/sh\nexec cat '{}'\n", data.display())).unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let deadline = qoslane::deadline::Deadline::after(std::time::Duration::from_secs(30));
+    let topo =
+        qoslane::fabric::sweep::discover(&tool, None, &deadline).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(topo.ports.len(), 112 * 36 * 2 + 112 * 36 * 2);
+    assert_eq!(topo.count(qoslane::fabric::tables::NodeType::Hca), 4032);
+}
