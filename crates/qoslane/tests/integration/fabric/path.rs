@@ -190,16 +190,23 @@ fn path_first_hop_catches_what_the_own_port_cannot_see() {
 }
 
 pub(super) fn audit(node: &SimNode, mapping_file: &Path, extra: &[&str]) -> Output {
-    Command::new(BIN)
-        .env_clear()
+    audit_command(node, mapping_file)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// `qoslane fabric audit --mapping FILE` with the rig's tools and nothing
+/// else in its environment.
+pub(super) fn audit_command(node: &SimNode, mapping_file: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.env_clear()
         .env("QOSLANE_NO_JOURNAL", "1")
         .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
         .env("QOSLANE_IBNETDISCOVER", &node.paths.ibnetdiscover)
         .args(["fabric", "audit", "--mapping"])
-        .arg(mapping_file)
-        .args(extra)
-        .output()
-        .unwrap()
+        .arg(mapping_file);
+    c
 }
 
 pub(super) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -5,28 +5,21 @@
 //! what `--reader` does where in-process reads cannot start.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use super::MAPPING;
-use super::path::{PathRig, audit, write};
+use super::path::{PathRig, audit, audit_command, write};
 use super::rig::{SimNode, rig_wanted};
-use crate::util::BIN;
 
 /// The audit in process: qoslane itself under libumad2sim.so, as node2.
 fn audit_in_process(rig: &PathRig, node: &SimNode, mapping_file: &Path) -> Output {
-    Command::new(BIN)
-        .env_clear()
-        .env("QOSLANE_NO_JOURNAL", "1")
-        .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
-        .env("QOSLANE_IBNETDISCOVER", &node.paths.ibnetdiscover)
+    audit_command(node, mapping_file)
         .env("LD_PRELOAD", rig.var("RIG_UMAD2SIM"))
         .env("IBSIM_SOCKNAME", rig.var("IBSIM_SOCKNAME"))
         .env("SIM_HOST", "node2")
         // umad2sim keeps its emulated sysfs in the working directory.
         .current_dir(rig.dir.path())
-        .args(["fabric", "audit", "--format", "json", "--mapping"])
-        .arg(mapping_file)
-        .args(["--reader", "in-process"])
+        .args(["--format", "json", "--reader", "in-process"])
         .output()
         .unwrap()
 }
@@ -173,14 +166,9 @@ fn reader_auto_falls_back_to_smpquery_and_in_process_refuses_where_it_cannot_sta
     assert_eq!(out.status.code(), Some(69), "{err}");
     assert!(err.contains("--reader in-process"), "{err}");
     // The variable chooses too.
-    let out = Command::new(BIN)
-        .env_clear()
-        .env("QOSLANE_NO_JOURNAL", "1")
+    let out = audit_command(&node, &m)
         .env("QOSLANE_FABRIC_READER", "smpquery")
-        .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
-        .env("QOSLANE_IBNETDISCOVER", &node.paths.ibnetdiscover)
-        .args(["fabric", "audit", "--format", "json", "--mapping"])
-        .arg(&m)
+        .args(["--format", "json"])
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
