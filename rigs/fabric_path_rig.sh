@@ -293,6 +293,10 @@ do_start() {
     n=$(grep -cE '^(Switch|Hca|Ca)[[:space:]]' "$RIG_WORK/net" || true)
     local -a big=()
     [ "$n" -le 2000 ] || big=(-N $((n + 16)))
+    # ibsim's default port table holds 13,312 ports (every node's port 0 too).
+    local ports
+    ports=$(grep -cE '^\[' "$RIG_WORK/net" || true)
+    [ $((ports + n)) -le 13000 ] || big+=(-P $((ports + n + 64)))
     # The console FIFO opened read-write never reads EOF.
     (cd "$RIG_WORK" && exec ibsim -s "${big[@]}" "$RIG_WORK/net" <>"$RIG_WORK/console" >"$RIG_WORK/ibsim.log" 2>&1) &
     RIG_IBSIM_PID=$!

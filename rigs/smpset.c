@@ -9,6 +9,9 @@
  *                                      an HCA (one table): OUT 0
  *   smpset vlarb-zero  LID PORT VL     weight 0 for VL in the low and the
  *                                      high table (first block of each)
+ *   smpset dump        LID [LID...]    read every table of each node, one
+ *                                      Get at a time (the floor an audit's
+ *                                      reads are measured against)
  *
  * Each Set is read back with a Get and printed; exit 1 on any failure.
  * Built by the rig against the runtime libibmad.so.5 (no -dev package on
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* libibmad's ib_portid_t (mad.h), LID-routed use only. */
 typedef struct {
@@ -44,7 +48,7 @@ uint8_t *smp_query_via(void *buf, portid *id, unsigned attr, unsigned mod,
 uint8_t *smp_set_via(void *buf, portid *id, unsigned attr, unsigned mod,
 		     unsigned timeout, const struct ibmad_port *via);
 
-enum { NODE_INFO = 0x11, SL_TO_VL = 0x17, VL_ARB = 0x18 };
+enum { NODE_INFO = 0x11, PORT_INFO = 0x15, SL_TO_VL = 0x17, VL_ARB = 0x18 };
 enum { VLARB_LOW_BLOCK1 = 1, VLARB_HIGH_BLOCK1 = 3 };
 
 static struct ibmad_port *via;
@@ -127,6 +131,45 @@ static void vlarb_zero(int port, int vl)
 	}
 }
 
+/* The floor of a fabric read: every table of every node in LIDS, one Get at
+ * a time in this one process (NodeInfo; per port: every (in,out) SL2VL row,
+ * PortInfo, the first low and high VLArb block). Prints the count and the
+ * time on stdout: `dump: N SMPs, M failed, S.SSS s`. */
+static void dump(int n, char **lids)
+{
+	struct timespec t0, t1;
+	long smps = 0, failed = 0;
+	uint8_t b[64];
+	int a, np, in, out, blk;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (a = 0; a < n; a++) {
+		target.lid = arg(lids[a], 0xbfff);
+		memset(b, 0, sizeof b);
+		smps++;
+		if (!smp_query_via(b, &target, NODE_INFO, 0, 0, via)) {
+			failed++;
+			continue;
+		}
+		np = b[2] == 2 ? b[3] : 0;
+		for (out = np ? 1 : 0; out <= np; out++) {
+			int port = np ? out : 1;
+			for (in = 0; in <= np; in++) {
+				smps++;
+				failed += !smp_query_via(b, &target, SL_TO_VL, (in << 8) | out, 0, via);
+			}
+			smps++;
+			failed += !smp_query_via(b, &target, PORT_INFO, port, 0, via);
+			for (blk = VLARB_LOW_BLOCK1; blk <= VLARB_HIGH_BLOCK1; blk += 2) {
+				smps++;
+				failed += !smp_query_via(b, &target, VL_ARB, (blk << 16) | port, 0, via);
+			}
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("dump: %ld SMPs, %ld failed, %.3f s\n", smps, failed,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+}
+
 int main(int argc, char **argv)
 {
 	int classes[2] = { 0x1, 0x81 };
@@ -146,8 +189,15 @@ int main(int argc, char **argv)
 		vlarb_zero(arg(argv[3], 254), arg(argv[4], 14));
 		return 0;
 	}
+	if (strcmp(argv[1], "dump") == 0 && argc >= 3) {
+		if (!(via = mad_rpc_open_port(NULL, 0, classes, 2)))
+			die("cannot open the local port");
+		dump(argc - 2, argv + 2);
+		return 0;
+	}
 usage:
 	fprintf(stderr, "usage: smpset sl2vl-entry LID OUT SL VL\n"
-			"       smpset vlarb-zero  LID PORT VL\n");
+			"       smpset vlarb-zero  LID PORT VL\n"
+			"       smpset dump        LID [LID...]\n");
 	return 2;
 }

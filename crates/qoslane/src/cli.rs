@@ -70,6 +70,18 @@ pub enum Format {
     Json,
 }
 
+/// How `fabric audit` sends its SMP queries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum FabricReader {
+    /// In process when libibumad and the HCA port can be opened, else smpquery
+    #[default]
+    Auto,
+    /// In process through libibumad (an error when it cannot start)
+    InProcess,
+    /// One smpquery per query
+    Smpquery,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check a mapping file (default: the installed one, as `nginx -t`); print every problem
@@ -224,10 +236,13 @@ pub struct AuditArgs {
     /// Also write the verdict as a Prometheus textfile (atomically replaced)
     #[arg(long, value_name = "FILE")]
     pub textfile: Option<PathBuf>,
-    /// SMP queries in flight at once (1-16)
+    /// smpquery processes at once (1-16); in process, 4 × N SMPs in flight
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u8).range(1..=16))]
     pub workers: u8,
+    /// How the SMP queries are sent
+    #[arg(long, value_enum, default_value_t, env = "QOSLANE_FABRIC_READER")]
+    pub reader: FabricReader,
     /// The whole audit's deadline, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=3600))]

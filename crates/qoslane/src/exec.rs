@@ -29,7 +29,13 @@ const REAP_WAIT: Duration = Duration::from_millis(200);
 
 /// Runs `program args…` and returns its output when it exits 0.
 pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output> {
-    run_many(program, &[args], deadline)
+    run_capped(program, args, MAX_OUTPUT, deadline)
+}
+
+/// [`run`] with another output cap than [`MAX_OUTPUT`] (a whole fabric's
+/// topology).
+pub fn run_capped(program: &Path, args: &[&str], cap: u64, deadline: &Deadline) -> Result<Output> {
+    run_many_capped(program, &[args], cap, deadline)
         .pop()
         .unwrap_or_else(|| Err(Error::Internal("no result from exec::run".into())))
 }
@@ -38,6 +44,15 @@ pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output>
 /// one's output (when it exited 0) or error, in order. Every program still
 /// running when the deadline passes is killed.
 pub fn run_many(program: &Path, argvs: &[&[&str]], deadline: &Deadline) -> Vec<Result<Output>> {
+    run_many_capped(program, argvs, MAX_OUTPUT, deadline)
+}
+
+fn run_many_capped(
+    program: &Path,
+    argvs: &[&[&str]],
+    cap: u64,
+    deadline: &Deadline,
+) -> Vec<Result<Output>> {
     let fail = |detail: String| Error::Program {
         program: program.to_owned(),
         detail,
@@ -59,7 +74,7 @@ pub fn run_many(program: &Path, argvs: &[&[&str]], deadline: &Deadline) -> Vec<R
     };
     let runs = programs
         .iter()
-        .map(|p| (p, child::Output::Capture { cap: MAX_OUTPUT }))
+        .map(|p| (p, child::Output::Capture { cap }))
         .collect();
     child::run_many(runs, timing, None)
         .into_iter()
@@ -69,7 +84,7 @@ pub fn run_many(program: &Path, argvs: &[&[&str]], deadline: &Deadline) -> Vec<R
             match r.ending {
                 Ending::Exited(status) => finished(status, r.stdout, r.stderr).map_err(fail),
                 Ending::TooLarge => Err(fail(format!(
-                    "printed more than {MAX_OUTPUT} bytes; killed (is it the right program?)"
+                    "printed more than {cap} bytes; killed (is it the right program?)"
                 ))),
                 Ending::TimedOut | Ending::Stuck | Ending::Interrupted => {
                     Err(deadline.passed(format!("{} {}", program.display(), args.join(" "))))

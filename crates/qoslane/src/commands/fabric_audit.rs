@@ -8,13 +8,14 @@ use std::io::Write;
 use nodeio::prom::{Kind as PromKind, Writer};
 
 use super::Ctx;
-use crate::cli::{AuditArgs, Format};
+use crate::cli::{AuditArgs, FabricReader, Format};
 use crate::config::{self, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
 use crate::fabric::lane::Lane;
-use crate::fabric::sweep::{self, Sweep};
+use crate::fabric::sweep::{self, Reader, Sweep};
+use crate::fabric::umad::{self, Umad};
 use crate::fabric::{PortId, Smpquery};
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
@@ -41,15 +42,18 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     };
     let deadline = Deadline::after(std::time::Duration::from_secs(args.timeout));
     let started = std::time::SystemTime::now();
+    let (mut reader, fallback) = reader(ctx, args.reader, via.as_ref())?;
     let result = sweep::discover(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline).map(|topo| {
-        sweep::sweep(
+        let mut s = sweep::sweep(
             &topo,
-            &Smpquery::new(&ctx.paths.smpquery),
+            &mut reader,
             via.as_ref(),
             &loaded.mapping,
             usize::from(args.workers),
             &deadline,
-        )
+        );
+        s.fallback = fallback;
+        s
     });
     if let Some(file) = &args.textfile {
         write_textfile(ctx, file, result.as_ref().ok(), started)?;
@@ -86,6 +90,30 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     })
 }
 
+/// The reader asked for: in process when it can start (`auto`: else
+/// smpquery, and why), or the one named.
+fn reader(
+    ctx: &Ctx,
+    asked: FabricReader,
+    via: Option<&PortId>,
+) -> Result<(Reader, Option<String>)> {
+    let smpquery = || Reader::Smpquery(Smpquery::new(&ctx.paths.smpquery));
+    Ok(match asked {
+        FabricReader::Smpquery => (smpquery(), None),
+        FabricReader::InProcess => (
+            Reader::InProcess(Umad::open(via).map_err(|e| Error::Program {
+                program: umad::LIBRARY.into(),
+                detail: format!("--reader in-process: {e}"),
+            })?),
+            None,
+        ),
+        FabricReader::Auto => match Umad::open(via) {
+            Ok(u) => (Reader::InProcess(u), None),
+            Err(e) => (smpquery(), Some(e)),
+        },
+    })
+}
+
 fn verdict_word(r: &Sweep) -> &'static str {
     if r.any_problem() {
         "not_carried"
@@ -107,9 +135,19 @@ pub fn human(r: &Sweep, from: &str) -> String {
     let _ = writeln!(s, "mapping: {from}");
     let _ = writeln!(
         s,
-        "fabric: {} switches, {} HCAs; {} egress ports read by {} workers in {} ms",
-        r.switches, r.hcas, r.ports_read, r.workers, r.duration_ms
+        "fabric: {} switches, {} HCAs; {} egress ports read {} in {} ms",
+        r.switches,
+        r.hcas,
+        r.ports_read,
+        match r.reader {
+            "in-process" => format!("in process ({} SMPs in flight)", sweep::window(r.workers)),
+            _ => format!("by {} smpquery workers", r.workers),
+        },
+        r.duration_ms
     );
+    if let Some(why) = &r.fallback {
+        let _ = writeln!(s, "reader: smpquery (in process unavailable: {why})");
+    }
     for l in &r.levels {
         let total: u64 = l.pairs.values().sum();
         let bad: u64 = l

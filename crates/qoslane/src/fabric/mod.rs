@@ -33,15 +33,18 @@ pub mod first_hop_judge;
 pub mod first_hop_read;
 pub mod gather;
 pub mod lane;
+pub mod mad;
 pub mod parse;
 pub mod policy;
 pub mod pool;
 pub mod probe;
 pub mod sm_config;
+pub mod smp_batch;
 pub mod smpquery;
 pub mod sweep;
 pub mod sysfs;
 pub mod tables;
+pub mod umad;
 
 pub use assessment::{
     Assessment, FabricVerdict, IbPort, LevelVerdict, PortVerdict, ProbeMode, SkippedPort,

@@ -1,7 +1,13 @@
 //! The whole-fabric sweep (`qoslane fabric audit`), for a control node (any
 //! host with an HCA on the fabric): the topology from `ibnetdiscover -p`,
 //! then every connected egress port's tables read once by LID-routed SMP
-//! queries in a bounded pool of workers under one deadline:
+//! queries under one deadline, by one of two [`Reader`]s:
+//!
+//! - in process ([`super::smp_batch`] on a [`Umad`] port): PortInfo of every
+//!   port, then the SL2VL rows (every other data port as in port) and the
+//!   VLArb blocks of the Active ones, a window of Gets in flight;
+//! - by `smpquery`, in a bounded pool of workers, the answers parsed by
+//!   [`super::parse`]:
 //!
 //! ```text
 //! smpquery portinfo LID PORT      Active? OperVLs          (every connected port)
@@ -9,7 +15,7 @@
 //! smpquery vlarb LID PORT         the egress's arbitration tables
 //! ```
 //!
-//! The answers are parsed by [`super::parse`]. Then every level of the
+//! Both give the same [`EgressRead`] per port. Then every level of the
 //! mapping is judged on every (in, out) pair of data ports of every switch
 //! and on every HCA port, by the lane rules ([`super::lane`]): dropped
 //! (VL 15), not operational (beyond OperVLs), starved (weight 0 in both
@@ -25,8 +31,10 @@ use serde::Serialize;
 use super::lane::{self, Egress, Lane};
 use super::parse::{ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology};
 use super::pool;
+use super::smp_batch;
 use super::smpquery::{Smpquery, vlarb_state};
-use super::tables::{NodeType, PortId, Sl2Vl, Topology, VlArbState, VlRange};
+use super::tables::{EgressPort, EgressRead, NodeType, PortId, Topology, VlArbState, VlRange};
+use super::umad::Umad;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;
@@ -36,24 +44,25 @@ use crate::mapping::{Level, Mapping};
 /// leave the switches' SMAs (and ibsim's 10 client slots) room.
 pub const DEFAULT_WORKERS: usize = 4;
 
-/// One egress port to read.
-#[derive(Clone, Debug)]
-struct Item {
-    kind: NodeType,
-    guid: String,
-    name: String,
-    lid: u16,
-    port: u32,
+type Item = EgressPort;
+type Read = EgressRead;
+
+/// How the egress ports are read: one `smpquery` per query, or SMPs sent
+/// in process ([`smp_batch`], through libibumad).
+#[derive(Debug)]
+pub enum Reader {
+    Smpquery(Smpquery),
+    InProcess(Umad),
 }
 
-/// One egress port as read.
-#[derive(Clone, Debug)]
-struct Read {
-    active: bool,
-    oper_vls: VlRange,
-    /// (in port, table): one row for an HCA port (in 0).
-    rows: Vec<(u32, Sl2Vl)>,
-    vlarb: VlArbState,
+impl Reader {
+    /// As the report names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Smpquery(_) => "smpquery",
+            Self::InProcess(_) => "in-process",
+        }
+    }
 }
 
 /// A port that could not be read.
@@ -150,6 +159,12 @@ pub struct Sweep {
     pub levels: Vec<LevelSweep>,
     pub duration_ms: u64,
     pub workers: usize,
+    /// `smpquery` or `in-process`.
+    pub reader: &'static str,
+    /// Why the in-process reader was not used (when it was asked for by
+    /// default and could not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
 }
 
 impl Sweep {
@@ -158,6 +173,10 @@ impl Sweep {
         self.levels.iter().any(|l| !l.carried())
     }
 }
+
+/// The most of `ibnetdiscover -p` read: a line per port, ~110 bytes; a
+/// 4,032-HCA fat tree prints 1.7 MB, this holds ~500,000 ports.
+pub const TOPOLOGY_MAX_OUTPUT: u64 = 64 << 20;
 
 /// Runs `ibnetdiscover -p` (through `via` when given) and parses it.
 pub fn discover(
@@ -171,7 +190,7 @@ pub fn discover(
         args.extend(["-C", v.device.as_str(), "-P", p]);
     }
     args.push("-p");
-    let out = exec::run(ibnetdiscover, &args, deadline)?;
+    let out = exec::run_capped(ibnetdiscover, &args, TOPOLOGY_MAX_OUTPUT, deadline)?;
     let text = String::from_utf8(out.stdout)
         .map_err(|_| Error::Fabric("ibnetdiscover -p: output is not UTF-8".into()))?;
     parse_topology(&text).map_err(|e| Error::Fabric(format!("ibnetdiscover -p: {e}")))
@@ -180,7 +199,7 @@ pub fn discover(
 /// Reads every egress port of `topo` and judges every level of `mapping`.
 pub fn sweep(
     topo: &Topology,
-    smp: &Smpquery,
+    reader: &mut Reader,
     via: Option<&PortId>,
     mapping: &Mapping,
     workers: usize,
@@ -188,7 +207,23 @@ pub fn sweep(
 ) -> Sweep {
     let started = std::time::Instant::now();
     let items = egress_items(topo);
-    let reads = pool::map(&items, workers, |item| read(smp, via, item, deadline));
+    let reads = match reader {
+        Reader::Smpquery(smp) => pool::map(&items, workers, |item| read(smp, via, item, deadline)),
+        Reader::InProcess(umad) => {
+            let ins: Vec<Vec<u32>> = items
+                .iter()
+                .map(|i| match i.kind {
+                    NodeType::Switch => topo
+                        .data_ports(&i.guid)
+                        .into_iter()
+                        .filter(|&p| p != i.port)
+                        .collect(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            smp_batch::read_egress(umad, &items, &ins, window(workers), deadline)
+        }
+    };
     let mut unread = Vec::new();
     let mut ok: Vec<(&Item, Read)> = Vec::new();
     for (item, r) in items.iter().zip(reads) {
@@ -216,8 +251,19 @@ pub fn sweep(
         levels,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         workers: workers.clamp(1, pool::MAX_WORKERS),
+        reader: reader.name(),
+        fallback: None,
     }
 }
+
+/// SMPs in flight in process for `--workers N`: what N smpquery workers
+/// would keep in flight per query, times the queries a port needs.
+pub fn window(workers: usize) -> usize {
+    workers.clamp(1, pool::MAX_WORKERS) * WINDOW_PER_WORKER
+}
+
+/// In-process SMPs in flight per `--workers`.
+pub const WINDOW_PER_WORKER: usize = 4;
 
 /// The egress ports to read: every connected port's far end (switches, then
 /// HCAs), each once, ordered by kind, name and port.

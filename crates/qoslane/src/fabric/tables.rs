@@ -294,6 +294,26 @@ pub enum FirstHop {
     Unavailable { error: String },
 }
 
+/// One egress port of the fabric, as the audit reads it.
+#[derive(Clone, Debug)]
+pub struct EgressPort {
+    pub kind: NodeType,
+    pub guid: String,
+    pub name: String,
+    pub lid: u16,
+    pub port: u32,
+}
+
+/// One egress port as read (by `smpquery` or in process).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressRead {
+    pub active: bool,
+    pub oper_vls: VlRange,
+    /// (in port, table): one row for an HCA port (in 0).
+    pub rows: Vec<(u32, Sl2Vl)>,
+    pub vlarb: VlArbState,
+}
+
 /// One end of a link: a port of a node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LinkEnd {

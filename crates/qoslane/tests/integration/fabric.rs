@@ -23,6 +23,7 @@ use qoslane::paths::{Overrides, Paths};
 
 mod parsers;
 mod path;
+mod reader;
 mod rig;
 
 // ---------------------------------------------------------------- helpers

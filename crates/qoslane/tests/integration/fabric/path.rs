@@ -21,10 +21,10 @@ use super::{MAPPING, mapping};
 use crate::util::BIN;
 
 /// A running multi-switch rig; stopped when dropped.
-struct PathRig {
+pub(super) struct PathRig {
     env_file: PathBuf,
     env: HashMap<String, String>,
-    dir: tempfile::TempDir,
+    pub(super) dir: tempfile::TempDir,
 }
 
 fn script() -> PathBuf {
@@ -32,7 +32,7 @@ fn script() -> PathBuf {
 }
 
 impl PathRig {
-    fn start(args: &[&str]) -> Self {
+    pub(super) fn start(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new("bash")
             .arg(script())
@@ -54,14 +54,14 @@ impl PathRig {
         Self { env_file, env, dir }
     }
 
-    fn var(&self, k: &str) -> &str {
+    pub(super) fn var(&self, k: &str) -> &str {
         self.env
             .get(k)
             .unwrap_or_else(|| panic!("rig env has no {k}"))
     }
 
     /// One lever of the rig (`misalign`, `zero-weight`, `restart-sm`, …).
-    fn lever(&self, cmd: &str, args: &[&str]) {
+    pub(super) fn lever(&self, cmd: &str, args: &[&str]) {
         let out = Command::new("bash")
             .arg(script())
             .arg(cmd)
@@ -88,7 +88,7 @@ impl PathRig {
     }
 
     /// node2 as a qoslane node: its HCA is `mlx5_0`.
-    fn node2(&self) -> SimNode {
+    pub(super) fn node2(&self) -> SimNode {
         let (lid, guid) = self.node_ids("node2");
         let (sm_lid, _) = self.node_ids(self.var("RIG_SM_NODE"));
         let mut env: Vec<(String, String)> = ["IBSIM_SOCKNAME", "RIG_UMAD2SIM", "RIG_WORK"]
@@ -189,20 +189,27 @@ fn path_first_hop_catches_what_the_own_port_cannot_see() {
     assert_eq!(super::all_problems(&r), Vec::<String>::new());
 }
 
-fn audit(node: &SimNode, mapping_file: &Path, extra: &[&str]) -> Output {
-    Command::new(BIN)
-        .env_clear()
-        .env("QOSLANE_NO_JOURNAL", "1")
-        .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
-        .env("QOSLANE_IBNETDISCOVER", &node.paths.ibnetdiscover)
-        .args(["fabric", "audit", "--mapping"])
-        .arg(mapping_file)
+pub(super) fn audit(node: &SimNode, mapping_file: &Path, extra: &[&str]) -> Output {
+    audit_command(node, mapping_file)
         .args(extra)
         .output()
         .unwrap()
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+/// `qoslane fabric audit --mapping FILE` with the rig's tools and nothing
+/// else in its environment.
+pub(super) fn audit_command(node: &SimNode, mapping_file: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.env_clear()
+        .env("QOSLANE_NO_JOURNAL", "1")
+        .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
+        .env("QOSLANE_IBNETDISCOVER", &node.paths.ibnetdiscover)
+        .args(["fabric", "audit", "--mapping"])
+        .arg(mapping_file);
+    c
+}
+
+pub(super) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     fs::write(&p, text).unwrap();
     p
