@@ -124,7 +124,7 @@ i=0; while [ ! -e $WORK/release.\$SLURM_JOB_ID ] && [ ! -e $WORK/release.all ] &
 EOS
 chmod 0755 "$CH$het"
 j=$(slurm_cmd /usr/bin/sbatch --parsable -o "$WORK/slurm-%j.out" --qos=high -N1 : --qos=low -N1 "$het")
-het_tasks() { [ "$(cd "$CH$WORK" && ls het.*.env 2>/dev/null | wc -l)" = 2 ]; }
+het_tasks() { [ "$(find "$CH$WORK" -maxdepth 1 -name 'het.*.env' | wc -l)" = 2 ]; }
 poll 60 "het job $j: a task on each component's node" het_tasks
 # "ID NODE" per component, the leader first
 mapfile -t comps < <(slurm_cmd /usr/bin/squeue -h -j "$j" -o '%A %N' | sort -n)
@@ -176,6 +176,32 @@ poll 20 "every node's Epilog ran" epilogs_done "$j"
 bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$(hca_of "$bad")" 0 3 3 >/dev/null
 bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$(hca_of "$bad")" 0 2 2 >/dev/null
 health_of "$bad"
+
+# ------------------------------------------------------------ the first switch drops a level
+# Issue 23: the node's own port carries the level, the leaf it is cabled to does not. health
+# records the level's grant (refused); the next Prolog of the level obeys it; the job is held by
+# hookrun (exit 100: refuse the job, the node is fine) and the node stays in service.
+fh=${nodes[2]}
+leaf=$(bash "$FABRIC_RIG" peer "$FABRIC_ENV" "$(hca_of "$fh")" 1 | cut -d' ' -f1)
+say "case: $leaf, $fh's first switch, drops SL 3 toward the spines (SL 3 -> VL 15, SMP Sets behind the SM)"
+for out in 3 4; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$leaf" "$out" 3 15 >/dev/null; done
+check "first hop: $fh's own port still maps SL n -> VL n" eq "$(sl2vl_of "$fh")" "0|1|2|3|4|5|6|7"
+health_of "$fh"
+check "first hop: health keeps $fh in service" eq "$(node_state_of "$fh")" idle
+prom_of() { cat "$CH$(root_of "$1")/var/lib/prometheus/node-exporter/qoslane.prom"; }
+check "first hop: $fh's metrics say mission-critical is not granted, high is" bash -c \
+  "grep -qx 'qoslane_level_granted{level=\"mission-critical\"} 0' <<<\"\$1\" && grep -qx 'qoslane_level_granted{level=\"high\"} 1' <<<\"\$1\"" _ "$(prom_of "$fh")"
+j=$(slurm_cmd /usr/bin/sbatch --parsable -N1 -w "$fh" --qos=mission-critical -o "$WORK/slurm-%j.out" "$(nodes_script)")
+poll 60 "job $j requeued and held" held "$j"
+check "first hop: $fh refused the job (its Prolog's audit)" eq "$(audit_n "$fh" "$j" prolog outcome)" failed
+check "first hop: ... naming the leaf's lane" grep -q "first hop: SL 3 -> VL 15" "$CH$(root_of "$fh")/var/log/qoslane/audit.jsonl"
+check "first hop: no step ran" eq "$(cd "$CH$WORK" && ls -- "$j".*.env 2>/dev/null)" ""
+check "first hop: $fh stays in service (a refusal is the job's, not the node's)" eq "$(node_state_of "$fh")" idle
+slurm_cmd /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+for out in 3 4; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$leaf" "$out" 3 3 >/dev/null; done
+health_of "$fh"
+check "first hop: repaired, health grants mission-critical again" bash -c \
+  "grep -qx 'qoslane_level_granted{level=\"mission-critical\"} 1' <<<\"\$1\"" _ "$(prom_of "$fh")"
 
 # ------------------------------------------------------------ only the node that must go
 down=${nodes[3]}
