@@ -25,6 +25,7 @@ ENV=$(bash rigs/fabric_path_rig.sh start -c "$WORK/sm.conf")
 # The audit's SMPs leave from node2's HCA, through the simulator.
 # shellcheck disable=SC1090  # the env file the rig just wrote
 . "$ENV"
+# shellcheck disable=SC2153  # RIG_WORK, IBSIM_SOCKNAME: from the rig's env file
 for t in smpquery ibnetdiscover; do
   ln -s "$PWD/rigs/smpquery-sim" "$WORK/$t"
   printf 'export %s\n' "IBSIM_SOCKNAME=$IBSIM_SOCKNAME" "RIG_UMAD2SIM=$RIG_UMAD2SIM" \
@@ -36,3 +37,25 @@ printf '$ qoslane fabric audit\n'; audit | sed 's/^/  /'
 title "spine1 maps SL 3 to VL 15 on port 2 (SMP Set, behind the SM): the node's own port still looks fine"
 bash rigs/fabric_path_rig.sh misalign "$ENV" spine1 2 3 15 >/dev/null
 printf '$ qoslane fabric audit\n'; { audit || echo "  (exit $?)"; } | sed 's/^/  /'
+
+# The first switch, not the node's port: node1's leaf drops the mission-critical tier. The node's
+# health records the tier as not granted; the Prolog obeys it and refuses the job (exit 100:
+# hookrun requeue-holds the job, the node stays in service); status and the metric say the same.
+. scripts/lib/node.sh
+N1=$WORK/node1
+node_layout "$N1" examples/qos-network.yml 1 identity
+rm -f "$N1/bin/smpquery"; ln -s "$PWD/rigs/smpquery-sim" "$N1/bin/smpquery"
+# shellcheck disable=SC2153  # from the rig's env file
+printf 'export %s\n' "IBSIM_SOCKNAME=$IBSIM_SOCKNAME" "RIG_UMAD2SIM=$RIG_UMAD2SIM" \
+  "RIG_WORK=$RIG_WORK" "SIM_HOST=node1" >"$N1/bin/smpquery.env"
+n1() { QOSLANE_SMPQUERY=$N1/bin/smpquery QOSLANE_NO_JOURNAL=1 "$QL" --root "$N1" "$@"; }
+title "leaf1, node1's first switch, maps SL 3 to VL 15 toward both spines; node1's own port still maps SL 3 to VL 3"
+for out in 3 4; do bash rigs/fabric_path_rig.sh misalign "$ENV" leaf1 "$out" 3 15 >/dev/null; done
+printf '$ qoslane health   (on node1)\n'; { n1 health || echo "  (exit $?)"; } 2>&1 | sed 's/^/  /'
+printf '$ SLURM_JOB_ID=101 SLURM_JOB_QOS=mission-critical qoslane prolog   (on node1)\n'
+{ SLURM_JOB_ID=101 SLURM_JOB_QOS=mission-critical n1 prolog || echo "  (exit $?: refused; hookrun holds the job, the node stays in service)"; } 2>&1 | sed 's/^/  /'
+printf '$ SLURM_JOB_ID=102 SLURM_JOB_QOS=high qoslane prolog   (on node1: SL 2 is carried)\n'
+{ SLURM_JOB_ID=102 SLURM_JOB_QOS=high n1 prolog && echo "  (exit 0: granted)"; } 2>&1 | sed 's/^/  /'
+SLURM_JOB_ID=102 n1 epilog >/dev/null 2>&1 || true
+printf '$ qoslane status | grep -A5 Grants\n'; { n1 status || true; } 2>&1 | grep -A5 'Grants' | sed 's/^/  /'
+printf '$ qoslane metrics | grep qoslane_level_granted\n'; n1 metrics 2>/dev/null | grep '^qoslane_level_granted' | sed 's/^/  /'
