@@ -5,10 +5,11 @@
 #   cluster (rigs/slurm_versions.tsv) with hookrun as Prolog/Epilog/TaskProlog; one job per QoS; what
 #   each job got (its SL exports, the node setting, the fabric check, the audit
 #   lines); the SM re-programmed under our feet (drift) reported by the health
-#   check, the fail_job level refused while the node serves the others; the
+#   check, the fail_job level refused (held by hookrun) while the node serves the others; the
 #   metrics; then the path (scripts/demo_path.sh): the mapping's OpenSM QoS
 #   options on a multi-switch fabric, proven by the fabric audit, and a spine
-#   misaligned behind the SM named by it; a real Prometheus (node_exporter on
+#   misaligned behind the SM named by it, then a node's first switch dropping a tier: health
+#   records it, the Prolog refuses it, status and the metric say so; a real Prometheus (node_exporter on
 #   the node's textfiles, the shipped scrape config and alert rules, every
 #   `for:` at 1s) shows the drift's alert firing; then the newest Slurm in its chroot with two
 #   nodes (scripts/demo_nodes.sh): one job, the same SL on both, the QoS from the Prolog's
@@ -114,13 +115,14 @@ kill -HUP "$RIG_OSM_PID"
 drifted() { q health 2>/dev/null | grep -q 'warn: fabric'; }
 poll 20 "the new table on node2's port" drifted
 q health || true
-echo "  a mission-critical job now (on_failure: fail_job) is refused and held, not run unprotected:"
+echo "  a mission-critical job now (on_failure: fail_job) is refused (qoslane exits 100) and held by hookrun,"
+echo "  not run unprotected; the node stays in service for the other tiers:"
 j=$(submit mission-critical)
 poll 60 "job $j held" held "$j"
 /usr/bin/scontrol show job -o "$j" | grep -o 'JobState=[^ ]* Reason=[^ ]*' | sed 's/^/  /'
+echo "  node $NODE: $(node_state)"
 { grep "\"job_id\":$j," "$R/var/log/qoslane/audit.jsonl" | grep -o '"error":"[^"]*"' | head -1 | sed 's/^/  audit: /'; } || true
 /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
-resume_node
 
 title "Metrics (node_exporter textfile, Prometheus text format)"
 grep -E '^(qoslane_hook_runs_total\{event="(prolog|epilog)",outcome="(applied|reverted|failed)"|qoslane_rollbacks_total|qoslane_active_jobs|qoslane_fabric_aligned|qoslane_hook_duration_seconds_(sum|count)|hookrun_hook_runs_total)' \
