@@ -31,7 +31,8 @@
 #   /usr/share/fish/vendor_completions.d/{qoslane,hookrun}.fish
 #   /usr/share/doc/qoslane/examples/qos-network.yml
 #   /etc/logrotate.d/qoslane                       (conffile: the audit log)
-#   /etc/default/qoslane                           (conffile: the hooks' site options)
+#   /etc/default/qoslane                           (conffile: the site options; the .rpm:
+#                                                   /etc/sysconfig/qoslane)
 #   /usr/lib/qoslane/{site-options,remove-state}   (read by the hooks / removal)
 # Removal drops the .prom textfiles; purge (rpm: erase) also /var/lib/qoslane,
 # /var/lib/hookrun and /run/qoslane; the audit history (/var/log/qoslane) is
@@ -121,7 +122,7 @@ else
 fi
 
 # ------------------------------------------------------------ staged tree
-# stage DIR ZSH_DIR: the installed tree under DIR
+# stage DIR ZSH_DIR [SITE_DIR]: the installed tree under DIR (SITE_DIR: default|sysconfig)
 stage() {
   local d=$1 zsh=$2 p
   rm -rf "$d"
@@ -145,7 +146,8 @@ stage() {
   install -D -m 0644 "$REPO/deploy/prometheus/scrape-qoslane.yml" "$d/usr/share/qoslane/prometheus/scrape-qoslane.yml"
   install -D -m 0644 "$REPO/deploy/prometheus/grafana-qoslane.json" "$d/usr/share/qoslane/grafana/grafana-qoslane.json"
   install -D -m 0644 "$REPO/packaging/logrotate/qoslane" "$d/etc/logrotate.d/qoslane"
-  install -D -m 0644 "$REPO/packaging/default/qoslane" "$d/etc/default/qoslane"
+  # The site options: /etc/default on Debian, /etc/sysconfig on the RHEL family (stage SITE_DIR).
+  install -D -m 0644 "$REPO/packaging/default/qoslane" "$d/etc/${3:-default}/qoslane"
   install -D -m 0644 "$REPO/packaging/lib/site-options" "$d/usr/lib/qoslane/site-options"
   install -D -m 0755 "$REPO/packaging/maint/remove-state" "$d/usr/lib/qoslane/remove-state"
   for p in "$REPO"/packaging/hooks/*.d/*; do
@@ -209,7 +211,7 @@ build_rpm_native() {
   local top=$REPO/target/packaging/rpm arch
   arch=$(uname -m)
   rm -rf "$top"; mkdir -p "$top"/{BUILD,RPMS,SPECS,SRPMS,BUILDROOT}
-  stage "$top/stage" /usr/share/zsh/site-functions
+  stage "$top/stage" /usr/share/zsh/site-functions sysconfig
   install -D -m 0644 "$REPO/packaging/debian/copyright" "$top/stage/usr/share/licenses/qoslane/copyright"
   install -d -m 0750 "$top/stage/var/log/qoslane"
   sed -e "s|@VERSION@|$VERSION|" -e "s|@RELEASE@|$REVISION|" -e "s|@SUMMARY@|$SUMMARY|" \

@@ -98,6 +98,8 @@ check "rpmlint: no error or warning left (exit $rrc)" bash -c \
 check "rpm: Recommends infiniband-diags and logrotate" bash -c \
   "rpm -qp --recommends '$RPM' 2>/dev/null | grep -qx infiniband-diags && rpm -qp --recommends '$RPM' 2>/dev/null | grep -qx logrotate"
 check "rpm: its %changelog is the package's" bash -c "rpm -qp --changelog '$RPM' 2>/dev/null | grep -q -- '- $(dpkg-deb -f "$DEB" Version | sed 's/[.]/[.]/g')\$'"
+check "rpm: the site options are /etc/sysconfig/qoslane, a noreplace conffile" bash -c \
+  "rpm -qp --configfiles '$RPM' 2>/dev/null | grep -qx /etc/sysconfig/qoslane && ! rpm -qpl '$RPM' 2>/dev/null | grep -q /etc/default/"
 check "rpm: the systemd units" bash -c "rpm -qpl '$RPM' 2>/dev/null | grep -c '^/usr/lib/systemd/system/qoslane-' | grep -qx 3"
 
 mkdir -p "$WORK/x"; dpkg-deb -x "$DEB" "$WORK/x"

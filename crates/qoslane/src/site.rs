@@ -1,6 +1,7 @@
-//! The site options file, `/etc/default/qoslane` under the root prefix: the
-//! `QOSLANE_*` variables a site sets for the hook scripts (which read it
-//! themselves, `packaging/lib/site-options`). qoslane reads the same file
+//! The site options file, `/etc/default/qoslane` (Debian, Ubuntu) or
+//! `/etc/sysconfig/qoslane` (RHEL, Rocky: where the .rpm installs it) under
+//! the root prefix: the `QOSLANE_*` variables a site sets for the hook
+//! scripts (which read it themselves, `packaging/lib/site-options`). qoslane reads the same file
 //! whenever it runs outside a TaskProlog, so a manual `sync`, `health`,
 //! `explain --fabric`, `fabric audit`, `log` or `status` uses exactly the
 //! programs and paths the hooks use. Precedence: a flag, then the
@@ -19,8 +20,9 @@ use nodeio::trusted::Symlink;
 
 use crate::error::{Error, Result};
 
-/// Where the file is, under the root prefix.
-pub const FILE: &str = "etc/default/qoslane";
+/// Where the file may be, under the root prefix: the first that exists is
+/// the site's (the .deb installs the first, the .rpm the second).
+pub const FILES: &[&str] = &["etc/default/qoslane", "etc/sysconfig/qoslane"];
 
 /// The variables the file may set (the hook scripts' list).
 pub const NAMES: &[&str] = &[
@@ -52,14 +54,16 @@ impl SiteOptions {
     }
 }
 
-/// Reads `<root>/etc/default/qoslane`. A missing file is no options.
+/// Reads the first of [`FILES`] under `root` that exists. None is no
+/// options.
 pub fn read(root: &Path) -> Result<SiteOptions> {
-    let path = root.join(FILE);
     // No file is no options, as for the hook scripts (whatever the
     // directories: a file made later is judged when it is read).
-    if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+    let Some(path) = FILES.iter().map(|f| root.join(f)).find(|p| {
+        !std::fs::symlink_metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    }) else {
         return Ok(SiteOptions::default());
-    }
+    };
     let bytes = match nodeio::trusted::read(root, &path, Symlink::Refuse, MAX_BYTES) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(SiteOptions::default()),

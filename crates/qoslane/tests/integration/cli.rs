@@ -198,4 +198,23 @@ fn the_site_options_file_is_read_below_flags_and_the_environment() {
     let tp = n.task_prolog(1, &[]);
     assert_eq!(tp.status.code(), Some(0));
     assert_eq!(crate::util::Node::exports(&tp)["UCX_IB_SL"], "2");
+
+    // On a RHEL-family node the .rpm installs it as /etc/sysconfig/qoslane:
+    // read when /etc/default/qoslane is not there.
+    std::fs::remove_file(&site).unwrap();
+    let rpm_site = n.path("/etc/sysconfig/qoslane");
+    std::fs::create_dir_all(rpm_site.parent().unwrap()).unwrap();
+    std::fs::write(
+        &rpm_site,
+        format!("QOSLANE_AUDIT_LOG={}\n", site_log.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&rpm_site, std::fs::Permissions::from_mode(0o644)).unwrap();
+    crate::util::ok(&n.prolog(2, "high"));
+    assert!(
+        std::fs::read_to_string(&site_log)
+            .unwrap()
+            .contains("\"job_id\":2"),
+        "/etc/sysconfig/qoslane's audit log"
+    );
 }
