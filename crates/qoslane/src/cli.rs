@@ -96,7 +96,7 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         qos: String,
         /// Also probe this node's ports and their first hop now, and say whether the level
-        /// would be granted here (writes nothing)
+        /// would be granted here (writes nothing; exit 1 when it would not)
         #[arg(long)]
         fabric: bool,
         #[arg(long, value_enum, default_value_t)]

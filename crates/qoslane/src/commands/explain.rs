@@ -72,12 +72,22 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
         now,
         from,
     };
+    // A script can trust the exit: with --fabric, 1 when the level would be
+    // refused (or run on the baseline) on this node now.
+    let refused_now = explanation
+        .now
+        .as_ref()
+        .is_some_and(|(_, refusal, _, _)| refusal.is_some());
     let mut out = std::io::stdout().lock();
     match format {
         Format::Json => render_json(&mut out, &explanation)?,
         Format::Human => render_human(&mut out, ctx, &explanation)?,
     }
-    Ok(ExitClass::Ok)
+    Ok(if refused_now {
+        ExitClass::Failed
+    } else {
+        ExitClass::Ok
+    })
 }
 
 /// The live grant: what a Prolog would decide on this node now, with a

@@ -507,7 +507,11 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
     };
     let out = explain("mission-critical");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "a dry run: {text}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a dry run, whose exit a script can trust: {text}"
+    );
     assert!(
         text.contains(
             "  fabric now      REFUSED on this node now: fabric check: mlx5_0/1 first hop: SL 3 -> VL 15"
@@ -516,6 +520,7 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
     );
     let out = explain("high");
     let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "granted: {text}");
     assert!(
         text.contains("  fabric now      granted on this node now (own ports and first hop)"),
         "{text}"
