@@ -117,7 +117,11 @@ pub enum Command {
     },
     /// Health check: ports up, each level's grant decided and recorded, mapping valid, state sane
     Health {
-        #[arg(long)]
+        /// human, or json: the report as one object
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+        /// The same as --format json (kept for scripts written before --format)
+        #[arg(long, hide = true)]
         json: bool,
     },
     /// What is in force, which jobs hold which level and SL, settings, fabric, last problems
@@ -136,8 +140,11 @@ last health check, a state file that cannot be used, state this user may not rea
 the output cannot be written."
     )]
     Status {
-        /// The same facts as one JSON object, `"schema": 1` (every key: the admin guide, §8)
-        #[arg(long)]
+        /// json: the same facts as one object, `"schema": 1` (every key: the admin guide, §8)
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+        /// The same as --format json (kept for scripts written before --format)
+        #[arg(long, hide = true)]
         json: bool,
     },
     /// Which jobs got which level and SL, and why: the audit log read back and filtered (the
@@ -190,9 +197,26 @@ pub struct LogArgs {
     /// The last N matching entries; 0 for all
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: usize,
-    /// The matching entries as JSON lines, byte for byte as written
-    #[arg(long)]
+    /// json: the matching entries as JSON lines, byte for byte as written
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// The same as --format json (kept for scripts written before --format)
+    #[arg(long, hide = true)]
     pub json: bool,
+}
+
+impl LogArgs {
+    /// Whether the entries are printed as JSON lines (`--format json` or `--json`).
+    pub fn as_json(&self) -> bool {
+        self.json || self.format == Format::Json
+    }
+}
+
+impl Format {
+    /// `--format`, or the older `--json` flag that means `--format json`.
+    pub fn or_json(self, json: bool) -> Self {
+        if json { Self::Json } else { self }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -109,8 +109,13 @@ fn main() -> ExitCode {
             format,
         }) => commands::explain::run(&ctx, &qos, fabric, format),
         Mode::Other(Command::Sync { dry_run }) => Ok(commands::sync::run(&ctx, dry_run)),
-        Mode::Other(Command::Health { json }) => Ok(commands::health::run(&ctx, json)),
-        Mode::Other(Command::Status { json }) => commands::status::run(&ctx, json),
+        Mode::Other(Command::Health { format, json }) => Ok(commands::health::run(
+            &ctx,
+            format.or_json(json) == qoslane::cli::Format::Json,
+        )),
+        Mode::Other(Command::Status { format, json }) => {
+            commands::status::run(&ctx, format.or_json(json) == qoslane::cli::Format::Json)
+        }
         Mode::Other(Command::Recover) => Ok(commands::recover::run(&ctx)),
         Mode::Other(Command::Log(args)) => commands::log::run(&ctx, &args),
         Mode::Other(Command::Metrics { listen }) => commands::serve::run(&ctx, listen.as_deref()),

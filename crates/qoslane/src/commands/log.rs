@@ -71,7 +71,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
     }
     let mut out = std::io::stdout().lock();
     let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
-    if args.json {
+    if args.as_json() {
         for l in &found.entries {
             writeln!(out, "{}", l.raw).map_err(w)?;
         }

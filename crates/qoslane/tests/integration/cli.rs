@@ -218,3 +218,32 @@ fn the_site_options_file_is_read_below_flags_and_the_environment() {
         "/etc/sysconfig/qoslane's audit log"
     );
 }
+
+/// Issue 25: one way to ask for JSON. `health`, `status` and `log` take
+/// `--format human|json` like `validate`, `explain` and `fabric`; the older
+/// `--json` still means `--format json`, byte for byte.
+#[test]
+fn every_view_takes_format_json_and_json_still_means_it() {
+    let n = crate::util::Node::new();
+    crate::util::ok(&n.prolog(1, "high"));
+    for cmd in [&["status"][..], &["log", "--job", "1"][..], &["health"][..]] {
+        let with = |extra: &[&str]| {
+            let args: Vec<&str> = cmd.iter().chain(extra).copied().collect();
+            n.run(&args, &[])
+        };
+        let format = with(&["--format", "json"]);
+        let json = with(&["--json"]);
+        assert_eq!(format.status.code(), json.status.code(), "{cmd:?}");
+        let text = String::from_utf8_lossy(&format.stdout).into_owned();
+        // One object (status, health) or JSON lines (log).
+        let parsed = serde_json::from_str::<serde_json::Value>(&text).is_ok()
+            || text
+                .lines()
+                .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok());
+        assert!(parsed && !text.is_empty(), "{cmd:?} --format json: {text}");
+        if cmd[0] != "health" {
+            // health's report carries its own time and duration
+            assert_eq!(text, String::from_utf8_lossy(&json.stdout), "{cmd:?}");
+        }
+    }
+}
