@@ -212,6 +212,26 @@ impl LogArgs {
     }
 }
 
+impl Cli {
+    /// A fabric command's `--mapping` beside the global `--config`: two names
+    /// for the one mapping, refused rather than one silently ignored.
+    pub fn mapping_named_twice(&self) -> Option<String> {
+        let mapping = match &self.command {
+            Some(Command::Fabric {
+                what:
+                    FabricCommand::Audit(AuditArgs { mapping, .. })
+                    | FabricCommand::SmConfig(SmConfigArgs { mapping, .. }),
+            }) => mapping,
+            _ => return None,
+        };
+        (mapping.is_some() && self.config.is_some()).then(|| {
+            "the argument '--mapping <FILE>' cannot be used with '--config <FILE>': both name \
+             the mapping; give one"
+                .to_owned()
+        })
+    }
+}
+
 impl Format {
     /// `--format`, or the older `--json` flag that means `--format json`.
     pub fn or_json(self, json: bool) -> Self {
@@ -236,7 +256,7 @@ pub enum FabricCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct SmConfigArgs {
-    /// The mapping [default: the installed one]
+    /// The mapping [default: the installed one]; not with --config, which names it too
     #[arg(long, value_name = "FILE")]
     pub mapping: Option<PathBuf>,
     /// human: an opensm.conf fragment with comments; json: the options as an object
@@ -252,7 +272,8 @@ pub struct SmConfigArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
-    /// The mapping whose levels to judge [default: the installed one]
+    /// The mapping whose levels to judge [default: the installed one]; not with --config,
+    /// which names it too
     #[arg(long, value_name = "FILE")]
     pub mapping: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]

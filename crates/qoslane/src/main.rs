@@ -77,6 +77,10 @@ fn main() -> ExitCode {
     };
     let context = std::env::var("SLURM_SCRIPT_CONTEXT").ok();
     let phase = std::env::var("HOOKRUN_PHASE").ok();
+    if let Some(msg) = cli.mapping_named_twice() {
+        eprintln!("qoslane: error: {msg}");
+        return ExitClass::Usage.into();
+    }
     let mode = match Mode::of(cli.command.take(), context.as_deref(), phase.as_deref()) {
         Ok(m) => m,
         Err(msg) => {

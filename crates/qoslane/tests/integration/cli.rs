@@ -247,3 +247,26 @@ fn every_view_takes_format_json_and_json_still_means_it() {
         }
     }
 }
+
+/// Issue 25: `fabric sm-config --mapping A --config B` used A without a
+/// word. Two names for the mapping are refused as a usage error.
+#[test]
+fn a_mapping_named_twice_is_a_usage_error() {
+    let n = crate::util::Node::new();
+    let m = n.path("/etc/qoslane/qos-network.yml");
+    let m = m.to_str().unwrap();
+    for sub in ["sm-config", "audit"] {
+        let out = n.run(&["--config", m, "fabric", sub, "--mapping", m], &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{sub}: {}",
+            crate::util::stderr(&out)
+        );
+        assert!(
+            crate::util::stderr(&out).contains("cannot be used with"),
+            "{}",
+            crate::util::stderr(&out)
+        );
+    }
+}
