@@ -216,13 +216,13 @@ impl Cli {
     /// A fabric command's `--mapping` beside the global `--config`: two names
     /// for the one mapping, refused rather than one silently ignored.
     pub fn mapping_named_twice(&self) -> Option<String> {
-        let mapping = match &self.command {
-            Some(Command::Fabric {
-                what:
-                    FabricCommand::Audit(AuditArgs { mapping, .. })
-                    | FabricCommand::SmConfig(SmConfigArgs { mapping, .. }),
-            }) => mapping,
-            _ => return None,
+        let Some(Command::Fabric {
+            what:
+                FabricCommand::Audit(AuditArgs { mapping, .. })
+                | FabricCommand::SmConfig(SmConfigArgs { mapping, .. }),
+        }) = &self.command
+        else {
+            return None;
         };
         (mapping.is_some() && self.config.is_some()).then(|| {
             "the argument '--mapping <FILE>' cannot be used with '--config <FILE>': both name \
