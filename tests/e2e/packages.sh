@@ -41,6 +41,9 @@ STATE_PATHS=(etc/qoslane etc/default/qoslane etc/logrotate.d/qoslane var/lib/qos
 pre=()
 for p in "${STATE_PATHS[@]}"; do if [ -e "/$p" ]; then pre+=("$p"); fi; done
 tar -C / -cpf "$WORK/pre-state.tar" --files-from /dev/null "${pre[@]}"
+# Out of the way while the package is installed (put back on exit): a file left by an earlier
+# install, such as /etc/default/qoslane, would make dpkg ask about a conffile and fail.
+for p in "${pre[@]}"; do rm -rf "/${p:?}"; done
 PROM_DIR_BEFORE=$([ -d "$PROM" ] && echo 1 || echo 0)
 cleanup() {
   local rc=$?
@@ -161,7 +164,8 @@ cp -p "$WORK/default.orig" /etc/default/qoslane; chown root:root /etc/default/qo
 
 # ------------------------------------------------------------ logrotate while appending
 # The shipped rule, pointed at a fixture root's audit log; real qoslane
-# Prologs (a missing mapping: each one fails fast and audits one line) append
+# Prologs as slurmd starts them (the QoS from the environment, as from 26.05; a missing
+# mapping: each one fails fast and audits one line) append
 # while logrotate -f rotates it five times.
 R=$WORK/root; mkdir -p "$R"
 sed "s|^/var/log/qoslane/audit.jsonl|$R/var/log/qoslane/audit.jsonl|" /etc/logrotate.d/qoslane >"$WORK/logrotate.conf"
@@ -169,11 +173,12 @@ N=400
 appender() {
   local i
   for i in $(seq 1 "$N"); do
-    env -i SLURM_JOB_ID="$i" SLURM_JOB_QOS=normal QOSLANE_NO_JOURNAL=1 \
+    env -i SLURM_JOB_ID="$i" SLURM_JOB_QOS=normal SLURM_SCRIPT_CONTEXT=prolog_slurmd QOSLANE_NO_JOURNAL=1 \
       /usr/sbin/qoslane --root "$R" prolog >/dev/null 2>&1 || true
   done
 }
-env -i SLURM_JOB_ID=$((N + 1)) SLURM_JOB_QOS=normal QOSLANE_NO_JOURNAL=1 /usr/sbin/qoslane --root "$R" prolog >/dev/null 2>&1 || true
+env -i SLURM_JOB_ID=$((N + 1)) SLURM_JOB_QOS=normal SLURM_SCRIPT_CONTEXT=prolog_slurmd QOSLANE_NO_JOURNAL=1 \
+  /usr/sbin/qoslane --root "$R" prolog >/dev/null 2>&1 || true
 appender & apid=$!
 rotations=0
 for _ in 1 2 3 4 5; do
