@@ -249,6 +249,34 @@ check "typo: high job still gets SL 2" eq "$(env_of "$j" UCX_IB_SL)" 2
 release "$j"; poll 60 "job $j done" is_gone "$j"
 cp "$CH$WORK/mapping.good" "$CH$R/etc/qoslane/qos-network.yml"
 
+say "case: the QoS cannot be learnt (squeue slower than half the deadline): on_unknown_qos decides, the job is told"
+# Issue 23 item 3. Before 26.05 the Prolog asks squeue; the node's site options file (qoslane
+# reads <root>/etc/default/qoslane itself) points it at one that never answers in time.
+if [ "$QSRC" = squeue ]; then
+  printf '#!/bin/sh\nexec /bin/sleep 30\n' > "$CH$R/bin/squeue-slow"; chmod 0755 "$CH$R/bin/squeue-slow"
+  install -d -m 0755 "$CH$R/etc/default"
+  printf 'QOSLANE_SQUEUE=%s\n' "$R/bin/squeue-slow" > "$CH$R/etc/default/qoslane"
+  chmod 0644 "$CH$R/etc/default/qoslane"
+  cp "$CH$R/etc/qoslane/qos-network.yml" "$CH$WORK/mapping.good"
+  sed -i '1i on_unknown_qos: fail_job' "$CH$R/etc/qoslane/qos-network.yml"
+  j=$(submit high)
+  poll 60 "job $j requeued and held" held "$j"
+  check "unknown QoS, fail_job: the job is refused and held, the node stays in service" eq "$(node_state)" idle
+  check "unknown QoS, fail_job: the audit says why" grep -q "\"job_id\":$j,.*on_unknown_qos: fail_job refuses the job" "$CH$R/var/log/qoslane/audit.jsonl"
+  check "unknown QoS: counted (qoslane_qos_fallbacks_total{reason=squeue_slow})" \
+    grep -Eq '^qoslane_qos_fallbacks_total\{reason="squeue_slow"\} [1-9]' "$CH$R/var/lib/prometheus/node-exporter/qoslane.prom"
+  slurm_cmd /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+  cp "$CH$WORK/mapping.good" "$CH$R/etc/qoslane/qos-network.yml"
+  j=$(submit high)
+  poll 60 "job $j running at the default level" is_running "$j"
+  check "unknown QoS, default_level: the job runs at the default level" eq "$(env_of "$j" QOSLANE_LEVEL)" normal
+  check "unknown QoS, default_level: its output says so" grep -q "^qoslane: QoS unknown (squeue: .*): the job runs at the default level normal" "$CH$WORK/slurm-$j.out"
+  release "$j"; poll 60 "job $j done" is_gone "$j"
+  rm -f "$CH$R/etc/default/qoslane" "$CH$R/bin/squeue-slow"
+else
+  say "  (Slurm $SLURM_VERSION gives the Prolog the job's QoS from its credential: squeue is never asked)"
+fi
+
 say "case: an HCA port that should be ACTIVE is DOWN: health drains with the reason, then resumes"
 echo "1: DOWN" > "$CH$R/sys/class/infiniband/mlx5_0/ports/1/state"
 slurm_cmd env SLURMD_NODENAME="$NODE" "$R/bin/hookrun" health >/dev/null 2>&1 || true
