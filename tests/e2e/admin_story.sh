@@ -186,9 +186,14 @@ released() { [ ! -e "/run/qoslane/jobs/$j.json" ] && [ "$(audit_of "$j" epilog j
 check "job $j's Epilog, under the new package, released it" poll 30 "epilog of $j" released
 
 # ------------------------------------------------------------ purge
-say "case: purge leaves nothing behind"
+say "case: purge leaves nothing behind but the audit history, and says so"
 stop_slurm
+audit_bytes=$(cat /var/log/qoslane/audit.jsonl* 2>/dev/null | wc -c)
 dpkg --purge qoslane >"$WORK/purge.log" 2>&1 || { cat "$WORK/purge.log" >&2; exit 1; }
+check "purge: the audit history is kept, whole" eq "$(cat /var/log/qoslane/audit.jsonl* 2>/dev/null | wc -c)" "$audit_bytes"
+check "purge: ... and purge says where and how to delete it" \
+  grep -q 'audit history is kept in /var/log/qoslane (rm -r /var/log/qoslane deletes it)' "$WORK/purge.log"
+rm -r /var/log/qoslane
 left=$(ls -d /var/lib/qoslane /var/lib/hookrun /run/qoslane /var/log/qoslane /etc/default/qoslane \
   /etc/logrotate.d/qoslane /usr/share/doc/qoslane /usr/share/qoslane /usr/lib/qoslane /usr/sbin/qoslane \
   /usr/sbin/hookrun "$TEXTFILE/qoslane.prom" "$TEXTFILE/hookrun.prom" 2>/dev/null || true)

@@ -95,12 +95,13 @@ if command -v rpmbuild >/dev/null; then want=(); elif [ "${QOSLANE_REQUIRE_TOOLS
 bash "$E2E_REPO/packaging/build.sh" --out "$WORK/packages" "${want[@]}" 2>"$WORK/build.log" || { cat "$WORK/build.log" >&2; exit 1; }
 say "packages built in $(secs "$t")s"
 DEB=$(ls "$WORK"/packages/qoslane_*.deb)
-VERSION=$("$QL" --version | awk '{print $2}')
+# The crate's version (--version names the build: "0.1.0-1 (git …)").
+VERSION=$(cd "$E2E_REPO" && cargo pkgid -p qoslane | sed 's/.*[#@]//')
 
 # The files each package must hold (man pages: whatever qoslane generates).
 mkdir -p "$WORK/man"; "$QL" generate man "$WORK/man"; "$(dirname "$QL")/hookrun" generate man "$WORK/man"
-expected() { # expected ZSH_DIR [FILE...]: the common list, plus each package's own files
-  local zsh=$1; shift
+expected() { # expected ZSH_DIR DOC_EXT [FILE...]: the common list, plus each package's own files
+  local zsh=$1 doc=$2; shift 2
   {
     printf '%s\n' "$@"
     printf '%s\n' /usr/sbin/qoslane /usr/sbin/hookrun \
@@ -112,18 +113,20 @@ expected() { # expected ZSH_DIR [FILE...]: the common list, plus each package's 
       /usr/lib/qoslane/hooks/prolog.d/10-qoslane /usr/lib/qoslane/hooks/epilog.d/50-qoslane \
       /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane /usr/lib/qoslane/hooks/health.d/10-qoslane \
       /usr/lib/qoslane/site-options /usr/lib/qoslane/remove-state \
-      /etc/default/qoslane /etc/logrotate.d/qoslane \
+      /etc/logrotate.d/qoslane \
+      /usr/lib/systemd/system/qoslane-metrics.service /usr/lib/systemd/system/qoslane-fabric-audit.service \
+      /usr/lib/systemd/system/qoslane-fabric-audit.timer \
       /usr/share/qoslane/prometheus/qoslane-alerts.yml /usr/share/qoslane/prometheus/scrape-qoslane.yml \
       /usr/share/qoslane/grafana/grafana-qoslane.json
     for d in admin-guide fabric hookrun metrics omnia RELIABILITY PERFORMANCE; do
-      echo "/usr/share/doc/qoslane/$d.md"
+      echo "/usr/share/doc/qoslane/$d.$doc"
     done
     for m in "$WORK"/man/*.[58]; do echo "/usr/share/man/man${m##*.}/$(basename "$m").gz"; done
   } | sort
 }
 deb_files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | grep -v '^/usr/share/doc/qoslane/copyright$' | sort)
-check "deb: holds exactly the expected files" eq "$deb_files" "$(expected /usr/share/zsh/vendor-completions \
-  /usr/share/doc/qoslane/changelog.Debian.gz /usr/share/lintian/overrides/qoslane)"
+check "deb: holds exactly the expected files" eq "$deb_files" "$(expected /usr/share/zsh/vendor-completions md.gz \
+  /etc/default/qoslane /usr/share/doc/qoslane/changelog.Debian.gz /usr/share/lintian/overrides/qoslane)"
 check "deb: binaries and hooks are executable" eq \
   "$(dpkg-deb -c "$DEB" | awk '$1 !~ /^[dl]/ && $6 ~ /sbin\/|hooks\/.*\.d\/./ && $1 != "-rwxr-xr-x"' | wc -l)" 0
 check "deb: the TaskProlog hook is qoslane itself (a relative symlink, no shell)" eq \
@@ -137,7 +140,7 @@ check "deb: shipped hooks are packaging/hooks" bash -c "
   rm -rf \"\$x\""
 if RPM=$(ls "$WORK"/packages/qoslane-*.rpm 2>/dev/null); then
   rpm_files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$RPM" 2>/dev/null | awk '$1 !~ /^d/ {print $2}' | sort)
-  check "rpm: holds exactly the expected files" eq "$rpm_files" "$(expected /usr/share/zsh/site-functions /usr/share/licenses/qoslane/copyright)"
+  check "rpm: holds exactly the expected files" eq "$rpm_files" "$(expected /usr/share/zsh/site-functions md /etc/sysconfig/qoslane /usr/share/licenses/qoslane/copyright)"
   check "rpm: version $VERSION-1, license Apache-2.0" eq \
     "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{LICENSE}' "$RPM" 2>/dev/null)" "$VERSION-1 Apache-2.0"
 fi
