@@ -112,7 +112,7 @@ grep '"event":"prolog"' "$R/var/log/qoslane/audit.jsonl" | head -1 | sed 's/^/  
 title "The SM is re-programmed (SL3 -> VL4 now): health reports the drift, the node stays in service"
 sed -i 's/^qos_ca_sl2vl .*/qos_ca_sl2vl 7,6,5,4,3,2,1,0,0,1,2,3,4,5,6,7/' "$RIG_WORK/opensm.conf"
 kill -HUP "$RIG_OSM_PID"
-drifted() { q health 2>/dev/null | grep -q 'warn: fabric'; }
+drifted() { q health 2>/dev/null | grep -q 'warn: level: level .*: mlx5_0/1: SL '; }
 poll 20 "the new table on node2's port" drifted
 q health || true
 echo "  a mission-critical job now (on_failure: fail_job) is refused (qoslane exits 100) and held by hookrun,"
