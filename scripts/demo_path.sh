@@ -49,13 +49,15 @@ rm -f "$N1/bin/smpquery"; ln -s "$PWD/rigs/smpquery-sim" "$N1/bin/smpquery"
 printf 'export %s\n' "IBSIM_SOCKNAME=$IBSIM_SOCKNAME" "RIG_UMAD2SIM=$RIG_UMAD2SIM" \
   "RIG_WORK=$RIG_WORK" "SIM_HOST=node1" >"$N1/bin/smpquery.env"
 n1() { QOSLANE_SMPQUERY=$N1/bin/smpquery QOSLANE_NO_JOURNAL=1 "$QL" --root "$N1" "$@"; }
+# A Prolog as slurmd starts it on 26.05: the job's QoS in its environment, from the credential.
+n1_prolog() { SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=$1 SLURM_JOB_QOS=$2 n1 prolog; }
 title "leaf1, node1's first switch, maps SL 3 to VL 15 toward both spines; node1's own port still maps SL 3 to VL 3"
 for out in 3 4; do bash rigs/fabric_path_rig.sh misalign "$ENV" leaf1 "$out" 3 15 >/dev/null; done
 printf '$ qoslane health   (on node1)\n'; { n1 health || echo "  (exit $?)"; } 2>&1 | sed 's/^/  /'
 printf '$ SLURM_JOB_ID=101 SLURM_JOB_QOS=mission-critical qoslane prolog   (on node1)\n'
-{ SLURM_JOB_ID=101 SLURM_JOB_QOS=mission-critical n1 prolog || echo "  (exit $?: refused; hookrun holds the job, the node stays in service)"; } 2>&1 | sed 's/^/  /'
+{ n1_prolog 101 mission-critical || echo "  (exit $?: refused; hookrun holds the job, the node stays in service)"; } 2>&1 | sed 's/^/  /'
 printf '$ SLURM_JOB_ID=102 SLURM_JOB_QOS=high qoslane prolog   (on node1: SL 2 is carried)\n'
-{ SLURM_JOB_ID=102 SLURM_JOB_QOS=high n1 prolog && echo "  (exit 0: granted)"; } 2>&1 | sed 's/^/  /'
-SLURM_JOB_ID=102 n1 epilog >/dev/null 2>&1 || true
+{ n1_prolog 102 high && echo "  (exit 0: granted)"; } 2>&1 | sed 's/^/  /'
+SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=102 SLURM_JOB_QOS=high n1 epilog >/dev/null 2>&1 || true
 printf '$ qoslane status | grep -A5 Grants\n'; { n1 status || true; } 2>&1 | grep -A5 'Grants' | sed 's/^/  /'
 printf '$ qoslane metrics | grep qoslane_level_granted\n'; n1 metrics 2>/dev/null | grep '^qoslane_level_granted' | sed 's/^/  /'
