@@ -208,7 +208,7 @@ pub struct LogArgs {
 impl LogArgs {
     /// Whether the entries are printed as JSON lines (`--format json` or `--json`).
     pub fn as_json(&self) -> bool {
-        self.json || self.format == Format::Json
+        self.format.or_json(self.json) == Format::Json
     }
 }
 
