@@ -167,13 +167,14 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         fabric,
         decided,
         hop,
+        recorded,
     } = g;
     remember(
         s,
         &record.mapping_sha256,
         &record.level,
         &decided,
-        hop,
+        (hop, recorded),
         &mut r,
     );
     let node = step!(r, s.node(), policy);
@@ -252,6 +253,9 @@ struct JobGrant {
     decided: crate::grant::Grant,
     /// The first hop, when this run read it.
     hop: Option<crate::grant::ScopeRead>,
+    /// Whether the node's record (read once, by [`level_grant`]) already
+    /// holds this decision for the level under this mapping.
+    recorded: bool,
 }
 
 /// [`Session::promote_or_note`] for a grant: `false` when `loaded` is no
@@ -309,7 +313,7 @@ fn grant(
 
     // At most half of what is left: a hung SMP query must leave the
     // transaction (and, under `warn`, the grant) its time.
-    let (mut fabric, decided) =
+    let (mut fabric, decided, recorded) =
         level_grant(&ctx.paths, m, &loaded.sha256, level, &s.deadline.half());
     r.take_fabric(&mut fabric);
     r.notes.extend(decided.notes.iter().cloned());
@@ -321,7 +325,7 @@ fn grant(
             &loaded.sha256,
             &level.name,
             &decided,
-            fabric.first_hop_read(m),
+            (fabric.first_hop_read(m), recorded),
             &mut r,
         );
         return Err(r.fail(refusal, Exit::ByPolicy(policy)));
@@ -342,6 +346,7 @@ fn grant(
         hop: fabric.first_hop_read(m),
         fabric,
         decided,
+        recorded,
     })
 }
 
@@ -356,7 +361,7 @@ fn level_grant(
     sha256: &str,
     level: &Level,
     deadline: &Deadline,
-) -> (policy::Judgement, crate::grant::Grant) {
+) -> (policy::Judgement, crate::grant::Grant, bool) {
     use crate::grant::{GrantScope, MAX_RECORD_AGE_MS, Record};
     let on_failure = m.on_failure_for(level);
     let must_read =
@@ -414,7 +419,11 @@ fn level_grant(
     let mut g = crate::grant::decide(m.fabric_check, on_failure, &evidence);
     notes.append(&mut g.notes);
     g.notes = notes;
-    (j, g)
+    let recorded = stored.as_ref().is_some_and(|rec| {
+        rec.mapping_sha256 == sha256
+            && rec.grants.get(&level.name).map(|x| x.decision) == Some(g.decision)
+    });
+    (j, g, recorded)
 }
 
 /// The longest a Prolog waits for the node lock only to record its grant.
@@ -429,16 +438,12 @@ fn remember(
     sha256: &str,
     level: &str,
     g: &crate::grant::Grant,
-    first_hop: Option<crate::grant::ScopeRead>,
+    (first_hop, recorded): (Option<crate::grant::ScopeRead>, bool),
     r: &mut Report,
 ) {
     let paths = s.paths;
-    let stored = crate::state::grants::load(paths).ok().flatten();
-    let same = stored.as_ref().is_some_and(|rec| {
-        rec.mapping_sha256 == sha256
-            && rec.grants.get(level).map(|x| x.decision) == Some(g.decision)
-    });
-    if same && first_hop.is_none() {
+    // Whether the record already says so was read once, by `level_grant`.
+    if recorded && first_hop.is_none() {
         return;
     }
     // A refusal does not queue behind another run for long: the record is
