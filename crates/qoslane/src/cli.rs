@@ -70,6 +70,16 @@ pub enum Format {
     Json,
 }
 
+/// `fabric audit --format`: the common two, and the page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum AuditFormat {
+    #[default]
+    Human,
+    Json,
+    /// One self-contained HTML page: the fabric drawn per level, the findings
+    Html,
+}
+
 /// How `fabric audit` sends its SMP queries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum FabricReader {
@@ -277,7 +287,10 @@ pub struct AuditArgs {
     #[arg(long, value_name = "FILE")]
     pub mapping: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+    pub format: AuditFormat,
+    /// Write the output to FILE (atomically replaced) instead of stdout
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Also write the verdict as a Prometheus textfile (atomically replaced)
     #[arg(long, value_name = "FILE")]
     pub textfile: Option<PathBuf>,

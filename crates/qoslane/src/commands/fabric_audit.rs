@@ -8,12 +8,13 @@ use std::io::Write;
 use nodeio::prom::{Kind as PromKind, Writer};
 
 use super::Ctx;
-use crate::cli::{AuditArgs, FabricReader, Format};
+use crate::cli::{AuditArgs, AuditFormat, FabricReader};
 use crate::config::{self, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
 use crate::fabric::lane::Lane;
+use crate::fabric::page::{self, Page};
 use crate::fabric::sweep::{self, Reader, Sweep};
 use crate::fabric::umad::{self, Umad};
 use crate::fabric::{PortId, Smpquery};
@@ -67,20 +68,28 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
             detail: format!("the fabric could not be read: {e}"),
         },
     })?;
-    let mut out = std::io::stdout().lock();
-    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
-    match args.format {
-        Format::Json => {
+    let text = match args.format {
+        AuditFormat::Json => {
             let v = serde_json::json!({
                 "mapping": from,
                 "mapping_sha256": loaded.sha256,
                 "report": sweep,
                 "verdict": verdict_word(&sweep),
             });
-            writeln!(out, "{v:#}").map_err(w)?;
+            format!("{v:#}\n")
         }
-        Format::Human => out.write_all(human(&sweep, &from).as_bytes()).map_err(w)?,
-    }
+        AuditFormat::Human => human(&sweep, &from),
+        AuditFormat::Html => page::render(&Page {
+            sweep: &sweep,
+            summary: &human(&sweep, &from),
+            mapping: &from,
+            mapping_sha256: &loaded.sha256,
+            time: &humantime::format_rfc3339_seconds(started).to_string(),
+            verdict: verdict_word(&sweep),
+            waits: &[],
+        }),
+    };
+    write_output(ctx, args.output.as_deref(), &text)?;
     Ok(if sweep.any_problem() {
         ExitClass::Failed
     } else if !sweep.unread.is_empty() {
@@ -305,6 +314,28 @@ pub fn render(r: Option<&Sweep>, started: std::time::SystemTime) -> String {
         );
     }
     w.finish()
+}
+
+/// The output to stdout, or atomically into `file` (a relative name is
+/// taken from the current directory).
+fn write_output(ctx: &Ctx, file: Option<&std::path::Path>, text: &str) -> Result<()> {
+    let Some(file) = file else {
+        return std::io::stdout()
+            .lock()
+            .write_all(text.as_bytes())
+            .map_err(Error::io("write output", "<stdout>"));
+    };
+    let file = std::path::absolute(file).map_err(Error::io("resolve", file))?;
+    let _visible = nodeio::atomic::replace(
+        &ctx.paths.root,
+        &file,
+        text.as_bytes(),
+        crate::state::PUBLIC,
+        nodeio::walk::Judge::NoFollow,
+        false,
+        nodeio::atomic::Durability::Visible,
+    )?;
+    Ok(())
 }
 
 fn write_textfile(

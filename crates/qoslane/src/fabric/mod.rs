@@ -34,6 +34,7 @@ pub mod first_hop_read;
 pub mod gather;
 pub mod lane;
 pub mod mad;
+pub mod page;
 pub mod parse;
 pub mod policy;
 pub mod pool;

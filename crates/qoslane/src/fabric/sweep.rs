@@ -136,6 +136,35 @@ pub struct LevelSweep {
     pub pairs: BTreeMap<Lane, u64>,
     /// Every verdict but `carried`, grouped.
     pub findings: Vec<Finding>,
+    /// Every egress port read, with what the level gets there (carried
+    /// too): the per-port facts the page draws (`fabric::page`).
+    #[serde(skip)]
+    pub ports: Vec<PortLanes>,
+}
+
+/// What one level gets on one egress port that was read: the VL and verdict
+/// of each group of in ports (an HCA port: one group, in port 0; a port not
+/// Active: one `link_down` group without in ports).
+#[derive(Clone, Debug)]
+pub struct PortLanes {
+    pub kind: NodeType,
+    pub guid: String,
+    pub name: String,
+    pub lid: u16,
+    pub port: u32,
+    pub oper_vls: VlRange,
+    pub groups: Vec<InLane>,
+}
+
+/// One group of in ports of an egress port, as judged for one level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InLane {
+    pub vl: u8,
+    pub lane: Lane,
+    /// The VL's weight in the egress's arbitration tables (both summed);
+    /// `None` when they were not read.
+    pub weight: Option<u32>,
+    pub in_ports: Vec<u32>,
 }
 
 impl LevelSweep {
@@ -165,6 +194,9 @@ pub struct Sweep {
     /// default and could not start).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    /// What `ibnetdiscover -p` found: the links the page draws.
+    #[serde(skip)]
+    pub topology: Topology,
 }
 
 impl Sweep {
@@ -253,6 +285,7 @@ pub fn sweep(
         workers: workers.clamp(1, pool::MAX_WORKERS),
         reader: reader.name(),
         fallback: None,
+        topology: topo.clone(),
     }
 }
 
@@ -301,8 +334,25 @@ fn sweep_level(topo: &Topology, ok: &[(&Item, Read)], level: &Level) -> LevelSwe
         .map(crate::mapping::types::VirtualLane::get);
     let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
     let mut findings: Vec<Finding> = Vec::new();
+    let mut ports: Vec<PortLanes> = Vec::with_capacity(ok.len());
     for (item, r) in ok {
+        let mut at = PortLanes {
+            kind: item.kind,
+            guid: item.guid.clone(),
+            name: item.name.clone(),
+            lid: item.lid,
+            port: item.port,
+            oper_vls: r.oper_vls,
+            groups: Vec::new(),
+        };
         if !r.active {
+            at.groups.push(InLane {
+                vl: 0,
+                lane: Lane::LinkDown,
+                weight: None,
+                in_ports: Vec::new(),
+            });
+            ports.push(at);
             // Cabled (the topology says so) but not Active: no
             // level crosses it.
             *pairs.entry(Lane::LinkDown).or_default() += 1;
@@ -322,6 +372,19 @@ fn sweep_level(topo: &Topology, ok: &[(&Item, Read)], level: &Level) -> LevelSwe
             continue;
         }
         let groups = judge_port(topo, item, r, sl, want, &mut pairs);
+        at.groups = groups
+            .iter()
+            .map(|(vl, lane, ins)| InLane {
+                vl: *vl,
+                lane: *lane,
+                weight: match &r.vlarb {
+                    VlArbState::Read(arb) => Some(arb.weight(*vl)),
+                    VlArbState::Unavailable(_) => None,
+                },
+                in_ports: ins.clone(),
+            })
+            .collect();
+        ports.push(at);
         add_findings(topo, item, r, sl, groups, &mut findings);
     }
     for f in &mut findings {
@@ -333,6 +396,7 @@ fn sweep_level(topo: &Topology, ok: &[(&Item, Read)], level: &Level) -> LevelSwe
         virtual_lane: want,
         pairs,
         findings,
+        ports,
     }
 }
 
