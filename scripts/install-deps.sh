@@ -3,7 +3,8 @@
 # machine, as root: the simulated fabric (ibsim + OpenSM + infiniband-diags),
 # the host's Slurm cluster (slurmctld/slurmd/slurmdbd, MariaDB, munge), mmdebstrap for the
 # chroot Slurms of rigs/slurm_versions.tsv,
-# Prometheus tools, Ansible, benchmarking tools, shellcheck; and the Rust components.
+# Prometheus tools, Ansible, benchmarking tools, shellcheck, Chromium (the audit page's
+# tests); and the Rust components.
 # Idempotent: a second run installs nothing.
 set -euo pipefail
 
@@ -33,6 +34,8 @@ PKGS=(
   # packages (tests/e2e/packages.sh): lintian on the .deb, rpmlint on the .rpm, the shipped logrotate rule,
   # man --warnings on every page (man-db)
   lintian rpmlint logrotate man-db
+  # the fabric audit's HTML page opened headless (tests/integration/fabric/page.rs)
+  chromium
   # misc used by scripts
   procps psmisc python3
 )

@@ -209,7 +209,9 @@ fn base64(bytes: &[u8]) -> String {
             | u32::from(c.get(2).copied().unwrap_or(0));
         for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
             if i <= c.len() {
-                o.push(char::from(A[usize::try_from((n >> shift) & 63).unwrap_or(0)]));
+                o.push(char::from(
+                    A[usize::try_from((n >> shift) & 63).unwrap_or(0)],
+                ));
             } else {
                 o.push('=');
             }

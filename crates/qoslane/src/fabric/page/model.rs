@@ -42,16 +42,16 @@ pub const STATES: [&str; 8] = [
 ];
 
 #[derive(Debug, Serialize)]
-pub struct Model {
-    pub nodes: Vec<Node>,
-    pub links: Vec<Link>,
+pub struct PageModel {
+    pub nodes: Vec<DrawnNode>,
+    pub links: Vec<Cable>,
     pub levels: Vec<LevelView>,
     /// Whether any wait ticks were given (the "colour by wait" choice).
     pub waits: bool,
 }
 
 #[derive(Debug, Serialize)]
-pub struct Node {
+pub struct DrawnNode {
     pub kind: &'static str,
     pub name: String,
     pub guid: String,
@@ -64,7 +64,7 @@ pub struct Node {
 
 /// A cable: node `a` port `ap` to node `b` port `bp`.
 #[derive(Debug, Serialize)]
-pub struct Link {
+pub struct Cable {
     pub a: usize,
     pub ap: u32,
     pub b: usize,
@@ -79,12 +79,12 @@ pub struct LevelView {
     pub carried: bool,
     /// Per link (same order as `links`): the egress at `a` (toward `b`),
     /// then the egress at `b`.
-    pub ends: Vec<[End; 2]>,
+    pub ends: Vec<[CableEnd; 2]>,
 }
 
 /// One egress port of a cable, for one level.
 #[derive(Debug, Serialize)]
-pub struct End {
+pub struct CableEnd {
     /// The state shown: one of [`STATES`].
     pub s: &'static str,
     /// Its groups: (VL, verdict, VL arbitration weight, in ports — empty
@@ -105,11 +105,12 @@ pub fn rank(state: &str) -> usize {
 }
 
 /// The model of `sweep` (its topology and per-level ports) with `waits`.
-pub fn build(sweep: &Sweep, waits: &[VlWait]) -> Model {
+pub fn build(sweep: &Sweep, waits: &[VlWait]) -> PageModel {
     let topo = &sweep.topology;
     let (nodes, index) = nodes(topo);
     let links = links(topo, &index);
-    let wait_at: HashMap<(u16, u32), &VlWait> = waits.iter().map(|w| ((w.lid, w.port), w)).collect();
+    let wait_at: HashMap<(u16, u32), &VlWait> =
+        waits.iter().map(|w| ((w.lid, w.port), w)).collect();
     // Each cable end's (LID, port): a switch's ports share its LID, each
     // HCA port has its own.
     let lid_of: HashMap<(&str, u32), u16> = topo
@@ -143,7 +144,7 @@ pub fn build(sweep: &Sweep, waits: &[VlWait]) -> Model {
             }
         })
         .collect();
-    Model {
+    PageModel {
         nodes,
         links,
         levels,
@@ -151,9 +152,9 @@ pub fn build(sweep: &Sweep, waits: &[VlWait]) -> Model {
     }
 }
 
-fn end(p: Option<&PortLanes>, waits: &HashMap<(u16, u32), &VlWait>, at: (u16, u32)) -> End {
+fn end(p: Option<&PortLanes>, waits: &HashMap<(u16, u32), &VlWait>, at: (u16, u32)) -> CableEnd {
     let Some(p) = p else {
-        return End {
+        return CableEnd {
             s: UNREAD,
             g: Vec::new(),
             w: None,
@@ -169,14 +170,21 @@ fn end(p: Option<&PortLanes>, waits: &HashMap<(u16, u32), &VlWait>, at: (u16, u3
     let g = p
         .groups
         .iter()
-        .map(|InLane { vl, lane, weight, in_ports }| {
-            (
-                *vl,
-                lane.as_str(),
-                *weight,
-                if one { Vec::new() } else { in_ports.clone() },
-            )
-        })
+        .map(
+            |InLane {
+                 vl,
+                 lane,
+                 weight,
+                 in_ports,
+             }| {
+                (
+                    *vl,
+                    lane.as_str(),
+                    *weight,
+                    if one { Vec::new() } else { in_ports.clone() },
+                )
+            },
+        )
         .collect();
     let w = waits.get(&at).and_then(|w| {
         p.groups
@@ -185,7 +193,7 @@ fn end(p: Option<&PortLanes>, waits: &HashMap<(u16, u32), &VlWait>, at: (u16, u3
             .filter_map(|g| w.ticks.get(usize::from(g.vl)).copied().flatten())
             .max()
     });
-    End { s, g, w }
+    CableEnd { s, g, w }
 }
 
 fn kind_word(k: NodeType) -> &'static str {
@@ -198,7 +206,7 @@ fn kind_word(k: NodeType) -> &'static str {
 
 /// Every node once, ordered by tier (top first) then by name, numbers
 /// compared as numbers (`leaf2` before `leaf10`); its index by GUID.
-fn nodes(topo: &Topology) -> (Vec<Node>, HashMap<String, usize>) {
+fn nodes(topo: &Topology) -> (Vec<DrawnNode>, HashMap<String, usize>) {
     let mut seen: BTreeMap<&str, (NodeType, &str, u16)> = BTreeMap::new();
     for p in &topo.ports {
         seen.entry(p.end.guid.as_str())
@@ -207,9 +215,21 @@ fn nodes(topo: &Topology) -> (Vec<Node>, HashMap<String, usize>) {
     let tiers = tiers(topo);
     let mut v: Vec<(u32, &str, &str, NodeType, u16)> = seen
         .iter()
-        .map(|(guid, (kind, name, lid))| (tiers.get(guid).copied().unwrap_or(0), *name, *guid, *kind, *lid))
+        .map(|(guid, (kind, name, lid))| {
+            (
+                tiers.get(guid).copied().unwrap_or(0),
+                *name,
+                *guid,
+                *kind,
+                *lid,
+            )
+        })
         .collect();
-    v.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| natural(a.1, b.1)).then_with(|| a.2.cmp(b.2)));
+    v.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| natural(a.1, b.1))
+            .then_with(|| a.2.cmp(b.2))
+    });
     let index: HashMap<String, usize> = v
         .iter()
         .enumerate()
@@ -217,7 +237,7 @@ fn nodes(topo: &Topology) -> (Vec<Node>, HashMap<String, usize>) {
         .collect();
     let nodes = v
         .iter()
-        .map(|&(tier, name, guid, kind, lid)| Node {
+        .map(|&(tier, name, guid, kind, lid)| DrawnNode {
             kind: kind_word(kind),
             name: name.to_owned(),
             guid: guid.to_owned(),
@@ -250,9 +270,13 @@ fn tiers(topo: &Topology) -> HashMap<&str, u32> {
         }
         let Some(r) = &p.remote else { continue };
         if p.end.kind != NodeType::Hca && r.kind != NodeType::Hca {
-            next.entry(p.end.guid.as_str()).or_default().push(r.guid.as_str());
+            next.entry(p.end.guid.as_str())
+                .or_default()
+                .push(r.guid.as_str());
         }
-        if p.end.kind != NodeType::Hca && r.kind == NodeType::Hca && !tier.contains_key(p.end.guid.as_str())
+        if p.end.kind != NodeType::Hca
+            && r.kind == NodeType::Hca
+            && !tier.contains_key(p.end.guid.as_str())
         {
             tier.insert(p.end.guid.as_str(), 1);
             queue.push_back(p.end.guid.as_str());
@@ -275,9 +299,10 @@ fn tiers(topo: &Topology) -> HashMap<&str, u32> {
 }
 
 /// Every cable once, in the nodes' order of its first end.
-fn links(topo: &Topology, index: &HashMap<String, usize>) -> Vec<Link> {
-    let mut v: Vec<Link> = Vec::new();
-    let mut seen: std::collections::HashSet<(usize, u32, usize, u32)> = std::collections::HashSet::new();
+fn links(topo: &Topology, index: &HashMap<String, usize>) -> Vec<Cable> {
+    let mut v: Vec<Cable> = Vec::new();
+    let mut seen: std::collections::HashSet<(usize, u32, usize, u32)> =
+        std::collections::HashSet::new();
     for p in &topo.ports {
         let Some(r) = &p.remote else { continue };
         let (Some(&a), Some(&b)) = (index.get(&p.end.guid), index.get(&r.guid)) else {
@@ -289,7 +314,7 @@ fn links(topo: &Topology, index: &HashMap<String, usize>) -> Vec<Link> {
             (b, r.port, a, p.end.port)
         };
         if seen.insert(key) {
-            v.push(Link {
+            v.push(Cable {
                 a: key.0,
                 ap: key.1,
                 b: key.2,

@@ -18,7 +18,14 @@ SW     6  1 0x0000000000200006 4x QDR - SW     2  2 0x0000000000200001 ( '</scri
 SW     2  2 0x0000000000200001 4x QDR - SW     6  1 0x0000000000200006 ( 'spine1' - '</script><img src=x onerror=alert(1)>' )
 ";
 
-fn at(kind: NodeType, guid: &str, name: &str, lid: u16, port: u32, groups: Vec<InLane>) -> PortLanes {
+fn at(
+    kind: NodeType,
+    guid: &str,
+    name: &str,
+    lid: u16,
+    port: u32,
+    groups: Vec<InLane>,
+) -> PortLanes {
     PortLanes {
         kind,
         guid: guid.into(),
@@ -143,7 +150,10 @@ fn the_script_is_admitted_by_its_hash_and_nothing_may_be_fetched() {
         .unwrap();
     assert!(csp.starts_with("default-src 'none';"), "{csp}");
     let hash = super::base64(&sha2::Sha256::digest(super::SCRIPT.as_bytes()));
-    assert!(csp.contains(&format!("script-src 'sha256-{hash}'")), "{csp}");
+    assert!(
+        csp.contains(&format!("script-src 'sha256-{hash}'")),
+        "{csp}"
+    );
     assert_eq!(super::base64(b"ab"), "YWI=");
     assert_eq!(super::base64(b"abc"), "YWJj");
     assert_eq!(super::base64(b"a"), "YQ==");
@@ -176,7 +186,10 @@ fn tiers_links_and_each_ends_verdict_come_from_the_sweep() {
         .zip(&m.levels[0].ends)
         .map(|(l, [a, b])| {
             (
-                format!("{}:{}-{}:{}", m.nodes[l.a].name, l.ap, m.nodes[l.b].name, l.bp),
+                format!(
+                    "{}:{}-{}:{}",
+                    m.nodes[l.a].name, l.ap, m.nodes[l.b].name, l.bp
+                ),
                 a.s,
                 b.s,
             )

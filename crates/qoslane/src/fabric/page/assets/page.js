@@ -2,6 +2,7 @@
 // as SVG. Only text and attributes are ever set: never markup.
 (function () {
   'use strict';
+  var started = window.performance.now();
   var D = JSON.parse(document.getElementById('data').textContent);
   var NS = 'http://www.w3.org/2000/svg';
   var STATES = ['link_down', 'dropped', 'not_operational', 'starved', 'other_vl',
@@ -349,4 +350,5 @@
   select(first);
   fit();
   document.body.setAttribute('data-drawn', String(nodes.length));
+  document.body.setAttribute('data-drawn-ms', String(Math.round(window.performance.now() - started)));
 }());
