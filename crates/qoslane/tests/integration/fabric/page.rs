@@ -126,8 +126,9 @@ fn page_requests(netlog: &str) -> Vec<String> {
 /// The attributes of each `<line class="link ...">` of each level's view.
 fn views(dom: &str) -> BTreeMap<String, Vec<BTreeMap<String, String>>> {
     let mut out = BTreeMap::new();
-    for chunk in dom.split("<g class=\"view\" data-level=\"").skip(1) {
-        let (name, rest) = chunk.split_once('"').unwrap();
+    for chunk in dom.split("<g class=\"view").skip(1) {
+        let (_, named) = chunk.split_once("data-level=\"").unwrap();
+        let (name, rest) = named.split_once('"').unwrap();
         let rest = rest.split("<g class=\"nodes\"").next().unwrap();
         let links = rest
             .split("<line ")
@@ -466,4 +467,40 @@ fn page_a_switch_named_to_attack_the_page_stays_text() {
         "{}",
         o.dom
     );
+}
+
+/// `html` is a format of `fabric audit` only: elsewhere a usage error (64)
+/// that names the formats the command has.
+#[test]
+fn page_html_is_a_format_of_fabric_audit_only() {
+    let commands: [&[&str]; 6] = [
+        &["validate", "/nonexistent.yml"],
+        &["explain", "--qos", "high"],
+        &["health"],
+        &["status"],
+        &["log"],
+        &["fabric", "sm-config"],
+    ];
+    for args in commands {
+        let out = Command::new(crate::util::BIN)
+            .env_clear()
+            .env("QOSLANE_NO_JOURNAL", "1")
+            .args(args)
+            .args(["--format", "html"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
+        assert!(
+            err.contains("invalid value 'html' for '--format <FORMAT>'")
+                && err.contains("[possible values: human, json]"),
+            "{args:?}: {err}"
+        );
+    }
+    let out = Command::new(crate::util::BIN)
+        .args(["fabric", "audit", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("html"), "{help}");
 }

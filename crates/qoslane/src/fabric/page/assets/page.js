@@ -52,6 +52,9 @@
   var widest = groups.length;
   Object.keys(rows).forEach(function (t) { widest = Math.max(widest, rows[t].length); });
   var W = Math.max(600, widest * (BW + 16));
+  // Tiers spread so that the whole drawing keeps about the box's shape.
+  ROW = Math.max(ROW, W * 0.5 / (top + 1));
+  var MARK_SIZE = Math.max(12, W / 80);
   var pos = [];
   Object.keys(rows).forEach(function (t) {
     var r = rows[t];
@@ -112,14 +115,17 @@
     return ' w' + Math.min(4, 1 + Math.floor(3 * w / most));
   }
   function mark(parent, x, y, state) {
-    if (MARK[state]) { el('text', { class: 'mark', x: x, y: y }, parent).textContent = MARK[state]; }
+    if (MARK[state]) {
+      el('text', { class: 'mark', x: x, y: y, 'font-size': MARK_SIZE }, parent).textContent = MARK[state];
+    }
   }
 
   // One view per level: its cables.
   var views = [], badNodes = [];
   levels.forEach(function (lv, level) {
-    var g = el('g', { class: 'view', 'data-level': lv.name }, svg);
+    var g = el('g', { class: 'view' + (links.length > 200 ? ' many' : ''), 'data-level': lv.name }, svg);
     g.setAttribute('hidden', '');
+    var marks = el('g', { class: 'marks' });
     var bad = {};
     var most = 0;
     links.forEach(function (l, li) { var w = linkWait(level, li); if (w > most) { most = w; } });
@@ -135,7 +141,7 @@
       line.setAttribute('aria-label', label);
       el('title', {}, line).textContent = label;
       line.qlShow = function () { showLink(level, li); };
-      mark(g, (a.x + b.x) / 2 + dx, (a.y + b.y) / 2, s);
+      mark(marks, (a.x + b.x) / 2 + dx, (a.y + b.y) / 2, s);
       if (PROBLEM[levels[level].ends[li][0].s]) { bad[l.a] = true; }
       if (PROBLEM[levels[level].ends[li][1].s]) { bad[l.b] = true; }
     });
@@ -162,8 +168,15 @@
       line.setAttribute('aria-label', label);
       el('title', {}, line).textContent = label;
       line.qlShow = function () { showJoined(level, j); };
-      mark(g, (sp.x + gp.x) / 2, (sp.y + gp.y) / 2, s);
+      mark(marks, (sp.x + gp.x) / 2, (sp.y + gp.y) / 2, s);
     });
+    // The worst drawn last, over the carried ones.
+    Array.prototype.slice.call(g.childNodes)
+      .sort(function (x, y) {
+        return STATES.indexOf(y.getAttribute('data-state')) - STATES.indexOf(x.getAttribute('data-state'));
+      })
+      .forEach(function (line) { g.appendChild(line); });
+    g.appendChild(marks);
     views.push(g);
     badNodes.push(bad);
   });
