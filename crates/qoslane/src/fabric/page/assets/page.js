@@ -362,6 +362,11 @@
   levels.forEach(function (lv, k) { if (!lv.carried && levels[first].carried) { first = k; } });
   select(first);
   fit();
+  // The worst failing cable of that level (drawn last), in the details at once.
+  var failing = Array.prototype.filter.call(views[first] ? views[first].childNodes : [], function (e) {
+    return PROBLEM[e.getAttribute('data-state')];
+  });
+  if (failing.length) { failing[failing.length - 1].qlShow(); }
   document.body.setAttribute('data-drawn', String(nodes.length));
   document.body.setAttribute('data-drawn-ms', String(Math.round(window.performance.now() - started)));
 }());
