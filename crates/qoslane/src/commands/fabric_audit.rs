@@ -326,16 +326,7 @@ fn write_output(ctx: &Ctx, file: Option<&std::path::Path>, text: &str) -> Result
             .map_err(Error::io("write output", "<stdout>"));
     };
     let file = std::path::absolute(file).map_err(Error::io("resolve", file))?;
-    let _visible = nodeio::atomic::replace(
-        &ctx.paths.root,
-        &file,
-        text.as_bytes(),
-        crate::state::PUBLIC,
-        nodeio::walk::Judge::NoFollow,
-        false,
-        nodeio::atomic::Durability::Visible,
-    )?;
-    Ok(())
+    replace_visible(ctx, &file, text)
 }
 
 fn write_textfile(
@@ -344,8 +335,12 @@ fn write_textfile(
     r: Option<&Sweep>,
     started: std::time::SystemTime,
 ) -> Result<()> {
-    let text = render(r, started);
-    // Rewritten by every audit: visible is enough.
+    replace_visible(ctx, file, &render(r, started))
+}
+
+/// `file` replaced atomically with `text`, readable by all. Rewritten by
+/// every audit: visible is enough.
+fn replace_visible(ctx: &Ctx, file: &std::path::Path, text: &str) -> Result<()> {
     let _visible = nodeio::atomic::replace(
         &ctx.paths.root,
         file,
