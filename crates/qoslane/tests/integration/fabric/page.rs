@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use qoslane::fabric::lane::Lane;
-use qoslane::fabric::page::{self, Page};
+use qoslane::fabric::page::{self, Page, VlWait};
 use qoslane::fabric::parse::parse_topology;
 use qoslane::fabric::sweep::{InLane, LevelSweep, PortLanes, Sweep};
 use qoslane::fabric::tables::{NodeType, VlRange};
@@ -435,15 +435,18 @@ fn page_a_switch_named_to_attack_the_page_stays_text() {
         fallback: None,
         topology: parse_topology(&topo).unwrap(),
     };
-    let html = page::render(&Page {
-        sweep: &sweep,
-        summary: &format!("  FAIL at switch {ATTACK}\n"),
-        mapping: ATTACK2,
-        mapping_sha256: "0",
-        time: "2026-12-03T13:00:00Z",
-        verdict: "not_carried",
-        waits: &[],
-    });
+    let render = |waits: &[VlWait]| {
+        page::render(&Page {
+            sweep: &sweep,
+            summary: &format!("  FAIL at switch {ATTACK}\n"),
+            mapping: ATTACK2,
+            mapping_sha256: "0",
+            time: "2026-12-03T13:00:00Z",
+            verdict: "not_carried",
+            waits,
+        })
+    };
+    let html = render(&[]);
     let dir = tempfile::tempdir().unwrap();
     // The network check sees a page that asks (and this one does not).
     let asks = dir.path().join("asks.html");
@@ -467,6 +470,37 @@ fn page_a_switch_named_to_attack_the_page_stays_text() {
         "{}",
         o.dom
     );
+    // No wait ticks: no colouring by them offered.
+    assert!(
+        o.dom.contains("<label id=\"by-label\" hidden=\"\">"),
+        "{}",
+        o.dom
+    );
+
+    // Wait ticks of the level's VL (3) at one end of the switch-to-switch
+    // cable: offered, and that cable in the top band of the scale.
+    let mut ticks = vec![Some(1); 16];
+    ticks[3] = Some(5000);
+    let waits = [VlWait {
+        kind: NodeType::Switch,
+        name: ATTACK.into(),
+        lid: 2,
+        port: 1,
+        ticks,
+    }];
+    let file = dir.path().join("waits.html");
+    fs::write(&file, render(&waits)).unwrap();
+    let o = open(&chromium, &file);
+    assert!(o.dom.contains("<label id=\"by-label\">"), "{}", o.dom);
+    let views = views(&o.dom);
+    assert_eq!(views.len(), 1, "one level");
+    let cable: Vec<_> = views
+        .values()
+        .flatten()
+        .filter(|l| l.contains_key("data-ends"))
+        .map(|l| l["class"].clone())
+        .collect();
+    assert_eq!(cable, ["link s-starved w4"]);
 }
 
 /// `html` is a format of `fabric audit` only: elsewhere a usage error (64)
