@@ -390,9 +390,9 @@ fn markup(dom: &str) -> String {
 const ATTACK: &str = "<img src=x onerror=\"document.title='pwned'\">";
 const ATTACK2: &str = "</script><script>document.title='pwned'</script>";
 
-#[test]
-fn page_a_switch_named_to_attack_the_page_stays_text() {
-    let Some(chromium) = chromium() else { return };
+/// Two switches named to attack the page (one starving level 3 toward the
+/// other), an HCA, one level named so too.
+fn attack_sweep() -> Sweep {
     let topo = format!(
         "SW 2 1 0x0000000000200001 4x QDR - SW 5 3 0x0000000000200003 ( '{ATTACK}' - '{ATTACK2}' )\n\
          SW 5 3 0x0000000000200003 4x QDR - SW 2 1 0x0000000000200001 ( '{ATTACK2}' - '{ATTACK}' )\n\
@@ -413,7 +413,7 @@ fn page_a_switch_named_to_attack_the_page_stays_text() {
             in_ports: Vec::new(),
         }],
     };
-    let sweep = Sweep {
+    Sweep {
         switches: 2,
         hcas: 1,
         ports_read: 2,
@@ -434,7 +434,13 @@ fn page_a_switch_named_to_attack_the_page_stays_text() {
         reader: "smpquery",
         fallback: None,
         topology: parse_topology(&topo).unwrap(),
-    };
+    }
+}
+
+#[test]
+fn page_a_switch_named_to_attack_the_page_stays_text() {
+    let Some(chromium) = chromium() else { return };
+    let sweep = attack_sweep();
     let render = |waits: &[VlWait]| {
         page::render(&Page {
             sweep: &sweep,
