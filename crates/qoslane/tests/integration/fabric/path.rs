@@ -89,6 +89,12 @@ impl PathRig {
 
     /// node2 as a qoslane node: its HCA is `mlx5_0`.
     pub(super) fn node2(&self) -> SimNode {
+        self.node2_as("mlx5_0")
+    }
+
+    /// node2 with its HCA named `device` (`ibsim0`: the name the rig's umad
+    /// preload gives it, for qoslane reading SMPs in process).
+    pub(super) fn node2_as(&self, device: &str) -> SimNode {
         let (lid, guid) = self.node_ids("node2");
         let (sm_lid, _) = self.node_ids(self.var("RIG_SM_NODE"));
         let mut env: Vec<(String, String)> = ["IBSIM_SOCKNAME", "RIG_UMAD2SIM", "RIG_WORK"]
@@ -96,11 +102,14 @@ impl PathRig {
             .map(|k| ((*k).to_owned(), self.var(k).to_owned()))
             .collect();
         env.push(("RIG_CA".into(), "ibsim0".into()));
+        if device != "mlx5_0" {
+            env.push(("SMPQUERY_SIM_HOSTS".into(), format!("{device}=node2")));
+        }
         SimNode::new(
             self.dir.path(),
             env,
             &[SimPort {
-                device: "mlx5_0".into(),
+                device: device.into(),
                 guid,
                 lid,
                 sm_lid,
@@ -551,7 +560,7 @@ fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 /// What a run printed, stdout then stderr.
-fn text(o: &Output) -> String {
+pub(super) fn text(o: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
