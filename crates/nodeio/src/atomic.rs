@@ -449,7 +449,10 @@ mod tests {
         // Over it: the new file in place, the old one gone from the
         // directory but whole for a reader that had it open.
         drop(visible(b"two").expect("replaced"));
-        assert_eq!(fs::read_to_string(root.join("c.json")).expect("read"), "two");
+        assert_eq!(
+            fs::read_to_string(root.join("c.json")).expect("read"),
+            "two"
+        );
         let mut was = String::new();
         std::io::Read::read_to_string(&mut old, &mut was).expect("read old");
         assert_eq!(was, "one");
@@ -463,7 +466,10 @@ mod tests {
             .expect("replaced")
             .flush()
             .expect("flushed");
-        assert_eq!(fs::read_to_string(root.join("c.json")).expect("read"), "three");
+        assert_eq!(
+            fs::read_to_string(root.join("c.json")).expect("read"),
+            "three"
+        );
         assert_eq!(names(root), ["c.json"]);
         // A directory under the name is not replaced, as with a rename.
         fs::create_dir(root.join("d.json")).expect("mkdir");

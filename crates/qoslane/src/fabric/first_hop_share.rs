@@ -7,13 +7,16 @@
 //! (in = this node's switch port, out) of each output port the last full
 //! reading found Active: 1 + Active ports SMP Gets — and takes the rest from
 //! its own last full reading ([`Carried`], `/run/qoslane/first-hop.json`).
-//! A full reading ([`first_hop_read`]) is taken once per
+//! A full reading — in process too ([`read_in_process`]: each table once,
+//! 3 + (ports − 1) + 3 × Active ports Gets), else by smpquery
+//! ([`first_hop_read`]) — is taken once per
 //! [`FULL_READ_PERIOD_MS`], at a point of that period fixed by the port's
 //! GUID ([`full_read_due`]), so the nodes of a leaf take theirs at different
 //! times; and at once whenever the carried one does not stand for the port
 //! (none, another port identity, another switch or in port, a row that
 //! could not be read). Where the port cannot be opened in process (no
-//! libibumad, no umad device, not root) every run reads in full, as `sync`.
+//! libibumad, no umad device, not root) every run reads in full by
+//! smpquery, as `sync`.
 //!
 //! The rows are what a drift behind the SM's back changes (a switch's SL2VL
 //! written by SMP Set, a reset switch's power-on table): they are read on
@@ -30,7 +33,9 @@ use super::mad::{self, Attr, Get, Route};
 use super::probe::Probe;
 use super::smp_batch;
 use super::smpquery::Smpquery;
-use super::tables::{FirstHop, NodeType, PortId, PortIdentity, PortTables};
+use super::tables::{
+    EgressPort, FirstHop, NodeType, PortId, PortIdentity, PortTables, SwitchEgress, SwitchId,
+};
 use super::umad::Umad;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
@@ -172,14 +177,23 @@ impl Probe for Scheduled<'_> {
         identity: &PortIdentity,
         deadline: &Deadline,
     ) -> (FirstHop, Option<u64>) {
-        if let Some(c) = self.carried_for(port, identity)
+        let mut in_process = Umad::open(Some(port)).ok();
+        if let Some(umad) = &mut in_process
+            && let Some(c) = self.carried_for(port, identity)
             && !full_read_due(&identity.node_guid, c.read_at_ms, self.now_ms)
-            && let Ok(mut umad) = Umad::open(Some(port))
-            && let Ok(hop) = own_rows(&mut umad, &c.hop, deadline)
+            && let Ok(hop) = own_rows(umad, &c.hop, deadline)
         {
             return (hop, Some(c.read_at_ms));
         }
-        let hop = first_hop_read::read(self.smp, port, deadline);
+        // In full: in process, else (no umad, a switch without a LID yet)
+        // by smpquery.
+        let hop = match in_process.as_mut().map(|u| read_in_process(u, deadline)) {
+            Some(Ok(hop)) => hop,
+            Some(Err(e @ Error::Deadline { .. })) => FirstHop::Unavailable {
+                error: format!("{port}: first hop: {e}"),
+            },
+            Some(Err(_)) | None => first_hop_read::read(self.smp, port, deadline),
+        };
         let fresh = matches!(hop, FirstHop::Read { .. }).then(|| Carried {
             port: port.clone(),
             identity: identity.clone(),
@@ -189,6 +203,87 @@ impl Probe for Scheduled<'_> {
         self.keep(port, fresh);
         (hop, None)
     }
+}
+
+/// The first hop read in full in process: the tables `first_hop_read`
+/// reads by smpquery, into the same [`FirstHop`], each once — the switch by
+/// directed route (NodeInfo, NodeDescription, port 0's PortInfo for its
+/// LID), then its output ports by that LID with the audit's reader
+/// ([`smp_batch::read_egress`]: PortInfo, and for an Active port the SL2VL
+/// row of this node's in port and the VLArb blocks its caps name). An error
+/// when the switch has no LID yet (the caller reads by smpquery).
+pub fn read_in_process(umad: &mut Umad, deadline: &Deadline) -> Result<FirstHop> {
+    let route = Route::Directed(vec![1]);
+    let gets: Vec<Get> = [Attr::NodeInfo, Attr::NodeDesc, Attr::PortInfo]
+        .into_iter()
+        .map(|attr| Get {
+            route: route.clone(),
+            attr,
+            modifier: 0,
+        })
+        .collect();
+    let mut answers = smp_batch::get_all(umad, &gets, WINDOW, deadline).into_iter();
+    let mut next = || {
+        answers
+            .next()
+            .unwrap_or_else(|| Err(Error::Internal("an SMP answer is missing".into())))
+    };
+    let (info, desc, port0) = (next()?, next()?, next()?);
+    let info = mad::node_info(&info).map_err(|e| Error::Fabric(format!("first hop: {e}")))?;
+    if info.node_type != NodeType::Switch {
+        return Ok(FirstHop::NoSwitch {
+            node_type: info.node_type.smp_name().to_owned(),
+        });
+    }
+    let lid = mad::port_lid(&port0);
+    if lid == 0 {
+        return Err(Error::Fabric("first hop: the switch has no LID yet".into()));
+    }
+    let switch = SwitchId {
+        name: mad::node_desc(&desc),
+        lid,
+        guid: info.guid,
+    };
+    let in_port = info.local_port;
+    let outs: Vec<u32> = (1..=info.num_ports).filter(|&p| p != in_port).collect();
+    let ports: Vec<EgressPort> = outs
+        .iter()
+        .map(|&port| EgressPort {
+            kind: NodeType::Switch,
+            guid: switch.guid.clone(),
+            name: switch.name.clone(),
+            lid,
+            port,
+        })
+        .collect();
+    let ins = vec![vec![in_port]; outs.len()];
+    let mut egress = Vec::new();
+    let mut unread = Vec::new();
+    for (&out, read) in outs
+        .iter()
+        .zip(smp_batch::read_egress(umad, &ports, &ins, WINDOW, deadline))
+    {
+        match read {
+            Ok(e) if !e.active => {}
+            Ok(e) => match e.rows.into_iter().find(|(i, _)| *i == in_port) {
+                Some((_, sl2vl)) => egress.push(SwitchEgress {
+                    out_port: out,
+                    sl2vl,
+                    oper_vls: e.oper_vls,
+                    vlarb: e.vlarb,
+                }),
+                None => unread.push((out, format!("no SL2VL row for in port {in_port}"))),
+            },
+            Err(e @ Error::Deadline { .. }) => return Err(e),
+            Err(e) => unread.push((out, e.to_string())),
+        }
+    }
+    Ok(FirstHop::Read {
+        switch,
+        in_port,
+        egress,
+        unread,
+    })
 }
 
 /// The first hop as `carried` read it, with the SL2VL row of this node's in
@@ -267,7 +362,9 @@ mod tests {
     fn each_port_reads_in_full_once_per_period_spread_over_it() {
         let interval = 120_000;
         let start = 1_800_000_000_000_u64;
-        let guids: Vec<String> = (0..200).map(|i| format!("0x0002c903004403{i:02x}")).collect();
+        let guids: Vec<String> = (0..200)
+            .map(|i| format!("0x0002c903004403{i:02x}"))
+            .collect();
         let runs = 100;
         let mut per_run = vec![0_u32; runs];
         for g in &guids {

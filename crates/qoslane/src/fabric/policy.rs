@@ -87,7 +87,15 @@ pub fn judge(
     scope: Scope<'_>,
 ) -> Judgement {
     let probe = Smpquery::new(&paths.smpquery);
-    judge_as(paths, mapping, deadline, mode, scope, &probe, Flags::default())
+    judge_as(
+        paths,
+        mapping,
+        deadline,
+        mode,
+        scope,
+        &probe,
+        Flags::default(),
+    )
 }
 
 /// [`judge`] for `health`: every level, the own ports probed fresh, the

@@ -159,6 +159,32 @@ fn port_info_reads_what_smpquery_prints() {
 }
 
 #[test]
+fn the_lid_and_the_node_description_read_what_smpquery_prints() {
+    for name in [
+        "spine1.lid2.portinfo.2",
+        "node2.lid5.portinfo.1",
+        "leaf1.dr.portinfo.3",
+    ] {
+        let a = answers(name);
+        assert_eq!(
+            port_lid(&a[0].data),
+            parse::parse_lid(&text(name)).unwrap(),
+            "{name}"
+        );
+    }
+    let mut d = [0u8; DATA_SIZE];
+    d[..12].copy_from_slice(b"leaf1 HCA-1 ");
+    assert_eq!(node_desc(&d), "leaf1 HCA-1");
+    assert_eq!(
+        node_desc(&d),
+        parse::parse_nodedesc("Node Description:.....leaf1 HCA-1\n").unwrap()
+    );
+    // 64 bytes with no NUL: all of them.
+    let full = [b'x'; DATA_SIZE];
+    assert_eq!(node_desc(&full).len(), 64);
+}
+
+#[test]
 fn sl2vl_reads_what_smpquery_prints() {
     // A switch: one row per in port, SL 3 on VL 15 (the rig misaligned it).
     let rows: Vec<(u32, Sl2Vl)> = answers("spine1.lid2.sl2vl.2")

@@ -1,14 +1,19 @@
 //! `health`'s first hop shared per leaf (`fabric/first_hop_share.rs`) on
 //! the multi-switch simulated fabric: qoslane runs under the rig's umad
 //! preload (as the in-process audit does), node2 (leaf1 port 2) with its HCA
-//! named `ibsim0`, the name the preload gives it. A full reading is the
-//! smpquery one `sync` makes; the runs between read the node's own SL2VL
-//! rows in process and carry the rest.
+//! named `ibsim0`, the name the preload gives it. A full reading is in
+//! process, and the same as the smpquery one `sync` makes; the runs between
+//! read the node's own SL2VL rows and carry the rest.
 
 use std::fs;
 use std::process::{Command, Output};
 
+use std::time::Duration;
+
+use qoslane::deadline::Deadline;
 use qoslane::fabric::first_hop_share::full_read_due;
+use qoslane::fabric::tables::FirstHop;
+use qoslane::fabric::{PortId, Smpquery, first_hop_read};
 
 use super::MAPPING;
 use super::path::{PathRig, text};
@@ -38,8 +43,8 @@ fn json(path: &std::path::Path) -> serde_json::Value {
 }
 
 /// One health run's reading: (carried full reading's time, whether this run
-/// read the first hop in full by smpquery, the grant record's first-hop
-/// time, the record's first-hop findings per level, what health said).
+/// read the first hop in full, the grant record's first-hop time, the
+/// record's first-hop findings per level, what health said).
 struct Run {
     read_at_ms: u64,
     full: bool,
@@ -49,7 +54,11 @@ struct Run {
 }
 
 fn run(rig: &PathRig, node: &SimNode, scratch: &std::path::Path) -> Run {
-    let before = node.calls_log().matches(" 0,1").count();
+    let before = fs::read(node.paths.first_hop_reading())
+        .ok()
+        .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["ports"][0]["read_at_ms"].as_u64());
+    let asked = node.calls_log().matches(" 0,1").count();
     let out = health(rig, node, scratch);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
@@ -57,9 +66,12 @@ fn run(rig: &PathRig, node: &SimNode, scratch: &std::path::Path) -> Run {
     let ports = carried["ports"].as_array().unwrap();
     assert_eq!(ports.len(), 1, "{carried}");
     let record = json(&node.paths.run_dir.join("grants.json"));
+    let read_at_ms = ports[0]["read_at_ms"].as_u64().unwrap();
+    // The switch is never asked by smpquery: the port opens in process.
+    assert_eq!(node.calls_log().matches(" 0,1").count(), asked, "{said}");
     Run {
-        read_at_ms: ports[0]["read_at_ms"].as_u64().unwrap(),
-        full: node.calls_log().matches(" 0,1").count() > before,
+        read_at_ms,
+        full: before != Some(read_at_ms),
         record_at_ms: record["first_hop"]["at_ms"].as_u64().unwrap(),
         levels: record["first_hop"]["levels"].clone(),
         said,
@@ -101,6 +113,17 @@ fn share_health_reads_its_own_rows_every_run_and_the_leaf_s_tables_once_per_peri
     // The first run has nothing carried: a full reading, kept.
     let first = run(&rig, &node, scratch.path());
     assert!(first.full, "{}", first.said);
+    // Read in process, it is what smpquery reads (as `sync` reads it).
+    let carried: FirstHop =
+        serde_json::from_value(json(&node.paths.first_hop_reading())["ports"][0]["hop"].clone())
+            .unwrap();
+    let by_smpquery = first_hop_read::read(
+        &Smpquery::new(&node.paths.smpquery),
+        &PortId::new("ibsim0", 1),
+        &Deadline::after(Duration::from_secs(30)),
+    );
+    assert!(matches!(carried, FirstHop::Read { .. }), "{carried:?}");
+    assert_eq!(carried, by_smpquery);
     assert!(
         first.record_at_ms.abs_diff(first.read_at_ms) < 5_000,
         "read by this run"
@@ -125,7 +148,8 @@ fn share_health_reads_its_own_rows_every_run_and_the_leaf_s_tables_once_per_peri
     assert!(
         r.said.contains("level mission-critical: ")
             && r.said.contains(&dropped)
-            && r.said.contains("its jobs are refused and requeued (on_failure: fail_job)"),
+            && r.said
+                .contains("its jobs are refused and requeued (on_failure: fail_job)"),
         "{}",
         r.said
     );
