@@ -13,9 +13,17 @@
 #   2. the same with both cores busy (two spinning processes at normal
 #      priority, as a node's running jobs keep its cores);
 #   3. where a cycle's cost goes, for both sides: syscalls (strace -f -c),
-#      instructions and CPU time (perf stat), processes started.
+#      CPU time (perf stat), processes started;
+#   4. with --before OLD_QOSLANE: OLD against this qoslane, interleaved the
+#      same way, quiet (the change's own before/after in this run's load).
 #
-#   bench/yardstick.sh [--cycles N] [--bin QOSLANE] [--wait-quiet S] [--update-doc]
+#   bench/yardstick.sh [--cycles N] [--bin QOSLANE] [--before OLD_QOSLANE]
+#                      [--rt] [--wait-quiet S] [--update-doc]
+#
+# --rt: the quiet cycles (1 and 4) run at a real-time priority (chrt -f 20,
+# both sides alike), as if the CPUs were idle: for a machine shared with
+# other work, where no wait makes it quiet. The busy case stays at normal
+# priority (it is about competing for the cores).
 #
 # Results: bench/results/yardstick/yardstick.md (raw data beside it);
 # --update-doc puts the tables into docs/PERFORMANCE.md between the
@@ -23,14 +31,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-CYCLES=150 BIN="" WAIT_QUIET=0 UPDATE_DOC=0
+CYCLES=150 BIN="" BEFORE="" WAIT_QUIET=0 UPDATE_DOC=0 RT=()
 while [ $# -gt 0 ]; do
   case $1 in
     --cycles) CYCLES=$2; shift ;;
     --bin) BIN=$2; shift ;;
+    --before) BEFORE=$2; shift ;;
+    --rt) RT=(chrt -f 20) ;;
     --wait-quiet) WAIT_QUIET=$2; shift ;;
     --update-doc) UPDATE_DOC=1 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 64 ;;
   esac
   shift
@@ -81,16 +91,17 @@ node_is_baseline "$R" || nok "the first cycle did not end at the baseline"
 if [ "$WAIT_QUIET" -gt 0 ]; then bsay "waiting for a quiet machine: $(wait_quiet "$WAIT_QUIET" 0.5)"; fi
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
-cycles() { # cycles NAME FIRST_JOB
-  "$WORK/bin/cycle" "$CYCLES" "$2" \
+cycles() { # cycles NAME FIRST_JOB [PRIORITY...]
+  local name=$1 first=$2; shift 2
+  "$@" "$WORK/bin/cycle" "$CYCLES" "$first" \
     qoslane "$HOOK" "$HOOK" \
-    shell "/bin/sh $REPO/bench/min-prolog.sh" "/bin/sh $REPO/bench/min-epilog.sh" > "$OUT/raw/$1.txt"
-  node_is_baseline "$R" || nok "$1: node not at baseline after the cycles"
+    shell "/bin/sh $REPO/bench/min-prolog.sh" "/bin/sh $REPO/bench/min-epilog.sh" > "$OUT/raw/$name.txt"
+  node_is_baseline "$R" || nok "$name: node not at baseline after the cycles"
 }
 
-bsay "1. $CYCLES interleaved cycles each, quiet machine (load $(load1))"
+bsay "1. $CYCLES interleaved cycles each, quiet machine (load $(load1)${RT[*]:+; ${RT[*]}})"
 from=$(alines "$R")
-cycles quiet 1000
+cycles quiet 1000 "${RT[@]}"
 check_audit yardstick-quiet "$R" "$from" prolog applied --source env --min "$CYCLES" >/dev/null
 
 bsay "2. the same with both cores busy (two spinning processes at normal priority)"
@@ -111,16 +122,26 @@ cost() { # cost NAME PROLOG... -- EPILOG...
   for j in 1 2 3 4 5; do # a few cycles: perf's and strace's numbers of the last
     SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=$((500 + j)) strace -f -c -o "$OUT/raw/strace-$name-prolog.txt" "${pro[@]}" >/dev/null 2>&1
     SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=$((500 + j)) strace -f -c -o "$OUT/raw/strace-$name-epilog.txt" "${epi[@]}" >/dev/null 2>&1
-    SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=$((600 + j)) perf stat -x, -e instructions:u,instructions:k,task-clock -o "$OUT/raw/perf-$name-prolog.txt" "${pro[@]}" >/dev/null 2>&1
-    SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=$((600 + j)) perf stat -x, -e instructions:u,instructions:k,task-clock -o "$OUT/raw/perf-$name-epilog.txt" "${epi[@]}" >/dev/null 2>&1
+    SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=$((600 + j)) perf stat -x, -e task-clock -o "$OUT/raw/perf-$name-prolog.txt" "${pro[@]}" >/dev/null 2>&1
+    SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=$((600 + j)) perf stat -x, -e task-clock -o "$OUT/raw/perf-$name-epilog.txt" "${epi[@]}" >/dev/null 2>&1
   done
 }
 cost qoslane "$HOOK" -- "$HOOK"
+if [ -n "$BEFORE" ]; then
+  bsay "4. the binary before (--before) against this one, interleaved, quiet"
+  cp "$BEFORE" "$WORK/bin/qoslane-before"; ln -s "$WORK/bin/qoslane-before" "$WORK/bin/10-qoslane-before"
+  from=$(alines "$R")
+  "${RT[@]}" "$WORK/bin/cycle" "$CYCLES" 200000 \
+    before "$WORK/bin/10-qoslane-before" "$WORK/bin/10-qoslane-before" \
+    qoslane "$HOOK" "$HOOK" > "$OUT/raw/before-after.txt"
+  node_is_baseline "$R" || nok "before/after: node not at baseline after the cycles"
+  check_audit yardstick-before-after "$R" "$from" prolog applied --source env --min "$((2 * CYCLES))" >/dev/null
+fi
 cost shell /bin/sh "$REPO/bench/min-prolog.sh" -- /bin/sh "$REPO/bench/min-epilog.sh"
 node_is_baseline "$R" || nok "cost: node not at baseline"
 
 splice=(); [ "$UPDATE_DOC" = 1 ] && splice=(--splice docs/PERFORMANCE.md)
-python3 bench/tools/yardstick_report.py "$OUT" "$CYCLES" "$LOAD_START" "$LOAD_END" "$(git rev-parse --short HEAD)" "${splice[@]}" > "$OUT/yardstick.md"
+python3 bench/tools/yardstick_report.py "$OUT" "$CYCLES" "$LOAD_START" "$LOAD_END" "$(git rev-parse --short HEAD)${RT[*]:+ (quiet cycles under ${RT[*]})}" "${splice[@]}" > "$OUT/yardstick.md"
 cat "$OUT/yardstick.md"
 [ "$UPDATE_DOC" = 1 ] && bsay "tables written into docs/PERFORMANCE.md"
 [ ! -s "$OUT/failures.txt" ]

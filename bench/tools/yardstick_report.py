@@ -81,16 +81,23 @@ s.append(f"| quiet: cycle median ≤ 0.6× | {ratio['quiet']['median']:.2f}× (p
 s.append(f"| both cores busy: cycle p95 ≤ 0.8× | {ratio['busy']['p95']:.2f}× (median {ratio['busy']['median']:.2f}×) "
          f"| {met(ratio['busy']['p95'] <= 0.8)} |")
 
-s += ["", "| one run | syscalls (strace -f -c) | programs exec'd | user instructions | kernel instructions | CPU ms (task-clock) |",
-      "|---|---:|---:|---:|---:|---:|"]
+s += ["", "| one run | syscalls (strace -f -c) | programs exec'd | CPU ms (task-clock) |",
+      "|---|---:|---:|---:|"]
 for side in SIDES:
     for hook in ("prolog", "epilog"):
         calls, execs = strace_c(os.path.join(raw, f"strace-{side}-{hook}.txt"))
         p = perf(os.path.join(raw, f"perf-{side}-{hook}.txt"))
-        iu, ik, tc = p.get("instructions:u"), p.get("instructions:k"), p.get("task-clock")
-        fm = lambda x: f"{x / 1e6:.2f} M" if x is not None else "—"  # noqa: E731
-        s.append(f"| {side} {hook} | {calls} | {execs} | {fm(iu)} | {fm(ik)} | "
-                 f"{f'{tc:.2f}' if tc is not None else '—'} |")
+        tc = p.get("task-clock")
+        s.append(f"| {side} {hook} | {calls} | {execs} | {f'{tc:.2f}' if tc is not None else '—'} |")
+ba = os.path.join(raw, "before-after.txt")
+if os.path.exists(ba):
+    by = sides("before-after")
+    s += ["", "| this qoslane against the binary before (`--before`), quiet, interleaved | cycle median ms | p95 ms | prolog median ms | epilog median ms |",
+          "|---|---:|---:|---:|---:|"]
+    for side in ("before", "qoslane"):
+        c = by[side]["cycle"]
+        s.append(f"| {side} | {f(st.median(c))} | {f(pct(c, 95))} | {f(st.median(by[side]['prolog']))} | "
+                 f"{f(st.median(by[side]['epilog']))} |")
 table = "\n".join(s) + "\n"
 sys.stdout.write(table)
 if splice_into:

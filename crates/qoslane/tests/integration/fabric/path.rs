@@ -540,6 +540,21 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
     );
 }
 
+/// The test mapping with `mission-critical` (SL 3) a `fail_job` level,
+/// installed on `node`.
+pub(super) fn install_fail_job_mapping(node: &SimNode) {
+    let cfg = node.paths.root.join("etc/qoslane/qos-network.yml");
+    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    fs::write(
+        &cfg,
+        MAPPING.replace(
+            "    virtual_lane: 3\n",
+            "    virtual_lane: 3\n    on_failure: fail_job\n",
+        ),
+    )
+    .unwrap();
+}
+
 /// The binary on `node` (its root, the rig's smpquery, the fake squeue).
 fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
@@ -581,16 +596,7 @@ fn path_a_leaf_dropping_the_fail_job_level_refuses_it_and_every_view_says_so() {
     let rig = PathRig::start(&[]);
     let node = rig.node2();
     let root = node.paths.root.clone();
-    let cfg = root.join("etc/qoslane/qos-network.yml");
-    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
-    fs::write(
-        &cfg,
-        MAPPING.replace(
-            "    virtual_lane: 3\n",
-            "    virtual_lane: 3\n    on_failure: fail_job\n",
-        ),
-    )
-    .unwrap();
+    install_fail_job_mapping(&node);
     let run = |args: &[&str], env: &[(&str, &str)]| run_bin(&node, args, env);
     let prolog = |id: &str, qos: &str| {
         run(

@@ -15,8 +15,7 @@ use qoslane::fabric::first_hop_share::full_read_due;
 use qoslane::fabric::tables::FirstHop;
 use qoslane::fabric::{PortId, Smpquery, first_hop_read};
 
-use super::MAPPING;
-use super::path::{PathRig, text};
+use super::path::{PathRig, install_fail_job_mapping, text};
 use super::rig::{SimNode, rig_wanted};
 use crate::util::BIN;
 
@@ -99,16 +98,7 @@ fn share_health_reads_its_own_rows_every_run_and_the_leaf_s_tables_once_per_peri
     let rig = PathRig::start(&[]);
     let node = rig.node2_as("ibsim0");
     let scratch = tempfile::tempdir().unwrap();
-    let cfg = node.paths.root.join("etc/qoslane/qos-network.yml");
-    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
-    fs::write(
-        &cfg,
-        MAPPING.replace(
-            "    virtual_lane: 3\n",
-            "    virtual_lane: 3\n    on_failure: fail_job\n",
-        ),
-    )
-    .unwrap();
+    install_fail_job_mapping(&node);
 
     // The first run has nothing carried: a full reading, kept.
     let first = run(&rig, &node, scratch.path());
