@@ -97,6 +97,8 @@ pub struct Scheduled<'a> {
     smp: &'a Smpquery,
     now_ms: u64,
     carried: Mutex<Vec<Carried>>,
+    /// Whether a full reading (or its absence) changed what is carried.
+    changed: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Scheduled<'a> {
@@ -114,11 +116,16 @@ impl<'a> Scheduled<'a> {
             smp,
             now_ms: crate::time::now_ms(),
             carried: Mutex::new(carried),
+            changed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// Writes the readings for the next run (`/run/qoslane/first-hop.json`).
+    /// Writes the readings for the next run (`/run/qoslane/first-hop.json`)
+    /// when this run read any in full.
     pub fn store(self, paths: &Paths) -> Result<()> {
+        if !self.changed.into_inner() {
+            return Ok(());
+        }
         let ports = self
             .carried
             .into_inner()
@@ -155,6 +162,8 @@ impl<'a> Scheduled<'a> {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         all.retain(|c| c.port != *port);
         all.extend(fresh);
+        self.changed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
