@@ -61,15 +61,8 @@ rm -rf "$WORK" "$OUT"; mkdir -p "$WORK/bin" "$WORK/tmpfs" "$OUT/raw"
 mount -t tmpfs -o mode=0755,size=64m qoslane-yardstick "$WORK/tmpfs"
 export BENCH_TMPFS=$WORK/tmpfs
 
-if [ -z "$BIN" ]; then
-  bsay "building the release binary"
-  cargo build --release -q -p qoslane
-  BIN=${CARGO_TARGET_DIR:-target}/release/qoslane
-fi
-cp "$BIN" "$WORK/bin/qoslane"
+bench_binaries "$BIN" "$WORK/bin"
 QL=$WORK/bin/qoslane
-cargo build --release -q -p qoslane-bench-tools
-cp "${CARGO_TARGET_DIR:-target}/release/cycle" "$WORK/bin/"
 # The packaged hook: a symlink to the binary (prolog.d/10-qoslane, epilog.d/50-qoslane).
 ln -s "$QL" "$WORK/bin/10-qoslane"
 HOOK=$WORK/bin/10-qoslane

@@ -203,13 +203,16 @@ impl Probe for Scheduled<'_> {
             },
             Some(Err(_)) | None => first_hop_read::read(self.smp, port, deadline),
         };
-        let fresh = matches!(hop, FirstHop::Read { .. }).then(|| Carried {
-            port: port.clone(),
-            identity: identity.clone(),
-            read_at_ms: self.now_ms,
-            hop: hop.clone(),
-        });
-        self.keep(port, fresh);
+        // Kept for the next run's rows, which need the port in process.
+        if in_process.is_some() {
+            let fresh = matches!(hop, FirstHop::Read { .. }).then(|| Carried {
+                port: port.clone(),
+                identity: identity.clone(),
+                read_at_ms: self.now_ms,
+                hop: hop.clone(),
+            });
+            self.keep(port, fresh);
+        }
         (hop, None)
     }
 }
