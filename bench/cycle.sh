@@ -49,16 +49,8 @@ SPIN=()
 cleanup() { for p in "${SPIN[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-if [ -z "$BIN" ]; then
-  bsay "building the release binary"
-  cargo build --release -q -p qoslane
-  BIN=${CARGO_TARGET_DIR:-target}/release/qoslane
-fi
-cp "$BIN" "$WORK/bin/qoslane"
+bench_binaries "$BIN" "$WORK/bin"
 QL=$WORK/bin/qoslane
-# The drivers (bench/tools: a workspace member, linted like the rest)
-cargo build --release -q -p qoslane-bench-tools
-cp "${CARGO_TARGET_DIR:-target}/release/cycle" "${CARGO_TARGET_DIR:-target}/release/storm" "$WORK/bin/"
 
 R=$WORK/node
 bench_node "$R" 4 5 1 "$REPO/examples/qos-network.yml"

@@ -17,7 +17,10 @@ root=${HAND_ROOT:-}
 squeue=${HAND_SQUEUE:-/usr/bin/squeue}
 smpquery=${HAND_SMPQUERY:-/usr/sbin/smpquery}
 
-qos=$("$squeue" -h -j "$SLURM_JOB_ID" -o %q)
+# As qoslane asks it (Slurm 22.05-25.11): this cluster only (--local, no
+# federation lookup); the answer is `ID QOS`.
+qos=$("$squeue" -h -j "$SLURM_JOB_ID" -o "%A %q" --local)
+qos=${qos#* }
 case $qos in
   mission-critical) sl=3 vl=3 tos=106 ;;
   high) sl=2 vl=2 tos=74 ;;

@@ -29,6 +29,22 @@ IDENTITY_VL=(0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7)
 
 bsay() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
+# bench_binaries BIN DIR : DIR/qoslane, a copy of BIN (or of a release build
+# made now when BIN is empty: others may rebuild target/ during a run), and
+# the drivers of bench/tools (a workspace member, linted like the rest)
+# beside it: DIR/cycle, DIR/storm.
+bench_binaries() {
+  local bin=$1 dir=$2 t=${CARGO_TARGET_DIR:-target}
+  if [ -z "$bin" ]; then
+    bsay "building the release binary"
+    cargo build --release -q -p qoslane
+    bin=$t/release/qoslane
+  fi
+  cp "$bin" "$dir/qoslane"
+  cargo build --release -q -p qoslane-bench-tools
+  cp "$t/release/cycle" "$t/release/storm" "$dir/"
+}
+
 # gen_mapping LEVELS QOS_TOTAL : a valid mapping on stdout. Prints the QoS the
 # measured job uses (the last name of the last level: the longest lookup) to fd 3.
 gen_mapping() {

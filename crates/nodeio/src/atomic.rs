@@ -6,7 +6,10 @@
 //! `O_CREAT | O_EXCL | O_NOFOLLOW` (an existing name, symlink or not, is
 //! never opened), written, fsynced when durability is asked for, and renamed
 //! over `NAME` within the same directory descriptor; then the directory is
-//! fsynced. On a filesystem whose files do not outlive a reboot (tmpfs,
+//! fsynced. A replacement that is only made visible (flushed later or never)
+//! on a disk filesystem is exchanged with `NAME` instead and the old file
+//! unlinked ([`exchange`]): ext4 starts no writeback for that, as it does
+//! for a rename over a file. On a filesystem whose files do not outlive a reboot (tmpfs,
 //! ramfs: `/run`, where the job records, the journal and the node's baseline
 //! live, as volatile as the kernel settings they describe) nothing is
 //! fsynced: there is no disk to make anything durable on ([`persistent`]).
@@ -161,6 +164,9 @@ pub fn replace_in(
         if durability == Durability::Durable && on_disk {
             file.sync_all().map_err(Error::io("fsync", &tmp_path))?;
         }
+        if durability == Durability::Visible && on_disk && exchange(&dir, &tmp, name) {
+            return Ok(());
+        }
         rfs::renameat(dir.fd(), tmp.as_str(), dir.fd(), name)
             .map_err(Error::errno("rename into place", &final_path))
     })();
@@ -173,6 +179,28 @@ pub fn replace_in(
         dir,
         persistent: on_disk,
     })
+}
+
+/// Puts the written temp file `tmp` in place of the existing `name` with one
+/// `renameat2(RENAME_EXCHANGE)` and removes what it swapped out (the old
+/// file, now under `tmp`). For a replacement that is not flushed on a disk
+/// filesystem: ext4 (`auto_da_alloc`) starts writing a file's data back when
+/// a plain rename replaces another file, fsync or not, which a run would
+/// wait for; an exchange is not such a rename. Readers see the old file or
+/// the new one, as with a rename. False (nothing changed) when it does not
+/// apply: no `name` yet, a filesystem without exchange, or `name` a
+/// directory (swapped back): the caller renames, and says what a rename
+/// says.
+fn exchange(dir: &Dir, tmp: &str, name: &OsStr) -> bool {
+    if rfs::renameat_with(dir.fd(), tmp, dir.fd(), name, rfs::RenameFlags::EXCHANGE).is_err() {
+        return false;
+    }
+    if rfs::unlinkat(dir.fd(), tmp, AtFlags::empty()).is_ok() {
+        return true;
+    }
+    // Not a file we may replace (a directory): back as it was.
+    let _ = rfs::renameat_with(dir.fd(), tmp, dir.fd(), name, rfs::RenameFlags::EXCHANGE);
+    false
 }
 
 /// Removes `path` if present (never following a symlink: the name goes) and
@@ -388,6 +416,80 @@ mod tests {
         .expect("replaced")
         .flush()
         .expect("flushed");
+    }
+
+    /// Every file `dir` holds, names sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_visible_replacement_swaps_the_file_readers_see_old_or_new_and_nothing_is_left() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        let visible = |data: &[u8]| {
+            replace(
+                root,
+                &root.join("c.json"),
+                data,
+                0o644,
+                Judge::Trusted,
+                false,
+                Durability::Visible,
+            )
+        };
+        // No file yet: renamed into place.
+        drop(visible(b"one").expect("created"));
+        let mut old = fs::File::open(root.join("c.json")).expect("open");
+        // Over it: the new file in place, the old one gone from the
+        // directory but whole for a reader that had it open.
+        drop(visible(b"two").expect("replaced"));
+        assert_eq!(
+            fs::read_to_string(root.join("c.json")).expect("read"),
+            "two"
+        );
+        let mut was = String::new();
+        std::io::Read::read_to_string(&mut old, &mut was).expect("read old");
+        assert_eq!(was, "one");
+        assert_eq!(names(root), ["c.json"]);
+        assert_eq!(
+            fs::metadata(root.join("c.json")).expect("md").mode() & 0o777,
+            0o644
+        );
+        // Flushed later, it stays what it is.
+        visible(b"three")
+            .expect("replaced")
+            .flush()
+            .expect("flushed");
+        assert_eq!(
+            fs::read_to_string(root.join("c.json")).expect("read"),
+            "three"
+        );
+        assert_eq!(names(root), ["c.json"]);
+        // A directory under the name is not replaced, as with a rename.
+        fs::create_dir(root.join("d.json")).expect("mkdir");
+        fs::write(root.join("d.json/inside"), "kept").expect("write");
+        let e = replace(
+            root,
+            &root.join("d.json"),
+            b"x",
+            0o644,
+            Judge::Trusted,
+            false,
+            Durability::Visible,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("rename into place"), "{e}");
+        assert_eq!(
+            fs::read_to_string(root.join("d.json/inside")).expect("read"),
+            "kept"
+        );
+        assert_eq!(names(root), ["c.json", "d.json"]);
     }
 
     #[test]

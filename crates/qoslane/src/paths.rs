@@ -110,6 +110,11 @@ impl Paths {
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")
     }
+    /// `health`'s last full reading of each port's first hop
+    /// (`fabric::first_hop_share`).
+    pub fn first_hop_reading(&self) -> PathBuf {
+        self.run_dir.join("first-hop.json")
+    }
     /// The node's grant per level (`grant::Record`), written by `sync`,
     /// `health` and a Prolog whose decision differs from it.
     pub fn grants(&self) -> PathBuf {

@@ -27,8 +27,7 @@ use crate::config;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::exit_code::ExitClass;
-use crate::fabric::ProbeMode;
-use crate::fabric::policy::{self, Scope};
+use crate::fabric::policy;
 use crate::grant::{self, Decision};
 use crate::mapping::{FabricCheck, Mapping};
 use crate::paths::Paths;
@@ -107,7 +106,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
     }
 
     if let Some((m, sha)) = &mapping {
-        let mut fabric = policy::judge(paths, m, &s.deadline, ProbeMode::Fresh, Scope::Every);
+        let mut fabric = policy::judge_health(paths, m, &s.deadline);
         let settings = crate::settings::check_levels(paths, m, &s.deadline);
         let record = grant::Record {
             mapping_sha256: sha.clone(),

@@ -206,6 +206,15 @@ impl Assessment {
         self.first_hop_lines(level, |a| &a.warnings).collect()
     }
 
+    /// When the oldest table of the first hops was read: the assessment's
+    /// time, or earlier when some were carried from an earlier run.
+    pub fn first_hop_at_ms(&self) -> u64 {
+        self.ib_ports
+            .iter()
+            .filter_map(|p| p.first_hop.as_ref()?.read_at_ms)
+            .fold(self.assessed_at_ms, u64::min)
+    }
+
     /// Whether this assessment read the first hop of every IB port.
     pub fn read_first_hop(&self) -> bool {
         !self.ib_ports.is_empty() && self.ib_ports.iter().all(|p| p.first_hop.is_some())

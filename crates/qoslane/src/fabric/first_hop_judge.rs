@@ -136,6 +136,10 @@ pub struct JudgedHop {
     pub findings: Vec<HopFinding>,
     pub problems: Vec<LevelLine>,
     pub warnings: Vec<LevelLine>,
+    /// When the oldest of its tables was read, if not by this run
+    /// (`health`'s shared first hop carries some from an earlier one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_at_ms: Option<u64>,
 }
 
 impl JudgedHop {
@@ -144,6 +148,7 @@ impl JudgedHop {
             findings: Vec::new(),
             problems: Vec::new(),
             warnings: Vec::new(),
+            read_at_ms: None,
             hop,
         };
         for level in levels {

@@ -117,12 +117,11 @@ pub fn assess_with(
     let first_hops: Vec<Option<JudgedHop>> = if opts.first_hop {
         let hop_deadline = probe_bound(deadline, opts.probe_timeout);
         ib.iter()
-            .map(|(id, ..)| {
-                Some(JudgedHop::of(
-                    id,
-                    probe.first_hop(id, &hop_deadline),
-                    mapping.levels(),
-                ))
+            .map(|(id, identity, ..)| {
+                let (hop, read_at_ms) = probe.first_hop_at(id, identity, &hop_deadline);
+                let mut judged = JudgedHop::of(id, hop, mapping.levels());
+                judged.read_at_ms = read_at_ms;
+                Some(judged)
             })
             .collect()
     } else {

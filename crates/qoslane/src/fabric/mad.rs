@@ -34,6 +34,7 @@ pub const PERMISSIVE_LID: u16 = 0xffff;
 /// The attributes qoslane reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Attr {
+    NodeDesc,
     NodeInfo,
     PortInfo,
     SlToVl,
@@ -43,6 +44,7 @@ pub enum Attr {
 impl Attr {
     pub fn id(self) -> u16 {
         match self {
+            Self::NodeDesc => 0x0010,
             Self::NodeInfo => 0x0011,
             Self::PortInfo => 0x0015,
             Self::SlToVl => 0x0017,
@@ -53,6 +55,7 @@ impl Attr {
     /// As smpquery names the query.
     pub fn name(self) -> &'static str {
         match self {
+            Self::NodeDesc => "nodedesc",
             Self::NodeInfo => "nodeinfo",
             Self::PortInfo => "portinfo",
             Self::SlToVl => "sl2vl",
@@ -259,6 +262,19 @@ pub fn port_info(d: &[u8; DATA_SIZE]) -> Result<PortInfoVls, MadError> {
         vlarb_high_cap: d[39],
         vlarb_low_cap: d[40],
     })
+}
+
+/// PortInfo's LID (of a switch's port 0: the switch's LID).
+pub fn port_lid(d: &[u8; DATA_SIZE]) -> u16 {
+    u16::from_be_bytes([d[16], d[17]])
+}
+
+/// A NodeDescription: up to 64 bytes of text, NUL-padded, as `smpquery
+/// nodedesc` prints it (trimmed).
+pub fn node_desc(d: &[u8; DATA_SIZE]) -> String {
+    let text = &d[..64];
+    let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+    String::from_utf8_lossy(&text[..end]).trim().to_owned()
 }
 
 /// An SLtoVLMappingTable: SL 2n in the high nibble of byte n.

@@ -31,6 +31,7 @@ pub mod cache;
 pub mod check;
 pub mod first_hop_judge;
 pub mod first_hop_read;
+pub mod first_hop_share;
 pub mod gather;
 pub mod lane;
 pub mod mad;

@@ -18,7 +18,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::assessment::{Assessment, FabricVerdict, ProbeMode};
+use super::first_hop_share::Scheduled;
 use super::gather::{AssessOptions, assess_with, ports_not_active};
+use super::probe::Probe;
 use super::smpquery::Smpquery;
 use super::tables::PortId;
 use crate::deadline::Deadline;
@@ -84,7 +86,49 @@ pub fn judge(
     mode: ProbeMode,
     scope: Scope<'_>,
 ) -> Judgement {
-    judge_as(paths, mapping, deadline, mode, scope, false, false)
+    let probe = Smpquery::new(&paths.smpquery);
+    judge_as(
+        paths,
+        mapping,
+        deadline,
+        mode,
+        scope,
+        &probe,
+        Flags::default(),
+    )
+}
+
+/// [`judge`] for `health`: every level, the own ports probed fresh, the
+/// first hop shared with the other nodes of its switch as
+/// `first_hop_share.rs` says (its own rows every run, the rest once per
+/// period); what it read in full is kept for the next run.
+pub fn judge_health(paths: &Paths, mapping: &Mapping, deadline: &Deadline) -> Judgement {
+    let smp = Smpquery::new(&paths.smpquery);
+    let probe = Scheduled::new(&smp, paths);
+    let j = judge_as(
+        paths,
+        mapping,
+        deadline,
+        ProbeMode::Fresh,
+        Scope::Every,
+        &probe,
+        Flags::default(),
+    );
+    if let Err(e) = probe.store(paths) {
+        crate::log::warn(&format!(
+            "first-hop readings not kept (the next health reads in full): {e}"
+        ));
+    }
+    j
+}
+
+/// What a judgement reads beyond its mode, and whether it writes nothing.
+#[derive(Clone, Copy, Debug, Default)]
+struct Flags {
+    /// The first hop too, though the mode is `Cached` (a Prolog's).
+    first_hop: bool,
+    /// Nothing written, not even the cache.
+    dry_run: bool,
 }
 
 /// [`judge`] for a dry run (`explain --fabric`): a fresh probe and the
@@ -101,8 +145,11 @@ pub fn judge_dry(
         deadline,
         ProbeMode::Fresh,
         scope,
-        true,
-        true,
+        &Smpquery::new(&paths.smpquery),
+        Flags {
+            first_hop: true,
+            dry_run: true,
+        },
     )
 }
 
@@ -122,8 +169,11 @@ pub fn judge_level(
         deadline,
         ProbeMode::Cached,
         Scope::Level(level),
-        first_hop,
-        false,
+        &Smpquery::new(&paths.smpquery),
+        Flags {
+            first_hop,
+            dry_run: false,
+        },
     )
 }
 
@@ -133,8 +183,8 @@ fn judge_as(
     deadline: &Deadline,
     mode: ProbeMode,
     scope: Scope<'_>,
-    first_hop: bool,
-    dry_run: bool,
+    probe: &dyn Probe,
+    Flags { first_hop, dry_run }: Flags,
 ) -> Judgement {
     let check = mapping.fabric_check;
     let mut j = Judgement {
@@ -159,8 +209,7 @@ fn judge_as(
     // `sync` and `health` (a fresh assessment) also prove the first hop.
     opts.first_hop = mode == ProbeMode::Fresh || first_hop;
     opts.store_cache = !dry_run;
-    let probe = Smpquery::new(&paths.smpquery);
-    let assessment = match assess_with(paths, mapping, deadline, mode, &probe, &opts) {
+    let assessment = match assess_with(paths, mapping, deadline, mode, probe, &opts) {
         Ok(r) => r,
         Err(e) => {
             j.verdict = FabricVerdict::CouldNotRun {
@@ -289,7 +338,7 @@ impl Judgement {
         if a.read_first_hop() {
             out.push(Evidence {
                 scope: grant::GrantScope::FirstHop,
-                at_ms: a.assessed_at_ms,
+                at_ms: a.first_hop_at_ms(),
                 found: Findings {
                     problems: a.hop_problems(level),
                     warnings: a.hop_warnings(level),
@@ -321,7 +370,7 @@ impl Judgement {
     pub fn first_hop_read(&self, mapping: &Mapping) -> Option<ScopeRead> {
         let a = self.assessment.as_ref().filter(|a| a.read_first_hop())?;
         Some(ScopeRead {
-            at_ms: a.assessed_at_ms,
+            at_ms: a.first_hop_at_ms(),
             ports: self.ports(),
             levels: mapping
                 .levels()

@@ -16,7 +16,7 @@
 use super::first_hop_read;
 use super::parse::{ParseError, parse_portinfo, parse_sl2vl};
 use super::smpquery::{Smpquery, vlarb_state};
-use super::tables::{FirstHop, PortId, PortTables};
+use super::tables::{FirstHop, PortId, PortIdentity, PortTables};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 
@@ -37,6 +37,18 @@ pub trait Probe: Sync {
         FirstHop::Unavailable {
             error: format!("{port}: this probe cannot read switches"),
         }
+    }
+
+    /// [`Probe::first_hop`] of the port with this identity, and when its
+    /// oldest table was read if not now (`health`'s shared first hop:
+    /// `first_hop_share.rs`).
+    fn first_hop_at(
+        &self,
+        port: &PortId,
+        _identity: &PortIdentity,
+        deadline: &Deadline,
+    ) -> (FirstHop, Option<u64>) {
+        (self.first_hop(port, deadline), None)
     }
 }
 

@@ -26,6 +26,7 @@ mod parsers;
 mod path;
 mod reader;
 mod rig;
+mod share;
 
 // ---------------------------------------------------------------- helpers
 

@@ -155,7 +155,26 @@ fn port_info_reads_what_smpquery_prints() {
             parse::parse_portinfo(&text(name)).unwrap(),
             "{name}"
         );
+        assert_eq!(
+            port_lid(&a[0].data),
+            parse::parse_lid(&text(name)).unwrap(),
+            "{name}"
+        );
     }
+}
+
+#[test]
+fn the_node_description_reads_what_smpquery_prints() {
+    let mut d = [0u8; DATA_SIZE];
+    d[..12].copy_from_slice(b"leaf1 HCA-1 ");
+    assert_eq!(node_desc(&d), "leaf1 HCA-1");
+    assert_eq!(
+        node_desc(&d),
+        parse::parse_nodedesc("Node Description:.....leaf1 HCA-1\n").unwrap()
+    );
+    // 64 bytes with no NUL: all of them.
+    let full = [b'x'; DATA_SIZE];
+    assert_eq!(node_desc(&full).len(), 64);
 }
 
 #[test]

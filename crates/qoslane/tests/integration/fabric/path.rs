@@ -89,6 +89,12 @@ impl PathRig {
 
     /// node2 as a qoslane node: its HCA is `mlx5_0`.
     pub(super) fn node2(&self) -> SimNode {
+        self.node2_as("mlx5_0")
+    }
+
+    /// node2 with its HCA named `device` (`ibsim0`: the name the rig's umad
+    /// preload gives it, for qoslane reading SMPs in process).
+    pub(super) fn node2_as(&self, device: &str) -> SimNode {
         let (lid, guid) = self.node_ids("node2");
         let (sm_lid, _) = self.node_ids(self.var("RIG_SM_NODE"));
         let mut env: Vec<(String, String)> = ["IBSIM_SOCKNAME", "RIG_UMAD2SIM", "RIG_WORK"]
@@ -96,11 +102,14 @@ impl PathRig {
             .map(|k| ((*k).to_owned(), self.var(k).to_owned()))
             .collect();
         env.push(("RIG_CA".into(), "ibsim0".into()));
+        if device != "mlx5_0" {
+            env.push(("SMPQUERY_SIM_HOSTS".into(), format!("{device}=node2")));
+        }
         SimNode::new(
             self.dir.path(),
             env,
             &[SimPort {
-                device: "mlx5_0".into(),
+                device: device.into(),
                 guid,
                 lid,
                 sm_lid,
@@ -531,6 +540,21 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
     );
 }
 
+/// The test mapping with `mission-critical` (SL 3) a `fail_job` level,
+/// installed on `node`.
+pub(super) fn install_fail_job_mapping(node: &SimNode) {
+    let cfg = node.paths.root.join("etc/qoslane/qos-network.yml");
+    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    fs::write(
+        &cfg,
+        MAPPING.replace(
+            "    virtual_lane: 3\n",
+            "    virtual_lane: 3\n    on_failure: fail_job\n",
+        ),
+    )
+    .unwrap();
+}
+
 /// The binary on `node` (its root, the rig's smpquery, the fake squeue).
 fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
@@ -551,7 +575,7 @@ fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 /// What a run printed, stdout then stderr.
-fn text(o: &Output) -> String {
+pub(super) fn text(o: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -572,16 +596,7 @@ fn path_a_leaf_dropping_the_fail_job_level_refuses_it_and_every_view_says_so() {
     let rig = PathRig::start(&[]);
     let node = rig.node2();
     let root = node.paths.root.clone();
-    let cfg = root.join("etc/qoslane/qos-network.yml");
-    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
-    fs::write(
-        &cfg,
-        MAPPING.replace(
-            "    virtual_lane: 3\n",
-            "    virtual_lane: 3\n    on_failure: fail_job\n",
-        ),
-    )
-    .unwrap();
+    install_fail_job_mapping(&node);
     let run = |args: &[&str], env: &[(&str, &str)]| run_bin(&node, args, env);
     let prolog = |id: &str, qos: &str| {
         run(

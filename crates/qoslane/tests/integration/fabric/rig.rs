@@ -270,6 +270,11 @@ impl SimNode {
         read(&self.calls).lines().count()
     }
 
+    /// The smpquery calls made so far, one line each (`SMPQUERY_SIM_LOG`).
+    pub(super) fn calls_log(&self) -> String {
+        fs::read_to_string(&self.calls).unwrap_or_default()
+    }
+
     fn assess(&self, m: &Mapping, mode: ProbeMode) -> Assessment {
         self.assess_opts(m, mode, &AssessOptions::default())
     }

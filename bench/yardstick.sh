@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# bench/yardstick.sh — qoslane's Prolog+Epilog against the least a
+# hand-written shell Prolog does (bench/min-prolog.sh + bench/min-epilog.sh:
+# the QoS from SLURM_JOB_QOS as slurmd gives it from Slurm 26.05, a case
+# statement, an env file, one setting, a log line with `date`; no squeue, no
+# smpquery), for the same job on the same fixture node, as a node has it:
+# `/run` on a tmpfs this script mounts, `/var` on the disk (ext4 under
+# /var/tmp). qoslane runs as the packaged hook runs it: a symlink to the
+# binary, no argument, the hook picked by SLURM_SCRIPT_CONTEXT.
+#
+#   1. whole prolog+epilog cycles, interleaved run by run with the shell's
+#      (bench/tools/cycle.rs), on a quiet machine;
+#   2. the same with both cores busy (two spinning processes at normal
+#      priority, as a node's running jobs keep its cores);
+#   3. where a cycle's cost goes, for both sides: syscalls (strace -f -c),
+#      CPU time (perf stat), processes started;
+#   4. with --before OLD_QOSLANE: OLD against this qoslane, interleaved the
+#      same way, quiet (the change's own before/after in this run's load).
+#
+#   bench/yardstick.sh [--cycles N] [--bin QOSLANE] [--before OLD_QOSLANE]
+#                      [--rt] [--wait-quiet S] [--update-doc]
+#
+# --rt: the quiet cycles (1 and 4) run at a real-time priority (chrt -f 20,
+# both sides alike), as if the CPUs were idle: for a machine shared with
+# other work, where no wait makes it quiet. The busy case stays at normal
+# priority (it is about competing for the cores).
+#
+# Results: bench/results/yardstick/yardstick.md (raw data beside it);
+# --update-doc puts the tables into docs/PERFORMANCE.md between the
+# `bench:yardstick` markers. Needs root (the tmpfs mount), strace and perf.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+CYCLES=150 BIN="" BEFORE="" WAIT_QUIET=0 UPDATE_DOC=0 RT=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cycles) CYCLES=$2; shift ;;
+    --bin) BIN=$2; shift ;;
+    --before) BEFORE=$2; shift ;;
+    --rt) RT=(chrt -f 20) ;;
+    --wait-quiet) WAIT_QUIET=$2; shift ;;
+    --update-doc) UPDATE_DOC=1 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+export BENCH_REPO=$REPO
+. bench/lib.sh
+WORK=${BENCH_WORK:-/var/tmp/qoslane-yardstick}
+OUT=${BENCH_OUT:-$REPO/bench/results/yardstick}
+SPIN=()
+cleanup() {
+  for p in "${SPIN[@]}"; do kill "$p" 2>/dev/null || true; done
+  if mountpoint -q "$WORK/tmpfs"; then umount "$WORK/tmpfs"; fi
+}
+trap cleanup EXIT
+cleanup
+rm -rf "$WORK" "$OUT"; mkdir -p "$WORK/bin" "$WORK/tmpfs" "$OUT/raw"
+# /run on a node is a tmpfs: one of our own, mounted for this run.
+mount -t tmpfs -o mode=0755,size=64m qoslane-yardstick "$WORK/tmpfs"
+export BENCH_TMPFS=$WORK/tmpfs
+
+bench_binaries "$BIN" "$WORK/bin"
+QL=$WORK/bin/qoslane
+# The packaged hook: a symlink to the binary (prolog.d/10-qoslane, epilog.d/50-qoslane).
+ln -s "$QL" "$WORK/bin/10-qoslane"
+HOOK=$WORK/bin/10-qoslane
+
+R=$WORK/node
+bench_node "$R" 4 5 1 "$REPO/examples/qos-network.yml"
+node_env "$R"
+# Slurm 26.05: the QoS comes from the environment; a squeue that does not
+# exist proves nobody asks it.
+export SLURM_JOB_QOS=$BENCH_QOS QOSLANE_SQUEUE=$WORK/no-squeue
+export HAND_ROOT=$R HAND_BASE_TOS=$BASE_TOS
+install -d -m 0755 "$R/run/qos-prolog"
+warm_cache "$R"
+# The first Prolog promotes the mapping to last-known-good: not the steady state.
+SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=1 "$HOOK" >/dev/null 2>&1
+SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=1 "$HOOK" >/dev/null 2>&1
+node_is_baseline "$R" || nok "the first cycle did not end at the baseline"
+
+if [ "$WAIT_QUIET" -gt 0 ]; then bsay "waiting for a quiet machine: $(wait_quiet "$WAIT_QUIET" 0.5)"; fi
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+cycles() { # cycles NAME FIRST_JOB [PRIORITY...]
+  local name=$1 first=$2; shift 2
+  "$@" "$WORK/bin/cycle" "$CYCLES" "$first" \
+    qoslane "$HOOK" "$HOOK" \
+    shell "/bin/sh $REPO/bench/min-prolog.sh" "/bin/sh $REPO/bench/min-epilog.sh" > "$OUT/raw/$name.txt"
+  node_is_baseline "$R" || nok "$name: node not at baseline after the cycles"
+}
+
+bsay "1. $CYCLES interleaved cycles each, quiet machine (load $(load1)${RT[*]:+; ${RT[*]}})"
+from=$(alines "$R")
+cycles quiet 1000 "${RT[@]}"
+check_audit yardstick-quiet "$R" "$from" prolog applied --source env --min "$CYCLES" >/dev/null
+
+bsay "2. the same with both cores busy (two spinning processes at normal priority)"
+for _ in 1 2; do sh -c 'while :; do :; done' & SPIN+=($!); done
+sleep 1
+from=$(alines "$R")
+cycles busy 100000
+check_audit yardstick-busy "$R" "$from" prolog applied --source env --min "$CYCLES" >/dev/null
+for p in "${SPIN[@]}"; do kill "$p" 2>/dev/null || true; done; SPIN=()
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+bsay "3. where the cost goes: strace -f -c and perf stat of one cycle each side"
+cost() { # cost NAME PROLOG... -- EPILOG...
+  local name=$1; shift
+  local pro=() epi=()
+  while [ "$1" != -- ]; do pro+=("$1"); shift; done; shift; epi=("$@")
+  local j
+  for j in 1 2 3 4 5; do # a few cycles: perf's and strace's numbers of the last
+    SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=$((500 + j)) strace -f -c -o "$OUT/raw/strace-$name-prolog.txt" "${pro[@]}" >/dev/null 2>&1
+    SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=$((500 + j)) strace -f -c -o "$OUT/raw/strace-$name-epilog.txt" "${epi[@]}" >/dev/null 2>&1
+    SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=$((600 + j)) perf stat -x, -e task-clock -o "$OUT/raw/perf-$name-prolog.txt" "${pro[@]}" >/dev/null 2>&1
+    SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=$((600 + j)) perf stat -x, -e task-clock -o "$OUT/raw/perf-$name-epilog.txt" "${epi[@]}" >/dev/null 2>&1
+  done
+}
+cost qoslane "$HOOK" -- "$HOOK"
+if [ -n "$BEFORE" ]; then
+  bsay "4. the binary before (--before) against this one, interleaved, quiet"
+  cp "$BEFORE" "$WORK/bin/qoslane-before"; ln -s "$WORK/bin/qoslane-before" "$WORK/bin/10-qoslane-before"
+  from=$(alines "$R")
+  "${RT[@]}" "$WORK/bin/cycle" "$CYCLES" 200000 \
+    before "$WORK/bin/10-qoslane-before" "$WORK/bin/10-qoslane-before" \
+    qoslane "$HOOK" "$HOOK" > "$OUT/raw/before-after.txt"
+  node_is_baseline "$R" || nok "before/after: node not at baseline after the cycles"
+  check_audit yardstick-before-after "$R" "$from" prolog applied --source env --min "$((2 * CYCLES))" >/dev/null
+fi
+cost shell /bin/sh "$REPO/bench/min-prolog.sh" -- /bin/sh "$REPO/bench/min-epilog.sh"
+node_is_baseline "$R" || nok "cost: node not at baseline"
+
+splice=(); [ "$UPDATE_DOC" = 1 ] && splice=(--splice docs/PERFORMANCE.md)
+python3 bench/tools/yardstick_report.py "$OUT" "$CYCLES" "$LOAD_START" "$LOAD_END" "$(git rev-parse --short HEAD)${RT[*]:+ (quiet cycles under ${RT[*]})}" "${splice[@]}" > "$OUT/yardstick.md"
+cat "$OUT/yardstick.md"
+[ "$UPDATE_DOC" = 1 ] && bsay "tables written into docs/PERFORMANCE.md"
+[ ! -s "$OUT/failures.txt" ]

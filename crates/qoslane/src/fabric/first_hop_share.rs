@@ -1,0 +1,404 @@
+//! `health`'s first hop at a bounded cost per leaf. Every node under a leaf
+//! reads that leaf, and most of what it reads (each output port's PortInfo
+//! and VL arbitration tables, the switch's name and LID) is the same for all
+//! of them; only the SL2VL row of the node's own in port is its own. So a
+//! `health` run reads in process, through libibumad, only what is its own —
+//! NodeInfo (still the same switch, the same in port?) and the SL2VL row
+//! (in = this node's switch port, out) of each output port the last full
+//! reading found Active: 1 + Active ports SMP Gets — and takes the rest from
+//! its own last full reading ([`Carried`], `/run/qoslane/first-hop.json`).
+//! A full reading — in process too ([`read_in_process`]: each table once,
+//! 3 + (ports − 1) + 3 × Active ports Gets), else by smpquery
+//! ([`first_hop_read`]) — is taken once per
+//! [`FULL_READ_PERIOD_MS`], at a point of that period fixed by the port's
+//! GUID ([`full_read_due`]), so the nodes of a leaf take theirs at different
+//! times; and at once whenever the carried one does not stand for the port
+//! (none, another port identity, another switch or in port, a row that
+//! could not be read). Where the port cannot be opened in process (no
+//! libibumad, no umad device, not root) every run reads in full by
+//! smpquery, as `sync`.
+//!
+//! The rows are what a drift behind the SM's back changes (a switch's SL2VL
+//! written by SMP Set, a reset switch's power-on table): they are read on
+//! every run. What is carried is at most one period and one health interval
+//! old; the grant record says so (its first-hop time is the full reading's),
+//! and the Prolog trusts it for [`crate::grant::MAX_RECORD_AGE_MS`].
+
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use super::first_hop_read;
+use super::mad::{self, Attr, Get, Route};
+use super::probe::Probe;
+use super::smp_batch;
+use super::smpquery::Smpquery;
+use super::tables::{
+    EgressPort, FirstHop, NodeType, PortId, PortIdentity, PortTables, SwitchEgress, SwitchId,
+};
+use super::umad::Umad;
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::paths::Paths;
+use crate::state::fsutil;
+
+/// How often a node reads its first hop in full: with a health interval of
+/// at most 300 s (what the probe cache needs anyway), a carried reading is
+/// under 240 + 300 s old, inside the grant record's 600 s.
+pub const FULL_READ_PERIOD_MS: u64 = 240_000;
+
+/// SMP Gets in flight at once for one first hop.
+const WINDOW: usize = 16;
+
+/// Bumped when the layout changes; another version is read in full again.
+const VERSION: u32 = 1;
+
+/// A port's last full reading of its first hop.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Carried {
+    pub port: PortId,
+    pub identity: PortIdentity,
+    /// When it was read: milliseconds since the Unix epoch.
+    pub read_at_ms: u64,
+    /// As read (`FirstHop::Read`).
+    pub hop: FirstHop,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CarryFile {
+    version: u32,
+    ports: Vec<Carried>,
+}
+
+/// Whether a port whose last full reading was at `read_at_ms` reads in full
+/// now: when that reading is a period old, or when the point of the period
+/// its `guid` fixes has passed since. Each port reads in full once per
+/// period, the ports of a leaf spread over it.
+pub fn full_read_due(guid: &str, read_at_ms: u64, now_ms: u64) -> bool {
+    let p = FULL_READ_PERIOD_MS;
+    if now_ms < read_at_ms || now_ms - read_at_ms >= p {
+        return true;
+    }
+    // FNV-1a of the GUID: the same point on every run, any GUID alike.
+    let phase = guid.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    }) % p;
+    let slot = |t: u64| (t + p - phase) / p;
+    slot(now_ms) != slot(read_at_ms)
+}
+
+/// The [`Probe`] of a `health` run: the own ports by `smpquery`, the first
+/// hop shared as the module says. [`Scheduled::store`] keeps what it read
+/// in full for the next run.
+#[derive(Debug)]
+pub struct Scheduled<'a> {
+    smp: &'a Smpquery,
+    now_ms: u64,
+    carried: Mutex<Vec<Carried>>,
+    /// Whether a full reading (or its absence) changed what is carried.
+    changed: std::sync::atomic::AtomicBool,
+}
+
+impl<'a> Scheduled<'a> {
+    /// With the carried readings of `paths` (none when they cannot be read:
+    /// the first hop is then read in full).
+    pub fn new(smp: &'a Smpquery, paths: &Paths) -> Self {
+        let carried = fsutil::read_trusted(paths, &paths.first_hop_reading())
+            .ok()
+            .flatten()
+            .and_then(|t| serde_json::from_slice::<CarryFile>(&t).ok())
+            .filter(|f| f.version == VERSION)
+            .map(|f| f.ports)
+            .unwrap_or_default();
+        Self {
+            smp,
+            now_ms: crate::time::now_ms(),
+            carried: Mutex::new(carried),
+            changed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Writes the readings for the next run (`/run/qoslane/first-hop.json`)
+    /// when this run read any in full.
+    pub fn store(self, paths: &Paths) -> Result<()> {
+        if !self.changed.into_inner() {
+            return Ok(());
+        }
+        let ports = self
+            .carried
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        fsutil::ensure_dir(paths, &paths.run_dir)?;
+        let mut body = serde_json::to_vec(&CarryFile {
+            version: VERSION,
+            ports,
+        })
+        .map_err(|e| Error::Internal(format!("serialize first-hop readings: {e}")))?;
+        body.push(b'\n');
+        let _visible = fsutil::atomic_replace(
+            paths,
+            &paths.first_hop_reading(),
+            &body,
+            crate::state::PUBLIC,
+        )?;
+        Ok(())
+    }
+
+    fn carried_for(&self, port: &PortId, identity: &PortIdentity) -> Option<Carried> {
+        self.carried
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|c| c.port == *port && c.identity == *identity)
+            .cloned()
+    }
+
+    fn keep(&self, port: &PortId, fresh: Option<Carried>) {
+        let mut all = self
+            .carried
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.retain(|c| c.port != *port);
+        all.extend(fresh);
+        self.changed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Probe for Scheduled<'_> {
+    fn probe(&self, port: &PortId, deadline: &Deadline) -> Result<PortTables> {
+        self.smp.probe(port, deadline)
+    }
+
+    fn probe_many(&self, ports: &[&PortId], deadline: &Deadline) -> Vec<Result<PortTables>> {
+        self.smp.probe_many(ports, deadline)
+    }
+
+    fn first_hop(&self, port: &PortId, deadline: &Deadline) -> FirstHop {
+        self.smp.first_hop(port, deadline)
+    }
+
+    fn first_hop_at(
+        &self,
+        port: &PortId,
+        identity: &PortIdentity,
+        deadline: &Deadline,
+    ) -> (FirstHop, Option<u64>) {
+        let mut in_process = Umad::open(Some(port)).ok();
+        if let Some(umad) = &mut in_process
+            && let Some(c) = self.carried_for(port, identity)
+            && !full_read_due(&identity.node_guid, c.read_at_ms, self.now_ms)
+            && let Ok(hop) = own_rows(umad, &c.hop, deadline)
+        {
+            return (hop, Some(c.read_at_ms));
+        }
+        // In full: in process, else (no umad, a switch without a LID yet)
+        // by smpquery.
+        let hop = match in_process.as_mut().map(|u| read_in_process(u, deadline)) {
+            Some(Ok(hop)) => hop,
+            Some(Err(e @ Error::Deadline { .. })) => FirstHop::Unavailable {
+                error: format!("{port}: first hop: {e}"),
+            },
+            Some(Err(_)) | None => first_hop_read::read(self.smp, port, deadline),
+        };
+        // Kept for the next run's rows, which need the port in process.
+        if in_process.is_some() {
+            let fresh = matches!(hop, FirstHop::Read { .. }).then(|| Carried {
+                port: port.clone(),
+                identity: identity.clone(),
+                read_at_ms: self.now_ms,
+                hop: hop.clone(),
+            });
+            self.keep(port, fresh);
+        }
+        (hop, None)
+    }
+}
+
+/// The first hop read in full in process: the tables `first_hop_read`
+/// reads by smpquery, into the same [`FirstHop`], each once — the switch by
+/// directed route (NodeInfo, NodeDescription, port 0's PortInfo for its
+/// LID), then its output ports by that LID with the audit's reader
+/// ([`smp_batch::read_egress`]: PortInfo, and for an Active port the SL2VL
+/// row of this node's in port and the VLArb blocks its caps name). An error
+/// when the switch has no LID yet (the caller reads by smpquery).
+pub fn read_in_process(umad: &mut Umad, deadline: &Deadline) -> Result<FirstHop> {
+    let route = Route::Directed(vec![1]);
+    let gets: Vec<Get> = [Attr::NodeInfo, Attr::NodeDesc, Attr::PortInfo]
+        .into_iter()
+        .map(|attr| Get {
+            route: route.clone(),
+            attr,
+            modifier: 0,
+        })
+        .collect();
+    let mut answers = smp_batch::get_all(umad, &gets, WINDOW, deadline).into_iter();
+    let mut next = || {
+        answers
+            .next()
+            .unwrap_or_else(|| Err(Error::Internal("an SMP answer is missing".into())))
+    };
+    let (info, desc, port0) = (next()?, next()?, next()?);
+    let info = mad::node_info(&info).map_err(|e| Error::Fabric(format!("first hop: {e}")))?;
+    if info.node_type != NodeType::Switch {
+        return Ok(FirstHop::NoSwitch {
+            node_type: info.node_type.smp_name().to_owned(),
+        });
+    }
+    let lid = mad::port_lid(&port0);
+    if lid == 0 {
+        return Err(Error::Fabric("first hop: the switch has no LID yet".into()));
+    }
+    let switch = SwitchId {
+        name: mad::node_desc(&desc),
+        lid,
+        guid: info.guid,
+    };
+    let in_port = info.local_port;
+    let outs: Vec<u32> = (1..=info.num_ports).filter(|&p| p != in_port).collect();
+    let ports: Vec<EgressPort> = outs
+        .iter()
+        .map(|&port| EgressPort {
+            kind: NodeType::Switch,
+            guid: switch.guid.clone(),
+            name: switch.name.clone(),
+            lid,
+            port,
+        })
+        .collect();
+    let ins = vec![vec![in_port]; outs.len()];
+    let mut egress = Vec::new();
+    let mut unread = Vec::new();
+    for (&out, read) in outs
+        .iter()
+        .zip(smp_batch::read_egress(umad, &ports, &ins, WINDOW, deadline))
+    {
+        match read {
+            Ok(e) if !e.active => {}
+            Ok(e) => match e.rows.into_iter().find(|(i, _)| *i == in_port) {
+                Some((_, sl2vl)) => egress.push(SwitchEgress {
+                    out_port: out,
+                    sl2vl,
+                    oper_vls: e.oper_vls,
+                    vlarb: e.vlarb,
+                }),
+                None => unread.push((out, format!("no SL2VL row for in port {in_port}"))),
+            },
+            Err(e @ Error::Deadline { .. }) => return Err(e),
+            Err(e) => unread.push((out, e.to_string())),
+        }
+    }
+    Ok(FirstHop::Read {
+        switch,
+        in_port,
+        egress,
+        unread,
+    })
+}
+
+/// The first hop as `carried` read it, with the SL2VL row of this node's in
+/// port on each of its output ports read again now; an error when the
+/// switch or the in port is not the one carried, or a row cannot be read.
+pub fn own_rows(umad: &mut Umad, carried: &FirstHop, deadline: &Deadline) -> Result<FirstHop> {
+    let FirstHop::Read {
+        switch,
+        in_port,
+        egress,
+        unread,
+    } = carried
+    else {
+        return Err(Error::Internal("no full first-hop reading carried".into()));
+    };
+    // `-D … 0,1` as the full reading: out of this port, to its neighbour.
+    let route = Route::Directed(vec![1]);
+    let gets: Vec<Get> = std::iter::once(Get {
+        route: route.clone(),
+        attr: Attr::NodeInfo,
+        modifier: 0,
+    })
+    .chain(egress.iter().map(|e| Get {
+        route: route.clone(),
+        attr: Attr::SlToVl,
+        modifier: mad::sl2vl_modifier(*in_port, e.out_port),
+    }))
+    .collect();
+    let mut answers = smp_batch::get_all(umad, &gets, WINDOW, deadline).into_iter();
+    let info = answers
+        .next()
+        .ok_or_else(|| Error::Internal("no NodeInfo answer".into()))??;
+    let info = mad::node_info(&info).map_err(|e| Error::Fabric(e.to_string()))?;
+    if info.node_type != NodeType::Switch || info.guid != switch.guid || info.local_port != *in_port
+    {
+        return Err(Error::Fabric(format!(
+            "first hop is now {} {} port {}, not {} port {in_port}",
+            info.node_type.smp_name(),
+            info.guid,
+            info.local_port,
+            switch.guid
+        )));
+    }
+    let mut now = Vec::with_capacity(egress.len());
+    for (e, row) in egress.iter().zip(answers) {
+        let mut e = e.clone();
+        e.sl2vl = mad::sl2vl(&row?);
+        now.push(e);
+    }
+    Ok(FirstHop::Read {
+        switch: switch.clone(),
+        in_port: *in_port,
+        egress: now,
+        unread: unread.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GUID: &str = "0x0002c90300440320";
+
+    #[test]
+    fn a_reading_a_period_old_or_from_the_future_is_read_again() {
+        let t = 1_800_000_000_000;
+        assert!(full_read_due(GUID, t, t + FULL_READ_PERIOD_MS));
+        assert!(full_read_due(GUID, t, t - 1), "clock stepped back");
+        assert!(!full_read_due(GUID, t, t), "just read");
+    }
+
+    /// Health every `interval_s` on many ports: each reads in full once per
+    /// period (never a reading older than a period and an interval), and
+    /// the full readings of the ports are spread over the period.
+    #[test]
+    fn each_port_reads_in_full_once_per_period_spread_over_it() {
+        let interval = 120_000;
+        let start = 1_800_000_000_000_u64;
+        let guids: Vec<String> = (0..200)
+            .map(|i| format!("0x0002c903004403{i:02x}"))
+            .collect();
+        let runs = 100;
+        let mut per_run = vec![0_u32; runs];
+        for g in &guids {
+            let mut read_at = start;
+            let mut fulls = 0;
+            for (k, slot) in per_run.iter_mut().enumerate().skip(1) {
+                let now = start + interval * u64::try_from(k).unwrap();
+                if full_read_due(g, read_at, now) {
+                    assert!(now - read_at <= FULL_READ_PERIOD_MS + interval);
+                    read_at = now;
+                    fulls += 1;
+                    *slot += 1;
+                } else {
+                    assert!(now - read_at < FULL_READ_PERIOD_MS);
+                }
+            }
+            // 99 runs of 120 s: 49.5 periods of 240 s.
+            assert!((49..=50).contains(&fulls), "{g}: {fulls} full readings");
+        }
+        // 200 ports, half of them per 120 s run: no run far from 100.
+        for (k, n) in per_run.iter().enumerate().skip(2) {
+            assert!((60..=140).contains(n), "run {k}: {n} of 200 read in full");
+        }
+    }
+}
