@@ -2,7 +2,7 @@
 //! data and the one judgement made of them: which counters qoslane reads
 //! ([`Kind`]: per-SL data sent and received, per-VL transmit wait), a
 //! port's readings ([`PortReading`]), and what two readings of one port
-//! show ([`Seen`], [`PortEvidence`], [`Evidence`]). Pure: the readings come
+//! show ([`CounterChange`], [`PortCounterEvidence`], [`CounterEvidence`]). Pure: the readings come
 //! from `perfquery` ([`super::perfquery`]) or in-process PMA Gets.
 //!
 //! A counter of these attributes saturates at its width (it stops, it does
@@ -131,7 +131,7 @@ pub fn delta(kind: Kind, before: u64, after: u64) -> Delta {
 /// What two readings of one attribute of a port show.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Seen {
+pub enum CounterChange {
     /// The counters that moved (SL or VL → delta); none moved: empty.
     Moved(BTreeMap<u8, Delta>),
     /// The port does not answer this attribute.
@@ -140,7 +140,7 @@ pub enum Seen {
     Unread(String),
 }
 
-impl Seen {
+impl CounterChange {
     fn of(kind: Kind, before: Option<&Reading>, after: Option<&Reading>) -> Self {
         match (before, after) {
             (Some(Reading::Unsupported), _) | (_, Some(Reading::Unsupported)) => Self::Unsupported,
@@ -161,25 +161,25 @@ impl Seen {
 
 /// What the counters of one port showed while a job ran.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PortEvidence {
+pub struct PortCounterEvidence {
     pub device: String,
     pub port: u32,
     /// Bytes sent per SL (PortXmitDataSL × 4).
-    pub sent_bytes_per_sl: Seen,
+    pub sent_bytes_per_sl: CounterChange,
     /// Bytes received per SL (PortRcvDataSL × 4).
-    pub received_bytes_per_sl: Seen,
+    pub received_bytes_per_sl: CounterChange,
     /// Ticks each VL waited to send (PortVLXmitWait).
-    pub xmit_wait_ticks_per_vl: Seen,
+    pub xmit_wait_ticks_per_vl: CounterChange,
 }
 
 /// What the job's ports' counters showed between its Prolog and its Epilog.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Evidence {
+pub struct CounterEvidence {
     /// No other job ran on the node meanwhile: the counters are this job's.
     pub alone: bool,
     /// The SL of the job's level.
     pub sl: u8,
-    pub ports: Vec<PortEvidence>,
+    pub ports: Vec<PortCounterEvidence>,
     /// When alone: bytes sent on other SLs than the level's, counted where
     /// the counters say how much (saturated or cleared ones are not).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -188,14 +188,20 @@ pub struct Evidence {
 
 /// The evidence of two readings of the same ports (a port read only once
 /// is `unread` at the other end).
-pub fn evidence(before: &[PortReading], after: &[PortReading], sl: u8, alone: bool) -> Evidence {
-    let ports: Vec<PortEvidence> = after
+pub fn evidence(
+    before: &[PortReading],
+    after: &[PortReading],
+    sl: u8,
+    alone: bool,
+) -> CounterEvidence {
+    let ports: Vec<PortCounterEvidence> = after
         .iter()
         .map(|a| {
             let b = before.iter().find(|b| b.port == a.port);
-            let seen =
-                |k: Kind| Seen::of(k, b.and_then(|b| b.readings.get(&k)), a.readings.get(&k));
-            PortEvidence {
+            let seen = |k: Kind| {
+                CounterChange::of(k, b.and_then(|b| b.readings.get(&k)), a.readings.get(&k))
+            };
+            PortCounterEvidence {
                 device: a.port.device.clone(),
                 port: a.port.port,
                 sent_bytes_per_sl: seen(Kind::XmitDataSl),
@@ -207,7 +213,7 @@ pub fn evidence(before: &[PortReading], after: &[PortReading], sl: u8, alone: bo
     let mut read_any = false;
     let mut off = 0u64;
     for p in &ports {
-        if let Seen::Moved(m) = &p.sent_bytes_per_sl {
+        if let CounterChange::Moved(m) = &p.sent_bytes_per_sl {
             read_any = true;
             off = m
                 .iter()
@@ -219,7 +225,7 @@ pub fn evidence(before: &[PortReading], after: &[PortReading], sl: u8, alone: bo
                 .fold(off, u64::saturating_add);
         }
     }
-    Evidence {
+    CounterEvidence {
         alone,
         sl,
         ports,
@@ -227,7 +233,7 @@ pub fn evidence(before: &[PortReading], after: &[PortReading], sl: u8, alone: bo
     }
 }
 
-impl Evidence {
+impl CounterEvidence {
     /// One line for the job's user and the log: what left on other SLs.
     pub fn off_level_words(&self, level: &str) -> Option<String> {
         let bytes = self.off_level_bytes.filter(|n| *n > 0)?;
@@ -235,7 +241,7 @@ impl Evidence {
             .ports
             .iter()
             .filter_map(|p| match &p.sent_bytes_per_sl {
-                Seen::Moved(m) => Some(m.keys().filter(|s| **s != self.sl)),
+                CounterChange::Moved(m) => Some(m.keys().filter(|s| **s != self.sl)),
                 _ => None,
             })
             .flatten()
@@ -309,7 +315,7 @@ mod tests {
             "SL 0's 7 units; SL 5 saturated"
         );
         let p = &e.ports[0];
-        assert_eq!(p.received_bytes_per_sl, Seen::Unsupported);
+        assert_eq!(p.received_bytes_per_sl, CounterChange::Unsupported);
         let json = serde_json::to_value(&e).unwrap();
         assert_eq!(
             json["ports"][0]["sent_bytes_per_sl"]["moved"],
@@ -340,11 +346,11 @@ mod tests {
         let e = evidence(&[], &[after], 1, true);
         assert_eq!(
             e.ports[0].sent_bytes_per_sl,
-            Seen::Unread("deadline".into())
+            CounterChange::Unread("deadline".into())
         );
         assert_eq!(
             e.ports[0].received_bytes_per_sl,
-            Seen::Unread("not read".into())
+            CounterChange::Unread("not read".into())
         );
         assert_eq!(e.off_level_bytes, None);
     }

@@ -325,7 +325,7 @@ fn perfquery_counters_read_all_sixteen() {
 fn perfquery_answers_as_readings() {
     use qoslane::fabric::PortId;
     use qoslane::fabric::perfquery::reading_of;
-    use qoslane::fabric::pma::{Kind, PortReading, Reading, Seen, evidence};
+    use qoslane::fabric::pma::{CounterChange, Kind, PortReading, Reading, evidence};
     use std::os::unix::process::ExitStatusExt;
     let ok = |name: &str| {
         Ok(std::process::Output {
@@ -402,7 +402,7 @@ fn perfquery_answers_as_readings() {
     assert_eq!(e.off_level_bytes, Some(4096));
     let saturated = read("xmtsl-saturated.txt", None, "vlxmit-ibsim.txt");
     let e = evidence(&[before], &[saturated], 3, true);
-    assert_eq!(e.ports[0].received_bytes_per_sl, Seen::Unsupported);
+    assert_eq!(e.ports[0].received_bytes_per_sl, CounterChange::Unsupported);
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(
         json["ports"][0]["sent_bytes_per_sl"]["moved"]["3"],
