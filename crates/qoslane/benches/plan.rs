@@ -212,6 +212,7 @@ fn bench_render(c: &mut Criterion) {
             qos_fallback: None,
             health_warnings: None,
             node_lock_held_seconds: None,
+            off_level_bytes: None,
         });
     }
     for ports in [1u32, 16] {

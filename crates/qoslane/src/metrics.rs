@@ -89,6 +89,10 @@ pub struct Counters {
     /// looked (0: free).
     #[serde(default)]
     pub node_lock_held_seconds: u64,
+    /// Bytes jobs that ran alone sent on SLs other than their level's, by
+    /// level (their Epilogs' counter evidence).
+    #[serde(default)]
+    pub off_level_bytes: BTreeMap<String, u64>,
 }
 
 /// One finished run, as the metrics see it.
@@ -116,6 +120,8 @@ pub struct Run<'a> {
     /// `Some` for a health run that saw the node lock: how long a
     /// transaction had held it.
     pub node_lock_held_seconds: Option<u64>,
+    /// An Epilog's job's level and its off-level bytes (`CounterEvidence`).
+    pub off_level_bytes: Option<(&'a str, u64)>,
 }
 
 impl Counters {
@@ -158,6 +164,10 @@ impl Counters {
         }
         if let Some(s) = run.node_lock_held_seconds {
             self.node_lock_held_seconds = s;
+        }
+        if let Some((level, n)) = run.off_level_bytes {
+            let total = self.off_level_bytes.entry(level.into()).or_default();
+            *total = total.saturating_add(n);
         }
     }
 }
@@ -360,6 +370,15 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         &[],
         c.node_lock_held_seconds,
     );
+    w.family(
+        "qoslane_off_level_bytes_total",
+        Kind::Counter,
+        "Bytes jobs that ran alone on this node sent on SLs other than their level's, by level (their ports' PortXmitDataSL between Prolog and Epilog).",
+    );
+    let levels = g.active_jobs.keys().map(String::as_str);
+    for (level, n) in &with_every(&c.off_level_bytes, levels) {
+        w.sample("qoslane_off_level_bytes_total", &[("level", level)], n);
+    }
     w.family(
         "qoslane_build_info",
         Kind::Gauge,

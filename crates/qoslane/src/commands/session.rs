@@ -352,6 +352,10 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
         health_warnings: (report.event == Event::Health)
             .then(|| u64::try_from(report.warnings).unwrap_or(u64::MAX)),
         node_lock_held_seconds: report.lock_held_seconds,
+        off_level_bytes: report
+            .evidence
+            .as_ref()
+            .and_then(|e| Some((report.job.level.as_deref()?, e.off_level_bytes?))),
     };
     if let Err(err) = metrics::record_and_publish(paths, &run, deadline, &|| node_gauges(paths)) {
         log::warn(&format!("metrics: {err}"));

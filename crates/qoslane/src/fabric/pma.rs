@@ -177,8 +177,8 @@ pub struct PortCounterEvidence {
 pub struct CounterEvidence {
     /// No other job ran on the node meanwhile: the counters are this job's.
     pub alone: bool,
-    /// The SL of the job's level.
-    pub sl: u8,
+    /// The SL of the job's level (none: it ran on the baseline).
+    pub sl: Option<u8>,
     pub ports: Vec<PortCounterEvidence>,
     /// When alone: bytes sent on other SLs than the level's, counted where
     /// the counters say how much (saturated or cleared ones are not).
@@ -191,7 +191,7 @@ pub struct CounterEvidence {
 pub fn evidence(
     before: &[PortReading],
     after: &[PortReading],
-    sl: u8,
+    sl: Option<u8>,
     alone: bool,
 ) -> CounterEvidence {
     let ports: Vec<PortCounterEvidence> = after
@@ -217,7 +217,7 @@ pub fn evidence(
             read_any = true;
             off = m
                 .iter()
-                .filter(|(s, _)| **s != sl)
+                .filter(|(s, _)| Some(**s) != sl)
                 .filter_map(|(_, d)| match d {
                     Delta::Count(n) => Some(*n),
                     Delta::Saturated | Delta::Cleared => None,
@@ -229,7 +229,7 @@ pub fn evidence(
         alone,
         sl,
         ports,
-        off_level_bytes: (alone && read_any).then_some(off),
+        off_level_bytes: (alone && read_any && sl.is_some()).then_some(off),
     }
 }
 
@@ -237,11 +237,12 @@ impl CounterEvidence {
     /// One line for the job's user and the log: what left on other SLs.
     pub fn off_level_words(&self, level: &str) -> Option<String> {
         let bytes = self.off_level_bytes.filter(|n| *n > 0)?;
+        let sl = self.sl?;
         let sls: Vec<String> = self
             .ports
             .iter()
             .filter_map(|p| match &p.sent_bytes_per_sl {
-                CounterChange::Moved(m) => Some(m.keys().filter(|s| **s != self.sl)),
+                CounterChange::Moved(m) => Some(m.keys().filter(move |s| **s != sl)),
                 _ => None,
             })
             .flatten()
@@ -250,11 +251,10 @@ impl CounterEvidence {
             .into_iter()
             .collect();
         Some(format!(
-            "qoslane: {bytes} bytes of this job left on {} instead of level {level}'s SL {} \
+            "qoslane: {bytes} bytes of this job left on {} instead of level {level}'s SL {sl} \
              (the job ran alone on the node; an application setting such as UCX_IB_SL \
              overrides the level)",
             sls.join(", "),
-            self.sl
         ))
     }
 }
@@ -306,7 +306,7 @@ mod tests {
         let e = evidence(
             std::slice::from_ref(&before),
             std::slice::from_ref(&after),
-            3,
+            Some(3),
             true,
         );
         assert_eq!(
@@ -331,7 +331,7 @@ mod tests {
                 .unwrap()
                 .contains("28 bytes of this job left on SL 0, SL 5 instead of level low's SL 3")
         );
-        let shared = evidence(&[before], &[after], 3, false);
+        let shared = evidence(&[before], &[after], Some(3), false);
         assert_eq!(shared.off_level_bytes, None, "shared: not the job's");
         assert_eq!(shared.off_level_words("low"), None);
     }
@@ -343,7 +343,7 @@ mod tests {
             (Kind::RcvDataSl, Reading::Values([0; 16])),
             (Kind::VlXmitWait, Reading::Values([0; 16])),
         ]);
-        let e = evidence(&[], &[after], 1, true);
+        let e = evidence(&[], &[after], Some(1), true);
         assert_eq!(
             e.ports[0].sent_bytes_per_sl,
             CounterChange::Unread("deadline".into())

@@ -497,6 +497,7 @@ fn fixed_counters() -> (Counters, Gauges) {
     ];
     c.qos_fallbacks.insert("squeue_slow".into(), 3);
     c.health_warnings = 2;
+    c.off_level_bytes.insert("high".into(), 4096);
     let mut g = Gauges {
         mapping_sha256: Some(
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
@@ -619,6 +620,7 @@ fn counters_render_the_same_after_their_json_round_trip() {
                 .copied(),
             health_warnings: (i % 5 == 0).then_some(u64::from(i % 3)),
             node_lock_held_seconds: (i % 4 == 0).then_some(u64::from(i)),
+            off_level_bytes: (i % 6 == 0).then_some(("low", u64::from(i) * 4)),
         });
         let json = serde_json::to_vec(&c).unwrap();
         let back: Counters = serde_json::from_slice(&json).unwrap();
