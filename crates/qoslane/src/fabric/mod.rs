@@ -50,6 +50,7 @@ pub mod sweep;
 pub mod sysfs;
 pub mod tables;
 pub mod umad;
+pub mod wait;
 
 pub use assessment::{
     Assessment, FabricVerdict, IbPort, LevelVerdict, PortVerdict, ProbeMode, SkippedPort,

@@ -25,6 +25,7 @@ mod parsers;
 mod path;
 mod reader;
 mod rig;
+mod wait;
 
 // ---------------------------------------------------------------- helpers
 

@@ -204,6 +204,7 @@ pub(super) fn audit_command(node: &SimNode, mapping_file: &Path) -> Command {
         .env("QOSLANE_NO_JOURNAL", "1")
         .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
         .env("QOSLANE_IBNETDISCOVER", &node.paths.ibnetdiscover)
+        .env("QOSLANE_PERFQUERY", node.paths.perfquery.as_ref().unwrap())
         .args(["fabric", "audit", "--mapping"])
         .arg(mapping_file);
     c
@@ -532,7 +533,7 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
 }
 
 /// The binary on `node` (its root, the rig's smpquery, the fake squeue).
-fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(super) fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
     c.env_clear()
         .env("QOSLANE_ROOT", &node.paths.root)
@@ -551,7 +552,7 @@ fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 /// What a run printed, stdout then stderr.
-fn text(o: &Output) -> String {
+pub(super) fn text(o: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
