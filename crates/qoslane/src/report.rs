@@ -151,6 +151,9 @@ pub struct Report {
     pub lock_held_seconds: Option<u64>,
     /// An Epilog's: what the job's ports' counters showed while it ran.
     pub evidence: Option<CounterEvidence>,
+    /// The node's ports' counters as this run read them (a Prolog's
+    /// snapshot, an Epilog's second reading): the node's wait metric.
+    pub counter_readings: Vec<crate::fabric::pma::PortReading>,
 }
 
 impl Report {
@@ -170,6 +173,7 @@ impl Report {
             warnings: 0,
             lock_held_seconds: None,
             evidence: None,
+            counter_readings: Vec::new(),
         }
     }
 

@@ -60,8 +60,9 @@ pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     }
     let r = report_of(result);
     let Some(job) = r.job.job_id else { return };
-    if let Err(e) = snapshot(program, paths, deadline, job) {
-        r.notes.push(format!("counters not read: {e}"));
+    match snapshot(program, paths, deadline, job) {
+        Ok(readings) => r.counter_readings = readings,
+        Err(e) => r.notes.push(format!("counters not read: {e}")),
     }
 }
 
@@ -70,14 +71,14 @@ fn snapshot(
     paths: &Paths,
     deadline: &Deadline,
     job: crate::job::JobId,
-) -> crate::error::Result<()> {
+) -> crate::error::Result<Vec<PortReading>> {
     let ports = ports(paths)?;
     let readings = perfquery::read(program, paths, &ports, deadline);
     if readings
         .iter()
         .all(|p| p.readings.values().all(|r| *r == Reading::Unsupported))
     {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let dir = paths.counters_dir();
     fsutil::ensure_dir(paths, &paths.run_dir)?;
@@ -105,7 +106,8 @@ fn snapshot(
         alone,
         readings,
     };
-    fsutil::write_json(paths, &paths.job_counters(job), &snap, PUBLIC)
+    fsutil::write_json(paths, &paths.job_counters(job), &snap, PUBLIC)?;
+    Ok(snap.readings)
 }
 
 /// The Epilog's reading: the evidence into the report, the snapshot gone.
@@ -133,6 +135,7 @@ pub fn epilog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
         r.notes.push(words);
     }
     r.evidence = Some(e);
+    r.counter_readings = after;
     for f in [paths.job_counters(job), shared] {
         if let Err(e) = fsutil::remove(paths, &f) {
             r.notes.push(format!("counters: {e}"));

@@ -82,6 +82,16 @@ fn an_epilog_audits_what_the_jobs_ports_counted() {
         "{prom}"
     );
     assert!(prom.contains("qoslane_off_level_bytes_total{level=\"low\"} 0\n"));
+    // The node's own wait per VL, labelled with the level whose VL it is.
+    assert!(
+        prom.contains(
+            "qoslane_xmit_wait_ticks_total{device=\"mlx5_0\",port=\"1\",vl=\"3\",level=\"mission-critical\"} 500\n"
+        ),
+        "{prom}"
+    );
+    assert!(prom.contains(
+        "qoslane_xmit_wait_ticks_total{device=\"mlx5_0\",port=\"1\",vl=\"1\",level=\"low\"} 0\n"
+    ));
     assert!(
         !n.path("/run/qoslane/counters/500.json").exists(),
         "snapshot gone"

@@ -498,6 +498,12 @@ fn fixed_counters() -> (Counters, Gauges) {
     c.qos_fallbacks.insert("squeue_slow".into(), 3);
     c.health_warnings = 2;
     c.off_level_bytes.insert("high".into(), 4096);
+    c.xmit_wait_ticks.insert("mlx5_0/1".into(), {
+        let mut t = [0; 16];
+        t[2] = 1500;
+        t[7] = 3;
+        t
+    });
     let mut g = Gauges {
         mapping_sha256: Some(
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
@@ -507,6 +513,8 @@ fn fixed_counters() -> (Counters, Gauges) {
     };
     g.active_jobs.insert("high".into(), 2);
     g.active_jobs.insert("low".into(), 0);
+    g.vl_levels.insert(2, "high".into());
+    g.vl_levels.insert(1, "low".into());
     // Label values are escaped: backslash, double quote, newline.
     g.active_jobs
         .insert("odd \"name\" with \\ and\nnewline".into(), 1);
@@ -621,6 +629,7 @@ fn counters_render_the_same_after_their_json_round_trip() {
             health_warnings: (i % 5 == 0).then_some(u64::from(i % 3)),
             node_lock_held_seconds: (i % 4 == 0).then_some(u64::from(i)),
             off_level_bytes: (i % 6 == 0).then_some(("low", u64::from(i) * 4)),
+            xmit_wait: vec![("mlx5_0/1".into(), [u64::from(i) * 3; 16])],
         });
         let json = serde_json::to_vec(&c).unwrap();
         let back: Counters = serde_json::from_slice(&json).unwrap();
