@@ -1260,6 +1260,12 @@ fn grafana_dashboard_is_valid_and_queries_our_families() {
         "a Prometheus datasource variable"
     );
     let panels = d["panels"].as_array().expect("panels");
+    assert!(
+        panels
+            .iter()
+            .any(|p| p["type"] == "row" && p["title"] == "tier health"),
+        "the tier health row"
+    );
     let mut exprs = Vec::new();
     for p in panels {
         assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
@@ -1279,6 +1285,10 @@ fn grafana_dashboard_is_valid_and_queries_our_families() {
         "qoslane_hook_duration_seconds_bucket",
         "qoslane_active_jobs",
         "qoslane_fabric_aligned",
+        "qoslane_xmit_wait_ticks_total",
+        "qoslane_off_level_bytes_total",
+        "qoslane_level_granted",
+        "qoslane_fabric_audit_wait_ticks_max",
     ] {
         assert!(all.contains(family), "no panel shows {family}");
     }
