@@ -298,6 +298,10 @@ pub struct AuditArgs {
     /// The local HCA port to send the queries from
     #[arg(long = "ca-port", value_name = "PORT", requires = "ca")]
     pub ca_port: Option<u32>,
+    /// Clear each switch port's transmit wait counters after reading them, so the next audit
+    /// shows the wait since this one
+    #[arg(long)]
+    pub reset_wait: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -64,6 +64,9 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
                 &deadline,
             );
         }
+        if args.reset_wait {
+            clear_wait(&mut s, &mut reader, ctx, via.as_ref(), args, &deadline);
+        }
         s
     });
     if let Some(file) = &args.textfile {
@@ -145,6 +148,38 @@ fn wait_by_perfquery(
     s.wait_levels = wait::peaks(&wait::levels_of(mapping), &s.wait_ports, &waits);
     s.xmit_wait = waits;
     s.xmit_wait_unread = unread;
+}
+
+/// `--reset-wait`: every wait counter that was read, cleared by the same
+/// reader; what could not be, with the counters not read.
+fn clear_wait(
+    s: &mut Sweep,
+    reader: &mut Reader,
+    ctx: &Ctx,
+    via: Option<&PortId>,
+    args: &AuditArgs,
+    deadline: &Deadline,
+) {
+    let failed = match (reader, &ctx.paths.perfquery) {
+        (Reader::InProcess(umad), _) => wait::clear_in_process(
+            umad,
+            &s.wait_ports,
+            &s.xmit_wait,
+            sweep::window(usize::from(args.workers)),
+            deadline,
+        ),
+        (Reader::Smpquery(_), Some(p)) => wait::clear_perfquery(
+            p,
+            via,
+            &s.wait_ports,
+            &s.xmit_wait,
+            usize::from(args.workers),
+            deadline,
+        ),
+        (Reader::Smpquery(_), None) => Vec::new(),
+    };
+    s.xmit_wait_unread
+        .extend(failed.into_iter().map(|e| format!("not cleared: {e}")));
 }
 
 /// Per level, where its lane waited most (and where it is saturated).

@@ -31,6 +31,7 @@ pub const QP1_QKEY: u32 = 0x8001_0000;
 const BASE_VERSION: u8 = 1;
 const CLASS_VERSION: u8 = 1;
 const METHOD_GET: u8 = 0x01;
+const METHOD_SET: u8 = 0x02;
 const METHOD_GET_RESP: u8 = 0x81;
 /// The permissive LID, directed-route SMPs' SLID and DLID.
 pub const PERMISSIVE_LID: u16 = 0xffff;
@@ -44,6 +45,9 @@ pub enum Attr {
     VlArbitration,
     /// PortVLXmitWaitCounters (a PMA attribute: [`Route::Perf`]).
     VlXmitWait,
+    /// The same attribute Set to clear every VL's counter (CounterSelect
+    /// all ones); its answer holds the cleared counters.
+    VlXmitWaitClear,
 }
 
 impl Attr {
@@ -53,7 +57,7 @@ impl Attr {
             Self::PortInfo => 0x0015,
             Self::SlToVl => 0x0017,
             Self::VlArbitration => 0x0018,
-            Self::VlXmitWait => 0x001C,
+            Self::VlXmitWait | Self::VlXmitWaitClear => 0x001C,
         }
     }
 
@@ -65,6 +69,7 @@ impl Attr {
             Self::SlToVl => "sl2vl",
             Self::VlArbitration => "vlarb",
             Self::VlXmitWait => "vlxmitcounters",
+            Self::VlXmitWaitClear => "vlxmitcounters (clear)",
         }
     }
 }
@@ -185,6 +190,11 @@ pub fn encode_get(get: &Get, tid: u64) -> Result<[u8; MAD_SIZE], MadError> {
         // PortSelect: the second byte of the attribute.
         m[DATA_OFFSET + 1] = u8::try_from(get.modifier)
             .map_err(|_| MadError(format!("a PortSelect of {} (not 0-255)", get.modifier)))?;
+    }
+    if get.attr == Attr::VlXmitWaitClear {
+        m[3] = METHOD_SET;
+        // CounterSelect: every VL's counter.
+        m[DATA_OFFSET + 2..DATA_OFFSET + 4].copy_from_slice(&[0xff, 0xff]);
     }
     if let Route::Directed(path) = &get.route {
         if path.is_empty() || path.len() > 63 {

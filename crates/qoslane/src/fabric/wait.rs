@@ -64,6 +64,87 @@ impl WaitPort {
     }
 }
 
+/// Clears the wait counters of every port of `waits` that was read (a PMA
+/// Set each, `window` in flight); what could not be cleared, said.
+pub fn clear_in_process(
+    umad: &mut Umad,
+    ports: &[WaitPort],
+    waits: &[PortWait],
+    window: usize,
+    deadline: &Deadline,
+) -> Vec<String> {
+    let read: Vec<&WaitPort> = ports
+        .iter()
+        .zip(waits)
+        .filter(|(_, w)| w.ticks.iter().any(Option::is_some))
+        .map(|(p, _)| p)
+        .collect();
+    let sets: Vec<Get> = read
+        .iter()
+        .map(|p| Get {
+            route: Route::Perf(p.lid),
+            attr: Attr::VlXmitWaitClear,
+            modifier: p.port,
+        })
+        .collect();
+    read.iter()
+        .zip(smp_batch::get_all(umad, &sets, window, deadline))
+        .filter_map(|(p, r)| {
+            r.err()
+                .map(|e| format!("{} {}: {e}", p.kind.as_str(), p.name))
+        })
+        .collect()
+}
+
+/// Clears them with `perfquery --vlxmitcounters -R LID PORT`, `workers`
+/// at once.
+pub fn clear_perfquery(
+    program: &Path,
+    via: Option<&PortId>,
+    ports: &[WaitPort],
+    waits: &[PortWait],
+    workers: usize,
+    deadline: &Deadline,
+) -> Vec<String> {
+    let read: Vec<&WaitPort> = ports
+        .iter()
+        .zip(waits)
+        .filter(|(_, w)| w.ticks.iter().any(Option::is_some))
+        .map(|(p, _)| p)
+        .collect();
+    pool::map(&read, workers, |p| {
+        run_perfquery(program, via, p, &["-R"], deadline).map(|_| ())
+    })
+    .into_iter()
+    .zip(&read)
+    .filter_map(|(r, p)| {
+        r.err()
+            .map(|e| format!("{} {}: {e}", p.kind.as_str(), p.name))
+    })
+    .collect()
+}
+
+/// `perfquery [-C DEV -P PORT] --vlxmitcounters EXTRA… LID PORT`.
+fn run_perfquery(
+    program: &Path,
+    via: Option<&PortId>,
+    p: &WaitPort,
+    extra: &[&str],
+    deadline: &Deadline,
+) -> Result<String> {
+    let (lid, port) = (p.lid.to_string(), p.port.to_string());
+    let dev_port = via.map(|v| v.port.to_string());
+    let mut args: Vec<&str> = Vec::new();
+    if let (Some(v), Some(n)) = (via, dev_port.as_deref()) {
+        args.extend(["-C", v.device.as_str(), "-P", n]);
+    }
+    args.push(Kind::VlXmitWait.flag());
+    args.extend_from_slice(extra);
+    args.extend([lid.as_str(), port.as_str()]);
+    let out = exec::run(program, &args, deadline)?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Reads every port in process: one PMA Get each, `window` in flight.
 /// A port that did not answer is all `None`; the errors are returned
 /// beside (port, why).
@@ -120,17 +201,15 @@ pub fn read_perfquery(
 ) -> (Vec<PortWait>, Vec<String>) {
     let kind = Kind::VlXmitWait;
     let got = pool::map(ports, workers, |p| -> Result<[u64; 16]> {
-        let (lid, port) = (p.lid.to_string(), p.port.to_string());
-        let dev_port = via.map(|v| v.port.to_string());
-        let mut args: Vec<&str> = Vec::new();
-        if let (Some(v), Some(n)) = (via, dev_port.as_deref()) {
-            args.extend(["-C", v.device.as_str(), "-P", n]);
-        }
-        args.extend([kind.flag(), lid.as_str(), port.as_str()]);
-        let out = exec::run(program, &args, deadline)?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        parse_perfquery(&text, kind.attribute(), kind.prefix())
-            .map_err(|e| Error::Fabric(format!("perfquery {}: {e}", args.join(" "))))
+        let text = run_perfquery(program, via, p, &[], deadline)?;
+        parse_perfquery(&text, kind.attribute(), kind.prefix()).map_err(|e| {
+            Error::Fabric(format!(
+                "perfquery {} {} {}: {e}",
+                kind.flag(),
+                p.lid,
+                p.port
+            ))
+        })
     });
     let mut errors = Vec::new();
     let waits = ports

@@ -265,6 +265,21 @@ fn a_pma_get_carries_its_port_in_the_data_and_its_answer_reads_back() {
     assert_eq!(a.modifier, get.wire_modifier());
     let (select, ticks) = vl_xmit_wait(&a.data);
     assert_eq!((select, ticks[3], ticks[15], ticks[0]), (3, 900, 65535, 0));
+    let clear = Get {
+        attr: Attr::VlXmitWaitClear,
+        ..get.clone()
+    };
+    let m = encode_get(&clear, 0x43).unwrap();
+    assert_eq!(
+        (m[3], &m[16..18]),
+        (0x02, &[0x00, 0x1c][..]),
+        "a Set of the same attribute"
+    );
+    assert_eq!(
+        &m[DATA_OFFSET + 1..DATA_OFFSET + 4],
+        &[3, 0xff, 0xff],
+        "every VL"
+    );
     let too_far = Get {
         modifier: 256,
         ..get

@@ -104,6 +104,54 @@ fn path_audit_names_the_switch_port_where_each_tier_waited() {
     assert!(
         t.contains("qoslane_fabric_audit_wait_saturated_ports{level=\"mission-critical\"} 1\n")
     );
+
+    // --reset-wait clears what each reader read: the next audit shows only
+    // what waited since. By perfquery (-R) first, then in process (a PMA Set).
+    let cleared = audit(&node, &m, &["--reset-wait"]);
+    assert!(
+        !text(&cleared).contains("not cleared"),
+        "{}",
+        text(&cleared)
+    );
+    set_wait(&rig, "leaf2", 3, 2, 5);
+    let v = in_process(&rig, &node, &m, &["--reset-wait"]);
+    let levels = &v["report"]["wait_levels"];
+    assert!(levels[0].get("most").is_none(), "cleared: {levels}");
+    assert_eq!(levels[0]["saturated"], serde_json::json!([]), "{levels}");
+    assert_eq!(levels[1]["most"]["ticks"], 5, "{levels}");
+    let v = in_process(&rig, &node, &m, &[]);
+    assert!(
+        v["report"]["wait_levels"][1].get("most").is_none(),
+        "cleared in process: {v}"
+    );
+    assert!(
+        v["report"]["xmit_wait"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["ticks"].as_array().unwrap().iter().all(|t| t == 0)),
+        "{v}"
+    );
+}
+
+/// `fabric audit --format json --reader in-process EXTRA…`, as node2 under
+/// the simulator's preload; its JSON.
+fn in_process(
+    rig: &PathRig,
+    node: &super::rig::SimNode,
+    m: &std::path::Path,
+    extra: &[&str],
+) -> serde_json::Value {
+    let out = super::path::audit_command(node, m)
+        .env("LD_PRELOAD", rig.var("RIG_UMAD2SIM"))
+        .env("IBSIM_SOCKNAME", rig.var("IBSIM_SOCKNAME"))
+        .env("SIM_HOST", "node2")
+        .current_dir(rig.dir.path())
+        .args(["--format", "json", "--reader", "in-process"])
+        .args(extra)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
 }
 
 #[test]
