@@ -96,6 +96,31 @@ fn an_epilog_audits_what_the_jobs_ports_counted() {
         !n.path("/run/qoslane/counters/500.json").exists(),
         "snapshot gone"
     );
+    // `explain` renders the level's newest evidence.
+    let ex = n.run(&["explain", "--qos", "mission-critical"], &[]);
+    ok(&ex);
+    let ex = String::from_utf8_lossy(&ex.stdout);
+    assert!(
+        ex.contains("  counters        job 500, its Epilog at "),
+        "{ex}"
+    );
+    assert!(
+        ex.contains("    alone on the node; 4096 bytes off its SL\n"),
+        "{ex}"
+    );
+    assert!(
+        ex.contains(
+            "    mlx5_0/1: sent per SL 0: 4096 B, 3: 1000000 B; received per SL 3: 80000 B; \
+             waited per VL 3: 500 ticks\n"
+        ),
+        "{ex}"
+    );
+    let ex = n.run(&["explain", "--qos", "low"], &[]);
+    assert!(
+        String::from_utf8_lossy(&ex.stdout).contains("  counters        no job of this level"),
+        "{}",
+        String::from_utf8_lossy(&ex.stdout)
+    );
     // `qoslane log --job` tells it too.
     let log = n.run(&["log", "--job", "500"], &[]);
     ok(&log);
