@@ -159,6 +159,7 @@ fn status_json_is_schema_1_with_the_same_facts() {
         [
             "attention",
             "audit",
+            "counters",
             "fabric",
             "grants",
             "health",

@@ -121,6 +121,21 @@ fn an_epilog_audits_what_the_jobs_ports_counted() {
         "{}",
         String::from_utf8_lossy(&ex.stdout)
     );
+    // `status` renders each level's newest evidence too (and in its JSON).
+    let st = n.run(&["status"], &[]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        text.contains("mission-critical: job 500, Epilog "),
+        "{text}"
+    );
+    assert!(
+        text.contains("alone on the node; 4096 bytes off its SL"),
+        "{text}"
+    );
+    let st = n.run(&["status", "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(v["counters"][0]["level"], "mission-critical");
+    assert_eq!(v["counters"][0]["evidence"]["off_level_bytes"], 4096);
     // `qoslane log --job` tells it too.
     let log = n.run(&["log", "--job", "500"], &[]);
     ok(&log);
