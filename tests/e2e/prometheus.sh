@@ -301,7 +301,7 @@ check "audit: names the switch port where high waited" \
   grep -q '^wait: level high (SL 2) waited most at switch leaf2 (lid [0-9]*) port 3 VL 2: 800 ticks' "$W/audit.out"
 poll 15 "Prometheus has the audit's wait per level" has_series 'qoslane_fabric_audit_wait_ticks_max{instance="control",level="high"} == 800'
 check "scraped: high waited 800 ticks at one switch port, low never" \
-  has_series 'qoslane_fabric_audit_wait_ticks_max{instance="control",level="high"} == 800 and on () qoslane_fabric_audit_wait_ticks_max{instance="control",level="low"} == 0' 
+  has_series 'qoslane_fabric_audit_wait_ticks_max{instance="control",level="high"} == 800 and on () qoslane_fabric_audit_wait_ticks_max{instance="control",level="low"} == 0'
 poll 15 "Prometheus has the audit's carried levels" has_series 'count(qoslane_fabric_audit_level_carried{instance="control"} == 1) == 3'
 check "scraped: 3 levels carried on the control node" has_series 'count(qoslane_fabric_audit_level_carried{instance="control"} == 1) == 3'
 bash "$E2E_REPO/rigs/fabric_path_rig.sh" misalign "$FABRIC_ENV" spine1 2 2 15 >/dev/null
