@@ -64,6 +64,27 @@ impl WaitPort {
     }
 }
 
+/// The ports of `waits` whose counters were read.
+fn read_ports<'a>(ports: &'a [WaitPort], waits: &[PortWait]) -> Vec<&'a WaitPort> {
+    ports
+        .iter()
+        .zip(waits)
+        .filter(|(_, w)| w.ticks.iter().any(Option::is_some))
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// The ports whose clear failed, each with why.
+fn failures<T>(read: &[&WaitPort], results: Vec<Result<T>>) -> Vec<String> {
+    read.iter()
+        .zip(results)
+        .filter_map(|(p, r)| {
+            r.err()
+                .map(|e| format!("{} {}: {e}", p.kind.as_str(), p.name))
+        })
+        .collect()
+}
+
 /// Clears the wait counters of every port of `waits` that was read (a PMA
 /// Set each, `window` in flight); what could not be cleared, said.
 pub fn clear_in_process(
@@ -73,12 +94,7 @@ pub fn clear_in_process(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<String> {
-    let read: Vec<&WaitPort> = ports
-        .iter()
-        .zip(waits)
-        .filter(|(_, w)| w.ticks.iter().any(Option::is_some))
-        .map(|(p, _)| p)
-        .collect();
+    let read = read_ports(ports, waits);
     let sets: Vec<Get> = read
         .iter()
         .map(|p| Get {
@@ -87,13 +103,7 @@ pub fn clear_in_process(
             modifier: p.port,
         })
         .collect();
-    read.iter()
-        .zip(smp_batch::get_all(umad, &sets, window, deadline))
-        .filter_map(|(p, r)| {
-            r.err()
-                .map(|e| format!("{} {}: {e}", p.kind.as_str(), p.name))
-        })
-        .collect()
+    failures(&read, smp_batch::get_all(umad, &sets, window, deadline))
 }
 
 /// Clears them with `perfquery --vlxmitcounters -R LID PORT`, `workers`
@@ -106,22 +116,11 @@ pub fn clear_perfquery(
     workers: usize,
     deadline: &Deadline,
 ) -> Vec<String> {
-    let read: Vec<&WaitPort> = ports
-        .iter()
-        .zip(waits)
-        .filter(|(_, w)| w.ticks.iter().any(Option::is_some))
-        .map(|(p, _)| p)
-        .collect();
-    pool::map(&read, workers, |p| {
+    let read = read_ports(ports, waits);
+    let results = pool::map(&read, workers, |p| {
         run_perfquery(program, via, p, &["-R"], deadline).map(|_| ())
-    })
-    .into_iter()
-    .zip(&read)
-    .filter_map(|(r, p)| {
-        r.err()
-            .map(|e| format!("{} {}: {e}", p.kind.as_str(), p.name))
-    })
-    .collect()
+    });
+    failures(&read, results)
 }
 
 /// `perfquery [-C DEV -P PORT] --vlxmitcounters EXTRA… LID PORT`.

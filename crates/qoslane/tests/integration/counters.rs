@@ -96,6 +96,24 @@ fn an_epilog_audits_what_the_jobs_ports_counted() {
         !n.path("/run/qoslane/counters/500.json").exists(),
         "snapshot gone"
     );
+    // `qoslane log --job` tells it too.
+    let log = n.run(&["log", "--job", "500"], &[]);
+    ok(&log);
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("4096 bytes of this job left on SL 0"),
+        "{}",
+        String::from_utf8_lossy(&log.stdout)
+    );
+}
+
+/// `explain --qos` and `status` render the level's newest evidence, as the
+/// Epilog wrote it.
+#[test]
+fn explain_and_status_show_what_the_counters_showed_for_a_level() {
+    let n = node_with_counters();
+    ok(&n.prolog(500, "mission-critical"));
+    job_ran(&n);
+    ok(&n.epilog(500));
     // `explain` renders the level's newest evidence.
     let ex = n.run(&["explain", "--qos", "mission-critical"], &[]);
     ok(&ex);
@@ -136,14 +154,6 @@ fn an_epilog_audits_what_the_jobs_ports_counted() {
     let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(v["counters"][0]["level"], "mission-critical");
     assert_eq!(v["counters"][0]["evidence"]["off_level_bytes"], 4096);
-    // `qoslane log --job` tells it too.
-    let log = n.run(&["log", "--job", "500"], &[]);
-    ok(&log);
-    assert!(
-        String::from_utf8_lossy(&log.stdout).contains("4096 bytes of this job left on SL 0"),
-        "{}",
-        String::from_utf8_lossy(&log.stdout)
-    );
 }
 
 #[test]

@@ -13,6 +13,16 @@ use super::rig::{SimNode, rig_wanted};
 
 /// The audit in process: qoslane itself under libumad2sim.so, as node2.
 pub(super) fn audit_in_process(rig: &PathRig, node: &SimNode, mapping_file: &Path) -> Output {
+    audit_in_process_with(rig, node, mapping_file, &[])
+}
+
+/// [`audit_in_process`] with `extra` arguments.
+pub(super) fn audit_in_process_with(
+    rig: &PathRig,
+    node: &SimNode,
+    mapping_file: &Path,
+    extra: &[&str],
+) -> Output {
     audit_command(node, mapping_file)
         .env("LD_PRELOAD", rig.var("RIG_UMAD2SIM"))
         .env("IBSIM_SOCKNAME", rig.var("IBSIM_SOCKNAME"))
@@ -20,6 +30,7 @@ pub(super) fn audit_in_process(rig: &PathRig, node: &SimNode, mapping_file: &Pat
         // umad2sim keeps its emulated sysfs in the working directory.
         .current_dir(rig.dir.path())
         .args(["--format", "json", "--reader", "in-process"])
+        .args(extra)
         .output()
         .unwrap()
 }

@@ -134,23 +134,14 @@ fn path_audit_names_the_switch_port_where_each_tier_waited() {
     );
 }
 
-/// `fabric audit --format json --reader in-process EXTRA…`, as node2 under
-/// the simulator's preload; its JSON.
+/// `fabric audit --format json --reader in-process EXTRA…`: its JSON.
 fn in_process(
     rig: &PathRig,
     node: &super::rig::SimNode,
     m: &std::path::Path,
     extra: &[&str],
 ) -> serde_json::Value {
-    let out = super::path::audit_command(node, m)
-        .env("LD_PRELOAD", rig.var("RIG_UMAD2SIM"))
-        .env("IBSIM_SOCKNAME", rig.var("IBSIM_SOCKNAME"))
-        .env("SIM_HOST", "node2")
-        .current_dir(rig.dir.path())
-        .args(["--format", "json", "--reader", "in-process"])
-        .args(extra)
-        .output()
-        .unwrap();
+    let out = super::reader::audit_in_process_with(rig, node, m, extra);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
 }
 
