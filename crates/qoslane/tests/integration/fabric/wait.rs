@@ -5,10 +5,8 @@
 //! and Epilog (perfquery on the node's own port; ibsim has no per-SL data
 //! counters: `unsupported`, remembered).
 
-use std::fs;
-
 use super::MAPPING;
-use super::path::{PathRig, audit, run_bin, text, write};
+use super::path::{PathRig, audit, hook, install_mapping, text, write};
 use super::reader::both_ways;
 use super::rig::{read, rig_wanted};
 
@@ -153,23 +151,13 @@ fn path_a_jobs_wait_per_vl_is_in_its_epilogs_evidence() {
     let rig = PathRig::start(&[]);
     let node = rig.node2();
     let root = node.paths.root.clone();
-    let cfg = root.join("etc/qoslane/qos-network.yml");
-    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
-    fs::write(&cfg, MAPPING).unwrap();
+    install_mapping(&node, MAPPING);
     let perfquery = node.paths.perfquery.clone().unwrap();
     let pq = perfquery.to_str().unwrap();
-    let job = |hook: &str, id: &str| {
-        let out = run_bin(
-            &node,
-            &[hook],
-            &[
-                ("SLURM_JOB_ID", id),
-                ("FAKE_QOS", "mission-critical"),
-                ("SLURM_JOB_USER", "alice"),
-                ("QOSLANE_PERFQUERY", pq),
-            ],
-        );
-        assert!(out.status.success(), "{hook} {id}: {}", text(&out));
+    let job = |name: &str, id: &str| {
+        let env = [("QOSLANE_PERFQUERY", pq)];
+        let out = hook(&node, name, id, "mission-critical", &env);
+        assert!(out.status.success(), "{name} {id}: {}", text(&out));
     };
     set_wait(&rig, "node2", 1, 3, 100);
     job("prolog", "7");
