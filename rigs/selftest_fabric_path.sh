@@ -169,6 +169,9 @@ eq "rigs/saquery-sim -p --src-to-dst 5:8: the SA's SL" \
 check "rigs/ibportstate-sim 4 2: leaf1 port 2 is Active" \
     grep -q '^LinkState:\.*Active' <("$HERE/ibportstate-sim" -C mlx5_0 4 2 2>/dev/null)
 check "sim ENV node3 ibaddr: lid 8" grep -q 'LID start 0x8 ' <(rig sim "$ENV" node3 ibaddr)
+rig console "$ENV" 'PerformanceSet "leaf1"[2] PortVLXmitWaitCounters.PortVLXmitWaitCounters3=700' >/dev/null
+check "rigs/perfquery-sim --vlxmitcounters 4 2: the console's 700 ticks on leaf1 port 2 VL 3" \
+    grep -q '^PortVLXmitWait3:\.*700$' <("$HERE/perfquery-sim" -C mlx5_0 --vlxmitcounters 4 2)
 
 # Aligned: SL n -> VL n everywhere, every VL weighted, 8 VLs.
 SP1=$(lid spine1) SP2=$(lid spine2) L1=$(lid leaf1) L2=$(lid leaf2) L3=$(lid leaf3) N2=$(lid node2)

@@ -4,7 +4,8 @@
 # real OpenSM on a multi-switch simulated fabric (rigs/fabric_path_rig.sh:
 # 3 leaves, 2 spines, 6 HCAs); `qoslane fabric audit` proves every level on
 # every data port; one spine is then misaligned behind the SM's back, and the
-# audit names it. A few seconds; everything it starts, it stops.
+# audit names it; then the ports' own counters: the switch port where a tier
+# waited, and a job's evidence line. A few seconds; everything it starts, it stops.
 #
 #   scripts/demo_path.sh [QOSLANE_BINARY]     (default: target/release/qoslane)
 set -euo pipefail
@@ -61,3 +62,21 @@ printf '$ SLURM_JOB_ID=102 SLURM_JOB_QOS=high qoslane prolog   (on node1: SL 2 i
 SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=102 SLURM_JOB_QOS=high n1 epilog >/dev/null 2>&1 || true
 printf '$ qoslane status | grep -A5 Grants\n'; { n1 status || true; } 2>&1 | grep -A5 'Grants' | sed 's/^/  /'
 printf '$ qoslane metrics | grep qoslane_level_granted\n'; n1 metrics 2>/dev/null | grep '^qoslane_level_granted' | sed 's/^/  /'
+
+# The tiers at work: the ports' own counters (issue 26). ibsim's console sets a port's transmit
+# wait as congestion would; ibsim has no per-SL data counters, so those say "unsupported".
+title "A tier waiting at a switch port: the audit reads every switch port's PortVLXmitWait"
+console() { bash rigs/fabric_path_rig.sh console "$ENV" "PerformanceSet \"$1\"[$2] PortVLXmitWaitCounters.PortVLXmitWaitCounters$3=$4" >/dev/null; }
+console leaf2 3 2 800
+console leaf3 1 1 120
+printf '$ qoslane fabric audit | grep ^wait:\n'; { audit || true; } | grep '^wait:' | sed 's/^/  /'
+title "A job's evidence: its Prolog and Epilog read node1's port (QOSLANE_PERFQUERY)"
+ln -s "$PWD/rigs/smpquery-sim" "$N1/bin/perfquery"
+cp "$N1/bin/smpquery.env" "$N1/bin/perfquery.env"
+n1pq() { QOSLANE_PERFQUERY=$N1/bin/perfquery n1 "$@"; }
+SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=103 SLURM_JOB_QOS=high n1pq prolog >/dev/null 2>&1
+console node1 1 2 350
+SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=103 n1pq epilog >/dev/null 2>&1 || true
+printf '$ tail -1 /var/log/qoslane/audit.jsonl | jq .evidence   (on node1)\n'
+tail -1 "$N1/var/log/qoslane/audit.jsonl" | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin).get("evidence"), indent=1))' | sed 's/^/  /'
+printf '$ qoslane explain --qos high | grep -A3 counters\n'; n1 explain --qos high 2>/dev/null | grep -A3 '  counters' | sed 's/^/  /'

@@ -283,17 +283,25 @@ check "scraped: qoslane_build_info on every node" has_series "count(qoslane_buil
 say "case: the fabric audit on the multi-switch rig, one spine misaligned behind the SM"
 FABRIC_ENV=$(bash "$E2E_REPO/rigs/fabric_path_rig.sh" start 8>&- 9>&-)
 fenv() { sed -n "s/^export $1=//p" "$FABRIC_ENV"; }   # a value of the rig's env file
-for t in smpquery ibnetdiscover; do
+for t in smpquery ibnetdiscover perfquery; do
   ln -s "$E2E_REPO/rigs/smpquery-sim" "$W/$t"
   printf 'export %s\n' "IBSIM_SOCKNAME=$(fenv IBSIM_SOCKNAME)" "RIG_UMAD2SIM=$(fenv RIG_UMAD2SIM)" \
     "RIG_WORK=$(fenv RIG_WORK)" "SIM_HOST=node2" > "$W/$t.env"
 done
 AUDIT_PROM=$C/var/lib/prometheus/node-exporter/qoslane-fabric-audit.prom
 fabric_audit() {
-  QOSLANE_SMPQUERY=$W/smpquery QOSLANE_IBNETDISCOVER=$W/ibnetdiscover \
+  QOSLANE_SMPQUERY=$W/smpquery QOSLANE_IBNETDISCOVER=$W/ibnetdiscover QOSLANE_PERFQUERY=$W/perfquery \
     "$HOST_QL" fabric audit --mapping "$W/mapping.yml" --textfile "$AUDIT_PROM" >"$W/audit.out" 2>&1
 }
+# high's lane (VL 2) waits 800 ticks at leaf2 port 3, as congestion would make it (ibsim's console)
+bash "$E2E_REPO/rigs/fabric_path_rig.sh" console "$FABRIC_ENV" \
+  'PerformanceSet "leaf2"[3] PortVLXmitWaitCounters.PortVLXmitWaitCounters2=800' >/dev/null
 check "audit: every level carried (exit 0)" fabric_audit
+check "audit: names the switch port where high waited" \
+  grep -q '^wait: level high (SL 2) waited most at switch leaf2 (lid [0-9]*) port 3 VL 2: 800 ticks' "$W/audit.out"
+poll 15 "Prometheus has the audit's wait per level" has_series 'qoslane_fabric_audit_wait_ticks_max{instance="control",level="high"} == 800'
+check "scraped: high waited 800 ticks at one switch port, low never" \
+  has_series 'qoslane_fabric_audit_wait_ticks_max{instance="control",level="high"} == 800 and on () qoslane_fabric_audit_wait_ticks_max{instance="control",level="low"} == 0'
 poll 15 "Prometheus has the audit's carried levels" has_series 'count(qoslane_fabric_audit_level_carried{instance="control"} == 1) == 3'
 check "scraped: 3 levels carried on the control node" has_series 'count(qoslane_fabric_audit_level_carried{instance="control"} == 1) == 3'
 bash "$E2E_REPO/rigs/fabric_path_rig.sh" misalign "$FABRIC_ENV" spine1 2 2 15 >/dev/null

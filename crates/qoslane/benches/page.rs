@@ -12,8 +12,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use qoslane::fabric::lane::Lane;
-use qoslane::fabric::page::{self, Page, VlWait};
+use qoslane::fabric::page::{self, Page};
 use qoslane::fabric::parse::parse_topology;
+use qoslane::fabric::pma::PortWait;
 use qoslane::fabric::sweep::{InLane, LevelSweep, PortLanes, Sweep};
 use qoslane::fabric::tables::{NodeType, Topology, VlRange};
 
@@ -114,14 +115,18 @@ fn sweep() -> Sweep {
         reader: "in-process",
         fallback: None,
         topology,
+        xmit_wait: Vec::new(),
+        wait_levels: Vec::new(),
+        xmit_wait_unread: Vec::new(),
+        wait_ports: Vec::new(),
     }
 }
 
-fn waits(topo: &Topology) -> Vec<VlWait> {
+fn waits(topo: &Topology) -> Vec<PortWait> {
     topo.ports
         .iter()
         .filter(|p| p.remote.is_some())
-        .map(|p| VlWait {
+        .map(|p| PortWait {
             kind: NodeType::Switch,
             name: p.end.name.clone(),
             lid: p.end.lid,
@@ -136,7 +141,7 @@ fn waits(topo: &Topology) -> Vec<VlWait> {
 fn bench(c: &mut Criterion) {
     let s = sweep();
     let w = waits(&s.topology);
-    let render = |waits: &[VlWait]| {
+    let render = |waits: &[PortWait]| {
         page::render(&Page {
             sweep: &s,
             summary: "verdict: 2 of 4 levels not carried: mission-critical, high\n",

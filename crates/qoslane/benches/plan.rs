@@ -212,6 +212,8 @@ fn bench_render(c: &mut Criterion) {
             qos_fallback: None,
             health_warnings: None,
             node_lock_held_seconds: None,
+            off_level_bytes: None,
+            xmit_wait: Vec::new(),
         });
     }
     for ports in [1u32, 16] {
@@ -231,6 +233,7 @@ fn bench_render(c: &mut Criterion) {
             mapping_sha256: Some("0".repeat(64)),
             granted: (0..16).map(|l| (format!("tier-{l:02}"), true)).collect(),
             mapping_valid: true,
+            vl_levels: (0..15).map(|v| (v, format!("tier-{v:02}"))).collect(),
         };
         g.bench_function(BenchmarkId::new("16 levels x ports", ports), |b| {
             b.iter(|| render(black_box(&c2), black_box(&gauges)).len());

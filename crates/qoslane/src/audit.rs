@@ -38,6 +38,10 @@ pub struct Entry {
     /// Things the admin should know that are not errors (fallbacks, warnings).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// An Epilog's: what the job's ports' counters showed while it ran
+    /// (`fabric::pma::CounterEvidence`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::fabric::pma::CounterEvidence>,
 }
 
 impl Entry {
@@ -59,6 +63,7 @@ impl Entry {
             mapping_sha256: report.mapping_sha256.clone(),
             notes: report.notes.clone(),
             settings_gone: report.settings_gone.clone(),
+            evidence: report.evidence.clone(),
             ..Self::new(report.event, report.outcome)
         }
     }
@@ -82,6 +87,7 @@ impl Entry {
             duration_ms: 0.0,
             mapping_sha256: None,
             settings_gone: Vec::new(),
+            evidence: None,
             notes: Vec::new(),
         }
     }

@@ -16,7 +16,7 @@ node settings transactionally and makes the job's libraries (UCX, NCCL, MPI) use
 With no subcommand it acts on SLURM_SCRIPT_CONTEXT: prolog_slurmd -> prolog, epilog_slurmd -> \
 epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and TaskProlog= at it.\n\n\
 Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_ROOT, QOSLANE_CONFIG, \
-QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_TIMEOUT_MS.",
+QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_PERFQUERY, QOSLANE_TIMEOUT_MS.",
     after_help = "Exit codes: 0 ok, 1 failed, 2 invalid mapping, 64 usage, 66 no input, 69 program unavailable, \
 70 internal, 74 I/O, 75 try again (lock or deadline). See qoslane(8), qoslane-mapping(5) and \
 the admin guide in /usr/share/doc/qoslane/ (admin-guide.md, compressed in the .deb)."
@@ -311,6 +311,10 @@ pub struct AuditArgs {
     /// The local HCA port to send the queries from
     #[arg(long = "ca-port", value_name = "PORT", requires = "ca")]
     pub ca_port: Option<u32>,
+    /// Clear each switch port's transmit wait counters after reading them, so the next audit
+    /// shows the wait since this one
+    #[arg(long)]
+    pub reset_wait: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -47,11 +47,32 @@ pub fn run_many(program: &Path, argvs: &[&[&str]], deadline: &Deadline) -> Vec<R
     run_many_capped(program, argvs, MAX_OUTPUT, deadline)
 }
 
+/// [`run_many`], but a program that exited non-zero gives its output too
+/// (`Output::status` says how it exited): for a tool that says on stdout
+/// why it failed (`perfquery`'s `iberror: failed: cannot query …`).
+pub fn run_many_any_exit(
+    program: &Path,
+    argvs: &[&[&str]],
+    deadline: &Deadline,
+) -> Vec<Result<Output>> {
+    run_many_with(program, argvs, MAX_OUTPUT, deadline, true)
+}
+
 fn run_many_capped(
     program: &Path,
     argvs: &[&[&str]],
     cap: u64,
     deadline: &Deadline,
+) -> Vec<Result<Output>> {
+    run_many_with(program, argvs, cap, deadline, false)
+}
+
+fn run_many_with(
+    program: &Path,
+    argvs: &[&[&str]],
+    cap: u64,
+    deadline: &Deadline,
+    any_exit: bool,
 ) -> Vec<Result<Output>> {
     let fail = |detail: String| Error::Program {
         program: program.to_owned(),
@@ -82,6 +103,11 @@ fn run_many_capped(
         .map(|(r, args)| {
             let r = r.map_err(|e| fail(cannot(e)))?;
             match r.ending {
+                Ending::Exited(status) if any_exit => Ok(Output {
+                    status,
+                    stdout: r.stdout,
+                    stderr: r.stderr,
+                }),
                 Ending::Exited(status) => finished(status, r.stdout, r.stderr).map_err(fail),
                 Ending::TooLarge => Err(fail(format!(
                     "printed more than {cap} bytes; killed (is it the right program?)"

@@ -179,6 +179,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         smpquery: opt("QOSLANE_SMPQUERY"),
         ibnetdiscover: opt("QOSLANE_IBNETDISCOVER"),
         squeue: opt("QOSLANE_SQUEUE"),
+        perfquery: opt("QOSLANE_PERFQUERY"),
     });
     qoslane::log::init(
         &paths,

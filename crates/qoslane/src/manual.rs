@@ -130,6 +130,9 @@ How fabric audit sends its SMP queries: auto (in process through libibumad.so.3 
 .B QOSLANE_SQUEUE
 Absolute path of squeue (default: /usr/bin/squeue).
 .TP
+.B QOSLANE_PERFQUERY
+Absolute path of perfquery: the Prolog and Epilog read the node's ports' per-SL data and per-VL transmit wait counters with it (the Epilog's audit line: evidence); fabric audit with the smpquery reader reads the switch ports' wait with it. Unset (the default): not read.
+.TP
 .B QOSLANE_TIMEOUT_MS
 The deadline of one run in milliseconds (default: 3000).
 .TP

@@ -89,6 +89,16 @@ pub struct Counters {
     /// looked (0: free).
     #[serde(default)]
     pub node_lock_held_seconds: u64,
+    /// Bytes jobs that ran alone sent on SLs other than their level's, by
+    /// level (their Epilogs' counter evidence).
+    #[serde(default)]
+    pub off_level_bytes: BTreeMap<String, u64>,
+    /// The node's ports' PortVLXmitWait: the last reading and the ticks
+    /// counted since the first, by `DEVICE/PORT` (index: VL).
+    #[serde(default)]
+    pub xmit_wait_last: BTreeMap<String, [u64; 16]>,
+    #[serde(default)]
+    pub xmit_wait_ticks: BTreeMap<String, [u64; 16]>,
 }
 
 /// One finished run, as the metrics see it.
@@ -116,6 +126,11 @@ pub struct Run<'a> {
     /// `Some` for a health run that saw the node lock: how long a
     /// transaction had held it.
     pub node_lock_held_seconds: Option<u64>,
+    /// An Epilog's job's level and its off-level bytes (`CounterEvidence`).
+    pub off_level_bytes: Option<(&'a str, u64)>,
+    /// The node's ports' PortVLXmitWait as this run read them
+    /// (`DEVICE/PORT`, VL 0..=15).
+    pub xmit_wait: Vec<(String, [u64; 16])>,
 }
 
 impl Counters {
@@ -159,6 +174,26 @@ impl Counters {
         if let Some(s) = run.node_lock_held_seconds {
             self.node_lock_held_seconds = s;
         }
+        if let Some((level, n)) = run.off_level_bytes {
+            let total = self.off_level_bytes.entry(level.into()).or_default();
+            *total = total.saturating_add(n);
+        }
+        for (port, now) in &run.xmit_wait {
+            let total = self.xmit_wait_ticks.entry(port.clone()).or_default();
+            if let Some(last) = self.xmit_wait_last.get(port) {
+                for ((t, l), n) in total.iter_mut().zip(last).zip(now) {
+                    // Only what the counter says passed: a saturated or
+                    // cleared one adds nothing.
+                    let kind = crate::fabric::pma::Kind::VlXmitWait;
+                    if let crate::fabric::pma::Delta::Count(d) =
+                        crate::fabric::pma::delta(kind, *l, *n)
+                    {
+                        *t = t.saturating_add(d);
+                    }
+                }
+            }
+            self.xmit_wait_last.insert(port.clone(), *now);
+        }
     }
 }
 
@@ -175,6 +210,8 @@ pub struct Gauges {
     /// Whether the installed mapping file is the mapping in force
     /// (`config::Installed`).
     pub mapping_valid: bool,
+    /// VL → the levels the mapping in force names it for (`virtual_lane`).
+    pub vl_levels: BTreeMap<u8, String>,
 }
 
 impl Gauges {
@@ -191,6 +228,7 @@ impl Gauges {
             mapping_sha256,
             granted: BTreeMap::new(),
             mapping_valid: false,
+            vl_levels: BTreeMap::new(),
         };
         for level in active {
             *g.active_jobs.entry(level).or_default() += 1;
@@ -360,6 +398,36 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         &[],
         c.node_lock_held_seconds,
     );
+    w.family(
+        "qoslane_off_level_bytes_total",
+        Kind::Counter,
+        "Bytes jobs that ran alone on this node sent on SLs other than their level's, by level (their ports' PortXmitDataSL between Prolog and Epilog).",
+    );
+    let levels = g.active_jobs.keys().map(String::as_str);
+    for (level, n) in &with_every(&c.off_level_bytes, levels) {
+        w.sample("qoslane_off_level_bytes_total", &[("level", level)], n);
+    }
+    w.family(
+        "qoslane_xmit_wait_ticks_total",
+        Kind::Counter,
+        "Ticks the node's port had data on the VL and could not send it (PortVLXmitWait, counted between Prologs and Epilogs that read it); level: the levels whose virtual_lane it is.",
+    );
+    for (port, ticks) in &c.xmit_wait_ticks {
+        let (device, n) = port.rsplit_once('/').unwrap_or((port, ""));
+        for (vl, t) in (0u8..).zip(ticks) {
+            let level = g.vl_levels.get(&vl).map_or("", String::as_str);
+            if *t > 0 || !level.is_empty() {
+                let vl = vl.to_string();
+                let labels = [
+                    ("device", device),
+                    ("port", n),
+                    ("vl", &vl),
+                    ("level", level),
+                ];
+                w.sample("qoslane_xmit_wait_ticks_total", &labels, t);
+            }
+        }
+    }
     w.family(
         "qoslane_build_info",
         Kind::Gauge,

@@ -38,6 +38,9 @@ pub struct Paths {
     pub ibnetdiscover: PathBuf,
     /// `squeue`: where the QoS comes from when slurmd does not pass it.
     pub squeue: PathBuf,
+    /// `perfquery`: the job's ports' counters (`QOSLANE_PERFQUERY`); none
+    /// configured, none read.
+    pub perfquery: Option<PathBuf>,
 }
 
 /// Explicit overrides, from flags or the environment.
@@ -50,6 +53,7 @@ pub struct Overrides {
     pub smpquery: Option<PathBuf>,
     pub ibnetdiscover: Option<PathBuf>,
     pub squeue: Option<PathBuf>,
+    pub perfquery: Option<PathBuf>,
 }
 
 impl Paths {
@@ -67,6 +71,7 @@ impl Paths {
                 .ibnetdiscover
                 .unwrap_or_else(|| defaults::IBNETDISCOVER.into()),
             squeue: o.squeue.unwrap_or_else(|| defaults::SQUEUE.into()),
+            perfquery: o.perfquery,
             root,
         }
     }
@@ -106,6 +111,22 @@ impl Paths {
     /// Beside the records, never among them: a notice is not a grant.
     pub fn notices_dir(&self) -> PathBuf {
         self.run_dir.join("notices")
+    }
+    /// The job's ports' counters as its Prolog read them (`fabric::pma`).
+    pub fn counters_dir(&self) -> PathBuf {
+        self.run_dir.join("counters")
+    }
+    pub fn job_counters(&self, job: impl std::fmt::Display) -> PathBuf {
+        self.counters_dir().join(format!("{job}.json"))
+    }
+    /// Marks a job whose node another job shared while it ran.
+    pub fn job_counters_shared(&self, job: impl std::fmt::Display) -> PathBuf {
+        self.counters_dir().join(format!("{job}.shared"))
+    }
+    /// The ports and counters that did not answer (`perfquery`): not asked
+    /// again until the node restarts.
+    pub fn counters_unsupported(&self) -> PathBuf {
+        self.run_dir.join("counters-unsupported.json")
     }
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::exit_code::ExitClass;
 use crate::fabric::assessment::FabricVerdict;
+use crate::fabric::pma::CounterEvidence;
 use crate::fabric::policy::{Alignment, HopCount, Judgement};
 use crate::job::JobId;
 use crate::job::qos::{Fallback, QosSource};
@@ -148,6 +149,11 @@ pub struct Report {
     /// health looked (0: free; `None`: not looked at, or held outside a
     /// transaction).
     pub lock_held_seconds: Option<u64>,
+    /// An Epilog's: what the job's ports' counters showed while it ran.
+    pub evidence: Option<CounterEvidence>,
+    /// The node's ports' counters as this run read them (a Prolog's
+    /// snapshot, an Epilog's second reading): the node's wait metric.
+    pub counter_readings: Vec<crate::fabric::pma::PortReading>,
 }
 
 impl Report {
@@ -166,6 +172,8 @@ impl Report {
             settings_gone: Vec::new(),
             warnings: 0,
             lock_held_seconds: None,
+            evidence: None,
+            counter_readings: Vec::new(),
         }
     }
 

@@ -33,6 +33,7 @@ pub const NAMES: &[&str] = &[
     "QOSLANE_SMPQUERY",
     "QOSLANE_IBNETDISCOVER",
     "QOSLANE_SQUEUE",
+    "QOSLANE_PERFQUERY",
     "QOSLANE_NO_JOURNAL",
 ];
 

@@ -3,7 +3,7 @@
 //! as a module).
 //!
 //! `qoslane::fabric::parse` holds every parser of what the fabric tools
-//! print (smpquery's tables, `ibnetdiscover -p`), listed in
+//! print (smpquery's tables, `ibnetdiscover -p`, perfquery's counters), listed in
 //! `parse::PARSERS`; the fabric check and the sweep stand on them. Every
 //! parser of that list runs on every input ([`check_parser`] panics on a name
 //! it does not know, and `fuzz_on_stable` fails when a `pub fn` of parse.rs
@@ -20,8 +20,8 @@
 //!   the same values (from bytes, for the fuzzer: `check_roundtrip`).
 
 use qoslane::fabric::parse::{
-    PARSERS, ParseError, parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_sl2vl,
-    parse_switch_sl2vl, parse_topology, parse_vlarb,
+    PARSERS, ParseError, parse_lid, parse_nodedesc, parse_nodeinfo, parse_perfquery,
+    parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology, parse_vlarb,
 };
 use qoslane::fabric::tables::{NodeType, VlArbEntry, VlRange};
 
@@ -129,6 +129,7 @@ pub fn check_parser(name: &str, text: &str) {
             }
             Err(e) => check_error(text, &e),
         },
+        "parse_perfquery" => check_perfquery(text),
         other => panic!("parser {other} of fabric::parse::PARSERS is not fuzzed: add it here"),
     }
 }
@@ -237,4 +238,27 @@ pub fn check(data: &[u8]) {
         check_text(text);
     }
     check_roundtrip(data);
+}
+
+/// `parse_perfquery` on any text, as two attributes: what parses is the
+/// sixteen counters, each the value of the line naming it.
+fn check_perfquery(text: &str) {
+    for (attribute, prefix) in [
+        ("PortXmitDataSL", "XmtDataSL"),
+        ("PortVLXmitWaitCounters", "PortVLXmitWait"),
+    ] {
+        match parse_perfquery(text, attribute, prefix) {
+            Ok(v) => {
+                for (i, n) in v.iter().enumerate() {
+                    let named = text.lines().any(|l| {
+                        l.strip_prefix(&format!("{prefix}{i}:")).is_some_and(|r| {
+                            r.trim_start_matches('.').trim_end().parse::<u64>().ok() == Some(*n)
+                        })
+                    });
+                    assert!(named, "{prefix}{i} = {n} from no line");
+                }
+            }
+            Err(e) => check_error(text, &e),
+        }
+    }
 }

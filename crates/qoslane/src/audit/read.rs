@@ -67,6 +67,9 @@ pub struct LoggedEntry {
     pub settings_gone: Vec<String>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// An Epilog's counter evidence as written (`null` when none).
+    #[serde(default)]
+    pub evidence: Value,
 }
 
 impl LoggedEntry {

@@ -31,6 +31,8 @@ struct Explanation<'a> {
     recorded: Option<(crate::grant::Grant, String)>,
     /// Which file answered, as said on the `mapping` line.
     from: String,
+    /// The newest Epilog of the level with counter evidence (audit log).
+    counters: Option<crate::audit::read::LoggedEntry>,
 }
 
 pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitClass> {
@@ -62,6 +64,7 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
             r.grants.get(&level.name).map(|g| (g.clone(), when))
         });
     let explanation = Explanation {
+        counters: super::job_counters::recent(&ctx.paths, &level.name),
         recorded,
         qos,
         loaded: &loaded,
@@ -144,6 +147,7 @@ fn render_json(out: &mut impl Write, x: &Explanation<'_>) -> Result<()> {
         "mapping_sha256": x.loaded.sha256,
         "fabric_now": x.now.as_ref().map(|(v, refusal, notes, _)| json!({"verdict": v, "refusal": refusal, "notes": notes})),
         "grant": x.recorded.as_ref().map(|(g, by)| json!({"grant": g, "recorded_by": by})),
+        "counters": x.counters.as_ref().map(|e| json!({"job_id": e.job_id, "time": e.time, "evidence": e.evidence})),
     });
     writeln!(
         out,
@@ -226,6 +230,21 @@ fn render_human(out: &mut impl Write, ctx: &Ctx, x: &Explanation<'_>) -> Result<
         for n in notes {
             writeln!(out, "    {n}").map_err(w)?;
         }
+    }
+    match &x.counters {
+        Some(e) => {
+            let job = e.job_id.map_or_else(|| "?".to_owned(), |j| j.to_string());
+            writeln!(out, "  counters        job {job}, its Epilog at {}", e.time).map_err(w)?;
+            for line in super::job_counters::evidence_lines(&e.evidence) {
+                writeln!(out, "    {line}").map_err(w)?;
+            }
+        }
+        None => writeln!(
+            out,
+            "  counters        no job of this level with counter evidence recently \
+             (QOSLANE_PERFQUERY)"
+        )
+        .map_err(w)?,
     }
     writeln!(out, "  mapping         {}", x.from).map_err(w)?;
     writeln!(out, "  sha256          {}", loaded.sha256).map_err(w)?;

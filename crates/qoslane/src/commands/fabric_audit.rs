@@ -17,6 +17,7 @@ use crate::fabric::lane::Lane;
 use crate::fabric::page::{self, Page};
 use crate::fabric::sweep::{self, Reader, Sweep};
 use crate::fabric::umad::{self, Umad};
+use crate::fabric::wait;
 use crate::fabric::{PortId, Smpquery};
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
@@ -54,6 +55,19 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
             &deadline,
         );
         s.fallback = fallback;
+        if let (Reader::Smpquery(_), Some(perfquery)) = (&reader, &ctx.paths.perfquery) {
+            wait_by_perfquery(
+                &mut s,
+                perfquery,
+                via.as_ref(),
+                &loaded.mapping,
+                args,
+                &deadline,
+            );
+        }
+        if args.reset_wait {
+            clear_wait(&mut s, &mut reader, ctx, via.as_ref(), args, &deadline);
+        }
         s
     });
     if let Some(file) = &args.textfile {
@@ -86,7 +100,7 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
             mapping_sha256: &loaded.sha256,
             time: &humantime::format_rfc3339_seconds(started).to_string(),
             verdict: verdict_word(&sweep),
-            waits: &[],
+            waits: &sweep.xmit_wait,
         }),
     };
     write_output(ctx, args.output.as_deref(), &text)?;
@@ -121,6 +135,104 @@ fn reader(
             Err(e) => (smpquery(), Some(e)),
         },
     })
+}
+
+/// The smpquery reader reads no counters: `perfquery` reads each switch
+/// egress port's wait, in the audit's workers.
+fn wait_by_perfquery(
+    s: &mut Sweep,
+    perfquery: &std::path::Path,
+    via: Option<&PortId>,
+    mapping: &crate::mapping::Mapping,
+    args: &AuditArgs,
+    deadline: &Deadline,
+) {
+    let (waits, unread) = wait::read_perfquery(
+        perfquery,
+        via,
+        &s.wait_ports,
+        usize::from(args.workers),
+        deadline,
+    );
+    s.wait_levels = wait::peaks(&wait::levels_of(mapping), &s.wait_ports, &waits);
+    s.xmit_wait = waits;
+    s.xmit_wait_unread = unread;
+}
+
+/// `--reset-wait`: every wait counter that was read, cleared by the same
+/// reader; what could not be, with the counters not read.
+fn clear_wait(
+    s: &mut Sweep,
+    reader: &mut Reader,
+    ctx: &Ctx,
+    via: Option<&PortId>,
+    args: &AuditArgs,
+    deadline: &Deadline,
+) {
+    let failed = match (reader, &ctx.paths.perfquery) {
+        (Reader::InProcess(umad), _) => wait::clear_in_process(
+            umad,
+            &s.wait_ports,
+            &s.xmit_wait,
+            sweep::window(usize::from(args.workers)),
+            deadline,
+        ),
+        (Reader::Smpquery(_), Some(p)) => wait::clear_perfquery(
+            p,
+            via,
+            &s.wait_ports,
+            &s.xmit_wait,
+            usize::from(args.workers),
+            deadline,
+        ),
+        (Reader::Smpquery(_), None) => Vec::new(),
+    };
+    s.xmit_wait_unread
+        .extend(failed.into_iter().map(|e| format!("not cleared: {e}")));
+}
+
+/// Per level, where its lane waited most (and where it is saturated).
+fn wait_lines(r: &Sweep, s: &mut String) {
+    use std::fmt::Write as _;
+    if r.xmit_wait.is_empty() {
+        let _ = writeln!(
+            s,
+            "transmit wait: not read (the in-process reader reads it; with smpquery, set QOSLANE_PERFQUERY)"
+        );
+        return;
+    }
+    for l in &r.wait_levels {
+        let _ = match &l.most {
+            Some(at) => writeln!(
+                s,
+                "wait: level {} (SL {}) waited most at {}",
+                l.level,
+                l.sl,
+                at.words()
+            ),
+            None => writeln!(
+                s,
+                "wait: level {} (SL {}): its lane never waited",
+                l.level, l.sl
+            ),
+        };
+        for at in &l.saturated {
+            let _ = writeln!(
+                s,
+                "wait: level {}: saturated (65535 ticks or more) at {}",
+                l.level,
+                at.words()
+            );
+        }
+    }
+    if !r.xmit_wait_unread.is_empty() {
+        let _ = writeln!(
+            s,
+            "wait: {} ports not read: {}",
+            r.xmit_wait_unread.len(),
+            r.xmit_wait_unread.first().map_or("", String::as_str)
+        );
+    }
 }
 
 fn verdict_word(r: &Sweep) -> &'static str {
@@ -201,6 +313,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
             );
         }
     }
+    wait_lines(r, &mut s);
     for u in &r.unread {
         let _ = writeln!(
             s,
@@ -313,6 +426,7 @@ pub fn render(r: Option<&Sweep>, started: std::time::SystemTime) -> String {
             u8::from(l.carried()),
         );
     }
+    wait_families(&mut w, r);
     w.finish()
 }
 
@@ -327,6 +441,38 @@ fn write_output(ctx: &Ctx, file: Option<&std::path::Path>, text: &str) -> Result
     };
     let file = std::path::absolute(file).map_err(Error::io("resolve", file))?;
     replace_visible(ctx, &file, text)
+}
+
+/// The most a level's lane waited at one switch egress port, and how many
+/// ports' counters are saturated for it (last audit).
+fn wait_families(w: &mut Writer, r: &Sweep) {
+    if r.xmit_wait.is_empty() {
+        return;
+    }
+    w.family(
+        "qoslane_fabric_audit_wait_ticks_max",
+        PromKind::Gauge,
+        "The most PortVLXmitWait ticks of the level's VL at one switch egress port (last fabric audit; since the counters were last cleared).",
+    );
+    for l in &r.wait_levels {
+        w.sample(
+            "qoslane_fabric_audit_wait_ticks_max",
+            &[("level", &l.level)],
+            l.most.as_ref().map_or(0, |m| m.ticks),
+        );
+    }
+    w.family(
+        "qoslane_fabric_audit_wait_saturated_ports",
+        PromKind::Gauge,
+        "Switch egress ports whose PortVLXmitWait counter of the level's VL is saturated (last fabric audit).",
+    );
+    for l in &r.wait_levels {
+        w.sample(
+            "qoslane_fabric_audit_wait_saturated_ports",
+            &[("level", &l.level)],
+            l.saturated.len(),
+        );
+    }
 }
 
 fn write_textfile(

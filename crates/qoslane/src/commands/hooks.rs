@@ -24,7 +24,8 @@ use crate::txn::RecordOp;
 
 pub fn prolog(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Prolog, Deadline::after(ctx.timeout));
-    let result = prolog_body(ctx, &mut s, Report::new(Event::Prolog));
+    let mut result = prolog_body(ctx, &mut s, Report::new(Event::Prolog));
+    super::job_counters::prolog(&ctx.paths, &s.deadline, &mut result);
     match &result {
         Err(f) if f.exit == Exit::ByPolicy(OnFailure::Continue) => {
             leave_notice(&ctx.paths, &f.report, Some(&f.error));
@@ -97,7 +98,8 @@ fn notice(report: &Report, refused: Option<&crate::error::Error>) -> Option<Stri
 
 pub fn epilog(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Epilog, Deadline::after(ctx.timeout));
-    let result = epilog_body(ctx, &mut s, Report::new(Event::Epilog));
+    let mut result = epilog_body(ctx, &mut s, Report::new(Event::Epilog));
+    super::job_counters::epilog(&ctx.paths, &s.deadline, &mut result);
     s.finish(result)
 }
 

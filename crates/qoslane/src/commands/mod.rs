@@ -6,6 +6,7 @@ pub mod explain;
 pub mod fabric_audit;
 pub mod health;
 pub mod hooks;
+pub mod job_counters;
 pub mod log;
 pub mod recover;
 pub mod serve;

@@ -352,6 +352,20 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
         health_warnings: (report.event == Event::Health)
             .then(|| u64::try_from(report.warnings).unwrap_or(u64::MAX)),
         node_lock_held_seconds: report.lock_held_seconds,
+        off_level_bytes: report
+            .evidence
+            .as_ref()
+            .and_then(|e| Some((report.job.level.as_deref()?, e.off_level_bytes?))),
+        xmit_wait: report
+            .counter_readings
+            .iter()
+            .filter_map(
+                |p| match p.readings.get(&crate::fabric::pma::Kind::VlXmitWait) {
+                    Some(crate::fabric::pma::Reading::Values(v)) => Some((p.port.to_string(), *v)),
+                    _ => None,
+                },
+            )
+            .collect(),
     };
     if let Err(err) = metrics::record_and_publish(paths, &run, deadline, &|| node_gauges(paths)) {
         log::warn(&format!("metrics: {err}"));
@@ -364,11 +378,23 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
 /// for readers such as `qoslane metrics`.
 pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
     // One read of the last-known-good copy gives both its levels and its hash.
+    let mut vl_levels: std::collections::BTreeMap<u8, String> = std::collections::BTreeMap::new();
     let (levels, sha) = match config::read_valid(paths, &paths.last_known_good()) {
-        Ok((m, sha, _)) => (
-            m.levels().iter().map(|l| l.name.clone()).collect(),
-            Some(sha),
-        ),
+        Ok((m, sha, _)) => {
+            for l in m.levels() {
+                if let Some(vl) = l.virtual_lane {
+                    let names = vl_levels.entry(vl.get()).or_default();
+                    if !names.is_empty() {
+                        names.push(',');
+                    }
+                    names.push_str(&l.name);
+                }
+            }
+            (
+                m.levels().iter().map(|l| l.name.clone()).collect(),
+                Some(sha),
+            )
+        }
         Err(_) => (Vec::new(), config::last_known_good_sha(paths)),
     };
     // The node state's claims: one file, no record read. A reader that may
@@ -396,6 +422,7 @@ pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
             .collect();
     }
     g.mapping_valid = config::installed_in_force(paths);
+    g.vl_levels = vl_levels;
     g
 }
 

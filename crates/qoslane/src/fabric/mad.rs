@@ -24,9 +24,14 @@ pub const DATA_SIZE: usize = 64;
 pub const CLASS_LID_ROUTED: u8 = 0x01;
 /// Management class: directed-route SMP.
 pub const CLASS_DIRECTED: u8 = 0x81;
+/// Management class: Performance Management (a GMP to the port's PMA, QP1).
+pub const CLASS_PERF: u8 = 0x04;
+/// The well-known Q_Key of QP1 (GMPs).
+pub const QP1_QKEY: u32 = 0x8001_0000;
 const BASE_VERSION: u8 = 1;
 const CLASS_VERSION: u8 = 1;
 const METHOD_GET: u8 = 0x01;
+const METHOD_SET: u8 = 0x02;
 const METHOD_GET_RESP: u8 = 0x81;
 /// The permissive LID, directed-route SMPs' SLID and DLID.
 pub const PERMISSIVE_LID: u16 = 0xffff;
@@ -39,6 +44,11 @@ pub enum Attr {
     PortInfo,
     SlToVl,
     VlArbitration,
+    /// PortVLXmitWaitCounters (a PMA attribute: [`Route::Perf`]).
+    VlXmitWait,
+    /// The same attribute Set to clear every VL's counter (CounterSelect
+    /// all ones); its answer holds the cleared counters.
+    VlXmitWaitClear,
 }
 
 impl Attr {
@@ -49,6 +59,7 @@ impl Attr {
             Self::PortInfo => 0x0015,
             Self::SlToVl => 0x0017,
             Self::VlArbitration => 0x0018,
+            Self::VlXmitWait | Self::VlXmitWaitClear => 0x001C,
         }
     }
 
@@ -60,6 +71,8 @@ impl Attr {
             Self::PortInfo => "portinfo",
             Self::SlToVl => "sl2vl",
             Self::VlArbitration => "vlarb",
+            Self::VlXmitWait => "vlxmitcounters",
+            Self::VlXmitWaitClear => "vlxmitcounters (clear)",
         }
     }
 }
@@ -71,13 +84,16 @@ pub enum Route {
     Lid(u16),
     /// By the out ports from the sending port, one per hop (at most 63).
     Directed(Vec<u8>),
+    /// A GMP to the Performance Management agent of the port at this LID
+    /// (the Get's modifier is the PortSelect, carried in the data).
+    Perf(u16),
 }
 
 impl Route {
     /// The DLID of the address the MAD is sent to.
     pub fn dlid(&self) -> u16 {
         match self {
-            Self::Lid(l) => *l,
+            Self::Lid(l) | Self::Perf(l) => *l,
             Self::Directed(_) => PERMISSIVE_LID,
         }
     }
@@ -86,6 +102,7 @@ impl Route {
         match self {
             Self::Lid(_) => CLASS_LID_ROUTED,
             Self::Directed(_) => CLASS_DIRECTED,
+            Self::Perf(_) => CLASS_PERF,
         }
     }
 }
@@ -94,6 +111,7 @@ impl fmt::Display for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Lid(l) => write!(f, "lid {l}"),
+            Self::Perf(l) => write!(f, "PMA of lid {l}"),
             Self::Directed(p) => {
                 let hops: Vec<String> = p.iter().map(u8::to_string).collect();
                 write!(f, "directed route 0,{}", hops.join(","))
@@ -110,11 +128,26 @@ pub struct Get {
     pub modifier: u32,
 }
 
+impl Get {
+    /// The attribute modifier on the wire (a PMA Get's is 0: its port is in
+    /// the data).
+    pub fn wire_modifier(&self) -> u32 {
+        match self.route {
+            Route::Perf(_) => 0,
+            _ => self.modifier,
+        }
+    }
+}
+
 impl fmt::Display for Get {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.route {
+            Route::Perf(_) => "PMA",
+            _ => "SMP",
+        };
         write!(
             f,
-            "SMP Get {} {:#x} ({})",
+            "{what} Get {} {:#x} ({})",
             self.attr.name(),
             self.modifier,
             self.route
@@ -155,7 +188,17 @@ pub fn encode_get(get: &Get, tid: u64) -> Result<[u8; MAD_SIZE], MadError> {
     m[3] = METHOD_GET;
     m[8..16].copy_from_slice(&tid.to_be_bytes());
     m[16..18].copy_from_slice(&get.attr.id().to_be_bytes());
-    m[20..24].copy_from_slice(&get.modifier.to_be_bytes());
+    m[20..24].copy_from_slice(&get.wire_modifier().to_be_bytes());
+    if let Route::Perf(_) = get.route {
+        // PortSelect: the second byte of the attribute.
+        m[DATA_OFFSET + 1] = u8::try_from(get.modifier)
+            .map_err(|_| MadError(format!("a PortSelect of {} (not 0-255)", get.modifier)))?;
+    }
+    if get.attr == Attr::VlXmitWaitClear {
+        m[3] = METHOD_SET;
+        // CounterSelect: every VL's counter.
+        m[DATA_OFFSET + 2..DATA_OFFSET + 4].copy_from_slice(&[0xff, 0xff]);
+    }
     if let Route::Directed(path) = &get.route {
         if path.is_empty() || path.len() > 63 {
             return Err(MadError(format!(
@@ -189,9 +232,9 @@ pub fn decode_answer(mad: &[u8]) -> Result<Answer, MadError> {
             mad.len()
         )));
     }
-    if mad[1] != CLASS_LID_ROUTED && mad[1] != CLASS_DIRECTED {
+    if ![CLASS_LID_ROUTED, CLASS_DIRECTED, CLASS_PERF].contains(&mad[1]) {
         return Err(MadError(format!(
-            "management class {:#04x} is not an SMP",
+            "management class {:#04x} is not an SMP or a PMA answer",
             mad[1]
         )));
     }
@@ -298,6 +341,16 @@ pub fn vlarb_block(d: &[u8; DATA_SIZE], count: usize) -> Vec<VlArbEntry> {
             weight: e[1],
         })
         .collect()
+}
+
+/// PortVLXmitWaitCounters: PortSelect in byte 1, then sixteen 16-bit
+/// counters from byte 4, VL 0 first.
+pub fn vl_xmit_wait(d: &[u8; DATA_SIZE]) -> (u8, [u64; 16]) {
+    let mut t = [0u64; 16];
+    for (i, c) in d[4..36].chunks_exact(2).enumerate() {
+        t[i] = u64::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    (d[1], t)
 }
 
 /// The NodeInfo fields a path check uses (what `parse_nodeinfo` reads).

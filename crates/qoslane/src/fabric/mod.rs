@@ -12,11 +12,14 @@
 //! - [`tables`]: what is read (SL2VL, OperVLs, VLArb, port and node info,
 //!   the first hop as read, the topology); plain data;
 //! - [`parse`]: every parser of `smpquery` and `ibnetdiscover -p` output
-//!   (pure; all fuzzed); [`lane`]: the one set of lane rules;
+//!   and `perfquery` output (pure; all fuzzed); [`lane`]: the one set of
+//!   lane rules; [`pma`]: the fabric's own counters and what two readings
+//!   show;
 //! - [`check`] (one level on one port), [`first_hop_judge`] (the lane rules
 //!   on a first hop), [`sm_config`] (the SM's options): pure judgements;
 //!   [`assessment`]: what an assessment found, [`FabricVerdict`];
-//! - [`pool`], [`smpquery`] (the runner), [`sysfs`], [`cache`]: I/O;
+//! - [`pool`], [`smpquery`] (the runner), [`perfquery`] (the node's ports'
+//!   counters), [`sysfs`], [`cache`]: I/O;
 //! - [`first_hop_read`] (the switch a port is cabled to, by directed route),
 //!   [`probe`] (the node's own ports, the [`Probe`] trait), [`sweep`] (every
 //!   egress port of the fabric);
@@ -37,6 +40,8 @@ pub mod lane;
 pub mod mad;
 pub mod page;
 pub mod parse;
+pub mod perfquery;
+pub mod pma;
 pub mod policy;
 pub mod pool;
 pub mod probe;
@@ -47,6 +52,7 @@ pub mod sweep;
 pub mod sysfs;
 pub mod tables;
 pub mod umad;
+pub mod wait;
 
 pub use assessment::{
     Assessment, FabricVerdict, IbPort, LevelVerdict, PortVerdict, ProbeMode, SkippedPort,

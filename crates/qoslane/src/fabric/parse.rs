@@ -19,7 +19,7 @@ use super::tables::{
 
 /// Every parser of this file, by name: the fuzz target runs each (and
 /// panics on a name it does not know).
-pub const PARSERS: [&str; 8] = [
+pub const PARSERS: [&str; 9] = [
     "parse_sl2vl",
     "parse_switch_sl2vl",
     "parse_portinfo",
@@ -28,6 +28,7 @@ pub const PARSERS: [&str; 8] = [
     "parse_nodedesc",
     "parse_lid",
     "parse_topology",
+    "parse_perfquery",
 ];
 
 /// Where and why an output did not parse.
@@ -424,6 +425,22 @@ pub fn parse_nodedesc(text: &str) -> Result<String, ParseError> {
 pub fn parse_lid(text: &str) -> Result<u16, ParseError> {
     let f = dotted_fields(text, "# Port info:", &["Lid"])?;
     field(&f, "Lid", "a LID", |v| v.parse().ok())
+}
+
+/// One counter attribute as `perfquery` prints it (`-X`: `PortXmitDataSL`
+/// with `XmtDataSL0..15`; `-S`: `PortRcvDataSL`, `RcvDataSL0..15`;
+/// `--vlxmitcounters`: `PortVLXmitWaitCounters`, `PortVLXmitWait0..15`):
+/// `# ATTRIBUTE counters: Lid L port P`, then `Name:.....value` lines; the
+/// sixteen values of `PREFIX0..15`, in order.
+pub fn parse_perfquery(text: &str, attribute: &str, prefix: &str) -> Result<[u64; 16], ParseError> {
+    let names: Vec<String> = (0..16).map(|i| format!("{prefix}{i}")).collect();
+    let wanted: Vec<&str> = names.iter().map(String::as_str).collect();
+    let f = dotted_fields(text, &format!("# {attribute} counters:"), &wanted)?;
+    let mut out = [0u64; 16];
+    for (slot, name) in out.iter_mut().zip(&names) {
+        *slot = field(&f, name, "a counter", |v| v.parse().ok())?;
+    }
+    Ok(out)
 }
 
 /// The type column of `ibnetdiscover -p`.

@@ -55,8 +55,8 @@ impl Flight<'_> {
         let sent = mad::encode_get(get, u64::from(tid))
             .map_err(|e| e.to_string())
             .and_then(|m| {
-                let directed = matches!(get.route, Route::Directed(_));
-                self.umad.send(get.route.dlid(), directed, &m, wait_ms)
+                self.umad
+                    .send(get.route.dlid(), get.route.class(), &m, wait_ms)
             });
         match sent {
             Ok(()) => {
@@ -105,7 +105,7 @@ impl Flight<'_> {
         }
         let get = &self.gets[p.index];
         let data = mad::decode_answer(&got.mad).and_then(|a| {
-            if a.attr_id == get.attr.id() && a.modifier == get.modifier {
+            if a.attr_id == get.attr.id() && a.modifier == get.wire_modifier() {
                 Ok(a.data)
             } else {
                 Err(mad::MadError(format!(

@@ -30,11 +30,13 @@ use serde::Serialize;
 
 use super::lane::{self, Egress, Lane};
 use super::parse::{ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology};
+use super::pma::PortWait;
 use super::pool;
 use super::smp_batch;
 use super::smpquery::{Smpquery, vlarb_state};
 use super::tables::{EgressPort, EgressRead, NodeType, PortId, Topology, VlArbState, VlRange};
 use super::umad::Umad;
+use super::wait::{self, LevelWait, WaitPort};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;
@@ -197,6 +199,16 @@ pub struct Sweep {
     /// What `ibnetdiscover -p` found: the links the page draws.
     #[serde(skip)]
     pub topology: Topology,
+    /// PortVLXmitWait of every Active switch egress port (`fabric::wait`).
+    pub xmit_wait: Vec<PortWait>,
+    /// Per level, where its lane waited most.
+    pub wait_levels: Vec<LevelWait>,
+    /// Why some ports' wait counters were not read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub xmit_wait_unread: Vec<String>,
+    /// The ports whose wait is read, with their SL2VL (for [`wait::peaks`]).
+    #[serde(skip)]
+    pub wait_ports: Vec<WaitPort>,
 }
 
 impl Sweep {
@@ -275,6 +287,15 @@ pub fn sweep(
         .iter()
         .map(|level| sweep_level(topo, &ok, level))
         .collect();
+    let wait_ports = wait_ports(&ok);
+    let (xmit_wait, xmit_wait_unread) = match reader {
+        Reader::InProcess(umad) => {
+            wait::read_in_process(umad, &wait_ports, window(workers), deadline)
+        }
+        // `fabric audit` reads them by perfquery when it has one.
+        Reader::Smpquery(_) => (Vec::new(), Vec::new()),
+    };
+    let wait_levels = wait::peaks(&wait::levels_of(mapping), &wait_ports, &xmit_wait);
     Sweep {
         switches: topo.count(NodeType::Switch),
         hcas: topo.count(NodeType::Hca),
@@ -286,7 +307,26 @@ pub fn sweep(
         reader: reader.name(),
         fallback: None,
         topology: topo.clone(),
+        xmit_wait,
+        wait_levels,
+        xmit_wait_unread,
+        wait_ports,
     }
+}
+
+/// Every Active switch egress port that was read, with the SL2VL row of
+/// its first in port (the VL a level's SL leaves on there).
+fn wait_ports(ok: &[(&Item, Read)]) -> Vec<WaitPort> {
+    ok.iter()
+        .filter(|(i, r)| i.kind == NodeType::Switch && r.active)
+        .map(|(i, r)| WaitPort {
+            kind: i.kind,
+            name: i.name.clone(),
+            lid: i.lid,
+            port: i.port,
+            sl2vl: r.rows.first().map(|(_, t)| *t),
+        })
+        .collect()
 }
 
 /// SMPs in flight in process for `--workers N`: what N smpquery workers

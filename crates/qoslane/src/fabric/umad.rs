@@ -17,7 +17,7 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_long, c_void};
 use std::fmt;
 
-use super::mad::{CLASS_DIRECTED, CLASS_LID_ROUTED, MAD_SIZE};
+use super::mad::{CLASS_DIRECTED, CLASS_LID_ROUTED, CLASS_PERF, MAD_SIZE, QP1_QKEY};
 use super::tables::PortId;
 
 /// The library's file name (its ABI since rdma-core 13).
@@ -48,8 +48,9 @@ pub struct Umad {
     lib: *mut c_void,
     f: Fns,
     port: c_int,
-    /// The agents of the LID-routed and the directed-route SMP classes.
-    agents: [c_int; 2],
+    /// The agents of the LID-routed and the directed-route SMP classes and
+    /// of Performance Management (GMPs; -1 when it could not register).
+    agents: [c_int; 3],
     /// A `struct ib_user_mad` and a MAD, 8-byte aligned as its header wants.
     buf: Vec<u64>,
 }
@@ -165,7 +166,7 @@ impl Umad {
         if port < 0 {
             return Err(format!("cannot open {what} for SMPs: {}", errno(port)));
         }
-        let mut agents = [0; 2];
+        let mut agents = [0, 0, -1];
         for (slot, class) in agents.iter_mut().zip([CLASS_LID_ROUTED, CLASS_DIRECTED]) {
             // SAFETY: port is open; a NULL method mask registers no
             // unsolicited methods (answers to our requests still arrive).
@@ -180,6 +181,9 @@ impl Umad {
             }
             *slot = a;
         }
+        // SAFETY: as above. A port without a PMA agent still reads SMPs: a
+        // failure here only makes its GMPs fail, named.
+        agents[2] = unsafe { register(port, c_int::from(CLASS_PERF), 1, 0, std::ptr::null_mut()) };
         // SAFETY: no arguments.
         let header = unsafe { size() };
         Ok(Self {
@@ -191,16 +195,31 @@ impl Umad {
         })
     }
 
-    /// Sends one MAD to `dlid` (QP0); `directed` picks the directed-route
-    /// agent. The kernel gives it `timeout_ms` for an answer (no retries:
-    /// the caller retries).
+    /// Sends one MAD of management `class` to `dlid`: an SMP to QP0 (the
+    /// LID-routed or the directed-route agent), a Performance Management
+    /// GMP to QP1 with its Q_Key. The kernel gives it `timeout_ms` for an
+    /// answer (no retries: the caller retries).
     pub fn send(
         &mut self,
         dlid: u16,
-        directed: bool,
+        class: u8,
         mad: &[u8; MAD_SIZE],
         timeout_ms: i32,
     ) -> Result<(), String> {
+        let (agent, qp, qkey) = match class {
+            CLASS_DIRECTED => (self.agents[1], 0, 0),
+            CLASS_PERF => (self.agents[2], 1, QP1_QKEY),
+            _ => (self.agents[0], 0, 0),
+        };
+        if agent < 0 {
+            return Err(format!(
+                "no agent of management class {class:#04x}: {}",
+                errno(agent)
+            ));
+        }
+        // The Q_Key's bits as the C int umad_set_addr takes (it is stored
+        // as a 32-bit big-endian value).
+        let qkey = c_int::from_ne_bytes(qkey.to_ne_bytes());
         self.buf.fill(0);
         let umad = self.buf.as_mut_ptr().cast::<c_void>();
         // SAFETY: umad points to a zeroed, 8-byte aligned buffer of
@@ -209,10 +228,10 @@ impl Umad {
         let r = unsafe {
             let dst = (self.f.get_mad)(umad).cast::<u8>();
             std::ptr::copy_nonoverlapping(mad.as_ptr(), dst, MAD_SIZE);
-            (self.f.set_addr)(umad, c_int::from(dlid), 0, 0, 0);
+            (self.f.set_addr)(umad, c_int::from(dlid), qp, 0, qkey);
             (self.f.send)(
                 self.port,
-                self.agents[usize::from(directed)],
+                agent,
                 umad,
                 c_int::try_from(MAD_SIZE).unwrap_or(256),
                 timeout_ms,

@@ -159,6 +159,7 @@ fn status_json_is_schema_1_with_the_same_facts() {
         [
             "attention",
             "audit",
+            "counters",
             "fabric",
             "grants",
             "health",
@@ -460,6 +461,22 @@ fn every_field_set() -> qoslane::audit::Entry {
         mapping_sha256: Some("7512abc".into()),
         settings_gone: vec!["/sys/gone".into()],
         notes: vec!["fell back to the default level".into()],
+        evidence: Some(qoslane::fabric::pma::CounterEvidence {
+            alone: true,
+            sl: Some(3),
+            ports: vec![qoslane::fabric::pma::PortCounterEvidence {
+                device: "mlx5_0".into(),
+                port: 1,
+                sent_bytes_per_sl: qoslane::fabric::pma::CounterChange::Moved(
+                    [(0, qoslane::fabric::pma::Delta::Count(4096))].into(),
+                ),
+                received_bytes_per_sl: qoslane::fabric::pma::CounterChange::Unsupported,
+                xmit_wait_ticks_per_vl: qoslane::fabric::pma::CounterChange::Moved(
+                    [(3, qoslane::fabric::pma::Delta::Saturated)].into(),
+                ),
+            }],
+            off_level_bytes: Some(4096),
+        }),
     }
 }
 
@@ -507,6 +524,7 @@ fn an_entry_written_by_the_writer_reads_back_field_for_field() {
         mapping_sha256,
         settings_gone,
         notes,
+        evidence,
     } = written;
     let LoggedEntry {
         time: r_time,
@@ -527,6 +545,7 @@ fn an_entry_written_by_the_writer_reads_back_field_for_field() {
         mapping_sha256: r_mapping_sha256,
         settings_gone: r_settings_gone,
         notes: r_notes,
+        evidence: r_evidence,
     } = line.entry.clone();
     assert_eq!(r_time, time);
     assert_eq!(r_node, node);
@@ -546,6 +565,7 @@ fn an_entry_written_by_the_writer_reads_back_field_for_field() {
     assert_eq!(r_mapping_sha256, mapping_sha256);
     assert_eq!(r_settings_gone, settings_gone);
     assert_eq!(r_notes, notes);
+    assert_eq!(r_evidence, serde_json::to_value(&evidence).unwrap());
 }
 
 /// A torn append cut inside a multi-byte character (a user name `jö…`, the

@@ -27,6 +27,7 @@ mod path;
 mod reader;
 mod rig;
 mod share;
+mod wait;
 
 // ---------------------------------------------------------------- helpers
 

@@ -497,6 +497,13 @@ fn fixed_counters() -> (Counters, Gauges) {
     ];
     c.qos_fallbacks.insert("squeue_slow".into(), 3);
     c.health_warnings = 2;
+    c.off_level_bytes.insert("high".into(), 4096);
+    c.xmit_wait_ticks.insert("mlx5_0/1".into(), {
+        let mut t = [0; 16];
+        t[2] = 1500;
+        t[7] = 3;
+        t
+    });
     let mut g = Gauges {
         mapping_sha256: Some(
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
@@ -506,6 +513,8 @@ fn fixed_counters() -> (Counters, Gauges) {
     };
     g.active_jobs.insert("high".into(), 2);
     g.active_jobs.insert("low".into(), 0);
+    g.vl_levels.insert(2, "high".into());
+    g.vl_levels.insert(1, "low".into());
     // Label values are escaped: backslash, double quote, newline.
     g.active_jobs
         .insert("odd \"name\" with \\ and\nnewline".into(), 1);
@@ -619,6 +628,8 @@ fn counters_render_the_same_after_their_json_round_trip() {
                 .copied(),
             health_warnings: (i % 5 == 0).then_some(u64::from(i % 3)),
             node_lock_held_seconds: (i % 4 == 0).then_some(u64::from(i)),
+            off_level_bytes: (i % 6 == 0).then_some(("low", u64::from(i) * 4)),
+            xmit_wait: vec![("mlx5_0/1".into(), [u64::from(i) * 3; 16])],
         });
         let json = serde_json::to_vec(&c).unwrap();
         let back: Counters = serde_json::from_slice(&json).unwrap();
@@ -1249,6 +1260,12 @@ fn grafana_dashboard_is_valid_and_queries_our_families() {
         "a Prometheus datasource variable"
     );
     let panels = d["panels"].as_array().expect("panels");
+    assert!(
+        panels
+            .iter()
+            .any(|p| p["type"] == "row" && p["title"] == "tier health"),
+        "the tier health row"
+    );
     let mut exprs = Vec::new();
     for p in panels {
         assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
@@ -1268,6 +1285,10 @@ fn grafana_dashboard_is_valid_and_queries_our_families() {
         "qoslane_hook_duration_seconds_bucket",
         "qoslane_active_jobs",
         "qoslane_fabric_aligned",
+        "qoslane_xmit_wait_ticks_total",
+        "qoslane_off_level_bytes_total",
+        "qoslane_level_granted",
+        "qoslane_fabric_audit_wait_ticks_max",
     ] {
         assert!(all.contains(family), "no panel shows {family}");
     }

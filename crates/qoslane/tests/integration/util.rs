@@ -154,6 +154,10 @@ impl Node {
         if fake.exists() {
             c.env("QOSLANE_SMPQUERY", fake);
         }
+        let fake = self.root().join("fakebin/perfquery");
+        if fake.exists() {
+            c.env("QOSLANE_PERFQUERY", fake);
+        }
         for (k, v) in env.iter().filter(|(k, _)| !k.starts_with("FAKE_")) {
             c.env(k, v);
         }
@@ -521,6 +525,26 @@ impl Node {
             std::os::unix::fs::symlink(fixture_bin("fake-smpquery"), &link).unwrap();
         }
         link
+    }
+
+    /// The stand-in `perfquery` answers every port with the perfquery
+    /// fixture `FILE` for `op` (`xmtsl`, `rcvsl`, `vlxmit`;
+    /// tests/fixtures/perfquery/), exiting `rc`; a node with it has
+    /// `QOSLANE_PERFQUERY` set. Its calls: `fakebin/perfquery.log`.
+    pub fn answer_perfquery(&self, op: &str, file: &str, rc: u8) {
+        let bin = self.root().join("fakebin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let link = bin.join("perfquery");
+        if !link.exists() {
+            std::os::unix::fs::symlink(fixture_bin("fake-perfquery"), &link).unwrap();
+        }
+        let text = std::fs::read_to_string(format!(
+            "{}/tests/fixtures/perfquery/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        std::fs::write(bin.join(format!("any.{op}.txt")), text).unwrap();
+        std::fs::write(bin.join(format!("any.{op}.rc")), rc.to_string()).unwrap();
     }
 
     /// A real kernel file that refuses a value, under the root:

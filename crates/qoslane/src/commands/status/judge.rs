@@ -118,6 +118,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
             problems: audit.problems,
             skipped_lines: audit.skipped,
         },
+        counters: Vec::new(),
     }
 }
 

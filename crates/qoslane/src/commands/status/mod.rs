@@ -28,7 +28,10 @@ use crate::exit_code::ExitClass;
 use model::Condition;
 
 pub fn run(ctx: &Ctx, as_json: bool) -> Result<ExitClass> {
-    let st = judge::judge(gather::gather(&ctx.paths, &Deadline::after(ctx.timeout)));
+    let facts = gather::gather(&ctx.paths, &Deadline::after(ctx.timeout));
+    let counters = level_counters(&facts.audit);
+    let mut st = judge::judge(facts);
+    st.counters = counters;
     let mut out = std::io::stdout().lock();
     let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
     if as_json {
@@ -41,4 +44,26 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Result<ExitClass> {
         Condition::Ok => ExitClass::Ok,
         Condition::Attention => ExitClass::Failed,
     })
+}
+
+/// Per level, its newest Epilog with counter evidence among the entries
+/// read (newest last).
+fn level_counters(audit: &crate::audit::read::Found) -> Vec<model::LevelCounters> {
+    let mut out: Vec<model::LevelCounters> = Vec::new();
+    for l in audit.entries.iter().rev() {
+        let e = &l.entry;
+        let Some(level) = e.level.as_deref() else {
+            continue;
+        };
+        if e.event == "epilog" && !e.evidence.is_null() && !out.iter().any(|c| c.level == level) {
+            out.push(model::LevelCounters {
+                level: level.to_owned(),
+                job_id: e.job_id,
+                time: e.time.clone(),
+                evidence: e.evidence.clone(),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.level.cmp(&b.level));
+    out
 }

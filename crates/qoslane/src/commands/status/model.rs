@@ -32,6 +32,19 @@ pub struct NodeStatus {
     pub state_errors: Vec<String>,
     pub last_problems: Vec<Problem>,
     pub audit: AuditState,
+    /// Per level, the newest Epilog's counter evidence in the audit log's
+    /// end (set by [`super::run`] from the same entries).
+    pub counters: Vec<LevelCounters>,
+}
+
+/// What the counters showed for a level's newest job (its Epilog's
+/// `evidence`, as written).
+#[derive(Debug, Serialize)]
+pub struct LevelCounters {
+    pub level: String,
+    pub job_id: Option<u64>,
+    pub time: String,
+    pub evidence: serde_json::Value,
 }
 
 /// The node as a whole: in order, or something needs attention.

@@ -27,6 +27,7 @@ pub fn human(st: &NodeStatus) -> String {
     mapping(&mut s, &st.mapping);
     fabric(&mut s, &st.fabric);
     grants(&mut s, &st.grants);
+    counters(&mut s, &st.counters);
     jobs(&mut s, &st.jobs);
     settings(&mut s, st);
     health(&mut s, st);
@@ -142,6 +143,22 @@ fn grants(s: &mut String, g: &GrantsState) {
                 None => format!("{}: {}", l.level, l.decision.as_str()),
             },
         );
+    }
+}
+
+/// Each level's newest counter evidence, as the Epilog wrote it.
+fn counters(s: &mut String, c: &[super::model::LevelCounters]) {
+    for (i, l) in c.iter().enumerate() {
+        let job = l.job_id.map_or_else(|| "?".to_owned(), |j| j.to_string());
+        let head = format!("{}: job {job}, Epilog {}", l.level, l.time);
+        if i == 0 {
+            label(s, "Counters", &head);
+        } else {
+            more(s, &head);
+        }
+        for line in crate::commands::job_counters::evidence_lines(&l.evidence) {
+            more(s, &format!("  {line}"));
+        }
     }
 }
 

@@ -259,3 +259,49 @@ fn a_bad_answer_is_an_error_naming_it() {
     d[43] = 0x40;
     assert!(port_info(&d).unwrap_err().0.contains("VLCap is 6"));
 }
+
+/// A PMA Get (PortVLXmitWaitCounters): class 0x04, modifier 0 on the wire,
+/// the port in PortSelect; its answer's sixteen 16-bit counters.
+#[test]
+fn a_pma_get_carries_its_port_in_the_data_and_its_answer_reads_back() {
+    let get = Get {
+        route: Route::Perf(7),
+        attr: Attr::VlXmitWait,
+        modifier: 3,
+    };
+    let m = encode_get(&get, 0x42).unwrap();
+    assert_eq!((m[1], m[3]), (CLASS_PERF, 0x01));
+    assert_eq!(&m[16..18], &[0x00, 0x1c]);
+    assert_eq!(&m[20..24], &[0; 4], "modifier 0");
+    assert_eq!(m[DATA_OFFSET + 1], 3, "PortSelect");
+    assert_eq!(get.route.dlid(), 7);
+    assert_eq!(get.to_string(), "PMA Get vlxmitcounters 0x3 (PMA of lid 7)");
+    let mut answer = m;
+    answer[3] = 0x81;
+    answer[DATA_OFFSET + 4 + 6..DATA_OFFSET + 4 + 8].copy_from_slice(&900u16.to_be_bytes());
+    answer[DATA_OFFSET + 4 + 30..DATA_OFFSET + 4 + 32].copy_from_slice(&u16::MAX.to_be_bytes());
+    let a = decode_answer(&answer).unwrap();
+    assert_eq!(a.modifier, get.wire_modifier());
+    let (select, ticks) = vl_xmit_wait(&a.data);
+    assert_eq!((select, ticks[3], ticks[15], ticks[0]), (3, 900, 65535, 0));
+    let clear = Get {
+        attr: Attr::VlXmitWaitClear,
+        ..get.clone()
+    };
+    let m = encode_get(&clear, 0x43).unwrap();
+    assert_eq!(
+        (m[3], &m[16..18]),
+        (0x02, &[0x00, 0x1c][..]),
+        "a Set of the same attribute"
+    );
+    assert_eq!(
+        &m[DATA_OFFSET + 1..DATA_OFFSET + 4],
+        &[3, 0xff, 0xff],
+        "every VL"
+    );
+    let too_far = Get {
+        modifier: 256,
+        ..get
+    };
+    assert!(encode_get(&too_far, 1).is_err());
+}

@@ -19,8 +19,7 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-pub use model::VlWait;
-
+use crate::fabric::pma::PortWait;
 use crate::fabric::sweep::Sweep;
 
 const CSS: &str = include_str!("assets/page.css");
@@ -41,7 +40,7 @@ pub struct Page<'a> {
     /// `incomplete`).
     pub verdict: &'a str,
     /// Per egress port per VL wait ticks, when they were read.
-    pub waits: &'a [VlWait],
+    pub waits: &'a [PortWait],
 }
 
 /// Text as HTML text or an attribute value.

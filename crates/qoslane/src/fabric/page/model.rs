@@ -11,19 +11,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use serde::Serialize;
 
 use crate::fabric::lane::Lane;
+use crate::fabric::pma::PortWait;
 use crate::fabric::sweep::{InLane, PortLanes, Sweep};
 use crate::fabric::tables::{NodeType, Topology};
-
-/// The transmit-wait ticks of one egress port, per VL (index = VL 0..=15;
-/// `None`: that VL's counter was not read).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VlWait {
-    pub kind: NodeType,
-    pub name: String,
-    pub lid: u16,
-    pub port: u32,
-    pub ticks: Vec<Option<u64>>,
-}
 
 /// What an end of a cable shows for one level: the worst verdict of its
 /// groups, or `unread` when its egress port was not read.
@@ -105,11 +95,11 @@ pub fn rank(state: &str) -> usize {
 }
 
 /// The model of `sweep` (its topology and per-level ports) with `waits`.
-pub fn build(sweep: &Sweep, waits: &[VlWait]) -> PageModel {
+pub fn build(sweep: &Sweep, waits: &[PortWait]) -> PageModel {
     let topo = &sweep.topology;
     let (nodes, index) = nodes(topo);
     let links = links(topo, &index);
-    let wait_at: HashMap<(u16, u32), &VlWait> =
+    let wait_at: HashMap<(u16, u32), &PortWait> =
         waits.iter().map(|w| ((w.lid, w.port), w)).collect();
     // Each cable end's (LID, port): a switch's ports share its LID, each
     // HCA port has its own.
@@ -152,7 +142,7 @@ pub fn build(sweep: &Sweep, waits: &[VlWait]) -> PageModel {
     }
 }
 
-fn end(p: Option<&PortLanes>, waits: &HashMap<(u16, u32), &VlWait>, at: (u16, u32)) -> CableEnd {
+fn end(p: Option<&PortLanes>, waits: &HashMap<(u16, u32), &PortWait>, at: (u16, u32)) -> CableEnd {
     let Some(p) = p else {
         return CableEnd {
             s: UNREAD,

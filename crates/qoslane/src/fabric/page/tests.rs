@@ -1,9 +1,10 @@
 use std::collections::BTreeMap;
 
-use super::model::{self, VlWait};
+use super::model;
 use super::{Page, escape, render};
 use crate::fabric::lane::Lane;
 use crate::fabric::parse::parse_topology;
+use crate::fabric::pma::PortWait;
 use crate::fabric::sweep::{InLane, LevelSweep, PortLanes, Sweep};
 use crate::fabric::tables::{NodeType, VlRange};
 
@@ -110,10 +111,14 @@ fn sweep() -> Sweep {
         reader: "smpquery",
         fallback: None,
         topology,
+        xmit_wait: Vec::new(),
+        wait_levels: Vec::new(),
+        xmit_wait_unread: Vec::new(),
+        wait_ports: Vec::new(),
     }
 }
 
-fn page(s: &Sweep, summary: &str, waits: &[VlWait]) -> String {
+fn page(s: &Sweep, summary: &str, waits: &[PortWait]) -> String {
     render(&Page {
         sweep: s,
         summary,
@@ -219,14 +224,14 @@ fn wait_ticks_are_those_of_the_vl_the_level_lands_on_at_each_end() {
     ticks[15] = Some(7);
     ticks[0] = Some(99_999);
     let waits = [
-        VlWait {
+        PortWait {
             kind: NodeType::Switch,
             name: "leaf1".into(),
             lid: 5,
             port: 1,
             ticks: ticks.clone(),
         },
-        VlWait {
+        PortWait {
             kind: NodeType::Switch,
             name: "spine1".into(),
             lid: 2,

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use qoslane::fabric::lane::Lane;
-use qoslane::fabric::page::{self, Page, VlWait};
+use qoslane::fabric::page::{self, Page};
 use qoslane::fabric::parse::parse_topology;
+use qoslane::fabric::pma::PortWait;
 use qoslane::fabric::sweep::{InLane, LevelSweep, PortLanes, Sweep};
 use qoslane::fabric::tables::{NodeType, VlRange};
 
@@ -434,6 +435,10 @@ fn attack_sweep() -> Sweep {
         reader: "smpquery",
         fallback: None,
         topology: parse_topology(&topo).unwrap(),
+        xmit_wait: Vec::new(),
+        wait_levels: Vec::new(),
+        xmit_wait_unread: Vec::new(),
+        wait_ports: Vec::new(),
     }
 }
 
@@ -441,7 +446,7 @@ fn attack_sweep() -> Sweep {
 fn page_a_switch_named_to_attack_the_page_stays_text() {
     let Some(chromium) = chromium() else { return };
     let sweep = attack_sweep();
-    let render = |waits: &[VlWait]| {
+    let render = |waits: &[PortWait]| {
         page::render(&Page {
             sweep: &sweep,
             summary: &format!("  FAIL at switch {ATTACK}\n"),
@@ -487,7 +492,7 @@ fn page_a_switch_named_to_attack_the_page_stays_text() {
     // cable: offered, and that cable in the top band of the scale.
     let mut ticks = vec![Some(1); 16];
     ticks[3] = Some(5000);
-    let waits = [VlWait {
+    let waits = [PortWait {
         kind: NodeType::Switch,
         name: ATTACK.into(),
         lid: 2,

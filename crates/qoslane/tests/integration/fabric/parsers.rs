@@ -264,3 +264,149 @@ fn a_line_it_does_not_know_names_its_number() {
     assert_eq!(e.line, 2);
     assert!(parse_topology("").is_err());
 }
+
+fn perfquery_fixture(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/perfquery/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// `perfquery --vlxmitcounters` as ibsim answers it (captured), and the
+/// per-SL data counters in the same format (ibsim has none).
+#[test]
+fn perfquery_counters_read_all_sixteen() {
+    use qoslane::fabric::parse::parse_perfquery;
+    use qoslane::fabric::pma::Kind;
+    let k = Kind::VlXmitWait;
+    let v = parse_perfquery(
+        &perfquery_fixture("vlxmit-ibsim.txt"),
+        k.attribute(),
+        k.prefix(),
+    )
+    .unwrap();
+    assert_eq!(v[3], 500);
+    assert_eq!(v.iter().sum::<u64>(), 500);
+    let k = Kind::XmitDataSl;
+    let v = parse_perfquery(
+        &perfquery_fixture("xmtsl-saturated.txt"),
+        k.attribute(),
+        k.prefix(),
+    )
+    .unwrap();
+    assert_eq!(
+        v[3],
+        k.saturated_at(),
+        "read as printed; saturation is pma's word"
+    );
+    // The wrong attribute is refused at its title, naming it.
+    let e = parse_perfquery(
+        &perfquery_fixture("xmtsl-after.txt"),
+        "PortRcvDataSL",
+        "RcvDataSL",
+    )
+    .unwrap_err();
+    assert_eq!(e.line, 1);
+    assert!(e.to_string().contains("# PortRcvDataSL counters:"), "{e}");
+    // A missing counter is named.
+    let cut: String = perfquery_fixture("rcvsl-after.txt")
+        .lines()
+        .filter(|l| !l.starts_with("RcvDataSL15:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let e = parse_perfquery(&cut, "PortRcvDataSL", "RcvDataSL").unwrap_err();
+    assert!(e.to_string().contains("`RcvDataSL15`"), "{e}");
+}
+
+/// A port's readings: a saturated counter is no count, a port that does not
+/// answer is `unsupported` (perfquery's exit 255 and its `cannot query`).
+#[test]
+fn perfquery_answers_as_readings() {
+    use qoslane::fabric::PortId;
+    use qoslane::fabric::perfquery::reading_of;
+    use qoslane::fabric::pma::{CounterChange, Kind, PortReading, Reading, evidence};
+    use std::os::unix::process::ExitStatusExt;
+    let ok = |name: &str| {
+        Ok(std::process::Output {
+            status: std::process::ExitStatus::from_raw(0),
+            stdout: perfquery_fixture(name).into_bytes(),
+            stderr: Vec::new(),
+        })
+    };
+    let failed = |name: &str| {
+        Ok(std::process::Output {
+            status: std::process::ExitStatus::from_raw(255 << 8),
+            stdout: perfquery_fixture(&format!("{name}.stdout.txt")).into_bytes(),
+            stderr: perfquery_fixture(&format!("{name}.stderr.txt")).into_bytes(),
+        })
+    };
+    let no_answer = || failed("xmtsl-ibsim");
+    assert_eq!(
+        reading_of(Kind::RcvDataSl, no_answer(), "-S"),
+        Reading::Unsupported
+    );
+    // No HCA to ask is not a port that does not answer: not remembered.
+    assert_eq!(
+        reading_of(Kind::XmitDataSl, failed("no-device"), "-X"),
+        Reading::Unread(
+            "perfquery -X: exit status: 255 (perfquery: iberror: failed: Failed to open '(null)' port '0')"
+                .into()
+        )
+    );
+    let port = PortId::new("mlx5_0", 1);
+    let read = |x: &str, r: Option<&str>, v: &str| PortReading {
+        port: port.clone(),
+        readings: [
+            (Kind::XmitDataSl, reading_of(Kind::XmitDataSl, ok(x), "-X")),
+            (
+                Kind::RcvDataSl,
+                r.map_or_else(
+                    || reading_of(Kind::RcvDataSl, no_answer(), "-S"),
+                    |r| reading_of(Kind::RcvDataSl, ok(r), "-S"),
+                ),
+            ),
+            (
+                Kind::VlXmitWait,
+                reading_of(Kind::VlXmitWait, ok(v), "--vlxmitcounters"),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let before = read(
+        "xmtsl-before.txt",
+        Some("rcvsl-before.txt"),
+        "vlxmit-before.txt",
+    );
+    let after = read(
+        "xmtsl-after.txt",
+        Some("rcvsl-after.txt"),
+        "vlxmit-ibsim.txt",
+    );
+    let e = evidence(std::slice::from_ref(&before), &[after], Some(3), true);
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(
+        json["ports"][0]["sent_bytes_per_sl"]["moved"],
+        serde_json::json!({"0": 4096, "3": 1_000_000}),
+        "counter x 4 bytes"
+    );
+    assert_eq!(
+        json["ports"][0]["received_bytes_per_sl"]["moved"]["3"],
+        80_000
+    );
+    assert_eq!(
+        json["ports"][0]["xmit_wait_ticks_per_vl"]["moved"]["3"],
+        500
+    );
+    assert_eq!(e.off_level_bytes, Some(4096));
+    let saturated = read("xmtsl-saturated.txt", None, "vlxmit-ibsim.txt");
+    let e = evidence(&[before], &[saturated], Some(3), true);
+    assert_eq!(e.ports[0].received_bytes_per_sl, CounterChange::Unsupported);
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(
+        json["ports"][0]["sent_bytes_per_sl"]["moved"]["3"],
+        "saturated"
+    );
+    assert_eq!(e.off_level_bytes, Some(0), "nothing counted off the level");
+}

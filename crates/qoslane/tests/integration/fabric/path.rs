@@ -213,6 +213,7 @@ pub(super) fn audit_command(node: &SimNode, mapping_file: &Path) -> Command {
         .env("QOSLANE_NO_JOURNAL", "1")
         .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
         .env("QOSLANE_IBNETDISCOVER", &node.paths.ibnetdiscover)
+        .env("QOSLANE_PERFQUERY", node.paths.perfquery.as_ref().unwrap())
         .args(["fabric", "audit", "--mapping"])
         .arg(mapping_file);
     c
@@ -543,20 +544,42 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
 /// The test mapping with `mission-critical` (SL 3) a `fail_job` level,
 /// installed on `node`.
 pub(super) fn install_fail_job_mapping(node: &SimNode) {
-    let cfg = node.paths.root.join("etc/qoslane/qos-network.yml");
-    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
-    fs::write(
-        &cfg,
-        MAPPING.replace(
+    install_mapping(
+        node,
+        &MAPPING.replace(
             "    virtual_lane: 3\n",
             "    virtual_lane: 3\n    on_failure: fail_job\n",
         ),
-    )
-    .unwrap();
+    );
 }
 
 /// The binary on `node` (its root, the rig's smpquery, the fake squeue).
-fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// `mapping` installed as the node's mapping file; its path.
+pub(super) fn install_mapping(node: &SimNode, mapping: &str) -> PathBuf {
+    let cfg = node.paths.root.join("etc/qoslane/qos-network.yml");
+    fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    fs::write(&cfg, mapping).unwrap();
+    cfg
+}
+
+/// A hook (`prolog`, `epilog`) of job `id` of QoS `qos` (alice's), with `env`.
+pub(super) fn hook(
+    node: &SimNode,
+    hook: &str,
+    id: &str,
+    qos: &str,
+    env: &[(&str, &str)],
+) -> Output {
+    let mut all = vec![
+        ("SLURM_JOB_ID", id),
+        ("FAKE_QOS", qos),
+        ("SLURM_JOB_USER", "alice"),
+    ];
+    all.extend_from_slice(env);
+    run_bin(node, &[hook], &all)
+}
+
+pub(super) fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(BIN);
     c.env_clear()
         .env("QOSLANE_ROOT", &node.paths.root)
@@ -597,17 +620,15 @@ fn path_a_leaf_dropping_the_fail_job_level_refuses_it_and_every_view_says_so() {
     let node = rig.node2();
     let root = node.paths.root.clone();
     install_fail_job_mapping(&node);
+    install_mapping(
+        &node,
+        &MAPPING.replace(
+            "    virtual_lane: 3\n",
+            "    virtual_lane: 3\n    on_failure: fail_job\n",
+        ),
+    );
     let run = |args: &[&str], env: &[(&str, &str)]| run_bin(&node, args, env);
-    let prolog = |id: &str, qos: &str| {
-        run(
-            &["prolog"],
-            &[
-                ("SLURM_JOB_ID", id),
-                ("FAKE_QOS", qos),
-                ("SLURM_JOB_USER", "alice"),
-            ],
-        )
-    };
+    let prolog = |id: &str, qos: &str| hook(&node, "prolog", id, qos, &[]);
     let out = run(&["sync"], &[]);
     assert!(out.status.success(), "{}", text(&out));
     let out = prolog("1", "mission-critical");

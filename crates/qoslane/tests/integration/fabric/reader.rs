@@ -12,7 +12,17 @@ use super::path::{PathRig, audit, audit_command, write};
 use super::rig::{SimNode, rig_wanted};
 
 /// The audit in process: qoslane itself under libumad2sim.so, as node2.
-fn audit_in_process(rig: &PathRig, node: &SimNode, mapping_file: &Path) -> Output {
+pub(super) fn audit_in_process(rig: &PathRig, node: &SimNode, mapping_file: &Path) -> Output {
+    audit_in_process_with(rig, node, mapping_file, &[])
+}
+
+/// [`audit_in_process`] with `extra` arguments.
+pub(super) fn audit_in_process_with(
+    rig: &PathRig,
+    node: &SimNode,
+    mapping_file: &Path,
+    extra: &[&str],
+) -> Output {
     audit_command(node, mapping_file)
         .env("LD_PRELOAD", rig.var("RIG_UMAD2SIM"))
         .env("IBSIM_SOCKNAME", rig.var("IBSIM_SOCKNAME"))
@@ -20,6 +30,7 @@ fn audit_in_process(rig: &PathRig, node: &SimNode, mapping_file: &Path) -> Outpu
         // umad2sim keeps its emulated sysfs in the working directory.
         .current_dir(rig.dir.path())
         .args(["--format", "json", "--reader", "in-process"])
+        .args(extra)
         .output()
         .unwrap()
 }
@@ -42,7 +53,7 @@ fn report(out: &Output) -> serde_json::Value {
 
 /// Audits both ways; asserts they agree (exit code and report) and returns
 /// the in-process report.
-fn both_ways(rig: &PathRig, node: &SimNode, m: &Path) -> serde_json::Value {
+pub(super) fn both_ways(rig: &PathRig, node: &SimNode, m: &Path) -> serde_json::Value {
     let by_smpquery = audit(node, m, &["--format", "json", "--reader", "smpquery"]);
     let in_process = audit_in_process(rig, node, m);
     let raw: serde_json::Value = serde_json::from_slice(&in_process.stdout)

@@ -241,11 +241,15 @@ impl SimNode {
         // The same wrapper runs ibnetdiscover when invoked by that name.
         let ibnetdiscover = bin.join("ibnetdiscover");
         std::os::unix::fs::symlink(repo().join("rigs/smpquery-sim"), &ibnetdiscover).unwrap();
+        // And perfquery (the job's and the audit's counters).
+        let perfquery = bin.join("perfquery");
+        std::os::unix::fs::symlink(repo().join("rigs/smpquery-sim"), &perfquery).unwrap();
         let calls = dir.path().join("calls.log");
         let paths = Paths::new(Overrides {
             root: Some(dir.path().join("root")),
             smpquery: Some(smpquery),
             ibnetdiscover: Some(ibnetdiscover),
+            perfquery: Some(perfquery),
             ..Default::default()
         });
         let mut lines = vec![
@@ -256,6 +260,7 @@ impl SimNode {
         lines.extend(env.iter().map(|(k, v)| format!("export {k}={v}")));
         fs::write(bin.join("smpquery.env"), lines.join("\n") + "\n").unwrap();
         fs::write(bin.join("ibnetdiscover.env"), lines.join("\n") + "\n").unwrap();
+        fs::write(bin.join("perfquery.env"), lines.join("\n") + "\n").unwrap();
         for p in ports {
             write_port(&paths, p);
         }

@@ -168,7 +168,11 @@ fn every_parser_of_parse_rs_is_fuzzed() {
     let mut listed = qoslane::fabric::parse::PARSERS.to_vec();
     listed.sort_unstable();
     assert_eq!(pub_fns, listed, "fabric/parse.rs: pub fns vs PARSERS");
-    assert_eq!(listed.len(), 8, "the parsers of smpquery and ibnetdiscover");
+    assert_eq!(
+        listed.len(),
+        9,
+        "the parsers of smpquery, ibnetdiscover and perfquery"
+    );
     for name in qoslane::fabric::parse::PARSERS {
         fuzz_smpquery::check_parser(name, "");
     }

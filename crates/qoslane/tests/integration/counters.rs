@@ -1,0 +1,218 @@
+//! A job's counters (issue 26): its Prolog reads the node's ports' per-SL
+//! data and per-VL wait with the stand-in perfquery (answering with the
+//! real-format outputs of tests/fixtures/perfquery/), its Epilog reads again
+//! and its audit line carries the `evidence`; off-level bytes of a job alone
+//! on the node are counted and told; a port that does not answer is asked
+//! once; a shared node's counters are nobody's.
+
+use crate::util::{Node, TEXTFILE, ok, stderr};
+
+/// The HCA and the counters before a job: SL 0 and SL 3 have sent before.
+fn node_with_counters() -> Node {
+    let n = Node::new();
+    n.add_fabric("mlx5-quirks");
+    n.answer_perfquery("xmtsl", "xmtsl-before.txt", 0);
+    n.answer_perfquery("rcvsl", "rcvsl-before.txt", 0);
+    n.answer_perfquery("vlxmit", "vlxmit-before.txt", 0);
+    n
+}
+
+/// The job sent 1,000,000 bytes on SL 3 (its level's), 4096 on SL 0; it
+/// received 80,000 on SL 3; VL 3 waited 500 ticks (ibsim's own answer).
+fn job_ran(n: &Node) {
+    n.answer_perfquery("xmtsl", "xmtsl-after.txt", 0);
+    n.answer_perfquery("rcvsl", "rcvsl-after.txt", 0);
+    n.answer_perfquery("vlxmit", "vlxmit-ibsim.txt", 0);
+}
+
+fn perfquery_calls(n: &Node) -> Vec<String> {
+    std::fs::read_to_string(n.path("/fakebin/perfquery.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn an_epilog_audits_what_the_jobs_ports_counted() {
+    let n = node_with_counters();
+    ok(&n.prolog(500, "mission-critical"));
+    assert_eq!(perfquery_calls(&n).len(), 3, "one call per attribute");
+    assert!(n.path("/run/qoslane/counters/500.json").exists());
+    job_ran(&n);
+    let out = n.epilog(500);
+    ok(&out);
+    let e = &n.last_audit("epilog")["evidence"];
+    assert_eq!(e["alone"], true, "{e}");
+    assert_eq!(e["sl"], 3);
+    let p = &e["ports"][0];
+    assert_eq!(
+        (p["device"].as_str(), p["port"].as_u64()),
+        (Some("mlx5_0"), Some(1))
+    );
+    assert_eq!(
+        p["sent_bytes_per_sl"]["moved"],
+        serde_json::json!({"0": 4096, "3": 1_000_000}),
+        "counter x 4"
+    );
+    assert_eq!(
+        p["received_bytes_per_sl"]["moved"],
+        serde_json::json!({"3": 80_000})
+    );
+    assert_eq!(
+        p["xmit_wait_ticks_per_vl"]["moved"],
+        serde_json::json!({"3": 500})
+    );
+    assert_eq!(e["off_level_bytes"], 4096);
+    let notes = n.last_audit("epilog")["notes"].to_string();
+    assert!(
+        notes.contains(
+            "4096 bytes of this job left on SL 0 instead of level mission-critical's SL 3"
+        ),
+        "{notes}"
+    );
+    assert!(
+        stderr(&out).contains("4096 bytes of this job"),
+        "{}",
+        stderr(&out)
+    );
+    let prom = std::fs::read_to_string(n.path(TEXTFILE)).unwrap();
+    assert!(
+        prom.contains("qoslane_off_level_bytes_total{level=\"mission-critical\"} 4096\n"),
+        "{prom}"
+    );
+    assert!(prom.contains("qoslane_off_level_bytes_total{level=\"low\"} 0\n"));
+    // The node's own wait per VL, labelled with the level whose VL it is.
+    assert!(
+        prom.contains(
+            "qoslane_xmit_wait_ticks_total{device=\"mlx5_0\",port=\"1\",vl=\"3\",level=\"mission-critical\"} 500\n"
+        ),
+        "{prom}"
+    );
+    assert!(prom.contains(
+        "qoslane_xmit_wait_ticks_total{device=\"mlx5_0\",port=\"1\",vl=\"1\",level=\"low\"} 0\n"
+    ));
+    assert!(
+        !n.path("/run/qoslane/counters/500.json").exists(),
+        "snapshot gone"
+    );
+    // `qoslane log --job` tells it too.
+    let log = n.run(&["log", "--job", "500"], &[]);
+    ok(&log);
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("4096 bytes of this job left on SL 0"),
+        "{}",
+        String::from_utf8_lossy(&log.stdout)
+    );
+}
+
+/// `explain --qos` and `status` render the level's newest evidence, as the
+/// Epilog wrote it.
+#[test]
+fn explain_and_status_show_what_the_counters_showed_for_a_level() {
+    let n = node_with_counters();
+    ok(&n.prolog(500, "mission-critical"));
+    job_ran(&n);
+    ok(&n.epilog(500));
+    // `explain` renders the level's newest evidence.
+    let ex = n.run(&["explain", "--qos", "mission-critical"], &[]);
+    ok(&ex);
+    let ex = String::from_utf8_lossy(&ex.stdout);
+    assert!(
+        ex.contains("  counters        job 500, its Epilog at "),
+        "{ex}"
+    );
+    assert!(
+        ex.contains("    alone on the node; 4096 bytes off its SL\n"),
+        "{ex}"
+    );
+    assert!(
+        ex.contains(
+            "    mlx5_0/1: sent per SL 0: 4096 B, 3: 1000000 B; received per SL 3: 80000 B; \
+             waited per VL 3: 500 ticks\n"
+        ),
+        "{ex}"
+    );
+    let ex = n.run(&["explain", "--qos", "low"], &[]);
+    assert!(
+        String::from_utf8_lossy(&ex.stdout).contains("  counters        no job of this level"),
+        "{}",
+        String::from_utf8_lossy(&ex.stdout)
+    );
+    // `status` renders each level's newest evidence too (and in its JSON).
+    let st = n.run(&["status"], &[]);
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(
+        text.contains("mission-critical: job 500, Epilog "),
+        "{text}"
+    );
+    assert!(
+        text.contains("alone on the node; 4096 bytes off its SL"),
+        "{text}"
+    );
+    let st = n.run(&["status", "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(v["counters"][0]["level"], "mission-critical");
+    assert_eq!(v["counters"][0]["evidence"]["off_level_bytes"], 4096);
+}
+
+#[test]
+fn a_counter_that_does_not_answer_is_asked_once_and_a_saturated_one_is_no_count() {
+    let n = node_with_counters();
+    // ibsim's real answer to -X: no PortXmitDataSL (exit 255).
+    n.answer_perfquery("rcvsl", "xmtsl-ibsim.stdout.txt", 255);
+    ok(&n.prolog(501, "mission-critical"));
+    n.answer_perfquery("xmtsl", "xmtsl-saturated.txt", 0);
+    ok(&n.epilog(501));
+    let e = &n.last_audit("epilog")["evidence"];
+    let p = &e["ports"][0];
+    assert_eq!(p["received_bytes_per_sl"], "unsupported", "{e}");
+    assert_eq!(p["sent_bytes_per_sl"]["moved"]["3"], "saturated", "{e}");
+    assert_eq!(e["off_level_bytes"], 0, "a saturated SL is never traffic");
+    ok(&n.prolog(502, "high"));
+    let calls = perfquery_calls(&n);
+    assert_eq!(
+        calls.iter().filter(|c| c.ends_with(" -S")).count(),
+        1,
+        "not asked again: {calls:?}"
+    );
+    assert_eq!(calls.len(), 3 + 2 + 2, "{calls:?}");
+    let remembered =
+        std::fs::read_to_string(n.path("/run/qoslane/counters-unsupported.json")).unwrap();
+    assert!(remembered.contains("rcv_data_sl"), "{remembered}");
+}
+
+#[test]
+fn a_node_two_jobs_shared_attributes_nothing_to_either() {
+    let n = node_with_counters();
+    ok(&n.prolog(510, "mission-critical"));
+    ok(&n.prolog(511, "low"));
+    job_ran(&n);
+    ok(&n.epilog(510));
+    let e = &n.last_audit("epilog")["evidence"];
+    assert_eq!(e["alone"], false, "511 started while 510 ran: {e}");
+    assert!(e.get("off_level_bytes").is_none(), "{e}");
+    ok(&n.epilog(511));
+    assert_eq!(n.last_audit("epilog")["evidence"]["alone"], false);
+    // A job after both, alone again.
+    ok(&n.prolog(512, "mission-critical"));
+    ok(&n.epilog(512));
+    let e = &n.last_audit("epilog")["evidence"];
+    assert_eq!(e["alone"], true, "{e}");
+    assert_eq!(e["off_level_bytes"], 0, "nothing moved");
+    let prom = std::fs::read_to_string(n.path(TEXTFILE)).unwrap();
+    assert!(
+        prom.contains("qoslane_off_level_bytes_total{level=\"mission-critical\"} 0\n"),
+        "{prom}"
+    );
+}
+
+#[test]
+fn without_perfquery_nothing_is_read_or_written() {
+    let n = Node::new();
+    n.add_fabric("mlx5-quirks");
+    ok(&n.prolog(520, "high"));
+    ok(&n.epilog(520));
+    assert!(!n.path("/run/qoslane/counters").exists());
+    assert!(n.last_audit("epilog").get("evidence").is_none());
+}
