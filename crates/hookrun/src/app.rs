@@ -37,9 +37,16 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            // --help and --version come through here too (exit 0).
+            // --help and --version come through here too (exit 0); a bad
+            // command line is a usage error, 64 as in qoslane (clap's own
+            // code is 2, which both programs keep for a bad configuration
+            // file).
             let _ = error.print();
-            return error.exit_code();
+            return if error.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
         }
     };
     run(&cli, &EnvSnapshot::from_process())
@@ -64,7 +71,7 @@ pub fn run(cli: &Cli, env: &EnvSnapshot) -> i32 {
         Ok(config) => config,
         Err(error) => {
             log::phase(Priority::Error, "error", &error.to_string());
-            return exit::USAGE;
+            return error.exit_class().exit_code();
         }
     };
     match action {

@@ -33,9 +33,10 @@ A Prolog hook exiting 100 refuses the job, the node being fine: hookrun
 requeues and holds the job (scontrol requeuehold) and exits 0, whatever
 on_failure says; any other failure of a required Prolog hook drains the node
 with the reason 'hookrun: prolog HOOK: CAUSE' (on_failure = drain).
-Exit codes: 0 ok (or the job requeued and held), 1 required hook failed /
-unhealthy, 2 usage, 3 requeue-hold failed (node drains), 4 hooks could not be
-run, 128+N stopped by signal N.
+Exit codes (one table with qoslane's): 0 ok (or the job requeued and held),
+1 required hook failed / unhealthy, 2 hookrun.conf invalid or untrusted,
+3 requeue-hold failed (node drains), 4 hooks could not be run, 64 usage,
+128+N stopped by signal N.
 See hookrun(8) and /usr/share/doc/qoslane/hookrun.md.";
 
 /// Slurm Prolog/Epilog/TaskProlog/HealthCheck hook runner.
@@ -125,7 +126,9 @@ mod tests {
 
     #[test]
     fn bad_duration_is_a_usage_error() {
+        // clap's error, which `app::main` turns into exit 64 (usage).
         let error = Cli::try_parse_from(["hookrun", "--budget", "soon"]).expect_err("invalid");
-        assert_eq!(error.exit_code(), 2);
+        assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(error.use_stderr());
     }
 }

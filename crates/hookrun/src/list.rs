@@ -14,8 +14,9 @@ pub fn print(config: &Config, only: Option<Phase>) -> i32 {
     let written = write_listing(&mut out, config, only, &mut code);
     match written {
         Ok(()) => code,
-        // `hookrun list | head` is fine.
-        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => code,
+        // `hookrun list | head`: the reader went away; nothing to say, the
+        // status a shell reports for a program SIGPIPE ended (as qoslane's).
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => exit::BROKEN_PIPE,
         Err(_) => exit::SETUP_FAILED,
     }
 }

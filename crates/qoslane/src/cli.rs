@@ -84,9 +84,11 @@ pub enum FabricReader {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check a mapping file (default: the installed one, as `nginx -t`); print every problem
-    /// as FILE:LINE:COL with a snippet
+    /// Check a mapping file (--config FILE; default: the installed one, as `nginx -t`); print
+    /// every problem as FILE:LINE:COL with a snippet
     Validate {
+        /// The mapping to check (an older spelling of --config FILE, kept for scripts)
+        #[arg(hide = true)]
         file: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
@@ -213,22 +215,35 @@ impl LogArgs {
 }
 
 impl Cli {
-    /// A fabric command's `--mapping` beside the global `--config`: two names
-    /// for the one mapping, refused rather than one silently ignored.
-    pub fn mapping_named_twice(&self) -> Option<String> {
-        let Some(Command::Fabric {
-            what:
-                FabricCommand::Audit(AuditArgs { mapping, .. })
-                | FabricCommand::SmConfig(SmConfigArgs { mapping, .. }),
-        }) = &self.command
-        else {
-            return None;
+    /// The one way to name a mapping is the global `--config FILE` (as
+    /// hookrun's `--config` names hookrun.conf, and `QOSLANE_CONFIG`);
+    /// `validate FILE` and the fabric commands' `--mapping FILE` are older
+    /// spellings kept, hidden, for scripts. Folds whichever was given into
+    /// `config`; two of them are refused rather than one silently ignored.
+    ///
+    /// # Errors
+    /// The usage error naming both spellings.
+    pub fn one_mapping(&mut self) -> Result<(), String> {
+        let older = match &mut self.command {
+            Some(Command::Validate { file, .. }) => file.take().map(|f| ("FILE", f)),
+            Some(Command::Fabric {
+                what:
+                    FabricCommand::Audit(AuditArgs { mapping, .. })
+                    | FabricCommand::SmConfig(SmConfigArgs { mapping, .. }),
+            }) => mapping.take().map(|f| ("--mapping <FILE>", f)),
+            _ => None,
         };
-        (mapping.is_some() && self.config.is_some()).then(|| {
-            "the argument '--mapping <FILE>' cannot be used with '--config <FILE>': both name \
-             the mapping; give one"
-                .to_owned()
-        })
+        match (older, &self.config) {
+            (Some((spelling, _)), Some(_)) => Err(format!(
+                "the argument '{spelling}' cannot be used with '--config <FILE>': both name \
+                 the mapping; give one (--config FILE)"
+            )),
+            (Some((_, file)), None) => {
+                self.config = Some(file);
+                Ok(())
+            }
+            (None, _) => Ok(()),
+        }
     }
 }
 
@@ -256,8 +271,8 @@ pub enum FabricCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct SmConfigArgs {
-    /// The mapping [default: the installed one]; not with --config, which names it too
-    #[arg(long, value_name = "FILE")]
+    /// The mapping: an older spelling of --config FILE, kept for scripts
+    #[arg(long, value_name = "FILE", hide = true)]
     pub mapping: Option<PathBuf>,
     /// human: an opensm.conf fragment with comments; json: the options as an object
     #[arg(long, value_enum, default_value_t)]
@@ -272,9 +287,8 @@ pub struct SmConfigArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
-    /// The mapping whose levels to judge [default: the installed one]; not with --config,
-    /// which names it too
-    #[arg(long, value_name = "FILE")]
+    /// The mapping: an older spelling of --config FILE, kept for scripts
+    #[arg(long, value_name = "FILE", hide = true)]
     pub mapping: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,

@@ -77,7 +77,7 @@ fn main() -> ExitCode {
     };
     let context = std::env::var("SLURM_SCRIPT_CONTEXT").ok();
     let phase = std::env::var("HOOKRUN_PHASE").ok();
-    if let Some(msg) = cli.mapping_named_twice() {
+    if let Err(msg) = cli.one_mapping() {
         eprintln!("qoslane: error: {msg}");
         return ExitClass::Usage.into();
     }
@@ -104,8 +104,9 @@ fn main() -> ExitCode {
         Mode::Prolog => Ok(commands::hooks::prolog(&ctx)),
         Mode::Epilog => Ok(commands::hooks::epilog(&ctx)),
         Mode::TaskProlog => Ok(commands::task_prolog::run(&ctx.paths)),
-        Mode::Other(Command::Validate { file, format }) => {
-            commands::validate::run(file.as_deref().unwrap_or(&ctx.paths.config), format)
+        // `one_mapping` made a FILE the `--config`.
+        Mode::Other(Command::Validate { file: _, format }) => {
+            commands::validate::run(&ctx.paths.config, format)
         }
         Mode::Other(Command::Explain {
             qos,
@@ -139,6 +140,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(class) => class.into(),
+        // The reader went away (`| head`): nothing to say, to nobody.
+        Err(e @ Error::BrokenPipe) => e.exit_class().into(),
         Err(e) => {
             // The error, then its causes (as cargo-nextest prints them).
             eprintln!("qoslane: error: {e}");

@@ -148,9 +148,29 @@ pub struct Report {
     /// health looked (0: free; `None`: not looked at, or held outside a
     /// transaction).
     pub lock_held_seconds: Option<u64>,
+    /// The line a command run by hand prints when it succeeds
+    /// ([`Report::summary_line`]); `None` for the hooks and views.
+    pub said: Option<String>,
 }
 
 impl Report {
+    /// The one line a command run by hand (`sync`, `recover`) prints on
+    /// success: `EVENT: OUTCOME: what changed (or nothing); what`, `what`
+    /// being what it checked, in its words.
+    pub fn summary_line(&self, what: &str) -> String {
+        let verb = if self.outcome == Outcome::Reverted {
+            "restored"
+        } else {
+            "changed"
+        };
+        let did = match self.changes.len() {
+            0 => "nothing changed".to_owned(),
+            1 => format!("1 setting {verb}"),
+            n => format!("{n} settings {verb}"),
+        };
+        format!("{}: {}: {did}; {what}", self.event, self.outcome.as_str())
+    }
+
     pub fn new(event: Event) -> Self {
         Self {
             event,
@@ -166,6 +186,7 @@ impl Report {
             settings_gone: Vec::new(),
             warnings: 0,
             lock_held_seconds: None,
+            said: None,
         }
     }
 

@@ -41,7 +41,7 @@ fn an_unsupported_context_is_a_usage_error() {
         .hookrun()
         .env("SLURM_SCRIPT_CONTEXT", "epilog_task")
         .run();
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert_eq!(run.code, Some(64), "usage, as qoslane's: {}", run.stderr);
     assert!(
         run.has_line("SLURM_SCRIPT_CONTEXT=epilog_task"),
         "{}",
@@ -82,10 +82,17 @@ fn help_and_bad_arguments() {
             help.stdout
         );
     }
+    // Usage is 64 in both programs (2 is a bad configuration file).
     let bad = fx.hookrun().args(["prolog", "--budget", "soon"]).run();
-    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    assert_eq!(bad.code, Some(64), "{}", bad.stderr);
     let bad = fx.hookrun().args(["reboot"]).run();
-    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    assert_eq!(bad.code, Some(64), "{}", bad.stderr);
+    let bad = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("HOOKRUN_BUDGET", "soon")
+        .run();
+    assert_eq!(bad.code, Some(64), "a variable is usage: {}", bad.stderr);
 }
 
 #[test]

@@ -124,7 +124,7 @@ fn fabric_now(ctx: &Ctx, m: &Mapping, level: &Level) -> FabricNow {
 }
 
 fn write_error(e: std::io::Error) -> Error {
-    Error::io("write output", "<stdout>")(e)
+    Error::output(e)
 }
 
 fn render_json(out: &mut impl Write, x: &Explanation<'_>) -> Result<()> {

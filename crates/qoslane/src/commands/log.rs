@@ -70,7 +70,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
         return Ok(ExitClass::NoInput);
     }
     let mut out = std::io::stdout().lock();
-    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    let w = Error::output;
     if args.as_json() {
         for l in &found.entries {
             writeln!(out, "{}", l.raw).map_err(w)?;

@@ -80,6 +80,17 @@ impl Diagnostic {
         )
     }
 
+    /// `FILE:LINE:COL: message`: the place and the message, for an error
+    /// that carries this diagnostic (`Error::MappingInvalid`), whose own
+    /// severity is the one said: the headline's `error:` inside it would
+    /// print as `qoslane: error: FILE:…: error: …`.
+    pub fn located(&self, file: &str) -> String {
+        format!(
+            "{file}:{}:{}: {}",
+            self.span.line, self.span.col, self.message
+        )
+    }
+
     /// The headline, then the offending line(s) with a caret under the value.
     ///
     /// Indexes `source` first (one pass over it); to render many diagnostics

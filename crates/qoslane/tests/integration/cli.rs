@@ -270,3 +270,131 @@ fn a_mapping_named_twice_is_a_usage_error() {
         );
     }
 }
+
+/// Issue 25: one way to name a mapping, `--config FILE`; `validate FILE`
+/// (an older spelling, kept hidden) beside it is a usage error, and either
+/// alone names the same file.
+#[test]
+fn validate_s_file_and_config_are_one_name() {
+    let n = crate::util::Node::new();
+    n.write("/tmp/draft.yml", "levels: [");
+    let draft = n.path("/tmp/draft.yml");
+    let draft = draft.to_str().unwrap();
+    let m = n.path("/etc/qoslane/qos-network.yml");
+    let m = m.to_str().unwrap();
+    let both = n.run(&["--config", m, "validate", draft], &[]);
+    assert_eq!(
+        both.status.code(),
+        Some(64),
+        "{}",
+        crate::util::stderr(&both)
+    );
+    assert!(
+        crate::util::stderr(&both).contains("'FILE' cannot be used with '--config <FILE>'"),
+        "{}",
+        crate::util::stderr(&both)
+    );
+    for args in [&["validate", "--config", draft][..], &["validate", draft]] {
+        let out = n.run(args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: the draft is invalid");
+        assert!(
+            crate::util::stderr(&out).contains("draft.yml:1:"),
+            "{args:?}"
+        );
+    }
+    // The help names one spelling only.
+    let help = String::from_utf8(run(&["validate", "--help"]).stdout).unwrap();
+    assert!(help.contains("--config"), "{help}");
+    assert!(
+        !help.contains("[FILE]"),
+        "the older spelling is hidden: {help}"
+    );
+    let help = String::from_utf8(run(&["fabric", "sm-config", "--help"]).stdout).unwrap();
+    assert!(
+        !help.contains("--mapping"),
+        "the older spelling is hidden: {help}"
+    );
+}
+
+/// Issue 25: "qoslane: error: m.yml:3:12: error: …" — an error that carries a
+/// mapping's diagnostic said its severity twice, on the command line, in the
+/// log line of a failed run and in the audit.
+#[test]
+fn an_error_says_error_once() {
+    let n = crate::util::Node::new();
+    n.write_mapping("default_level: x\nlevels:\n  - {name: a, qos: [a], service_level: 16}\n");
+    for args in [
+        &["explain", "--qos", "a"][..],
+        &["fabric", "sm-config"],
+        &["sync"],
+    ] {
+        let out = n.run(args, &[]);
+        let err = crate::util::stderr(&out);
+        assert!(err.contains("qos-network.yml:1:16: "), "{args:?}: {err}");
+        let doubled: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("qoslane:") && l.matches("error").count() > 1)
+            .collect();
+        assert!(doubled.is_empty(), "{args:?}: {doubled:?}");
+    }
+}
+
+/// Issue 25: `qoslane log | head -1` printed "error: write output <stdout>:
+/// Broken pipe" and exited 74. A reader that goes away ends the output
+/// quietly, with 141 (128 + SIGPIPE, as a shell reports a program a
+/// broken pipe ended), in both forms.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    let n = crate::util::Node::new();
+    let line = r#"{"time":"2026-12-01T00:00:00.000Z","node":"n","event":"recover","outcome":"unchanged","duration_ms":1}"#;
+    n.write(
+        "/var/log/qoslane/audit.jsonl",
+        &format!("{line}\n").repeat(20_000),
+    );
+    for format in ["human", "json"] {
+        let mut child = n
+            .cmd(&["log", "--limit", "0", "--format", format], &[])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        // The pipe is closed here (its reader dropped): ~2 MB cannot fit.
+        let out = child.wait_with_output().unwrap();
+        assert!(!first.is_empty(), "{format}");
+        assert_eq!(
+            out.status.code(),
+            Some(141),
+            "{format}: {}",
+            crate::util::stderr(&out)
+        );
+        assert_eq!(crate::util::stderr(&out), "", "{format}: nothing said");
+    }
+}
+
+/// Issue 25: `recover` and a `sync` that changed nothing printed nothing; a
+/// command run by hand says in one line what it did or checked.
+#[test]
+fn recover_and_an_unchanged_sync_say_what_they_checked() {
+    let n = crate::util::Node::new();
+    let out = n.run(&["recover"], &[]);
+    crate::util::ok(&out);
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "recover: unchanged: nothing changed; the journal checked: no interrupted transaction\n"
+    );
+    crate::util::ok(&n.run(&["sync"], &[]));
+    let out = n.run(&["sync"], &[]);
+    crate::util::ok(&out);
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        said.starts_with("sync: unchanged: nothing changed; mapping sha256 ")
+            && said.contains("levels judged; 0 running job(s), 0 re-planned")
+            && said.lines().count() == 1,
+        "{said}"
+    );
+}

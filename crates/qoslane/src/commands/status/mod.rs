@@ -30,7 +30,7 @@ use model::Condition;
 pub fn run(ctx: &Ctx, as_json: bool) -> Result<ExitClass> {
     let st = judge::judge(gather::gather(&ctx.paths, &Deadline::after(ctx.timeout)));
     let mut out = std::io::stdout().lock();
-    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    let w = Error::output;
     if as_json {
         let text = serde_json::to_string_pretty(&st).map_err(|e| Error::Internal(e.to_string()))?;
         writeln!(out, "{text}").map_err(w)?;
