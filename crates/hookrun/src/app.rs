@@ -4,8 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use clap::{CommandFactory, Parser};
-
 use crate::cli::{Cli, Command, Generate};
 use crate::config::{Config, ENV_JOB_ID, ENV_NODENAME, ENV_SCRIPT_CONTEXT, EnvSnapshot};
 use crate::discover;
@@ -44,7 +42,7 @@ pub fn on_terminal() -> bool {
 
 /// Entry point of the binary; returns the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match crate::cli::parse() {
         Ok(cli) => cli,
         Err(error) => {
             // --help and --version come through here too (exit 0); a bad
@@ -149,7 +147,7 @@ fn generate(what: &Generate) -> i32 {
             .into_iter()
             .try_for_each(|(name, roff)| std::fs::write(dir.join(name), roff)),
         Generate::Completions { shell, .. } => {
-            clap_complete::generate_to(*shell, &mut Cli::command(), "hookrun", dir).map(drop)
+            clap_complete::generate_to(*shell, &mut crate::cli::command(), "hookrun", dir).map(drop)
         }
     });
     match result {

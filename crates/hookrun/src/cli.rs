@@ -54,6 +54,21 @@ pub struct Cli {
     pub options: Options,
 }
 
+/// The command line as parsed, helped and documented: [`Cli`] with each
+/// global flag said once (`manpage::globals_once`), as qoslane's.
+pub fn command() -> clap::Command {
+    manpage::globals_once(<Cli as clap::CommandFactory>::command())
+}
+
+/// Parses the process's arguments with [`command`].
+///
+/// # Errors
+/// clap's, for a bad command line, `--help` and `--version`.
+pub fn parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches)
+}
+
 /// What to do.
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {

@@ -39,6 +39,21 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// The command line as parsed, helped and documented: [`Cli`] with each
+/// global flag said once (`manpage::globals_once`).
+pub fn command() -> clap::Command {
+    manpage::globals_once(<Cli as clap::CommandFactory>::command())
+}
+
+/// Parses the process's arguments with [`command`].
+///
+/// # Errors
+/// clap's, for a bad command line, `--help` and `--version`.
+pub fn parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches)
+}
+
 /// A hook's command line needs no parser: no argument (Slurm starts a hook
 /// so, and hookrun the packaged TaskProlog hook, a symlink to the binary)
 /// or only `prolog`, `epilog` or `task-prolog` (the packaged Prolog and

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
 use qoslane::cli::{Cli, Command, FabricCommand, Generate};
 use qoslane::commands::{self, Ctx};
 use qoslane::error::Error;
@@ -62,7 +61,7 @@ fn env_path(name: &str) -> Option<PathBuf> {
 
 fn main() -> ExitCode {
     let parsed =
-        qoslane::cli::hook_line(std::env::args_os().skip(1)).map_or_else(Cli::try_parse, Ok);
+        qoslane::cli::hook_line(std::env::args_os().skip(1)).map_or_else(qoslane::cli::parse, Ok);
     let mut cli = match parsed {
         Ok(c) => c,
         Err(e) => {
@@ -210,7 +209,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
 }
 
 fn generate(what: Generate) -> Result<ExitClass, Error> {
-    let cmd = Cli::command();
+    let cmd = qoslane::cli::command();
     match what {
         Generate::Man { dir } => {
             std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;
