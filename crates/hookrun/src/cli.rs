@@ -73,16 +73,31 @@ pub fn parse() -> Result<Cli, clap::Error> {
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
     /// Run prolog.d/ (Slurm `Prolog=`); stops at the first failed required hook.
+    #[command(
+        after_help = "Exit status: 0 every required hook passed, or the job requeued and held, 1 a required hook failed (the node drains), 3 the requeue-hold failed (the node drains), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+    )]
     Prolog,
     /// Run epilog.d/ (Slurm `Epilog=`); runs every hook even after a failure.
+    #[command(
+        after_help = "Exit status: 0 every required hook passed, 1 a required hook failed (the node drains), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+    )]
     Epilog,
     /// Run task-prolog.d/ (Slurm `TaskProlog=`); passes the export/unset/print
     /// protocol lines through to stdout.
+    #[command(
+        after_help = "Exit status: 0 every required hook passed, 1 a required hook failed (the task fails), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+    )]
     TaskProlog,
     /// Run health.d/ (Slurm `HealthCheckProgram=`); drains the node on failure and
     /// resumes it when hookrun drained it.
+    #[command(
+        after_help = "Exit status: 0 healthy, 1 unhealthy (the node drained), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+    )]
     Health,
     /// Print what each phase would run, in order, with required/optional.
+    #[command(
+        after_help = "Exit status: 0 listed, 2 hookrun.conf invalid or others may write it, 4 a phase directory or hookrun.conf unusable, 64 usage, 141 the reader went away"
+    )]
     List {
         /// Only this phase.
         #[arg(value_enum)]

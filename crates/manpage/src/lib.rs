@@ -12,6 +12,8 @@ use std::io;
 
 use clap::Command;
 
+pub mod table;
+
 /// Both programs live in /usr/sbin: section 8, the system administration manual.
 const SECTION: &str = "8";
 const MANUAL: &str = "System Administration";
@@ -144,11 +146,11 @@ fn with_hidden_copies(cmd: Command, globals: &[clap::Arg], note: &str) -> Comman
         .collect();
     subs.into_iter().fold(cmd, |cmd, name| {
         cmd.mut_subcommand(name, |sub| {
-            let sub = if sub.get_after_help().is_none() {
-                sub.after_help(note.to_owned())
-            } else {
-                sub
-            };
+            let said = sub
+                .get_after_help()
+                .map(|h| format!("{h}\n{note}"))
+                .unwrap_or_else(|| note.to_owned());
+            let sub = sub.after_help(said);
             with_hidden_copies(sub.args(globals.iter().cloned()), globals, note)
         })
     })

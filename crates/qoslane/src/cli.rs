@@ -17,8 +17,10 @@ With no subcommand it acts on SLURM_SCRIPT_CONTEXT: prolog_slurmd -> prolog, epi
 epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and TaskProlog= at it.\n\n\
 Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_ROOT, QOSLANE_CONFIG, \
 QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_TIMEOUT_MS.",
-    after_help = "Exit codes: 0 ok, 1 failed, 2 invalid mapping, 64 usage, 66 no input, 69 program unavailable, \
-70 internal, 74 I/O, 75 try again (lock or deadline). See qoslane(8), qoslane-mapping(5) and \
+    after_help = "Exit codes (one table with hookrun's): 0 ok, 1 failed, 2 invalid mapping, 64 usage, \
+66 no input, 69 program unavailable, 70 internal, 74 I/O, 75 try again (lock or deadline), 100 the \
+Prolog refused its job, 141 the reader of the output went away. `qoslane COMMAND -h` ends with the \
+command's own. See qoslane(8), qoslane-mapping(5) and \
 the admin guide in /usr/share/doc/qoslane/ (admin-guide.md, compressed in the .deb)."
 )]
 pub struct Cli {
@@ -101,6 +103,9 @@ pub enum FabricReader {
 pub enum Command {
     /// Check a mapping file (--config FILE; default: the installed one, as `nginx -t`); print
     /// every problem as FILE:LINE:COL with a snippet
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 valid, 2 invalid, 64 usage, 66 unreadable"
+    )]
     Validate {
         /// The mapping to check (an older spelling of --config FILE, kept for scripts)
         #[arg(hide = true)]
@@ -109,6 +114,9 @@ pub enum Command {
         format: Format,
     },
     /// Show what a job of QoS NAME would get, without touching the node
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 ok (with --fabric: the level would be granted), 1 with --fabric: it would not, 2 the mapping is invalid, 64 usage, 66 no mapping"
+    )]
     Explain {
         #[arg(long, value_name = "NAME")]
         qos: String,
@@ -120,19 +128,32 @@ pub enum Command {
         format: Format,
     },
     /// Slurm Prolog: grant the job's level (verify fabric, apply settings, record)
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 granted, or refused under on_failure continue, 1 failed under fail_job, 64 usage, 75 lock or deadline, 100 the job refused by policy (hookrun requeues and holds it)"
+    )]
     Prolog,
     /// Slurm Epilog: release the job's level, restore settings when it was the last
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 released, or failed under on_failure continue, 1 failed under fail_job, 64 usage, 75 lock or deadline"
+    )]
     Epilog,
     /// Slurm TaskProlog: print the job's `export` lines (runs as the job user)
+    #[command(after_help = "Exit status: 0 always (a non-zero TaskProlog fails the task)")]
     TaskProlog,
     /// After installing a new mapping: validate, check every level on the fabric, and
     /// only then put it in force (last-known-good) and re-apply the running jobs' settings
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 in force, 1 refused (a level the fabric does not carry under enforce), 2 invalid, 64 usage, 66 no mapping, 74 state I/O or overtaken by another sync, 75 lock or deadline"
+    )]
     Sync {
         /// Say what would happen (validation, fabric verdict, settings to change); change nothing
         #[arg(long)]
         dry_run: bool,
     },
     /// Health check: ports up, each level's grant decided and recorded, mapping valid, state sane
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 healthy (warnings included), 1 drain, 64 usage"
+    )]
     Health {
         /// human, or json: the report as one object
         #[arg(long, value_enum, default_value_t)]
@@ -156,6 +177,9 @@ pending journal, a level not granted, a held SL the cached probe says is not car
 last health check, a state file that cannot be used, state this user may not read); 74 only when \
 the output cannot be written."
     )]
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 in order, 1 needs attention, 64 usage"
+    )]
     Status {
         /// json: the same facts as one object, `"schema": 1` (every key: the admin guide, §8)
         #[arg(long, value_enum, default_value_t)]
@@ -166,16 +190,24 @@ the output cannot be written."
     },
     /// Which jobs got which level and SL, and why: the audit log read back and filtered (the
     /// rotated audit.jsonl.1 and audit.jsonl.N.gz too, oldest first)
+    #[command(
+        after_help = "Exit status: 0 read (also when nothing matched), 64 a bad filter, 66 no audit log"
+    )]
     Log(LogArgs),
     /// Roll back an interrupted transaction
+    #[command(
+        after_help = "Exit status: 0 rolled back or nothing to do, 64 usage, 70 the rollback failed (journal kept), 75 lock or deadline"
+    )]
     Recover,
     /// Print the metrics, or serve them over HTTP at /metrics
+    #[command(after_help = "Exit status: 0 printed, 64 usage, 74 cannot listen")]
     Metrics {
         /// Serve on ADDR (e.g. 127.0.0.1:9817) instead of printing once
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
     },
     /// Fabric-wide checks, for a control node (any host with an HCA on the fabric)
+    #[command(after_help = "Exit status: the subcommand's")]
     Fabric {
         #[command(subcommand)]
         what: FabricCommand,
@@ -276,11 +308,17 @@ pub enum FabricCommand {
     /// starved (weight 0 in both VLArb tables), or on another VL than the level names.
     /// Exit 0: every level carried; 1: some level is not; 69: the fabric could not be
     /// (wholly) read
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 every level carried, 1 some level is not, 2 the mapping is invalid, 64 usage, 66 no mapping, 69 the fabric could not be (wholly) read"
+    )]
     Audit(AuditArgs),
     /// Print the OpenSM QoS options that carry the mapping: SL2VL for HCA ports, switch
     /// external ports and switch port 0 consistent with each level's virtual_lane; VL
     /// arbitration in the mapping's order (top tiers in the high-priority table);
     /// qos_high_limit; max_op_vls. Refuses what the hardware cannot do. Changes nothing
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 printed, 2 the mapping is invalid, 64 usage (a VL the hardware cannot run), 66 no mapping"
+    )]
     SmConfig(SmConfigArgs),
 }
 

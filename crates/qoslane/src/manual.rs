@@ -153,8 +153,14 @@ fn exit_status() -> String {
             exit_code::FAILED,
             "The run failed: a hook under \\fBfail_job\\fR that could not leave the node consistent, an Epilog under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry; for \\fBstatus\\fR, something needs attention.",
         ),
-        (exit_code::INVALID_MAPPING, "The mapping file is invalid."),
-        (exit_code::USAGE, "Bad command line or environment."),
+        (
+            exit_code::INVALID_MAPPING,
+            "The mapping file is invalid (hookrun: its \\fBhookrun.conf\\fR; one table for both programs).",
+        ),
+        (
+            exit_code::USAGE,
+            "Bad command line or environment (hookrun: the same).",
+        ),
         (
             exit_code::NO_INPUT,
             "An input file (the mapping; for \\fBlog\\fR, the audit log) is missing or unreadable.",
@@ -176,6 +182,10 @@ fn exit_status() -> String {
             exit_code::REFUSED,
             "The Prolog refused its job by policy (a \\fBfail_job\\fR level it could not grant) and left the node as it was: hookrun's \\(lqrefuse this job, the node is fine\\(rq status, which requeues and holds the job and keeps the node in service (see \\fBhookrun\\fR(8)).",
         ),
+        (
+            exit_code::BROKEN_PIPE,
+            "The reader of the output went away (\\fBqoslane log | head \\-1\\fR): nothing more is written and nothing said; 128 + SIGPIPE, as a shell reports a program a broken pipe ended.",
+        ),
     ];
     let mut s = section("EXIT STATUS");
     for (code, text) in rows {
@@ -191,7 +201,7 @@ Check the installed mapping, then a new one:
 .nf
 .RS
 qoslane validate
-qoslane validate /tmp/qos\\-network.yml
+qoslane validate \\-\\-config /tmp/qos\\-network.yml
 .RE
 .fi
 .PP

@@ -179,3 +179,23 @@ fn a_bare_hookrun_on_a_terminal_shows_instead_of_acting() {
     );
     assert_eq!(fx.ran().len(), 2, "still nothing ran");
 }
+
+/// Issue 25: hookrun's rows of the admin guide's command table (§11) are
+/// what `-h` of each command says, and every command has one.
+#[test]
+fn the_command_table_is_what_help_says() {
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/admin-guide.md"),
+    )
+    .expect("the admin guide");
+    let commands = manpage::table::leaf_commands(&hookrun::cli::command());
+    assert_eq!(commands.len(), 5, "{commands:?}");
+    let fx = Fixture::new();
+    let help = |words: &[String]| {
+        let run = fx.hookrun().args(words).args(["-h"]).run();
+        assert_eq!(run.code, Some(0), "{words:?}");
+        run.stdout
+    };
+    let problems = manpage::table::problems(&guide, "hookrun", &commands, &help);
+    assert!(problems.is_empty(), "{problems:#?}");
+}

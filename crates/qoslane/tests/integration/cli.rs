@@ -398,3 +398,25 @@ fn recover_and_an_unchanged_sync_say_what_they_checked() {
         "{said}"
     );
 }
+
+/// Issue 25: the admin guide's command table (§11) says, for every command,
+/// how it gives JSON, how it is given a mapping and how it exits; `-h` of
+/// each says the same, and every command has a row.
+#[test]
+fn the_command_table_is_what_help_says() {
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/admin-guide.md"),
+    )
+    .unwrap();
+    let commands = manpage::table::leaf_commands(&qoslane::cli::command());
+    assert!(commands.len() >= 13, "{commands:?}");
+    let help = |words: &[String]| {
+        let mut args: Vec<&str> = words.iter().map(String::as_str).collect();
+        args.push("-h");
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let problems = manpage::table::problems(&guide, "qoslane", &commands, &help);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
