@@ -83,10 +83,10 @@ while IFS=$'\t' read -r where info; do
           bad=$((bad + 1)) ;;
         "")
           ran=$((ran + 1))
-          if out=$(run "$file" 2>&1); then
+          if run "$file" >"$WORK/out" 2>&1; then
             passed=$((passed + 1)); echo "ok   $where"
           else
-            echo "FAIL $where (exit $?):"; sed 's/^/     | /' "$file"; sed 's/^/     > /' <<<"$out"
+            echo "FAIL $where (exit $?):"; sed 's/^/     | /' "$file"; sed 's/^/     > /' "$WORK/out"
           fi ;;
         *)
           echo "FAIL $where: unknown marks \`$rest\` (admin-story, or no-run: WHY)"
