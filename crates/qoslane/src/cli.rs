@@ -225,12 +225,13 @@ pub struct LogArgs {
     /// Only this job's entries
     #[arg(long, value_name = "ID")]
     pub job: Option<u64>,
-    /// From this time: RFC 3339 (2026-12-01T10:00:00Z, 2026-12-01T11:00:00+01:00; no zone is
-    /// UTC), a date (2026-12-01), or a duration ago (90m, 2h, 3d)
-    #[arg(long, value_name = "TIME")]
+    /// From this time: RFC 3339 (2026-12-01T10:00:00Z, 2026-12-01T11:00:00+01:00), a local
+    /// date and time (2026-12-01 10:00) or date (2026-12-01), today, yesterday, or relative
+    /// (90m, 2h, 3d, -1h, "2 hours ago"); without a zone, the local one (TZ)
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub since: Option<String>,
     /// Up to this time (same forms as --since)
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub until: Option<String>,
     /// Only these outcomes (repeatable)
     #[arg(long, value_name = "OUTCOME", value_parser = clap::builder::PossibleValuesParser::new(
@@ -252,6 +253,14 @@ pub struct LogArgs {
     /// The same as --format json (kept for scripts written before --format)
     #[arg(long, hide = true)]
     pub json: bool,
+    /// Then print each new matching entry as it is appended, across a rotation (as
+    /// `journalctl -f`); Ctrl-C ends it
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Times in UTC, as written, and --since/--until without a zone read in UTC [default:
+    /// the local zone, TZ honoured]
+    #[arg(long)]
+    pub utc: bool,
 }
 
 impl LogArgs {

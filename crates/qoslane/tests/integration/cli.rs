@@ -420,3 +420,124 @@ fn the_command_table_is_what_help_says() {
     let problems = manpage::table::problems(&guide, "qoslane", &commands, &help);
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// Issue 25: `qoslane log --follow` goes on with what is appended, as
+/// `journalctl -f`, across logrotate's rename (the rest of the renamed file,
+/// then the new one), and a Ctrl-C (SIGINT) ends it with nothing said.
+#[test]
+fn log_follow_goes_on_across_a_rotation_and_ends_on_sigint() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::process::ExitStatusExt;
+    let n = crate::util::Node::new();
+    let log = n.path("/var/log/qoslane/audit.jsonl");
+    let entry = |job: u32| {
+        format!(
+            r#"{{"time":"2026-12-01T00:00:0{job}.000Z","node":"n","event":"prolog","job_id":{job},"outcome":"applied","duration_ms":1}}"#
+        )
+    };
+    n.write("/var/log/qoslane/audit.jsonl", &format!("{}\n", entry(1)));
+    let mut child = n
+        .cmd(
+            &["log", "--follow", "--format", "json", "--event", "prolog"],
+            &[],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || lines.next().unwrap().unwrap();
+    assert_eq!(next(), entry(1), "the entries there, first");
+    let append = |path: &std::path::Path, text: String| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    append(&log, format!("{}\n", entry(2)));
+    assert_eq!(next(), entry(2), "appended");
+    // logrotate: the file renamed, a late line into it, then a new file.
+    let rotated = n.path("/var/log/qoslane/audit.jsonl.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    append(&rotated, format!("{}\n", entry(3)));
+    append(&log, format!("{}\n", entry(4).replace("prolog", "epilog")));
+    append(&log, format!("{}\n", entry(5)));
+    assert_eq!(next(), entry(3), "the rest of the renamed file");
+    assert_eq!(next(), entry(5), "the new file, filtered");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(2),
+        "ended by SIGINT: {:?}",
+        out.status
+    );
+    assert_eq!(crate::util::stderr(&out), "", "nothing said");
+}
+
+/// Issue 25: `--since yesterday` and relative times (`today` and a zone-less
+/// time in a fixed zone: `time::tests`), and times shown in the local zone
+/// (TZ; `--utc`: as written). An entry of a minute ago is since yesterday's
+/// midnight at any hour, in any zone.
+#[test]
+fn log_reads_days_and_relative_times_and_shows_local_time() {
+    let n = crate::util::Node::new();
+    let now = std::time::SystemTime::now();
+    let at = |ago: u64| {
+        humantime::format_rfc3339_millis(now - std::time::Duration::from_secs(ago)).to_string()
+    };
+    let line = |t: String, job: u32| {
+        format!(
+            r#"{{"time":"{t}","node":"n","event":"prolog","job_id":{job},"outcome":"applied","duration_ms":1}}"#
+        )
+    };
+    n.write(
+        "/var/log/qoslane/audit.jsonl",
+        &format!("{}\n{}\n", line(at(3 * 86_400), 1), line(at(60), 2)),
+    );
+    let jobs = |args: &[&str], tz: &str| {
+        let mut a = vec!["log", "--format", "json"];
+        a.extend_from_slice(args);
+        let out = n.run(&a, &[("TZ", tz)]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            crate::util::stderr(&out)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["job_id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    for tz in ["UTC", "Asia/Tokyo", "America/Los_Angeles"] {
+        assert_eq!(jobs(&["--since", "yesterday"], tz), [2], "{tz}");
+        assert_eq!(jobs(&["--since", "-1h"], tz), [2], "{tz}");
+        assert_eq!(jobs(&["--since", "2 hours ago"], tz), [2], "{tz}");
+        assert_eq!(jobs(&["--until", "-2d"], tz), [1], "{tz}");
+    }
+    // Shown in TZ's zone, or as written with --utc.
+    let written = at(60);
+    let shown = |args: &[&str]| {
+        let mut a = vec!["log", "--job", "2"];
+        a.extend_from_slice(args);
+        String::from_utf8(n.run(&a, &[("TZ", "Asia/Kolkata")]).stdout).unwrap()
+    };
+    assert!(shown(&[]).contains("+05:30 prolog"), "{}", shown(&[]));
+    assert!(
+        shown(&["--utc"]).contains(&format!("{written} prolog")),
+        "{}",
+        shown(&["--utc"])
+    );
+}
