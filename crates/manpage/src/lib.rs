@@ -148,8 +148,7 @@ fn with_hidden_copies(cmd: Command, globals: &[clap::Arg], note: &str) -> Comman
         cmd.mut_subcommand(name, |sub| {
             let said = sub
                 .get_after_help()
-                .map(|h| format!("{h}\n{note}"))
-                .unwrap_or_else(|| note.to_owned());
+                .map_or_else(|| note.to_owned(), |h| format!("{h}\n{note}"));
             let sub = sub.after_help(said);
             with_hidden_copies(sub.args(globals.iter().cloned()), globals, note)
         })
