@@ -118,27 +118,26 @@ pub struct ConfigError {
 impl ConfigError {
     /// A flag's or a variable's value.
     pub fn usage(message: impl Into<String>) -> Self {
+        let message = message.into();
         Self {
-            message: message.into(),
+            message,
             in_file: false,
         }
     }
 
     /// A value found at `place`, wherever that is.
     fn at(place: &Place, problem: impl fmt::Display) -> Self {
+        let message = format!("{}: {problem}", place.0);
         Self {
-            message: format!("{}: {problem}", place.name),
-            in_file: place.in_file,
+            message,
+            in_file: place.1,
         }
     }
 
     /// The exit class of this error.
     pub fn exit_class(&self) -> crate::exit::ExitClass {
-        if self.in_file {
-            crate::exit::ExitClass::BadConfig
-        } else {
-            crate::exit::ExitClass::Usage
-        }
+        use crate::exit::ExitClass::{BadConfig, Usage};
+        if self.in_file { BadConfig } else { Usage }
     }
 }
 
@@ -152,18 +151,17 @@ impl std::error::Error for ConfigError {}
 
 impl From<ConfError> for ConfigError {
     fn from(error: ConfError) -> Self {
+        let message = error.to_string();
         Self {
-            message: error.to_string(),
+            message,
             in_file: true,
         }
     }
 }
 
-/// Where a value came from: a flag, a variable, or a line of `hookrun.conf`.
-struct Place {
-    name: String,
-    in_file: bool,
-}
+/// Where a value came from (a flag, a variable, or a line of
+/// `hookrun.conf`), and whether that is the file.
+struct Place(String, bool);
 
 /// Everything a run needs to know, validated.
 #[derive(Debug, Clone)]
@@ -232,10 +230,7 @@ struct Sources<'a> {
 
 /// How a flag names itself in a message: `--hook-timeout`.
 fn flag_place(key: &str) -> Place {
-    Place {
-        name: format!("--{}", key.replace('_', "-")),
-        in_file: false,
-    }
+    Place(format!("--{}", key.replace('_', "-")), false)
 }
 
 impl Sources<'_> {
@@ -250,17 +245,14 @@ impl Sources<'_> {
             return Ok(Some((value, flag_place(key))));
         }
         if let Some(value) = self.env.text(var)? {
-            let place = Place {
-                name: var.to_owned(),
-                in_file: false,
-            };
+            let place = Place(var.to_owned(), false);
             return Ok(Some((value.to_owned(), place)));
         }
         Ok(self.conf.get(key).map(|value| {
-            let place = Place {
-                name: format!("{}:{}: {key}", self.config_path.display(), value.line),
-                in_file: true,
-            };
+            let place = Place(
+                format!("{}:{}: {key}", self.config_path.display(), value.line),
+                true,
+            );
             (value.text.clone(), place)
         }))
     }
@@ -304,10 +296,7 @@ impl Sources<'_> {
             return Ok(Some((path.clone(), flag_place(key))));
         }
         if let Some(path) = self.env.path(var) {
-            let place = Place {
-                name: var.to_owned(),
-                in_file: false,
-            };
+            let place = Place(var.to_owned(), false);
             return Ok(Some((path, place)));
         }
         Ok(self

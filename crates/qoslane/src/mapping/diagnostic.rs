@@ -80,15 +80,11 @@ impl Diagnostic {
         )
     }
 
-    /// `FILE:LINE:COL: message`: the place and the message, for an error
-    /// that carries this diagnostic (`Error::MappingInvalid`), whose own
-    /// severity is the one said: the headline's `error:` inside it would
-    /// print as `qoslane: error: FILE:…: error: …`.
+    /// `FILE:LINE:COL: message`, for an error carrying this diagnostic (its
+    /// severity is the error's: never `error: FILE:…: error: …`).
     pub fn located(&self, file: &str) -> String {
-        format!(
-            "{file}:{}:{}: {}",
-            self.span.line, self.span.col, self.message
-        )
+        let (line, col) = (self.span.line, self.span.col);
+        format!("{file}:{line}:{col}: {}", self.message)
     }
 
     /// The headline, then the offending line(s) with a caret under the value.
