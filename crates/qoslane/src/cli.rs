@@ -212,6 +212,14 @@ the output cannot be written."
         #[command(subcommand)]
         what: FabricCommand,
     },
+    /// Print what the shell completions offer: `complete qos`, the QoS names of the mapping
+    /// in force (or --config FILE), one per line (what the generated completions call for
+    /// --qos)
+    #[command(hide = true)]
+    Complete {
+        #[arg(value_parser = ["qos"])]
+        what: String,
+    },
     /// Write the man page or shell completions (for packaging)
     #[command(hide = true)]
     Generate {

@@ -130,6 +130,7 @@ fn main() -> ExitCode {
             what: FabricCommand::SmConfig(args),
         }) => commands::sm_config::run(&ctx, &args),
         Mode::Other(Command::Generate { what }) => generate(what),
+        Mode::Other(Command::Complete { what: _ }) => commands::explain::qos_names(&ctx),
         Mode::Other(Command::Prolog | Command::Epilog | Command::TaskProlog) => {
             // Mode::of turned these into their own modes.
             Err(Error::Internal(
@@ -222,9 +223,9 @@ fn generate(what: Generate) -> Result<ExitClass, Error> {
         }
         Generate::Completions { shell, dir } => {
             std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;
-            let mut cmd = cmd;
-            clap_complete::generate_to(shell, &mut cmd, "qoslane", &dir)
-                .map_err(Error::io("write completions to", &dir))?;
+            let file = dir.join(clap_complete::Generator::file_name(&shell, "qoslane"));
+            let text = qoslane::manual::completions(shell, cmd);
+            std::fs::write(&file, text).map_err(Error::io("write", &file))?;
         }
     }
     Ok(ExitClass::Ok)

@@ -18,6 +18,43 @@ pub const MAPPING_PAGE: &str = include_str!("../man/qoslane-mapping.5");
 /// Where the package installs the documentation the pages point to.
 pub const DOC_DIR: &str = "/usr/share/doc/qoslane";
 
+/// The completion script for `shell`, from the command line's definition;
+/// for `--qos` it offers the QoS names of the mapping in force, from `qoslane
+/// complete qos` at completion time (bash, zsh and fish; the other shells
+/// complete nothing there, as before), instead of file names.
+pub fn completions(shell: clap_complete::Shell, mut cmd: Command) -> Vec<u8> {
+    use clap_complete::Shell;
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "qoslane", &mut text);
+    let text = String::from_utf8_lossy(&text);
+    let names = "qoslane complete qos 2>/dev/null";
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let patched = match shell {
+            // `--qos)` then its COMPREPLY line.
+            Shell::Bash if line.trim() == "--qos)" => {
+                out += line;
+                out.push('\n');
+                let Some(next) = lines.next() else { break };
+                let indent = &next[..next.len() - next.trim_start().len()];
+                format!("{indent}COMPREPLY=($(compgen -W \"$({names})\" -- \"${{cur}}\"))")
+            }
+            Shell::Zsh if line.trim_start().starts_with("'--qos=") => line.replace(
+                ":_default'",
+                &format!(":{{compadd -- ${{(f)\"$({names})\"}}}}'"),
+            ),
+            Shell::Fish if line.contains(" -l qos ") => {
+                format!("{line} -f -a \"({names})\"")
+            }
+            _ => line.to_owned(),
+        };
+        out += &patched;
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
 /// Every page: (file name, roff).
 ///
 /// # Errors

@@ -541,3 +541,50 @@ fn log_reads_days_and_relative_times_and_shows_local_time() {
         shown(&["--utc"])
     );
 }
+
+/// Issue 25: `--qos` completed file names. The completions offer the QoS
+/// names of the mapping in force (`qoslane complete qos`, called by the
+/// generated scripts): run here through bash's own completion.
+#[test]
+fn qos_completes_the_mapping_s_qos_names() {
+    let n = crate::util::Node::new();
+    let names = n.run(&["complete", "qos"], &[]);
+    crate::util::ok(&names);
+    let names = String::from_utf8(names.stdout).unwrap();
+    assert!(names.lines().any(|l| l == "high"), "{names}");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        assert!(
+            run(&["generate", "completions", shell, d]).status.success(),
+            "{shell}"
+        );
+    }
+    for file in ["_qoslane", "qoslane.fish"] {
+        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        let qos: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("qos=[") || l.contains(" -l qos "))
+            .collect();
+        assert!(
+            qos.len() == 2 && qos.iter().all(|l| l.contains("qoslane complete qos")),
+            "{file}: {qos:?}"
+        );
+    }
+    // bash: the words typed, then what the completion function offers.
+    let bin = std::path::Path::new(BIN).parent().unwrap();
+    let script = format!(
+        "source {d}/qoslane.bash\nCOMP_WORDS=(qoslane log --qos hi); COMP_CWORD=3\n\
+         _qoslane qoslane hi --qos\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
+    );
+    let out = std::process::Command::new("/bin/bash")
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("QOSLANE_ROOT", n.root())
+        .env("QOSLANE_NO_JOURNAL", "1")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let err = crate::util::stderr(&out);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "high\n", "{err}");
+}
