@@ -17,7 +17,8 @@
 # cluster end to end on every Slurm of rigs/slurm_versions.tsv, one node and (in the chroots)
 # four; qoslane's metrics in a real Prometheus (its alerts fire, the dashboard's queries answer,
 # slurmctld's OpenMetrics scraped); the TaskProlog's exports read by each chroot's UCX and Open MPI; the Omnia
-# playbook against the local Slurm; the admin story.
+# playbook against the local Slurm; the admin story; every shell block of the admin docs that can
+# run without Slurm (tests/doc_blocks.sh, seconds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -52,6 +53,9 @@ step "unit and integration tests (fault injection on, real tools required)"
 export QOSLANE_REQUIRE_TOOLS=1 QOSLANE_FABRIC_RIG=1
 cargo test --workspace --features qoslane/fault-injection 2>&1 | tee /tmp/qoslane-cargo-test.log
 grep -q "test result: ok" /tmp/qoslane-cargo-test.log
+
+step "the admin docs' shell blocks, run as written on a fixture node (tests/doc_blocks.sh)"
+bash tests/doc_blocks.sh
 
 step "the multi-switch fabric rig: every lever read back (rigs/selftest_fabric_path.sh)"
 bash rigs/selftest_fabric_path.sh

@@ -4,10 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use clap::{CommandFactory, Parser};
-
 use crate::cli::{Cli, Command, Generate};
-use crate::config::{Config, ENV_JOB_ID, ENV_SCRIPT_CONTEXT, EnvSnapshot};
+use crate::config::{Config, ENV_JOB_ID, ENV_NODENAME, ENV_SCRIPT_CONTEXT, EnvSnapshot};
 use crate::discover;
 use crate::exit::{self, ExitClass};
 use crate::health;
@@ -30,16 +28,33 @@ const INTERRUPTED_LOCK_WAIT: Duration = Duration::from_millis(50);
 pub enum Action {
     Run(Phase),
     List(Option<Phase>),
+    /// A bare `hookrun` typed on a terminal: what would run and how it
+    /// went last time, instead of a health check that can drain the node.
+    Show,
+}
+
+/// Whether hookrun was typed by hand: stdin and stdout are terminals. Slurm
+/// starts every hook with neither.
+pub fn on_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
 /// Entry point of the binary; returns the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match crate::cli::parse() {
         Ok(cli) => cli,
         Err(error) => {
-            // --help and --version come through here too (exit 0).
+            // --help and --version come through here too (exit 0); a bad
+            // command line is a usage error, 64 as in qoslane (clap's own
+            // code is 2, which both programs keep for a bad configuration
+            // file).
             let _ = error.print();
-            return error.exit_code();
+            return if error.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
         }
     };
     run(&cli, &EnvSnapshot::from_process())
@@ -50,7 +65,7 @@ pub fn run(cli: &Cli, env: &EnvSnapshot) -> i32 {
     if let Some(Command::Generate { what }) = &cli.command {
         return generate(what);
     }
-    let action = match action(cli.command.clone(), env) {
+    let action = match action(cli.command.clone(), env, on_terminal()) {
         Ok(action) => action,
         Err(message) => {
             log::phase(Priority::Error, "error", &message);
@@ -64,18 +79,34 @@ pub fn run(cli: &Cli, env: &EnvSnapshot) -> i32 {
         Ok(config) => config,
         Err(error) => {
             log::phase(Priority::Error, "error", &error.to_string());
-            return exit::USAGE;
+            return error.exit_class().exit_code();
         }
     };
     match action {
         Action::List(only) => list::print(&config, only),
+        Action::Show => {
+            log::phase(
+                Priority::Info,
+                "list",
+                "no subcommand, no Slurm context, on a terminal: showing what would run (as \
+                 `hookrun list`), running nothing; `hookrun health` runs the health check",
+            );
+            list::print(&config, None)
+        }
         Action::Run(phase) => run_phase(phase, &config, env).exit_code(),
     }
 }
 
 /// An explicit subcommand wins; else `SLURM_SCRIPT_CONTEXT`; else `health`
-/// (Slurm runs HealthCheckProgram with no arguments and no context).
-pub fn action(command: Option<Command>, env: &EnvSnapshot) -> Result<Action, String> {
+/// (Slurm runs HealthCheckProgram with no arguments and no context) — unless
+/// typed by hand (`terminal`: stdin and stdout are terminals) with nothing
+/// of Slurm's in the environment (no `SLURMD_NODENAME`, which slurmd gives
+/// the health check, nor `SLURM_JOB_ID`): then [`Action::Show`].
+pub fn action(
+    command: Option<Command>,
+    env: &EnvSnapshot,
+    terminal: bool,
+) -> Result<Action, String> {
     Ok(match command {
         Some(Command::Prolog) => Action::Run(Phase::Prolog),
         Some(Command::Epilog) => Action::Run(Phase::Epilog),
@@ -86,6 +117,12 @@ pub fn action(command: Option<Command>, env: &EnvSnapshot) -> Result<Action, Str
             return Err("`generate` writes files; it runs no hooks".into());
         }
         None => match env.text(ENV_SCRIPT_CONTEXT).map_err(|e| e.to_string())? {
+            None if terminal
+                && env.get(ENV_NODENAME).is_none()
+                && env.get(ENV_JOB_ID).is_none() =>
+            {
+                Action::Show
+            }
             None => Action::Run(Phase::Health),
             Some(context) => Action::Run(Phase::from_script_context(context).ok_or_else(|| {
                 format!(
@@ -110,7 +147,7 @@ fn generate(what: &Generate) -> i32 {
             .into_iter()
             .try_for_each(|(name, roff)| std::fs::write(dir.join(name), roff)),
         Generate::Completions { shell, .. } => {
-            clap_complete::generate_to(*shell, &mut Cli::command(), "hookrun", dir).map(drop)
+            clap_complete::generate_to(*shell, &mut crate::cli::command(), "hookrun", dir).map(drop)
         }
     });
     match result {
@@ -474,7 +511,7 @@ mod tests {
     fn subcommand_wins_over_context() {
         let env = env(&[(ENV_SCRIPT_CONTEXT, "prolog_slurmd")]);
         assert_eq!(
-            action(Some(Command::Epilog), &env),
+            action(Some(Command::Epilog), &env, true),
             Ok(Action::Run(Phase::Epilog))
         );
     }
@@ -487,19 +524,42 @@ mod tests {
             ("prolog_task", Phase::TaskProlog),
         ] {
             let env = env(&[(ENV_SCRIPT_CONTEXT, context)]);
-            assert_eq!(action(None, &env), Ok(Action::Run(phase)));
+            assert_eq!(action(None, &env, false), Ok(Action::Run(phase)));
+            assert_eq!(action(None, &env, true), Ok(Action::Run(phase)));
         }
     }
 
     #[test]
     fn no_context_no_subcommand_is_health() {
-        assert_eq!(action(None, &env(&[])), Ok(Action::Run(Phase::Health)));
+        assert_eq!(
+            action(None, &env(&[]), false),
+            Ok(Action::Run(Phase::Health))
+        );
+    }
+
+    /// Issue 25: a bare `hookrun` typed by hand ran a health check that can
+    /// drain the node. On a terminal with nothing of Slurm's it shows
+    /// instead; slurmd's call (no terminal, `SLURMD_NODENAME`) runs health.
+    #[test]
+    fn bare_on_a_terminal_shows_instead_of_acting() {
+        assert_eq!(action(None, &env(&[]), true), Ok(Action::Show));
+        for slurm in [ENV_NODENAME, ENV_JOB_ID] {
+            assert_eq!(
+                action(None, &env(&[(slurm, "c1")]), true),
+                Ok(Action::Run(Phase::Health)),
+                "{slurm}"
+            );
+        }
+        assert_eq!(
+            action(Some(Command::Health), &env(&[]), true),
+            Ok(Action::Run(Phase::Health))
+        );
     }
 
     #[test]
     fn unknown_context_is_a_usage_error() {
         let env = env(&[(ENV_SCRIPT_CONTEXT, "epilog_task")]);
-        let error = action(None, &env).expect_err("not served");
+        let error = action(None, &env, false).expect_err("not served");
         assert!(
             error.contains("SLURM_SCRIPT_CONTEXT=epilog_task"),
             "{error}"

@@ -33,9 +33,10 @@ A Prolog hook exiting 100 refuses the job, the node being fine: hookrun
 requeues and holds the job (scontrol requeuehold) and exits 0, whatever
 on_failure says; any other failure of a required Prolog hook drains the node
 with the reason 'hookrun: prolog HOOK: CAUSE' (on_failure = drain).
-Exit codes: 0 ok (or the job requeued and held), 1 required hook failed /
-unhealthy, 2 usage, 3 requeue-hold failed (node drains), 4 hooks could not be
-run, 128+N stopped by signal N.
+Exit codes (one table with qoslane's): 0 ok (or the job requeued and held),
+1 required hook failed / unhealthy, 2 hookrun.conf invalid or untrusted,
+3 requeue-hold failed (node drains), 4 hooks could not be run, 64 usage,
+128+N stopped by signal N.
 See hookrun(8) and /usr/share/doc/qoslane/hookrun.md.";
 
 /// Slurm Prolog/Epilog/TaskProlog/HealthCheck hook runner.
@@ -53,20 +54,50 @@ pub struct Cli {
     pub options: Options,
 }
 
+/// The command line as parsed, helped and documented: [`Cli`] with each
+/// global flag said once (`manpage::globals_once`), as qoslane's.
+pub fn command() -> clap::Command {
+    manpage::globals_once(<Cli as clap::CommandFactory>::command())
+}
+
+/// Parses the process's arguments with [`command`].
+///
+/// # Errors
+/// clap's, for a bad command line, `--help` and `--version`.
+pub fn parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches)
+}
+
 /// What to do.
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
     /// Run prolog.d/ (Slurm `Prolog=`); stops at the first failed required hook.
+    #[command(
+        after_help = "Exit status: 0 every required hook passed, or the job requeued and held, 1 a required hook failed (the node drains), 3 the requeue-hold failed (the node drains), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+    )]
     Prolog,
     /// Run epilog.d/ (Slurm `Epilog=`); runs every hook even after a failure.
+    #[command(
+        after_help = "Exit status: 0 every required hook passed, 1 a required hook failed (the node drains), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+    )]
     Epilog,
     /// Run task-prolog.d/ (Slurm `TaskProlog=`); passes the export/unset/print
     /// protocol lines through to stdout.
+    #[command(
+        after_help = "Exit status: 0 every required hook passed, 1 a required hook failed (the task fails), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+    )]
     TaskProlog,
     /// Run health.d/ (Slurm `HealthCheckProgram=`); drains the node on failure and
     /// resumes it when hookrun drained it.
+    #[command(
+        after_help = "Exit status: 0 healthy, 1 unhealthy (the node drained), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+    )]
     Health,
     /// Print what each phase would run, in order, with required/optional.
+    #[command(
+        after_help = "Exit status: 0 listed, 2 hookrun.conf invalid or others may write it, 4 a phase directory or hookrun.conf unusable, 64 usage, 141 the reader went away"
+    )]
     List {
         /// Only this phase.
         #[arg(value_enum)]
@@ -125,7 +156,9 @@ mod tests {
 
     #[test]
     fn bad_duration_is_a_usage_error() {
+        // clap's error, which `app::main` turns into exit 64 (usage).
         let error = Cli::try_parse_from(["hookrun", "--budget", "soon"]).expect_err("invalid");
-        assert_eq!(error.exit_code(), 2);
+        assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(error.use_stderr());
     }
 }

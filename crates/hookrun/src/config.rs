@@ -91,7 +91,7 @@ impl EnvSnapshot {
             Some(value) => value
                 .to_str()
                 .map(Some)
-                .ok_or_else(|| ConfigError(format!("{name} is not valid UTF-8"))),
+                .ok_or_else(|| ConfigError::usage(format!("{name} is not valid UTF-8"))),
         }
     }
 
@@ -105,13 +105,45 @@ impl EnvSnapshot {
     }
 }
 
-/// A value that cannot be used; reported as a usage error.
+/// A value that cannot be used: the message, and whether it is
+/// `hookrun.conf`'s (exit 2, the configuration file is invalid) or the
+/// command line's or the environment's (exit 64, usage), as qoslane tells
+/// its mapping from its command line (docs/admin-guide.md, "Exit codes").
 #[derive(Debug)]
-pub struct ConfigError(pub String);
+pub struct ConfigError {
+    pub message: String,
+    pub in_file: bool,
+}
+
+impl ConfigError {
+    /// A flag's or a variable's value.
+    pub fn usage(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            message,
+            in_file: false,
+        }
+    }
+
+    /// A value found at `place`, wherever that is.
+    fn at(place: &Place, problem: impl fmt::Display) -> Self {
+        let message = format!("{}: {problem}", place.0);
+        Self {
+            message,
+            in_file: place.1,
+        }
+    }
+
+    /// The exit class of this error.
+    pub fn exit_class(&self) -> crate::exit::ExitClass {
+        use crate::exit::ExitClass::{BadConfig, Usage};
+        if self.in_file { BadConfig } else { Usage }
+    }
+}
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -119,9 +151,17 @@ impl std::error::Error for ConfigError {}
 
 impl From<ConfError> for ConfigError {
     fn from(error: ConfError) -> Self {
-        ConfigError(error.to_string())
+        let message = error.to_string();
+        Self {
+            message,
+            in_file: true,
+        }
     }
 }
+
+/// Where a value came from (a flag, a variable, or a line of
+/// `hookrun.conf`), and whether that is the file.
+struct Place(String, bool);
 
 /// Everything a run needs to know, validated.
 #[derive(Debug, Clone)]
@@ -189,8 +229,8 @@ struct Sources<'a> {
 }
 
 /// How a flag names itself in a message: `--hook-timeout`.
-fn flag_place(key: &str) -> String {
-    format!("--{}", key.replace('_', "-"))
+fn flag_place(key: &str) -> Place {
+    Place(format!("--{}", key.replace('_', "-")), false)
 }
 
 impl Sources<'_> {
@@ -200,15 +240,19 @@ impl Sources<'_> {
         flag: Option<String>,
         var: &str,
         key: &str,
-    ) -> Result<Option<(String, String)>, ConfigError> {
+    ) -> Result<Option<(String, Place)>, ConfigError> {
         if let Some(value) = flag {
             return Ok(Some((value, flag_place(key))));
         }
         if let Some(value) = self.env.text(var)? {
-            return Ok(Some((value.to_owned(), var.to_owned())));
+            let place = Place(var.to_owned(), false);
+            return Ok(Some((value.to_owned(), place)));
         }
         Ok(self.conf.get(key).map(|value| {
-            let place = format!("{}:{}: {key}", self.config_path.display(), value.line);
+            let place = Place(
+                format!("{}:{}: {key}", self.config_path.display(), value.line),
+                true,
+            );
             (value.text.clone(), place)
         }))
     }
@@ -226,7 +270,7 @@ impl Sources<'_> {
             Some(value) => Some((value, flag_place(key))),
             None => match self.pick(None, var, key)? {
                 Some((text, place)) => Some((
-                    parse_duration(&text).map_err(|e| ConfigError(format!("{place}: {e}")))?,
+                    parse_duration(&text).map_err(|e| ConfigError::at(&place, e))?,
                     place,
                 )),
                 None => None,
@@ -234,7 +278,7 @@ impl Sources<'_> {
         };
         match value {
             Some((value, place)) if value.is_zero() && !allow_zero => {
-                Err(ConfigError(format!("{place}: must be longer than zero")))
+                Err(ConfigError::at(&place, "must be longer than zero"))
             }
             Some((value, _)) => Ok(value),
             None => Ok(default),
@@ -247,12 +291,13 @@ impl Sources<'_> {
         flag: Option<&PathBuf>,
         var: &str,
         key: &str,
-    ) -> Result<Option<(PathBuf, String)>, ConfigError> {
+    ) -> Result<Option<(PathBuf, Place)>, ConfigError> {
         if let Some(path) = flag {
             return Ok(Some((path.clone(), flag_place(key))));
         }
         if let Some(path) = self.env.path(var) {
-            return Ok(Some((path, var.to_owned())));
+            let place = Place(var.to_owned(), false);
+            return Ok(Some((path, place)));
         }
         Ok(self
             .pick(None, var, key)?
@@ -265,9 +310,7 @@ impl Sources<'_> {
             ENV_ON_FAILURE,
             "on_failure",
         )? {
-            Some((text, place)) => {
-                OnFailure::parse(&text).map_err(|e| ConfigError(format!("{place}: {e}")))
-            }
+            Some((text, place)) => OnFailure::parse(&text).map_err(|e| ConfigError::at(&place, e)),
             None => Ok(OnFailure::Drain),
         }
     }
@@ -277,10 +320,13 @@ impl Sources<'_> {
         match self.path(options.scontrol.as_ref(), ENV_SCONTROL, "scontrol")? {
             Some((path, place)) => {
                 if !path.is_absolute() {
-                    return Err(ConfigError(format!(
-                        "{place}: scontrol must be an absolute path (Slurm hooks run without PATH), got {}",
-                        path.display()
-                    )));
+                    return Err(ConfigError::at(
+                        &place,
+                        format_args!(
+                            "scontrol must be an absolute path (Slurm hooks run without PATH), got {}",
+                            path.display()
+                        ),
+                    ));
                 }
                 Ok(path)
             }

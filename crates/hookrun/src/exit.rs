@@ -20,8 +20,13 @@ pub const HOOK_REFUSES_JOB: i32 = 100;
 pub const OK: i32 = 0;
 /// A required hook failed (policy `drain`, or an Epilog/TaskProlog); health: unhealthy.
 pub const HOOK_FAILED: i32 = 1;
-/// Invalid command line, environment or configuration file.
-pub const USAGE: i32 = 2;
+/// `hookrun.conf` is invalid (a bad line or value) or may not be trusted
+/// (others may write it): the code qoslane exits with for an invalid
+/// mapping, its configuration file — one table for both programs.
+pub const BAD_CONFIG: i32 = 2;
+/// Invalid command line or environment (an unsupported
+/// `SLURM_SCRIPT_CONTEXT`): sysexits' `EX_USAGE`, as qoslane's.
+pub const USAGE: i32 = 64;
 /// A required Prolog hook failed under `on_failure = requeue` and the
 /// requeue-hold did not succeed, so hookrun falls back to draining.
 pub const REQUEUE_FAILED: i32 = 3;
@@ -31,6 +36,9 @@ pub const SETUP_FAILED: i32 = 4;
 /// Offset added to the signal number when hookrun is stopped by SIGTERM,
 /// SIGINT or SIGHUP (143 for SIGTERM), as a shell would report it.
 pub const SIGNAL_BASE: i32 = 128;
+/// stdout's reader went away before `hookrun list` finished (`| head`):
+/// 128 + SIGPIPE, said by nothing — qoslane's views end the same way.
+pub const BROKEN_PIPE: i32 = SIGNAL_BASE + signal_hook::consts::SIGPIPE;
 
 /// How a hookrun invocation ended, before it becomes a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +58,9 @@ pub enum ExitClass {
     /// Requeue-hold was the policy, or the answer to a refusal, but did not
     /// work; non-zero so the Prolog fails (the node drains).
     RequeueFailed,
-    /// Bad command line, environment or configuration.
+    /// `hookrun.conf` invalid or untrusted.
+    BadConfig,
+    /// Bad command line or environment.
     Usage,
     /// The hooks could not be run at all.
     SetupFailed,
@@ -65,6 +75,7 @@ impl ExitClass {
         match self {
             ExitClass::Success | ExitClass::Requeued | ExitClass::Refused => OK,
             ExitClass::RequiredHookFailed | ExitClass::Unhealthy => HOOK_FAILED,
+            ExitClass::BadConfig => BAD_CONFIG,
             ExitClass::Usage => USAGE,
             ExitClass::RequeueFailed => REQUEUE_FAILED,
             ExitClass::SetupFailed => SETUP_FAILED,
@@ -85,9 +96,11 @@ mod tests {
         assert_eq!(HOOK_REFUSES_JOB, 100);
         assert_eq!(ExitClass::RequiredHookFailed.exit_code(), 1);
         assert_eq!(ExitClass::Unhealthy.exit_code(), 1);
-        assert_eq!(ExitClass::Usage.exit_code(), 2);
+        assert_eq!(ExitClass::BadConfig.exit_code(), 2);
+        assert_eq!(ExitClass::Usage.exit_code(), 64);
         assert_eq!(ExitClass::RequeueFailed.exit_code(), 3);
         assert_eq!(ExitClass::SetupFailed.exit_code(), 4);
         assert_eq!(ExitClass::Interrupted(15).exit_code(), 143);
+        assert_eq!(BROKEN_PIPE, 141);
     }
 }

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use crate::config::Config;
 use crate::discover;
 use crate::exit;
+use crate::metrics::{self, State};
 use crate::phase::Phase;
 
 /// Prints the listing to stdout; returns the exit code.
@@ -14,8 +15,9 @@ pub fn print(config: &Config, only: Option<Phase>) -> i32 {
     let written = write_listing(&mut out, config, only, &mut code);
     match written {
         Ok(()) => code,
-        // `hookrun list | head` is fine.
-        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => code,
+        // `hookrun list | head`: the reader went away; nothing to say, the
+        // status a shell reports for a program SIGPIPE ended (as qoslane's).
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => exit::BROKEN_PIPE,
         Err(_) => exit::SETUP_FAILED,
     }
 }
@@ -32,6 +34,8 @@ fn write_listing(
         format!("{} (not found: defaults)", config.config_path.display())
     };
     writeln!(out, "# configuration: {file}")?;
+    // How each hook went last (the metric state; none yet: nothing said).
+    let counted = metrics::load(&config.state_dir).unwrap_or_default();
     if let Some(problem) = config.task_prolog_problem() {
         writeln!(out, "# configuration error: {problem}")?;
         *code = exit::SETUP_FAILED;
@@ -81,11 +85,17 @@ fn write_listing(
             } else {
                 "optional"
             };
+            let last = last_run(&counted, phase, &hook.name);
             match &hook.refused {
-                None => writeln!(out, "  {:>2}  {:<width$}  {kind}", index + 1, hook.name)?,
+                None => writeln!(
+                    out,
+                    "  {:>2}  {:<width$}  {kind}{last}",
+                    index + 1,
+                    hook.name
+                )?,
                 Some(why) => writeln!(
                     out,
-                    "  {:>2}  {:<width$}  {kind}, refused (fails): {why}",
+                    "  {:>2}  {:<width$}  {kind}, refused (fails): {why}{last}",
                     index + 1,
                     hook.name
                 )?,
@@ -96,4 +106,22 @@ fn write_listing(
         }
     }
     Ok(())
+}
+
+/// `  last: ok at 2026-12-03T12:00:00Z, 12 runs`, or nothing for a hook never
+/// counted.
+fn last_run(counted: &State, phase: Phase, hook: &str) -> String {
+    let Some(stats) = counted.hooks.get(phase.name()).and_then(|h| h.get(hook)) else {
+        return String::new();
+    };
+    let runs: u64 = stats.runs.values().sum();
+    match &stats.last {
+        Some((outcome, at)) => format!(
+            "  last: {outcome} at {}, {runs} runs",
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(*at)
+            )
+        ),
+        None => format!("  {runs} runs"),
+    }
 }

@@ -71,6 +71,10 @@ pub struct HookStats {
     /// Absent in state files of older versions: zero.
     #[serde(default)]
     pub lines_dropped: BTreeMap<String, u64>,
+    /// The last run's outcome label and when it ended (Unix seconds), for
+    /// `hookrun list`. Absent in state files of older versions.
+    #[serde(default)]
+    pub last: Option<(String, u64)>,
 }
 
 /// A duration histogram; `counts` are per bucket (not cumulative), the last one
@@ -124,6 +128,10 @@ impl State {
             .runs
             .entry(record.fate.label().to_owned())
             .or_default() += 1;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        stats.last = Some((record.fate.label().to_owned(), now));
         if let Some(elapsed) = record.elapsed {
             stats.duration.observe(elapsed.as_secs_f64());
         }

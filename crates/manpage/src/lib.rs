@@ -12,6 +12,8 @@ use std::io;
 
 use clap::Command;
 
+pub mod table;
+
 /// Both programs live in /usr/sbin: section 8, the system administration manual.
 const SECTION: &str = "8";
 const MANUAL: &str = "System Administration";
@@ -46,7 +48,7 @@ pub fn program_pages(
     layout: Layout,
     written: &dyn Fn(&Command, bool) -> String,
 ) -> io::Result<Vec<Page>> {
-    let mut cmd = cmd.disable_help_subcommand(true);
+    let mut cmd = globals_once(cmd).disable_help_subcommand(true);
     cmd.build();
     let date = date();
     let mut out = Vec::new();
@@ -88,7 +90,7 @@ impl Render<'_> {
         let mut roff = Vec::new();
         man.render_title(&mut roff)?;
         man.render_name_section(&mut roff)?;
-        man.render_synopsis_section(&mut roff)?;
+        roff.extend_from_slice(synopsis(cmd).as_bytes());
         man.render_description_section(&mut roff)?;
         if cmd.get_arguments().any(|a| !a.is_hide_set()) {
             man.render_options_section(&mut roff)?;
@@ -107,6 +109,121 @@ impl Render<'_> {
         }
         Ok((man.get_filename(), roff))
     }
+}
+
+/// The command line as both programs parse it, print its help and render
+/// its pages: a global flag (`--root`, …) is said once, on the program's own
+/// help and page, not again in every subcommand's (where it is still
+/// accepted: a hidden copy in each, which clap's propagation of the global
+/// then leaves alone, and whose value reaches the program's field as the
+/// global's does). Each subcommand's help ends pointing to the program's.
+#[must_use]
+pub fn globals_once(cmd: Command) -> Command {
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.clone().hide(true))
+        .collect();
+    if globals.is_empty() {
+        return cmd;
+    }
+    let names: Vec<String> = globals
+        .iter()
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    let note = format!(
+        "Global options ({}): see `{} --help`.",
+        names.join(", "),
+        cmd.get_name()
+    );
+    with_hidden_copies(cmd, &globals, &note)
+}
+
+fn with_hidden_copies(cmd: Command, globals: &[clap::Arg], note: &str) -> Command {
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    subs.into_iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, |sub| {
+            let said = sub
+                .get_after_help()
+                .map_or_else(|| note.to_owned(), |h| format!("{h}\n{note}"));
+            let sub = sub.after_help(said);
+            with_hidden_copies(sub.args(globals.iter().cloned()), globals, note)
+        })
+    })
+}
+
+/// SYNOPSIS: the command's path in bold, then each visible argument with its
+/// value's placeholder in italics (`[\-\-job \fIID\fR]`, `\-\-format
+/// \fIhuman|json\fR`), optional ones in brackets, a repeatable one followed
+/// by `...`; then `COMMAND` when it has visible subcommands.
+fn synopsis(cmd: &Command) -> String {
+    let mut line = format!(
+        "\\fB{}\\fR",
+        escape(cmd.get_bin_name().unwrap_or(cmd.get_name()))
+    );
+    let visible = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"));
+    for a in visible {
+        let value = placeholder(a);
+        let mut piece = match (a.get_long(), a.get_short()) {
+            (Some(long), _) => format!("\\fB\\-\\-{}\\fR", escape(long)),
+            (None, Some(short)) => format!("\\fB\\-{short}\\fR"),
+            (None, None) => String::new(),
+        };
+        if let Some(value) = value {
+            if !piece.is_empty() {
+                piece.push(' ');
+            }
+            piece += &format!("\\fI{}\\fR", escape(&value));
+        }
+        if matches!(a.get_action(), clap::ArgAction::Append) {
+            piece += "...";
+        }
+        if !a.is_required_set() {
+            piece = format!("[{piece}]");
+        }
+        line.push(' ');
+        line += &piece;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        line += if cmd.is_subcommand_required_set() {
+            " \\fICOMMAND\\fR"
+        } else {
+            " [\\fICOMMAND\\fR]"
+        };
+    }
+    format!("{}{line}\n", section("SYNOPSIS"))
+}
+
+/// What a value is written as: its few possible values (`human|json`), else
+/// its value name (`FILE`), else its id in capitals; `None` for a flag.
+fn placeholder(a: &clap::Arg) -> Option<String> {
+    if !a.get_action().takes_values() {
+        return None;
+    }
+    let possible: Vec<String> = a
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .map(|v| v.get_name().to_owned())
+        .collect();
+    if !possible.is_empty() && possible.len() <= 4 {
+        return Some(possible.join("|"));
+    }
+    Some(a.get_value_names().map_or_else(
+        || a.get_id().as_str().to_uppercase(),
+        |names| {
+            names
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+    ))
 }
 
 /// The pages' date: `SOURCE_DATE_EPOCH` when the build sets it (packaging/
@@ -254,6 +371,80 @@ mod tests {
             let date = date_of(unset);
             // The day may turn between two readings.
             assert!(date == before || date == today(), "{date}");
+        }
+    }
+
+    /// Issue 25: the SYNOPSIS said `[--root]`, not what it takes.
+    #[test]
+    fn the_synopsis_names_each_value() {
+        let cmd = program().subcommand(
+            Command::new("log")
+                .arg(Arg::new("job").long("job").value_name("ID").required(true))
+                .arg(
+                    Arg::new("format")
+                        .long("format")
+                        .value_parser(["human", "json"]),
+                )
+                .arg(Arg::new("event").long("event").action(ArgAction::Append)),
+        );
+        let layout = Layout {
+            per_subcommand: true,
+            epilogue: false,
+        };
+        let pages =
+            program_pages(cmd, "prog 1.2.3", layout, &|_, _| String::new()).expect("rendered");
+        let log = text(&pages, "prog-log.8");
+        assert!(
+            log.contains(
+                ".SH SYNOPSIS\n\\fBprog log\\fR \\fB\\-\\-job\\fR \\fIID\\fR \
+                 [\\fB\\-\\-format\\fR \\fIhuman|json\\fR] \
+                 [\\fB\\-\\-event\\fR \\fIEVENT\\fR...]\n"
+            ),
+            "{log}"
+        );
+        let top = text(&pages, "prog.8");
+        assert!(
+            top.contains(
+                ".SH SYNOPSIS\n\\fBprog\\fR [\\fB\\-\\-root\\fR \\fIROOT\\fR] [\\fICOMMAND\\fR]\n"
+            ),
+            "{top}"
+        );
+    }
+
+    /// Issue 25: every subcommand's help repeated the global flags.
+    #[test]
+    fn a_global_flag_is_said_once_and_taken_everywhere() {
+        let cmd = Command::new("prog")
+            .arg(Arg::new("root").long("root").global(true))
+            .subcommand(Command::new("sync").subcommand(Command::new("deep")));
+        let mut cmd = globals_once(cmd);
+        cmd.build();
+        let sync = cmd.find_subcommand_mut("sync").expect("sync");
+        let help = sync.render_help().to_string();
+        assert!(!help.contains("--root <root>"), "{help}");
+        assert!(
+            help.contains("Global options (--root): see `prog --help`"),
+            "{help}"
+        );
+        let top = cmd.render_help().to_string();
+        assert!(top.contains("--root <root>"), "{top}");
+        for line in [
+            &["prog", "sync", "--root", "/r"][..],
+            &["prog", "--root", "/r", "sync"],
+            &["prog", "sync", "deep", "--root", "/r"],
+        ] {
+            let m = globals_once(
+                Command::new("prog")
+                    .arg(Arg::new("root").long("root").global(true))
+                    .subcommand(Command::new("sync").subcommand(Command::new("deep"))),
+            )
+            .try_get_matches_from(line)
+            .expect("parsed");
+            assert_eq!(
+                m.get_one::<String>("root").map(String::as_str),
+                Some("/r"),
+                "{line:?}"
+            );
         }
     }
 

@@ -17,8 +17,10 @@ With no subcommand it acts on SLURM_SCRIPT_CONTEXT: prolog_slurmd -> prolog, epi
 epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and TaskProlog= at it.\n\n\
 Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_ROOT, QOSLANE_CONFIG, \
 QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_PERFQUERY, QOSLANE_TIMEOUT_MS.",
-    after_help = "Exit codes: 0 ok, 1 failed, 2 invalid mapping, 64 usage, 66 no input, 69 program unavailable, \
-70 internal, 74 I/O, 75 try again (lock or deadline). See qoslane(8), qoslane-mapping(5) and \
+    after_help = "Exit codes (one table with hookrun's): 0 ok, 1 failed, 2 invalid mapping, 64 usage, \
+66 no input, 69 program unavailable, 70 internal, 74 I/O, 75 try again (lock or deadline), 100 the \
+Prolog refused its job, 141 the reader of the output went away. `qoslane COMMAND -h` ends with the \
+command's own. See qoslane(8), qoslane-mapping(5) and \
 the admin guide in /usr/share/doc/qoslane/ (admin-guide.md, compressed in the .deb)."
 )]
 pub struct Cli {
@@ -37,6 +39,21 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The command line as parsed, helped and documented: [`Cli`] with each
+/// global flag said once (`manpage::globals_once`).
+pub fn command() -> clap::Command {
+    manpage::globals_once(<Cli as clap::CommandFactory>::command())
+}
+
+/// Parses the process's arguments with [`command`].
+///
+/// # Errors
+/// clap's, for a bad command line, `--help` and `--version`.
+pub fn parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches)
 }
 
 /// A hook's command line needs no parser: no argument (Slurm starts a hook
@@ -94,14 +111,22 @@ pub enum FabricReader {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check a mapping file (default: the installed one, as `nginx -t`); print every problem
-    /// as FILE:LINE:COL with a snippet
+    /// Check a mapping file (--config FILE; default: the installed one, as `nginx -t`); print
+    /// every problem as FILE:LINE:COL with a snippet
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 valid, 2 invalid, 64 usage, 66 unreadable"
+    )]
     Validate {
+        /// The mapping to check (an older spelling of --config FILE, kept for scripts)
+        #[arg(hide = true)]
         file: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
     /// Show what a job of QoS NAME would get, without touching the node
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 ok (with --fabric: the level would be granted), 1 with --fabric: it would not, 2 the mapping is invalid, 64 usage, 66 no mapping"
+    )]
     Explain {
         #[arg(long, value_name = "NAME")]
         qos: String,
@@ -113,19 +138,32 @@ pub enum Command {
         format: Format,
     },
     /// Slurm Prolog: grant the job's level (verify fabric, apply settings, record)
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 granted, or refused under on_failure continue, 1 failed under fail_job, 64 usage, 75 lock or deadline, 100 the job refused by policy (hookrun requeues and holds it)"
+    )]
     Prolog,
     /// Slurm Epilog: release the job's level, restore settings when it was the last
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 released, or failed under on_failure continue, 1 failed under fail_job, 64 usage, 75 lock or deadline"
+    )]
     Epilog,
     /// Slurm TaskProlog: print the job's `export` lines (runs as the job user)
+    #[command(after_help = "Exit status: 0 always (a non-zero TaskProlog fails the task)")]
     TaskProlog,
     /// After installing a new mapping: validate, check every level on the fabric, and
     /// only then put it in force (last-known-good) and re-apply the running jobs' settings
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 in force, 1 refused (a level the fabric does not carry under enforce), 2 invalid, 64 usage, 66 no mapping, 74 state I/O or overtaken by another sync, 75 lock or deadline"
+    )]
     Sync {
         /// Say what would happen (validation, fabric verdict, settings to change); change nothing
         #[arg(long)]
         dry_run: bool,
     },
     /// Health check: ports up, each level's grant decided and recorded, mapping valid, state sane
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 healthy (warnings included), 1 drain, 64 usage"
+    )]
     Health {
         /// human, or json: the report as one object
         #[arg(long, value_enum, default_value_t)]
@@ -149,6 +187,9 @@ pending journal, a level not granted, a held SL the cached probe says is not car
 last health check, a state file that cannot be used, state this user may not read); 74 only when \
 the output cannot be written."
     )]
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 in order, 1 needs attention, 64 usage"
+    )]
     Status {
         /// json: the same facts as one object, `"schema": 1` (every key: the admin guide, §8)
         #[arg(long, value_enum, default_value_t)]
@@ -159,19 +200,35 @@ the output cannot be written."
     },
     /// Which jobs got which level and SL, and why: the audit log read back and filtered (the
     /// rotated audit.jsonl.1 and audit.jsonl.N.gz too, oldest first)
+    #[command(
+        after_help = "Exit status: 0 read (also when nothing matched), 64 a bad filter, 66 no audit log"
+    )]
     Log(LogArgs),
     /// Roll back an interrupted transaction
+    #[command(
+        after_help = "Exit status: 0 rolled back or nothing to do, 64 usage, 70 the rollback failed (journal kept), 75 lock or deadline"
+    )]
     Recover,
     /// Print the metrics, or serve them over HTTP at /metrics
+    #[command(after_help = "Exit status: 0 printed, 64 usage, 74 cannot listen")]
     Metrics {
         /// Serve on ADDR (e.g. 127.0.0.1:9817) instead of printing once
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
     },
     /// Fabric-wide checks, for a control node (any host with an HCA on the fabric)
+    #[command(after_help = "Exit status: the subcommand's")]
     Fabric {
         #[command(subcommand)]
         what: FabricCommand,
+    },
+    /// Print what the shell completions offer: `complete qos`, the QoS names of the mapping
+    /// in force (or --config FILE), one per line (what the generated completions call for
+    /// --qos)
+    #[command(hide = true)]
+    Complete {
+        #[arg(value_parser = ["qos"])]
+        what: String,
     },
     /// Write the man page or shell completions (for packaging)
     #[command(hide = true)]
@@ -186,12 +243,13 @@ pub struct LogArgs {
     /// Only this job's entries
     #[arg(long, value_name = "ID")]
     pub job: Option<u64>,
-    /// From this time: RFC 3339 (2026-12-01T10:00:00Z, 2026-12-01T11:00:00+01:00; no zone is
-    /// UTC), a date (2026-12-01), or a duration ago (90m, 2h, 3d)
-    #[arg(long, value_name = "TIME")]
+    /// From this time: RFC 3339 (2026-12-01T10:00:00Z, 2026-12-01T11:00:00+01:00), a local
+    /// date and time (2026-12-01 10:00) or date (2026-12-01), today, yesterday, or relative
+    /// (90m, 2h, 3d, -1h, "2 hours ago"); without a zone, the local one (TZ)
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub since: Option<String>,
     /// Up to this time (same forms as --since)
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub until: Option<String>,
     /// Only these outcomes (repeatable)
     #[arg(long, value_name = "OUTCOME", value_parser = clap::builder::PossibleValuesParser::new(
@@ -213,6 +271,14 @@ pub struct LogArgs {
     /// The same as --format json (kept for scripts written before --format)
     #[arg(long, hide = true)]
     pub json: bool,
+    /// Then print each new matching entry as it is appended, across a rotation (as
+    /// `journalctl -f`); Ctrl-C ends it
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Times in UTC, as written, and --since/--until without a zone read in UTC [default:
+    /// the local zone, TZ honoured]
+    #[arg(long)]
+    pub utc: bool,
 }
 
 impl LogArgs {
@@ -223,22 +289,35 @@ impl LogArgs {
 }
 
 impl Cli {
-    /// A fabric command's `--mapping` beside the global `--config`: two names
-    /// for the one mapping, refused rather than one silently ignored.
-    pub fn mapping_named_twice(&self) -> Option<String> {
-        let Some(Command::Fabric {
-            what:
-                FabricCommand::Audit(AuditArgs { mapping, .. })
-                | FabricCommand::SmConfig(SmConfigArgs { mapping, .. }),
-        }) = &self.command
-        else {
-            return None;
+    /// The one way to name a mapping is the global `--config FILE` (as
+    /// hookrun's `--config` names hookrun.conf, and `QOSLANE_CONFIG`);
+    /// `validate FILE` and the fabric commands' `--mapping FILE` are older
+    /// spellings kept, hidden, for scripts. Folds whichever was given into
+    /// `config`; two of them are refused rather than one silently ignored.
+    ///
+    /// # Errors
+    /// The usage error naming both spellings.
+    pub fn one_mapping(&mut self) -> Result<(), String> {
+        let older = match &mut self.command {
+            Some(Command::Validate { file, .. }) => file.take().map(|f| ("FILE", f)),
+            Some(Command::Fabric {
+                what:
+                    FabricCommand::Audit(AuditArgs { mapping, .. })
+                    | FabricCommand::SmConfig(SmConfigArgs { mapping, .. }),
+            }) => mapping.take().map(|f| ("--mapping <FILE>", f)),
+            _ => None,
         };
-        (mapping.is_some() && self.config.is_some()).then(|| {
-            "the argument '--mapping <FILE>' cannot be used with '--config <FILE>': both name \
-             the mapping; give one"
-                .to_owned()
-        })
+        match (older, &self.config) {
+            (Some((spelling, _)), Some(_)) => Err(format!(
+                "the argument '{spelling}' cannot be used with '--config <FILE>': both name \
+                 the mapping; give one (--config FILE)"
+            )),
+            (Some((_, file)), None) => {
+                self.config = Some(file);
+                Ok(())
+            }
+            (None, _) => Ok(()),
+        }
     }
 }
 
@@ -256,18 +335,24 @@ pub enum FabricCommand {
     /// starved (weight 0 in both VLArb tables), or on another VL than the level names.
     /// Exit 0: every level carried; 1: some level is not; 69: the fabric could not be
     /// (wholly) read
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 every level carried, 1 some level is not, 2 the mapping is invalid, 64 usage, 66 no mapping, 69 the fabric could not be (wholly) read"
+    )]
     Audit(AuditArgs),
     /// Print the OpenSM QoS options that carry the mapping: SL2VL for HCA ports, switch
     /// external ports and switch port 0 consistent with each level's virtual_lane; VL
     /// arbitration in the mapping's order (top tiers in the high-priority table);
     /// qos_high_limit; max_op_vls. Refuses what the hardware cannot do. Changes nothing
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 printed, 2 the mapping is invalid, 64 usage (a VL the hardware cannot run), 66 no mapping"
+    )]
     SmConfig(SmConfigArgs),
 }
 
 #[derive(Debug, clap::Args)]
 pub struct SmConfigArgs {
-    /// The mapping [default: the installed one]; not with --config, which names it too
-    #[arg(long, value_name = "FILE")]
+    /// The mapping: an older spelling of --config FILE, kept for scripts
+    #[arg(long, value_name = "FILE", hide = true)]
     pub mapping: Option<PathBuf>,
     /// human: an opensm.conf fragment with comments; json: the options as an object
     #[arg(long, value_enum, default_value_t)]
@@ -282,9 +367,8 @@ pub struct SmConfigArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
-    /// The mapping whose levels to judge [default: the installed one]; not with --config,
-    /// which names it too
-    #[arg(long, value_name = "FILE")]
+    /// The mapping: an older spelling of --config FILE, kept for scripts
+    #[arg(long, value_name = "FILE", hide = true)]
     pub mapping: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub format: AuditFormat,

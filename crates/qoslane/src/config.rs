@@ -98,7 +98,7 @@ pub fn read_valid(paths: &Paths, path: &Path) -> Result<(Mapping, String, String
 }
 
 /// The error for a file that did not validate: how many errors, the first
-/// one's headline (`FILE:LINE:COL: error: …`).
+/// one located (`FILE:LINE:COL: …`; the error is its severity).
 fn invalid(path: &Path, v: &crate::mapping::Validation) -> Error {
     let errors: Vec<_> = v.errors().collect();
     Error::MappingInvalid {
@@ -106,7 +106,7 @@ fn invalid(path: &Path, v: &crate::mapping::Validation) -> Error {
         count: errors.len(),
         first: errors
             .first()
-            .map(|d| d.headline(&path.display().to_string()))
+            .map(|d| d.located(&path.display().to_string()))
             .unwrap_or_default(),
     }
 }

@@ -75,8 +75,14 @@ pub enum Error {
         restore: Box<Error>,
     },
 
-    #[error("internal error: {0}")]
+    #[error("internal (a bug): {0}")]
     Internal(String),
+
+    /// stdout's reader went away (`qoslane log | head -1`): nothing more is
+    /// written and nothing is said; the run ends as a shell reports a
+    /// program SIGPIPE ended (141).
+    #[error("write output: the reader closed the pipe")]
+    BrokenPipe,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -88,6 +94,16 @@ impl Error {
             action,
             path,
             source,
+        }
+    }
+
+    /// A failed write of a command's output to stdout: a reader that went
+    /// away is [`Self::BrokenPipe`], anything else an I/O error.
+    pub fn output(e: io::Error) -> Self {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Self::BrokenPipe
+        } else {
+            Self::io("write output", "<stdout>")(e)
         }
     }
 
@@ -122,6 +138,7 @@ impl Error {
             // The documented meaning of 70: a bug, or a rollback that itself
             // failed (the node needs `recover`).
             Self::RollbackFailed { .. } | Self::Internal(_) => ExitClass::Internal,
+            Self::BrokenPipe => ExitClass::BrokenPipe,
         }
     }
 
@@ -146,7 +163,8 @@ impl Error {
             | Self::Fabric(_)
             | Self::Settings(_)
             | Self::QosUnknown(_)
-            | Self::Unhealthy(_) => true,
+            | Self::Unhealthy(_)
+            | Self::BrokenPipe => true,
             Self::RollbackFailed { .. } | Self::Internal(_) => false,
         }
     }

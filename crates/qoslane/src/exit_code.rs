@@ -29,6 +29,10 @@ pub const TEMPFAIL: i32 = 75;
 /// requeues and holds the job and keeps the node in service. Any other
 /// non-zero status of a Prolog says the hook failed: the node drains.
 pub const REFUSED: i32 = 100;
+/// stdout's reader went away before the output was complete (`| head`):
+/// 128 + SIGPIPE, what a shell reports for a program a broken pipe ended,
+/// said by nothing on stderr. hookrun's table has the same 128+N.
+pub const BROKEN_PIPE: i32 = 141;
 
 /// How a run ends, as one value: every command's result becomes one of
 /// these in one place (`Session::finish`, `main`), and only here becomes a
@@ -45,6 +49,7 @@ pub enum ExitClass {
     Io,
     TempFail,
     Refused,
+    BrokenPipe,
 }
 
 impl ExitClass {
@@ -61,6 +66,7 @@ impl ExitClass {
             Self::Io => IO,
             Self::TempFail => TEMPFAIL,
             Self::Refused => REFUSED,
+            Self::BrokenPipe => BROKEN_PIPE,
         }
     }
 
@@ -77,6 +83,7 @@ impl ExitClass {
             Self::Io,
             Self::TempFail,
             Self::Refused,
+            Self::BrokenPipe,
         ]
         .into_iter()
         .find(|v| v.code() == code)

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
 use qoslane::cli::{Cli, Command, FabricCommand, Generate};
 use qoslane::commands::{self, Ctx};
 use qoslane::error::Error;
@@ -62,7 +61,7 @@ fn env_path(name: &str) -> Option<PathBuf> {
 
 fn main() -> ExitCode {
     let parsed =
-        qoslane::cli::hook_line(std::env::args_os().skip(1)).map_or_else(Cli::try_parse, Ok);
+        qoslane::cli::hook_line(std::env::args_os().skip(1)).map_or_else(qoslane::cli::parse, Ok);
     let mut cli = match parsed {
         Ok(c) => c,
         Err(e) => {
@@ -77,7 +76,7 @@ fn main() -> ExitCode {
     };
     let context = std::env::var("SLURM_SCRIPT_CONTEXT").ok();
     let phase = std::env::var("HOOKRUN_PHASE").ok();
-    if let Some(msg) = cli.mapping_named_twice() {
+    if let Err(msg) = cli.one_mapping() {
         eprintln!("qoslane: error: {msg}");
         return ExitClass::Usage.into();
     }
@@ -104,8 +103,9 @@ fn main() -> ExitCode {
         Mode::Prolog => Ok(commands::hooks::prolog(&ctx)),
         Mode::Epilog => Ok(commands::hooks::epilog(&ctx)),
         Mode::TaskProlog => Ok(commands::task_prolog::run(&ctx.paths)),
-        Mode::Other(Command::Validate { file, format }) => {
-            commands::validate::run(file.as_deref().unwrap_or(&ctx.paths.config), format)
+        // `one_mapping` made a FILE the `--config`.
+        Mode::Other(Command::Validate { file: _, format }) => {
+            commands::validate::run(&ctx.paths.config, format)
         }
         Mode::Other(Command::Explain {
             qos,
@@ -130,6 +130,7 @@ fn main() -> ExitCode {
             what: FabricCommand::SmConfig(args),
         }) => commands::sm_config::run(&ctx, &args),
         Mode::Other(Command::Generate { what }) => generate(what),
+        Mode::Other(Command::Complete { what: _ }) => commands::explain::qos_names(&ctx),
         Mode::Other(Command::Prolog | Command::Epilog | Command::TaskProlog) => {
             // Mode::of turned these into their own modes.
             Err(Error::Internal(
@@ -139,6 +140,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(class) => class.into(),
+        // The reader went away (`| head`): nothing to say, to nobody.
+        Err(e @ Error::BrokenPipe) => e.exit_class().into(),
         Err(e) => {
             // The error, then its causes (as cargo-nextest prints them).
             eprintln!("qoslane: error: {e}");
@@ -208,7 +211,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
 }
 
 fn generate(what: Generate) -> Result<ExitClass, Error> {
-    let cmd = Cli::command();
+    let cmd = qoslane::cli::command();
     match what {
         Generate::Man { dir } => {
             std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;
@@ -221,9 +224,9 @@ fn generate(what: Generate) -> Result<ExitClass, Error> {
         }
         Generate::Completions { shell, dir } => {
             std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;
-            let mut cmd = cmd;
-            clap_complete::generate_to(shell, &mut cmd, "qoslane", &dir)
-                .map_err(Error::io("write completions to", &dir))?;
+            let file = dir.join(clap_complete::Generator::file_name(&shell, "qoslane"));
+            let text = qoslane::manual::completions(shell, cmd);
+            std::fs::write(&file, text).map_err(Error::io("write", &file))?;
         }
     }
     Ok(ExitClass::Ok)

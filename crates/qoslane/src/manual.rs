@@ -18,6 +18,43 @@ pub const MAPPING_PAGE: &str = include_str!("../man/qoslane-mapping.5");
 /// Where the package installs the documentation the pages point to.
 pub const DOC_DIR: &str = "/usr/share/doc/qoslane";
 
+/// The completion script for `shell`, from the command line's definition;
+/// for `--qos` it offers the QoS names of the mapping in force, from `qoslane
+/// complete qos` at completion time (bash, zsh and fish; the other shells
+/// complete nothing there, as before), instead of file names.
+pub fn completions(shell: clap_complete::Shell, mut cmd: Command) -> Vec<u8> {
+    use clap_complete::Shell;
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "qoslane", &mut text);
+    let text = String::from_utf8_lossy(&text);
+    let names = "qoslane complete qos 2>/dev/null";
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let patched = match shell {
+            // `--qos)` then its COMPREPLY line.
+            Shell::Bash if line.trim() == "--qos)" => {
+                out += line;
+                out.push('\n');
+                let Some(next) = lines.next() else { break };
+                let indent = &next[..next.len() - next.trim_start().len()];
+                format!("{indent}COMPREPLY=($(compgen -W \"$({names})\" -- \"${{cur}}\"))")
+            }
+            Shell::Zsh if line.trim_start().starts_with("'--qos=") => line.replace(
+                ":_default'",
+                &format!(":{{compadd -- ${{(f)\"$({names})\"}}}}'"),
+            ),
+            Shell::Fish if line.contains(" -l qos ") => {
+                format!("{line} -f -a \"({names})\"")
+            }
+            _ => line.to_owned(),
+        };
+        out += &patched;
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
 /// Every page: (file name, roff).
 ///
 /// # Errors
@@ -156,8 +193,14 @@ fn exit_status() -> String {
             exit_code::FAILED,
             "The run failed: a hook under \\fBfail_job\\fR that could not leave the node consistent, an Epilog under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry; for \\fBstatus\\fR, something needs attention.",
         ),
-        (exit_code::INVALID_MAPPING, "The mapping file is invalid."),
-        (exit_code::USAGE, "Bad command line or environment."),
+        (
+            exit_code::INVALID_MAPPING,
+            "The mapping file is invalid (hookrun: its \\fBhookrun.conf\\fR; one table for both programs).",
+        ),
+        (
+            exit_code::USAGE,
+            "Bad command line or environment (hookrun: the same).",
+        ),
         (
             exit_code::NO_INPUT,
             "An input file (the mapping; for \\fBlog\\fR, the audit log) is missing or unreadable.",
@@ -179,6 +222,10 @@ fn exit_status() -> String {
             exit_code::REFUSED,
             "The Prolog refused its job by policy (a \\fBfail_job\\fR level it could not grant) and left the node as it was: hookrun's \\(lqrefuse this job, the node is fine\\(rq status, which requeues and holds the job and keeps the node in service (see \\fBhookrun\\fR(8)).",
         ),
+        (
+            exit_code::BROKEN_PIPE,
+            "The reader of the output went away (\\fBqoslane log | head \\-1\\fR): nothing more is written and nothing said; 128 + SIGPIPE, as a shell reports a program a broken pipe ended.",
+        ),
     ];
     let mut s = section("EXIT STATUS");
     for (code, text) in rows {
@@ -194,7 +241,7 @@ Check the installed mapping, then a new one:
 .nf
 .RS
 qoslane validate
-qoslane validate /tmp/qos\\-network.yml
+qoslane validate \\-\\-config /tmp/qos\\-network.yml
 .RE
 .fi
 .PP

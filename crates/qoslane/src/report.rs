@@ -154,9 +154,29 @@ pub struct Report {
     /// The node's ports' counters as this run read them (a Prolog's
     /// snapshot, an Epilog's second reading): the node's wait metric.
     pub counter_readings: Vec<crate::fabric::pma::PortReading>,
+    /// The line a command run by hand prints when it succeeds
+    /// ([`Report::summary_line`]); `None` for the hooks and views.
+    pub said: Option<String>,
 }
 
 impl Report {
+    /// The one line a command run by hand (`sync`, `recover`) prints on
+    /// success: `EVENT: OUTCOME: what changed (or nothing); what`, `what`
+    /// being what it checked, in its words.
+    pub fn summary_line(&self, what: &str) -> String {
+        let verb = if self.outcome == Outcome::Reverted {
+            "restored"
+        } else {
+            "changed"
+        };
+        let did = match self.changes.len() {
+            0 => "nothing changed".to_owned(),
+            1 => format!("1 setting {verb}"),
+            n => format!("{n} settings {verb}"),
+        };
+        format!("{}: {}: {did}; {what}", self.event, self.outcome.as_str())
+    }
+
     pub fn new(event: Event) -> Self {
         Self {
             event,
@@ -174,6 +194,7 @@ impl Report {
             lock_held_seconds: None,
             evidence: None,
             counter_readings: Vec::new(),
+            said: None,
         }
     }
 

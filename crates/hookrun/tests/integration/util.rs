@@ -242,6 +242,29 @@ impl Fixture {
         Hookrun { command }
     }
 
+    /// A bare `hookrun` (its `--root` and `--scontrol` only) typed on a
+    /// terminal: `script(1)` (util-linux) gives it a pseudo-terminal as stdin
+    /// and stdout; `env` is its whole environment. Its stdout and stderr
+    /// both come back in `stdout` (the terminal's), with `\r\n` line ends.
+    pub fn bare_hookrun_on_terminal(&self, env: &[(&str, &str)]) -> Run {
+        let line = format!(
+            "exec '{}' --root '{}' --scontrol '{}'",
+            BIN,
+            self.root.display(),
+            self.path("bin/scontrol").display()
+        );
+        let mut command = Command::new("/usr/bin/script");
+        command
+            .env_clear()
+            .envs(env.iter().copied())
+            .env("SHELL", "/bin/sh")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Hookrun { command }.run()
+    }
+
     pub fn prom(&self) -> String {
         fs::read_to_string(self.path("var/lib/prometheus/node-exporter/hookrun.prom"))
             .unwrap_or_default()

@@ -170,6 +170,9 @@ pub struct Found {
     /// Where the first [`NAMED`] skipped lines are: `FILE:LINE`, or
     /// `FILE, byte N` in a tail that started inside the file.
     pub skipped_at: Vec<String>,
+    /// The live file as read: (device, inode) and the bytes read, where
+    /// `log --follow` goes on from.
+    pub live: Option<((u64, u64), u64)>,
 }
 
 /// Skipped lines named one by one (in `problems` and `skipped_at`); the
@@ -237,7 +240,7 @@ fn scan(
     origin: Origin,
     mut keep: impl FnMut(Line),
     found: &mut Found,
-) {
+) -> u64 {
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
     let (mut number, mut offset) = (0usize, 0u64);
@@ -283,6 +286,7 @@ fn scan(
             ),
         }
     }
+    offset
 }
 
 /// Reads every file of the log, keeping what `filter` matches: the last
@@ -296,6 +300,9 @@ pub fn read(paths: &Paths, filter: &Filter, limit: usize) -> Found {
             continue;
         };
         found.files += 1;
+        let id = rustix::fs::fstat(&o.file)
+            .ok()
+            .map(|s| (s.st_dev, s.st_ino));
         let reader: Box<dyn Read> = if file.extension().is_some_and(|x| x == "gz") {
             Box::new(flate2::read::MultiGzDecoder::new(o.file))
         } else {
@@ -310,7 +317,10 @@ pub fn read(paths: &Paths, filter: &Filter, limit: usize) -> Found {
                 }
             }
         };
-        scan(reader, &file, Origin::Start, take, &mut found);
+        let bytes = scan(reader, &file, Origin::Start, take, &mut found);
+        if file == paths.audit_log {
+            found.live = id.map(|id| (id, bytes));
+        }
     }
     found.matched = matched;
     found.entries = keep.into();
@@ -370,7 +380,10 @@ pub fn tail(paths: &Paths, max_bytes: u64, want: usize) -> Found {
 mod tests {
     use super::*;
     use crate::paths::Overrides;
-    use crate::time::parse_time;
+    /// In UTC: the times below are written so.
+    fn parse_time(s: &str, now: SystemTime) -> Option<SystemTime> {
+        crate::time::parse_time_in(s, now, &jiff::tz::TimeZone::UTC)
+    }
     use std::io::Write;
 
     fn line(job: u64, event: &str, outcome: &str, time: &str) -> String {

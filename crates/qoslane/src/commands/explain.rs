@@ -127,7 +127,7 @@ fn fabric_now(ctx: &Ctx, m: &Mapping, level: &Level) -> FabricNow {
 }
 
 fn write_error(e: std::io::Error) -> Error {
-    Error::io("write output", "<stdout>")(e)
+    Error::output(e)
 }
 
 fn render_json(out: &mut impl Write, x: &Explanation<'_>) -> Result<()> {
@@ -249,4 +249,32 @@ fn render_human(out: &mut impl Write, ctx: &Ctx, x: &Explanation<'_>) -> Result<
     writeln!(out, "  mapping         {}", x.from).map_err(w)?;
     writeln!(out, "  sha256          {}", loaded.sha256).map_err(w)?;
     Ok(())
+}
+
+/// `qoslane complete qos`: every QoS name of the mapping `explain` would
+/// read, one per line, sorted — what the shell completions offer for
+/// `--qos`. Says nothing on stderr (a completion must not garble the
+/// prompt): a mapping that cannot be read offers nothing.
+pub fn qos_names(ctx: &Ctx) -> Result<ExitClass> {
+    let loaded = if ctx.config_given {
+        config::read_for_dry_run(&ctx.paths.config)
+    } else {
+        config::load(&ctx.paths)
+    };
+    let Ok(loaded) = loaded else {
+        return Ok(ExitClass::NoInput);
+    };
+    let mut names: Vec<&str> = loaded
+        .mapping
+        .levels()
+        .iter()
+        .flat_map(|l| l.qos.iter().map(String::as_str))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut out = std::io::stdout().lock();
+    for n in names {
+        writeln!(out, "{n}").map_err(Error::output)?;
+    }
+    Ok(ExitClass::Ok)
 }

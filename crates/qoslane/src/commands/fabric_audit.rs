@@ -21,15 +21,16 @@ use crate::fabric::wait;
 use crate::fabric::{PortId, Smpquery};
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
-    let loaded = match &args.mapping {
-        Some(f) => config::read_for_dry_run(f)?,
-        None if ctx.config_given => config::read_for_dry_run(&ctx.paths.config)?,
-        None => config::load(&ctx.paths)?,
+    // `--config FILE` (or its older spelling `--mapping`, folded into it
+    // by `Cli::one_mapping`) is read as a draft; else the mapping in force.
+    let loaded = if ctx.config_given {
+        config::read_for_dry_run(&ctx.paths.config)?
+    } else {
+        config::load(&ctx.paths)?
     };
-    let from = match (&args.mapping, loaded.source) {
-        (Some(f), _) => f.display().to_string(),
-        (None, Source::Config) => ctx.paths.config.display().to_string(),
-        (None, Source::LastKnownGood) => format!(
+    let from = match loaded.source {
+        Source::Config => ctx.paths.config.display().to_string(),
+        Source::LastKnownGood => format!(
             "{} (the configured file is unusable: {})",
             ctx.paths.last_known_good().display(),
             loaded.problem.as_deref().unwrap_or("?")
@@ -437,7 +438,7 @@ fn write_output(ctx: &Ctx, file: Option<&std::path::Path>, text: &str) -> Result
         return std::io::stdout()
             .lock()
             .write_all(text.as_bytes())
-            .map_err(Error::io("write output", "<stdout>"));
+            .map_err(Error::output);
     };
     let file = std::path::absolute(file).map_err(Error::io("resolve", file))?;
     replace_visible(ctx, &file, text)

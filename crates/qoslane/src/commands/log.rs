@@ -4,6 +4,8 @@
 //!
 //! Exit 0 when the log was read (even if nothing matched, as `journalctl`);
 //! 64 for a bad filter; 66 when there is no audit log to read at all.
+//! Times are shown in the local zone (`--utc`: as written); `--follow`
+//! goes on with what is appended ([`crate::audit::follow`]).
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -16,14 +18,15 @@ use crate::exit_code::ExitClass;
 
 pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
     let now = std::time::SystemTime::now();
+    let tz = crate::time::zone(args.utc);
     let time = |flag: &str, v: &Option<String>| -> Result<Option<std::time::SystemTime>> {
         v.as_deref()
             .map(|s| {
-                crate::time::parse_time(s, now).ok_or_else(|| {
+                crate::time::parse_time_in(s, now, &tz).ok_or_else(|| {
                     Error::Usage(format!(
                         "{flag} `{s}`: want RFC 3339 (2026-12-01T10:00:00Z, \
-                         2026-12-01T11:00:00+01:00), a date (2026-12-01) or a duration ago \
-                         (90m, 2h, 3d)"
+                         2026-12-01T11:00:00+01:00), a local date and time (2026-12-01 10:00) \
+                         or date, today, yesterday, or relative (90m, 2h, 3d, -1h, \"2 hours ago\")"
                     ))
                 })
             })
@@ -70,48 +73,50 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<ExitClass> {
         return Ok(ExitClass::NoInput);
     }
     let mut out = std::io::stdout().lock();
-    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    let w = Error::output;
+    let width = found
+        .entries
+        .iter()
+        .map(|l| crate::time::local(&l.entry.time, &tz).len())
+        .max()
+        .unwrap_or(0)
+        .max(24);
     if args.as_json() {
         for l in &found.entries {
             writeln!(out, "{}", l.raw).map_err(w)?;
         }
     } else {
-        out.write_all(human(&found).as_bytes()).map_err(w)?;
+        out.write_all(human(&found, &tz, width).as_bytes())
+            .map_err(w)?;
     }
-    Ok(ExitClass::Ok)
+    if !args.follow {
+        return Ok(ExitClass::Ok);
+    }
+    out.flush().map_err(w)?;
+    let json = args.as_json();
+    let e = crate::audit::follow::follow(&ctx.paths, &filter, found.live, &mut |l| {
+        if json {
+            writeln!(out, "{}", l.raw)?;
+        } else {
+            out.write_all(row(&l.entry, &tz, width).as_bytes())?;
+        }
+        out.flush()
+    });
+    Err(w(e))
 }
 
-/// One row per entry; the last column says why (the error, else the first
-/// note, fabric problem or setting found gone).
-fn human(found: &read::Found) -> String {
+/// One row per entry, the time in `tz` (its column `width` wide); the last
+/// column says why (the error, else the first note, fabric problem or
+/// setting found gone).
+fn human(found: &read::Found, tz: &jiff::tz::TimeZone, width: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<24} {:<15} {:>8} {:<26} {:<18} {:>2} {:>2} {:<11} WHY",
+        "{:<width$} {:<15} {:>8} {:<26} {:<18} {:>2} {:>2} {:<11} WHY",
         "TIME", "EVENT", "JOB", "QOS (FROM)", "LEVEL", "SL", "VL", "OUTCOME"
     );
     for l in &found.entries {
-        let e = &l.entry;
-        let t = |v: Option<&str>| v.unwrap_or("-").to_owned();
-        let n = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
-        let qos = match (&e.qos, e.qos_source) {
-            (Some(q), Some(src)) => format!("{q} ({src})"),
-            (Some(q), None) => q.clone(),
-            _ => "-".to_owned(),
-        };
-        let why = why(e);
-        let _ = writeln!(
-            s,
-            "{:<24} {:<15} {:>8} {:<26} {:<18} {:>2} {:>2} {:<11} {why}",
-            e.time,
-            e.event,
-            n(e.job_id),
-            qos,
-            t(e.level.as_deref()),
-            n(e.service_level.map(u64::from)),
-            n(e.virtual_lane.map(u64::from)),
-            e.outcome
-        );
+        s += &row(&l.entry, tz, width);
     }
     if found.entries.is_empty() {
         let _ = writeln!(s, "-- no matching entries --");
@@ -124,6 +129,29 @@ fn human(found: &read::Found) -> String {
         );
     }
     s
+}
+
+/// One entry's row of [`human`]'s table.
+fn row(e: &LoggedEntry, tz: &jiff::tz::TimeZone, width: usize) -> String {
+    let t = |v: Option<&str>| v.unwrap_or("-").to_owned();
+    let n = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    let qos = match (&e.qos, e.qos_source) {
+        (Some(q), Some(src)) => format!("{q} ({src})"),
+        (Some(q), None) => q.clone(),
+        _ => "-".to_owned(),
+    };
+    format!(
+        "{:<width$} {:<15} {:>8} {:<26} {:<18} {:>2} {:>2} {:<11} {}\n",
+        crate::time::local(&e.time, tz),
+        e.event,
+        n(e.job_id),
+        qos,
+        t(e.level.as_deref()),
+        n(e.service_level.map(u64::from)),
+        n(e.virtual_lane.map(u64::from)),
+        e.outcome,
+        why(e)
+    )
 }
 
 /// Why an entry ended as it did, in one line: the error; else the first

@@ -17,15 +17,18 @@ pub fn run(ctx: &Ctx) -> ExitClass {
             r.job.job_id = j.job_id;
             r.changes = j.changes;
             r.rolled_back = true;
-            r.notes.push(format!(
-                "rolled back an interrupted {} (pid {})",
-                j.event, j.pid
-            ));
-            Ok(r.with(Outcome::Reverted))
+            let note = format!("rolled back an interrupted {} (pid {})", j.event, j.pid);
+            r.notes.push(note.clone());
+            let mut r = r.with(Outcome::Reverted);
+            r.said = Some(r.summary_line(&note));
+            Ok(r)
         }
         Ok(None) => {
+            let note = "the journal checked: no interrupted transaction";
             r.notes.push("no interrupted transaction".into());
-            Ok(r.with(Outcome::Unchanged))
+            let mut r = r.with(Outcome::Unchanged);
+            r.said = Some(r.summary_line(note));
+            Ok(r)
         }
         Err(e) => Err(r.fail(e, Exit::ByError)),
     };

@@ -26,7 +26,7 @@ pub fn run(ctx: &Ctx, listen: Option<&str>) -> Result<ExitClass> {
         std::io::stdout()
             .lock()
             .write_all(text.as_bytes())
-            .map_err(Error::io("write", "standard output"))?;
+            .map_err(Error::output)?;
         return Ok(ExitClass::Ok);
     };
     let listener = TcpListener::bind(addr).map_err(Error::io("listen on", addr))?;

@@ -5,6 +5,7 @@
 //! line, its metrics and its exit class. Audit and metrics failures are
 //! logged, never fatal.
 
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -280,7 +281,14 @@ impl<'p> Session<'p> {
         );
         let secs = self.start.elapsed().as_secs_f64();
         let (report, error, class) = match result {
-            Ok(r) => (r, None, ExitClass::Ok),
+            Ok(r) => {
+                if let Some(line) = &r.said {
+                    // A command run by hand says what it did or checked
+                    // (stdout's reader gone: nobody to tell).
+                    let _ = writeln!(std::io::stdout().lock(), "{line}");
+                }
+                (r, None, ExitClass::Ok)
+            }
             Err(f) => {
                 let class = f.exit_class();
                 log_failure(&f);

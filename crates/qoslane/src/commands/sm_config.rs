@@ -20,20 +20,17 @@ pub fn run(ctx: &Ctx, args: &SmConfigArgs) -> Result<ExitClass> {
     })?;
     // A file named on the command line is generated from, or refused with
     // its problem: never the copy in force instead.
-    let (loaded, source) = match &args.mapping {
-        Some(f) => (config::read_for_dry_run(f)?, f.display().to_string()),
-        None if ctx.config_given => (
-            config::read_for_dry_run(&ctx.paths.config)?,
-            ctx.paths.config.display().to_string(),
-        ),
-        None => (
-            config::load(&ctx.paths)?,
-            ctx.paths.config.display().to_string(),
-        ),
+    // (`--mapping`, its older spelling, is folded into `--config` by
+    // `Cli::one_mapping`.)
+    let source = ctx.paths.config.display().to_string();
+    let loaded = if ctx.config_given {
+        config::read_for_dry_run(&ctx.paths.config)?
+    } else {
+        config::load(&ctx.paths)?
     };
     if let Some(p) = &loaded.problem {
         return Err(Error::Usage(format!(
-            "{source} is unusable ({p}); fix it, or name a file with --mapping"
+            "{source} is unusable ({p}); fix it, or name a file with --config"
         )));
     }
     let cfg = sm_config::generate(
@@ -50,7 +47,7 @@ pub fn run(ctx: &Ctx, args: &SmConfigArgs) -> Result<ExitClass> {
         ))
     })?;
     let mut out = std::io::stdout().lock();
-    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    let w = Error::output;
     match args.format {
         Format::Human => out
             .write_all(cfg.to_conf(&source, &loaded.sha256).as_bytes())

@@ -164,9 +164,9 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     let records = step!(node.store.records());
     let ops = replanned(&mapping, &records);
     let note = format!("{} running job(s), {} re-planned", records.len(), ops.len());
+    r.notes.push(note.clone());
     let check = || fabric.ports_still_active(paths);
     let result = node.transact("sync", None, &ops, &check);
-    r.notes.push(note);
     match result {
         Ok(c) => {
             let outcome = if c.changes.is_empty() {
@@ -175,7 +175,13 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
                 Outcome::Applied
             };
             committed(&mut r, c);
-            Ok(r.with(outcome))
+            let mut r = r.with(outcome);
+            r.said = Some(r.summary_line(&format!(
+                "mapping sha256 {} in force, its {} levels judged; {note}",
+                &sha256[..12],
+                mapping.levels().len()
+            )));
+            Ok(r)
         }
         Err(f) => Err(txn_failed(r, *f, Exit::ByError)),
     }

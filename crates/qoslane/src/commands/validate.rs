@@ -17,7 +17,7 @@ pub fn run(file: &Path, format: Format) -> Result<ExitClass> {
     let errors = v.errors().count();
     let warnings = v.diagnostics.len() - errors;
     let mut out = std::io::stdout().lock();
-    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    let w = Error::output;
     match format {
         Format::Json => {
             let list: Vec<JsonDiagnostic<'_>> = v.diagnostics.iter().map(Into::into).collect();

@@ -80,6 +80,13 @@ impl Diagnostic {
         )
     }
 
+    /// `FILE:LINE:COL: message`, for an error carrying this diagnostic (its
+    /// severity is the error's: never `error: FILE:…: error: …`).
+    pub fn located(&self, file: &str) -> String {
+        let (line, col) = (self.span.line, self.span.col);
+        format!("{file}:{line}:{col}: {}", self.message)
+    }
+
     /// The headline, then the offending line(s) with a caret under the value.
     ///
     /// Indexes `source` first (one pass over it); to render many diagnostics

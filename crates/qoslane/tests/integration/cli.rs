@@ -270,3 +270,321 @@ fn a_mapping_named_twice_is_a_usage_error() {
         );
     }
 }
+
+/// Issue 25: one way to name a mapping, `--config FILE`; `validate FILE`
+/// (an older spelling, kept hidden) beside it is a usage error, and either
+/// alone names the same file.
+#[test]
+fn validate_s_file_and_config_are_one_name() {
+    let n = crate::util::Node::new();
+    n.write("/tmp/draft.yml", "levels: [");
+    let draft = n.path("/tmp/draft.yml");
+    let draft = draft.to_str().unwrap();
+    let m = n.path("/etc/qoslane/qos-network.yml");
+    let m = m.to_str().unwrap();
+    let both = n.run(&["--config", m, "validate", draft], &[]);
+    assert_eq!(
+        both.status.code(),
+        Some(64),
+        "{}",
+        crate::util::stderr(&both)
+    );
+    assert!(
+        crate::util::stderr(&both).contains("'FILE' cannot be used with '--config <FILE>'"),
+        "{}",
+        crate::util::stderr(&both)
+    );
+    for args in [&["validate", "--config", draft][..], &["validate", draft]] {
+        let out = n.run(args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: the draft is invalid");
+        assert!(
+            crate::util::stderr(&out).contains("draft.yml:1:"),
+            "{args:?}"
+        );
+    }
+    // The help names one spelling only.
+    let help = String::from_utf8(run(&["validate", "--help"]).stdout).unwrap();
+    assert!(help.contains("--config"), "{help}");
+    assert!(
+        !help.contains("[FILE]"),
+        "the older spelling is hidden: {help}"
+    );
+    let help = String::from_utf8(run(&["fabric", "sm-config", "--help"]).stdout).unwrap();
+    assert!(
+        !help.contains("--mapping"),
+        "the older spelling is hidden: {help}"
+    );
+}
+
+/// Issue 25: "qoslane: error: m.yml:3:12: error: …" — an error that carries a
+/// mapping's diagnostic said its severity twice, on the command line, in the
+/// log line of a failed run and in the audit.
+#[test]
+fn an_error_says_error_once() {
+    let n = crate::util::Node::new();
+    n.write_mapping("default_level: x\nlevels:\n  - {name: a, qos: [a], service_level: 16}\n");
+    for args in [
+        &["explain", "--qos", "a"][..],
+        &["fabric", "sm-config"],
+        &["sync"],
+    ] {
+        let out = n.run(args, &[]);
+        let err = crate::util::stderr(&out);
+        assert!(err.contains("qos-network.yml:1:16: "), "{args:?}: {err}");
+        let doubled: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("qoslane:") && l.matches("error").count() > 1)
+            .collect();
+        assert!(doubled.is_empty(), "{args:?}: {doubled:?}");
+    }
+}
+
+/// Issue 25: `qoslane log | head -1` printed "error: write output <stdout>:
+/// Broken pipe" and exited 74. A reader that goes away ends the output
+/// quietly, with 141 (128 + SIGPIPE, as a shell reports a program a
+/// broken pipe ended), in both forms.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    let n = crate::util::Node::new();
+    let line = r#"{"time":"2026-12-01T00:00:00.000Z","node":"n","event":"recover","outcome":"unchanged","duration_ms":1}"#;
+    n.write(
+        "/var/log/qoslane/audit.jsonl",
+        &format!("{line}\n").repeat(20_000),
+    );
+    for format in ["human", "json"] {
+        let mut child = n
+            .cmd(&["log", "--limit", "0", "--format", format], &[])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        // The pipe is closed here (its reader dropped): ~2 MB cannot fit.
+        let out = child.wait_with_output().unwrap();
+        assert!(!first.is_empty(), "{format}");
+        assert_eq!(
+            out.status.code(),
+            Some(141),
+            "{format}: {}",
+            crate::util::stderr(&out)
+        );
+        assert_eq!(crate::util::stderr(&out), "", "{format}: nothing said");
+    }
+}
+
+/// Issue 25: `recover` and a `sync` that changed nothing printed nothing; a
+/// command run by hand says in one line what it did or checked.
+#[test]
+fn recover_and_an_unchanged_sync_say_what_they_checked() {
+    let n = crate::util::Node::new();
+    let out = n.run(&["recover"], &[]);
+    crate::util::ok(&out);
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "recover: unchanged: nothing changed; the journal checked: no interrupted transaction\n"
+    );
+    crate::util::ok(&n.run(&["sync"], &[]));
+    let out = n.run(&["sync"], &[]);
+    crate::util::ok(&out);
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        said.starts_with("sync: unchanged: nothing changed; mapping sha256 ")
+            && said.contains("levels judged; 0 running job(s), 0 re-planned")
+            && said.lines().count() == 1,
+        "{said}"
+    );
+}
+
+/// Issue 25: the admin guide's command table (§11) says, for every command,
+/// how it gives JSON, how it is given a mapping and how it exits; `-h` of
+/// each says the same, and every command has a row.
+#[test]
+fn the_command_table_is_what_help_says() {
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/admin-guide.md"),
+    )
+    .unwrap();
+    let commands = manpage::table::leaf_commands(&qoslane::cli::command());
+    assert!(commands.len() >= 13, "{commands:?}");
+    let help = |words: &[String]| {
+        let mut args: Vec<&str> = words.iter().map(String::as_str).collect();
+        args.push("-h");
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let problems = manpage::table::problems(&guide, "qoslane", &commands, &help);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// Issue 25: `qoslane log --follow` goes on with what is appended, as
+/// `journalctl -f`, across logrotate's rename (the rest of the renamed file,
+/// then the new one), and a Ctrl-C (SIGINT) ends it with nothing said.
+#[test]
+fn log_follow_goes_on_across_a_rotation_and_ends_on_sigint() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::process::ExitStatusExt;
+    let n = crate::util::Node::new();
+    let log = n.path("/var/log/qoslane/audit.jsonl");
+    let entry = |job: u32| {
+        format!(
+            r#"{{"time":"2026-12-01T00:00:0{job}.000Z","node":"n","event":"prolog","job_id":{job},"outcome":"applied","duration_ms":1}}"#
+        )
+    };
+    n.write("/var/log/qoslane/audit.jsonl", &format!("{}\n", entry(1)));
+    let mut child = n
+        .cmd(
+            &["log", "--follow", "--format", "json", "--event", "prolog"],
+            &[],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || lines.next().unwrap().unwrap();
+    assert_eq!(next(), entry(1), "the entries there, first");
+    let append = |path: &std::path::Path, text: String| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    append(&log, format!("{}\n", entry(2)));
+    assert_eq!(next(), entry(2), "appended");
+    // logrotate: the file renamed, a late line into it, then a new file.
+    let rotated = n.path("/var/log/qoslane/audit.jsonl.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    append(&rotated, format!("{}\n", entry(3)));
+    append(&log, format!("{}\n", entry(4).replace("prolog", "epilog")));
+    append(&log, format!("{}\n", entry(5)));
+    assert_eq!(next(), entry(3), "the rest of the renamed file");
+    assert_eq!(next(), entry(5), "the new file, filtered");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(2),
+        "ended by SIGINT: {:?}",
+        out.status
+    );
+    assert_eq!(crate::util::stderr(&out), "", "nothing said");
+}
+
+/// Issue 25: `--since yesterday` and relative times (`today` and a zone-less
+/// time in a fixed zone: `time::tests`), and times shown in the local zone
+/// (TZ; `--utc`: as written). An entry of a minute ago is since yesterday's
+/// midnight at any hour, in any zone.
+#[test]
+fn log_reads_days_and_relative_times_and_shows_local_time() {
+    let n = crate::util::Node::new();
+    let now = std::time::SystemTime::now();
+    let at = |ago: u64| {
+        humantime::format_rfc3339_millis(now - std::time::Duration::from_secs(ago)).to_string()
+    };
+    let line = |t: String, job: u32| {
+        format!(
+            r#"{{"time":"{t}","node":"n","event":"prolog","job_id":{job},"outcome":"applied","duration_ms":1}}"#
+        )
+    };
+    n.write(
+        "/var/log/qoslane/audit.jsonl",
+        &format!("{}\n{}\n", line(at(3 * 86_400), 1), line(at(60), 2)),
+    );
+    let jobs = |args: &[&str], tz: &str| {
+        let mut a = vec!["log", "--format", "json"];
+        a.extend_from_slice(args);
+        let out = n.run(&a, &[("TZ", tz)]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            crate::util::stderr(&out)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["job_id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    for tz in ["UTC", "Asia/Tokyo", "America/Los_Angeles"] {
+        assert_eq!(jobs(&["--since", "yesterday"], tz), [2], "{tz}");
+        assert_eq!(jobs(&["--since", "-1h"], tz), [2], "{tz}");
+        assert_eq!(jobs(&["--since", "2 hours ago"], tz), [2], "{tz}");
+        assert_eq!(jobs(&["--until", "-2d"], tz), [1], "{tz}");
+    }
+    // Shown in TZ's zone, or as written with --utc.
+    let written = at(60);
+    let shown = |args: &[&str]| {
+        let mut a = vec!["log", "--job", "2"];
+        a.extend_from_slice(args);
+        String::from_utf8(n.run(&a, &[("TZ", "Asia/Kolkata")]).stdout).unwrap()
+    };
+    assert!(shown(&[]).contains("+05:30 prolog"), "{}", shown(&[]));
+    assert!(
+        shown(&["--utc"]).contains(&format!("{written} prolog")),
+        "{}",
+        shown(&["--utc"])
+    );
+}
+
+/// Issue 25: `--qos` completed file names. The completions offer the QoS
+/// names of the mapping in force (`qoslane complete qos`, called by the
+/// generated scripts): run here through bash's own completion.
+#[test]
+fn qos_completes_the_mapping_s_qos_names() {
+    let n = crate::util::Node::new();
+    let names = n.run(&["complete", "qos"], &[]);
+    crate::util::ok(&names);
+    let names = String::from_utf8(names.stdout).unwrap();
+    assert!(names.lines().any(|l| l == "high"), "{names}");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        assert!(
+            run(&["generate", "completions", shell, d]).status.success(),
+            "{shell}"
+        );
+    }
+    for file in ["_qoslane", "qoslane.fish"] {
+        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        let qos: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("qos=[") || l.contains(" -l qos "))
+            .collect();
+        assert!(
+            qos.len() == 2 && qos.iter().all(|l| l.contains("qoslane complete qos")),
+            "{file}: {qos:?}"
+        );
+    }
+    // bash: the words typed, then what the completion function offers.
+    let bin = std::path::Path::new(BIN).parent().unwrap();
+    let script = format!(
+        "source {d}/qoslane.bash\nCOMP_WORDS=(qoslane log --qos hi); COMP_CWORD=3\n\
+         _qoslane qoslane hi --qos\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
+    );
+    let out = std::process::Command::new("/bin/bash")
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("QOSLANE_ROOT", n.root())
+        .env("QOSLANE_NO_JOURNAL", "1")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let err = crate::util::stderr(&out);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "high\n", "{err}");
+}

@@ -463,7 +463,10 @@ fn an_invalid_mapping_on_the_node_falls_back_to_last_known_good() {
     assert_eq!(rejected["outcome"], "failed");
     let err = rejected["error"].as_str().unwrap();
     assert!(
-        err.contains("qos-network.yml:18:20: error:") && err.contains("service_level"),
+        // Located, its severity the error's own (issue 25: never `error: … error:`).
+        err.contains("qos-network.yml:18:20: ")
+            && err.contains("service_level")
+            && !err.contains("error:"),
         "{err}"
     );
     // Audited once per distinct bad file, not once per job.
@@ -487,7 +490,9 @@ fn with_no_usable_mapping_at_all_the_node_stays_as_it_is() {
     assert_eq!(a["outcome"], "failed");
     let err = a["error"].as_str().unwrap();
     assert!(
-        err.contains("qos-network.yml:1:") && err.contains("error: invalid YAML"),
+        err.contains("qos-network.yml:1:")
+            && err.contains(": invalid YAML")
+            && !err.contains("error:"),
         "{a}"
     );
 }

@@ -160,8 +160,18 @@ fn one_sl_on_two_vls_is_refused_by_validation_at_the_line() {
     assert_eq!(out.status.code(), Some(2), "an invalid mapping");
     let e = String::from_utf8(out.stderr).unwrap();
     assert!(
-        e.contains("m.yml:9:20: error: service_level 3 is used by levels `a` and `b`"),
+        e.contains("m.yml:9:20: service_level 3 is used by levels `a` and `b`"),
         "{e}"
+    );
+    // One severity per line: never `qoslane: error: m.yml:9:20: error: …`.
+    assert!(
+        e.lines().any(|l| l.starts_with("qoslane: error: ")
+            && l.contains("m.yml:9:20: service_level 3")),
+        "{e}"
+    );
+    assert!(
+        !e.lines().any(|l| l.matches("error:").count() > 1),
+        "a doubled error: {e}"
     );
 }
 

@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Result<ExitClass> {
     let mut st = judge::judge(facts);
     st.counters = counters;
     let mut out = std::io::stdout().lock();
-    let w = |e: std::io::Error| Error::io("write output", "<stdout>")(e);
+    let w = Error::output;
     if as_json {
         let text = serde_json::to_string_pretty(&st).map_err(|e| Error::Internal(e.to_string()))?;
         writeln!(out, "{text}").map_err(w)?;
