@@ -306,13 +306,14 @@ build_with_cargo_tools() {
   install -d "$GEN/hooks/task-prolog.d"
   printf '%s\n' '#!/bin/sh' '# qoslane task-prolog hook (cargo-deb/cargo-generate-rpm packages: the native ones link qoslane).' \
     'exec /usr/sbin/qoslane task-prolog' > "$GEN/hooks/task-prolog.d/10-qoslane"
+  local p
   if [ $WANT_DEB = 1 ]; then
     cargo deb --version >/dev/null 2>&1 || die "cargo-deb not installed (cargo install --locked cargo-deb)"
-    cargo deb -p qoslane --no-build --no-strip --output "$OUT" >&2
+    for p in hookrun qoslane; do cargo deb -p "$p" --no-build --no-strip --output "$OUT" >&2; done
   fi
   if [ $WANT_RPM = 1 ]; then
     cargo generate-rpm --version >/dev/null 2>&1 || die "cargo-generate-rpm not installed (cargo install --locked cargo-generate-rpm)"
-    cargo generate-rpm -p crates/qoslane -o "$OUT" >&2
+    for p in hookrun qoslane; do cargo generate-rpm -p "crates/$p" -o "$OUT" >&2; done
   fi
 }
 
