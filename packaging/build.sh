@@ -138,31 +138,33 @@ else
 fi
 
 # ------------------------------------------------------------ staged trees
+# stage_program DIR ZSH_DIR NAME: /usr/sbin/NAME, stripped as distribution packages ship
+# binaries (debug data is 10x the code), and its bash, zsh and fish completions
+stage_program() {
+  local d=$1 zsh=$2 b=$3
+  install -D -m 0755 "$REL/$b" "$d/usr/sbin/$b"
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$d/usr/sbin/$b"
+  install -D -m 0644 "$GEN/completions/$b.bash" "$d/usr/share/bash-completion/completions/$b"
+  install -D -m 0644 "$GEN/completions/_$b" "$d$zsh/_$b"
+  install -D -m 0644 "$GEN/completions/$b.fish" "$d/usr/share/fish/vendor_completions.d/$b.fish"
+}
+
 # stage_hookrun DIR ZSH_DIR: hookrun's installed tree under DIR
 stage_hookrun() {
   local d=$1 zsh=$2
-  install -D -m 0755 "$REL/hookrun" "$d/usr/sbin/hookrun"
-  # Stripped, as distribution packages ship binaries (debug data is 10x the code).
-  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$d/usr/sbin/hookrun"
   install -D -m 0644 "$GEN/man/hookrun.8.gz" "$d/usr/share/man/man8/hookrun.8.gz"
   install -D -m 0644 "$GEN/man/hookrun.conf.5.gz" "$d/usr/share/man/man5/hookrun.conf.5.gz"
-  install -D -m 0644 "$GEN/completions/hookrun.bash" "$d/usr/share/bash-completion/completions/hookrun"
-  install -D -m 0644 "$GEN/completions/_hookrun" "$d$zsh/_hookrun"
-  install -D -m 0644 "$GEN/completions/hookrun.fish" "$d/usr/share/fish/vendor_completions.d/hookrun.fish"
+  stage_program "$d" "$zsh" hookrun
   install -D -m 0755 "$REPO/packaging/maint/hookrun/remove" "$d/usr/lib/hookrun/remove"
 }
 
 # stage_qoslane DIR ZSH_DIR [SITE_DIR]: qoslane's installed tree under DIR (SITE_DIR: default|sysconfig)
 stage_qoslane() {
   local d=$1 zsh=$2 p
-  install -D -m 0755 "$REL/qoslane" "$d/usr/sbin/qoslane"
-  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$d/usr/sbin/qoslane"
   install -d -m 0755 "$d/usr/share/man/man8" "$d/usr/share/man/man5"
   install -m 0644 "$GEN"/man/qoslane*.8.gz "$d/usr/share/man/man8/"
   install -m 0644 "$GEN"/man/qoslane-mapping.5.gz "$d/usr/share/man/man5/"
-  install -D -m 0644 "$GEN/completions/qoslane.bash" "$d/usr/share/bash-completion/completions/qoslane"
-  install -D -m 0644 "$GEN/completions/_qoslane" "$d$zsh/_qoslane"
-  install -D -m 0644 "$GEN/completions/qoslane.fish" "$d/usr/share/fish/vendor_completions.d/qoslane.fish"
+  stage_program "$d" "$zsh" qoslane
   install -D -m 0644 "$REPO/examples/qos-network.yml" "$d/usr/share/doc/qoslane/examples/qos-network.yml"
   for p in $DOCS; do install -D -m 0644 "$REPO/docs/$p" "$d/usr/share/doc/qoslane/$p"; done
   # systemd units, shipped disabled (no preset, no postinst enabling them).

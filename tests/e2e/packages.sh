@@ -163,6 +163,18 @@ check "the units are installed disabled (no wants/ link)" bash -c \
 check "man finds qoslane(8) and qoslane-mapping(5)" bash -c \
   "man -w 8 qoslane | grep -q man8/qoslane.8 && man -w 5 qoslane-mapping | grep -q man5/qoslane-mapping.5"
 
+# hookrun's removal check on the shapes slurm.conf takes: an Include (relative, a glob), keys
+# in any case with spaces around =, comments; a commented line, another program and a longer
+# name do not count.
+SC=$PW/slurmconf; mkdir -p "$SC/inc"
+printf '%s\n' ClusterName=x '#Prolog=/usr/sbin/hookrun' TaskProlog=/usr/local/bin/other 'include inc/*.conf' >"$SC/slurm.conf"
+printf '%s\n' PrologFlags=Alloc 'prolog = /usr/sbin/hookrun # the framework' Epilog=/usr/sbin/hookrun2 >"$SC/inc/hooks.conf"
+set +e; SLURM_CONF=$SC/slurm.conf /usr/lib/hookrun/remove check 2>"$PW/check.err"; crc=$?; set -e
+check "hookrun's removal check: refuses (exit $crc) naming exactly the included line" bash -c \
+  "[ $crc = 1 ] && [ \"\$(grep '^  ' '$PW/check.err')\" = '  $SC/inc/hooks.conf:2: prolog = /usr/sbin/hookrun # the framework' ]"
+sed -i '2d' "$SC/inc/hooks.conf"
+check "hookrun's removal check: passes once no line runs /usr/sbin/hookrun" env SLURM_CONF="$SC/slurm.conf" /usr/lib/hookrun/remove check
+
 # A Prolog as slurmd starts it: no PATH, the job's facts only.
 prolog() { env -i SLURM_JOB_ID="$1" SLURM_JOB_QOS=normal SLURM_SCRIPT_CONTEXT=prolog_slurmd \
              /usr/lib/qoslane/hooks/prolog.d/10-qoslane; }

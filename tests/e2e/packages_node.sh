@@ -64,23 +64,9 @@ rpm_of() { echo "$CH$WORK/$1/$(basename "$(ls "$CH$WORK/$1/$2"-*.rpm)")"; }  # r
 
 # The node as an admin sets it up: the mapping (no HCA here: fabric_check off), the hooks linked.
 install -d -m 0755 "$CH/etc/qoslane"
-cat > "$CH/etc/qoslane/qos-network.yml" <<YML
-default_level: normal
-fabric_check: off
-on_failure: continue
-levels:
-  - name: high
-    qos: [high]
-    service_level: 2
-    virtual_lane: 2
-    node_settings:
-      - path: $RMEM
-        value: "8388608"
-  - name: normal
-    qos: [normal]
-    service_level: 0
-    virtual_lane: 0
-YML
+# The suites' mapping (tests/e2e/lib.sh): high sets rmem_max to 8388608.
+e2e_mapping "$CH/etc/qoslane/qos-network.yml"
+sed -i 's/^fabric_check: enforce$/fabric_check: off/' "$CH/etc/qoslane/qos-network.yml"
 for p in "${HOOK_LINKS[@]}"; do
   install -d -m 0755 "$CH/etc/slurm/${p%/*}"
   ln -sfn "/usr/lib/qoslane/hooks/$p" "$CH/etc/slurm/$p"
@@ -101,6 +87,11 @@ rmem() { tr -d '\n' < "$CH$WORK/rmem_max"; }
 AUDIT=$CH/var/log/qoslane/audit.jsonl
 in_service() { ! in_ch /usr/bin/scontrol show node -o "$NODE" | grep -q 'State=[A-Z+]*DRAIN'; }
 node_idle() { [ "$(node_state_of "$NODE")" = idle ]; }
+# settles: the node idle and in service within 30 s (else its state is said)
+settles() {
+  poll 30 "node $NODE idle, not drained" eval 'node_idle && in_service' && return 0
+  say "  $(in_ch /usr/bin/scontrol show node -o "$NODE" | grep -o 'State=[^ ]*\|Reason=.*')"; return 1
+}
 epilog_audited() { [ "$(audit_of "" "$1" epilog outcome)" != "<none>" ]; }
 # job_holds JOB: running, granted high by its Prolog, rmem_max at high's value
 job_holds() {
@@ -156,9 +147,7 @@ check "deb: removed: hookrun stays installed" eq "$(deb_state hookrun)" "install
 check "deb: removed: job $j still runs, the node in service" bash -c \
   "$(declare -f slurm_cmd in_ch job_state is_running in_service); CH='$CH' WORK='$WORK' NODE='$NODE'; is_running '$j' && in_service"
 end_job "$j"
-poll 30 "node $NODE idle after job $j" node_idle || true
-check "deb: removed: job $j's end (its Epilog's link broken: skipped) leaves the node idle, in service" bash -c \
-  "$(declare -f slurm_cmd in_ch node_state_of node_idle in_service); CH='$CH' NODE='$NODE'; node_idle && in_service"
+check "deb: removed: job $j's end (its Epilog's link broken: skipped) leaves the node idle, in service" settles
 j=$(submit high)
 check "deb: removed: the next job runs, without a level (its hooks skipped)" job_ran_without_qoslane "$j"
 check "deb: removed: the node in service after it" in_service
@@ -206,7 +195,7 @@ check "rpm: erased: qoslane's state gone; hookrun stays" bash -c \
 check "rpm: erased: job $j still runs, the node in service" bash -c \
   "$(declare -f slurm_cmd in_ch job_state is_running in_service); CH='$CH' WORK='$WORK' NODE='$NODE'; is_running '$j' && in_service"
 end_job "$j"
-poll 30 "node $NODE idle after job $j" node_idle || true
+check "rpm: erased: job $j's end leaves the node idle, in service" settles
 j=$(submit high)
 check "rpm: erased: the next job runs, without a level (its hooks skipped)" job_ran_without_qoslane "$j"
 check "rpm: erased: the node in service" in_service
