@@ -86,7 +86,8 @@ mount --bind "$CH$WORK/rmem_max" "$CH$RMEM"
 rmem() { tr -d '\n' < "$CH$WORK/rmem_max"; }
 AUDIT=$CH/var/log/qoslane/audit.jsonl
 in_service() { ! in_ch /usr/bin/scontrol show node -o "$NODE" | grep -q 'State=[A-Z+]*DRAIN'; }
-node_idle() { [ "$(node_state_of "$NODE")" = idle ]; }
+# node_idle: IDLE and nothing else (no DRAIN, COMPLETING, ... beside it), as slurmctld says
+node_idle() { case "$(in_ch /usr/bin/scontrol show node -o "$NODE")" in *" State=IDLE "*) ;; *) return 1 ;; esac; }
 # settles: the node idle and in service within 30 s (else its state is said)
 settles() {
   poll 30 "node $NODE idle, not drained" eval 'node_idle && in_service' && return 0
