@@ -123,6 +123,21 @@ KEPT='audit history is kept in /var/log/qoslane \(rm -r /var/log/qoslane deletes
 REFUSED_LINE='^  /etc/slurm/slurm.conf:[0-9]+: Prolog=/usr/sbin/hookrun$'
 gone_in_ch() { local p; for p in "$@"; do if [ -e "$CH$p" ]; then say "  still there: $p"; return 1; fi; done; }
 
+# after_removal WHAT JOB: qoslane is gone, JOB (whose level it released) still runs; the node
+# stays in service through JOB's end (its Epilog's link broken: skipped) and the next job
+# (without a level), and nothing is written to the audit history (audit_sum: before)
+after_removal() {
+  local what=$1 j=$2
+  check "$what: job $j still runs, the node in service" bash -c \
+    "$(declare -f slurm_cmd in_ch job_state is_running in_service); CH='$CH' WORK='$WORK' NODE='$NODE'; is_running '$j' && in_service"
+  end_job "$j"
+  check "$what: job $j's end (its Epilog's link broken: skipped) leaves the node idle, in service" settles
+  j=$(submit high)
+  check "$what: the next job runs, without a level (its hooks skipped)" job_ran_without_qoslane "$j"
+  check "$what: the node in service after it" in_service
+  check "$what: the audit history intact, nothing written since" eq "$(md5sum < "$AUDIT")" "$audit_sum"
+}
+
 # ------------------------------------------------------------ .deb: install, upgrade with a job
 check "node: dpkg -i hookrun and qoslane $V1" logged dpkg-i.log in_ch dpkg -i "$(deb_of r1 hookrun)" "$(deb_of r1 qoslane)"
 check "node: $NODE idle" node_idle
@@ -145,14 +160,7 @@ check "deb: removal released job $j's level first, and said so" says "qoslane: j
 check "deb: ... the node setting back to the baseline at once, audited as the job's Epilog" released "$j"
 audit_sum=$(md5sum < "$AUDIT")
 check "deb: removed: hookrun stays installed" eq "$(deb_state hookrun)" "install ok installed"
-check "deb: removed: job $j still runs, the node in service" bash -c \
-  "$(declare -f slurm_cmd in_ch job_state is_running in_service); CH='$CH' WORK='$WORK' NODE='$NODE'; is_running '$j' && in_service"
-end_job "$j"
-check "deb: removed: job $j's end (its Epilog's link broken: skipped) leaves the node idle, in service" settles
-j=$(submit high)
-check "deb: removed: the next job runs, without a level (its hooks skipped)" job_ran_without_qoslane "$j"
-check "deb: removed: the node in service after it" in_service
-check "deb: removed: the audit history intact, nothing written since" eq "$(md5sum < "$AUDIT")" "$audit_sum"
+after_removal "deb: removed" "$j"
 
 # ------------------------------------------------------------ .deb: hookrun, purge
 check "deb: dpkg --remove hookrun is refused while slurm.conf runs it" refused remove-hookrun.log in_ch dpkg --remove hookrun
@@ -193,14 +201,7 @@ check "rpm: erase says where the audit history is and how to delete it" says "$K
 audit_sum=$(md5sum < "$AUDIT")
 check "rpm: erased: qoslane's state gone; hookrun stays" bash -c \
   "$(declare -f rpm_ch); CH='$CH' RPMDB='$RPMDB'; rpm_ch -q hookrun >/dev/null && ! [ -e '$CH/run/qoslane' ] && ! [ -e '$CH/usr/sbin/qoslane' ]"
-check "rpm: erased: job $j still runs, the node in service" bash -c \
-  "$(declare -f slurm_cmd in_ch job_state is_running in_service); CH='$CH' WORK='$WORK' NODE='$NODE'; is_running '$j' && in_service"
-end_job "$j"
-check "rpm: erased: job $j's end leaves the node idle, in service" settles
-j=$(submit high)
-check "rpm: erased: the next job runs, without a level (its hooks skipped)" job_ran_without_qoslane "$j"
-check "rpm: erased: the node in service" in_service
-check "rpm: erased: the audit history intact" eq "$(md5sum < "$AUDIT")" "$audit_sum"
+after_removal "rpm: erased" "$j"
 check "rpm: rpm -e hookrun is refused while slurm.conf runs it" refused rpm-e-hookrun.log rpm_ch -e hookrun
 check "rpm: ... naming the line; hookrun still installed" bash -c \
   "$(declare -f rpm_ch); CH='$CH' RPMDB='$RPMDB'; rpm_ch -q hookrun >/dev/null && grep -Eq '$REFUSED_LINE' '$CH$WORK/rpm-e-hookrun.log'"
