@@ -1,48 +1,57 @@
 #!/usr/bin/env bash
-# build.sh — the qoslane packages: one .deb and one .rpm holding qoslane and
-# hookrun, qoslane's man pages and shell completions, the example mapping and
-# the hook files.
+# build.sh — the packages: qoslane and hookrun, each a .deb and an .rpm of the
+# same version, from one build. hookrun (the Slurm hook framework slurm.conf
+# names) is its own package so that removing qoslane never removes what Slurm
+# runs as its Prolog; qoslane depends on the hookrun of its own version.
 #
-#   packaging/build.sh                  both packages into target/packages/
-#   packaging/build.sh --deb            only the .deb   (--rpm: only the .rpm)
+#   packaging/build.sh                  every package into target/packages/
+#   packaging/build.sh --deb            only the .debs   (--rpm: only the .rpms)
 #   packaging/build.sh --out DIR        somewhere else
 #   packaging/build.sh --revision N     a local rebuild as revision N of the same
 #                                       version (an in-place upgrade; the Debian
 #                                       changelog gets an entry for it)
 #   packaging/build.sh --cargo-tools    with cargo-deb / cargo-generate-rpm
 #                                       (from [package.metadata.*] of
-#                                       crates/qoslane/Cargo.toml) instead
+#                                       crates/qoslane/Cargo.toml and
+#                                       crates/hookrun/Cargo.toml) instead
 #
-# By default the packages are made by the distributions' own tools from one
-# staged tree: dpkg-deb (always on Debian) and rpmbuild (Debian package
-# `rpm`). They need no compilation: `cargo install cargo-deb
-# cargo-generate-rpm` takes minutes on a small CI machine (see
-# docs/omnia.md), the native tools take a second. Both ways give the same
-# file list; tests/e2e/omnia.sh checks it.
+# By default the packages are made by the distributions' own tools from
+# staged trees: dpkg-deb (always on Debian) and rpmbuild (Debian package
+# `rpm`; one spec, hookrun its subpackage). They need no compilation:
+# `cargo install cargo-deb cargo-generate-rpm` takes minutes on a small CI
+# machine (see docs/omnia.md), the native tools take a second.
 #
-# Layout (both packages):
-#   /usr/sbin/qoslane, /usr/sbin/hookrun
-#   /usr/share/man/man8/{qoslane,hookrun}*.8.gz, man5/{qoslane-mapping,hookrun.conf}.5.gz
-#   /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia,...}.md (.md.gz in the .deb)
+# hookrun:
+#   /usr/sbin/hookrun
+#   /usr/share/man/man8/hookrun.8.gz, man5/hookrun.conf.5.gz, its completions
+#   /usr/lib/hookrun/remove   (its removal: refused while slurm.conf runs it)
+#   /usr/share/doc/hookrun/{copyright,changelog.Debian.gz}   (.rpm: licenses/)
+# qoslane (Depends: hookrun of the same version):
+#   /usr/sbin/qoslane
+#   /usr/share/man/man8/qoslane*.8.gz, man5/qoslane-mapping.5.gz
+#   /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia}.md (.md.gz in the .deb)
 #   /usr/lib/systemd/system/qoslane-metrics.service, qoslane-fabric-audit.{service,timer} (disabled)
 #   /usr/share/qoslane/prometheus/{qoslane-alerts,scrape-qoslane}.yml, grafana/grafana-qoslane.json
-#   /usr/share/bash-completion/completions/{qoslane,hookrun}
-#   /usr/share/zsh/vendor-completions/_{qoslane,hookrun}   (.deb; .rpm: zsh/site-functions)
-#   /usr/share/fish/vendor_completions.d/{qoslane,hookrun}.fish
+#   /usr/share/bash-completion/completions/qoslane
+#   /usr/share/zsh/vendor-completions/_qoslane   (.deb; .rpm: zsh/site-functions)
+#   /usr/share/fish/vendor_completions.d/qoslane.fish
 #   /usr/share/doc/qoslane/examples/qos-network.yml
 #   /etc/logrotate.d/qoslane                       (conffile: the audit log)
 #   /etc/default/qoslane                           (conffile: the site options; the .rpm:
 #                                                   /etc/sysconfig/qoslane)
 #   /usr/lib/qoslane/{site-options,remove-state}   (read by the hooks / removal)
-# Removal drops the .prom textfiles; purge (rpm: erase) also /var/lib/qoslane,
-# /var/lib/hookrun and /run/qoslane; the audit history (/var/log/qoslane) is
-# kept, and purge says so.
 #   /usr/lib/qoslane/hooks/{prolog.d,epilog.d,task-prolog.d,health.d}/NN-qoslane
 #   (task-prolog.d's is a symlink to /usr/sbin/qoslane; the others sh scripts
 #   that read the site options)
-# The hooks are NOT installed into /etc/slurm: installing the package changes
+# Removing qoslane first releases the levels jobs hold (qoslane's Epilog:
+# the node settings back to the baseline), then drops its .prom textfile;
+# purge (rpm: erase) also /var/lib/qoslane and /run/qoslane. The audit
+# history (/var/log/qoslane) is kept, and purge says so. Removing hookrun is
+# refused while slurm.conf (or a file it includes) runs /usr/sbin/hookrun.
+# An upgrade changes neither the state nor the hooks' places.
+# The hooks are NOT installed into /etc/slurm: installing the packages changes
 # nothing in Slurm. Enable them with the Omnia playbook, or by hand (symlinks
-# into /etc/slurm/<phase>.d/, see docs/omnia.md). A removed package leaves
+# into /etc/slurm/<phase>.d/, see docs/omnia.md). A removed qoslane leaves
 # broken symlinks, which hookrun reports and skips instead of failing jobs.
 set -euo pipefail
 
@@ -83,19 +92,26 @@ export QOSLANE_BUILD="${VERSION}-${REVISION} (git $COMMIT)"
 log "cargo build --release -p qoslane -p hookrun ($QOSLANE_BUILD)"
 cargo build --release -q -p qoslane -p hookrun
 REL=${CARGO_TARGET_DIR:-$REPO/target}/release
-SUMMARY="Slurm QoS to InfiniBand Service Level, with the hookrun hook framework"
+SUMMARY="Slurm QoS to InfiniBand Service Level for jobs, on the node"
 DESCRIPTION="qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML
 mapping, checks on the node's HCA ports that the SL lands on the intended
 Virtual Lane as the Subnet Manager programmed it, applies the level's node
 settings transactionally (journaled, verified, rolled back on failure) and
-makes the job's libraries (UCX, NCCL, Open MPI, MVAPICH2) use that SL.
-hookrun is the Slurm Prolog/Epilog/TaskProlog/HealthCheckProgram framework
-that runs qoslane and the site's other hooks in order, under deadlines."
+makes the job's libraries (UCX, NCCL, Open MPI, MVAPICH2) use that SL. Its
+hooks run under hookrun (package hookrun), the Slurm hook framework."
+HOOKRUN_SUMMARY="Slurm Prolog/Epilog/TaskProlog/HealthCheckProgram hook framework"
+HOOKRUN_DESCRIPTION="hookrun is the program slurm.conf names as Prolog, Epilog, TaskProlog and
+HealthCheckProgram: it runs the hooks of /etc/slurm/<phase>.d in order, each
+under its own deadline, with an exact environment, reports a failed hook as
+Slurm expects (the job requeued, held or the node drained, as configured)
+and reports and skips a hook whose link is broken. Its removal is refused
+while Slurm's configuration still runs it."
 MAINTAINER="qoslane maintainers <qoslane@users.noreply.github.com>"
 HOMEPAGE=https://github.com/qoslane/qoslane
 mkdir -p "$OUT"
 # Installed into /usr/share/doc/qoslane (the man pages and --help name them).
-DOCS="admin-guide.md fabric.md hookrun.md metrics.md omnia.md RELIABILITY.md PERFORMANCE.md"
+DOCS="admin-guide.md fabric.md hookrun.md metrics.md omnia.md"
+# (docs/PERFORMANCE.md and docs/RELIABILITY.md are engineering records, not shipped.)
 
 # ------------------------------------------------------------ generated files
 GEN=$REPO/target/packaging/generated
@@ -121,23 +137,34 @@ else
   gzip -9n -c "$REPO/packaging/debian/changelog" > "$GEN/changelog.Debian.gz"
 fi
 
-# ------------------------------------------------------------ staged tree
-# stage DIR ZSH_DIR [SITE_DIR]: the installed tree under DIR (SITE_DIR: default|sysconfig)
-stage() {
+# ------------------------------------------------------------ staged trees
+# stage_program DIR ZSH_DIR NAME: /usr/sbin/NAME, stripped as distribution packages ship
+# binaries (debug data is 10x the code), and its bash, zsh and fish completions
+stage_program() {
+  local d=$1 zsh=$2 b=$3
+  install -D -m 0755 "$REL/$b" "$d/usr/sbin/$b"
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$d/usr/sbin/$b"
+  install -D -m 0644 "$GEN/completions/$b.bash" "$d/usr/share/bash-completion/completions/$b"
+  install -D -m 0644 "$GEN/completions/_$b" "$d$zsh/_$b"
+  install -D -m 0644 "$GEN/completions/$b.fish" "$d/usr/share/fish/vendor_completions.d/$b.fish"
+}
+
+# stage_hookrun DIR ZSH_DIR: hookrun's installed tree under DIR
+stage_hookrun() {
+  local d=$1 zsh=$2
+  install -D -m 0644 "$GEN/man/hookrun.8.gz" "$d/usr/share/man/man8/hookrun.8.gz"
+  install -D -m 0644 "$GEN/man/hookrun.conf.5.gz" "$d/usr/share/man/man5/hookrun.conf.5.gz"
+  stage_program "$d" "$zsh" hookrun
+  install -D -m 0755 "$REPO/packaging/maint/hookrun/remove" "$d/usr/lib/hookrun/remove"
+}
+
+# stage_qoslane DIR ZSH_DIR [SITE_DIR]: qoslane's installed tree under DIR (SITE_DIR: default|sysconfig)
+stage_qoslane() {
   local d=$1 zsh=$2 p
-  rm -rf "$d"
-  install -D -m 0755 "$REL/qoslane" "$d/usr/sbin/qoslane"
-  install -D -m 0755 "$REL/hookrun" "$d/usr/sbin/hookrun"
-  # Stripped, as distribution packages ship binaries (debug data is 10x the code).
-  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$d/usr/sbin/qoslane" "$d/usr/sbin/hookrun"
   install -d -m 0755 "$d/usr/share/man/man8" "$d/usr/share/man/man5"
-  install -m 0644 "$GEN"/man/*.8.gz "$d/usr/share/man/man8/"
-  install -m 0644 "$GEN"/man/*.5.gz "$d/usr/share/man/man5/"
-  for b in qoslane hookrun; do
-    install -D -m 0644 "$GEN/completions/$b.bash" "$d/usr/share/bash-completion/completions/$b"
-    install -D -m 0644 "$GEN/completions/_$b" "$d$zsh/_$b"
-    install -D -m 0644 "$GEN/completions/$b.fish" "$d/usr/share/fish/vendor_completions.d/$b.fish"
-  done
+  install -m 0644 "$GEN"/man/qoslane*.8.gz "$d/usr/share/man/man8/"
+  install -m 0644 "$GEN"/man/qoslane-mapping.5.gz "$d/usr/share/man/man5/"
+  stage_program "$d" "$zsh" qoslane
   install -D -m 0644 "$REPO/examples/qos-network.yml" "$d/usr/share/doc/qoslane/examples/qos-network.yml"
   for p in $DOCS; do install -D -m 0644 "$REPO/docs/$p" "$d/usr/share/doc/qoslane/$p"; done
   # systemd units, shipped disabled (no preset, no postinst enabling them).
@@ -149,7 +176,7 @@ stage() {
   # The site options: /etc/default on Debian, /etc/sysconfig on the RHEL family (stage SITE_DIR).
   install -D -m 0644 "$REPO/packaging/default/qoslane" "$d/etc/${3:-default}/qoslane"
   install -D -m 0644 "$REPO/packaging/lib/site-options" "$d/usr/lib/qoslane/site-options"
-  install -D -m 0755 "$REPO/packaging/maint/remove-state" "$d/usr/lib/qoslane/remove-state"
+  install -D -m 0755 "$REPO/packaging/maint/qoslane/remove-state" "$d/usr/lib/qoslane/remove-state"
   for p in "$REPO"/packaging/hooks/*.d/*; do
     install -D -m 0755 "$p" "$d/usr/lib/qoslane/hooks/$(basename "$(dirname "$p")")/$(basename "$p")"
   done
@@ -161,73 +188,114 @@ stage() {
 }
 
 # ------------------------------------------------------------ .deb
+# deb_control ST PKG DEPENDS RECOMMENDS SUMMARY DESCRIPTION: ST/DEBIAN/control
+deb_control() {
+  local st=$1
+  {
+    echo "Package: $2"
+    echo "Source: qoslane"
+    echo "Version: ${VERSION}-${REVISION}"
+    echo "Architecture: $(dpkg --print-architecture)"
+    echo "Maintainer: $MAINTAINER"
+    echo "Installed-Size: $(du -sk --exclude=DEBIAN "$st" | cut -f1)"
+    echo "Depends: $3"
+    [ -z "$4" ] || echo "Recommends: $4"
+    echo "Section: admin"
+    echo "Priority: optional"
+    echo "Homepage: $HOMEPAGE"
+    echo "Description: $5"
+    printf '%s\n' "$6" | sed 's/^/ /'
+  } > "$st/DEBIAN/control"
+}
+
+# deb_pack ST PKG: md5sums, modes, dpkg-deb into OUT
+deb_pack() {
+  local st=$1 deb
+  (cd "$st" && find usr -type f -print0 | sort -z | xargs -0 md5sum > DEBIAN/md5sums)
+  chmod 0644 "$st"/DEBIAN/control "$st"/DEBIAN/md5sums
+  [ ! -e "$st/DEBIAN/conffiles" ] || chmod 0644 "$st/DEBIAN/conffiles"
+  deb=$OUT/${2}_${VERSION}-${REVISION}_$(dpkg --print-architecture).deb
+  dpkg-deb --root-owner-group -Zxz --build "$st" "$deb" >/dev/null
+  log "built $deb"
+}
+
+# deb_docs ST PKG: copyright, changelog and lintian overrides of PKG
+deb_docs() {
+  install -D -m 0644 "$REPO/packaging/debian/copyright" "$1/usr/share/doc/$2/copyright"
+  install -D -m 0644 "$GEN/changelog.Debian.gz" "$1/usr/share/doc/$2/changelog.Debian.gz"
+  install -D -m 0644 "$REPO/packaging/debian/$2.lintian-overrides" "$1/usr/share/lintian/overrides/$2"
+}
+
 build_deb_native() {
-  local arch st deb depends
+  local arch st depends
   arch=$(dpkg --print-architecture)
-  st=$REPO/target/packaging/deb/qoslane_${VERSION}-${REVISION}_$arch
-  stage "$st" /usr/share/zsh/vendor-completions
-  install -D -m 0644 "$REPO/packaging/debian/copyright" "$st/usr/share/doc/qoslane/copyright"
-  install -D -m 0644 "$GEN/changelog.Debian.gz" "$st/usr/share/doc/qoslane/changelog.Debian.gz"
-  install -D -m 0644 "$REPO/packaging/debian/lintian-overrides" "$st/usr/share/lintian/overrides/qoslane"
-  # Debian policy 12.3: documentation over 4 kB is compressed (the example and
-  # the copyright stay plain).
-  find "$st/usr/share/doc/qoslane" -maxdepth 1 -name '*.md' -size +4k -exec gzip -9n {} +
   # Depends from the binaries' shared libraries, as dpkg-shlibdeps computes
   # them for any Debian package (it wants a debian/control to sit beside).
   local sd=$REPO/target/packaging/deb/shlibdeps
   rm -rf "$sd"; mkdir -p "$sd/debian"
   printf 'Source: qoslane\n\nPackage: qoslane\nArchitecture: any\n' > "$sd/debian/control"
-  depends=$(cd "$sd" && dpkg-shlibdeps -O "$st/usr/sbin/qoslane" "$st/usr/sbin/hookrun" 2>/dev/null |
-            sed -n 's/^shlibs:Depends=//p')
-  [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies"
+  shlibs() { (cd "$sd" && dpkg-shlibdeps -O "$1" 2>/dev/null | sed -n 's/^shlibs:Depends=//p'); }
+
+  st=$REPO/target/packaging/deb/hookrun_${VERSION}-${REVISION}_$arch
+  rm -rf "$st"
+  stage_hookrun "$st" /usr/share/zsh/vendor-completions
+  deb_docs "$st" hookrun
+  depends=$(shlibs "$st/usr/sbin/hookrun"); [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies of hookrun"
   install -d -m 0755 "$st/DEBIAN"
-  {
-    echo "Package: qoslane"
-    echo "Version: ${VERSION}-${REVISION}"
-    echo "Architecture: $arch"
-    echo "Maintainer: $MAINTAINER"
-    echo "Installed-Size: $(du -sk --exclude=DEBIAN "$st" | cut -f1)"
-    echo "Depends: $depends"
-    # smpquery (fabric_check: enforce, the fabric audit) and the audit log's rotation.
-    echo "Recommends: slurmd, infiniband-diags, logrotate"
-    echo "Section: admin"
-    echo "Priority: optional"
-    echo "Homepage: $HOMEPAGE"
-    echo "Description: $SUMMARY"
-    printf '%s\n' "$DESCRIPTION" | sed 's/^/ /'
-  } > "$st/DEBIAN/control"
+  deb_control "$st" hookrun "$depends" slurmd "$HOOKRUN_SUMMARY" "$HOOKRUN_DESCRIPTION"
+  install -m 0755 "$REPO/packaging/maint/hookrun/prerm" "$REPO/packaging/maint/hookrun/postrm" "$st/DEBIAN/"
+  deb_pack "$st" hookrun
+
+  st=$REPO/target/packaging/deb/qoslane_${VERSION}-${REVISION}_$arch
+  rm -rf "$st"
+  stage_qoslane "$st" /usr/share/zsh/vendor-completions
+  deb_docs "$st" qoslane
+  # Debian policy 12.3: documentation over 4 kB is compressed (the example and
+  # the copyright stay plain).
+  find "$st/usr/share/doc/qoslane" -maxdepth 1 -name '*.md' -size +4k -exec gzip -9n {} +
+  depends=$(shlibs "$st/usr/sbin/qoslane"); [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies of qoslane"
+  install -d -m 0755 "$st/DEBIAN"
+  # hookrun of this very build: the hooks and hookrun are one release. smpquery
+  # (fabric_check: enforce, the fabric audit) and the audit log's rotation.
+  deb_control "$st" qoslane "hookrun (= ${VERSION}-${REVISION}), $depends" \
+    "slurmd, infiniband-diags, logrotate" "$SUMMARY" "$DESCRIPTION"
   printf '/etc/default/qoslane\n/etc/logrotate.d/qoslane\n' > "$st/DEBIAN/conffiles"
-  install -m 0755 "$REPO/packaging/maint/prerm" "$REPO/packaging/maint/postrm" "$st/DEBIAN/"
-  (cd "$st" && find usr -type f -print0 | sort -z | xargs -0 md5sum > DEBIAN/md5sums)
-  chmod 0644 "$st/DEBIAN/control" "$st/DEBIAN/md5sums" "$st/DEBIAN/conffiles"
-  deb=$OUT/qoslane_${VERSION}-${REVISION}_$arch.deb
-  dpkg-deb --root-owner-group -Zxz --build "$st" "$deb" >/dev/null
-  log "built $deb"
+  install -m 0755 "$REPO/packaging/maint/qoslane/prerm" "$REPO/packaging/maint/qoslane/postrm" "$st/DEBIAN/"
+  deb_pack "$st" qoslane
 }
 
 # ------------------------------------------------------------ .rpm
 build_rpm_native() {
   command -v rpmbuild >/dev/null || die "rpmbuild not found (Debian: apt-get install rpm)"
-  local top=$REPO/target/packaging/rpm arch
+  local top=$REPO/target/packaging/rpm arch p
   arch=$(uname -m)
   rm -rf "$top"; mkdir -p "$top"/{BUILD,RPMS,SPECS,SRPMS,BUILDROOT}
-  stage "$top/stage" /usr/share/zsh/site-functions sysconfig
-  install -D -m 0644 "$REPO/packaging/debian/copyright" "$top/stage/usr/share/licenses/qoslane/copyright"
+  # One tree, both packages: the spec's %files split it.
+  stage_hookrun "$top/stage" /usr/share/zsh/site-functions
+  stage_qoslane "$top/stage" /usr/share/zsh/site-functions sysconfig
+  for p in qoslane hookrun; do
+    install -D -m 0644 "$REPO/packaging/debian/copyright" "$top/stage/usr/share/licenses/$p/copyright"
+  done
   install -d -m 0750 "$top/stage/var/log/qoslane"
   sed -e "s|@VERSION@|$VERSION|" -e "s|@RELEASE@|$REVISION|" -e "s|@SUMMARY@|$SUMMARY|" \
+      -e "s|@HOOKRUN_SUMMARY@|$HOOKRUN_SUMMARY|" \
       -e "s|@URL@|$HOMEPAGE|" -e "s|@PACKAGER@|$MAINTAINER|" "$REPO/packaging/rpm/qoslane.spec.in" > "$top/SPECS/qoslane.spec"
   printf '%s\n' "$DESCRIPTION" > "$top/description"
+  printf '%s\n' "$HOOKRUN_DESCRIPTION" > "$top/hookrun-description"
   # %changelog: the Debian changelog's newest entry, dated as the build is.
   { printf '* %s %s - %s-%s\n' "$(LC_ALL=C date -u -d "@$SOURCE_DATE_EPOCH" '+%a %b %d %Y')" "$MAINTAINER" "$VERSION" "$REVISION"
     zcat "$GEN/changelog.Debian.gz" | awk 'NR > 2 && /^ -- /{exit} NR > 2 && NF' |
       sed -e 's/^  \* /- /' -e 's/^    /  /'; } > "$top/changelog"
   rpmbuild -bb --quiet \
-    --define "_topdir $top" --define "_stagedir $top/stage" --define "_descfile $top/description" --define "_changelogfile $top/changelog" \
+    --define "_topdir $top" --define "_stagedir $top/stage" --define "_descfile $top/description" \
+    --define "_hookrun_descfile $top/hookrun-description" --define "_changelogfile $top/changelog" \
     --define "_build_id_links none" --define "debug_package %{nil}" --define "__os_install_post %{nil}" \
     --target "$arch" "$top/SPECS/qoslane.spec" >"$top/rpmbuild.log" 2>&1 ||
     { tail -20 "$top/rpmbuild.log" >&2; die "rpmbuild failed (log: $top/rpmbuild.log)"; }
-  cp "$top/RPMS/$arch/qoslane-${VERSION}-${REVISION}.$arch.rpm" "$OUT/"
-  log "built $OUT/qoslane-${VERSION}-${REVISION}.$arch.rpm"
+  for p in qoslane hookrun; do
+    cp "$top/RPMS/$arch/$p-${VERSION}-${REVISION}.$arch.rpm" "$OUT/"
+    log "built $OUT/$p-${VERSION}-${REVISION}.$arch.rpm"
+  done
 }
 
 # ------------------------------------------------------------ cargo tools
@@ -240,13 +308,14 @@ build_with_cargo_tools() {
   install -d "$GEN/hooks/task-prolog.d"
   printf '%s\n' '#!/bin/sh' '# qoslane task-prolog hook (cargo-deb/cargo-generate-rpm packages: the native ones link qoslane).' \
     'exec /usr/sbin/qoslane task-prolog' > "$GEN/hooks/task-prolog.d/10-qoslane"
+  local p
   if [ $WANT_DEB = 1 ]; then
     cargo deb --version >/dev/null 2>&1 || die "cargo-deb not installed (cargo install --locked cargo-deb)"
-    cargo deb -p qoslane --no-build --no-strip --output "$OUT" >&2
+    for p in hookrun qoslane; do cargo deb -p "$p" --no-build --no-strip --output "$OUT" >&2; done
   fi
   if [ $WANT_RPM = 1 ]; then
     cargo generate-rpm --version >/dev/null 2>&1 || die "cargo-generate-rpm not installed (cargo install --locked cargo-generate-rpm)"
-    cargo generate-rpm -p crates/qoslane -o "$OUT" >&2
+    for p in hookrun qoslane; do cargo generate-rpm -p "crates/$p" -o "$OUT" >&2; done
   fi
 }
 
@@ -256,4 +325,4 @@ else
   [ $WANT_DEB = 1 ] && build_deb_native
   [ $WANT_RPM = 1 ] && build_rpm_native
 fi
-log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s: $(cd "$OUT" && printf '%s ' qoslane[_-]*)"
+log "done in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s: $(cd "$OUT" && printf '%s ' qoslane[_-]* hookrun[_-]*)"

@@ -30,8 +30,8 @@ rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the Slurm rig lock ($RIG
 if host_slurmctld && ! [ -s "$RIG_DIR/pids/slurmctld.pid" ]; then
   say "a slurmctld not started from $RIG_DIR is running; not touching it"; exit 1
 fi
-if dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -q "ok installed"; then
-  say "qoslane is installed on this machine: not touching it"; exit 1
+if dpkg-query -W -f='${Status}' qoslane hookrun 2>/dev/null | grep -q "ok installed"; then
+  say "qoslane or hookrun is installed on this machine: not touching it"; exit 1
 fi
 
 TEXTFILE=/var/lib/prometheus/node-exporter
@@ -48,7 +48,12 @@ cleanup() {
   set +e
   touch "$WORK/release.all"
   stop_slurm
-  dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -q "ok installed" && dpkg --purge qoslane >/dev/null 2>&1
+  # hookrun's removal is refused while slurm.conf runs it; slurm.conf is put back below.
+  [ -f /etc/slurm/slurm.conf ] && sed -i '/=\/usr\/sbin\/hookrun$/d' /etc/slurm/slurm.conf
+  local pkg
+  for pkg in qoslane hookrun; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed\|config-files" && dpkg --purge "$pkg" >/dev/null 2>&1
+  done
   for p in "${STATE_PATHS[@]}"; do rm -rf "/${p:?}"; done
   tar -C / -xpf "$WORK/pre-state.tar"
   [ "$MADE_TEXTFILE" = 1 ] && rmdir "$TEXTFILE" 2>/dev/null
@@ -74,18 +79,19 @@ bash "$E2E_REPO/packaging/build.sh" --deb --out "$WORK/r1" 2>"$WORK/build1.log" 
 bash "$E2E_REPO/packaging/build.sh" --deb --revision 2 --out "$WORK/r2" 2>"$WORK/build2.log" || { cat "$WORK/build2.log" >&2; exit 1; }
 say "built in $(secs "$t")s"
 DEB1=$(ls "$WORK"/r1/qoslane_*.deb) DEB2=$(ls "$WORK"/r2/qoslane_*.deb)
+HDEB1=$(ls "$WORK"/r1/hookrun_*.deb) HDEB2=$(ls "$WORK"/r2/hookrun_*.deb)
 VERSION=$(dpkg-deb -f "$DEB1" Version)
 V2=${VERSION%-*}-2
 check "lintian -I --pedantic: no tag (overrides justified)" bash -c \
-  "lintian -I --pedantic --tag-display-limit 0 '$DEB1' >'$WORK/lintian.txt' 2>/dev/null; rc=\$?; cat '$WORK/lintian.txt' >&2; [ \$rc = 0 ] && ! grep -q . '$WORK/lintian.txt'"
+  "lintian -I --pedantic --tag-display-limit 0 '$DEB1' '$HDEB1' >'$WORK/lintian.txt' 2>/dev/null; rc=\$?; cat '$WORK/lintian.txt' >&2; [ \$rc = 0 ] && ! grep -q . '$WORK/lintian.txt'"
 check "rebuild: version $V2, its changelog entry on top" bash -c \
   "[ \"\$(dpkg-deb -f '$DEB2' Version)\" = '$V2' ] && dpkg-deb --fsys-tarfile '$DEB2' | tar -xO ./usr/share/doc/qoslane/changelog.Debian.gz | gunzip | head -1 | grep -qF '($V2)'"
 say "case: dpkg -i"
-dpkg -i "$DEB1" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; exit 1; }
-check "installed $VERSION" eq "$(dpkg-query -W -f='${Status} ${Version}' qoslane)" "install ok installed $VERSION"
+dpkg -i "$HDEB1" "$DEB1" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; exit 1; }
+check "installed $VERSION (qoslane and hookrun)" eq "$(dpkg-query -W -f='${Status} ${Version};' qoslane hookrun)" "install ok installed $VERSION;install ok installed $VERSION;"
 pages_ok() {
   local p w bad=0
-  for p in $(dpkg -L qoslane | grep -E '^/usr/share/man/man[58]/.+\.gz$'); do
+  for p in $(dpkg -L qoslane hookrun | grep -E '^/usr/share/man/man[58]/.+\.gz$'); do
     w=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$p" 2>&1 >/dev/null) || { say "  $p: man failed"; bad=1; }
     [ -z "$w" ] || { say "  $p: $w"; bad=1; }
   done
@@ -177,8 +183,8 @@ rm -f "$WORK/release.all"
 say "case: upgrade to $V2 while a job holds its level"
 j=$(submit low); poll 60 "low job $j running" is_running "$j"
 check "job $j holds its record" test -s "/run/qoslane/jobs/$j.json"
-dpkg -i "$DEB2" >"$WORK/upgrade.log" 2>&1 || { cat "$WORK/upgrade.log" >&2; exit 1; }
-check "upgraded in place to $V2" eq "$(dpkg-query -W -f='${Version}' qoslane)" "$V2"
+dpkg -i "$HDEB2" "$DEB2" >"$WORK/upgrade.log" 2>&1 || { cat "$WORK/upgrade.log" >&2; exit 1; }
+check "upgraded in place to $V2" eq "$(dpkg-query -W -f='${Version} ' qoslane hookrun)" "$V2 $V2 "
 check "upgrade: the job's record, the state and the metrics stay" \
   test -s "/run/qoslane/jobs/$j.json" -a -d /var/lib/qoslane -a -s "$TEXTFILE/qoslane.prom"
 release "$j"; poll 60 "job $j done" is_gone "$j"
@@ -194,11 +200,16 @@ check "purge: the audit history is kept, whole" eq "$(cat /var/log/qoslane/audit
 check "purge: ... and purge says where and how to delete it" \
   grep -q 'audit history is kept in /var/log/qoslane (rm -r /var/log/qoslane deletes it)' "$WORK/purge.log"
 rm -r /var/log/qoslane
-left=$(ls -d /var/lib/qoslane /var/lib/hookrun /run/qoslane /var/log/qoslane /etc/default/qoslane \
+left=$(ls -d /var/lib/qoslane /run/qoslane /var/log/qoslane /etc/default/qoslane \
   /etc/logrotate.d/qoslane /usr/share/doc/qoslane /usr/share/qoslane /usr/lib/qoslane /usr/sbin/qoslane \
-  /usr/sbin/hookrun "$TEXTFILE/qoslane.prom" "$TEXTFILE/hookrun.prom" 2>/dev/null || true)
-check "purge: no file, state or metric left" eq "$left" ""
+  "$TEXTFILE/qoslane.prom" 2>/dev/null || true)
+check "purge: no file, state or metric of qoslane left" eq "$left" ""
 check "purge: dpkg has no qoslane" bash -c "! dpkg-query -W -f='\${Status}' qoslane 2>/dev/null | grep -q installed"
+check "purge: hookrun, which slurm.conf runs, stays installed" eq "$(dpkg-query -W -f='${Status}' hookrun)" "install ok installed"
+set +e; dpkg --remove hookrun >"$WORK/remove-hookrun.log" 2>&1; hrc=$?; set -e
+check "removing hookrun is refused while slurm.conf runs it, naming the line (exit $hrc)" bash -c \
+  "[ $hrc != 0 ] && grep -Eq '^  /etc/slurm/slurm.conf:[0-9]+: Prolog=/usr/sbin/hookrun\$' '$WORK/remove-hookrun.log' &&
+   dpkg-query -W -f='\${Status}' hookrun | grep -q 'ok installed'"
 check "purge: the links the guide made now point nowhere (hookrun skips them)" bash -c \
   "[ -L /etc/slurm/prolog.d/10-qoslane ] && [ ! -e /etc/slurm/prolog.d/10-qoslane ]"
 

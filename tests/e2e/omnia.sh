@@ -50,7 +50,7 @@ STATE_PATHS=(etc/slurm etc/qoslane var/lib/qoslane run/qoslane var/log/qoslane v
 pre=()
 for p in "${STATE_PATHS[@]}"; do [ -e "/$p" ] && pre+=("$p"); done
 tar -C / -cpf "$WORK/pre-state.tar" --files-from /dev/null "${pre[@]}"
-PKG_BEFORE=$(dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -c "ok installed" || true)
+PKG_BEFORE=$(dpkg-query -W -f='${Status}' qoslane hookrun 2>/dev/null | grep -c "ok installed" || true)
 QOS_BEFORE=""   # name|priority of each QoS once the rig is up
 FABRIC_RIG=$E2E_REPO/rigs/fabric_path_rig.sh
 FABRIC_ENV=""   # the multi-switch fabric rig's env file, once started
@@ -69,8 +69,13 @@ cleanup() {
   fi
   stop_slurm
   [ -z "$FABRIC_ENV" ] || bash "$FABRIC_RIG" stop "$FABRIC_ENV" >/dev/null 2>&1
-  if [ "$PKG_BEFORE" = 0 ] && dpkg-query -W -f='${Status}' qoslane 2>/dev/null | grep -q "ok installed"; then
-    dpkg --purge qoslane >/dev/null 2>&1
+  if [ "$PKG_BEFORE" = 0 ]; then
+    local pkg
+    for pkg in qoslane hookrun; do
+      if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed\|config-files"; then
+        dpkg --purge "$pkg" >/dev/null 2>&1
+      fi
+    done
   fi
   for p in "${STATE_PATHS[@]}"; do rm -rf "/${p:?}"; done
   tar -C / -xpf "$WORK/pre-state.tar"
@@ -95,20 +100,19 @@ if command -v rpmbuild >/dev/null; then want=(); elif [ "${QOSLANE_REQUIRE_TOOLS
 bash "$E2E_REPO/packaging/build.sh" --out "$WORK/packages" "${want[@]}" 2>"$WORK/build.log" || { cat "$WORK/build.log" >&2; exit 1; }
 say "packages built in $(secs "$t")s"
 DEB=$(ls "$WORK"/packages/qoslane_*.deb)
+HDEB=$(ls "$WORK"/packages/hookrun_*.deb)
 # The crate's version (--version names the build: "0.1.0-1 (git …)").
 VERSION=$(cd "$E2E_REPO" && cargo pkgid -p qoslane | sed 's/.*[#@]//')
 
 # The files each package must hold (man pages: whatever qoslane generates).
 mkdir -p "$WORK/man"; "$QL" generate man "$WORK/man"; "$(dirname "$QL")/hookrun" generate man "$WORK/man"
-expected() { # expected ZSH_DIR DOC_EXT [FILE...]: the common list, plus each package's own files
+expected() { # expected ZSH_DIR DOC_EXT [FILE...]: qoslane's common list, plus each package's own files
   local zsh=$1 doc=$2; shift 2
   {
     printf '%s\n' "$@"
-    printf '%s\n' /usr/sbin/qoslane /usr/sbin/hookrun \
+    printf '%s\n' /usr/sbin/qoslane \
       /usr/share/bash-completion/completions/qoslane "$zsh/_qoslane" \
       /usr/share/fish/vendor_completions.d/qoslane.fish \
-      /usr/share/bash-completion/completions/hookrun "$zsh/_hookrun" \
-      /usr/share/fish/vendor_completions.d/hookrun.fish \
       /usr/share/doc/qoslane/examples/qos-network.yml \
       /usr/lib/qoslane/hooks/prolog.d/10-qoslane /usr/lib/qoslane/hooks/epilog.d/50-qoslane \
       /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane /usr/lib/qoslane/hooks/health.d/10-qoslane \
@@ -118,15 +122,24 @@ expected() { # expected ZSH_DIR DOC_EXT [FILE...]: the common list, plus each pa
       /usr/lib/systemd/system/qoslane-fabric-audit.timer \
       /usr/share/qoslane/prometheus/qoslane-alerts.yml /usr/share/qoslane/prometheus/scrape-qoslane.yml \
       /usr/share/qoslane/grafana/grafana-qoslane.json
-    for d in admin-guide fabric hookrun metrics omnia RELIABILITY PERFORMANCE; do
+    for d in admin-guide fabric hookrun metrics omnia; do
       echo "/usr/share/doc/qoslane/$d.$doc"
     done
-    for m in "$WORK"/man/*.[58]; do echo "/usr/share/man/man${m##*.}/$(basename "$m").gz"; done
+    for m in "$WORK"/man/qoslane*.[58]; do echo "/usr/share/man/man${m##*.}/$(basename "$m").gz"; done
   } | sort
+}
+expected_hookrun() { # expected_hookrun ZSH_DIR [FILE...]: hookrun's package
+  local zsh=$1; shift
+  printf '%s\n' "$@" /usr/sbin/hookrun /usr/lib/hookrun/remove \
+    /usr/share/bash-completion/completions/hookrun "$zsh/_hookrun" /usr/share/fish/vendor_completions.d/hookrun.fish \
+    /usr/share/man/man8/hookrun.8.gz /usr/share/man/man5/hookrun.conf.5.gz | sort
 }
 deb_files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | grep -v '^/usr/share/doc/qoslane/copyright$' | sort)
 check "deb: holds exactly the expected files" eq "$deb_files" "$(expected /usr/share/zsh/vendor-completions md.gz \
   /etc/default/qoslane /usr/share/doc/qoslane/changelog.Debian.gz /usr/share/lintian/overrides/qoslane)"
+check "deb: hookrun's package holds exactly its files" eq \
+  "$(dpkg-deb -c "$HDEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | grep -v '^/usr/share/doc/hookrun/copyright$' | sort)" \
+  "$(expected_hookrun /usr/share/zsh/vendor-completions /usr/share/doc/hookrun/changelog.Debian.gz /usr/share/lintian/overrides/hookrun)"
 check "deb: binaries and hooks are executable" eq \
   "$(dpkg-deb -c "$DEB" | awk '$1 !~ /^[dl]/ && $6 ~ /sbin\/|hooks\/.*\.d\/./ && $1 != "-rwxr-xr-x"' | wc -l)" 0
 check "deb: the TaskProlog hook is qoslane itself (a relative symlink, no shell)" eq \
@@ -141,6 +154,10 @@ check "deb: shipped hooks are packaging/hooks" bash -c "
 if RPM=$(ls "$WORK"/packages/qoslane-*.rpm 2>/dev/null); then
   rpm_files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$RPM" 2>/dev/null | awk '$1 !~ /^d/ {print $2}' | sort)
   check "rpm: holds exactly the expected files" eq "$rpm_files" "$(expected /usr/share/zsh/site-functions md /etc/sysconfig/qoslane /usr/share/licenses/qoslane/copyright)"
+  HRPM=$(ls "$WORK"/packages/hookrun-*.rpm)
+  check "rpm: hookrun's package holds exactly its files" eq \
+    "$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$HRPM" 2>/dev/null | awk '$1 !~ /^d/ {print $2}' | sort)" \
+    "$(expected_hookrun /usr/share/zsh/site-functions /usr/share/licenses/hookrun/copyright)"
   check "rpm: version $VERSION-1, license Apache-2.0" eq \
     "$(rpm -qp --qf '%{VERSION}-%{RELEASE} %{LICENSE}' "$RPM" 2>/dev/null)" "$VERSION-1 Apache-2.0"
 fi
@@ -338,16 +355,16 @@ play install slurm_qos_network.yml || { tail -40 "$WORK/install.log" >&2; exit 1
 check "run 1: changed, nothing failed" test "$(recap install changed)" -gt 0 -a "$(recap install failed)" = 0
 check "run 1: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
 cp "$CONF" "$WORK/slurm.conf.run1"
-check "run 1: package installed with dpkg" bash -c \
-  "dpkg-query -W -f='\${Status} \${Version}' qoslane | grep -qx 'install ok installed $VERSION-1'"
-check "run 1: hookrun from the package" eq "$(dpkg-query -S /usr/sbin/hookrun 2>/dev/null | cut -d: -f1)" qoslane
+check "run 1: packages installed with dpkg" bash -c \
+  "dpkg-query -W -f='\${Status} \${Version}' qoslane | grep -qx 'install ok installed $VERSION-1' &&
+   dpkg-query -W -f='\${Status} \${Version}' hookrun | grep -qx 'install ok installed $VERSION-1'"
+check "run 1: hookrun from its own package" eq "$(dpkg-query -S /usr/sbin/hookrun 2>/dev/null | cut -d: -f1)" hookrun
 check "run 1: mapping installed byte for byte" cmp -s "$MAP" /etc/qoslane/qos-network.yml
-for h in prolog.d/10-qoslane epilog.d/50-qoslane health.d/10-qoslane; do
-  check "run 1: hook $h = packaging/hooks/$h, executable" \
-    bash -c "cmp -s '$E2E_REPO/packaging/hooks/$h' '/etc/slurm/$h' && [ -x '/etc/slurm/$h' ]"
+# From a package, the hooks are links to the package's (a removed qoslane leaves broken links,
+# which hookrun skips).
+for h in prolog.d/10-qoslane epilog.d/50-qoslane health.d/10-qoslane task-prolog.d/10-qoslane; do
+  check "run 1: hook $h links to the package's" eq "$(readlink "/etc/slurm/$h")" "/usr/lib/qoslane/hooks/$h"
 done
-check "run 1: hook task-prolog.d/10-qoslane is a symlink to qoslane (as the package's)" \
-  eq "$(readlink /etc/slurm/task-prolog.d/10-qoslane)" /usr/sbin/qoslane
 check "run 1: the site Prolog is adopted into prolog.d" \
   eq "$(readlink "/etc/slurm/prolog.d/00-$(basename "$RIG_PROLOG_HOOK")")" "$RIG_PROLOG_HOOK"
 check "run 1: epilog.d/logout_user.sh kept" test -x /etc/slurm/epilog.d/logout_user.sh
@@ -422,7 +439,7 @@ check "gate (fail): the message names level, switch spine1, its LID ($SPINE1_LID
   "level mission-critical: SL 3 -> VL 15 (dropped: VL 15 is the management lane) at switch spine1 (lid $SPINE1_LID) every in port -> 2" "$WORK/gate-fail.log"
 check "gate (fail): says which level, and that no node was changed" bash -c \
   "grep -qF 'Failed. The fabric does not carry 1 level(s) of $MAP (mission-critical)' '$WORK/gate-fail.log' && grep -qF 'No node was changed.' '$WORK/gate-fail.log'"
-check "gate (fail): stopped before any node task" bash -c "! grep -qE 'TASK .*(Install the QoS network mapping|Apply the mapping on the node|Install the qoslane package)' '$WORK/gate-fail.log'"
+check "gate (fail): stopped before any node task" bash -c "! grep -qE 'TASK .*(Install the QoS network mapping|Apply the mapping on the node|Install the hookrun and qoslane packages|Install the packages)' '$WORK/gate-fail.log'"
 check "gate (fail): the node's mapping is still run 1's" cmp -s "$WORK/mapping.run1" /etc/qoslane/qos-network.yml
 snapshot > "$WORK/gate-after.sha"
 check "gate (fail): /etc/qoslane and /etc/slurm byte-identical, nothing audited" bash -c \
@@ -544,7 +561,7 @@ check "removal: the audit log stays" test -s /var/log/qoslane/audit.jsonl
 check "removal: the periodic audit, its textfile and the staged mappings gone" \
   test ! -e "$CRON" -a ! -e "$PROM" -a ! -e /var/lib/qoslane-fabric-audit
 if [ "$PKG_BEFORE" = 0 ]; then
-  check "removal: package uninstalled" bash -c "! dpkg-query -W -f='\${Status}' qoslane 2>/dev/null | grep -q 'ok installed'"
+  check "removal: both packages uninstalled" bash -c "! dpkg-query -W -f='\${Status}' qoslane hookrun 2>/dev/null | grep -q 'ok installed'"
 fi
 j=$(run_job high)
 check "after removal: jobs run, no SL exports" eq "$(env_of "$j" UCX_IB_SL)" ""
@@ -558,6 +575,12 @@ play binaries slurm_qos_network.yml || { tail -40 "$WORK/binaries.log" >&2; exit
 check "binaries: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
 check "binaries: /usr/sbin/qoslane and hookrun are the release binaries, no package" bash -c \
   "cmp -s '$QL' /usr/sbin/qoslane && cmp -s '$HR' /usr/sbin/hookrun && ! dpkg-query -S /usr/sbin/hookrun >/dev/null 2>&1"
+for h in prolog.d/10-qoslane epilog.d/50-qoslane health.d/10-qoslane; do
+  check "binaries: hook $h = packaging/hooks/$h, a file, executable" \
+    bash -c "! [ -L '/etc/slurm/$h' ] && cmp -s '$E2E_REPO/packaging/hooks/$h' '/etc/slurm/$h' && [ -x '/etc/slurm/$h' ]"
+done
+check "binaries: hook task-prolog.d/10-qoslane is a symlink to qoslane" \
+  eq "$(readlink /etc/slurm/task-prolog.d/10-qoslane)" /usr/sbin/qoslane
 j=$(run_job high)
 check "binaries: high job UCX_IB_SL=4" eq "$(env_of "$j" UCX_IB_SL)" 4
 reads=$(slurmd_reads)
@@ -579,7 +602,7 @@ check "unreadable fabric: says exit 69 and why" bash -c \
    grep -qF 'the fabric could not be read' '$WORK/unreadable.log'"
 snapshot > "$WORK/unreadable-after.sha"
 check "unreadable fabric: no node task ran, /etc/qoslane and /etc/slurm byte-identical" bash -c \
-  "! grep -qE 'TASK .*Install the qoslane' '$WORK/unreadable.log' && cmp -s '$WORK/unreadable-before.sha' '$WORK/unreadable-after.sha'"
+  "! grep -qE 'TASK .*Install the (qoslane|hookrun|packages)' '$WORK/unreadable.log' && cmp -s '$WORK/unreadable-before.sha' '$WORK/unreadable-after.sha'"
 
 say "omnia e2e: $E2E_PASSED passed, $E2E_FAILED failed, $RUN playbook runs, $(secs "$T_START")s"
 [ "$E2E_FAILED" = 0 ]
