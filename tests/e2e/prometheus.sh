@@ -279,6 +279,49 @@ if [ "$NN" -gt 1 ]; then
 fi
 check "scraped: qoslane_build_info on every node" has_series "count(qoslane_build_info == 1) == $NN"
 
+say "case: a high job alone on $N1 sends off its level's SL and its lane waits: evidence, wait per tier, QoslaneOffLevelTraffic"
+# The node's ports' counters through perfquery (the site options' QOSLANE_PERFQUERY): the stand-in
+# of the integration tests answers the real-format outputs of tests/fixtures/perfquery/ (no
+# simulator answers PortXmitDataSL); before the job SL 0 and SL 3 have sent, while it runs 4096
+# bytes leave on SL 0 and 1,000,000 on SL 3 (neither is high's SL 2) and VL 2 waits 700 ticks.
+R1=$CH$(root_of "$N1")
+PF=$E2E_REPO/crates/qoslane/tests/fixtures/perfquery
+cp "$E2E_REPO/crates/qoslane/tests/fixtures/bin/fake-perfquery" "$R1/bin/perfquery"
+counters_show() { # before|after
+  cp "$PF/xmtsl-$1.txt" "$R1/bin/any.xmtsl.txt"
+  cp "$PF/rcvsl-$1.txt" "$R1/bin/any.rcvsl.txt"
+  local wait=0; [ "$1" = before ] || wait=700
+  sed -E "s/^(PortVLXmitWait2:\.*)[0-9]+\$/\1$wait/" "$PF/vlxmit-before.txt" > "$R1/bin/any.vlxmit.txt"
+}
+counters_show before
+install -d -m 0755 "$R1/etc/default"
+printf 'QOSLANE_PERFQUERY=%s/bin/perfquery\n' "$(root_of "$N1")" >> "$R1/etc/default/qoslane"
+chmod 0644 "$R1/etc/default/qoslane"
+# shellcheck disable=SC2016  # $SLURM_JOB_ID is the job's
+slurm_cmd /usr/bin/timeout 60 /usr/bin/srun --qos=high -w "$N1" -N1 /bin/sh -c 'echo "job-id=$SLURM_JOB_ID"; sleep 3' > "$W/offlevel.out" 2>&1 &
+OFF_PID=$!
+job_started() { grep -q '^job-id=' "$W/offlevel.out"; }
+poll 20 "the off-level job started on $N1" job_started
+j=$(sed -n 's/^job-id=//p' "$W/offlevel.out" | head -1)
+check "off-level job $j: prolog applied (its counters read)" eq "$(prolog_of "$N1" "$j")" applied
+counters_show after
+wait "$OFF_PID" || true
+poll 10 "job $j epilog audited" epilog_on "$N1" "$j"
+check "off-level job $j: the Epilog's evidence, alone on $N1, 1,004,096 bytes off SL 2" \
+  eq "$(audit_of "$(root_of "$N1")" "$j" epilog evidence | python3 -c 'import ast,sys; e=ast.literal_eval(sys.stdin.read()); print(e["alone"], e["sl"], e["off_level_bytes"])')" "True 2 1004096"
+poll 15 "Prometheus has $N1's off-level bytes" has_series "qoslane_off_level_bytes_total{instance=\"$N1\",level=\"high\"} == 1004096"
+check "scraped: qoslane_off_level_bytes_total{level=high} on $N1" has_series "qoslane_off_level_bytes_total{instance=\"$N1\",level=\"high\"} == 1004096"
+check "scraped: high's VL 2 waited 700 ticks on $N1's port (qoslane_xmit_wait_ticks_total)" \
+  has_series "qoslane_xmit_wait_ticks_total{instance=\"$N1\",level=\"high\",vl=\"2\",device=\"mlx5_0\",port=\"1\"} == 700"
+poll 20 "QoslaneOffLevelTraffic firing" alert_is QoslaneOffLevelTraffic firing
+check "alert QoslaneOffLevelTraffic firing for $N1, level high, only" \
+  eq "$(alerts | grep '^QoslaneOffLevelTraffic firing ' | grep "instance=$N1 " | grep -c 'level=high')/$(alerts | grep -c '^QoslaneOffLevelTraffic firing ')" 1/1
+tier_wait_panel() { # the dashboard's "tier health" wait query, without its empty-panel fallback
+  [ "$(value "sum by (level) (increase(qoslane_xmit_wait_ticks_total{instance=~\"$N1\",level=\"high\"}[5m]))")" != "" ]
+}
+poll 20 "the tier-health wait query has high's series" tier_wait_panel
+check "dashboard's tier-health wait query: a series for high on $N1 (not the fallback)" tier_wait_panel
+
 # ------------------------------------------------------------ the path: the fabric audit
 say "case: the fabric audit on the multi-switch rig, one spine misaligned behind the SM"
 FABRIC_ENV=$(bash "$E2E_REPO/rigs/fabric_path_rig.sh" start 8>&- 9>&-)
