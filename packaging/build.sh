@@ -39,10 +39,11 @@
 #   /etc/logrotate.d/qoslane                       (conffile: the audit log)
 #   /etc/default/qoslane                           (conffile: the site options; the .rpm:
 #                                                   /etc/sysconfig/qoslane)
-#   /usr/lib/qoslane/{site-options,remove-state}   (read by the hooks / removal)
+#   /usr/lib/qoslane/remove-state                  (run by the removal)
 #   /usr/lib/qoslane/hooks/{prolog.d,epilog.d,task-prolog.d,health.d}/NN-qoslane
-#   (task-prolog.d's is a symlink to /usr/sbin/qoslane; the others sh scripts
-#   that read the site options)
+#   (each a symlink to /usr/sbin/qoslane: no shell in between; qoslane picks
+#   the hook from SLURM_SCRIPT_CONTEXT or hookrun's HOOKRUN_PHASE and reads
+#   the site options file itself)
 # Removing qoslane first releases the levels jobs hold (qoslane's Epilog:
 # the node settings back to the baseline), then drops its .prom textfile;
 # purge (rpm: erase) also /var/lib/qoslane and /run/qoslane. The audit
@@ -57,6 +58,8 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$REPO/target/packages
+# qoslane's hooks, as hookrun runs them from /etc/slurm/<phase>.d (links made by the admin or Omnia)
+HOOKS="prolog.d/10-qoslane epilog.d/50-qoslane task-prolog.d/10-qoslane health.d/10-qoslane"
 WANT_DEB=1 WANT_RPM=1 CARGO_TOOLS=0 REBUILD=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -175,16 +178,15 @@ stage_qoslane() {
   install -D -m 0644 "$REPO/packaging/logrotate/qoslane" "$d/etc/logrotate.d/qoslane"
   # The site options: /etc/default on Debian, /etc/sysconfig on the RHEL family (stage SITE_DIR).
   install -D -m 0644 "$REPO/packaging/default/qoslane" "$d/etc/${3:-default}/qoslane"
-  install -D -m 0644 "$REPO/packaging/lib/site-options" "$d/usr/lib/qoslane/site-options"
   install -D -m 0755 "$REPO/packaging/maint/qoslane/remove-state" "$d/usr/lib/qoslane/remove-state"
-  for p in "$REPO"/packaging/hooks/*.d/*; do
-    install -D -m 0755 "$p" "$d/usr/lib/qoslane/hooks/$(basename "$(dirname "$p")")/$(basename "$p")"
+  # Every hook is qoslane itself, no shell in between: run with no argument,
+  # it acts on SLURM_SCRIPT_CONTEXT (Prolog, Epilog, TaskProlog) or hookrun's
+  # HOOKRUN_PHASE (health), and reads the site options file itself (a /bin/sh
+  # wrapper cost ~0.7-1.2 ms per run; docs/PERFORMANCE.md).
+  for p in $HOOKS; do
+    install -d -m 0755 "$d/usr/lib/qoslane/hooks/${p%/*}"
+    ln -s ../../../../sbin/qoslane "$d/usr/lib/qoslane/hooks/$p"
   done
-  # The TaskProlog hook is qoslane itself, no shell in between: it runs once
-  # per task, with no argument, and acts on SLURM_SCRIPT_CONTEXT=prolog_task
-  # (a /bin/sh wrapper cost ~1.2 ms of its ~2.7 ms; docs/PERFORMANCE.md).
-  install -d -m 0755 "$d/usr/lib/qoslane/hooks/task-prolog.d"
-  ln -s ../../../../sbin/qoslane "$d/usr/lib/qoslane/hooks/task-prolog.d/10-qoslane"
 }
 
 # ------------------------------------------------------------ .deb
@@ -302,13 +304,16 @@ build_rpm_native() {
 build_with_cargo_tools() {
   # The assets of [package.metadata.deb] / [package.metadata.generate-rpm]
   # point at target/packaging/generated (made above) and packaging/. Those
-  # tools make no symlinks: their TaskProlog hook is a /bin/sh wrapper that
-  # execs qoslane (the native packages link qoslane itself, ~1.2 ms less per
-  # task: docs/PERFORMANCE.md).
-  install -d "$GEN/hooks/task-prolog.d"
-  printf '%s\n' '#!/bin/sh' '# qoslane task-prolog hook (cargo-deb/cargo-generate-rpm packages: the native ones link qoslane).' \
-    'exec /usr/sbin/qoslane task-prolog' > "$GEN/hooks/task-prolog.d/10-qoslane"
+  # tools make no symlinks: their hooks are /bin/sh wrappers that exec
+  # qoslane (the native packages link qoslane itself, ~0.7-1.2 ms less per
+  # run: docs/PERFORMANCE.md).
   local p
+  for p in $HOOKS; do
+    install -d "$GEN/hooks/${p%/*}"
+    # shellcheck disable=SC2016  # the wrapper's own "$@", at its run time
+    printf '%s\n' '#!/bin/sh' '# a qoslane hook (cargo-deb/cargo-generate-rpm packages: the native ones link qoslane).' \
+      'exec /usr/sbin/qoslane "$@"' > "$GEN/hooks/$p"
+  done
   if [ $WANT_DEB = 1 ]; then
     cargo deb --version >/dev/null 2>&1 || die "cargo-deb not installed (cargo install --locked cargo-deb)"
     for p in hookrun qoslane; do cargo deb -p "$p" --no-build --no-strip --output "$OUT" >&2; done

@@ -7,8 +7,7 @@
 #   scripts/shellcheck.sh          check them all (exit 1 on any finding)
 #   scripts/shellcheck.sh --list   only print the files it would check
 #
-# Jinja templates (*.j2) are not shell until rendered; the rendered hooks are
-# packaging/hooks/ (tests/e2e/omnia.sh compares them), which are checked.
+# Jinja templates (*.j2) are not shell until rendered.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -181,28 +181,29 @@ prolog() { env -i SLURM_JOB_ID="$1" SLURM_JOB_QOS=normal SLURM_SCRIPT_CONTEXT=pr
 cp -p /etc/default/qoslane "$PW/default.orig"
 printf 'QOSLANE_CONFIG=%s\nQOSLANE_NO_JOURNAL=1\n' "$PW/site/qos-network.yml" >>/etc/default/qoslane
 prolog 101 >/dev/null 2>"$PW/prolog.err" || true
-check "site options: the hook passes /etc/default/qoslane's mapping path to qoslane" \
+check "site options: the hook (qoslane itself) reads /etc/default/qoslane's mapping path" \
   grep -q "$PW/site/qos-network.yml" "$PW/prolog.err"
 check "site options: that run is in the audit log" \
   grep -q '"job_id":101,' /var/log/qoslane/audit.jsonl
 # The TaskProlog hook as hookrun starts it: no argument, the task's context.
 tp=$(env -i SLURM_SCRIPT_CONTEXT=prolog_task SLURM_JOB_ID=101 HOOKRUN_PHASE=task-prolog \
        /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane 2>"$PW/task-prolog.err") || true
-check "task-prolog hook: a symlink to qoslane itself, no shell" \
-  eq "$(readlink /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane):$(readlink -f /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane)" \
-  ../../../../sbin/qoslane:/usr/sbin/qoslane
+for h in prolog.d/10-qoslane epilog.d/50-qoslane task-prolog.d/10-qoslane health.d/10-qoslane; do
+  check "hook $h: a symlink to qoslane itself, no shell" \
+    eq "$(readlink "/usr/lib/qoslane/hooks/$h"):$(readlink -f "/usr/lib/qoslane/hooks/$h")" \
+    ../../../../sbin/qoslane:/usr/sbin/qoslane
+done
 check "task-prolog hook: with no argument it speaks the TaskProlog protocol for the job" bash -c \
   "printf '%s\n' \"\$1\" | grep -q '^\(export\|unset\) QOSLANE_LEVEL' && ! printf '%s\n' \"\$1\" | grep -qv '^\(export\|unset\|print\) '" _ "$tp"
 chmod g+w /etc/default/qoslane
 lines=$(wc -l </var/log/qoslane/audit.jsonl)
 set +e; prolog 102 >/dev/null 2>"$PW/refused.err"; prc=$?; set -e
-check "site options: a group-writable file fails the hook (exit $prc)" eq "$prc" 1
-check "site options: ... saying why" grep -q "refusing /etc/default/qoslane: mode 664 is writable by group or others" \
-  "$PW/refused.err"
-check "site options: ... and qoslane never ran" eq "$(wc -l </var/log/qoslane/audit.jsonl)" "$lines"
+check "site options: a group-writable file fails the hook (exit $prc: I/O, not a refused job)" eq "$prc" 74
+check "site options: ... saying why" bash -c "grep '/etc/default/qoslane' '$PW/refused.err' | grep -q 'refusing the site options'"
+check "site options: ... and the Prolog did nothing" eq "$(wc -l </var/log/qoslane/audit.jsonl)" "$lines"
 chmod g-w /etc/default/qoslane; chown nobody /etc/default/qoslane
 set +e; prolog 103 >/dev/null 2>"$PW/refused.err"; prc=$?; set -e
-check "site options: a file not owned by root fails the hook" eq "$prc:$(grep -c 'not root' "$PW/refused.err")" 1:1
+check "site options: a file not owned by root fails the hook" eq "$prc:$(grep -c 'refusing the site options' "$PW/refused.err")" 74:1
 cp -p "$PW/default.orig" /etc/default/qoslane; chown root:root /etc/default/qoslane
 
 # ------------------------------------------------------------ logrotate while appending

@@ -23,10 +23,13 @@ enum Mode {
 }
 
 impl Mode {
-    /// `phase` is hookrun's `HOOKRUN_PHASE`: it picks the TaskProlog only,
-    /// for a hook with no argument run where Slurm set no context (a site's
-    /// wrapper calling `hookrun task-prolog`); the TaskProlog trusts nothing
-    /// in its environment, so this gives nobody anything.
+    /// `phase` is hookrun's `HOOKRUN_PHASE`, for a hook with no argument run
+    /// where Slurm set no context: `HealthCheckProgram` (Slurm sets none) and
+    /// a site's wrapper calling `hookrun prolog` by hand. The packaged hooks
+    /// are links to this binary, so the phase hookrun runs is the hook's.
+    /// Slurm's context wins when both are set. It gives nobody anything: the
+    /// TaskProlog trusts nothing in its environment, and the other hooks
+    /// change only what their caller, root, can change anyway.
     fn of(
         command: Option<Command>,
         context: Option<&str>,
@@ -41,7 +44,21 @@ impl Mode {
                 Some("prolog_slurmd") => Self::Prolog,
                 Some("epilog_slurmd") => Self::Epilog,
                 Some("prolog_task") => Self::TaskProlog,
-                None if phase == Some("task-prolog") => Self::TaskProlog,
+                None => match phase {
+                    Some("prolog") => Self::Prolog,
+                    Some("epilog") => Self::Epilog,
+                    Some("task-prolog") => Self::TaskProlog,
+                    Some("health") => Self::Other(Command::Health {
+                        format: qoslane::cli::Format::default(),
+                        json: false,
+                    }),
+                    _ => {
+                        return Err(format!(
+                            "no subcommand and SLURM_SCRIPT_CONTEXT is unset, HOOKRUN_PHASE {}; see `qoslane --help`",
+                            phase.map_or("unset".into(), |p| format!("`{p}`"))
+                        ));
+                    }
+                },
                 other => {
                     return Err(format!(
                         "no subcommand and SLURM_SCRIPT_CONTEXT is {}; see `qoslane --help`",
@@ -161,7 +178,7 @@ fn main() -> ExitCode {
 
 /// The run's context: paths, deadline, Slurm context. Outside the
 /// TaskProlog (`trust_env`) a value comes from the flag, else the
-/// environment, else the site options file (as the hook scripts read it),
+/// environment, else the site options file,
 /// else the default; in the TaskProlog from the flag only.
 fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx, Error> {
     let env = |name: &str| if trust_env { env_path(name) } else { None };

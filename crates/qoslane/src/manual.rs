@@ -120,13 +120,13 @@ fn files() -> String {
     );
     s += &item(
         "/etc/default/qoslane",
-        "Site options (QOSLANE_* variables) of the hook scripts and of qoslane itself \
+        "Site options (QOSLANE_* variables) of the hooks and of qoslane itself \
          outside the TaskProlog, below flags and the environment; read only when a regular \
          file owned by root and not writable by group or others, else refused (exit 74).",
     );
     s += &item(
         "/usr/lib/qoslane/hooks",
-        "The hook scripts for \\fBhookrun\\fR(8): prolog.d, epilog.d, task\\-prolog.d, health.d.",
+        "The hooks for \\fBhookrun\\fR(8), each a link to qoslane: prolog.d, epilog.d, task\\-prolog.d, health.d.",
     );
     s += &item(
         DOC_DIR,
@@ -178,6 +178,10 @@ When set, log to stderr only, not to journald or syslog.
 .TP
 .B SLURM_SCRIPT_CONTEXT
 With no subcommand: prolog_slurmd, epilog_slurmd or prolog_task chooses the phase.
+.TP
+.B HOOKRUN_PHASE
+With no subcommand and no SLURM_SCRIPT_CONTEXT: prolog, epilog, task-prolog or health (as
+hookrun sets it for its hooks) chooses the phase; the packaged hooks are links to qoslane.
 .TP
 .BR SLURM_JOB_ID \", \" SLURM_JOB_QOS \", \" SLURM_JOB_USER \", \" SLURMD_NODENAME
 The job's facts, as slurmd passes them to the hooks.

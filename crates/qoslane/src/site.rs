@@ -1,7 +1,7 @@
 //! The site options file, `/etc/default/qoslane` (Debian, Ubuntu) or
 //! `/etc/sysconfig/qoslane` (RHEL, Rocky: where the .rpm installs it) under
-//! the root prefix: the `QOSLANE_*` variables a site sets for the hook
-//! scripts (which read it themselves, `packaging/lib/site-options`). qoslane reads the same file
+//! the root prefix: the `QOSLANE_*` variables a site sets for the hooks
+//! (links to qoslane: no shell reads it). qoslane reads the file
 //! whenever it runs outside a TaskProlog, so a manual `sync`, `health`,
 //! `explain --fabric`, `fabric audit`, `log` or `status` uses exactly the
 //! programs and paths the hooks use. Precedence: a flag, then the
@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 /// the site's (the .deb installs the first, the .rpm the second).
 pub const FILES: &[&str] = &["etc/default/qoslane", "etc/sysconfig/qoslane"];
 
-/// The variables the file may set (the hook scripts' list).
+/// The variables the file may set.
 pub const NAMES: &[&str] = &[
     "QOSLANE_CONFIG",
     "QOSLANE_AUDIT_LOG",
@@ -58,7 +58,7 @@ impl SiteOptions {
 /// Reads the first of [`FILES`] under `root` that exists. None is no
 /// options.
 pub fn read(root: &Path) -> Result<SiteOptions> {
-    // No file is no options, as for the hook scripts (whatever the
+    // No file is no options (whatever the
     // directories: a file made later is judged when it is read).
     let Some(path) = FILES.iter().map(|f| root.join(f)).find(|p| {
         !std::fs::symlink_metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)

@@ -150,7 +150,40 @@ fn context_dispatch_runs_each_hook() {
         .output()
         .unwrap();
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
-    let out = n.run(&[], &[("HOOKRUN_PHASE", "prolog"), ("SLURM_JOB_ID", "7")]);
+    // The packaged hooks are links to qoslane: hookrun's phase is the hook's
+    // where Slurm set no context (HealthCheckProgram), Slurm's wins where both.
+    ok(&n.run(&[], &[("HOOKRUN_PHASE", "health")]));
+    let out = n.run(
+        &[],
+        &[
+            ("HOOKRUN_PHASE", "prolog"),
+            ("SLURM_JOB_ID", "7"),
+            ("FAKE_QOS", "high"),
+        ],
+    );
+    ok(&out);
+    assert_eq!(
+        n.last_audit("prolog")["job_id"],
+        7,
+        "HOOKRUN_PHASE=prolog ran the Prolog"
+    );
+    let out = n.run(
+        &[],
+        &[
+            ("HOOKRUN_PHASE", "prolog"),
+            ("SLURM_SCRIPT_CONTEXT", "epilog_slurmd"),
+            ("SLURM_JOB_ID", "7"),
+        ],
+    );
+    ok(&out);
+    assert_eq!(
+        n.last_audit("epilog")["job_id"],
+        7,
+        "Slurm's context wins: the Epilog ran"
+    );
+    let out = n.run(&[], &[("HOOKRUN_PHASE", "task-epilog")]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let out = n.run(&[], &[]);
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
 }
 
