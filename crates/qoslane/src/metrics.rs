@@ -128,8 +128,8 @@ pub struct Run<'a> {
     pub node_lock_held_seconds: Option<u64>,
     /// An Epilog's job's level and its off-level bytes (`CounterEvidence`).
     pub off_level_bytes: Option<(&'a str, u64)>,
-    /// The node's ports' PortVLXmitWait as this run read them
-    /// (`DEVICE/PORT`, VL 0..=15).
+    /// PortVLXmitWait as this run read it (`DEVICE/PORT`, VL 0..=15): the
+    /// node's own ports, and `SWITCH/PORT` for the first hop's toward it.
     pub xmit_wait: Vec<(String, [u64; 16])>,
 }
 
@@ -410,7 +410,7 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
     w.family(
         "qoslane_xmit_wait_ticks_total",
         Kind::Counter,
-        "Ticks the node's port had data on the VL and could not send it (PortVLXmitWait, counted between Prologs and Epilogs that read it); level: the levels whose virtual_lane it is.",
+        "Ticks the port had data on the VL and could not send it (PortVLXmitWait, counted between the runs that read it): the node's own ports (device: the HCA) by its Prologs and Epilogs, and the first hop's port toward the node (device: the switch) by health; level: the levels whose virtual_lane it is.",
     );
     for (port, ticks) in &c.xmit_wait_ticks {
         let (device, n) = port.rsplit_once('/').unwrap_or((port, ""));

@@ -154,6 +154,9 @@ pub struct Report {
     /// The node's ports' counters as this run read them (a Prolog's
     /// snapshot, an Epilog's second reading): the node's wait metric.
     pub counter_readings: Vec<crate::fabric::pma::PortReading>,
+    /// `health`'s: the transmit wait of the first hop's port toward this
+    /// node (the node's wait metric too).
+    pub first_hop_wait: Vec<crate::fabric::pma::PortWait>,
     /// The line a command run by hand prints when it succeeds
     /// ([`Report::summary_line`]); `None` for the hooks and views.
     pub said: Option<String>,
@@ -194,6 +197,7 @@ impl Report {
             lock_held_seconds: None,
             evidence: None,
             counter_readings: Vec::new(),
+            first_hop_wait: Vec::new(),
             said: None,
         }
     }

@@ -106,7 +106,8 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
     }
 
     if let Some((m, sha)) = &mapping {
-        let mut fabric = policy::judge_health(paths, m, &s.deadline);
+        let (mut fabric, hop_wait) = policy::judge_health(paths, m, &s.deadline);
+        r.first_hop_wait = hop_wait;
         let settings = crate::settings::check_levels(paths, m, &s.deadline);
         let record = grant::Record {
             mapping_sha256: sha.clone(),

@@ -373,6 +373,12 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
                     _ => None,
                 },
             )
+            .chain(
+                report
+                    .first_hop_wait
+                    .iter()
+                    .filter_map(|w| Some((format!("{}/{}", w.name, w.port), w.values()?))),
+            )
             .collect(),
     };
     if let Err(err) = metrics::record_and_publish(paths, &run, deadline, &|| node_gauges(paths)) {

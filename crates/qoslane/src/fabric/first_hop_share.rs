@@ -23,6 +23,11 @@
 //! every run. What is carried is at most one period and one health interval
 //! old; the grant record says so (its first-hop time is the full reading's),
 //! and the Prolog trusts it for [`crate::grant::MAX_RECORD_AGE_MS`].
+//!
+//! Where the port opens in process, each run also reads the transmit wait
+//! of the switch port toward this node (its in port): one PMA Get, how long
+//! each VL had data for this node and could not send it
+//! ([`Scheduled::take_waits`]; `health`'s `qoslane_xmit_wait_ticks_total`).
 
 use std::sync::Mutex;
 
@@ -30,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::first_hop_read;
 use super::mad::{self, Attr, Get, Route};
+use super::pma::PortWait;
 use super::probe::Probe;
 use super::smp_batch;
 use super::smpquery::Smpquery;
@@ -37,6 +43,7 @@ use super::tables::{
     EgressPort, FirstHop, NodeType, PortId, PortIdentity, PortTables, SwitchEgress, SwitchId,
 };
 use super::umad::Umad;
+use super::wait::{self, WaitPort};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::paths::Paths;
@@ -99,6 +106,8 @@ pub struct Scheduled<'a> {
     carried: Mutex<Vec<Carried>>,
     /// Whether a full reading (or its absence) changed what is carried.
     changed: std::sync::atomic::AtomicBool,
+    /// The transmit wait of each first hop's port toward this node.
+    waits: Mutex<Vec<PortWait>>,
 }
 
 impl<'a> Scheduled<'a> {
@@ -117,7 +126,43 @@ impl<'a> Scheduled<'a> {
             now_ms: crate::time::now_ms(),
             carried: Mutex::new(carried),
             changed: std::sync::atomic::AtomicBool::new(false),
+            waits: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The transmit wait this run read at each first hop's port toward
+    /// this node (switch name, LID, in port; all 16 VLs), those that answered.
+    pub fn take_waits(&self) -> Vec<PortWait> {
+        std::mem::take(
+            &mut *self
+                .waits
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// One PMA Get: PortVLXmitWait of the switch port that sends to this
+    /// node. A switch that does not answer it is left out (nothing to count).
+    fn read_wait(&self, umad: &mut Umad, hop: &FirstHop, deadline: &Deadline) {
+        let FirstHop::Read {
+            switch, in_port, ..
+        } = hop
+        else {
+            return;
+        };
+        let port = WaitPort {
+            kind: NodeType::Switch,
+            name: switch.name.clone(),
+            lid: switch.lid,
+            port: *in_port,
+            sl2vl: None,
+        };
+        let (read, _unanswered) =
+            wait::read_in_process(umad, std::slice::from_ref(&port), 1, deadline);
+        self.waits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(read.into_iter().filter(|w| w.values().is_some()));
     }
 
     /// Writes the readings for the next run (`/run/qoslane/first-hop.json`)
@@ -187,7 +232,25 @@ impl Probe for Scheduled<'_> {
         deadline: &Deadline,
     ) -> (FirstHop, Option<u64>) {
         let mut in_process = Umad::open(Some(port)).ok();
-        if let Some(umad) = &mut in_process
+        let (hop, at) = self.hop_at(in_process.as_mut(), port, identity, deadline);
+        if let Some(umad) = in_process.as_mut() {
+            self.read_wait(umad, &hop, deadline);
+        }
+        (hop, at)
+    }
+}
+
+impl Scheduled<'_> {
+    /// [`Probe::first_hop_at`]'s tables: the own rows on the carried reading
+    /// when it stands, else a full reading (kept for the next run).
+    fn hop_at(
+        &self,
+        mut in_process: Option<&mut Umad>,
+        port: &PortId,
+        identity: &PortIdentity,
+        deadline: &Deadline,
+    ) -> (FirstHop, Option<u64>) {
+        if let Some(umad) = in_process.as_deref_mut()
             && let Some(c) = self.carried_for(port, identity)
             && !full_read_due(&identity.node_guid, c.read_at_ms, self.now_ms)
             && let Ok(hop) = own_rows(umad, &c.hop, deadline)
@@ -196,7 +259,10 @@ impl Probe for Scheduled<'_> {
         }
         // In full: in process, else (no umad, a switch without a LID yet)
         // by smpquery.
-        let hop = match in_process.as_mut().map(|u| read_in_process(u, deadline)) {
+        let hop = match in_process
+            .as_deref_mut()
+            .map(|u| read_in_process(u, deadline))
+        {
             Some(Ok(hop)) => hop,
             Some(Err(e @ Error::Deadline { .. })) => FirstHop::Unavailable {
                 error: format!("{port}: first hop: {e}"),

@@ -356,8 +356,9 @@ mod tests {
     }
 }
 
-/// One egress port's transmit wait per VL as read, by the fabric audit (`wait.rs`), drawn by its page (index = VL 0..=15;
-/// `None`: not read).
+/// One egress port's transmit wait per VL as read, by the fabric audit
+/// (`wait.rs`) and `health`'s first hop, drawn by the audit's page (index =
+/// VL 0..=15; `None`: not read).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PortWait {
     pub kind: NodeType,
@@ -365,4 +366,12 @@ pub struct PortWait {
     pub lid: u16,
     pub port: u32,
     pub ticks: Vec<Option<u64>>,
+}
+
+impl PortWait {
+    /// All 16 VLs' ticks, when every one was read.
+    pub fn values(&self) -> Option<[u64; 16]> {
+        let read: Option<Vec<u64>> = self.ticks.iter().copied().collect();
+        read?.try_into().ok()
+    }
 }

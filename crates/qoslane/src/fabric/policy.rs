@@ -101,8 +101,13 @@ pub fn judge(
 /// [`judge`] for `health`: every level, the own ports probed fresh, the
 /// first hop shared with the other nodes of its switch as
 /// `first_hop_share.rs` says (its own rows every run, the rest once per
-/// period); what it read in full is kept for the next run.
-pub fn judge_health(paths: &Paths, mapping: &Mapping, deadline: &Deadline) -> Judgement {
+/// period); what it read in full is kept for the next run. Beside it, the
+/// transmit wait of each first hop's port toward this node, where read.
+pub fn judge_health(
+    paths: &Paths,
+    mapping: &Mapping,
+    deadline: &Deadline,
+) -> (Judgement, Vec<super::pma::PortWait>) {
     let smp = Smpquery::new(&paths.smpquery);
     let probe = Scheduled::new(&smp, paths);
     let j = judge_as(
@@ -114,12 +119,13 @@ pub fn judge_health(paths: &Paths, mapping: &Mapping, deadline: &Deadline) -> Ju
         &probe,
         Flags::default(),
     );
+    let waits = probe.take_waits();
     if let Err(e) = probe.store(paths) {
         crate::log::warn(&format!(
             "first-hop readings not kept (the next health reads in full): {e}"
         ));
     }
-    j
+    (j, waits)
 }
 
 /// What a judgement reads beyond its mode, and whether it writes nothing.

@@ -15,7 +15,7 @@ use qoslane::fabric::first_hop_share::full_read_due;
 use qoslane::fabric::tables::FirstHop;
 use qoslane::fabric::{PortId, Smpquery, first_hop_read};
 
-use super::path::{PathRig, install_fail_job_mapping, text};
+use super::path::{PathRig, install_fail_job_mapping, run_bin, text};
 use super::rig::{SimNode, rig_wanted};
 use crate::util::BIN;
 
@@ -163,4 +163,66 @@ fn share_health_reads_its_own_rows_every_run_and_the_leaf_s_tables_once_per_peri
         "{}",
         r.said
     );
+}
+
+/// Each in-process `health` run also reads the transmit wait of the first
+/// hop's port toward this node (leaf1 port 2 for node2): one PMA Get, its
+/// change between runs counted as the node's own ports' are, under the
+/// switch's name.
+#[test]
+fn share_health_counts_the_wait_of_the_first_hop_s_port_toward_the_node() {
+    if !rig_wanted("share_wait") {
+        return;
+    }
+    let rig = PathRig::start(&[]);
+    let node = rig.node2_as("ibsim0");
+    let scratch = tempfile::tempdir().unwrap();
+    install_fail_job_mapping(&node);
+    // In force (its levels name the VLs of the metric's `level` label).
+    let synced = run_bin(&node, &["sync"], &[]);
+    assert!(synced.status.success(), "{}", text(&synced));
+    let set_wait = |vl: u8, ticks: u32| {
+        rig.lever(
+            "console",
+            &[&format!(
+                "PerformanceSet \"leaf1\"[2] PortVLXmitWaitCounters.PortVLXmitWaitCounters{vl}={ticks}"
+            )],
+        );
+    };
+    let sample = |vl: u8, level: &str| -> Option<u64> {
+        let prom = fs::read_to_string(node.paths.textfile()).unwrap();
+        let want = format!(
+            "qoslane_xmit_wait_ticks_total{{device=\"leaf1\",port=\"2\",vl=\"{vl}\",level=\"{level}\"}} "
+        );
+        prom.lines()
+            .find_map(|l| l.strip_prefix(want.as_str()))
+            .map(|v| v.parse().unwrap())
+    };
+    // The first reading is where counting starts: 500 ticks before it are
+    // nobody's.
+    set_wait(2, 500);
+    let first = run(&rig, &node, scratch.path());
+    assert_eq!(
+        sample(2, "high"),
+        Some(0),
+        "{}\n{}",
+        first.said,
+        fs::read_to_string(node.paths.textfile()).unwrap()
+    );
+    // high's VL 2 waits 300 ticks more toward node2, mission-critical's VL 3
+    // 40: both counted; a port of the leaf that is not node2's is not read.
+    set_wait(2, 800);
+    set_wait(3, 40);
+    rig.lever(
+        "console",
+        &["PerformanceSet \"leaf1\"[3] PortVLXmitWaitCounters.PortVLXmitWaitCounters1=999"],
+    );
+    let second = run(&rig, &node, scratch.path());
+    assert_eq!(sample(2, "high"), Some(300), "{}", second.said);
+    assert_eq!(sample(3, "mission-critical"), Some(40));
+    assert_eq!(sample(1, "low"), Some(0), "leaf1 port 3 is not node2's");
+    // Cleared behind qoslane's back (another tool's reset): nothing added.
+    set_wait(2, 0);
+    run(&rig, &node, scratch.path());
+    assert_eq!(sample(2, "high"), Some(300));
 }
