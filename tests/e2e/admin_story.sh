@@ -175,8 +175,8 @@ for line in sys.stdin:
 print(bad, len(c), sum(1 for v in c.values() if v == 1))' "${ids[@]}")
 check "rotated at least 3 times while they ran" test "$rotations" -ge 3
 check "no line torn; each job's Prolog and Epilog line there exactly once" eq "$counts" "0 $((2 * N)) $((2 * N))"
-check "names: audit.jsonl, audit.jsonl.1, audit.jsonl.N.gz only" bash -c \
-  "! ls /var/log/qoslane | grep -vxE 'audit\.jsonl(\.1|\.[0-9]+\.gz)?' | grep -q ."
+check "names: audit.jsonl, audit.jsonl.1, audit.jsonl.N.gz and the appenders' audit.jsonl.lock only" bash -c \
+  "! ls /var/log/qoslane | grep -vxE 'audit\.jsonl(\.1|\.[0-9]+\.gz|\.lock)?' | grep -q ."
 rm -f "$WORK/release.all"
 
 # ------------------------------------------------------------ upgrade with a job running

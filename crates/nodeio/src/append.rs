@@ -13,8 +13,16 @@
 //! (`fstat`, `pread` at size − 1) and, when it is not a newline (or cannot
 //! be read), the record goes out with a newline in front — still one
 //! `write(2)`. The fragment stays a line of its own, which a reader skips.
-//! Two appenders that both find the tail torn both prepend one: that leaves
-//! an empty line, which readers skip silently — never a glued line.
+//!
+//! **Appenders take turns for the look and the write** (a lock file beside
+//! the log, `NAME.lock`, root's and 0600: [`crate::lock`], so no reader of the
+//! log can hold it). Without it a healthy tail can look torn: a record
+//! larger than what is left of a page is copied into the page cache a page
+//! at a time and the file's size moves with each page, so another appender's
+//! `fstat` + `pread` could see half a record and start a line of its own,
+//! leaving an empty line. The wait is bounded ([`LOCK_WAIT`]); past it the
+//! record is appended anyway — a record is never lost for a lock, at worst
+//! an empty line is left, which readers skip.
 //!
 //! [`atomic::persistent`]: crate::atomic::persistent
 
@@ -29,6 +37,12 @@ use rustix::io::Errno;
 
 use crate::error::{Error, Result};
 use crate::walk::{self, Judge};
+
+/// How long an appender waits for the others' look and write: each holds
+/// the lock for a `pread` and a `write` into the page cache (the flush comes
+/// after), so a wait this long means a holder is stopped; the record goes
+/// out without the turn rather than late.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Appends `record` (one line, with its newline) to `path`, made with mode
 /// `mode` (exactly, whatever the umask) when missing, on a line of its own
@@ -56,6 +70,11 @@ pub fn append_line(root: &Path, path: &Path, record: &[u8], mode: u32) -> Result
     }
     .map_err(Error::errno("open", path))?;
     let mut f = File::from(fd);
+    let turn = crate::lock::acquire(
+        &dir,
+        &format!("{}.lock", name.to_string_lossy()),
+        std::time::Instant::now() + LOCK_WAIT,
+    );
     let out: Cow<'_, [u8]> = if ends_torn(&f) {
         let mut b = Vec::with_capacity(record.len() + 1);
         b.push(b'\n');
@@ -65,6 +84,7 @@ pub fn append_line(root: &Path, path: &Path, record: &[u8], mode: u32) -> Result
         Cow::Borrowed(record)
     };
     let n = f.write(&out).map_err(Error::io("append to", path))?;
+    drop(turn);
     if n != out.len() {
         return Err(Error::io("append to", path)(std::io::Error::other(
             format!(
@@ -166,7 +186,8 @@ mod tests {
             }
         });
         let text = read(d.path());
-        let mut lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        // One of them repairs the tail, in its turn; the others find it whole.
+        let mut lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.remove(0), "{\"torn\"");
         assert_eq!(lines.len(), 400, "{text}");
         assert!(
@@ -176,6 +197,31 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with('\n'));
+    }
+
+    /// Records larger than a page: a writer's copy into the page cache
+    /// moves the file's size a page at a time, so another appender that
+    /// looked at the tail without the writers' lock could see a record
+    /// half-written, take it for a torn one and start a line of its own
+    /// (an empty line in the log).
+    #[test]
+    fn concurrent_appenders_of_records_over_a_page_leave_no_empty_line() {
+        let d = tempfile::tempdir().unwrap();
+        let pad = "x".repeat(6000);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (d, pad) = (d.path(), &pad);
+                s.spawn(move || {
+                    for i in 0..200 {
+                        append(d, &format!("{{\"t\":{t},\"i\":{i},\"p\":\"{pad}\"}}\n")).unwrap();
+                    }
+                });
+            }
+        });
+        let text = read(d.path());
+        let empty = text.lines().filter(|l| l.is_empty()).count();
+        assert_eq!(empty, 0, "empty lines among {}", text.lines().count());
+        assert_eq!(text.lines().count(), 800);
     }
 
     #[test]
