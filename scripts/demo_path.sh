@@ -57,15 +57,8 @@ rm -f "$N1/bin/smpquery"; ln -s "$PWD/rigs/smpquery-sim" "$N1/bin/smpquery"
 # shellcheck disable=SC2153  # from the rig's env file
 printf 'export %s\n' "IBSIM_SOCKNAME=$IBSIM_SOCKNAME" "RIG_UMAD2SIM=$RIG_UMAD2SIM" \
   "RIG_WORK=$RIG_WORK" "SIM_HOST=node1" >"$N1/bin/smpquery.env"
-# node1's runs read its port by smpquery: this host has no ib_umad module, and libibumad says so
-# on stderr each time qoslane tries the port in process first (an `ibwarn: … get_abi_version`
-# line, left out of what is shown).
-n1() {
-  local rc=0
-  QOSLANE_SMPQUERY=$N1/bin/smpquery QOSLANE_NO_JOURNAL=1 "$QL" --root "$N1" "$@" 2>"$WORK/n1.err" || rc=$?
-  grep -v '^ibwarn: .*get_abi_version' "$WORK/n1.err" >&2 || true
-  return "$rc"
-}
+# node1's runs read its port by smpquery (this host has no ib_umad module: shown_run).
+n1() { QOSLANE_SMPQUERY=$N1/bin/smpquery QOSLANE_NO_JOURNAL=1 shown_run "$WORK/n1.err" "$QL" --root "$N1" "$@"; }
 # A Prolog as slurmd starts it on 26.05: the job's QoS in its environment, from the credential.
 n1_prolog() { SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=$1 SLURM_JOB_QOS=$2 n1 prolog; }
 title "leaf1, node1's first switch, maps SL 3 to VL 15 toward both spines; node1's own port still maps SL 3 to VL 3"

@@ -136,3 +136,13 @@ host_slurmctld() {
 }
 # rig_unlock : let the next suite have the rig (after stopping it)
 rig_unlock() { exec 9>&-; }
+
+# shown_run ERRFILE CMD... : CMD, its stderr shown without libibumad's `ibwarn: … get_abi_version`
+# line (a host without the ib_umad module: qoslane tries the port in process first, the library
+# says so, then qoslane reads by smpquery); CMD's exit status. For the demos.
+shown_run() {
+  local err=$1 rc=0; shift
+  "$@" 2>"$err" || rc=$?
+  grep -v '^ibwarn: .*get_abi_version' "$err" >&2 || true
+  return "$rc"
+}

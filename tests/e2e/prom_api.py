@@ -16,6 +16,12 @@
                                         as an instant query: one line per query,
                                         "ok N TITLE | EXPR" or "EMPTY/ERROR ...";
                                         exit 1 when any returned no series
+  prom_api.py panel URL DASHBOARD TITLE VAR=VALUE...
+                                        the query of the panel TITLE, variables as
+                                        for panels, without its empty-panel fallback
+                                        ("or vector(0)", "or on () label_replace(
+                                        vector(0), …)"): one line per series,
+                                        "LABELS VALUE"; exit 1 when it has none
   prom_api.py instances URL METRIC      the instance label values of METRIC
                                         (/api/v1/label/instance/values?match[]=),
                                         as the dashboard's label_values() variable
@@ -56,6 +62,10 @@ def panel_queries(dashboard):
     return list(walk(dashboard.get("panels", [])))
 
 
+# A panel's "show 0 rather than nothing": `… or vector(0)`, `… or on () label_replace(vector(0), …)`.
+FALLBACK = re.compile(r"\s+or\s+(on\s*\(\s*\)\s*)?(label_replace\(\s*)?vector\(0\).*$")
+
+
 def substitute(expr, values):
     # longest names first: $__rate_interval before $__range / $__interval
     for name in sorted(values, key=len, reverse=True):
@@ -87,6 +97,19 @@ def main(argv):
             print(lab.get("job"), lab.get("instance"), t["health"], t["discoveredLabels"].get("__metrics_path__"), t.get("lastError", ""))
     elif cmd == "instances":
         print("\n".join(get(url, "/api/v1/label/instance/values", **{"match[]": argv[3]})))
+    elif cmd == "panel":
+        with open(argv[3]) as f:
+            dashboard = json.load(f)
+        exprs = [e for t, e in panel_queries(dashboard) if t == argv[4]]
+        if len(exprs) != 1:
+            print(f"ERROR {len(exprs)} queries in panel {argv[4]!r}", file=sys.stderr)
+            return 2
+        expr = FALLBACK.sub("", substitute(exprs[0], dict(a.split("=", 1) for a in argv[5:])))
+        series = query(url, expr)
+        for s in series:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s["metric"].items()))
+            print(labels, s["value"][1])
+        return 0 if series else 1
     elif cmd == "panels":
         with open(argv[3]) as f:
             dashboard = json.load(f)
