@@ -6,6 +6,7 @@
 mod admin;
 mod cli;
 mod cost;
+mod docs;
 mod counters;
 mod fabric;
 mod grants;
