@@ -170,7 +170,11 @@ fn plain(text: &str) -> String {
 /// where it is written as typed (`as_typed`: a name, an option, a path).
 fn roff_escape(text: &str, as_typed: bool) -> String {
     let text = text.replace('\\', "\\e");
-    if as_typed { text.replace('-', "\\-") } else { text }
+    if as_typed {
+        text.replace('-', "\\-")
+    } else {
+        text
+    }
 }
 
 /// A declaration's text as roff lines: one sentence a line (a sentence ends
@@ -226,7 +230,7 @@ fn value_of(key: &Key, code: fn(&str) -> String, or: &str) -> String {
 pub fn man_entries(place: Place) -> String {
     let mut out = String::new();
     for key in at(place) {
-        let value = plain(&value_of(key, |w| w.to_owned(), " | "));
+        let value = plain(&value_of(key, str::to_owned, " | "));
         let head = match key.default {
             None => format!("{value}, required"),
             Some(d) => format!("{value}; default: {}", plain(d)),
@@ -244,9 +248,8 @@ pub fn man_entries(place: Place) -> String {
 /// The guide's table of the keys of `place`.
 pub fn guide_table(place: Place) -> String {
     let cell = |s: &str| s.replace('|', "\\|");
-    let mut out = String::from(
-        "| key | type | default | required | meaning |\n|---|---|---|---|---|\n",
-    );
+    let mut out =
+        String::from("| key | type | default | required | meaning |\n|---|---|---|---|---|\n");
     for key in at(place) {
         let value = value_of(key, |w| format!("`{w}`"), " | ");
         out.push_str(&format!(

@@ -233,8 +233,17 @@ mod tests {
                 k.name,
                 k.place
             );
-            assert!(!k.about.is_empty(), "{} says nothing of what it is for", k.name);
-            assert_eq!(k.required, k.default.is_none(), "{}: required xor a default", k.name);
+            assert!(
+                !k.about.is_empty(),
+                "{} says nothing of what it is for",
+                k.name
+            );
+            assert_eq!(
+                k.required,
+                k.default.is_none(),
+                "{}: required xor a default",
+                k.name
+            );
             assert_eq!(
                 matches!(k.form, Form::Choice(_)),
                 k.value.is_empty(),
@@ -264,9 +273,18 @@ mod tests {
         );
         assert_eq!(
             FAIL_JOB_MAX_PROBE_AGE.default_value(),
-            Some(Mapping::DEFAULT_FAIL_JOB_MAX_PROBE_AGE.as_secs().to_string().as_str())
+            Some(
+                Mapping::DEFAULT_FAIL_JOB_MAX_PROBE_AGE
+                    .as_secs()
+                    .to_string()
+                    .as_str()
+            )
         );
         let integers = KEYS.iter().filter(|k| matches!(k.form, Form::Integer(_)));
-        assert_eq!(integers.count(), 4, "a new integer key: hold its bound here");
+        assert_eq!(
+            integers.count(),
+            4,
+            "a new integer key: hold its bound here"
+        );
     }
 }

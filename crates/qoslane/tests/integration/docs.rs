@@ -27,7 +27,10 @@ fn shipped_docs() -> Vec<String> {
         .find_map(|l| l.strip_prefix("DOCS=\""))
         .expect("packaging/build.sh sets DOCS=\"…\"");
     let list = line.split('"').next().expect("a closing quote");
-    let docs: Vec<String> = list.split_whitespace().map(|d| format!("docs/{d}")).collect();
+    let docs: Vec<String> = list
+        .split_whitespace()
+        .map(|d| format!("docs/{d}"))
+        .collect();
     assert!(docs.len() >= 5, "{docs:?}");
     docs
 }
@@ -105,7 +108,9 @@ fn shipped_docs_cite_no_test_rig_or_cargo_outside_a_part_not_for_admins() {
 /// of it that starts with a top-level directory of the repository.
 fn readme_tree_paths() -> Vec<String> {
     let readme = read(&repo().join("README.md"));
-    let from = readme.find("## The tree").expect("README has `## The tree`");
+    let from = readme
+        .find("## The tree")
+        .expect("README has `## The tree`");
     let rest = &readme[from..];
     let open = rest.find("```").expect("the tree's block") + 3;
     let body = &rest[open..];
@@ -132,10 +137,7 @@ fn readme_tree_paths() -> Vec<String> {
 fn every_path_readmes_tree_names_exists() {
     let paths = readme_tree_paths();
     assert!(paths.len() >= 10, "{paths:?}");
-    let missing: Vec<&String> = paths
-        .iter()
-        .filter(|p| !repo().join(p).exists())
-        .collect();
+    let missing: Vec<&String> = paths.iter().filter(|p| !repo().join(p).exists()).collect();
     assert!(
         missing.is_empty(),
         "README.md's tree names paths that do not exist: {missing:?}"
@@ -179,7 +181,10 @@ fn the_admin_guide_and_metrics_md_list_every_family_qoslane_writes() {
     let from_m = metrics
         .find("## The metric families")
         .expect("metrics.md's families");
-    let to_m = from_m + metrics[from_m..].find("\n## Setup").expect("the next section");
+    let to_m = from_m
+        + metrics[from_m..]
+            .find("\n## Setup")
+            .expect("the next section");
     for (doc, listed) in [
         ("docs/admin-guide.md §10", table_families(&guide[from..to])),
         (

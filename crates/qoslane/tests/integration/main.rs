@@ -6,8 +6,8 @@
 mod admin;
 mod cli;
 mod cost;
-mod docs;
 mod counters;
+mod docs;
 mod fabric;
 mod grants;
 mod hooks;

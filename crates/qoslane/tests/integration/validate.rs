@@ -887,6 +887,10 @@ fn declared_values(place: Place) -> Vec<BoxedStrategy<Option<String>>> {
 }
 
 /// What the validated mapping holds for a generated top-level key.
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "read_level's shape: a top-level key added without a default reads as none when absent"
+)]
 fn read_top(m: &qoslane::mapping::Mapping, key: &Key) -> Option<String> {
     Some(match key.name {
         "fabric_check" => m.fabric_check.as_str().to_owned(),
@@ -1128,7 +1132,10 @@ fn spec() -> impl Strategy<Value = Spec> {
                     .zip(sls)
                     .zip(parts)
                     .map(
-                        |(((name, nq), sl), (values, node_settings, key_order, qos_flow, quote))| {
+                        |(
+                            ((name, nq), sl),
+                            (values, node_settings, key_order, qos_flow, quote),
+                        )| {
                             LevelSpec {
                                 name,
                                 qos: qos.by_ref().take(nq).collect(),
