@@ -118,7 +118,7 @@ pub fn holds_part(text: &str, style: Style, name: &str) -> bool {
 
 /// A piece of a declaration's text.
 #[derive(Debug, PartialEq, Eq)]
-enum Span<'a> {
+enum Markup<'a> {
     Plain(&'a str),
     /// `` `x` ``: as written.
     Code(&'a str),
@@ -126,7 +126,7 @@ enum Span<'a> {
     Strong(&'a str),
 }
 
-fn spans(text: &str) -> Vec<Span<'_>> {
+fn spans(text: &str) -> Vec<Markup<'_>> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
@@ -137,19 +137,19 @@ fn spans(text: &str) -> Vec<Span<'_>> {
             (Some(c), _) => (c, "`", "`"),
             (None, Some(s)) => (s, "**", "**"),
             (None, None) => {
-                out.push(Span::Plain(rest));
+                out.push(Markup::Plain(rest));
                 break;
             }
         };
         if at > 0 {
-            out.push(Span::Plain(&rest[..at]));
+            out.push(Markup::Plain(&rest[..at]));
         }
         let inner = &rest[at + open.len()..];
         let end = inner.find(close).unwrap_or(inner.len());
         out.push(if open == "`" {
-            Span::Code(&inner[..end])
+            Markup::Code(&inner[..end])
         } else {
-            Span::Strong(&inner[..end])
+            Markup::Strong(&inner[..end])
         });
         rest = inner.get(end + close.len()..).unwrap_or("");
     }
@@ -161,7 +161,7 @@ fn plain(text: &str) -> String {
     spans(text)
         .into_iter()
         .map(|s| match s {
-            Span::Plain(t) | Span::Code(t) | Span::Strong(t) => t,
+            Markup::Plain(t) | Markup::Code(t) | Markup::Strong(t) => t,
         })
         .collect()
 }
@@ -183,8 +183,8 @@ fn roff_text(text: &str) -> String {
     let mut body = String::new();
     for span in spans(text) {
         match span {
-            Span::Plain(t) => body.push_str(&roff_escape(t, false)),
-            Span::Code(t) | Span::Strong(t) => {
+            Markup::Plain(t) => body.push_str(&roff_escape(t, false)),
+            Markup::Code(t) | Markup::Strong(t) => {
                 body.push_str(&format!("\\fB{}\\fR", roff_escape(t, true)));
             }
         }
@@ -291,11 +291,11 @@ mod tests {
         assert_eq!(
             spans("a `b-c` **d** e"),
             [
-                Span::Plain("a "),
-                Span::Code("b-c"),
-                Span::Plain(" "),
-                Span::Strong("d"),
-                Span::Plain(" e"),
+                Markup::Plain("a "),
+                Markup::Code("b-c"),
+                Markup::Plain(" "),
+                Markup::Strong("d"),
+                Markup::Plain(" e"),
             ]
         );
         assert_eq!(plain("`x` and **y**"), "x and y");
