@@ -731,9 +731,14 @@ fn the_keys_documentation_is_what_the_declarations_generate() {
         // A copy whose generated lines went stale: the first part's first
         // line dropped.
         let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let opening = match style {
+            keydocs::Style::Roff => format!(".\\\" keys: {}", keydocs::parts(*style)[0]),
+            keydocs::Style::Markdown => format!("<!-- keys: {} -->", keydocs::parts(*style)[0]),
+            keydocs::Style::Dict => format!("# keys: {}", keydocs::parts(*style)[0]),
+        };
         let first = lines
             .iter()
-            .position(|l| l.contains("keys: "))
+            .position(|l| l.trim_end() == opening)
             .map(|at| at + 1)
             .filter(|at| *at < lines.len());
         let dropped = first.is_some_and(|at| !lines.remove(at).contains("/keys"));
