@@ -74,7 +74,7 @@ audit() {
     t0=$(date +%s.%N)
     env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$work/bin/smpquery" \
         QOSLANE_IBNETDISCOVER="$work/bin/ibnetdiscover" "$@" \
-        "$bin" fabric audit --mapping "$mapping" --format json --timeout 3600 \
+        "$bin" fabric audit --config "$mapping" --format json --timeout 3600 \
         --workers "$workers" --reader "$reader" >"$work/$reader.json" || [ $? -eq 1 ]
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc

@@ -61,7 +61,7 @@ audit() {
     env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$work/bin/smpquery" \
         QOSLANE_IBNETDISCOVER="$work/bin/ibnetdiscover" LD_PRELOAD="$RIG_UMAD2SIM" \
         SIM_HOST=node2 IBSIM_SOCKNAME="$IBSIM_SOCKNAME" \
-        "$bin" fabric audit --mapping "$mapping" --reader in-process --timeout 3600 \
+        "$bin" fabric audit --config "$mapping" --reader in-process --timeout 3600 \
         --format "$1" --output "$work/page.$1" || [ $? -eq 1 ]
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc

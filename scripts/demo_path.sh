@@ -21,7 +21,7 @@ title() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; "$@"; }
 
 title "The path: the SM's QoS options for the mapping (qoslane fabric sm-config, abridged)"
-"$QL" fabric sm-config --mapping examples/qos-network.yml >"$WORK/sm.conf"
+"$QL" fabric sm-config --config examples/qos-network.yml >"$WORK/sm.conf"
 grep -E '^#   [^ ]+ +SL |^(qos|max_op_vls|qos_swe_sl2vl|qos_swe_vlarb_high|qos_swe_vlarb_low) ' "$WORK/sm.conf" | sed 's/^/  /'
 ENV=$(bash rigs/fabric_path_rig.sh start -c "$WORK/sm.conf")
 # The audit's SMPs leave from node2's HCA, through the simulator.

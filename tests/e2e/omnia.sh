@@ -259,7 +259,7 @@ done
 say "fabric rig up in $(secs "$t")s ($(fabric RIG_WORK))"
 AUDIT_ENV=(env "QOSLANE_SMPQUERY=$WORK/sim/smpquery" "QOSLANE_IBNETDISCOVER=$WORK/sim/ibnetdiscover")
 audit_rc() { # audit_rc MAPPING : exit code of qoslane fabric audit (as the gate runs it)
-  local rc=0; "${AUDIT_ENV[@]}" "$QL" fabric audit --mapping "$1" >"$WORK/audit.out" 2>&1 || rc=$?; echo "$rc"
+  local rc=0; "${AUDIT_ENV[@]}" "$QL" fabric audit --config "$1" >"$WORK/audit.out" 2>&1 || rc=$?; echo "$rc"
 }
 sed -i 's/^slurm_qos_network_audit_timer: false$/slurm_qos_network_audit_timer: true/' "$CFG"
 cat >> "$CFG" <<EOF
@@ -488,7 +488,7 @@ cp "$CFG" "$WORK/config.good"
 sed -i 's/^slurm_qos_priority_overwrite: .*/slurm_qos_priority_overwrite: true/' "$CFG"
 play overwrite slurm_qos_network.yml -e slurm_qos_network_opensm_apply=true -e "slurm_qos_network_opensm_conf=$OSM_CONF" \
   -e "slurm_qos_network_opensm_pid_file=$WORK/opensm.pid" || { tail -40 "$WORK/overwrite.log" >&2; exit 1; }
-"$QL" fabric sm-config --mapping "$MAP" --format json |
+"$QL" fabric sm-config --config "$MAP" --format json |
   python3 -c 'import json, sys; [print(k, v) for k, v in json.load(sys.stdin)["options"].items()]' > "$WORK/sm-options"
 check "opensm: every option of sm-config is a line of opensm.conf, once" bash -c \
   "[ -s '$WORK/sm-options' ] && while read -r k v; do [ \"\$(grep -c \"^\$k \" '$OSM_CONF')\" = 1 ] && grep -qx \"\$k \$v\" '$OSM_CONF' || exit 1; done < '$WORK/sm-options'"

@@ -335,7 +335,7 @@ done
 AUDIT_PROM=$C/var/lib/prometheus/node-exporter/qoslane-fabric-audit.prom
 fabric_audit() {
   QOSLANE_SMPQUERY=$W/smpquery QOSLANE_IBNETDISCOVER=$W/ibnetdiscover QOSLANE_PERFQUERY=$W/perfquery \
-    "$HOST_QL" fabric audit --mapping "$W/mapping.yml" --textfile "$AUDIT_PROM" >"$W/audit.out" 2>&1
+    "$HOST_QL" fabric audit --config "$W/mapping.yml" --textfile "$AUDIT_PROM" >"$W/audit.out" 2>&1
 }
 # high's lane (VL 2) waits 800 ticks at leaf2 port 3, as congestion would make it (ibsim's console)
 bash "$E2E_REPO/rigs/fabric_path_rig.sh" console "$FABRIC_ENV" \

@@ -412,6 +412,10 @@ pub enum Generate {
         shell: clap_complete::Shell,
         dir: PathBuf,
     },
+    /// The mapping keys' documentation (man page sections, the admin guide's tables, the fuzz
+    /// dictionary's words) from their declarations, rewritten in the checkout at DIR
+    #[command(hide = true)]
+    Keys { dir: PathBuf },
 }
 
 #[cfg(test)]

@@ -245,6 +245,18 @@ fn generate(what: Generate) -> Result<ExitClass, Error> {
             let text = qoslane::manual::completions(shell, cmd);
             std::fs::write(&file, text).map_err(Error::io("write", &file))?;
         }
+        Generate::Keys { dir } => {
+            use qoslane::mapping::keydocs;
+            for (path, style) in keydocs::FILES {
+                let file = dir.join(path);
+                let text = std::fs::read_to_string(&file).map_err(Error::io("read", &file))?;
+                let new = keydocs::regenerate(&text, *style)
+                    .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
+                if new != text {
+                    std::fs::write(&file, new).map_err(Error::io("write", &file))?;
+                }
+            }
+        }
     }
     Ok(ExitClass::Ok)
 }

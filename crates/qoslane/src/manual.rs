@@ -12,7 +12,9 @@ use crate::cli::Cli;
 use crate::exit_code;
 use crate::paths::defaults;
 
-/// The mapping format's page, written by hand (every key, type, default).
+/// The mapping format's page: written by hand, but for its keys' sections
+/// (every key, its value, default and meaning), which `qoslane generate
+/// keys` renders from `mapping/keys.rs` (`mapping/keydocs.rs`).
 pub const MAPPING_PAGE: &str = include_str!("../man/qoslane-mapping.5");
 
 /// Where the package installs the documentation the pages point to.
@@ -407,8 +409,11 @@ mod tests {
         use crate::mapping::types::{FabricCheck, OnFailure};
         let page = MAPPING_PAGE.replace("\\-", "-");
         for word in FabricCheck::NAMES.iter().chain(OnFailure::NAMES) {
+            // In bold, as a request or inline (the keys' sections are
+            // rendered from their declarations: mapping/keydocs.rs).
             assert!(
-                page.contains(&format!(".B {word}\n")),
+                page.contains(&format!(".B {word}\n"))
+                    || page.contains(&format!("\\fB{word}\\fR:")),
                 "{word} not explained in qoslane-mapping(5)"
             );
         }

@@ -1,9 +1,11 @@
 //! The QoS → SL/VL mapping file: parsing with positions ([`yaml`]), every
-//! key declared once ([`keys`]), checking ([`shape`], then [`validate`]),
+//! key declared once ([`keys`]) and its documentation rendered from that
+//! ([`keydocs`]), checking ([`shape`], then [`validate`]),
 //! the validated types ([`types`]) and diagnostics ([`diagnostic`]). Pure:
 //! reads a string, touches nothing.
 
 pub mod diagnostic;
+pub mod keydocs;
 pub mod keys;
 mod shape;
 pub mod types;

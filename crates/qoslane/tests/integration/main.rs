@@ -7,6 +7,7 @@ mod admin;
 mod cli;
 mod cost;
 mod counters;
+mod docs;
 mod fabric;
 mod grants;
 mod hooks;

@@ -20,6 +20,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use qoslane::config;
 use qoslane::mapping::diagnostic::{JsonDiagnostic, MAX_RENDERED, render_all};
+use qoslane::mapping::keydocs;
 use qoslane::mapping::keys::{Form, KEYS, Key, Place};
 use qoslane::mapping::{
     DeviceSelector, FabricCheck, Level, NodeSetting, OnFailure, ServiceLevel, SettingPath,
@@ -705,6 +706,70 @@ fn every_declared_key_is_documented_fuzzed_and_in_the_examples() {
     );
 }
 
+/// The keys' sections of qoslane-mapping(5), the admin guide's key tables
+/// and the fuzz dictionary's words are what `qoslane generate keys` writes
+/// from `mapping/keys.rs`: an edit to a declaration that was not
+/// regenerated fails here, naming the command. The command itself rewrites
+/// a stale copy of each file into the committed one.
+#[test]
+fn the_keys_documentation_is_what_the_declarations_generate() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let copy = tempfile::tempdir().expect("temp dir");
+    let mut stale = Vec::new();
+    for (path, style) in keydocs::FILES {
+        let text = read(&repo.join(path));
+        for part in keydocs::parts(*style) {
+            if !keydocs::holds_part(&text, *style, part) {
+                stale.push(format!("{path}: no generated part `keys: {part}`"));
+            }
+        }
+        match keydocs::regenerate(&text, *style) {
+            Ok(new) if new == text => {}
+            Ok(_) => stale.push(format!("{path}: not what the declarations say")),
+            Err(e) => stale.push(format!("{path}: {e}")),
+        }
+        // A copy whose generated lines went stale: the first part's first
+        // line dropped.
+        let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let opening = match style {
+            keydocs::Style::Roff => format!(".\\\" keys: {}", keydocs::parts(*style)[0]),
+            keydocs::Style::Markdown => format!("<!-- keys: {} -->", keydocs::parts(*style)[0]),
+            keydocs::Style::Dict => format!("# keys: {}", keydocs::parts(*style)[0]),
+        };
+        let first = lines
+            .iter()
+            .position(|l| l.trim_end() == opening)
+            .map(|at| at + 1)
+            .filter(|at| *at < lines.len());
+        let dropped = first.is_some_and(|at| !lines.remove(at).contains("/keys"));
+        let spoiled = lines.concat();
+        assert!(dropped, "{path}: no generated line to spoil");
+        let file = copy.path().join(path);
+        std::fs::create_dir_all(file.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&file, spoiled).expect("write");
+    }
+    assert!(
+        stale.is_empty(),
+        "the mapping keys' documentation differs from crates/qoslane/src/mapping/keys.rs; \
+         run `{}` from the repository's top:\n{}",
+        keydocs::COMMAND,
+        stale.join("\n")
+    );
+    let out = Command::new(util::BIN)
+        .args(["generate", "keys"])
+        .arg(copy.path())
+        .output()
+        .expect("run qoslane");
+    assert!(out.status.success(), "{out:?}");
+    for (path, _) in keydocs::FILES {
+        assert_eq!(
+            read(&copy.path().join(path)),
+            read(&repo.join(path)),
+            "{path} as `qoslane generate keys` rewrote it"
+        );
+    }
+}
+
 /// Every declared key's value is checked: with a mapping (`{bogus: 1}`) as
 /// its value, which no key accepts, the file is refused with an error on
 /// that key's line. A key declared but never read by the validator would be
@@ -748,24 +813,115 @@ fn every_declared_key_is_read_by_the_validator() {
 
 // ------------------------------------------------------------------ properties
 
-/// A mapping made of valid parts, and how to write it.
+/// A mapping made of valid parts, and how to write it. Its keys come from
+/// the declarations (`mapping/keys.rs`): the structure (levels, their
+/// names, QoS, SLs and node settings, the default level, the devices) is
+/// written by code here, every other key of a place is generated from its
+/// declared form (a choice's words, an integer up to its bound) or left out,
+/// and read back against what was written or its declared default. A key
+/// declared and not handled fails the property, naming it.
 #[derive(Clone, Debug)]
 struct Spec {
     default_level: usize,
     default_last: bool,
-    fabric_check: Option<FabricCheck>,
-    on_failure: Option<OnFailure>,
+    /// The top level's declared optional keys, each written or not.
+    top: Vec<(&'static Key, Option<String>)>,
     devices: Option<Vec<DeviceSelector>>,
     levels: Vec<LevelSpec>,
 }
 
 #[derive(Clone, Debug)]
 struct LevelSpec {
-    level: Level,
-    /// Order of the keys after `name`.
+    name: String,
+    qos: Vec<String>,
+    service_level: ServiceLevel,
+    node_settings: Vec<NodeSetting>,
+    /// A level's declared optional keys, each written or not.
+    scalars: Vec<(&'static Key, Option<String>)>,
+    /// Order of the keys after `name`: `qos`, `service_level`,
+    /// `node_settings`, then the scalars'.
     key_order: Vec<usize>,
     qos_flow: bool,
     quote: Quote,
+}
+
+/// The keys the round trip writes with code of its own: the structure.
+const STRUCTURE: &[&str] = &[
+    "default_level",
+    "devices",
+    "levels",
+    "name",
+    "qos",
+    "service_level",
+    "node_settings",
+    "path",
+    "value",
+];
+
+/// The declared keys of `place` the round trip generates from their
+/// declaration: every key but the structure, each optional and a choice or
+/// an integer — else the property cannot write it, and says so.
+fn scalars(place: Place) -> Vec<&'static Key> {
+    qoslane::mapping::keys::at(place)
+        .filter(|k| !STRUCTURE.contains(&k.name))
+        .inspect(|k| {
+            assert!(
+                !k.required && matches!(k.form, Form::Choice(_) | Form::Integer(_)),
+                "`{}` ({:?}) is declared {:?}{}: teach the round trip (write_spec, spec) to write it",
+                k.name,
+                k.place,
+                k.form,
+                if k.required { ", required" } else { "" }
+            );
+        })
+        .collect()
+}
+
+/// A value of `key` as its declaration allows, or none.
+fn declared_value(key: &'static Key) -> BoxedStrategy<Option<String>> {
+    let value = match key.form {
+        Form::Choice(words) => prop::sample::select(words).prop_map(str::to_owned).boxed(),
+        Form::Integer(max) => (0..=max).prop_map(|v| v.to_string()).boxed(),
+        other => unreachable!("{}: {other:?} (scalars() admits no other)", key.name),
+    };
+    prop::option::of(value).boxed()
+}
+
+fn declared_values(place: Place) -> Vec<BoxedStrategy<Option<String>>> {
+    scalars(place).into_iter().map(declared_value).collect()
+}
+
+/// What the validated mapping holds for a generated top-level key.
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "read_level's shape: a top-level key added without a default reads as none when absent"
+)]
+fn read_top(m: &qoslane::mapping::Mapping, key: &Key) -> Option<String> {
+    Some(match key.name {
+        "fabric_check" => m.fabric_check.as_str().to_owned(),
+        "on_failure" => m.on_failure.as_str().to_owned(),
+        "on_unknown_qos" => m.on_unknown_qos.as_str().to_owned(),
+        "fail_job_max_probe_age" => m.fail_job_max_probe_age.as_secs().to_string(),
+        other => panic!("`{other}`: teach the round trip (read_top) where the mapping holds it"),
+    })
+}
+
+/// What the validated level holds for a generated level key.
+fn read_level(l: &Level, key: &Key) -> Option<String> {
+    match key.name {
+        "virtual_lane" => l.virtual_lane.map(|v| v.get().to_string()),
+        "traffic_class" => l.traffic_class.map(|t| t.get().to_string()),
+        "on_failure" => l.on_failure.map(|o| o.as_str().to_owned()),
+        other => panic!("`{other}`: teach the round trip (read_level) where a level holds it"),
+    }
+}
+
+/// What a generated key must read back as: what was written, else its
+/// declared default when that is a value (`` `15` ``), else nothing.
+fn expected(key: &Key, written: Option<&String>) -> Option<String> {
+    written
+        .cloned()
+        .or_else(|| key.default_value().map(str::to_owned))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -815,6 +971,15 @@ impl Written {
         });
     }
 
+    /// A generated key: an integer is a number the out-of-range property
+    /// may spoil, up to its declared bound.
+    fn scalar(&mut self, indent: usize, key: &'static Key, value: &str) {
+        match (key.form, value.parse()) {
+            (Form::Integer(max), Ok(v)) => self.number(indent, key.name, v, max),
+            _ => self.push(format!("{:indent$}{}: {value}", "", key.name)),
+        }
+    }
+
     fn text(&self) -> String {
         let mut s = self.lines.join("\n");
         s.push('\n');
@@ -831,16 +996,15 @@ fn write_spec(spec: &Spec) -> Written {
         "default_level: {}",
         spec.levels[spec.default_level]
             .quote
-            .write(&spec.levels[spec.default_level].level.name)
+            .write(&spec.levels[spec.default_level].name)
     );
     if !spec.default_last {
         w.push(default.clone());
     }
-    if let Some(f) = spec.fabric_check {
-        w.push(format!("fabric_check: {}", f.as_str()));
-    }
-    if let Some(o) = spec.on_failure {
-        w.push(format!("on_failure: {}", o.as_str()));
+    for (key, value) in &spec.top {
+        if let Some(v) = value {
+            w.scalar(0, key, v);
+        }
     }
     if let Some(devices) = &spec.devices {
         let list: Vec<String> = devices.iter().map(ToString::to_string).collect();
@@ -848,53 +1012,37 @@ fn write_spec(spec: &Spec) -> Written {
     }
     w.push("levels:".into());
     for ls in &spec.levels {
-        let l = &ls.level;
-        w.push(format!("  - name: {}", ls.quote.write(&l.name)));
+        w.push(format!("  - name: {}", ls.quote.write(&ls.name)));
         for key in &ls.key_order {
             match key {
                 0 if ls.qos_flow => {
-                    let q: Vec<String> = l.qos.iter().map(|q| ls.quote.write(q)).collect();
+                    let q: Vec<String> = ls.qos.iter().map(|q| ls.quote.write(q)).collect();
                     w.push(format!("    qos: [{}]", q.join(", ")));
                 }
                 0 => {
                     w.push("    qos:".into());
-                    for q in &l.qos {
+                    for q in &ls.qos {
                         w.push(format!("      - {}", ls.quote.write(q)));
                     }
                 }
                 1 => w.number(
                     4,
                     "service_level",
-                    l.service_level.get().into(),
+                    ls.service_level.get().into(),
                     ServiceLevel::MAX.into(),
                 ),
                 2 => {
-                    if let Some(vl) = l.virtual_lane {
-                        w.number(4, "virtual_lane", vl.get().into(), VirtualLane::MAX.into());
-                    }
-                }
-                3 => {
-                    if let Some(tc) = l.traffic_class {
-                        w.number(
-                            4,
-                            "traffic_class",
-                            tc.get().into(),
-                            TrafficClass::MAX.into(),
-                        );
-                    }
-                }
-                4 => {
-                    if let Some(o) = l.on_failure {
-                        w.push(format!("    on_failure: {}", o.as_str()));
-                    }
-                }
-                _ => {
-                    if !l.node_settings.is_empty() {
+                    if !ls.node_settings.is_empty() {
                         w.push("    node_settings:".into());
-                        for s in &l.node_settings {
+                        for s in &ls.node_settings {
                             w.push(format!("      - path: {}", s.path));
                             w.push(format!("        value: {}", Quote::Double.write(&s.value)));
                         }
+                    }
+                }
+                i => {
+                    if let (key, Some(v)) = &ls.scalars[i - 3] {
+                        w.scalar(4, key, v);
                     }
                 }
             }
@@ -915,18 +1063,6 @@ fn name() -> impl Strategy<Value = String> {
             "y" | "n" | "yes" | "no" | "on" | "off" | "true" | "false" | "null"
         )
     })
-}
-
-fn fabric_check() -> impl Strategy<Value = FabricCheck> {
-    prop_oneof![
-        Just(FabricCheck::Enforce),
-        Just(FabricCheck::Warn),
-        Just(FabricCheck::Off)
-    ]
-}
-
-fn on_failure() -> impl Strategy<Value = OnFailure> {
-    prop_oneof![Just(OnFailure::Continue), Just(OnFailure::FailJob)]
 }
 
 fn quote() -> impl Strategy<Value = Quote> {
@@ -962,19 +1098,18 @@ fn devices() -> impl Strategy<Value = Vec<DeviceSelector>> {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
+    let level_keys = 3 + scalars(Place::Level).len();
     (1usize..=16)
-        .prop_flat_map(|n| {
+        .prop_flat_map(move |n| {
             (
                 prop::collection::btree_set(name(), n),
                 prop::collection::vec(1usize..=3, n),
                 Just((0u8..=15).collect::<Vec<_>>()).prop_shuffle(),
                 prop::collection::vec(
                     (
-                        prop::option::of(0u8..=14),
-                        prop::option::of(any::<u8>()),
-                        prop::option::of(on_failure()),
+                        declared_values(Place::Level),
                         node_settings(),
-                        Just((0usize..6).collect::<Vec<_>>()).prop_shuffle(),
+                        Just((0usize..level_keys).collect::<Vec<_>>()).prop_shuffle(),
                         any::<bool>(),
                         quote(),
                     ),
@@ -989,20 +1124,12 @@ fn spec() -> impl Strategy<Value = Spec> {
                 Just((names, qos_counts, sls, parts, default)),
                 prop::collection::btree_set(name(), total),
                 any::<bool>(),
-                prop::option::of(fabric_check()),
-                prop::option::of(on_failure()),
+                declared_values(Place::Top),
                 prop::option::of(devices()),
             )
         })
         .prop_map(
-            |(
-                (names, qos_counts, sls, parts, default_level),
-                qos,
-                default_last,
-                fc,
-                of,
-                devices,
-            )| {
+            |((names, qos_counts, sls, parts, default_level), qos, default_last, top, devices)| {
                 let mut qos = qos.into_iter();
                 let levels = names
                     .into_iter()
@@ -1010,19 +1137,16 @@ fn spec() -> impl Strategy<Value = Spec> {
                     .zip(sls)
                     .zip(parts)
                     .map(
-                        |(((name, nq), sl), (vl, tc, of, ns, key_order, qos_flow, quote))| {
+                        |(
+                            ((name, nq), sl),
+                            (values, node_settings, key_order, qos_flow, quote),
+                        )| {
                             LevelSpec {
-                                level: Level {
-                                    name,
-                                    qos: qos.by_ref().take(nq).collect(),
-                                    service_level: ServiceLevel::new(sl.into()).expect("0..=15"),
-                                    virtual_lane: vl
-                                        .map(|v| VirtualLane::new(v.into()).expect("0..=14")),
-                                    traffic_class: tc
-                                        .map(|t| TrafficClass::new(t.into()).expect("u8")),
-                                    on_failure: of,
-                                    node_settings: ns,
-                                },
+                                name,
+                                qos: qos.by_ref().take(nq).collect(),
+                                service_level: ServiceLevel::new(sl.into()).expect("0..=15"),
+                                node_settings,
+                                scalars: scalars(Place::Level).into_iter().zip(values).collect(),
                                 key_order,
                                 qos_flow,
                                 quote,
@@ -1033,8 +1157,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 Spec {
                     default_level,
                     default_last,
-                    fabric_check: fc,
-                    on_failure: of,
+                    top: scalars(Place::Top).into_iter().zip(top).collect(),
                     devices,
                     levels,
                 }
@@ -1085,11 +1208,20 @@ proptest! {
             "{}\n{}", text, render("generated.yml", &text, &v)
         );
         let m = v.mapping.expect("a mapping when there is no diagnostic");
-        let levels: Vec<Level> = spec.levels.iter().map(|l| l.level.clone()).collect();
-        prop_assert_eq!(m.levels(), &levels[..]);
-        prop_assert_eq!(&m.default_level().name, &levels[spec.default_level].name);
-        prop_assert_eq!(m.fabric_check, spec.fabric_check.unwrap_or(FabricCheck::Enforce));
-        prop_assert_eq!(m.on_failure, spec.on_failure.unwrap_or(OnFailure::Continue));
+        prop_assert_eq!(m.levels().len(), spec.levels.len());
+        for (l, ls) in m.levels().iter().zip(&spec.levels) {
+            prop_assert_eq!(&l.name, &ls.name);
+            prop_assert_eq!(&l.qos, &ls.qos);
+            prop_assert_eq!(l.service_level, ls.service_level);
+            prop_assert_eq!(&l.node_settings, &ls.node_settings);
+            for (key, written) in &ls.scalars {
+                prop_assert_eq!(read_level(l, key), expected(key, written.as_ref()), "{}", key.name);
+            }
+        }
+        prop_assert_eq!(&m.default_level().name, &spec.levels[spec.default_level].name);
+        for (key, written) in &spec.top {
+            prop_assert_eq!(read_top(&m, key), expected(key, written.as_ref()), "{}", key.name);
+        }
         prop_assert_eq!(m.devices, spec.devices.unwrap_or_default());
     }
 
