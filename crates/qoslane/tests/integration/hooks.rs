@@ -150,8 +150,8 @@ fn context_dispatch_runs_each_hook() {
         .output()
         .unwrap();
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
-    // The packaged hooks are links to qoslane: hookrun's phase is the hook's
-    // where Slurm set no context (HealthCheckProgram), Slurm's wins where both.
+    // The packaged hooks are links to qoslane: hookrun's phase is the hook's,
+    // where Slurm set no context (HealthCheckProgram) and where it did.
     ok(&n.run(&[], &[("HOOKRUN_PHASE", "health")]));
     let out = n.run(
         &[],
@@ -167,20 +167,59 @@ fn context_dispatch_runs_each_hook() {
         7,
         "HOOKRUN_PHASE=prolog ran the Prolog"
     );
+    let (prologs, epilogs) = (
+        n.audit_events("prolog").len(),
+        n.audit_events("epilog").len(),
+    );
     let out = n.run(
         &[],
         &[
             ("HOOKRUN_PHASE", "prolog"),
             ("SLURM_SCRIPT_CONTEXT", "epilog_slurmd"),
             ("SLURM_JOB_ID", "7"),
+            ("FAKE_QOS", "high"),
         ],
     );
     ok(&out);
     assert_eq!(
-        n.last_audit("epilog")["job_id"],
-        7,
-        "Slurm's context wins: the Epilog ran"
+        (
+            n.audit_events("prolog").len(),
+            n.audit_events("epilog").len()
+        ),
+        (prologs + 1, epilogs),
+        "hookrun's phase wins over Slurm's context: the Prolog ran, no Epilog"
     );
+    // Regression (issue 39): `hookrun health` run from the Epilog (NHC's
+    // pattern) ran a second Epilog instead of the health check.
+    let epilogs = n.audit_events("epilog");
+    let healths = n.audit_events("health").len();
+    let out = n.run(
+        &[],
+        &[
+            ("HOOKRUN_PHASE", "health"),
+            ("SLURM_SCRIPT_CONTEXT", "epilog_slurmd"),
+            ("SLURM_JOB_ID", "7"),
+        ],
+    );
+    ok(&out);
+    assert_eq!(n.audit_events("epilog"), epilogs, "no second Epilog ran");
+    assert_eq!(
+        n.audit_events("health").len(),
+        healths + 1,
+        "the health check ran: {}",
+        stderr(&out)
+    );
+    // The TaskProlog's environment is the job user's: a HOOKRUN_PHASE there
+    // does not turn it into another hook.
+    let out = std::process::Command::new(util::BIN)
+        .env_clear()
+        .args(["--root", &root])
+        .env("SLURM_SCRIPT_CONTEXT", "prolog_task")
+        .env("HOOKRUN_PHASE", "epilog")
+        .env("SLURM_JOB_ID", "6")
+        .output()
+        .unwrap();
+    assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
     let out = n.run(&[], &[("HOOKRUN_PHASE", "task-epilog")]);
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
     let out = n.run(&[], &[]);
