@@ -313,7 +313,7 @@ priorities_ordered() {
 import subprocess, sys, yaml
 levels = yaml.safe_load(open(sys.argv[1]))["levels"]
 out = subprocess.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name,priority"],
-                     capture_output=True, text=True, check=True).stdout
+                     capture_output=True, text=True, check=True, timeout=60).stdout
 have = {l.split("|")[0].lower(): int(l.split("|")[1]) for l in out.splitlines() if "|" in l}
 prio = [(l["name"], {q: have[q.lower()] for q in l["qos"]}) for l in levels]
 bad = [f"{hn} {hp} <= {ln} {lp}" for i, (hn, hq) in enumerate(prio) for (ln, lq) in prio[i + 1:]

@@ -5,6 +5,7 @@
 //! warnings first, a permission error said as one). The first hop on a real
 //! multi-switch fabric: `fabric/path.rs`.
 
+use crate::util::Within as _;
 use crate::util::{self, Node, ok, stderr};
 
 fn stdout(out: &std::process::Output) -> String {
@@ -192,7 +193,7 @@ fn a_non_root_user_is_told_it_needs_root_not_to_delete_state() {
     }
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(n.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let as_nobody = |args: &[&str]| n.cmd(args, &[]).uid(65534).gid(65534).output().unwrap();
+    let as_nobody = |args: &[&str]| n.cmd(args, &[]).uid(65534).gid(65534).output_within();
     let out = as_nobody(&["status"]);
     let st = stdout(&out);
     assert!(

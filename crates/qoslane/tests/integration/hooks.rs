@@ -2,6 +2,7 @@
 //! task-prolog and epilog, failures and rollback, shared nodes.
 
 use crate::util;
+use crate::util::Within as _;
 
 use std::time::{Duration, Instant};
 
@@ -119,8 +120,7 @@ fn context_dispatch_runs_each_hook() {
         .args(["--root", &root])
         .env("SLURM_SCRIPT_CONTEXT", "prolog_task")
         .env("SLURM_JOB_ID", "5")
-        .output()
-        .unwrap();
+        .output_within();
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2");
     ok(&n.run(
         &[],
@@ -147,8 +147,7 @@ fn context_dispatch_runs_each_hook() {
         .args(["--root", &root])
         .env("HOOKRUN_PHASE", "task-prolog")
         .env("SLURM_JOB_ID", "6")
-        .output()
-        .unwrap();
+        .output_within();
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
     // The packaged hooks are links to qoslane: hookrun's phase is the hook's,
     // where Slurm set no context (HealthCheckProgram) and where it did.
@@ -217,8 +216,7 @@ fn context_dispatch_runs_each_hook() {
         .env("SLURM_SCRIPT_CONTEXT", "prolog_task")
         .env("HOOKRUN_PHASE", "epilog")
         .env("SLURM_JOB_ID", "6")
-        .output()
-        .unwrap();
+        .output_within();
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
     let out = n.run(&[], &[("HOOKRUN_PHASE", "task-epilog")]);
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
