@@ -1,8 +1,6 @@
 //! The command line: help, usage errors and their exit codes, and the man
 //! page and completions generated from the same definitions.
 
-#![expect(clippy::unwrap_used, reason = "a failing test should stop loudly")]
-
 use crate::util::Within as _;
 use std::process::Command;
 

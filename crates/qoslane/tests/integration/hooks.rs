@@ -166,6 +166,29 @@ fn context_dispatch_runs_each_hook() {
         7,
         "HOOKRUN_PHASE=prolog ran the Prolog"
     );
+    let out = n.run(&[], &[("HOOKRUN_PHASE", "task-epilog")]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let out = n.run(&[], &[]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+}
+
+/// Regression (issue 39, item 1): qoslane picked its hook from Slurm's
+/// context before hookrun's phase, so `hookrun health` run from the Epilog
+/// (NHC's pattern) ran a second Epilog instead of the health check. hookrun's
+/// phase wins for a hook run in a phase, except in the TaskProlog, whose
+/// environment is the job user's.
+#[test]
+fn hookruns_phase_wins_over_slurms_context() {
+    let n = Node::new();
+    let root = n.root().to_str().unwrap().to_owned();
+    ok(&n.run(
+        &[],
+        &[
+            ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd"),
+            ("SLURM_JOB_ID", "6"),
+            ("FAKE_QOS", "high"),
+        ],
+    ));
     let (prologs, epilogs) = (
         n.audit_events("prolog").len(),
         n.audit_events("epilog").len(),
@@ -188,8 +211,7 @@ fn context_dispatch_runs_each_hook() {
         (prologs + 1, epilogs),
         "hookrun's phase wins over Slurm's context: the Prolog ran, no Epilog"
     );
-    // Regression (issue 39): `hookrun health` run from the Epilog (NHC's
-    // pattern) ran a second Epilog instead of the health check.
+    // `hookrun health` run from the Epilog.
     let epilogs = n.audit_events("epilog");
     let healths = n.audit_events("health").len();
     let out = n.run(
@@ -218,10 +240,6 @@ fn context_dispatch_runs_each_hook() {
         .env("SLURM_JOB_ID", "6")
         .output_within();
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
-    let out = n.run(&[], &[("HOOKRUN_PHASE", "task-epilog")]);
-    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
-    let out = n.run(&[], &[]);
-    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
 }
 
 #[test]

@@ -461,7 +461,7 @@ impl Within for Command {
     }
 
     fn what(&self) -> String {
-        format!("{:?}", self.get_program())
+        Path::new(self.get_program()).display().to_string()
     }
 }
 
@@ -612,7 +612,9 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The same snapshot with each record's `time` removed (two runs of the
-    /// same transaction differ only there).
+    /// same transaction differ only there). The crash matrix's, which needs
+    /// fault injection.
+    #[cfg(feature = "fault-injection")]
     pub fn timeless(&self) -> Self {
         let mut s = self.clone();
         for r in s.records.values_mut() {
