@@ -1072,9 +1072,16 @@ fn a_node_without_a_usable_mapping_refuses_per_on_unknown_qos_and_health_drains(
     let out = n.run(&["health"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let said = String::from_utf8_lossy(&out.stdout);
+    // Regression (issue 39, item 2): the line (hookrun's drain reason) said
+    // "jobs run on the baseline" of a node it drains, and its fix came last,
+    // past the 200 bytes of the reason. The fix first; no job runs here.
+    let first = said.lines().next().unwrap_or_default();
     assert!(
-        said.starts_with("qoslane: no usable mapping: ")
-            && said.contains("jobs run on the baseline"),
+        first.starts_with(
+            "qoslane: no usable mapping: install a valid one (`qoslane validate`, then `qoslane sync`); "
+        ) && first.contains("without its SL (on_unknown_qos: default_level)")
+            && first.ends_with("so the node is drained")
+            && !said.contains("jobs run on the baseline"),
         "{said}"
     );
 
