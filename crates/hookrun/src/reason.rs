@@ -44,7 +44,7 @@ pub fn fit(text: &str) -> String {
             _ => head,
         }
     };
-    let kept = kept.trim_end_matches(|c: char| c == ' ' || c == ',' || c == ';' || c == ':');
+    let kept = kept.trim_end_matches([' ', ',', ';', ':']);
     format!("{kept}{CUT}")
 }
 
