@@ -526,6 +526,15 @@ check "invalid switch: names the file, line $budget_line, hook_budget and the li
 snapshot > "$WORK/after2.sha"
 check "invalid switch: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after2.sha"
 cp "$WORK/config.good" "$CFG"
+# issue 39: 5 and 400 were accepted (slurmd's 60 s per check; the probe cache's 300 s)
+interval_line=$(grep -n '^health_check_interval: ' "$CFG" | cut -d: -f1)
+for bad in 5 400; do
+  sed -i "s/^health_check_interval: .*/health_check_interval: $bad/" "$CFG"
+  if play "invalid-interval-$bad" slurm_qos_network.yml; then fail "health_check_interval $bad: the playbook failed"; else pass "health_check_interval $bad: the playbook failed"; fi
+  check "health_check_interval $bad: names the file, line $interval_line and the bounds" \
+    grep -qF "slurm_qos_network_config.yml, line $interval_line: health_check_interval must be 0 (leave slurm.conf's health check alone) or an integer of seconds from 60 to 300, found $bad." "$WORK/invalid-interval-$bad.log"
+done
+cp "$WORK/config.good" "$CFG"
 state_line=$(grep -n '^health_check_node_state: "ANY,CYCLE"$' "$CFG" | cut -d: -f1)
 sed -i 's/^health_check_node_state: "ANY,CYCLE"$/health_check_node_state: "ALLOC,MIXED"/' "$CFG"
 if play invalid-state slurm_qos_network.yml; then fail "health_check_node_state without IDLE: the playbook failed"; else pass "health_check_node_state without IDLE: the playbook failed"; fi
