@@ -242,6 +242,40 @@ fn hookruns_phase_wins_over_slurms_context() {
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
 }
 
+/// Regression (issue 39, item 7): Slurm runs the Prolog for a step of
+/// `srun --no-allocate` (root and SlurmUser only; job ids 0xffff0000 to
+/// 0xfffffffd) and never its Epilog: the level's record and settings stayed
+/// until the next health check. Such a job gets nothing, said in its audit
+/// line; the id just below the range is an ordinary job.
+#[test]
+fn an_srun_no_allocate_step_gets_no_level_and_leaves_nothing() {
+    let n = Node::new();
+    for id in [0xffff_0000_u32, 0xffff_fffd] {
+        let id = id.to_string();
+        let out = n.run(&["prolog"], &[("SLURM_JOB_ID", &id), ("FAKE_QOS", "high")]);
+        ok(&out);
+        assert!(n.records().is_empty(), "{id}: {:?}", n.records());
+        assert_eq!(n.settings(), (BASE_TOS.into(), BASE_RMEM.into()), "{id}");
+        let a = n.last_audit("prolog");
+        assert_eq!(a["job_id"].to_string(), id, "{a}");
+        assert_eq!(a["outcome"], "unchanged", "{a}");
+        assert!(
+            a["notes"][0]
+                .as_str()
+                .is_some_and(|s| s.contains("srun --no-allocate") && s.contains("no Epilog")),
+            "{a}"
+        );
+        let tp = n.task_prolog(id.parse().unwrap(), &[]);
+        assert!(Node::exports(&tp).is_empty(), "{id}: no exports");
+    }
+    let below = 0xfffe_ffff_u32.to_string();
+    ok(&n.run(
+        &["prolog"],
+        &[("SLURM_JOB_ID", &below), ("FAKE_QOS", "high")],
+    ));
+    assert_eq!(n.records(), [format!("{below}.json")]);
+}
+
 #[test]
 fn squeue_failing_or_hanging_falls_back_to_the_default_within_the_deadline() {
     let n = Node::new();
