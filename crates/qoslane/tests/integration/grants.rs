@@ -69,6 +69,9 @@ fn a_setting_that_cannot_be_written_is_said_by_sync_and_health_and_obeyed() {
     std::fs::create_dir(n.path(util::RMEM)).unwrap();
     let out = n.run(&["sync"], &[]);
     let said = stderr(&out);
+    // Regression (issue 39, item 8): sync exited 0 (an Omnia run went
+    // green) while levels were refused: its status follows the levels.
+    assert_eq!(out.status.code(), Some(1), "{said}");
     for level in ["mission-critical", "high", "low"] {
         assert!(
             said.contains(&format!("level {level}: ")),
