@@ -367,7 +367,10 @@ do_opervls() { # NODE PORT N
 console() {
     local before mark=rig_mark_$$_$RANDOM _
     before=$(wc -c <"$RIG_WORK/ibsim.log")
-    printf '%s\n' "$@" "$mark" >"$RIG_WORK/console"
+    # Opening a FIFO for writing waits for a reader: bounded, in case ibsim is gone.
+    # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
+    timeout 5 bash -c 'printf "%s\n" "$@" >"$0"' "$RIG_WORK/console" "$@" "$mark" ||
+        die "ibsim's console could not be written within 5 s (is ibsim running?) ($*)"
     for _ in $(seq 500); do
         tail -c +$((before + 1)) "$RIG_WORK/ibsim.log" | grep -qF "'$mark'" && break
         sleep 0.01

@@ -285,7 +285,7 @@ prometheus_start() {
   prom_spawn "$2/prometheus.log" "$port" "$PROMETHEUS" --config.file="$1" \
     --storage.tsdb.path="$2/data" --web.listen-address="127.0.0.1:$port"
   PROM_URL=http://127.0.0.1:$port
-  poll 30 "Prometheus ready" curl -sf "$PROM_URL/-/ready"
+  poll 30 "Prometheus ready" curl -sf --max-time 5 "$PROM_URL/-/ready"
 }
 # The shipped files, as a rig runs them (deploy/prometheus):
 PROM_SHIPPED=$E2E_REPO/deploy/prometheus

@@ -313,7 +313,7 @@ priorities_ordered() {
 import subprocess, sys, yaml
 levels = yaml.safe_load(open(sys.argv[1]))["levels"]
 out = subprocess.run(["sacctmgr", "-n", "-P", "show", "qos", "format=name,priority"],
-                     capture_output=True, text=True, check=True).stdout
+                     capture_output=True, text=True, check=True, timeout=60).stdout
 have = {l.split("|")[0].lower(): int(l.split("|")[1]) for l in out.splitlines() if "|" in l}
 prio = [(l["name"], {q: have[q.lower()] for q in l["qos"]}) for l in levels]
 bad = [f"{hn} {hp} <= {ln} {lp}" for i, (hn, hq) in enumerate(prio) for (ln, lq) in prio[i + 1:]
@@ -525,6 +525,15 @@ check "invalid switch: names the file, line $budget_line, hook_budget and the li
   grep -qF "slurm_qos_network_config.yml, line $budget_line: hook_budget must be an integer of seconds from 1 to prolog_epilog_timeout - 7 (40 - 7), found 35" "$WORK/invalid-config.log"
 snapshot > "$WORK/after2.sha"
 check "invalid switch: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after2.sha"
+cp "$WORK/config.good" "$CFG"
+# issue 39: 5 and 400 were accepted (slurmd's 60 s per check; the probe cache's 300 s)
+interval_line=$(grep -n '^health_check_interval: ' "$CFG" | cut -d: -f1)
+for bad in 5 400; do
+  sed -i "s/^health_check_interval: .*/health_check_interval: $bad/" "$CFG"
+  if play "invalid-interval-$bad" slurm_qos_network.yml; then fail "health_check_interval $bad: the playbook failed"; else pass "health_check_interval $bad: the playbook failed"; fi
+  check "health_check_interval $bad: names the file, line $interval_line and the bounds" \
+    grep -qF "slurm_qos_network_config.yml, line $interval_line: health_check_interval must be 0 (leave slurm.conf's health check alone) or an integer of seconds from 60 to 300, found $bad." "$WORK/invalid-interval-$bad.log"
+done
 cp "$WORK/config.good" "$CFG"
 state_line=$(grep -n '^health_check_node_state: "ANY,CYCLE"$' "$CFG" | cut -d: -f1)
 sed -i 's/^health_check_node_state: "ANY,CYCLE"$/health_check_node_state: "ALLOC,MIXED"/' "$CFG"

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::cli::{Cli, Command, Generate};
 use crate::config::{Config, ENV_JOB_ID, ENV_NODENAME, ENV_SCRIPT_CONTEXT, EnvSnapshot};
+use crate::decide;
 use crate::discover;
 use crate::exit::{self, ExitClass};
 use crate::health;
@@ -13,9 +14,8 @@ use crate::list;
 use crate::log::{self, Priority};
 use crate::manual;
 use crate::metrics;
-use crate::options::OnFailure;
 use crate::phase::Phase;
-use crate::runner::{self, Fate, HookResult, Limits, PhaseReport};
+use crate::runner::{self, Limits, PhaseReport};
 use crate::signals::Signals;
 use crate::slurm::{REASON_PREFIX, Scontrol};
 
@@ -216,7 +216,7 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
                     "{REASON_PREFIX} {}: cannot read the health checks",
                     dir.display()
                 );
-                health::drain(&scontrol, &health::node_name(env), &reason, name);
+                let _ = health::drain(&scontrol, &health::node_name(env), &reason, name);
             }
             return ExitClass::SetupFailed;
         }
@@ -243,7 +243,7 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
         kill_grace: config.kill_grace,
     };
     let report = runner::run_phase(phase, &listing.hooks, limits, &signals);
-    let class = decide(&report, config, env, &scontrol);
+    let class = decide::decide(&report, config, env, &scontrol);
     let summary_priority = match class {
         ExitClass::Success => Priority::Info,
         _ => Priority::Warning,
@@ -305,152 +305,6 @@ fn warn_about_config(config: &Config, name: &str) {
                 "{why}: running with the built-in defaults (the TaskProlog runs as the job's user; `hookrun health` drains the node until the file is readable by every user)"
             ),
         );
-    }
-}
-
-/// What the hooks' results mean for the job and the node.
-fn decide(
-    report: &PhaseReport,
-    config: &Config,
-    env: &EnvSnapshot,
-    scontrol: &Scontrol<'_>,
-) -> ExitClass {
-    let phase = report.phase;
-    let name = phase.name();
-    if let Some(signal) = report.interrupted {
-        log::phase(
-            Priority::Warning,
-            name,
-            &format!(
-                "stopped by {}: the running hook's process group was killed",
-                runner::signal_name(signal)
-            ),
-        );
-        return ExitClass::Interrupted(signal);
-    }
-    if phase == Phase::Health {
-        return health::act(report, scontrol, &health::node_name(env));
-    }
-    let Some(failure) = report.required_failures().next() else {
-        return ExitClass::Success;
-    };
-    let failed = format!("required hook {} {}", failure.name, failure.fate.verb());
-    match phase {
-        Phase::Prolog => {
-            // Every scontrol call of the decision shares one scontrol_timeout.
-            let prolog = Prolog {
-                failure,
-                failed: &failed,
-                env,
-                scontrol: scontrol.sharing_one_timeout(),
-            };
-            match (failure.fate, config.on_failure) {
-                (Fate::Refused, _) => prolog.hold_job("refused", ExitClass::Refused),
-                (_, OnFailure::Drain) => prolog.fail(ExitClass::RequiredHookFailed),
-                (_, OnFailure::Requeue) => {
-                    prolog.hold_job("on_failure=requeue", ExitClass::Requeued)
-                }
-            }
-        }
-        Phase::Epilog => {
-            log::phase(
-                Priority::Error,
-                name,
-                &format!("{failed}: exiting non-zero; Slurm drains the node (\"Epilog error\")"),
-            );
-            ExitClass::RequiredHookFailed
-        }
-        Phase::TaskProlog | Phase::Health => {
-            log::phase(
-                Priority::Error,
-                name,
-                &format!(
-                    "{failed}: exiting non-zero; Slurm fails this task (the node is not drained)"
-                ),
-            );
-            ExitClass::RequiredHookFailed
-        }
-    }
-}
-
-/// A Prolog whose required hook did not succeed: what becomes of the job
-/// and the node.
-struct Prolog<'r> {
-    failure: &'r HookResult,
-    /// `required hook NAME failed` (or `refused the job`, `timed out`…).
-    failed: &'r str,
-    env: &'r EnvSnapshot,
-    scontrol: Scontrol<'r>,
-}
-
-impl Prolog<'_> {
-    /// Hold the job, keep the node — the hook refused the job (`why`:
-    /// "refused", the class [`ExitClass::Refused`]) or policy `requeue`
-    /// answers its failure ([`ExitClass::Requeued`]); if the job cannot be
-    /// held, the Prolog fails after all.
-    fn hold_job(&self, why: &str, held: ExitClass) -> ExitClass {
-        match self.hold(why) {
-            Some(job_id) => {
-                log::phase(
-                    Priority::Warning,
-                    Phase::Prolog.name(),
-                    &format!(
-                        "{}: job {job_id} requeued and held; exiting 0, the node stays in service (release it with `scontrol release {job_id}`)",
-                        self.failed
-                    ),
-                );
-                held
-            }
-            None => self.fail(ExitClass::RequeueFailed),
-        }
-    }
-
-    /// `scontrol requeuehold $SLURM_JOB_ID`: the job id when it worked, else
-    /// `None`, having said why.
-    fn hold(&self, why: &str) -> Option<&str> {
-        let name = Phase::Prolog.name();
-        let failed = self.failed;
-        let problem = match self.env.text(ENV_JOB_ID) {
-            Ok(Some(id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {
-                match self.scontrol.requeue_hold(id) {
-                    Ok(()) => return Some(id),
-                    Err(error) => format!("requeue-hold of job {id} failed ({error})"),
-                }
-            }
-            Ok(Some(id)) => format!("{ENV_JOB_ID}={id:?} is not a job id"),
-            _ => format!("{ENV_JOB_ID} is not set"),
-        };
-        log::phase(
-            Priority::Error,
-            name,
-            &format!("{failed}; {why} but {problem}: the Prolog fails, the node drains"),
-        );
-        None
-    }
-
-    /// The Prolog fails: the node is drained with a reason naming the hook
-    /// and its cause (slurmctld keeps a drained node's reason when the
-    /// Prolog's non-zero status arrives; without it the reason is Slurm's
-    /// bare "Prolog error"), then hookrun exits non-zero.
-    fn fail(&self, class: ExitClass) -> ExitClass {
-        let name = Phase::Prolog.name();
-        let node = health::node_name(self.env);
-        let reason = health::drain_reason(Phase::Prolog, self.failure);
-        let drained = match self.scontrol.drain(&node, &reason) {
-            Ok(()) => format!("drained node {node}: {reason}"),
-            Err(error) => format!(
-                "draining node {node} with a reason failed ({error}); Slurm drains the node (\"Prolog error\")"
-            ),
-        };
-        log::phase(
-            Priority::Error,
-            name,
-            &format!(
-                "{}: exiting non-zero; {drained}; Slurm requeues-and-holds a batch job",
-                self.failed
-            ),
-        );
-        class
     }
 }
 

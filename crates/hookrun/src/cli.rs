@@ -32,7 +32,10 @@ ending in `.optional` marks an optional hook, every other hook is required.
 A Prolog hook exiting 100 refuses the job, the node being fine: hookrun
 requeues and holds the job (scontrol requeuehold) and exits 0, whatever
 on_failure says; any other failure of a required Prolog hook drains the node
-with the reason 'hookrun: prolog HOOK: CAUSE' (on_failure = drain).
+with the reason 'hookrun: prolog HOOK: CAUSE' (on_failure = drain), and a
+failed required Epilog hook with 'hookrun: epilog HOOK: CAUSE': a passing
+health check resumes a node hookrun drained. A reason is one line of at most
+200 bytes, cut after a whole word and ended with '…'.
 Exit codes (one table with qoslane's): 0 ok (or the job requeued and held),
 1 required hook failed / unhealthy, 2 hookrun.conf invalid or untrusted,
 3 requeue-hold failed (node drains), 4 hooks could not be run, 64 usage,

@@ -8,16 +8,16 @@ use crate::config::{ENV_NODENAME, EnvSnapshot};
 use crate::exit::ExitClass;
 use crate::log::{self, Priority};
 use crate::phase::Phase;
+use crate::reason;
 use crate::runner::{Fate, HookResult, PhaseReport};
-use crate::slurm::{NodeState, REASON_PREFIX, Scontrol, truncate};
-
-/// Longest drain reason hookrun sets.
-pub const MAX_REASON: usize = 200;
+use crate::slurm::{NodeState, REASON_PREFIX, Scontrol};
 
 /// The reason hookrun drains a node with for `failure`, a required hook of
 /// `phase`: `hookrun: 10-ib: port mlx5_0/1 is DOWN` (health), `hookrun:
 /// prolog 60-scratch: scratch not mounted` (the Prolog) — one line,
-/// printable, bounded; [`REASON_PREFIX`] marks it as hookrun's to resume.
+/// printable, within [`reason::MAX_REASON`] bytes, cut after a whole word
+/// with `…` ([`reason::fit`]); [`REASON_PREFIX`] marks it as hookrun's to
+/// resume.
 pub fn drain_reason(phase: Phase, failure: &HookResult) -> String {
     let what = match (&failure.fate, &failure.first_line) {
         (Fate::Failed | Fate::Refused, Some(line)) => line.clone(),
@@ -28,11 +28,7 @@ pub fn drain_reason(phase: Phase, failure: &HookResult) -> String {
         Phase::Health => format!("{REASON_PREFIX} {}: {what}", failure.name),
         _ => format!("{REASON_PREFIX} {} {}: {what}", phase.name(), failure.name),
     };
-    let cleaned: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    truncate(cleaned.trim(), MAX_REASON).to_owned()
+    reason::fit(&text)
 }
 
 /// The node name Slurm knows this node by: `SLURMD_NODENAME` (set by slurmd
@@ -62,12 +58,8 @@ pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> ExitCla
 /// node — and the node is drained with `problem` as its reason.
 pub fn refuse(scontrol: &Scontrol<'_>, node: &str, problem: &str, phase: &str) -> ExitClass {
     log::phase(Priority::Error, phase, problem);
-    let reason = format!("{REASON_PREFIX} {problem}");
-    let cleaned: String = reason
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    unhealthy(scontrol, node, truncate(cleaned.trim(), MAX_REASON), phase)
+    let reason = reason::fit(&format!("{REASON_PREFIX} {problem}"));
+    unhealthy(scontrol, node, &reason, phase)
 }
 
 /// Says `reason` on stdout and drains the node with it.
@@ -77,15 +69,15 @@ fn unhealthy(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> 
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{reason}").and_then(|()| out.flush());
     drop(out);
-    drain(scontrol, node, reason, phase);
+    let _ = drain(scontrol, node, reason, phase);
     ExitClass::Unhealthy
 }
 
 /// Drains `node` with `reason` — unless someone else drained it (their reason
 /// stays) or hookrun already did with the same reason (its time stays). When
 /// the state cannot be read the node is drained anyway: a sick node must not
-/// take jobs.
-pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) {
+/// take jobs. Whether the node is drained now (by this call or before it).
+pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> bool {
     match scontrol.show_node(node) {
         Ok(state) if state.is_drained() && !state.drained_by_hookrun() => {
             log::phase(
@@ -96,7 +88,7 @@ pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) {
                     describe(&state)
                 ),
             );
-            return;
+            return true;
         }
         Ok(state) if state.drained_by_hookrun() && state.reason.as_deref() == Some(reason) => {
             log::phase(
@@ -104,7 +96,7 @@ pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) {
                 phase,
                 &format!("unhealthy; node {node} is already drained with this reason ({reason})"),
             );
-            return;
+            return true;
         }
         Ok(_) => {}
         Err(error) => log::phase(
@@ -114,16 +106,22 @@ pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) {
         ),
     }
     match scontrol.drain(node, reason) {
-        Ok(()) => log::phase(
-            Priority::Error,
-            phase,
-            &format!("unhealthy: drained node {node}: {reason}"),
-        ),
-        Err(error) => log::phase(
-            Priority::Error,
-            phase,
-            &format!("unhealthy ({reason}), but draining node {node} failed: {error}"),
-        ),
+        Ok(()) => {
+            log::phase(
+                Priority::Error,
+                phase,
+                &format!("unhealthy: drained node {node}: {reason}"),
+            );
+            true
+        }
+        Err(error) => {
+            log::phase(
+                Priority::Error,
+                phase,
+                &format!("unhealthy ({reason}), but draining node {node} failed: {error}"),
+            );
+            false
+        }
     }
 }
 
@@ -212,7 +210,7 @@ mod tests {
     fn reason_is_one_bounded_line() {
         let long = format!("tab\there {}", "x".repeat(500));
         let reason = drain_reason(Phase::Health, &failure(Fate::Failed, Some(&long), ""));
-        assert!(reason.len() <= MAX_REASON);
+        assert!(reason.len() <= reason::MAX_REASON);
         assert!(!reason.contains('\t'));
     }
 

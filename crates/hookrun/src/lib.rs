@@ -17,8 +17,9 @@
 //!   SIGTERM/SIGINT/SIGHUP;
 //! - [`runner`] — running a phase's hooks and reporting each result;
 //!   [`protocol`] — the TaskProlog stdout protocol;
-//! - [`app`] — deciding what a phase's result means (exit non-zero, requeue-hold,
-//!   [`health`] drain/resume through [`slurm`]'s scontrol calls);
+//! - [`app`] — dispatch; [`decide`] — what a phase's result means (exit
+//!   non-zero, requeue-hold, drain with hookrun's reason, shaped by
+//!   [`reason`]; [`health`] drain/resume) through [`slurm`]'s scontrol calls;
 //! - [`metrics`] — counters in a locked state file, rendered for node_exporter;
 //! - [`exit`] — the exit codes; [`log`] — stderr (and journal) lines; [`list`] —
 //!   `hookrun list`; [`manual`] — the man pages (hookrun(8), hookrun.conf(5)).
@@ -32,6 +33,7 @@ pub mod child;
 pub mod cli;
 pub mod conffile;
 pub mod config;
+pub mod decide;
 pub mod discover;
 pub mod exit;
 pub mod health;
@@ -42,6 +44,7 @@ pub mod metrics;
 pub mod options;
 pub mod phase;
 pub mod protocol;
+pub mod reason;
 pub mod runner;
 pub mod signals;
 pub mod slurm;

@@ -13,10 +13,11 @@ use clap::{Parser, Subcommand, ValueEnum};
     long_about = "qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML mapping, \
 checks on the node's HCA ports that the SL lands on the intended Virtual Lane, applies the level's \
 node settings transactionally and makes the job's libraries (UCX, NCCL, MPI) use that SL.\n\n\
-With no subcommand it acts on SLURM_SCRIPT_CONTEXT: prolog_slurmd -> prolog, epilog_slurmd -> \
-epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and TaskProlog= at it; \
-without one, on hookrun's HOOKRUN_PHASE (prolog, epilog, task-prolog, health): the packaged hooks are \
-links to this binary.\n\n\
+With no subcommand it acts on hookrun's HOOKRUN_PHASE (prolog, epilog, task-prolog, health): the \
+packaged hooks are links to this binary, and the phase hookrun runs wins (`hookrun health` from the \
+Epilog runs the health check); without one, on SLURM_SCRIPT_CONTEXT: prolog_slurmd -> prolog, \
+epilog_slurmd -> epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and \
+TaskProlog= at it. In the TaskProlog (prolog_task, the job user's environment) HOOKRUN_PHASE is ignored.\n\n\
 Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_ROOT, QOSLANE_CONFIG, \
 QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_PERFQUERY, QOSLANE_TIMEOUT_MS.",
     after_help = "Exit codes (one table with hookrun's): 0 ok, 1 failed, 2 invalid mapping, 64 usage, \

@@ -23,50 +23,56 @@ enum Mode {
 }
 
 impl Mode {
-    /// `phase` is hookrun's `HOOKRUN_PHASE`, for a hook with no argument run
-    /// where Slurm set no context: `HealthCheckProgram` (Slurm sets none) and
-    /// a site's wrapper calling `hookrun prolog` by hand. The packaged hooks
-    /// are links to this binary, so the phase hookrun runs is the hook's.
-    /// Slurm's context wins when both are set. It gives nobody anything: the
-    /// TaskProlog trusts nothing in its environment, and the other hooks
-    /// change only what their caller, root, can change anyway.
+    /// `phase` is hookrun's `HOOKRUN_PHASE`: the packaged hooks are links to
+    /// this binary, so the phase hookrun runs is the hook's, and it wins over
+    /// Slurm's context. A site that runs `hookrun health` from its Epilog
+    /// (NHC's pattern) gets the health check, not a second Epilog; with no
+    /// hookrun (`Prolog=qoslane`) the context chooses. Only the TaskProlog's
+    /// context is kept whatever the phase says: there the environment is the
+    /// job's user's, who could set `HOOKRUN_PHASE` (and hookrun's
+    /// `task-prolog` says the same). It gives nobody anything: the other
+    /// hooks change only what their caller, root, can change anyway.
     fn of(
         command: Option<Command>,
         context: Option<&str>,
         phase: Option<&str>,
     ) -> Result<Self, String> {
-        Ok(match command {
-            Some(Command::Prolog) => Self::Prolog,
-            Some(Command::Epilog) => Self::Epilog,
-            Some(Command::TaskProlog) => Self::TaskProlog,
-            Some(other) => Self::Other(other),
-            None => match context {
-                Some("prolog_slurmd") => Self::Prolog,
-                Some("epilog_slurmd") => Self::Epilog,
-                Some("prolog_task") => Self::TaskProlog,
-                None => match phase {
-                    Some("prolog") => Self::Prolog,
-                    Some("epilog") => Self::Epilog,
-                    Some("task-prolog") => Self::TaskProlog,
-                    Some("health") => Self::Other(Command::Health {
-                        format: qoslane::cli::Format::default(),
-                        json: false,
-                    }),
-                    _ => {
-                        return Err(format!(
-                            "no subcommand and SLURM_SCRIPT_CONTEXT is unset, HOOKRUN_PHASE {}; see `qoslane --help`",
-                            phase.map_or("unset".into(), |p| format!("`{p}`"))
-                        ));
-                    }
-                },
-                other => {
-                    return Err(format!(
-                        "no subcommand and SLURM_SCRIPT_CONTEXT is {}; see `qoslane --help`",
-                        other.map_or("unset".into(), |c| format!("`{c}`"))
-                    ));
-                }
-            },
-        })
+        if let Some(command) = command {
+            return Ok(match command {
+                Command::Prolog => Self::Prolog,
+                Command::Epilog => Self::Epilog,
+                Command::TaskProlog => Self::TaskProlog,
+                other => Self::Other(other),
+            });
+        }
+        if context == Some("prolog_task") {
+            return Ok(Self::TaskProlog);
+        }
+        match phase {
+            Some("prolog") => return Ok(Self::Prolog),
+            Some("epilog") => return Ok(Self::Epilog),
+            Some("task-prolog") => return Ok(Self::TaskProlog),
+            Some("health") => {
+                return Ok(Self::Other(Command::Health {
+                    format: qoslane::cli::Format::default(),
+                    json: false,
+                }));
+            }
+            Some(other) => {
+                return Err(format!(
+                    "no subcommand and HOOKRUN_PHASE is `{other}` (hookrun's phases: prolog, epilog, task-prolog, health); see `qoslane --help`"
+                ));
+            }
+            None => {}
+        }
+        match context {
+            Some("prolog_slurmd") => Ok(Self::Prolog),
+            Some("epilog_slurmd") => Ok(Self::Epilog),
+            other => Err(format!(
+                "no subcommand, HOOKRUN_PHASE is unset and SLURM_SCRIPT_CONTEXT is {}; see `qoslane --help`",
+                other.map_or("unset".into(), |c| format!("`{c}`"))
+            )),
+        }
     }
 }
 

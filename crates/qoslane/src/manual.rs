@@ -178,12 +178,14 @@ The deadline of one run in milliseconds (default: 3000).
 .B QOSLANE_NO_JOURNAL
 When set, log to stderr only, not to journald or syslog.
 .TP
-.B SLURM_SCRIPT_CONTEXT
-With no subcommand: prolog_slurmd, epilog_slurmd or prolog_task chooses the phase.
-.TP
 .B HOOKRUN_PHASE
-With no subcommand and no SLURM_SCRIPT_CONTEXT: prolog, epilog, task-prolog or health (as
-hookrun sets it for its hooks) chooses the phase; the packaged hooks are links to qoslane.
+With no subcommand: prolog, epilog, task-prolog or health (as hookrun sets it for its hooks)
+chooses the phase, over SLURM_SCRIPT_CONTEXT (hookrun health run from the Epilog runs the health
+check); the packaged hooks are links to qoslane. Ignored in the TaskProlog (prolog_task), whose
+environment is the job user's.
+.TP
+.B SLURM_SCRIPT_CONTEXT
+With no subcommand and no HOOKRUN_PHASE: prolog_slurmd, epilog_slurmd or prolog_task chooses the phase.
 .TP
 .BR SLURM_JOB_ID \", \" SLURM_JOB_QOS \", \" SLURM_JOB_USER \", \" SLURMD_NODENAME
 The job's facts, as slurmd passes them to the hooks.

@@ -184,7 +184,7 @@ fn sigterm_to_hookrun_kills_the_running_hook_group_first() {
         wait_gone(grandchild, Duration::from_secs(2)),
         "background child {grandchild} survived"
     );
-    let output = child.wait_with_output().expect("output");
+    let output = crate::util::output_of(child, "hookrun prolog");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("stopped by SIGTERM: the running hook's process group was killed"),
@@ -230,7 +230,7 @@ fn sigterm_reaches_hookrun_started_with_it_blocked() {
     );
     let blocked = std::fs::read_to_string(&mask).expect("the hook wrote its mask");
     assert_eq!(blocked.trim(), "0000000000000000", "the hook's mask");
-    let output = child.wait_with_output().expect("output");
+    let output = crate::util::output_of(child, "hookrun prolog");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("started with signals blocked, unblocked: SIGTERM (15)"),

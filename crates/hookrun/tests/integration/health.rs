@@ -39,6 +39,41 @@ fn a_failing_check_drains_the_node_with_its_first_output_line() {
     assert_eq!(run.stdout, "hookrun: 10-ib: port mlx5_0/1 is DOWN\n");
 }
 
+/// Regression (issue 39, item 2): a reason past 200 bytes was cut there,
+/// mid-word and without a mark. It is cut after the last whole word that
+/// fits, and ends with `…`.
+#[test]
+fn a_long_reason_is_cut_after_a_whole_word_with_an_ellipsis() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    let line = format!(
+        "qoslane: install a valid mapping (qoslane validate, then qoslane sync); {}",
+        "the mapping file is not valid YAML at line 3 column 7 ".repeat(4)
+    );
+    fx.hook("health", "10-qoslane", &format!("echo '{line}'\nexit 1"));
+    let run = fx
+        .hookrun()
+        .args(["health"])
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let updates = fx.scontrol_updates();
+    let reason = updates[0][3].strip_prefix("reason=").unwrap();
+    assert!(reason.len() <= 200, "{} bytes: {reason}", reason.len());
+    let kept = reason
+        .strip_suffix('…')
+        .unwrap_or_else(|| panic!("no … at the cut: {reason}"));
+    let whole = format!("hookrun: 10-qoslane: {}", line.trim_end());
+    assert!(whole.starts_with(kept), "{reason}");
+    assert!(
+        whole[kept.len()..].starts_with(' '),
+        "cut after a whole word: {reason}"
+    );
+    assert!(kept.contains("qoslane sync"), "the fix kept: {reason}");
+    assert_eq!(run.stdout, format!("{reason}\n"));
+}
+
 #[test]
 fn every_check_runs_and_the_first_failure_names_the_drain() {
     let fx = Fixture::new();

@@ -56,7 +56,7 @@ fn concurrent_runs_do_not_lose_counts() {
         .map(|_| fx.hookrun().args(["prolog"]).spawn())
         .collect();
     for child in children {
-        let output = child.wait_with_output().expect("wait");
+        let output = crate::util::output_of(child, "hookrun prolog");
         assert!(
             output.status.success(),
             "{}",

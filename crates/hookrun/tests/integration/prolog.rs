@@ -357,7 +357,15 @@ fn exit_100_outside_the_prolog_is_a_failure() {
         .env("SLURM_JOB_ID", "12")
         .run();
     assert_eq!(run.code, Some(1), "{}", run.stderr);
-    assert!(fx.scontrol_calls().is_empty());
+    // No requeue-hold: a failed Epilog drains (issue 39), it holds no job.
+    assert!(
+        !fx.scontrol_calls()
+            .iter()
+            .flatten()
+            .any(|a| a.contains("requeue")),
+        "{:?}",
+        fx.scontrol_calls()
+    );
     assert_eq!(fx.runs("epilog", "50-clean", "failed"), Some(1.0));
     assert!(
         run.has_line("a refusal only means something in the prolog"),

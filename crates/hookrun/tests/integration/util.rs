@@ -10,10 +10,12 @@
 //! a child that closes the file before it exits, puts each in place.
 
 use std::fs;
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_hookrun");
@@ -142,8 +144,9 @@ impl Fixture {
             .arg(&staged)
             .arg(path)
             .stdin(Stdio::null())
-            .status()
+            .spawn()
             .expect("run install");
+        let status = output_of(status, "install").status;
         assert!(status.success(), "install {}: {status}", path.display());
         fs::remove_file(&staged).expect("remove the staged contents");
     }
@@ -307,7 +310,8 @@ impl Hookrun {
 
     pub fn run(mut self) -> Run {
         let started = Instant::now();
-        let output = self.command.output().expect("run hookrun");
+        let child = self.command.spawn().expect("run hookrun");
+        let output = output_of(child, "hookrun");
         Run {
             code: output.status.code(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -318,6 +322,66 @@ impl Hookrun {
 
     pub fn spawn(mut self) -> Child {
         self.command.spawn().expect("spawn hookrun")
+    }
+}
+
+/// How long a test waits for a child, or for the end of its pipes, before it
+/// fails saying what it waited for: no test waits without a deadline. Not a
+/// speed assertion (a run takes milliseconds; this proves "does not hang").
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// `wait_with_output()` within [`PATIENCE`]: the child's piped stdout and
+/// stderr (whichever it has) read to their end on threads of their own, and
+/// its status. A child that hangs is killed, and a pipe a leftover
+/// grandchild keeps open ends the wait, each failing the test by name.
+pub fn output_of(mut child: Child, what: &str) -> Output {
+    let end = Instant::now() + PATIENCE;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        pipe.map(|mut pipe| {
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                let _ = pipe.read_to_end(&mut all);
+                let _ = tx.send(all);
+            });
+            rx
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {PATIENCE:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let take = |rx: Option<mpsc::Receiver<Vec<u8>>>, which: &str| {
+        rx.map_or_else(Vec::new, |rx| {
+            rx.recv_timeout(end.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| {
+                    panic!("{what}'s {which}: still open {PATIENCE:?} after the start (a child left holds it)")
+                })
+        })
+    };
+    Output {
+        status,
+        stdout: take(out, "stdout"),
+        stderr: take(err, "stderr"),
     }
 }
 

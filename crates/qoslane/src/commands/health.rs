@@ -208,16 +208,20 @@ fn mapping_in_force(paths: &Paths) -> (Check, Option<(Mapping, String)>) {
                     crate::mapping::OnUnknownQos::FailJob => {
                         "every job is refused (on_unknown_qos: fail_job)"
                     }
-                    crate::mapping::OnUnknownQos::DefaultLevel => "jobs run on the baseline",
+                    crate::mapping::OnUnknownQos::DefaultLevel => {
+                        "a job would run without its SL (on_unknown_qos: default_level)"
+                    }
                 };
+                // The fix first: this line is hookrun's drain reason, cut
+                // past 200 bytes; the node drains, so no job runs here.
                 (
                     check(
                         "mapping",
                         Status::Drain,
                         format!(
-                            "no usable mapping: {e}; no last-known-good copy: no level is granted \
-                             and {jobs} until a valid mapping is installed (`qoslane validate`, \
-                             then `qoslane sync`)"
+                            "no usable mapping: install a valid one (`qoslane validate`, then \
+                             `qoslane sync`); {e}; no last-known-good copy: no level is granted \
+                             ({jobs}), so the node is drained"
                         ),
                     ),
                     None,

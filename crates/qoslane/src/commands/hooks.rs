@@ -126,6 +126,10 @@ fn prolog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     // Before a mapping is known, a failure leaves the node as it is and the
     // job runs on the baseline.
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
+    if let Some(why) = job.kind().unmanaged() {
+        r.notes.push(why.into());
+        return Ok(r.with(Outcome::Unchanged));
+    }
     s.arm(&r, Exit::ByPolicy(OnFailure::Continue));
     let base = r.clone();
     // A changed mapping is put in force only if the fabric carries every

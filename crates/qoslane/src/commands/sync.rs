@@ -5,9 +5,13 @@
 //! in force — promoted to last-known-good, the running jobs' node settings
 //! re-applied under it. Otherwise the previous copy stays in force, the
 //! refusal is recorded (so the Prologs agree, `status` and `health` say why)
-//! and sync exits 1. Running jobs keep their environment (their SL exports);
-//! new jobs get the mapping in force. `--dry-run` says all this, changes
-//! nothing.
+//! and sync exits 1. The mapping already in force is never refused (nor
+//! recorded as rejected): a level of it the node no longer carries is said.
+//! One verdict per outcome: the mapping put in force, or in force as it was,
+//! or not put in force; and sync exits 1 whenever a level of the mapping in
+//! force is not granted (refused, or on the baseline), as the level table
+//! says. Running jobs keep their environment (their SL exports); new jobs
+//! get the mapping in force. `--dry-run` says all this, changes nothing.
 
 use std::io::Write;
 
@@ -109,8 +113,11 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         grants: fabric.grants(&mapping, Some(&settings)),
         settings: Some(settings),
     };
-    let in_force = fabric.refusal.is_none()
-        || config::last_known_good_sha(paths).as_deref() == Some(sha256.as_str());
+    // Already in force (last-known-good): the gate cannot refuse what is in
+    // force, only say which of its levels the node no longer carries.
+    let previous_sha = config::last_known_good_sha(paths);
+    let already = previous_sha.as_deref() == Some(sha256.as_str());
+    let in_force = fabric.refusal.is_none() || already;
     if in_force && let Err(e) = crate::state::grants::store(paths, &record) {
         r.notes.push(format!("the grants were not recorded: {e}"));
     }
@@ -124,7 +131,7 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         }
     }
     r.take_fabric(&mut fabric);
-    if let Some(refusal) = fabric.refusal.take() {
+    if let Some(refusal) = fabric.refusal.take().filter(|_| !already) {
         let why = refusal.to_string();
         if let Err(e) = config::reject(paths, &sha256, &why) {
             r.notes
@@ -145,7 +152,8 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     let loaded: Loaded = step!(config::load(paths));
 
     crate::fault::hold("promote");
-    if step!(s.promote(&loaded, None)) == config::Promotion::Stale {
+    let promotion = step!(s.promote(&loaded, None));
+    if promotion == config::Promotion::Stale {
         // Another rollout was put in force while this one was judged: it
         // stays; this sync changed nothing and says so.
         return Err(r.fail(
@@ -169,22 +177,99 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     let result = node.transact("sync", None, &ops, &check);
     match result {
         Ok(c) => {
-            let outcome = if c.changes.is_empty() {
-                Outcome::Unchanged
-            } else {
-                Outcome::Applied
-            };
             committed(&mut r, c);
-            let mut r = r.with(outcome);
-            r.said = Some(r.summary_line(&format!(
-                "mapping sha256 {} in force, its {} levels judged; {note}",
-                &sha256[..12],
-                mapping.levels().len()
-            )));
-            Ok(r)
+            let judged = format!("its {} levels judged; {note}", mapping.levels().len());
+            finished(r, &promotion, &record, &sha256, &judged)
         }
         Err(f) => Err(txn_failed(r, *f, Exit::ByError)),
     }
+}
+
+/// The run's one verdict once its transaction committed: the line it says,
+/// or a failure when a level of the mapping in force is not granted.
+fn finished(
+    r: Report,
+    promotion: &config::Promotion,
+    record: &crate::grant::Record,
+    sha256: &str,
+    judged: &str,
+) -> RunResult {
+    let put = matches!(promotion, config::Promotion::Promoted(_));
+    let outcome = if r.changes.is_empty() && !put {
+        Outcome::Unchanged
+    } else {
+        Outcome::Applied
+    };
+    let mut r = r.with(outcome);
+    let verdict = verdict(sha256, promotion);
+    if let Some(e) = not_granted(record, &verdict) {
+        return Err(r.fail(e, Exit::ByError));
+    }
+    r.said = Some(if put {
+        let did = match r.changes.len() {
+            0 => "no node setting changed".to_owned(),
+            n => format!("{n} node setting(s) changed"),
+        };
+        format!("sync: applied: {verdict}; {did}; {judged}")
+    } else {
+        r.summary_line(&format!("{verdict}, {judged}"))
+    });
+    Ok(r)
+}
+
+/// What became of the judged mapping: `mapping sha256 X in force` (it was
+/// already), or `… put in force (replacing sha256 Y)`.
+fn verdict(sha256: &str, promotion: &config::Promotion) -> String {
+    let short = &sha256[..12];
+    match promotion {
+        config::Promotion::Promoted(Some(old)) => format!(
+            "mapping sha256 {short} put in force (replacing sha256 {})",
+            &old[..old.len().min(12)]
+        ),
+        config::Promotion::Promoted(None) => {
+            format!("mapping sha256 {short} put in force (the first copy this node keeps)")
+        }
+        _ => format!("mapping sha256 {short} in force"),
+    }
+}
+
+/// The exit follows the level table: a mapping in force with a level whose
+/// jobs would not get their SL (refused, or run on the baseline: a setting
+/// that cannot be written, a first hop that drifted) is a failed sync, said
+/// once — what is in force, then each such level. `None` when every level
+/// is granted (with warnings or not).
+fn not_granted(record: &crate::grant::Record, verdict: &str) -> Option<Error> {
+    let missing: Vec<(&String, &crate::grant::Grant)> = record
+        .grants
+        .iter()
+        .filter(|(_, g)| !g.decision.gets_its_sl())
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let stays = match verdict.strip_suffix(" in force") {
+        Some(mapping) => format!("{mapping} stays in force"),
+        None => verdict.to_owned(),
+    };
+    let levels: Vec<String> = missing
+        .iter()
+        .map(|(l, g)| format!("level {l}: {}", g.summary()))
+        .collect();
+    let text = format!(
+        "{stays}, but {} level(s) not granted on this node: {}",
+        missing.len(),
+        levels.join("; ")
+    );
+    let settings_only = missing.iter().all(|(_, g)| {
+        g.reasons
+            .iter()
+            .all(|r| r.scope == crate::grant::GrantScope::Settings)
+    });
+    Some(if settings_only {
+        Error::Settings(text)
+    } else {
+        Error::Fabric(text)
+    })
 }
 
 /// `sync --dry-run`: validation, the fabric gate, whether the mapping would
@@ -213,11 +298,20 @@ fn dry(ctx: &Ctx) -> ExitClass {
         let _ = writeln!(out, "{n}");
     }
     if let Some(refusal) = &fabric.refusal {
-        let _ = writeln!(
-            out,
-            "fabric: {refusal}\nwould NOT put it in force ({}); would change nothing",
-            previous(paths)
-        );
+        // What is in force cannot be refused, only found not carried.
+        let _ = if config::last_known_good_sha(paths).as_deref() == Some(sha256.as_str()) {
+            writeln!(
+                out,
+                "fabric: {refusal}\nalready in force (last-known-good): it stays in force, \
+                 the levels above are not granted; would change nothing"
+            )
+        } else {
+            writeln!(
+                out,
+                "fabric: {refusal}\nwould NOT put it in force ({}); would change nothing",
+                previous(paths)
+            )
+        };
         return ExitClass::Failed;
     }
     let _ = writeln!(

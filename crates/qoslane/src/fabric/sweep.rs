@@ -235,8 +235,9 @@ pub fn discover(
     }
     args.push("-p");
     let out = exec::run_capped(ibnetdiscover, &args, TOPOLOGY_MAX_OUTPUT, deadline)?;
-    let text = String::from_utf8(out.stdout)
-        .map_err(|_| Error::Fabric("ibnetdiscover -p: output is not UTF-8".into()))?;
+    // A name from a node-name-map is printed as the file has it (ISO-8859-1
+    // `Zürich`): shown with U+FFFD, never a reason to read no switch at all.
+    let text = String::from_utf8_lossy(&out.stdout);
     parse_topology(&text).map_err(|e| Error::Fabric(format!("ibnetdiscover -p: {e}")))
 }
 

@@ -40,10 +40,68 @@ impl JobId {
     pub fn get(self) -> u32 {
         self.0
     }
+
+    /// What the id says about the job's hooks ([`JobKind`]).
+    pub fn kind(self) -> JobKind {
+        if NO_ALLOCATION_IDS.contains(&self.0) {
+            JobKind::NoAllocation
+        } else {
+            JobKind::Allocated
+        }
+    }
+}
+
+/// The ids Slurm gives a step of `srun --no-allocate` (root and SlurmUser
+/// only): 0xffff0000 to 0xfffffffd, above every id of an allocation (and
+/// below `NO_VAL`, 0xfffffffe).
+pub const NO_ALLOCATION_IDS: std::ops::RangeInclusive<u32> = 0xffff_0000..=0xffff_fffd;
+
+/// A job as its id classifies it for the hooks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKind {
+    /// A job of an allocation (a batch or interactive job, an array task, a
+    /// heterogeneous component): Slurm runs its Epilog after its Prolog.
+    Allocated,
+    /// A step of `srun --no-allocate`: Slurm runs the Prolog for it and
+    /// never the Epilog, so nothing a Prolog left (a record, a level's
+    /// settings) would be undone until the next health check.
+    NoAllocation,
+}
+
+impl JobKind {
+    /// Why the Prolog grants such a job nothing (its audit line's note), or
+    /// `None` for a job the hooks manage.
+    pub fn unmanaged(self) -> Option<&'static str> {
+        match self {
+            Self::Allocated => None,
+            Self::NoAllocation => Some(
+                "an `srun --no-allocate` step (job id 0xffff0000-0xfffffffd): Slurm runs no \
+                 Epilog for it, so no level is granted and nothing is recorded; it runs on the \
+                 node's settings as they are",
+            ),
+        }
+    }
 }
 
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_allocate_ids_are_the_range_slurm_gives_them() {
+        let kind = |s: &str| JobId::parse(s).map(JobId::kind).ok();
+        assert_eq!(kind("1"), Some(JobKind::Allocated));
+        assert_eq!(kind("4294901759"), Some(JobKind::Allocated));
+        assert_eq!(kind("4294901760"), Some(JobKind::NoAllocation));
+        assert_eq!(kind("4294967293"), Some(JobKind::NoAllocation));
+        assert_eq!(kind("4294967294"), Some(JobKind::Allocated));
+        assert!(JobKind::NoAllocation.unmanaged().is_some());
+        assert!(JobKind::Allocated.unmanaged().is_none());
     }
 }

@@ -5,6 +5,7 @@
 //! human forms are insta snapshots with times, ages and the temp root
 //! redacted.
 
+use crate::util::Within as _;
 use std::path::Path;
 
 use crate::util::{self, BASE_RMEM, BASE_TOS, Node, RMEM, TOS, ok, stderr};
@@ -306,8 +307,7 @@ fn status_shows_a_pending_journal() {
                 ("QOSLANE_FAULT", "journaled"),
             ],
         )
-        .output()
-        .unwrap();
+        .output_within();
     assert!(out.status.code().is_none(), "killed at the fault point");
     let out = n.run(&["status"], &[]);
     assert_eq!(out.status.code(), Some(1));
@@ -332,8 +332,7 @@ fn log_answers_which_job_got_which_sl_and_why_across_rotation() {
     std::fs::rename(dir.join("audit.jsonl.1"), dir.join("audit.jsonl.2")).unwrap();
     let gz = std::process::Command::new("gzip")
         .arg(dir.join("audit.jsonl.2"))
-        .status()
-        .unwrap();
+        .status_within();
     assert!(gz.success());
     std::fs::rename(dir.join("audit.jsonl"), dir.join("audit.jsonl.1")).unwrap();
     let _ = n.prolog(132, "high");

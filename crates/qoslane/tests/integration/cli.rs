@@ -1,14 +1,13 @@
 //! The command line: help, usage errors and their exit codes, and the man
 //! page and completions generated from the same definitions.
 
-#![expect(clippy::unwrap_used, reason = "a failing test should stop loudly")]
-
+use crate::util::Within as _;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_qoslane");
 
 fn run(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).env_clear().args(args).output().unwrap()
+    Command::new(BIN).env_clear().args(args).output_within()
 }
 
 #[test]
@@ -345,7 +344,6 @@ fn an_error_says_error_once() {
 /// broken pipe ended), in both forms.
 #[test]
 fn a_reader_that_goes_away_ends_the_output_quietly() {
-    use std::io::{BufRead, BufReader};
     let n = crate::util::Node::new();
     let line = r#"{"time":"2026-12-01T00:00:00.000Z","node":"n","event":"recover","outcome":"unchanged","duration_ms":1}"#;
     n.write(
@@ -359,12 +357,10 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        // The pipe is closed here (its reader dropped): ~2 MB cannot fit.
-        let out = child.wait_with_output().unwrap();
+        // The pipe is closed once its first line is read (its reader
+        // dropped): ~2 MB cannot fit.
+        let first = crate::util::first_line_within(child.stdout.take().unwrap());
+        let out = crate::util::output_of(child, "qoslane log");
         assert!(!first.is_empty(), "{format}");
         assert_eq!(
             out.status.code(),
@@ -426,7 +422,7 @@ fn the_command_table_is_what_help_says() {
 /// then the new one), and a Ctrl-C (SIGINT) ends it with nothing said.
 #[test]
 fn log_follow_goes_on_across_a_rotation_and_ends_on_sigint() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     use std::os::unix::process::ExitStatusExt;
     let n = crate::util::Node::new();
     let log = n.path("/var/log/qoslane/audit.jsonl");
@@ -436,18 +432,25 @@ fn log_follow_goes_on_across_a_rotation_and_ends_on_sigint() {
         )
     };
     n.write("/var/log/qoslane/audit.jsonl", &format!("{}\n", entry(1)));
-    let mut child = n
-        .cmd(
-            &["log", "--follow", "--format", "json", "--event", "prolog"],
-            &[],
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = || lines.next().unwrap().unwrap();
-    assert_eq!(next(), entry(1), "the entries there, first");
+    // Regression (issue 39): the child inherited this process's SIGINT
+    // disposition (ignored when the suite runs as a background job, `cmd &`)
+    // and each read waited for ever; now SIGINT is at its default action in
+    // the child, as the test assumes, and every wait has a deadline.
+    let mut cmd = n.cmd(
+        &["log", "--follow", "--format", "json", "--event", "prolog"],
+        &[],
+    );
+    let mut child = crate::util::Proc::spawn(
+        "qoslane log --follow",
+        crate::util::default_signals(&mut cmd)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
+    let lines = crate::util::LinesWithin::start(child.child.stdout.take().unwrap());
+    let err = crate::util::Drained::start(child.child.stderr.take().unwrap());
+    let next = |what: &str| lines.next(what);
+    assert_eq!(next("entry 1"), entry(1), "the entries there, first");
     let append = |path: &std::path::Path, text: String| {
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -457,28 +460,25 @@ fn log_follow_goes_on_across_a_rotation_and_ends_on_sigint() {
         f.write_all(text.as_bytes()).unwrap();
     };
     append(&log, format!("{}\n", entry(2)));
-    assert_eq!(next(), entry(2), "appended");
+    assert_eq!(next("entry 2"), entry(2), "appended");
     // logrotate: the file renamed, a late line into it, then a new file.
     let rotated = n.path("/var/log/qoslane/audit.jsonl.1");
     std::fs::rename(&log, &rotated).unwrap();
     append(&rotated, format!("{}\n", entry(3)));
     append(&log, format!("{}\n", entry(4).replace("prolog", "epilog")));
     append(&log, format!("{}\n", entry(5)));
-    assert_eq!(next(), entry(3), "the rest of the renamed file");
-    assert_eq!(next(), entry(5), "the new file, filtered");
+    assert_eq!(next("entry 3"), entry(3), "the rest of the renamed file");
+    assert_eq!(next("entry 5"), entry(5), "the new file, filtered");
+    let end = std::time::Instant::now() + crate::util::PATIENCE;
     rustix::process::kill_process(
-        rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap(),
+        rustix::process::Pid::from_raw(i32::try_from(child.pid()).unwrap()).unwrap(),
         rustix::process::Signal::INT,
     )
     .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.signal(),
-        Some(2),
-        "ended by SIGINT: {:?}",
-        out.status
-    );
-    assert_eq!(crate::util::stderr(&out), "", "nothing said");
+    let status = crate::util::wait_within(&mut child.child, "qoslane log --follow after SIGINT");
+    assert_eq!(status.signal(), Some(2), "ended by SIGINT: {status:?}");
+    let said = String::from_utf8(err.within(end, "its stderr")).unwrap();
+    assert_eq!(said, "", "nothing said");
 }
 
 /// Issue 25: `--since yesterday` and relative times (`today` and a zone-less
@@ -583,8 +583,7 @@ fn qos_completes_the_mapping_s_qos_names() {
         .env("QOSLANE_ROOT", n.root())
         .env("QOSLANE_NO_JOURNAL", "1")
         .args(["-c", &script])
-        .output()
-        .unwrap();
+        .output_within();
     let err = crate::util::stderr(&out);
     assert_eq!(String::from_utf8(out.stdout).unwrap(), "high\n", "{err}");
 }

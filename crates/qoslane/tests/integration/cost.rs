@@ -9,6 +9,7 @@
 
 #![expect(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+use crate::util::Within as _;
 use std::path::Path;
 use std::process::Command;
 
@@ -60,7 +61,7 @@ fn trace(n: &Node, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
             s.env(k, v);
         }
     }
-    let out = s.output().unwrap();
+    let out = s.output_within();
     ok(&out);
     Some(std::fs::read_to_string(&log).unwrap())
 }

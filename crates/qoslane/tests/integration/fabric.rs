@@ -21,6 +21,7 @@ use qoslane::fabric::{
 use qoslane::mapping::{Mapping, validate_str};
 use qoslane::paths::{Overrides, Paths};
 
+mod names;
 mod page;
 mod parsers;
 mod path;

@@ -5,6 +5,7 @@
 //! warnings first, a permission error said as one). The first hop on a real
 //! multi-switch fabric: `fabric/path.rs`.
 
+use crate::util::Within as _;
 use crate::util::{self, Node, ok, stderr};
 
 fn stdout(out: &std::process::Output) -> String {
@@ -68,6 +69,9 @@ fn a_setting_that_cannot_be_written_is_said_by_sync_and_health_and_obeyed() {
     std::fs::create_dir(n.path(util::RMEM)).unwrap();
     let out = n.run(&["sync"], &[]);
     let said = stderr(&out);
+    // Regression (issue 39, item 8): sync exited 0 (an Omnia run went
+    // green) while levels were refused: its status follows the levels.
+    assert_eq!(out.status.code(), Some(1), "{said}");
     for level in ["mission-critical", "high", "low"] {
         assert!(
             said.contains(&format!("level {level}: ")),
@@ -192,7 +196,7 @@ fn a_non_root_user_is_told_it_needs_root_not_to_delete_state() {
     }
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(n.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let as_nobody = |args: &[&str]| n.cmd(args, &[]).uid(65534).gid(65534).output().unwrap();
+    let as_nobody = |args: &[&str]| n.cmd(args, &[]).uid(65534).gid(65534).output_within();
     let out = as_nobody(&["status"]);
     let st = stdout(&out);
     assert!(

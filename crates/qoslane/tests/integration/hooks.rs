@@ -2,6 +2,7 @@
 //! task-prolog and epilog, failures and rollback, shared nodes.
 
 use crate::util;
+use crate::util::Within as _;
 
 use std::time::{Duration, Instant};
 
@@ -119,8 +120,7 @@ fn context_dispatch_runs_each_hook() {
         .args(["--root", &root])
         .env("SLURM_SCRIPT_CONTEXT", "prolog_task")
         .env("SLURM_JOB_ID", "5")
-        .output()
-        .unwrap();
+        .output_within();
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2");
     ok(&n.run(
         &[],
@@ -147,11 +147,10 @@ fn context_dispatch_runs_each_hook() {
         .args(["--root", &root])
         .env("HOOKRUN_PHASE", "task-prolog")
         .env("SLURM_JOB_ID", "6")
-        .output()
-        .unwrap();
+        .output_within();
     assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
-    // The packaged hooks are links to qoslane: hookrun's phase is the hook's
-    // where Slurm set no context (HealthCheckProgram), Slurm's wins where both.
+    // The packaged hooks are links to qoslane: hookrun's phase is the hook's,
+    // where Slurm set no context (HealthCheckProgram) and where it did.
     ok(&n.run(&[], &[("HOOKRUN_PHASE", "health")]));
     let out = n.run(
         &[],
@@ -167,24 +166,114 @@ fn context_dispatch_runs_each_hook() {
         7,
         "HOOKRUN_PHASE=prolog ran the Prolog"
     );
+    let out = n.run(&[], &[("HOOKRUN_PHASE", "task-epilog")]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let out = n.run(&[], &[]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+}
+
+/// Regression (issue 39, item 1): qoslane picked its hook from Slurm's
+/// context before hookrun's phase, so `hookrun health` run from the Epilog
+/// (NHC's pattern) ran a second Epilog instead of the health check. hookrun's
+/// phase wins for a hook run in a phase, except in the TaskProlog, whose
+/// environment is the job user's.
+#[test]
+fn hookruns_phase_wins_over_slurms_context() {
+    let n = Node::new();
+    let root = n.root().to_str().unwrap().to_owned();
+    ok(&n.run(
+        &[],
+        &[
+            ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd"),
+            ("SLURM_JOB_ID", "6"),
+            ("FAKE_QOS", "high"),
+        ],
+    ));
+    let (prologs, epilogs) = (
+        n.audit_events("prolog").len(),
+        n.audit_events("epilog").len(),
+    );
     let out = n.run(
         &[],
         &[
             ("HOOKRUN_PHASE", "prolog"),
             ("SLURM_SCRIPT_CONTEXT", "epilog_slurmd"),
             ("SLURM_JOB_ID", "7"),
+            ("FAKE_QOS", "high"),
         ],
     );
     ok(&out);
     assert_eq!(
-        n.last_audit("epilog")["job_id"],
-        7,
-        "Slurm's context wins: the Epilog ran"
+        (
+            n.audit_events("prolog").len(),
+            n.audit_events("epilog").len()
+        ),
+        (prologs + 1, epilogs),
+        "hookrun's phase wins over Slurm's context: the Prolog ran, no Epilog"
     );
-    let out = n.run(&[], &[("HOOKRUN_PHASE", "task-epilog")]);
-    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
-    let out = n.run(&[], &[]);
-    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    // `hookrun health` run from the Epilog.
+    let epilogs = n.audit_events("epilog");
+    let healths = n.audit_events("health").len();
+    let out = n.run(
+        &[],
+        &[
+            ("HOOKRUN_PHASE", "health"),
+            ("SLURM_SCRIPT_CONTEXT", "epilog_slurmd"),
+            ("SLURM_JOB_ID", "7"),
+        ],
+    );
+    ok(&out);
+    assert_eq!(n.audit_events("epilog"), epilogs, "no second Epilog ran");
+    assert_eq!(
+        n.audit_events("health").len(),
+        healths + 1,
+        "the health check ran: {}",
+        stderr(&out)
+    );
+    // The TaskProlog's environment is the job user's: a HOOKRUN_PHASE there
+    // does not turn it into another hook.
+    let out = std::process::Command::new(util::BIN)
+        .env_clear()
+        .args(["--root", &root])
+        .env("SLURM_SCRIPT_CONTEXT", "prolog_task")
+        .env("HOOKRUN_PHASE", "epilog")
+        .env("SLURM_JOB_ID", "6")
+        .output_within();
+    assert_eq!(Node::exports(&out)["UCX_IB_SL"], "2", "{}", stderr(&out));
+}
+
+/// Regression (issue 39, item 7): Slurm runs the Prolog for a step of
+/// `srun --no-allocate` (root and SlurmUser only; job ids 0xffff0000 to
+/// 0xfffffffd) and never its Epilog: the level's record and settings stayed
+/// until the next health check. Such a job gets nothing, said in its audit
+/// line; the id just below the range is an ordinary job.
+#[test]
+fn an_srun_no_allocate_step_gets_no_level_and_leaves_nothing() {
+    let n = Node::new();
+    for id in [0xffff_0000_u32, 0xffff_fffd] {
+        let id = id.to_string();
+        let out = n.run(&["prolog"], &[("SLURM_JOB_ID", &id), ("FAKE_QOS", "high")]);
+        ok(&out);
+        assert!(n.records().is_empty(), "{id}: {:?}", n.records());
+        assert_eq!(n.settings(), (BASE_TOS.into(), BASE_RMEM.into()), "{id}");
+        let a = n.last_audit("prolog");
+        assert_eq!(a["job_id"].to_string(), id, "{a}");
+        assert_eq!(a["outcome"], "unchanged", "{a}");
+        assert!(
+            a["notes"][0]
+                .as_str()
+                .is_some_and(|s| s.contains("srun --no-allocate") && s.contains("no Epilog")),
+            "{a}"
+        );
+        let tp = n.task_prolog(id.parse().unwrap(), &[]);
+        assert!(Node::exports(&tp).is_empty(), "{id}: no exports");
+    }
+    let below = 0xfffe_ffff_u32.to_string();
+    ok(&n.run(
+        &["prolog"],
+        &[("SLURM_JOB_ID", &below), ("FAKE_QOS", "high")],
+    ));
+    assert_eq!(n.records(), [format!("{below}.json")]);
 }
 
 #[test]
@@ -1017,9 +1106,16 @@ fn a_node_without_a_usable_mapping_refuses_per_on_unknown_qos_and_health_drains(
     let out = n.run(&["health"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let said = String::from_utf8_lossy(&out.stdout);
+    // Regression (issue 39, item 2): the line (hookrun's drain reason) said
+    // "jobs run on the baseline" of a node it drains, and its fix came last,
+    // past the 200 bytes of the reason. The fix first; no job runs here.
+    let first = said.lines().next().unwrap_or_default();
     assert!(
-        said.starts_with("qoslane: no usable mapping: ")
-            && said.contains("jobs run on the baseline"),
+        first.starts_with(
+            "qoslane: no usable mapping: install a valid one (`qoslane validate`, then `qoslane sync`); "
+        ) && first.contains("without its SL (on_unknown_qos: default_level)")
+            && first.ends_with("so the node is drained")
+            && !said.contains("jobs run on the baseline"),
         "{said}"
     );
 

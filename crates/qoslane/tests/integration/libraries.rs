@@ -5,6 +5,7 @@
 //! level's. Skips without the tools unless `QOSLANE_REQUIRE_TOOLS=1`.
 #![expect(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+use crate::util::Within as _;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -28,8 +29,7 @@ fn run(program: &Path, args: &[&str], env: &BTreeMap<String, String>) -> String 
         .env("HOME", "/tmp")
         .envs(env)
         .args(args)
-        .output()
-        .unwrap();
+        .output_within();
     assert!(
         out.status.success(),
         "{}: {}",

@@ -36,6 +36,53 @@ fn misaligned() -> String {
         )
 }
 
+/// Regression (issue 39, item 8): `sync` contradicted itself. After an edit
+/// that changes no node setting it said `unchanged: nothing changed`; with
+/// the mapping in force refused by a fabric drift it said both "in force"
+/// and "not put in force" (the same hash, recorded as rejected). One verdict
+/// per outcome, and the exit status follows the levels.
+#[test]
+fn sync_says_one_verdict_per_outcome() {
+    let n = fabric_node();
+    ok(&run(&n, &["sync"], &[]));
+    // An edit that changes no node setting (an exported traffic class).
+    n.write_mapping(
+        &util::MAPPING
+            .replace("fabric_check: off", "fabric_check: enforce")
+            .replace("traffic_class: 106", "traffic_class: 104"),
+    );
+    let out = run(&n, &["sync"], &[]);
+    ok(&out);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.starts_with("sync: applied: mapping sha256 ")
+            && said.contains(" put in force (replacing sha256 ")
+            && said.contains("no node setting changed")
+            && !said.contains("unchanged"),
+        "{said}"
+    );
+    assert_eq!(n.last_audit("sync")["outcome"], "applied");
+    let in_force = n.get(LKG);
+
+    // The fabric drifts: the mapping in force no longer passes the gate.
+    n.answer_smpquery("qos-vl15");
+    let out = run(&n, &["sync"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let a = n.last_audit("sync");
+    let notes = a["notes"].to_string();
+    assert!(!notes.contains("not put in force"), "{a}");
+    assert!(
+        !n.path("/var/lib/qoslane/rejected.json").exists(),
+        "the mapping in force is not recorded as rejected"
+    );
+    assert_eq!(n.get(LKG), in_force);
+    let err = a["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("stays in force") && err.contains("not granted"),
+        "{a}"
+    );
+}
+
 /// Regression: `sync` printed `now last-known-good`, then failed with the
 /// fabric problem — and the new mapping was in force: `high` jobs then ran
 /// with no SL exports.

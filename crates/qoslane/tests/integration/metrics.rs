@@ -11,8 +11,9 @@
 
 #![expect(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+use crate::util::Within as _;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -228,7 +229,7 @@ fn promtool_check_metrics(promtool: &Path, text: &str) {
         .unwrap()
         .write_all(text.as_bytes())
         .expect("feed promtool");
-    let out = child.wait_with_output().expect("wait for promtool");
+    let out = crate::util::output_of(child, "promtool check metrics");
     assert!(
         out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
         "promtool check metrics: {:?}\n{}{}\n--- text ---\n{text}",
@@ -737,17 +738,16 @@ fn start_endpoint(n: &Node) -> (Proc, SocketAddr) {
             .stdout(Stdio::null())
             .stderr(Stdio::piped()),
     );
-    let stderr = p.child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    // Its log is drained to its end by the reader's thread: it never blocks
+    // on a full pipe.
+    let lines = crate::util::LinesWithin::start(p.child.stderr.take().unwrap());
+    let first = lines.next("qoslane metrics' first log line");
     let addr: SocketAddr = first
         .split("http://")
         .nth(1)
         .and_then(|r| r.strip_suffix("/metrics"))
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {first:?}"));
-    // Keep draining its log so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
     assert!(
         wait_for_listener(addr, &mut p),
         "qoslane metrics did not listen"
@@ -1220,8 +1220,7 @@ fn promtool_ok(promtool: &Path, args: &[&str], cwd: &Path) {
     let out = Command::new(promtool)
         .args(args)
         .current_dir(cwd)
-        .output()
-        .expect("run promtool");
+        .output_within();
     assert!(
         out.status.success(),
         "promtool {}: {:?}\n{}{}",

@@ -26,6 +26,7 @@
 
 #![expect(clippy::unwrap_used, reason = "a failing test should stop loudly")]
 
+use crate::util::Within as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Output;
@@ -452,7 +453,7 @@ impl Op {
     }
 
     fn run(&self, n: &Node, extra: &[(&str, &str)]) -> Output {
-        self.cmd(n, extra).output().unwrap()
+        self.cmd(n, extra).output_within()
     }
 
     fn event(&self) -> &'static str {

@@ -5,6 +5,7 @@
 //! `qoslane fabric audit` (fabric/rig.rs).
 #![expect(clippy::unwrap_used, reason = "a test fails by panicking")]
 
+use crate::util::Within as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -21,8 +22,7 @@ fn sm_config(mapping: &Path, extra: &[&str]) -> Output {
         .args(["fabric", "sm-config", "--mapping"])
         .arg(mapping)
         .args(extra)
-        .output()
-        .unwrap()
+        .output_within()
 }
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {

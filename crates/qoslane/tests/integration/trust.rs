@@ -2,6 +2,7 @@
 //! that way and is fixed in `nodeio` (one safe primitive per risky act).
 //! Regression tests, named after the attack.
 
+use crate::util::Within as _;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
 use std::time::{Duration, Instant};
@@ -59,8 +60,7 @@ fn a_journal_that_never_reads_does_not_hang_a_prolog() {
             &[("SLURM_JOB_ID", "1")],
         )
         .env_remove("QOSLANE_NO_JOURNAL")
-        .output()
-        .unwrap();
+        .output_within();
     ok(&out);
     journal.set_nonblocking(true).unwrap();
     let mut buf = vec![0u8; 65536];
@@ -81,8 +81,7 @@ fn a_journal_that_never_reads_does_not_hang_a_prolog() {
             &[("SLURM_JOB_ID", "2")],
         )
         .env_remove("QOSLANE_NO_JOURNAL")
-        .output()
-        .unwrap();
+        .output_within();
     ok(&out);
     assert!(
         t.elapsed() < Duration::from_secs(20),
@@ -199,8 +198,7 @@ fn metrics_are_readable_by_a_non_root_metrics_user() {
         .cmd(&["metrics"], &[])
         .uid(65534)
         .gid(65534)
-        .output()
-        .unwrap();
+        .output_within();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -297,7 +295,7 @@ fn state_made_under_a_hardened_umask_has_the_modes_asked_for() {
                 ("SLURM_JOB_USER", "alice"),
             ],
         );
-        ok(&util::with_umask(&prolog, umask).output().unwrap());
+        ok(&util::with_umask(&prolog, umask).output_within());
         for (path, mode) in [
             ("/run", 0o755),
             ("/run/qoslane", 0o755),
@@ -333,8 +331,7 @@ fn state_made_under_a_hardened_umask_has_the_modes_asked_for() {
             .args(["--root", &root, "task-prolog"])
             .uid(65534)
             .gid(65534)
-            .output()
-            .unwrap();
+            .output_within();
         assert_eq!(
             out.status.code(),
             Some(0),

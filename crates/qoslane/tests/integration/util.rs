@@ -10,8 +10,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_qoslane");
 
@@ -175,8 +177,9 @@ impl Node {
         std::fs::read_to_string(self.squeue.path().join("squeue.calls")).unwrap_or_default()
     }
 
+    /// The binary run to its end, its output read, within [`PATIENCE`].
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        self.cmd(args, env).output().unwrap()
+        self.cmd(args, env).output_within()
     }
 
     pub fn prolog(&self, job: u32, qos: &str) -> Output {
@@ -211,7 +214,7 @@ impl Node {
         for (k, v) in env {
             c.env(k, v);
         }
-        c.output().unwrap()
+        c.output_within()
     }
 
     /// Every audit line, parsed.
@@ -356,6 +359,175 @@ impl Drop for Proc {
     }
 }
 
+/// How long a test waits for a child, or for a line or the end of a pipe,
+/// before it fails saying what it waited for: no test waits without a
+/// deadline. Not a speed assertion (a run takes milliseconds; this only
+/// proves "does not hang", on a machine as busy as it gets).
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// `cmd`'s child with SIGINT and SIGQUIT at their default action, as a test
+/// that sends them assumes: a suite started as a background job (`cmd &`)
+/// runs with both ignored, and an ignored signal stays ignored across
+/// `exec`. The child's own handlers, if any, are installed after this.
+pub fn default_signals(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    #[expect(
+        unsafe_code,
+        reason = "pre_exec runs between fork and exec; the closure calls only signal(2), async-signal-safe"
+    )]
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGINT, libc::SIGQUIT] {
+                if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `child` waited for until [`PATIENCE`]; past it killed, and the test
+/// fails naming `what`.
+pub fn wait_within(child: &mut Child, what: &str) -> ExitStatus {
+    let end = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {PATIENCE:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A pipe read to its end on a thread of its own; [`Drained::within`] takes
+/// what was read, or fails the test when the pipe stays open past the end.
+pub struct Drained(mpsc::Receiver<Vec<u8>>);
+
+impl Drained {
+    pub fn start(mut pipe: impl std::io::Read + Send + 'static) -> Self {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let _ = pipe.read_to_end(&mut all);
+            let _ = tx.send(all);
+        });
+        Self(rx)
+    }
+
+    pub fn within(&self, end: Instant, what: &str) -> Vec<u8> {
+        self.0
+            .recv_timeout(end.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| {
+                panic!("{what}: still open {PATIENCE:?} after the start (a child left holds it)")
+            })
+    }
+}
+
+/// `Command`'s waits with a deadline: what `output()` and `status()` give,
+/// within [`PATIENCE`]. A child that hangs is killed and a pipe a leftover
+/// grandchild keeps open ends the wait, each failing the test by name.
+pub trait Within {
+    /// `output()`: stdin `/dev/null`, stdout and stderr read to their end.
+    fn output_within(&mut self) -> Output {
+        self.try_output_within()
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.what()))
+    }
+    /// `output()` where the caller takes a failure to start the program.
+    fn try_output_within(&mut self) -> std::io::Result<Output>;
+    /// `status()`: the standard streams inherited.
+    fn status_within(&mut self) -> ExitStatus;
+    fn what(&self) -> String;
+}
+
+impl Within for Command {
+    fn try_output_within(&mut self) -> std::io::Result<Output> {
+        let child = self
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        Ok(output_of(child, &self.what()))
+    }
+
+    fn status_within(&mut self) -> ExitStatus {
+        let what = self.what();
+        let mut child = self.spawn().unwrap_or_else(|e| panic!("start {what}: {e}"));
+        wait_within(&mut child, &what)
+    }
+
+    fn what(&self) -> String {
+        Path::new(self.get_program()).display().to_string()
+    }
+}
+
+/// `wait_with_output()` within [`PATIENCE`]: the child's piped stdout and
+/// stderr (whichever it has) read to their end, and its status.
+pub fn output_of(mut child: Child, what: &str) -> Output {
+    let end = Instant::now() + PATIENCE;
+    let out = child.stdout.take().map(Drained::start);
+    let err = child.stderr.take().map(Drained::start);
+    let status = wait_within(&mut child, what);
+    Output {
+        status,
+        stdout: out.map_or_else(Vec::new, |d| d.within(end, &format!("{what}'s stdout"))),
+        stderr: err.map_or_else(Vec::new, |d| d.within(end, &format!("{what}'s stderr"))),
+    }
+}
+
+/// A child's output read line by line on a thread of its own, each line
+/// within [`PATIENCE`] (a line that never comes fails the test, not hangs it);
+/// dropped, the thread goes on draining the pipe to its end.
+pub struct LinesWithin(mpsc::Receiver<std::io::Result<String>>);
+
+impl LinesWithin {
+    pub fn start(pipe: impl std::io::Read + Send + 'static) -> Self {
+        use std::io::BufRead;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            // Read to the end even when nobody takes the lines any more:
+            // the child never blocks on a full pipe.
+            for line in std::io::BufReader::new(pipe).lines() {
+                let _ = tx.send(line);
+            }
+        });
+        Self(rx)
+    }
+
+    /// The next line; the test fails naming `what` at its end or past
+    /// [`PATIENCE`].
+    pub fn next(&self, what: &str) -> String {
+        match self.0.recv_timeout(PATIENCE) {
+            Ok(line) => line.unwrap(),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("no line within {PATIENCE:?}, waiting for {what}")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("the output ended, waiting for {what}")
+            }
+        }
+    }
+}
+
+/// The first line of a pipe (with its newline), read within [`PATIENCE`] on
+/// a thread of its own, which then drops the pipe: its writer meets a closed
+/// pipe.
+pub fn first_line_within(pipe: impl std::io::Read + Send + 'static) -> String {
+    use std::io::BufRead;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = std::io::BufReader::new(pipe).read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    rx.recv_timeout(PATIENCE)
+        .unwrap_or_else(|_| panic!("no first line within {PATIENCE:?}"))
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -440,7 +612,9 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The same snapshot with each record's `time` removed (two runs of the
-    /// same transaction differ only there).
+    /// same transaction differ only there). The crash matrix's, which needs
+    /// fault injection.
+    #[cfg(feature = "fault-injection")]
     pub fn timeless(&self) -> Self {
         let mut s = self.clone();
         for r in s.records.values_mut() {
@@ -646,7 +820,7 @@ impl Mount {
         let out = Command::new("/usr/bin/mount")
             .args(["-t", "tmpfs", "-o", options, "tmpfs"])
             .arg(path)
-            .output();
+            .try_output_within();
         match out {
             Ok(o) if o.status.success() => Some(Self {
                 path: path.to_owned(),
@@ -671,8 +845,7 @@ impl Mount {
         let out = Command::new("/usr/bin/mount")
             .args(["-o", &format!("remount,{options}")])
             .arg(&self.path)
-            .output()
-            .unwrap();
+            .output_within();
         assert!(
             out.status.success(),
             "{}",
@@ -695,7 +868,7 @@ impl Drop for Mount {
         let _ = Command::new("/usr/bin/umount")
             .arg("-l")
             .arg(&self.path)
-            .output();
+            .try_output_within();
     }
 }
 

@@ -11,6 +11,7 @@
 //! - the fuzz target's body (`fuzz/src/lib.rs`) over the corpus and thousands
 //!   of mutations of it, so stable toolchains exercise it too.
 
+use crate::util::Within as _;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -81,8 +82,7 @@ fn qoslane(dir: &Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .env_remove("QOSLANE_CONFIG")
         .env_remove("SLURM_SCRIPT_CONTEXT")
-        .output()
-        .expect("run qoslane")
+        .output_within()
 }
 
 // ------------------------------------------------------------------ golden: bad mappings

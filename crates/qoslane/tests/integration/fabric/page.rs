@@ -10,6 +10,7 @@
 //! `QOSLANE_REQUIRE_TOOLS=1`, where it must be installed
 //! (`scripts/install-deps.sh`).
 
+use crate::util::Within as _;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read as _;
@@ -79,8 +80,7 @@ fn open(chromium: &Path, html: &Path) -> Opened {
             ))
             .args(extra)
             .arg(&url)
-            .output()
-            .unwrap();
+            .output_within();
         assert!(
             out.status.success(),
             "chromium {extra:?}: {}",
@@ -532,8 +532,7 @@ fn page_html_is_a_format_of_fabric_audit_only() {
             .env("QOSLANE_NO_JOURNAL", "1")
             .args(args)
             .args(["--format", "html"])
-            .output()
-            .unwrap();
+            .output_within();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
         assert!(
@@ -544,8 +543,7 @@ fn page_html_is_a_format_of_fabric_audit_only() {
     }
     let out = Command::new(crate::util::BIN)
         .args(["fabric", "audit", "--help"])
-        .output()
-        .unwrap();
+        .output_within();
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("html"), "{help}");
 }

@@ -6,6 +6,7 @@
 //!
 //! The node is node2 (leaf1 port 2), its HCA `mlx5_0`.
 
+use crate::util::Within as _;
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -38,8 +39,7 @@ impl PathRig {
             .arg(script())
             .arg("start")
             .args(args)
-            .output()
-            .unwrap();
+            .output_within();
         assert!(
             out.status.success(),
             "fabric_path_rig.sh start: {}",
@@ -67,8 +67,7 @@ impl PathRig {
             .arg(cmd)
             .arg(&self.env_file)
             .args(args)
-            .output()
-            .unwrap();
+            .output_within();
         assert!(
             out.status.success(),
             "{cmd} {args:?}: {}",
@@ -124,7 +123,7 @@ impl Drop for PathRig {
             .arg(script())
             .arg("stop")
             .arg(&self.env_file)
-            .output();
+            .try_output_within();
     }
 }
 
@@ -201,8 +200,7 @@ fn path_first_hop_catches_what_the_own_port_cannot_see() {
 pub(super) fn audit(node: &SimNode, mapping_file: &Path, extra: &[&str]) -> Output {
     audit_command(node, mapping_file)
         .args(extra)
-        .output()
-        .unwrap()
+        .output_within()
 }
 
 /// `qoslane fabric audit --mapping FILE` with the rig's tools and nothing
@@ -313,7 +311,7 @@ fn path_audit_without_a_fabric_is_unavailable() {
             .arg(script())
             .arg("stop")
             .arg(&rig.env_file)
-            .output(),
+            .try_output_within(),
     );
     let prom = rig.dir.path().join("audit.prom");
     let out = audit(
@@ -338,8 +336,7 @@ fn sm_config(dir: &Path, mapping_file: &Path, name: &str) -> PathBuf {
         .env_clear()
         .args(["fabric", "sm-config", "--mapping"])
         .arg(mapping_file)
-        .output()
-        .unwrap();
+        .output_within();
     assert!(
         out.status.success(),
         "{}",
@@ -392,8 +389,7 @@ fn path_sm_config_is_carried_by_a_real_opensm_and_a_broken_line_is_caught() {
         let (spine, _) = rig.node_ids("spine1");
         let vlarb = Command::new(&node.paths.smpquery)
             .args(["vlarb", &spine.to_string(), "1"])
-            .output()
-            .unwrap();
+            .output_within();
         let text = String::from_utf8(vlarb.stdout).unwrap();
         let high = text
             .split("# High priority VL Arbitration Table:")
@@ -512,8 +508,7 @@ fn path_explain_fabric_tells_whether_the_level_would_be_granted_now_and_writes_n
             .arg("--config")
             .arg(&m)
             .args(["explain", "--fabric", "--qos", qos])
-            .output()
-            .unwrap()
+            .output_within()
     };
     let out = explain("mission-critical");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -594,7 +589,7 @@ pub(super) fn run_bin(node: &SimNode, args: &[&str], env: &[(&str, &str)]) -> Ou
         .env("QOSLANE_TIMEOUT_MS", "30000")
         .args(args)
         .envs(env.iter().copied().filter(|(k, _)| !k.starts_with("FAKE_")));
-    c.output().unwrap()
+    c.output_within()
 }
 
 /// What a run printed, stdout then stderr.

@@ -4,6 +4,7 @@
 //! rig runs): the same report, finding for finding, on every scenario; and
 //! what `--reader` does where in-process reads cannot start.
 
+use crate::util::Within as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -31,8 +32,7 @@ pub(super) fn audit_in_process_with(
         .current_dir(rig.dir.path())
         .args(["--format", "json", "--reader", "in-process"])
         .args(extra)
-        .output()
-        .unwrap()
+        .output_within()
 }
 
 /// The report less what differs by design (timing, reader, workers).
@@ -180,8 +180,7 @@ fn reader_auto_falls_back_to_smpquery_and_in_process_refuses_where_it_cannot_sta
     let out = audit_command(&node, &m)
         .env("QOSLANE_FABRIC_READER", "smpquery")
         .args(["--format", "json"])
-        .output()
-        .unwrap();
+        .output_within();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["report"]["reader"], "smpquery");
     assert!(v["report"].get("fallback").is_none(), "{v}");

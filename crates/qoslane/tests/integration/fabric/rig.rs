@@ -14,6 +14,7 @@
 //! `QOSLANE_FABRIC_RIG=1` or `QOSLANE_REQUIRE_TOOLS=1` (CI, scripts/test.sh,
 //! rigs/fabric_e2e.sh): then they must run.
 
+use crate::util::Within as _;
 use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
@@ -157,8 +158,7 @@ impl Rig {
             .env("SIM_HOST", host)
             .env("IBSIM_SOCKNAME", self.var("IBSIM_SOCKNAME"))
             .current_dir(self.var("RIG_WORK"))
-            .output()
-            .unwrap();
+            .output_within();
         assert!(
             out.status.success(),
             "{cmd:?}: {}",
@@ -184,8 +184,7 @@ impl Rig {
         fs::write(&conf, new.join("\n") + "\n").unwrap();
         let st = Command::new("kill")
             .args(["-HUP", self.var("RIG_OSM_PID")])
-            .status()
-            .unwrap();
+            .status_within();
         assert!(st.success());
     }
 }
@@ -640,7 +639,7 @@ fn rig_mapping_in_force_and_fail_job_probe_age_with_the_binary() {
         for (k, v) in env.iter().filter(|(k, _)| !k.starts_with("FAKE_")) {
             c.env(k, v);
         }
-        c.output().unwrap()
+        c.output_within()
     };
     let good = MAPPING
         .replace(

@@ -5,6 +5,7 @@
 //! process, and the same as the smpquery one `sync` makes; the runs between
 //! read the node's own SL2VL rows and carry the rest.
 
+use crate::util::Within as _;
 use std::fs;
 use std::process::{Command, Output};
 
@@ -33,8 +34,7 @@ fn health(rig: &PathRig, node: &SimNode, scratch: &std::path::Path) -> Output {
         .env("SIM_HOST", "node2")
         .env("IBSIM_SOCKNAME", rig.var("IBSIM_SOCKNAME"))
         .arg("health")
-        .output()
-        .unwrap()
+        .output_within()
 }
 
 fn json(path: &std::path::Path) -> serde_json::Value {

@@ -422,7 +422,7 @@ fn fault_node_lock_held_past_the_deadline() {
     let f = std::fs::File::open(n.path("/run/qoslane/lock")).unwrap();
     flock(&f, FlockOperation::LockExclusive).unwrap();
     let fast = [("QOSLANE_TIMEOUT_MS", "300")];
-    let out = Op::Prolog(3, "high").cmd(&n, &fast).output().unwrap();
+    let out = Op::Prolog(3, "high").cmd(&n, &fast).output_within();
     ok(&out);
     assert!(
         stderr(&out).contains("still held by another run"),
@@ -431,9 +431,9 @@ fn fault_node_lock_held_past_the_deadline() {
     );
     // Epilogs cannot take the lock: the job keeps its record and level, and
     // the exit follows its level's policy (mission-critical: 1, drain).
-    let out = Op::Epilog(1).cmd(&n, &fast).output().unwrap();
+    let out = Op::Epilog(1).cmd(&n, &fast).output_within();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let out = Op::Epilog(2).cmd(&n, &fast).output().unwrap();
+    let out = Op::Epilog(2).cmd(&n, &fast).output_within();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert_eq!(audit_of(&n, "epilog")["outcome"], "failed");
     drop(f);

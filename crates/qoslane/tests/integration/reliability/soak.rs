@@ -212,7 +212,7 @@ fn run_round(n: &Node, ops: &[Op], faults: &[Option<&'static str>]) -> Vec<Outpu
         .collect();
     children
         .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
+        .map(|c| crate::util::output_of(c, "a soak run"))
         .collect()
 }
 

@@ -57,7 +57,7 @@ fn slurm_timeout_kill_at_random_moments() {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
             std::thread::sleep(Duration::from_millis(10));
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            child.wait_with_output().unwrap()
+            crate::util::output_of(child, "a killed run")
         } else {
             op.run(&n, &[])
         };
