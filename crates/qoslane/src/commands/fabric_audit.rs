@@ -13,11 +13,11 @@ use crate::config::{self, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
-use crate::fabric::lane::Lane;
-use crate::fabric::page::{self, Page};
+use crate::fabric::judge::lane::Lane;
+use crate::fabric::sweep::page::{self, Page};
 use crate::fabric::sweep::{self, Reader, Sweep};
-use crate::fabric::umad::{self, Umad};
-use crate::fabric::wait;
+use crate::fabric::read::umad::{self, Umad};
+use crate::fabric::counters::wait;
 use crate::fabric::{PortId, Smpquery};
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {

@@ -1,20 +1,20 @@
 //! Gathering an assessment of this node's ports: discover them in sysfs
-//! ([`super::sysfs`]), take their tables from the cache ([`super::cache`])
-//! or probe them ([`super::probe`]), read the first hops when asked
-//! ([`super::first_hop_read`] through the probe) and check every level of the
-//! mapping ([`super::check`], [`super::first_hop_judge`]). The result is an
+//! ([`crate::fabric::read::sysfs`]), take their tables from the cache ([`crate::fabric::read::cache`])
+//! or probe them ([`crate::fabric::read::probe`]), read the first hops when asked
+//! ([`crate::fabric::first_hop::read`] through the probe) and check every level of the
+//! mapping ([`crate::fabric::judge::check`], [`crate::fabric::first_hop::judge`]). The result is an
 //! [`Assessment`]; the fabric policy (`policy.rs`) judges it.
 
 use std::time::Duration;
 
-use super::assessment::{Assessment, IbPort, ProbeMode, SkippedPort, TablesSource};
-use super::cache;
-use super::check;
-use super::first_hop_judge::JudgedHop;
-use super::probe::Probe;
-use super::smpquery::Smpquery;
-use super::sysfs::{self, LinkLayer, SysfsPort};
-use super::tables::{PortId, PortIdentity, PortTables};
+use crate::fabric::judge::assessment::{Assessment, IbPort, ProbeMode, SkippedPort, TablesSource};
+use crate::fabric::read::cache;
+use crate::fabric::judge::check;
+use crate::fabric::first_hop::judge::JudgedHop;
+use crate::fabric::read::probe::Probe;
+use crate::fabric::read::smpquery::Smpquery;
+use crate::fabric::read::sysfs::{self, LinkLayer, SysfsPort};
+use crate::fabric::tables::{PortId, PortIdentity, PortTables};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::mapping::Mapping;

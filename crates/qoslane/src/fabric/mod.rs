@@ -29,30 +29,19 @@
 //!
 //! This file only declares and re-exports (no child imports from it).
 
-pub mod assessment;
-pub mod cache;
-pub mod check;
-pub mod first_hop_judge;
-pub mod first_hop_read;
-pub mod first_hop_share;
+pub mod counters;
+pub mod first_hop;
 pub mod gather;
-pub mod lane;
-pub mod mad;
-pub mod page;
-pub mod parse;
-pub mod perfquery;
-pub mod pma;
-pub mod policy;
+pub mod judge;
 pub mod pool;
-pub mod probe;
-pub mod sm_config;
-pub mod smp_batch;
-pub mod smpquery;
+pub mod read;
 pub mod sweep;
-pub mod sysfs;
 pub mod tables;
-pub mod umad;
-pub mod wait;
+
+pub use counters::{pma, wait};
+pub use judge::{assessment, check, lane, policy, sm_config};
+pub use read::{cache, parse, perfquery, probe, sysfs, umad};
+pub use sweep::page;
 
 pub use assessment::{
     Assessment, FabricVerdict, IbPort, LevelVerdict, PortVerdict, ProbeMode, SkippedPort,
@@ -61,6 +50,6 @@ pub use assessment::{
 pub use check::PortLevel;
 pub use gather::{AssessOptions, assess, assess_with, discover, ports_not_active};
 pub use probe::Probe;
-pub use smpquery::Smpquery;
+pub use read::smpquery::Smpquery;
 pub use sysfs::LinkLayer;
 pub use tables::{PortId, PortIdentity, PortTables, Sl2Vl, VlArb, VlArbEntry, VlArbState, VlRange};

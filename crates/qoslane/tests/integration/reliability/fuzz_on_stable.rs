@@ -158,14 +158,14 @@ proptest! {
 /// know): a parser added without its fuzz check fails here.
 #[test]
 fn every_parser_of_parse_rs_is_fuzzed() {
-    let source = include_str!("../../../src/fabric/parse.rs");
+    let source = include_str!("../../../src/fabric/read/parse.rs");
     let mut pub_fns: Vec<&str> = source
         .lines()
         .filter_map(|l| l.strip_prefix("pub fn "))
         .map(|rest| rest.split(['(', '<']).next().unwrap_or(rest))
         .collect();
     pub_fns.sort_unstable();
-    let mut listed = qoslane::fabric::parse::PARSERS.to_vec();
+    let mut listed = qoslane::fabric::read::parse::PARSERS.to_vec();
     listed.sort_unstable();
     assert_eq!(pub_fns, listed, "fabric/parse.rs: pub fns vs PARSERS");
     assert_eq!(
@@ -173,7 +173,7 @@ fn every_parser_of_parse_rs_is_fuzzed() {
         9,
         "the parsers of smpquery, ibnetdiscover and perfquery"
     );
-    for name in qoslane::fabric::parse::PARSERS {
+    for name in qoslane::fabric::read::parse::PARSERS {
         fuzz_smpquery::check_parser(name, "");
     }
     let unknown = std::panic::catch_unwind(|| fuzz_smpquery::check_parser("parse_new", ""));
@@ -187,7 +187,7 @@ fn every_parser_of_parse_rs_is_fuzzed() {
 /// something every parser reads, not only garbage.
 #[test]
 fn every_parser_reads_a_captured_output() {
-    use qoslane::fabric::parse::{
+    use qoslane::fabric::read::parse::{
         parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_sl2vl, parse_switch_sl2vl,
         parse_topology, parse_vlarb,
     };

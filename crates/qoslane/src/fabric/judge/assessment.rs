@@ -6,10 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check::PortLevel;
-use super::first_hop_judge::{JudgedHop, LevelLine};
-use super::lane::Lane;
-use super::tables::{PortId, PortIdentity, PortTables};
+use crate::fabric::judge::check::PortLevel;
+use crate::fabric::first_hop::judge::{JudgedHop, LevelLine};
+use crate::fabric::judge::lane::Lane;
+use crate::fabric::tables::{PortId, PortIdentity, PortTables};
 
 /// Whether an assessment may use the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
 //! Every parser of what the fabric tools print: `smpquery`'s tables and
-//! `ibnetdiscover -p`'s topology, strictly. Pure (text in, [`super::tables`]
+//! `ibnetdiscover -p`'s topology, strictly. Pure (text in, [`crate::fabric::tables`]
 //! out, no I/O); the runner (`smpquery.rs`) and the sweep call them.
 //!
 //! The formats are those of infiniband-diags 44 (libibmad's dump functions);
@@ -12,7 +12,7 @@
 //! (`fuzz/src/smpquery.rs`, on stable in `reliability::fuzz_on_stable`) runs
 //! each, and a test there fails when a `pub fn` of this file is not listed.
 
-use super::tables::{
+use crate::fabric::tables::{
     DiscoveredPort, LinkEnd, NodeInfo, NodeType, PortInfoVls, Sl2Vl, Topology, VlArb, VlArbEntry,
     VlRange,
 };

@@ -14,7 +14,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::tables::{PortId, PortIdentity};
+use crate::fabric::tables::{PortId, PortIdentity};
 use crate::error::{Error, Result};
 use crate::mapping::DeviceSelector;
 use crate::paths::Paths;

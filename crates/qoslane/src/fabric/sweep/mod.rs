@@ -3,11 +3,11 @@
 //! then every connected egress port's tables read once by LID-routed SMP
 //! queries under one deadline, by one of two [`Reader`]s:
 //!
-//! - in process ([`super::smp_batch`] on a [`Umad`] port): PortInfo of every
+//! - in process ([`crate::fabric::read::smp_batch`] on a [`Umad`] port): PortInfo of every
 //!   port, then the SL2VL rows (every other data port as in port) and the
 //!   VLArb blocks of the Active ones, a window of Gets in flight;
 //! - by `smpquery`, in a bounded pool of workers, the answers parsed by
-//!   [`super::parse`]:
+//!   [`crate::fabric::read::parse`]:
 //!
 //! ```text
 //! smpquery portinfo LID PORT      Active? OperVLs          (every connected port)
@@ -17,26 +17,28 @@
 //!
 //! Both give the same [`EgressRead`] per port. Then every level of the
 //! mapping is judged on every (in, out) pair of data ports of every switch
-//! and on every HCA port, by the lane rules ([`super::lane`]): dropped
+//! and on every HCA port, by the lane rules ([`crate::fabric::judge::lane`]): dropped
 //! (VL 15), not operational (beyond OperVLs), starved (weight 0 in both
 //! VLArb tables), or on another VL than the level names. Findings are
 //! grouped per (level, node, out port, verdict), so a switch whose every row
 //! is wrong is one line, not one per in port.
+
+pub mod page;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
 
-use super::lane::{self, Egress, Lane};
-use super::parse::{ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology};
-use super::pma::PortWait;
-use super::pool;
-use super::smp_batch;
-use super::smpquery::{Smpquery, vlarb_state};
-use super::tables::{EgressPort, EgressRead, NodeType, PortId, Topology, VlArbState, VlRange};
-use super::umad::Umad;
-use super::wait::{self, LevelWait, WaitPort};
+use crate::fabric::judge::lane::{self, Egress, Lane};
+use crate::fabric::read::parse::{ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology};
+use crate::fabric::counters::pma::PortWait;
+use crate::fabric::pool;
+use crate::fabric::read::smp_batch;
+use crate::fabric::read::smpquery::{Smpquery, vlarb_state};
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, PortId, Topology, VlArbState, VlRange};
+use crate::fabric::read::umad::Umad;
+use crate::fabric::counters::wait::{self, LevelWait, WaitPort};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;

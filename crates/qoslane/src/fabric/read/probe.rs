@@ -13,10 +13,10 @@
 //! smpquery -C mlx5_0 -P 1 -D vlarb 0      VL arbitration       (a warning)
 //! ```
 
-use super::first_hop_read;
-use super::parse::{ParseError, parse_portinfo, parse_sl2vl};
-use super::smpquery::{Smpquery, vlarb_state};
-use super::tables::{FirstHop, PortId, PortIdentity, PortTables};
+use crate::fabric::first_hop;
+use crate::fabric::read::parse::{ParseError, parse_portinfo, parse_sl2vl};
+use crate::fabric::read::smpquery::{Smpquery, vlarb_state};
+use crate::fabric::tables::{FirstHop, PortId, PortIdentity, PortTables};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 
@@ -89,7 +89,7 @@ impl Probe for Smpquery {
     }
 
     fn first_hop(&self, port: &PortId, deadline: &Deadline) -> FirstHop {
-        first_hop_read::read(self, port, deadline)
+        first_hop::read::read(self, port, deadline)
     }
 }
 

@@ -1,15 +1,15 @@
 //! The alignment check of one level on one port: does the level's SL land on
 //! a VL the port serves, and on the VL the mapping names?
 //!
-//! The rules are [`super::lane`]'s, the same for a switch port: a problem
+//! The rules are [`crate::fabric::judge::lane`]'s, the same for a switch port: a problem
 //! when the SL lands on VL 15, outside OperVLs, on another VL than the level
 //! names, or on a VL with weight 0 in both arbitration tables (starved); a
 //! warning when the arbitration tables could not be read.
 
 use serde::{Deserialize, Serialize};
 
-use super::lane::{self, Egress, Lane};
-use super::tables::{PortId, PortTables, VlArbState};
+use crate::fabric::judge::lane::{self, Egress, Lane};
+use crate::fabric::tables::{PortId, PortTables, VlArbState};
 use crate::mapping::Level;
 
 /// One level on one port: what the lane rules found, and the message.
@@ -22,7 +22,7 @@ pub struct PortLevel {
     /// The mapping's `virtual_lane`, when it names one.
     pub want_vl: Option<u8>,
     pub aligned: bool,
-    /// The verdict of the lane rules ([`super::lane`]).
+    /// The verdict of the lane rules ([`crate::fabric::judge::lane`]).
     #[serde(default = "carried")]
     pub lane: Lane,
     pub problem: Option<String>,

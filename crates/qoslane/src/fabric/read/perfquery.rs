@@ -1,7 +1,7 @@
 //! The runner of infiniband-diags' `perfquery` for the node's own ports:
 //! each counter attribute of [`Kind`] of each port, all at once through
 //! [`crate::exec`] (no shell, no PATH, under the run's deadline), parsed by
-//! [`super::parse::parse_perfquery`] into [`PortReading`]s.
+//! [`crate::fabric::read::parse::parse_perfquery`] into [`PortReading`]s.
 //!
 //! No capability bit says whether a port has the per-SL counters: it is
 //! asked, and a port that does not answer an attribute (`cannot query`)
@@ -13,9 +13,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::parse::parse_perfquery;
-use super::pma::{Kind, PortReading, Reading};
-use super::tables::PortId;
+use crate::fabric::read::parse::parse_perfquery;
+use crate::fabric::counters::pma::{Kind, PortReading, Reading};
+use crate::fabric::tables::PortId;
 use crate::deadline::Deadline;
 use crate::exec;
 use crate::paths::Paths;

@@ -1,7 +1,7 @@
 //! Subnet Management Packets as bytes: the SMP Gets the in-process reader
-//! ([`super::umad`], [`super::smp_batch`]) sends, and the attributes it
+//! ([`crate::fabric::read::umad`], [`crate::fabric::read::smp_batch`]) sends, and the attributes it
 //! reads out of the answers, into the same types the `smpquery` parsers
-//! give ([`super::tables`]). Pure: bytes in, bytes or tables out.
+//! give ([`crate::fabric::tables`]). Pure: bytes in, bytes or tables out.
 //!
 //! The layout is the InfiniBand Architecture's (Vol. 1, 13.4 and 14.2.5): a
 //! 256-byte MAD, a 24-byte common header, the SMP's M_Key at 24, directed
@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use super::tables::{NodeInfo, NodeType, PortInfoVls, Sl2Vl, VlArbEntry, VlRange};
+use crate::fabric::tables::{NodeInfo, NodeType, PortInfoVls, Sl2Vl, VlArbEntry, VlRange};
 
 /// The size of a MAD on the wire.
 pub const MAD_SIZE: usize = 256;

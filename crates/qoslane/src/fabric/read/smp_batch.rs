@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use super::mad::{self, Attr, DATA_SIZE, Get, Route};
-use super::tables::{EgressPort, EgressRead, NodeType, VlArb, VlArbState};
-use super::umad::{Received, Umad};
+use crate::fabric::read::mad::{self, Attr, DATA_SIZE, Get, Route};
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, VlArb, VlArbState};
+use crate::fabric::read::umad::{Received, Umad};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 
@@ -313,7 +313,7 @@ fn assemble(plan: Plan, answers: &mut impl Iterator<Item = Result<Data>>) -> Res
 /// What phase two asks of one port.
 struct Plan {
     active: bool,
-    oper_vls: super::tables::VlRange,
+    oper_vls: crate::fabric::tables::VlRange,
     rows: Vec<u32>,
     caps: (u8, u8),
 }

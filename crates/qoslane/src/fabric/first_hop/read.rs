@@ -17,16 +17,16 @@
 //! ```
 //!
 //! 3 + NumPorts-1 + 2 × (Active ports) queries, in a bounded pool of
-//! workers ([`super::pool`]); the answers are parsed by [`super::parse`].
+//! workers ([`crate::fabric::pool`]); the answers are parsed by [`crate::fabric::read::parse`].
 //! `sync` and `health` read it; a Prolog does not (it reads only the node's
 //! own ports, from the cache when it is fresh).
 
-use super::parse::{
+use crate::fabric::read::parse::{
     ParseError, parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_switch_sl2vl,
 };
-use super::pool;
-use super::smpquery::{Smpquery, vlarb_state};
-use super::tables::{FirstHop, NodeType, PortId, SwitchEgress, SwitchId};
+use crate::fabric::pool;
+use crate::fabric::read::smpquery::{Smpquery, vlarb_state};
+use crate::fabric::tables::{FirstHop, NodeType, PortId, SwitchEgress, SwitchId};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 

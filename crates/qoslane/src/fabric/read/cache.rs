@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::tables::{PortId, PortIdentity, PortTables};
+use crate::fabric::tables::{PortId, PortIdentity, PortTables};
 use crate::error::{Error, Result};
 use crate::paths::Paths;
 use crate::state::fsutil;

@@ -1,6 +1,6 @@
 //! The fabric policy, judged in one place: `fabric_check: enforce | warn |
 //! off` applied to an assessment, for one level (a Prolog) or for every
-//! level (`sync`, `health`). Gather once ([`super::gather::assess`]), then judge
+//! level (`sync`, `health`). Gather once ([`crate::fabric::gather::assess`]), then judge
 //! here; the commands only read the [`Judgement`].
 //!
 //! - `off`: nothing is probed; nothing is refused.
@@ -17,12 +17,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::assessment::{Assessment, FabricVerdict, ProbeMode};
-use super::first_hop_share::Scheduled;
-use super::gather::{AssessOptions, assess_with, ports_not_active};
-use super::probe::Probe;
-use super::smpquery::Smpquery;
-use super::tables::PortId;
+use crate::fabric::judge::assessment::{Assessment, FabricVerdict, ProbeMode};
+use crate::fabric::first_hop::share::Scheduled;
+use crate::fabric::gather::{AssessOptions, assess_with, ports_not_active};
+use crate::fabric::read::probe::Probe;
+use crate::fabric::read::smpquery::Smpquery;
+use crate::fabric::tables::PortId;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::grant::{self, Evidence, Findings, Grant, ReadPort, ScopeRead};
@@ -107,7 +107,7 @@ pub fn judge_health(
     paths: &Paths,
     mapping: &Mapping,
     deadline: &Deadline,
-) -> (Judgement, Vec<super::pma::PortWait>) {
+) -> (Judgement, Vec<crate::fabric::counters::pma::PortWait>) {
     let smp = Smpquery::new(&paths.smpquery);
     let probe = Scheduled::new(&smp, paths);
     let j = judge_as(
@@ -322,7 +322,7 @@ impl Judgement {
         if let Some(e) = &self.error {
             return vec![Evidence {
                 scope: grant::GrantScope::OwnPorts,
-                at_ms: super::cache::now_ms(),
+                at_ms: crate::fabric::read::cache::now_ms(),
                 found: Findings {
                     unread: Some(e.clone()),
                     ..Findings::default()

@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-use crate::fabric::pma::PortWait;
+use crate::fabric::counters::pma::PortWait;
 use crate::fabric::sweep::Sweep;
 
 const CSS: &str = include_str!("assets/page.css");

@@ -33,17 +33,17 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::first_hop_read;
-use super::mad::{self, Attr, Get, Route};
-use super::pma::PortWait;
-use super::probe::Probe;
-use super::smp_batch;
-use super::smpquery::Smpquery;
-use super::tables::{
+use crate::fabric::first_hop;
+use crate::fabric::read::mad::{self, Attr, Get, Route};
+use crate::fabric::counters::pma::PortWait;
+use crate::fabric::read::probe::Probe;
+use crate::fabric::read::smp_batch;
+use crate::fabric::read::smpquery::Smpquery;
+use crate::fabric::tables::{
     EgressPort, FirstHop, NodeType, PortId, PortIdentity, PortTables, SwitchEgress, SwitchId,
 };
-use super::umad::Umad;
-use super::wait::{self, WaitPort};
+use crate::fabric::read::umad::Umad;
+use crate::fabric::counters::wait::{self, WaitPort};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::paths::Paths;
@@ -267,7 +267,7 @@ impl Scheduled<'_> {
             Some(Err(e @ Error::Deadline { .. })) => FirstHop::Unavailable {
                 error: format!("{port}: first hop: {e}"),
             },
-            Some(Err(_)) | None => first_hop_read::read(self.smp, port, deadline),
+            Some(Err(_)) | None => first_hop::read::read(self.smp, port, deadline),
         };
         // Kept for the next run's rows, which need the port in process.
         if in_process.is_some() {

@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::tables::VlRange;
+use crate::fabric::tables::VlRange;
 use crate::mapping::{Level, Mapping};
 
 /// Weight of a VL in the high-priority table (64-byte units).

@@ -1,4 +1,4 @@
-//! The first hop, JUDGE: the lane rules ([`super::lane`]) applied to what
+//! The first hop, JUDGE: the lane rules ([`crate::fabric::judge::lane`]) applied to what
 //! was read of the switch a port of this node is cabled to (a
 //! [`FirstHop`], read by `first_hop_read.rs`). Pure: every level on every
 //! Active output port, grouped by verdict; the problems and warnings name the
@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::lane::{self, Egress, Lane};
-use super::tables::{FirstHop, PortId, VlRange};
+use crate::fabric::judge::lane::{self, Egress, Lane};
+use crate::fabric::tables::{FirstHop, PortId, VlRange};
 use crate::mapping::Level;
 
 /// One level on one group of output ports that share a verdict.

@@ -13,13 +13,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::mad::{self, Attr, Get, Route};
-use super::parse::parse_perfquery;
-use super::pma::{Kind, PortWait};
-use super::pool;
-use super::smp_batch;
-use super::tables::{NodeType, PortId, Sl2Vl};
-use super::umad::Umad;
+use crate::fabric::read::mad::{self, Attr, Get, Route};
+use crate::fabric::read::parse::parse_perfquery;
+use crate::fabric::counters::pma::{Kind, PortWait};
+use crate::fabric::pool;
+use crate::fabric::read::smp_batch;
+use crate::fabric::tables::{NodeType, PortId, Sl2Vl};
+use crate::fabric::read::umad::Umad;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;

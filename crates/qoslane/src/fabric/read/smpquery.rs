@@ -2,7 +2,7 @@
 //! `/dev/infiniband/umadN`, as root): builds the argument vector, runs it
 //! through [`crate::exec`] (no shell, no PATH, under the deadline; several
 //! queries in one wait) and hands the text to the parsers
-//! ([`super::parse`]). Which queries to send is the caller's: the probe
+//! ([`crate::fabric::read::parse`]). Which queries to send is the caller's: the probe
 //! (the node's own ports), the first hop, the sweep.
 //!
 //! `via` is the local HCA port the SMPs leave from (`-C DEV -P PORT`);
@@ -11,8 +11,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::parse::parse_vlarb;
-use super::tables::{PortId, VlArbState};
+use crate::fabric::read::parse::parse_vlarb;
+use crate::fabric::tables::{PortId, VlArbState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;

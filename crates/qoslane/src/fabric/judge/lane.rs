@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::tables::{Sl2Vl, VlArbState, VlRange};
+use crate::fabric::tables::{Sl2Vl, VlArbState, VlRange};
 
 /// What one egress port does with one level's SL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
