@@ -33,14 +33,21 @@ pub mod counters;
 pub mod first_hop;
 pub mod gather;
 pub mod judge;
-pub mod pool;
 pub mod read;
 pub mod sweep;
 pub mod tables;
 
 pub use counters::{pma, wait};
-pub use judge::{assessment, check, lane, policy, sm_config};
-pub use read::{cache, parse, perfquery, probe, sysfs, umad};
+pub use judge::{assessment, check, lane, sm_config};
+
+/// The fabric policy as the commands call it: the pure judgement's types
+/// (`judge/policy.rs`) and the entry points that gather, then judge
+/// (`gather/policy.rs`).
+pub mod policy {
+    pub use super::gather::policy::{judge, judge_dry, judge_health, judge_level};
+    pub use super::judge::policy::{Alignment, HopCount, Judgement, Scope};
+}
+pub use read::{cache, parse, perfquery, sysfs, umad};
 pub use sweep::page;
 
 pub use assessment::{
@@ -49,7 +56,8 @@ pub use assessment::{
 };
 pub use check::PortLevel;
 pub use gather::{AssessOptions, assess, assess_with, discover, ports_not_active};
-pub use probe::Probe;
+pub use read::in_process::InProcess;
+pub use read::reader::Reader;
 pub use read::smpquery::Smpquery;
 pub use sysfs::LinkLayer;
 pub use tables::{PortId, PortIdentity, PortTables, Sl2Vl, VlArb, VlArbEntry, VlArbState, VlRange};

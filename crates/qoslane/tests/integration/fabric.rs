@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use qoslane::deadline::Deadline;
 use qoslane::error::Error;
 use qoslane::fabric::{
-    self, AssessOptions, Assessment, PortId, PortTables, Probe, ProbeMode, TablesSource,
+    self, AssessOptions, Assessment, PortId, PortTables, ProbeMode, Reader, TablesSource,
     VlArbState, parse,
 };
 use qoslane::mapping::{Mapping, validate_str};
@@ -204,7 +204,7 @@ impl FakeProbe {
     }
 }
 
-impl Probe for FakeProbe {
+impl Reader for FakeProbe {
     fn probe(&self, port: &PortId, _: &Deadline) -> qoslane::error::Result<PortTables> {
         let key = port.to_string();
         self.calls.lock().unwrap().push(key.clone());

@@ -1,28 +1,18 @@
-//! The fabric's transmit wait, for `qoslane fabric audit`: PortVLXmitWait of
-//! every switch egress port the sweep visits, read in process (a PMA Get
-//! per port through [`smp_batch::get_all`], in the audit's window) or by
-//! `perfquery` (one per port, in the audit's worker pool), and, per level,
-//! the port where its lane waited most.
+//! The fabric's transmit wait, for `qoslane fabric audit`: the egress ports
+//! whose PortVLXmitWait is read ([`WaitPort`]; the reader reads them:
+//! `Reader::xmit_wait`, a PMA Get each in process or `perfquery`) and, per
+//! level, the port where its lane waited most ([`peaks`]). Pure.
 //!
 //! A wait tick is a unit of time (the port's own, device-specific) during
 //! which the port had data to send on that VL and could not: no credit
 //! from the other end, or the arbiter served another VL. The counters are
 //! 16 bits and saturate: a saturated one is said, never ranked as a count.
 
-use std::path::Path;
-
 use serde::Serialize;
 
-use crate::fabric::read::mad::{self, Attr, Get, Route};
-use crate::fabric::read::parse::parse_perfquery;
+use crate::error::Result;
 use crate::fabric::counters::pma::{Kind, PortWait};
-use crate::fabric::pool;
-use crate::fabric::read::smp_batch;
-use crate::fabric::tables::{NodeType, PortId, Sl2Vl};
-use crate::fabric::read::umad::Umad;
-use crate::deadline::Deadline;
-use crate::error::{Error, Result};
-use crate::exec;
+use crate::fabric::tables::{NodeType, Sl2Vl};
 
 /// An egress port to read: who it is, and the VL each SL leaves on there.
 #[derive(Clone, Debug)]
@@ -35,7 +25,8 @@ pub struct WaitPort {
 }
 
 impl WaitPort {
-    fn unread(&self) -> PortWait {
+    /// The port with no tick read.
+    pub fn unread(&self) -> PortWait {
         PortWait {
             kind: self.kind,
             name: self.name.clone(),
@@ -45,7 +36,8 @@ impl WaitPort {
         }
     }
 
-    fn read(&self, ticks: [u64; 16]) -> PortWait {
+    /// The port with its ticks, as read.
+    pub fn read(&self, ticks: [u64; 16]) -> PortWait {
         PortWait {
             ticks: ticks.into_iter().map(Some).collect(),
             ..self.unread()
@@ -54,7 +46,7 @@ impl WaitPort {
 }
 
 /// The ports of `waits` whose counters were read.
-fn read_ports<'a>(ports: &'a [WaitPort], waits: &[PortWait]) -> Vec<&'a WaitPort> {
+pub fn read_ports<'a>(ports: &'a [WaitPort], waits: &[PortWait]) -> Vec<&'a WaitPort> {
     ports
         .iter()
         .zip(waits)
@@ -64,7 +56,7 @@ fn read_ports<'a>(ports: &'a [WaitPort], waits: &[PortWait]) -> Vec<&'a WaitPort
 }
 
 /// The ports whose clear failed, each with why.
-fn failures<T>(read: &[&WaitPort], results: Vec<Result<T>>) -> Vec<String> {
+pub fn failures<T>(read: &[&WaitPort], results: Vec<Result<T>>) -> Vec<String> {
     read.iter()
         .zip(results)
         .filter_map(|(p, r)| {
@@ -72,146 +64,6 @@ fn failures<T>(read: &[&WaitPort], results: Vec<Result<T>>) -> Vec<String> {
                 .map(|e| format!("{} {}: {e}", p.kind.as_str(), p.name))
         })
         .collect()
-}
-
-/// Clears the wait counters of every port of `waits` that was read (a PMA
-/// Set each, `window` in flight); what could not be cleared, said.
-pub fn clear_in_process(
-    umad: &mut Umad,
-    ports: &[WaitPort],
-    waits: &[PortWait],
-    window: usize,
-    deadline: &Deadline,
-) -> Vec<String> {
-    let read = read_ports(ports, waits);
-    let sets: Vec<Get> = read
-        .iter()
-        .map(|p| Get {
-            route: Route::Perf(p.lid),
-            attr: Attr::VlXmitWaitClear,
-            modifier: p.port,
-        })
-        .collect();
-    failures(&read, smp_batch::get_all(umad, &sets, window, deadline))
-}
-
-/// Clears them with `perfquery --vlxmitcounters -R LID PORT`, `workers`
-/// at once.
-pub fn clear_perfquery(
-    program: &Path,
-    via: Option<&PortId>,
-    ports: &[WaitPort],
-    waits: &[PortWait],
-    workers: usize,
-    deadline: &Deadline,
-) -> Vec<String> {
-    let read = read_ports(ports, waits);
-    let results = pool::map(&read, workers, |p| {
-        run_perfquery(program, via, p, &["-R"], deadline).map(|_| ())
-    });
-    failures(&read, results)
-}
-
-/// `perfquery [-C DEV -P PORT] --vlxmitcounters EXTRA… LID PORT`.
-fn run_perfquery(
-    program: &Path,
-    via: Option<&PortId>,
-    p: &WaitPort,
-    extra: &[&str],
-    deadline: &Deadline,
-) -> Result<String> {
-    let (lid, port) = (p.lid.to_string(), p.port.to_string());
-    let dev_port = via.map(|v| v.port.to_string());
-    let mut args: Vec<&str> = Vec::new();
-    if let (Some(v), Some(n)) = (via, dev_port.as_deref()) {
-        args.extend(["-C", v.device.as_str(), "-P", n]);
-    }
-    args.push(Kind::VlXmitWait.flag());
-    args.extend_from_slice(extra);
-    args.extend([lid.as_str(), port.as_str()]);
-    let out = exec::run(program, &args, deadline)?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Reads every port in process: one PMA Get each, `window` in flight.
-/// A port that did not answer is all `None`; the errors are returned
-/// beside (port, why).
-pub fn read_in_process(
-    umad: &mut Umad,
-    ports: &[WaitPort],
-    window: usize,
-    deadline: &Deadline,
-) -> (Vec<PortWait>, Vec<String>) {
-    let gets: Vec<Get> = ports
-        .iter()
-        .map(|p| Get {
-            route: Route::Perf(p.lid),
-            attr: Attr::VlXmitWait,
-            modifier: p.port,
-        })
-        .collect();
-    let mut errors = Vec::new();
-    let waits = ports
-        .iter()
-        .zip(smp_batch::get_all(umad, &gets, window, deadline))
-        .map(|(p, r)| match r {
-            Ok(d) => {
-                let (select, ticks) = mad::vl_xmit_wait(&d);
-                if u32::from(select) == p.port {
-                    p.read(ticks)
-                } else {
-                    errors.push(format!(
-                        "{} {} port {}: the answer is for port {select}",
-                        p.kind.as_str(),
-                        p.name,
-                        p.port
-                    ));
-                    p.unread()
-                }
-            }
-            Err(e) => {
-                errors.push(format!("{} {}: {e}", p.kind.as_str(), p.name));
-                p.unread()
-            }
-        })
-        .collect();
-    (waits, errors)
-}
-
-/// Reads every port with `perfquery --vlxmitcounters LID PORT`, `workers`
-/// at once.
-pub fn read_perfquery(
-    program: &Path,
-    via: Option<&PortId>,
-    ports: &[WaitPort],
-    workers: usize,
-    deadline: &Deadline,
-) -> (Vec<PortWait>, Vec<String>) {
-    let kind = Kind::VlXmitWait;
-    let got = pool::map(ports, workers, |p| -> Result<[u64; 16]> {
-        let text = run_perfquery(program, via, p, &[], deadline)?;
-        parse_perfquery(&text, kind.attribute(), kind.prefix()).map_err(|e| {
-            Error::Fabric(format!(
-                "perfquery {} {} {}: {e}",
-                kind.flag(),
-                p.lid,
-                p.port
-            ))
-        })
-    });
-    let mut errors = Vec::new();
-    let waits = ports
-        .iter()
-        .zip(got)
-        .map(|(p, r)| match r {
-            Ok(t) => p.read(t),
-            Err(e) => {
-                errors.push(format!("{} {}: {e}", p.kind.as_str(), p.name));
-                p.unread()
-            }
-        })
-        .collect();
-    (waits, errors)
 }
 
 /// Where one level's lane waited most in the audit.

@@ -7,9 +7,9 @@
 //! (in = this node's switch port, out) of each output port the last full
 //! reading found Active: 1 + Active ports SMP Gets — and takes the rest from
 //! its own last full reading ([`Carried`], `/run/qoslane/first-hop.json`).
-//! A full reading — in process too ([`read_in_process`]: each table once,
+//! A full reading — in process too (`read.rs`' `in_process`: each table once,
 //! 3 + (ports − 1) + 3 × Active ports Gets), else by smpquery
-//! ([`first_hop_read`]) — is taken once per
+//! (`read.rs`) — is taken once per
 //! [`FULL_READ_PERIOD_MS`], at a point of that period fixed by the port's
 //! GUID ([`full_read_due`]), so the nodes of a leaf take theirs at different
 //! times; and at once whenever the carried one does not stand for the port
@@ -33,19 +33,14 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fabric::first_hop;
-use crate::fabric::read::mad::{self, Attr, Get, Route};
-use crate::fabric::counters::pma::PortWait;
-use crate::fabric::read::probe::Probe;
-use crate::fabric::read::smp_batch;
-use crate::fabric::read::smpquery::Smpquery;
-use crate::fabric::tables::{
-    EgressPort, FirstHop, NodeType, PortId, PortIdentity, PortTables, SwitchEgress, SwitchId,
-};
-use crate::fabric::read::umad::Umad;
-use crate::fabric::counters::wait::{self, WaitPort};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
+use crate::fabric::counters::pma::PortWait;
+use crate::fabric::counters::wait::WaitPort;
+use crate::fabric::read::in_process::InProcess;
+use crate::fabric::read::reader::Reader;
+use crate::fabric::read::smpquery::Smpquery;
+use crate::fabric::tables::{FirstHop, NodeType, PortId, PortIdentity, PortTables};
 use crate::paths::Paths;
 use crate::state::fsutil;
 
@@ -96,7 +91,7 @@ pub fn full_read_due(guid: &str, read_at_ms: u64, now_ms: u64) -> bool {
     slot(now_ms) != slot(read_at_ms)
 }
 
-/// The [`Probe`] of a `health` run: the own ports by `smpquery`, the first
+/// The [`Reader`] of a `health` run: the own ports by `smpquery`, the first
 /// hop shared as the module says. [`Scheduled::store`] keeps what it read
 /// in full for the next run.
 #[derive(Debug)]
@@ -143,7 +138,7 @@ impl<'a> Scheduled<'a> {
 
     /// One PMA Get: PortVLXmitWait of the switch port that sends to this
     /// node. A switch that does not answer it is left out (nothing to count).
-    fn read_wait(&self, umad: &mut Umad, hop: &FirstHop, deadline: &Deadline) {
+    fn read_wait(&self, in_process: &InProcess, hop: &FirstHop, deadline: &Deadline) {
         let FirstHop::Read {
             switch, in_port, ..
         } = hop
@@ -157,8 +152,7 @@ impl<'a> Scheduled<'a> {
             port: *in_port,
             sl2vl: None,
         };
-        let (read, _unanswered) =
-            wait::read_in_process(umad, std::slice::from_ref(&port), 1, deadline);
+        let (read, _unanswered) = in_process.xmit_wait(std::slice::from_ref(&port), deadline);
         self.waits
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -212,7 +206,11 @@ impl<'a> Scheduled<'a> {
     }
 }
 
-impl Probe for Scheduled<'_> {
+impl Reader for Scheduled<'_> {
+    fn name(&self) -> &'static str {
+        self.smp.name()
+    }
+
     fn probe(&self, port: &PortId, deadline: &Deadline) -> Result<PortTables> {
         self.smp.probe(port, deadline)
     }
@@ -231,43 +229,40 @@ impl Probe for Scheduled<'_> {
         identity: &PortIdentity,
         deadline: &Deadline,
     ) -> (FirstHop, Option<u64>) {
-        let mut in_process = Umad::open(Some(port)).ok();
-        let (hop, at) = self.hop_at(in_process.as_mut(), port, identity, deadline);
-        if let Some(umad) = in_process.as_mut() {
-            self.read_wait(umad, &hop, deadline);
+        let in_process = InProcess::open(Some(port), WINDOW).ok();
+        let (hop, at) = self.hop_at(in_process.as_ref(), port, identity, deadline);
+        if let Some(in_process) = &in_process {
+            self.read_wait(in_process, &hop, deadline);
         }
         (hop, at)
     }
 }
 
 impl Scheduled<'_> {
-    /// [`Probe::first_hop_at`]'s tables: the own rows on the carried reading
+    /// [`Reader::first_hop_at`]'s tables: the own rows on the carried reading
     /// when it stands, else a full reading (kept for the next run).
     fn hop_at(
         &self,
-        mut in_process: Option<&mut Umad>,
+        in_process: Option<&InProcess>,
         port: &PortId,
         identity: &PortIdentity,
         deadline: &Deadline,
     ) -> (FirstHop, Option<u64>) {
-        if let Some(umad) = in_process.as_deref_mut()
+        if let Some(reader) = in_process
             && let Some(c) = self.carried_for(port, identity)
             && !full_read_due(&identity.node_guid, c.read_at_ms, self.now_ms)
-            && let Ok(hop) = own_rows(umad, &c.hop, deadline)
+            && let Ok(hop) = reader.first_hop_rows(&c.hop, deadline)
         {
             return (hop, Some(c.read_at_ms));
         }
         // In full: in process, else (no umad, a switch without a LID yet)
         // by smpquery.
-        let hop = match in_process
-            .as_deref_mut()
-            .map(|u| read_in_process(u, deadline))
-        {
+        let hop = match in_process.map(|r| r.read_first_hop(deadline)) {
             Some(Ok(hop)) => hop,
             Some(Err(e @ Error::Deadline { .. })) => FirstHop::Unavailable {
                 error: format!("{port}: first hop: {e}"),
             },
-            Some(Err(_)) | None => first_hop::read::read(self.smp, port, deadline),
+            Some(Err(_)) | None => self.smp.first_hop(port, deadline),
         };
         // Kept for the next run's rows, which need the port in process.
         if in_process.is_some() {
@@ -281,142 +276,6 @@ impl Scheduled<'_> {
         }
         (hop, None)
     }
-}
-
-/// The first hop read in full in process: the tables `first_hop_read`
-/// reads by smpquery, into the same [`FirstHop`], each once — the switch by
-/// directed route (NodeInfo, NodeDescription, port 0's PortInfo for its
-/// LID), then its output ports by that LID with the audit's reader
-/// ([`smp_batch::read_egress`]: PortInfo, and for an Active port the SL2VL
-/// row of this node's in port and the VLArb blocks its caps name). An error
-/// when the switch has no LID yet (the caller reads by smpquery).
-pub fn read_in_process(umad: &mut Umad, deadline: &Deadline) -> Result<FirstHop> {
-    let route = Route::Directed(vec![1]);
-    let gets: Vec<Get> = [Attr::NodeInfo, Attr::NodeDesc, Attr::PortInfo]
-        .into_iter()
-        .map(|attr| Get {
-            route: route.clone(),
-            attr,
-            modifier: 0,
-        })
-        .collect();
-    let mut answers = smp_batch::get_all(umad, &gets, WINDOW, deadline).into_iter();
-    let mut next = || {
-        answers
-            .next()
-            .unwrap_or_else(|| Err(Error::Internal("an SMP answer is missing".into())))
-    };
-    let (info, desc, port0) = (next()?, next()?, next()?);
-    let info = mad::node_info(&info).map_err(|e| Error::Fabric(format!("first hop: {e}")))?;
-    if info.node_type != NodeType::Switch {
-        return Ok(FirstHop::NoSwitch {
-            node_type: info.node_type.smp_name().to_owned(),
-        });
-    }
-    let lid = mad::port_lid(&port0);
-    if lid == 0 {
-        return Err(Error::Fabric("first hop: the switch has no LID yet".into()));
-    }
-    let switch = SwitchId {
-        name: mad::node_desc(&desc),
-        lid,
-        guid: info.guid,
-    };
-    let in_port = info.local_port;
-    let outs: Vec<u32> = (1..=info.num_ports).filter(|&p| p != in_port).collect();
-    let ports: Vec<EgressPort> = outs
-        .iter()
-        .map(|&port| EgressPort {
-            kind: NodeType::Switch,
-            guid: switch.guid.clone(),
-            name: switch.name.clone(),
-            lid,
-            port,
-        })
-        .collect();
-    let ins = vec![vec![in_port]; outs.len()];
-    let mut egress = Vec::new();
-    let mut unread = Vec::new();
-    for (&out, read) in outs
-        .iter()
-        .zip(smp_batch::read_egress(umad, &ports, &ins, WINDOW, deadline))
-    {
-        match read {
-            Ok(e) if !e.active => {}
-            Ok(e) => match e.rows.into_iter().find(|(i, _)| *i == in_port) {
-                Some((_, sl2vl)) => egress.push(SwitchEgress {
-                    out_port: out,
-                    sl2vl,
-                    oper_vls: e.oper_vls,
-                    vlarb: e.vlarb,
-                }),
-                None => unread.push((out, format!("no SL2VL row for in port {in_port}"))),
-            },
-            Err(e @ Error::Deadline { .. }) => return Err(e),
-            Err(e) => unread.push((out, e.to_string())),
-        }
-    }
-    Ok(FirstHop::Read {
-        switch,
-        in_port,
-        egress,
-        unread,
-    })
-}
-
-/// The first hop as `carried` read it, with the SL2VL row of this node's in
-/// port on each of its output ports read again now; an error when the
-/// switch or the in port is not the one carried, or a row cannot be read.
-pub fn own_rows(umad: &mut Umad, carried: &FirstHop, deadline: &Deadline) -> Result<FirstHop> {
-    let FirstHop::Read {
-        switch,
-        in_port,
-        egress,
-        unread,
-    } = carried
-    else {
-        return Err(Error::Internal("no full first-hop reading carried".into()));
-    };
-    // `-D … 0,1` as the full reading: out of this port, to its neighbour.
-    let route = Route::Directed(vec![1]);
-    let gets: Vec<Get> = std::iter::once(Get {
-        route: route.clone(),
-        attr: Attr::NodeInfo,
-        modifier: 0,
-    })
-    .chain(egress.iter().map(|e| Get {
-        route: route.clone(),
-        attr: Attr::SlToVl,
-        modifier: mad::sl2vl_modifier(*in_port, e.out_port),
-    }))
-    .collect();
-    let mut answers = smp_batch::get_all(umad, &gets, WINDOW, deadline).into_iter();
-    let info = answers
-        .next()
-        .ok_or_else(|| Error::Internal("no NodeInfo answer".into()))??;
-    let info = mad::node_info(&info).map_err(|e| Error::Fabric(e.to_string()))?;
-    if info.node_type != NodeType::Switch || info.guid != switch.guid || info.local_port != *in_port
-    {
-        return Err(Error::Fabric(format!(
-            "first hop is now {} {} port {}, not {} port {in_port}",
-            info.node_type.smp_name(),
-            info.guid,
-            info.local_port,
-            switch.guid
-        )));
-    }
-    let mut now = Vec::with_capacity(egress.len());
-    for (e, row) in egress.iter().zip(answers) {
-        let mut e = e.clone();
-        e.sl2vl = mad::sl2vl(&row?);
-        now.push(e);
-    }
-    Ok(FirstHop::Read {
-        switch: switch.clone(),
-        in_port: *in_port,
-        egress: now,
-        unread: unread.clone(),
-    })
 }
 
 #[cfg(test)]

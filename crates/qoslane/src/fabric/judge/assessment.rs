@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::fabric::judge::check::PortLevel;
 use crate::fabric::first_hop::judge::{JudgedHop, LevelLine};
+use crate::fabric::judge::check::PortLevel;
 use crate::fabric::judge::lane::Lane;
 use crate::fabric::tables::{PortId, PortIdentity, PortTables};
 

@@ -1,7 +1,10 @@
-//! The fabric policy, judged in one place: `fabric_check: enforce | warn |
-//! off` applied to an assessment, for one level (a Prolog) or for every
-//! level (`sync`, `health`). Gather once ([`crate::fabric::gather::assess`]), then judge
-//! here; the commands only read the [`Judgement`].
+//! The fabric policy, judged in one place and pure: `fabric_check:
+//! enforce | warn | off` applied to what was gathered ([`Gathered`]: the
+//! assessment, or why it could not run), for one level (a Prolog) or for
+//! every level (`sync`, `health`): [`judge_gathered`]. The gather step and
+//! the commands' entry points (`judge`, `judge_level`, `judge_health`,
+//! `judge_dry`: gather, then judge here) are `gather/policy.rs`; the
+//! commands only read the [`Judgement`].
 //!
 //! - `off`: nothing is probed; nothing is refused.
 //! - `warn`: problems and a failed assessment become notes; nothing is
@@ -17,17 +20,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::fabric::judge::assessment::{Assessment, FabricVerdict, ProbeMode};
-use crate::fabric::first_hop::share::Scheduled;
-use crate::fabric::gather::{AssessOptions, assess_with, ports_not_active};
-use crate::fabric::read::probe::Probe;
-use crate::fabric::read::smpquery::Smpquery;
-use crate::fabric::tables::PortId;
-use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::fabric::judge::assessment::{Assessment, FabricVerdict};
+use crate::fabric::tables::PortId;
 use crate::grant::{self, Evidence, Findings, Grant, ReadPort, ScopeRead};
 use crate::mapping::{FabricCheck, Mapping};
-use crate::paths::Paths;
 
 /// What is judged: one level, or every level of the mapping.
 #[derive(Clone, Copy, Debug)]
@@ -75,149 +72,34 @@ pub struct Judgement {
     pub assessment: Option<Assessment>,
     /// Why the assessment could not run, when it could not.
     pub error: Option<String>,
+    /// When it was found that it could not (milliseconds since the epoch).
+    pub error_at_ms: u64,
     pub check: Option<FabricCheck>,
 }
 
-/// Assesses the fabric per `mapping.fabric_check` and judges `scope`.
-pub fn judge(
-    paths: &Paths,
-    mapping: &Mapping,
-    deadline: &Deadline,
-    mode: ProbeMode,
-    scope: Scope<'_>,
-) -> Judgement {
-    let probe = Smpquery::new(&paths.smpquery);
-    judge_as(
-        paths,
-        mapping,
-        deadline,
-        mode,
-        scope,
-        &probe,
-        Flags::default(),
-    )
+/// What the gather step brought for the policy to judge.
+#[derive(Debug)]
+pub enum Gathered {
+    /// `fabric_check: off`: nothing was read.
+    Nothing,
+    /// The assessment of the node's ports (and first hops when read).
+    Assessment(Assessment),
+    /// The assessment could not run: why, and when (ms since the epoch).
+    Failed { error: Error, at_ms: u64 },
 }
 
-/// [`judge`] for `health`: every level, the own ports probed fresh, the
-/// first hop shared with the other nodes of its switch as
-/// `first_hop_share.rs` says (its own rows every run, the rest once per
-/// period); what it read in full is kept for the next run. Beside it, the
-/// transmit wait of each first hop's port toward this node, where read.
-pub fn judge_health(
-    paths: &Paths,
-    mapping: &Mapping,
-    deadline: &Deadline,
-) -> (Judgement, Vec<crate::fabric::counters::pma::PortWait>) {
-    let smp = Smpquery::new(&paths.smpquery);
-    let probe = Scheduled::new(&smp, paths);
-    let j = judge_as(
-        paths,
-        mapping,
-        deadline,
-        ProbeMode::Fresh,
-        Scope::Every,
-        &probe,
-        Flags::default(),
-    );
-    let waits = probe.take_waits();
-    if let Err(e) = probe.store(paths) {
-        crate::log::warn(&format!(
-            "first-hop readings not kept (the next health reads in full): {e}"
-        ));
-    }
-    (j, waits)
-}
-
-/// What a judgement reads beyond its mode, and whether it writes nothing.
-#[derive(Clone, Copy, Debug, Default)]
-struct Flags {
-    /// The first hop too, though the mode is `Cached` (a Prolog's).
-    first_hop: bool,
-    /// Nothing written, not even the cache.
-    dry_run: bool,
-}
-
-/// [`judge`] for a dry run (`explain --fabric`): a fresh probe and the
-/// first hop, the same rules, and nothing written (not even the cache).
-pub fn judge_dry(
-    paths: &Paths,
-    mapping: &Mapping,
-    deadline: &Deadline,
-    scope: Scope<'_>,
-) -> Judgement {
-    judge_as(
-        paths,
-        mapping,
-        deadline,
-        ProbeMode::Fresh,
-        scope,
-        &Smpquery::new(&paths.smpquery),
-        Flags {
-            first_hop: true,
-            dry_run: true,
-        },
-    )
-}
-
-/// A Prolog's judgement of its level: the cached probe of its own ports,
-/// and the first hop too when `first_hop` (a `fail_job` level under
-/// `enforce` with no fresh first-hop reading recorded).
-pub fn judge_level(
-    paths: &Paths,
-    mapping: &Mapping,
-    deadline: &Deadline,
-    level: &str,
-    first_hop: bool,
-) -> Judgement {
-    judge_as(
-        paths,
-        mapping,
-        deadline,
-        ProbeMode::Cached,
-        Scope::Level(level),
-        &Smpquery::new(&paths.smpquery),
-        Flags {
-            first_hop,
-            dry_run: false,
-        },
-    )
-}
-
-fn judge_as(
-    paths: &Paths,
-    mapping: &Mapping,
-    deadline: &Deadline,
-    mode: ProbeMode,
-    scope: Scope<'_>,
-    probe: &dyn Probe,
-    Flags { first_hop, dry_run }: Flags,
-) -> Judgement {
+/// The fabric policy (`mapping.fabric_check`) on what was gathered, for
+/// `scope`. Pure: reads nothing.
+pub fn judge_gathered(mapping: &Mapping, scope: Scope<'_>, gathered: Gathered) -> Judgement {
     let check = mapping.fabric_check;
     let mut j = Judgement {
         check: Some(check),
         ..Judgement::default()
     };
-    if check == FabricCheck::Off {
-        j.verdict = FabricVerdict::Off;
-        return j;
-    }
-    // A `fail_job` level is granted only on a probe younger than the
-    // mapping's bound (default 15 s): the jobs that care most never rely on
-    // an old cache entry.
-    let mut opts = AssessOptions::default();
-    if let Scope::Level(name) = scope
-        && mapping
-            .level(name)
-            .is_some_and(|l| mapping.on_failure_for(l) == crate::mapping::OnFailure::FailJob)
-    {
-        opts.max_cache_age = opts.max_cache_age.min(mapping.fail_job_max_probe_age);
-    }
-    // `sync` and `health` (a fresh assessment) also prove the first hop.
-    opts.first_hop = mode == ProbeMode::Fresh || first_hop;
-    opts.store_cache = !dry_run;
-    let assessment = match assess_with(paths, mapping, deadline, mode, probe, &opts) {
-        Ok(r) => r,
-        Err(e) => {
+    let assessment = match gathered {
+        Gathered::Assessment(a) if check != FabricCheck::Off => a,
+        Gathered::Failed { error: e, at_ms } if check != FabricCheck::Off => {
+            j.error_at_ms = at_ms;
             j.verdict = FabricVerdict::CouldNotRun {
                 policy: check.as_str(),
                 error: e.to_string(),
@@ -229,6 +111,11 @@ fn judge_as(
                 // One level's notes are its grant's warnings.
                 j.notes.push(format!("fabric check could not run: {e}"));
             }
+            return j;
+        }
+        // `off` (nothing read): nothing judged.
+        _ => {
+            j.verdict = FabricVerdict::Off;
             return j;
         }
     };
@@ -297,32 +184,13 @@ fn alignments(assessment: &Assessment) -> Vec<Alignment> {
 }
 
 impl Judgement {
-    /// After applying settings: the ports that were ACTIVE still are (a
-    /// setting must never take a link down).
-    pub fn ports_still_active(&self, paths: &Paths) -> crate::error::Result<()> {
-        if self.active_ports.is_empty() {
-            return Ok(());
-        }
-        let down = ports_not_active(paths, &self.active_ports)?;
-        if down.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Fabric(format!(
-                "port(s) no longer ACTIVE after applying settings: {}",
-                down.join(", ")
-            )))
-        }
-    }
-}
-
-impl Judgement {
     /// The fabric's evidence for one level: its own ports, and the first hop
     /// when this assessment read it. Empty when the fabric was not looked at.
     pub fn evidence(&self, level: &str) -> Vec<Evidence> {
         if let Some(e) = &self.error {
             return vec![Evidence {
                 scope: grant::GrantScope::OwnPorts,
-                at_ms: crate::fabric::read::cache::now_ms(),
+                at_ms: self.error_at_ms,
                 found: Findings {
                     unread: Some(e.clone()),
                     ..Findings::default()

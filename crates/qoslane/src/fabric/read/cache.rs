@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fabric::tables::{PortId, PortIdentity, PortTables};
 use crate::error::{Error, Result};
+use crate::fabric::tables::{PortId, PortIdentity, PortTables};
 use crate::paths::Paths;
 use crate::state::fsutil;
 

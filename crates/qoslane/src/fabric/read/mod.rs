@@ -6,13 +6,16 @@
 //!   program, run together through `exec::run_many`);
 //! - [`mad`], [`umad`], [`smp_batch`]: the in-process reader (SMP and PMA
 //!   Gets through libibumad, a window in flight);
-//! - [`probe`]: the one reader trait.
+//! - [`reader`]: the one reader trait ([`reader::Reader`]); [`programs`] its
+//!   implementation by programs, [`in_process`] by libibumad.
 
 pub mod cache;
+pub mod in_process;
 pub mod mad;
 pub mod parse;
 pub mod perfquery;
-pub mod probe;
+pub mod programs;
+pub mod reader;
 pub mod smp_batch;
 pub mod smpquery;
 pub mod sysfs;

@@ -13,11 +13,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fabric::read::parse::parse_perfquery;
-use crate::fabric::counters::pma::{Kind, PortReading, Reading};
-use crate::fabric::tables::PortId;
 use crate::deadline::Deadline;
 use crate::exec;
+use crate::fabric::counters::pma::{Kind, PortReading, Reading};
+use crate::fabric::read::parse::parse_perfquery;
+use crate::fabric::tables::PortId;
 use crate::paths::Paths;
 use crate::state::{PUBLIC, fsutil};
 

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::fabric::read::mad::{self, Attr, DATA_SIZE, Get, Route};
-use crate::fabric::tables::{EgressPort, EgressRead, NodeType, VlArb, VlArbState};
-use crate::fabric::read::umad::{Received, Umad};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
+use crate::fabric::read::mad::{self, Attr, DATA_SIZE, Get, Route};
+use crate::fabric::read::umad::{Received, Umad};
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, VlArb, VlArbState};
 
 /// How long one Get waits for its answer before it is sent again.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(1);

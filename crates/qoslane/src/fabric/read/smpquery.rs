@@ -11,27 +11,80 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::fabric::read::parse::parse_vlarb;
-use crate::fabric::tables::{PortId, VlArbState};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;
+use crate::fabric::read::parse::parse_vlarb;
+use crate::fabric::tables::{PortId, VlArbState};
 
-/// Runs the `smpquery` program at an absolute path.
+/// The most programs any read runs at once (`--workers` of the audit).
+pub const MAX_WINDOW: usize = 16;
+
+/// Programs at once unless the caller says otherwise: every query of a
+/// probe of two ports (3 each) in one wait; a switch's output ports in
+/// rounds of eight.
+pub const DEFAULT_WINDOW: usize = 8;
+
+/// Runs the `smpquery` program at an absolute path (and `perfquery`, when
+/// given, for the counters).
 #[derive(Clone, Debug)]
 pub struct Smpquery {
     program: PathBuf,
+    /// The local port LID-routed queries leave from (`None`: the default).
+    via: Option<PortId>,
+    /// `perfquery`, for the PMA counters (`None`: counters are not read).
+    perfquery: Option<PathBuf>,
+    window: usize,
 }
 
 impl Smpquery {
     pub fn new(program: impl Into<PathBuf>) -> Self {
         Self {
             program: program.into(),
+            via: None,
+            perfquery: None,
+            window: DEFAULT_WINDOW,
         }
+    }
+
+    /// LID-routed queries (the audit's) leave from `via`.
+    #[must_use]
+    pub fn via(mut self, via: Option<PortId>) -> Self {
+        self.via = via;
+        self
+    }
+
+    /// The PMA counters are read with the `perfquery` at `program`.
+    #[must_use]
+    pub fn perfquery(mut self, program: Option<PathBuf>) -> Self {
+        self.perfquery = program;
+        self
+    }
+
+    /// At most `window` programs at once (1..=[`MAX_WINDOW`]).
+    #[must_use]
+    pub fn with_window(mut self, window: usize) -> Self {
+        self.window = window.clamp(1, MAX_WINDOW);
+        self
     }
 
     pub fn program(&self) -> &Path {
         &self.program
+    }
+
+    /// The local port LID-routed queries leave from.
+    pub fn via_port(&self) -> Option<&PortId> {
+        self.via.as_ref()
+    }
+
+    /// The `perfquery` program, when the counters are read.
+    pub fn perfquery_program(&self) -> Option<&Path> {
+        self.perfquery.as_deref()
+    }
+
+    /// How many programs run at once.
+    pub fn window(&self) -> usize {
+        self.window
     }
 
     /// Runs `smpquery [-C DEV -P PORT] ARGS…` (ARGS: `-D sl2vl 0,1 7`, or
@@ -44,7 +97,8 @@ impl Smpquery {
             .unwrap_or_else(|| Err(Error::Internal("no smpquery result".into())))
     }
 
-    /// [`Smpquery::run`] for several queries at once (one wait, no thread).
+    /// [`Smpquery::run`] for several queries, [`Smpquery::window`] at once
+    /// (each round one wait, no thread), the answers in order.
     pub fn run_many(
         &self,
         queries: &[(Option<&PortId>, &[&str])],
@@ -67,7 +121,7 @@ impl Smpquery {
             })
             .collect();
         let refs: Vec<&[&str]> = argvs.iter().map(Vec::as_slice).collect();
-        exec::run_many(&self.program, &refs, deadline)
+        self.programs(&self.program, &refs, deadline)
             .into_iter()
             .zip(&argvs)
             .map(|(r, argv)| match r {
@@ -80,6 +134,22 @@ impl Smpquery {
                 }),
                 Err(e) => Err(e),
             })
+            .collect()
+    }
+}
+
+impl Smpquery {
+    /// `program` once per argument list, [`Smpquery::window`] at once; each
+    /// one's output (when it exited 0) or error, in order.
+    pub fn programs(
+        &self,
+        program: &Path,
+        argvs: &[&[&str]],
+        deadline: &Deadline,
+    ) -> Vec<Result<std::process::Output>> {
+        argvs
+            .chunks(self.window.max(1))
+            .flat_map(|round| exec::run_many(program, round, deadline))
             .collect()
     }
 }

@@ -14,8 +14,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::fabric::tables::{PortId, PortIdentity};
 use crate::error::{Error, Result};
+use crate::fabric::tables::{PortId, PortIdentity};
 use crate::mapping::DeviceSelector;
 use crate::paths::Paths;
 

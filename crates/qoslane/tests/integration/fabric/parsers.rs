@@ -277,8 +277,8 @@ fn perfquery_fixture(name: &str) -> String {
 /// per-SL data counters in the same format (ibsim has none).
 #[test]
 fn perfquery_counters_read_all_sixteen() {
-    use qoslane::fabric::read::parse::parse_perfquery;
     use qoslane::fabric::counters::pma::Kind;
+    use qoslane::fabric::read::parse::parse_perfquery;
     let k = Kind::VlXmitWait;
     let v = parse_perfquery(
         &perfquery_fixture("vlxmit-ibsim.txt"),
@@ -324,8 +324,8 @@ fn perfquery_counters_read_all_sixteen() {
 #[test]
 fn perfquery_answers_as_readings() {
     use qoslane::fabric::PortId;
-    use qoslane::fabric::read::perfquery::reading_of;
     use qoslane::fabric::counters::pma::{CounterChange, Kind, PortReading, Reading, evidence};
+    use qoslane::fabric::read::perfquery::reading_of;
     use std::os::unix::process::ExitStatusExt;
     let ok = |name: &str| {
         Ok(std::process::Output {

@@ -11,9 +11,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use qoslane::deadline::Deadline;
+use qoslane::fabric::first_hop::read as first_hop_read;
 use qoslane::fabric::first_hop::share::full_read_due;
 use qoslane::fabric::tables::FirstHop;
-use qoslane::fabric::first_hop::read as first_hop_read;
 use qoslane::fabric::{PortId, Smpquery};
 
 use super::path::{PathRig, install_fail_job_mapping, run_bin, text};

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
 
-use crate::fabric::judge::lane::Lane;
 use crate::fabric::counters::pma::PortWait;
+use crate::fabric::judge::lane::Lane;
 use crate::fabric::sweep::{InLane, PortLanes, Sweep};
 use crate::fabric::tables::{NodeType, Topology};
 

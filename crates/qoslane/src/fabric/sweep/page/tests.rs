@@ -2,9 +2,9 @@ use std::collections::BTreeMap;
 
 use super::model;
 use super::{Page, escape, render};
+use crate::fabric::counters::pma::PortWait;
 use crate::fabric::judge::lane::Lane;
 use crate::fabric::read::parse::parse_topology;
-use crate::fabric::counters::pma::PortWait;
 use crate::fabric::sweep::{InLane, LevelSweep, PortLanes, Sweep};
 use crate::fabric::tables::{NodeType, VlRange};
 

@@ -5,18 +5,20 @@
 //! mapping ([`crate::fabric::judge::check`], [`crate::fabric::first_hop::judge`]). The result is an
 //! [`Assessment`]; the fabric policy (`policy.rs`) judges it.
 
+pub mod policy;
+
 use std::time::Duration;
 
-use crate::fabric::judge::assessment::{Assessment, IbPort, ProbeMode, SkippedPort, TablesSource};
-use crate::fabric::read::cache;
-use crate::fabric::judge::check;
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
 use crate::fabric::first_hop::judge::JudgedHop;
-use crate::fabric::read::probe::Probe;
+use crate::fabric::judge::assessment::{Assessment, IbPort, ProbeMode, SkippedPort, TablesSource};
+use crate::fabric::judge::check;
+use crate::fabric::read::cache;
+use crate::fabric::read::reader::Reader;
 use crate::fabric::read::smpquery::Smpquery;
 use crate::fabric::read::sysfs::{self, LinkLayer, SysfsPort};
 use crate::fabric::tables::{PortId, PortIdentity, PortTables};
-use crate::deadline::Deadline;
-use crate::error::{Error, Result};
 use crate::mapping::Mapping;
 use crate::paths::Paths;
 
@@ -79,7 +81,7 @@ pub fn assess_with(
     mapping: &Mapping,
     deadline: &Deadline,
     mode: ProbeMode,
-    probe: &dyn Probe,
+    probe: &dyn Reader,
     opts: &AssessOptions,
 ) -> Result<Assessment> {
     let discovery = {
