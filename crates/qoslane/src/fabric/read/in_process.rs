@@ -11,7 +11,7 @@ use crate::deadline::Deadline;
 use crate::error::Result;
 use crate::fabric::counters::pma::PortWait;
 use crate::fabric::counters::wait::{self, WaitPort};
-use crate::fabric::first_hop;
+use crate::fabric::first_hop::read as first_hop_read;
 use crate::fabric::read::mad::{self, Attr, Get, Route};
 use crate::fabric::read::reader::Reader;
 use crate::fabric::read::smp_batch;
@@ -43,7 +43,7 @@ impl InProcess {
     /// The first hop read in full (`first_hop/read.rs`'s `in_process`); an
     /// error when the switch has no LID yet (the caller reads by smpquery).
     pub fn read_first_hop(&self, deadline: &Deadline) -> Result<FirstHop> {
-        first_hop::read::in_process(&mut self.umad.borrow_mut(), self.window, deadline)
+        first_hop_read::in_process(&mut self.umad.borrow_mut(), self.window, deadline)
     }
 }
 
@@ -60,7 +60,7 @@ impl Reader for InProcess {
     }
 
     fn first_hop_rows(&self, carried: &FirstHop, deadline: &Deadline) -> Result<FirstHop> {
-        first_hop::read::own_rows(&mut self.umad.borrow_mut(), carried, self.window, deadline)
+        first_hop_read::own_rows(&mut self.umad.borrow_mut(), carried, self.window, deadline)
     }
 
     fn egress(

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::exec;
 use crate::fabric::counters::pma::{Kind, PortWait};
 use crate::fabric::counters::wait::{self, WaitPort};
-use crate::fabric::first_hop;
+use crate::fabric::first_hop::read as first_hop_read;
 use crate::fabric::read::parse::{
     ParseError, parse_perfquery, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology,
 };
@@ -71,7 +71,7 @@ impl Reader for Smpquery {
     }
 
     fn first_hop(&self, port: &PortId, deadline: &Deadline) -> FirstHop {
-        first_hop::read::read(self, port, deadline)
+        first_hop_read::read(self, port, deadline)
     }
 
     fn egress(

@@ -3,7 +3,7 @@
 //! same queries' text.
 
 use super::*;
-use crate::fabric::parse;
+use crate::fabric::read::parse;
 use crate::fabric::tables::VlArb;
 
 /// A fixture's exchange: (`send` or `recv`, the 256 bytes), in order.
