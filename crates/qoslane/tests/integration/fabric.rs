@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use qoslane::deadline::Deadline;
 use qoslane::error::Error;
+use qoslane::fabric::read::parse;
 use qoslane::fabric::{
     self, AssessOptions, Assessment, PortId, PortTables, ProbeMode, Reader, TablesSource,
-    VlArbState, parse,
+    VlArbState,
 };
 use qoslane::mapping::{Mapping, validate_str};
 use qoslane::paths::{Overrides, Paths};

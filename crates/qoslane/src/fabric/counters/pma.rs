@@ -3,7 +3,7 @@
 //! ([`Kind`]: per-SL data sent and received, per-VL transmit wait), a
 //! port's readings ([`PortReading`]), and what two readings of one port
 //! show ([`CounterChange`], [`PortCounterEvidence`], [`CounterEvidence`]). Pure: the readings come
-//! from `perfquery` ([`crate::fabric::read::perfquery`]) or in-process PMA Gets.
+//! from `perfquery` (`read/perfquery.rs`) or in-process PMA Gets.
 //!
 //! A counter of these attributes saturates at its width (it stops, it does
 //! not wrap): a saturated reading is never a count, and a delta across a

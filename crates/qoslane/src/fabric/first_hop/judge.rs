@@ -1,6 +1,6 @@
-//! The first hop, JUDGE: the lane rules ([`crate::fabric::judge::lane`]) applied to what
-//! was read of the switch a port of this node is cabled to (a
-//! [`FirstHop`], read by `first_hop_read.rs`). Pure: every level on every
+//! The first hop, JUDGE: the lane rules ([`lane`]) applied to what was read
+//! of the switch a port of this node is cabled to (a [`FirstHop`], read by
+//! `read.rs`). Pure: every level on every
 //! Active output port, grouped by verdict; the problems and warnings name the
 //! switch and its ports.
 

@@ -1,5 +1,5 @@
 //! The first hop, READ: the SMP queries that read the switch this node's
-//! HCA port is cabled to (judged by `first_hop_judge.rs`): its SL2VL
+//! HCA port is cabled to (judged by `judge.rs`): its SL2VL
 //! row for traffic coming in from this node (in = the switch port this node
 //! is on), for every Active output port, with each output port's OperVLs and
 //! VL arbitration tables: what the first switch does with each level's SL.
@@ -16,10 +16,23 @@
 //! smpquery -C mlx5_0 -P 1 -D vlarb 0,1 OUT      per Active output port
 //! ```
 //!
-//! 3 + NumPorts-1 + 2 × (Active ports) queries, in a bounded pool of
-//! workers ([`crate::fabric::pool`]); the answers are parsed by [`crate::fabric::read::parse`].
+//! 3 + NumPorts-1 + 2 × (Active ports) queries in three rounds (the
+//! switch; its output ports' PortInfo; the tables of the Active ones), each
+//! round's programs together ([`Smpquery::run_many`]: a window at once, on
+//! this thread, no reader threads); the answers are parsed by `read/parse/`.
+//!
+//! In process ([`in_process`]: through libibumad, a window of Gets in
+//! flight), the same tables into the same [`FirstHop`], each once: the
+//! switch by directed route (NodeInfo, NodeDescription, port 0's PortInfo
+//! for its LID), then its output ports by that LID with the audit's reader
+//! ([`smp_batch::read_egress`]); and [`own_rows`], the SL2VL rows of this
+//! node's in port alone (`health`'s runs between full readings:
+//! `share.rs`). The readers (`read/programs.rs`, `read/in_process.rs`) call
+//! these; nothing else does.
+//!
 //! `sync` and `health` read it; a Prolog does not (it reads only the node's
-//! own ports, from the cache when it is fresh).
+//! own ports, from the cache when it is fresh), unless a `fail_job` level
+//! under `enforce` has no fresh reading recorded.
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};

@@ -1,9 +1,10 @@
 //! Gathering an assessment of this node's ports: discover them in sysfs
-//! ([`crate::fabric::read::sysfs`]), take their tables from the cache ([`crate::fabric::read::cache`])
-//! or probe them ([`crate::fabric::read::probe`]), read the first hops when asked
-//! ([`crate::fabric::first_hop::read`] through the probe) and check every level of the
-//! mapping ([`crate::fabric::judge::check`], [`crate::fabric::first_hop::judge`]). The result is an
-//! [`Assessment`]; the fabric policy (`policy.rs`) judges it.
+//! (`read/sysfs.rs`), take their tables from the cache (`read/cache.rs`)
+//! or probe them through a [`Reader`], read the first hops when asked
+//! (through the same reader) and check every level of the mapping
+//! (`judge/check.rs`, `first_hop/judge.rs`). The result is an
+//! [`Assessment`]; the fabric policy judges it (`judge/policy.rs`, gathered
+//! for by [`policy`]).
 
 pub mod policy;
 
@@ -115,7 +116,8 @@ pub fn assess_with(
     };
     let any_probed = !probed.is_empty();
     // The first hops, one port at a time (each reads its switch's ports in
-    // a pool), under the same bound as the probes.
+    // rounds of programs or a window of Gets), under the same bound as the
+    // probes.
     let first_hops: Vec<Option<JudgedHop>> = if opts.first_hop {
         let hop_deadline = probe_bound(deadline, opts.probe_timeout);
         ib.iter()

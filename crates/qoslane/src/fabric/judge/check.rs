@@ -1,7 +1,7 @@
 //! The alignment check of one level on one port: does the level's SL land on
 //! a VL the port serves, and on the VL the mapping names?
 //!
-//! The rules are [`crate::fabric::judge::lane`]'s, the same for a switch port: a problem
+//! The rules are [`super::lane`]'s, the same for a switch port: a problem
 //! when the SL lands on VL 15, outside OperVLs, on another VL than the level
 //! names, or on a VL with weight 0 in both arbitration tables (starved); a
 //! warning when the arbitration tables could not be read.
@@ -22,7 +22,7 @@ pub struct PortLevel {
     /// The mapping's `virtual_lane`, when it names one.
     pub want_vl: Option<u8>,
     pub aligned: bool,
-    /// The verdict of the lane rules ([`crate::fabric::judge::lane`]).
+    /// The verdict of the lane rules ([`super::lane`]).
     #[serde(default = "carried")]
     pub lane: Lane,
     pub problem: Option<String>,

@@ -1,5 +1,5 @@
 //! Subnet Management Packets as bytes: the SMP Gets the in-process reader
-//! ([`crate::fabric::read::umad`], [`crate::fabric::read::smp_batch`]) sends, and the attributes it
+//! ([`super::umad`], [`super::smp_batch`]) sends, and the attributes it
 //! reads out of the answers, into the same types the `smpquery` parsers
 //! give ([`crate::fabric::tables`]). Pure: bytes in, bytes or tables out.
 //!

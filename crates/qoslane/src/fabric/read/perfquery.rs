@@ -1,7 +1,7 @@
 //! The runner of infiniband-diags' `perfquery` for the node's own ports:
 //! each counter attribute of [`Kind`] of each port, all at once through
 //! [`crate::exec`] (no shell, no PATH, under the run's deadline), parsed by
-//! [`crate::fabric::read::parse::parse_perfquery`] into [`PortReading`]s.
+//! [`super::parse::parse_perfquery`] into [`PortReading`]s.
 //!
 //! No capability bit says whether a port has the per-SL counters: it is
 //! asked, and a port that does not answer an attribute (`cannot query`)

@@ -1,9 +1,12 @@
-//! The runner of infiniband-diags' `smpquery` (an SMP query over
-//! `/dev/infiniband/umadN`, as root): builds the argument vector, runs it
-//! through [`crate::exec`] (no shell, no PATH, under the deadline; several
-//! queries in one wait) and hands the text to the parsers
-//! ([`crate::fabric::read::parse`]). Which queries to send is the caller's: the probe
-//! (the node's own ports), the first hop, the sweep.
+//! The program reader: infiniband-diags' `smpquery` (an SMP query over
+//! `/dev/infiniband/umadN`, as root) and, when given, `perfquery` (the PMA
+//! counters the audit reads). This file runs them: it builds the argument
+//! vectors and runs them through [`crate::exec::run_many`] (no shell, no
+//! PATH, under the deadline), at most [`Smpquery::window`] programs at once
+//! and all on the caller's thread: no reader threads. What to ask and how
+//! the answers become tables is `programs.rs`' (its `Reader`
+//! implementation) and the first hop's (`first_hop/read.rs`), through the
+//! parsers (`parse/`).
 //!
 //! `via` is the local HCA port the SMPs leave from (`-C DEV -P PORT`);
 //! the arguments are a directed route (`-D sl2vl 0,1 7`) or a LID

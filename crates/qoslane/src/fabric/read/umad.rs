@@ -1,7 +1,7 @@
 //! libibumad, loaded at run time: the one module with `unsafe` in qoslane.
 //! An HCA port opened for SMPs (LID-routed and directed-route agents), a
 //! MAD sent, a MAD received within a wait. Nothing else: what to send and
-//! what the answers mean are [`crate::fabric::read::mad`]'s and [`crate::fabric::read::smp_batch`]'s.
+//! what the answers mean are [`super::mad`]'s and [`super::smp_batch`]'s.
 //!
 //! Loaded by `dlopen` (`libibumad.so.3`), so a host without it still runs
 //! (the audit falls back to `smpquery`); through libibumad rather than the

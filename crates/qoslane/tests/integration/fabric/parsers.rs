@@ -1,4 +1,4 @@
-//! The parsers of `fabric/parse.rs` on real and broken outputs: each error
+//! The parsers of `fabric/read/parse/` on real and broken outputs: each error
 //! names its line and what was expected. (Unit tests of a pure file, kept
 //! here so `parse.rs` stays one job under 600 lines; the fuzz target covers
 //! the same parsers on any text: `reliability::fuzz_on_stable`.)

@@ -1,4 +1,4 @@
-//! `health`'s first hop shared per leaf (`fabric/first_hop_share.rs`) on
+//! `health`'s first hop shared per leaf (`fabric/first_hop/share.rs`) on
 //! the multi-switch simulated fabric: qoslane runs under the rig's umad
 //! preload (as the in-process audit does), node2 (leaf1 port 2) with its HCA
 //! named `ibsim0`, the name the preload gives it. A full reading is in
