@@ -443,7 +443,10 @@ impl Snapshot {
     /// same transaction differ only there).
     #[cfg_attr(
         not(feature = "fault-injection"),
-        expect(dead_code, reason = "the crash matrix, its one user, needs fault-injection")
+        expect(
+            dead_code,
+            reason = "the crash matrix, its one user, needs fault-injection"
+        )
     )]
     pub fn timeless(&self) -> Self {
         let mut s = self.clone();
