@@ -47,6 +47,23 @@ pub fn run_many(program: &Path, argvs: &[&[&str]], deadline: &Deadline) -> Vec<R
     run_many_capped(program, argvs, MAX_OUTPUT, deadline)
 }
 
+/// [`run_many`] with at most `window` programs at once: in rounds of
+/// `window` (each round one wait, on the caller's thread), the results in
+/// order. For reads of many ports (a switch's, the fabric's), so that a
+/// read never floods the fabric's agents (ibsim has 10 client slots; a
+/// switch's SMA answers one at a time).
+pub fn run_window(
+    program: &Path,
+    argvs: &[&[&str]],
+    window: usize,
+    deadline: &Deadline,
+) -> Vec<Result<Output>> {
+    argvs
+        .chunks(window.max(1))
+        .flat_map(|round| run_many(program, round, deadline))
+        .collect()
+}
+
 /// [`run_many`], but a program that exited non-zero gives its output too
 /// (`Output::status` says how it exited): for a tool that says on stdout
 /// why it failed (`perfquery`'s `iberror: failed: cannot query …`).

@@ -9,7 +9,7 @@
 //! the first hop           first_hop/read.rs                          three rounds
 //! egress ports (audit)    portinfo LID PORT of every port;           two rounds
 //!                         then sl2vl LID [PORT], vlarb LID PORT of the Active ones
-//! their transmit wait     perfquery --vlxmitcounters [-R] LID PORT    one round
+//! their transmit wait     by its `perfquery` (`perfquery.rs`)         rounds of a window
 //! the topology            ibnetdiscover -p                            one program
 //! ```
 
@@ -18,11 +18,11 @@ use std::path::Path;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;
-use crate::fabric::counters::pma::{Kind, PortWait};
-use crate::fabric::counters::wait::{self, WaitPort};
+use crate::fabric::counters::pma::PortWait;
+use crate::fabric::counters::wait::WaitPort;
 use crate::fabric::first_hop::read as first_hop_read;
 use crate::fabric::read::parse::{
-    ParseError, parse_perfquery, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology,
+    ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology,
 };
 use crate::fabric::read::reader::Reader;
 use crate::fabric::read::smpquery::{Smpquery, vlarb_state};
@@ -83,9 +83,10 @@ impl Reader for Smpquery {
         read_egress(self, ports, deadline)
     }
 
+    /// By its `perfquery`, when it has one.
     fn xmit_wait(&self, ports: &[WaitPort], deadline: &Deadline) -> (Vec<PortWait>, Vec<String>) {
-        match self.perfquery_program() {
-            Some(program) => read_wait(self, program, ports, deadline),
+        match self.counters() {
+            Some(perfquery) => perfquery.xmit_wait(ports, deadline),
             None => (Vec::new(), Vec::new()),
         }
     }
@@ -96,12 +97,9 @@ impl Reader for Smpquery {
         waits: &[PortWait],
         deadline: &Deadline,
     ) -> Vec<String> {
-        let Some(program) = self.perfquery_program() else {
-            return Vec::new();
-        };
-        let read = wait::read_ports(ports, waits);
-        let results = run_perfquery(self, program, &read, &["-R"], deadline);
-        wait::failures(&read, results)
+        self.counters()
+            .map(|perfquery| perfquery.clear_xmit_wait(ports, waits, deadline))
+            .unwrap_or_default()
     }
 }
 
@@ -228,77 +226,6 @@ fn in_egress(item: &EgressPort, what: &str, e: &ParseError) -> Error {
         item.kind.as_str(),
         item.name
     ))
-}
-
-/// `perfquery [-C DEV -P PORT] --vlxmitcounters EXTRA… LID PORT` of each
-/// port, together; each one's stdout or error.
-fn run_perfquery(
-    smp: &Smpquery,
-    program: &Path,
-    ports: &[&WaitPort],
-    extra: &[&str],
-    deadline: &Deadline,
-) -> Vec<Result<String>> {
-    let via = smp.via_port();
-    let dev_port = via.map(|v| v.port.to_string());
-    let ids: Vec<(String, String)> = ports
-        .iter()
-        .map(|p| (p.lid.to_string(), p.port.to_string()))
-        .collect();
-    let argvs: Vec<Vec<&str>> = ids
-        .iter()
-        .map(|(lid, port)| {
-            let mut args: Vec<&str> = Vec::new();
-            if let (Some(v), Some(n)) = (via, dev_port.as_deref()) {
-                args.extend(["-C", v.device.as_str(), "-P", n]);
-            }
-            args.push(Kind::VlXmitWait.flag());
-            args.extend_from_slice(extra);
-            args.extend([lid.as_str(), port.as_str()]);
-            args
-        })
-        .collect();
-    let refs: Vec<&[&str]> = argvs.iter().map(Vec::as_slice).collect();
-    smp.programs(program, &refs, deadline)
-        .into_iter()
-        .map(|r| r.map(|out| String::from_utf8_lossy(&out.stdout).into_owned()))
-        .collect()
-}
-
-/// Every port's wait with `perfquery --vlxmitcounters LID PORT`.
-fn read_wait(
-    smp: &Smpquery,
-    program: &Path,
-    ports: &[WaitPort],
-    deadline: &Deadline,
-) -> (Vec<PortWait>, Vec<String>) {
-    let kind = Kind::VlXmitWait;
-    let all: Vec<&WaitPort> = ports.iter().collect();
-    let mut errors = Vec::new();
-    let waits = ports
-        .iter()
-        .zip(run_perfquery(smp, program, &all, &[], deadline))
-        .map(|(p, text)| {
-            let got = text.and_then(|text| {
-                parse_perfquery(&text, kind.attribute(), kind.prefix()).map_err(|e| {
-                    Error::Fabric(format!(
-                        "perfquery {} {} {}: {e}",
-                        kind.flag(),
-                        p.lid,
-                        p.port
-                    ))
-                })
-            });
-            match got {
-                Ok(t) => p.read(t),
-                Err(e) => {
-                    errors.push(format!("{} {}: {e}", p.kind.as_str(), p.name));
-                    p.unread()
-                }
-            }
-        })
-        .collect();
-    (waits, errors)
 }
 
 /// The most of `ibnetdiscover -p` read: a line per port, ~110 bytes; a

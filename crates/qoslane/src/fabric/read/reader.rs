@@ -3,8 +3,9 @@
 //! cabled to (the first hop), every egress port by LID and its transmit
 //! wait (the audit). Its implementations:
 //!
-//! - [`Smpquery`] (`programs.rs`): one `smpquery` (or `perfquery`) program
-//!   per query, several at once through `exec::run_many` on the caller's
+//! - [`Smpquery`] (`programs.rs`) and [`Perfquery`] (`perfquery.rs`, the
+//!   counters; the smpquery reader's too when it has one): one program per
+//!   query, several at once through `exec::run_many` on the caller's
 //!   thread;
 //! - [`InProcess`] (`in_process.rs`): SMP and PMA Gets through libibumad,
 //!   a window of them in flight (`smp_batch.rs`);
@@ -12,8 +13,8 @@
 //!   (`first_hop/share.rs`); tests put a fake behind it.
 //!
 //! A reader that cannot read something says so (the defaults below): the
-//! in-process reader does not read the node's own ports, the program
-//! reader reads no counters without `perfquery`.
+//! in-process reader does not read the node's own ports nor their
+//! counters, the smpquery reader reads no counters without `perfquery`.
 //!
 //! Per own port, three queries on the local port (`-D … 0`: directed route
 //! of length 0), together, so a probe costs one query's latency (10–15 ms
@@ -26,12 +27,13 @@
 //! ```
 //!
 //! [`Smpquery`]: crate::fabric::read::smpquery::Smpquery
+//! [`Perfquery`]: crate::fabric::read::perfquery::Perfquery
 //! [`InProcess`]: crate::fabric::read::in_process::InProcess
 //! [`Scheduled`]: crate::fabric::first_hop::share::Scheduled
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::fabric::counters::pma::PortWait;
+use crate::fabric::counters::pma::{Kind, PortWait, Reading};
 use crate::fabric::counters::wait::WaitPort;
 use crate::fabric::tables::{EgressPort, EgressRead, FirstHop, PortId, PortIdentity, PortTables};
 
@@ -124,5 +126,19 @@ pub trait Reader {
         _deadline: &Deadline,
     ) -> Vec<String> {
         Vec::new()
+    }
+
+    /// The node's own ports' counters: each (port, attribute), in order —
+    /// its values, `Unsupported` when the port does not serve it, or why
+    /// it was not read.
+    fn port_counters(&self, asks: &[(&PortId, Kind)], _deadline: &Deadline) -> Vec<Reading> {
+        asks.iter()
+            .map(|_| {
+                Reading::Unread(format!(
+                    "the {} reader does not read the node's ports' counters",
+                    self.name()
+                ))
+            })
+            .collect()
     }
 }

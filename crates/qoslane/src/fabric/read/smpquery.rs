@@ -18,6 +18,7 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exec;
 use crate::fabric::read::parse::parse_vlarb;
+use crate::fabric::read::perfquery::Perfquery;
 use crate::fabric::tables::{PortId, VlArbState};
 
 /// The most programs any read runs at once (`--workers` of the audit).
@@ -80,9 +81,12 @@ impl Smpquery {
         self.via.as_ref()
     }
 
-    /// The `perfquery` program, when the counters are read.
-    pub fn perfquery_program(&self) -> Option<&Path> {
-        self.perfquery.as_deref()
+    /// The counters' reader, when the counters are read: `perfquery` from
+    /// the same local port, as many at once.
+    pub fn counters(&self) -> Option<Perfquery> {
+        self.perfquery
+            .as_ref()
+            .map(|p| Perfquery::new(p).via(self.via.clone(), self.window))
     }
 
     /// How many programs run at once.
@@ -124,7 +128,7 @@ impl Smpquery {
             })
             .collect();
         let refs: Vec<&[&str]> = argvs.iter().map(Vec::as_slice).collect();
-        self.programs(&self.program, &refs, deadline)
+        exec::run_window(&self.program, &refs, self.window, deadline)
             .into_iter()
             .zip(&argvs)
             .map(|(r, argv)| match r {
@@ -137,22 +141,6 @@ impl Smpquery {
                 }),
                 Err(e) => Err(e),
             })
-            .collect()
-    }
-}
-
-impl Smpquery {
-    /// `program` once per argument list, [`Smpquery::window`] at once; each
-    /// one's output (when it exited 0) or error, in order.
-    pub fn programs(
-        &self,
-        program: &Path,
-        argvs: &[&[&str]],
-        deadline: &Deadline,
-    ) -> Vec<Result<std::process::Output>> {
-        argvs
-            .chunks(self.window.max(1))
-            .flat_map(|round| exec::run_many(program, round, deadline))
             .collect()
     }
 }
