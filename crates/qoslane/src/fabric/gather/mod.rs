@@ -72,7 +72,7 @@ pub fn assess(
     )
 }
 
-/// [`assess`] with another probe and options.
+/// [`assess`] with another reader and options.
 ///
 /// An error means the fabric could not be assessed (sysfs unreadable or
 /// unparsable, a probe failed or passed its deadline); misalignments are not
@@ -82,7 +82,7 @@ pub fn assess_with(
     mapping: &Mapping,
     deadline: &Deadline,
     mode: ProbeMode,
-    probe: &dyn Reader,
+    reader: &dyn Reader,
     opts: &AssessOptions,
 ) -> Result<Assessment> {
     let discovery = {
@@ -106,13 +106,13 @@ pub fn assess_with(
     // Probe the ports the cache could not serve, all at once.
     let to_probe: Vec<&PortId> = ib
         .iter()
-        .filter(|(.., c)| c.is_none())
-        .map(|(id, ..)| id)
+        .filter(|c| c.from_cache.is_none())
+        .map(|c| &c.id)
         .collect();
     let probed: Vec<Result<PortTables>> = if to_probe.is_empty() {
         Vec::new()
     } else {
-        probe.probe_many(&to_probe, &probe_bound(deadline, opts.probe_timeout))
+        reader.probe_many(&to_probe, &probe_bound(deadline, opts.probe_timeout))
     };
     let any_probed = !probed.is_empty();
     // The first hops, one port at a time (each reads its switch's ports in
@@ -121,9 +121,9 @@ pub fn assess_with(
     let first_hops: Vec<Option<JudgedHop>> = if opts.first_hop {
         let hop_deadline = probe_bound(deadline, opts.probe_timeout);
         ib.iter()
-            .map(|(id, identity, ..)| {
-                let (hop, read_at_ms) = probe.first_hop_at(id, identity, &hop_deadline);
-                let mut judged = JudgedHop::of(id, hop, mapping.levels());
+            .map(|c| {
+                let (hop, read_at_ms) = reader.first_hop_at(&c.id, &c.identity, &hop_deadline);
+                let mut judged = JudgedHop::of(&c.id, hop, mapping.levels());
                 judged.read_at_ms = read_at_ms;
                 Some(judged)
             })
@@ -135,7 +135,13 @@ pub fn assess_with(
     let mut probed = probed.into_iter();
     let probed_at = cache::now_ms();
     let mut ib_ports = Vec::with_capacity(ib.len());
-    for (id, identity, rate, from_cache) in ib {
+    for IbCandidate {
+        id,
+        identity,
+        rate,
+        from_cache,
+    } in ib
+    {
         let (tables, source, probed_at_ms) = if let Some((t, at)) = from_cache {
             (t, TablesSource::Cache, at)
         } else {
@@ -196,14 +202,15 @@ fn cached_ports(paths: &Paths, mode: ProbeMode, notes: &mut Vec<String>) -> Vec<
     }
 }
 
-/// An active InfiniBand port, with its tables and when they were probed if
-/// the cache serves it.
-type IbCandidate = (
-    PortId,
-    PortIdentity,
-    Option<String>,
-    Option<(PortTables, u64)>,
-);
+/// An active InfiniBand port, to be checked.
+struct IbCandidate {
+    id: PortId,
+    identity: PortIdentity,
+    /// Its rate, as sysfs says it.
+    rate: Option<String>,
+    /// Its tables and when they were probed, when the cache serves it.
+    from_cache: Option<(PortTables, u64)>,
+}
 
 /// The discovered ports by what the assessment does with them.
 struct Sorted {
@@ -231,7 +238,12 @@ fn sort_ports(
                     .iter()
                     .find(|e| e.valid_for(&p.id, &identity, now, max_cache_age));
                 let from_cache = hit.map(|e| (e.tables.clone(), e.probed_at_ms));
-                ib.push((p.id, identity, p.rate, from_cache));
+                ib.push(IbCandidate {
+                    id: p.id,
+                    identity,
+                    rate: p.rate,
+                    from_cache,
+                });
             }
             (true, LinkLayer::Ethernet, _) => roce_ports.push(p.id),
             (active, layer, _) => skipped.push(SkippedPort {
