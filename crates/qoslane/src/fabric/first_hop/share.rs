@@ -7,10 +7,9 @@
 //! (in = this node's switch port, out) of each output port the last full
 //! reading found Active: 1 + Active ports SMP Gets — and takes the rest from
 //! its own last full reading ([`Carried`], `/run/qoslane/first-hop.json`).
-//! A full reading — in process too (`read.rs`' `in_process`: each table once,
-//! 3 + (ports − 1) + 3 × Active ports Gets), else by smpquery
-//! (`read.rs`) — is taken once per
-//! [`FULL_READ_PERIOD_MS`], at a point of that period fixed by the port's
+//! A full reading — in process too (`read.rs`' `in_process`: each table
+//! once, 3 + (ports − 1) + 3 × Active ports Gets), else by smpquery — is
+//! taken once per [`FULL_READ_PERIOD_MS`], at a point of that period fixed by the port's
 //! GUID ([`full_read_due`]), so the nodes of a leaf take theirs at different
 //! times; and at once whenever the carried one does not stand for the port
 //! (none, another port identity, another switch or in port, a row that
@@ -28,6 +27,10 @@
 //! of the switch port toward this node (its in port): one PMA Get, how long
 //! each VL had data for this node and could not send it
 //! ([`Scheduled::take_waits`]; `health`'s `qoslane_xmit_wait_ticks_total`).
+//!
+//! [`Scheduled`] is `health`'s [`Reader`]: the own ports and a full reading
+//! by the smpquery reader, the rows, full readings and the wait by the
+//! in-process one ([`InProcess`]), each read through the reader trait.
 
 use std::sync::Mutex;
 
