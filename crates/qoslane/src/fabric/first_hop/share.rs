@@ -260,7 +260,7 @@ impl Scheduled<'_> {
         }
         // In full: in process, else (no umad, a switch without a LID yet)
         // by smpquery.
-        let hop = match in_process.map(|r| r.read_first_hop(deadline)) {
+        let hop = match in_process.map(|r| r.read_first_hop(port, deadline)) {
             Some(Ok(hop)) => hop,
             Some(Err(e @ Error::Deadline { .. })) => FirstHop::Unavailable {
                 error: format!("{port}: first hop: {e}"),

@@ -39,12 +39,6 @@ impl InProcess {
     pub fn window(&self) -> usize {
         self.window
     }
-
-    /// The first hop read in full (`first_hop/read.rs`'s `in_process`); an
-    /// error when the switch has no LID yet (the caller reads by smpquery).
-    pub fn read_first_hop(&self, deadline: &Deadline) -> Result<FirstHop> {
-        first_hop_read::in_process(&mut self.umad.borrow_mut(), self.window, deadline)
-    }
 }
 
 impl Reader for InProcess {
@@ -52,8 +46,15 @@ impl Reader for InProcess {
         "in-process"
     }
 
+    /// In full (`first_hop/read.rs`'s `in_process`, from the port opened);
+    /// an error when the switch has no LID yet (the caller reads by
+    /// smpquery).
+    fn read_first_hop(&self, _port: &PortId, deadline: &Deadline) -> Result<FirstHop> {
+        first_hop_read::in_process(&mut self.umad.borrow_mut(), self.window, deadline)
+    }
+
     fn first_hop(&self, port: &PortId, deadline: &Deadline) -> FirstHop {
-        self.read_first_hop(deadline)
+        self.read_first_hop(port, deadline)
             .unwrap_or_else(|e| FirstHop::Unavailable {
                 error: format!("{port}: first hop: {e}"),
             })

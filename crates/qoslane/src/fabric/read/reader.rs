@@ -67,6 +67,16 @@ pub trait Reader {
         }
     }
 
+    /// [`Reader::first_hop`], with why it could not be read as an error (a
+    /// caller that falls back to another reader tells a deadline from the
+    /// rest).
+    fn read_first_hop(&self, port: &PortId, _deadline: &Deadline) -> Result<FirstHop> {
+        Err(Error::Fabric(format!(
+            "{port}: the {} reader cannot read switches",
+            self.name()
+        )))
+    }
+
     /// [`Reader::first_hop`] of the port with this identity, and when its
     /// oldest table was read if not now (`health`'s shared first hop:
     /// `first_hop/share.rs`).
