@@ -7,7 +7,8 @@
 //! - [`assessment`]: what an assessment found and the views taken of it
 //!   ([`assessment::FabricVerdict`], per level, per port);
 //! - [`policy`]: `fabric_check: enforce | warn | off` judged once on what
-//!   was gathered ([`policy::judge`]);
+//!   was gathered ([`policy::judge_gathered`]; the gathering is
+//!   `gather/policy.rs`');
 //! - [`sm_config`]: the OpenSM options a mapping asks for.
 //!
 //! The lane rules on the switch a port is cabled to are the first hop's

@@ -1,13 +1,18 @@
 //! Reading: everything that reaches the fabric or the node's view of it.
 //!
-//! - [`sysfs`]: the node's HCA ports; [`cache`]: the tables last probed;
+//! - [`reader`]: the one reader trait ([`reader::Reader`]): every read of
+//!   the fabric goes through it;
+//! - the program readers: [`smpquery`] (the runner) and [`programs`] (its
+//!   `Reader`: the own ports, the first hop, egress ports by LID), and
+//!   [`perfquery`] (the counters); each query a program, several at once
+//!   through `exec`, on the caller's thread;
+//! - the in-process reader: [`in_process`] (its `Reader`), [`mad`] (the
+//!   Gets as bytes), [`umad`] (libibumad), [`smp_batch`] (a window of Gets
+//!   in flight under one deadline);
 //! - [`parse`]: every parser of a fabric tool's output;
-//! - [`smpquery`], [`perfquery`]: the program readers (each query a
-//!   program, run together through `exec::run_many`);
-//! - [`mad`], [`umad`], [`smp_batch`]: the in-process reader (SMP and PMA
-//!   Gets through libibumad, a window in flight);
-//! - [`reader`]: the one reader trait ([`reader::Reader`]); [`programs`] its
-//!   implementation by programs, [`in_process`] by libibumad.
+//! - [`sysfs`]: the node's HCA ports; [`cache`]: the tables last probed.
+//!
+//! No reader thread: the concurrency is the window.
 
 pub mod cache;
 pub mod in_process;

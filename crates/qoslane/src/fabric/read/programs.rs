@@ -1,6 +1,6 @@
 //! The program reader's [`Reader`] implementation: what [`Smpquery`] asks
 //! and how the answers become tables. Every read is a set of programs run
-//! together ([`Smpquery::run_many`], [`Smpquery::programs`]: a window of
+//! together ([`Smpquery::run_many`], `exec::run_window`: a window of
 //! them at once on the caller's thread), in as few rounds as the reads
 //! depend on each other:
 //!

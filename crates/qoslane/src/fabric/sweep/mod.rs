@@ -17,7 +17,7 @@
 //! Both give the same [`EgressRead`] per port, and the transmit wait of
 //! every Active switch egress port (`Reader::xmit_wait`). Then every level of the
 //! mapping is judged on every (in, out) pair of data ports of every switch
-//! and on every HCA port, by the lane rules ([`lane`]): dropped
+//! and on every HCA port, by the lane rules (`judge/lane.rs`): dropped
 //! (VL 15), not operational (beyond OperVLs), starved (weight 0 in both
 //! VLArb tables), or on another VL than the level names. Findings are
 //! grouped per (level, node, out port, verdict), so a switch whose every row
