@@ -48,14 +48,14 @@ impl Reader for Smpquery {
             .unwrap_or_else(|| Err(Error::Internal("no probe result".into())))
     }
 
-    /// Every port's three queries together: a probe of a few ports costs
-    /// one query's latency, on this thread.
+    /// Every port's three queries together, all at once: a probe of the
+    /// node's ports costs one query's latency, on this thread.
     fn probe_many(&self, ports: &[&PortId], deadline: &Deadline) -> Vec<Result<PortTables>> {
         let queries: Vec<(Option<&PortId>, &[&str])> = ports
             .iter()
             .flat_map(|p| PORT_QUERIES.iter().map(move |q| (Some(*p), *q)))
             .collect();
-        let mut answers = self.run_many(&queries, deadline).into_iter();
+        let mut answers = self.run_all(&queries, deadline).into_iter();
         ports
             .iter()
             .map(|port| {

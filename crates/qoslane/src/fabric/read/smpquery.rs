@@ -24,9 +24,9 @@ use crate::fabric::tables::{PortId, VlArbState};
 /// The most programs any read runs at once (`--workers` of the audit).
 pub const MAX_WINDOW: usize = 16;
 
-/// Programs at once unless the caller says otherwise: every query of a
-/// probe of two ports (3 each) in one wait; a switch's output ports in
-/// rounds of eight.
+/// Programs at once unless the caller says otherwise: a switch's output
+/// ports in rounds of eight (the node's own ports' queries all at once:
+/// [`Smpquery::run_all`]).
 pub const DEFAULT_WINDOW: usize = 8;
 
 /// Runs the `smpquery` program at an absolute path (and `perfquery`, when
@@ -111,6 +111,25 @@ impl Smpquery {
         queries: &[(Option<&PortId>, &[&str])],
         deadline: &Deadline,
     ) -> Vec<Result<String>> {
+        self.run_rounds(queries, self.window, deadline)
+    }
+
+    /// [`Smpquery::run_many`], all at once (one wait): the few queries of
+    /// the node's own ports.
+    pub fn run_all(
+        &self,
+        queries: &[(Option<&PortId>, &[&str])],
+        deadline: &Deadline,
+    ) -> Vec<Result<String>> {
+        self.run_rounds(queries, queries.len(), deadline)
+    }
+
+    fn run_rounds(
+        &self,
+        queries: &[(Option<&PortId>, &[&str])],
+        window: usize,
+        deadline: &Deadline,
+    ) -> Vec<Result<String>> {
         let ports: Vec<Option<String>> = queries
             .iter()
             .map(|(via, _)| via.map(|v| v.port.to_string()))
@@ -128,7 +147,7 @@ impl Smpquery {
             })
             .collect();
         let refs: Vec<&[&str]> = argvs.iter().map(Vec::as_slice).collect();
-        exec::run_window(&self.program, &refs, self.window, deadline)
+        exec::run_window(&self.program, &refs, window, deadline)
             .into_iter()
             .zip(&argvs)
             .map(|(r, argv)| match r {
