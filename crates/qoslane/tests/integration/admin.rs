@@ -461,18 +461,18 @@ fn every_field_set() -> qoslane::audit::Entry {
         mapping_sha256: Some("7512abc".into()),
         settings_gone: vec!["/sys/gone".into()],
         notes: vec!["fell back to the default level".into()],
-        evidence: Some(qoslane::fabric::counters::pma::CounterEvidence {
+        evidence: Some(qoslane::fabric::pma::CounterEvidence {
             alone: true,
             sl: Some(3),
-            ports: vec![qoslane::fabric::counters::pma::PortCounterEvidence {
+            ports: vec![qoslane::fabric::pma::PortCounterEvidence {
                 device: "mlx5_0".into(),
                 port: 1,
-                sent_bytes_per_sl: qoslane::fabric::counters::pma::CounterChange::Moved(
-                    [(0, qoslane::fabric::counters::pma::Delta::Count(4096))].into(),
+                sent_bytes_per_sl: qoslane::fabric::pma::CounterChange::Moved(
+                    [(0, qoslane::fabric::pma::Delta::Count(4096))].into(),
                 ),
-                received_bytes_per_sl: qoslane::fabric::counters::pma::CounterChange::Unsupported,
-                xmit_wait_ticks_per_vl: qoslane::fabric::counters::pma::CounterChange::Moved(
-                    [(3, qoslane::fabric::counters::pma::Delta::Saturated)].into(),
+                received_bytes_per_sl: qoslane::fabric::pma::CounterChange::Unsupported,
+                xmit_wait_ticks_per_vl: qoslane::fabric::pma::CounterChange::Moved(
+                    [(3, qoslane::fabric::pma::Delta::Saturated)].into(),
                 ),
             }],
             off_level_bytes: Some(4096),
