@@ -27,8 +27,8 @@
 //!   policy's gather step; commands read its [`policy::Judgement`].
 //!
 //! This file only declares and re-exports (no child imports from it). The
-//! module paths `fabric::{assessment, perfquery, pma, sysfs}` are kept as
-//! re-exports for the commands that name them; `fabric::policy` is the
+//! module paths `fabric::{assessment, cache, check, lane, perfquery, pma,
+//! sysfs}` are kept as re-exports for the commands that name them; `fabric::policy` is the
 //! policy's two halves under the names the commands call.
 
 pub mod counters;
@@ -40,8 +40,8 @@ pub mod sweep;
 pub mod tables;
 
 pub use counters::pma;
-pub use judge::assessment;
-pub use read::{perfquery, sysfs};
+pub use judge::{assessment, check, lane};
+pub use read::{cache, perfquery, sysfs};
 
 /// The fabric policy as the commands call it: the pure judgement's types
 /// (`judge/policy.rs`) and the entry points that gather, then judge

@@ -11,7 +11,7 @@ use crate::audit::read::{self as audit_read, Found};
 use crate::config::{self, Loaded, Rejected};
 use crate::deadline::Deadline;
 use crate::error::Result;
-use crate::fabric::read::cache;
+use crate::fabric::cache;
 use crate::job::JobId;
 use crate::paths::Paths;
 use crate::settings;

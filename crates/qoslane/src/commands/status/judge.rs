@@ -6,7 +6,7 @@
 
 use crate::audit::read::{Found, Line, LoggedEntry};
 use crate::config::{self, Source};
-use crate::fabric::judge::check;
+use crate::fabric::check;
 use crate::mapping::Mapping;
 use crate::report::Outcome;
 use crate::settings;
@@ -241,7 +241,7 @@ fn judge_grants(
 /// SL and VL it was granted (its record), not the mapping in force now.
 fn jobs_not_carried(
     records: &std::collections::BTreeMap<crate::job::JobId, JobRecord>,
-    cache: &[crate::fabric::read::cache::CachedPort],
+    cache: &[crate::fabric::cache::CachedPort],
 ) -> Vec<String> {
     let mut out = Vec::new();
     for r in records.values() {
@@ -380,7 +380,7 @@ fn problem(e: &LoggedEntry) -> Problem {
 /// The cached probe, each port judged for every level of the mapping in
 /// force by the same rules as a Prolog.
 fn fabric_state(
-    cache: &[crate::fabric::read::cache::CachedPort],
+    cache: &[crate::fabric::cache::CachedPort],
     note: Option<String>,
     now_ms: u64,
     mapping: Option<&Mapping>,

@@ -114,7 +114,7 @@ pub struct LevelOnPort {
     pub service_level: u8,
     pub vl: u8,
     pub want_vl: Option<u8>,
-    pub lane: crate::fabric::judge::lane::Lane,
+    pub lane: crate::fabric::lane::Lane,
     pub problem: Option<String>,
 }
 
