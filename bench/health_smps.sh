@@ -3,7 +3,7 @@
 # counted on the simulated multi-switch fabric (rigs/fabric_path_rig.sh),
 # and the load per leaf per HealthCheckInterval they make: before (every
 # node reads its whole first hop by smpquery every run) and after
-# (crates/qoslane/src/fabric/first_hop_share.rs). It runs the rig test
+# (crates/qoslane/src/fabric/first_hop/share.rs). It runs the rig test
 # fabric::share under strace and counts every MAD (bench/tools/health_smps.py).
 #
 #   bench/health_smps.sh [--interval S]

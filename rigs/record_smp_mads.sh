@@ -2,7 +2,7 @@
 # record_smp_mads.sh ENV OUTDIR - record the MADs real smpquery exchanges on a
 # running rigs/fabric_path_rig.sh fabric (started with
 # `-m spine1:2:3:15 -z leaf3:2:3`), as fixtures for the in-process SMP
-# reader's encoder and decoders (crates/qoslane/src/fabric/mad.rs).
+# reader's encoder and decoders (crates/qoslane/src/fabric/read/mad.rs).
 #
 # For each query, OUTDIR/NAME.txt is smpquery's normal output and
 # OUTDIR/NAME.mads every MAD it sent and received (`smpquery -ddd`): a line

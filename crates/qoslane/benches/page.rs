@@ -11,10 +11,10 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use qoslane::fabric::lane::Lane;
-use qoslane::fabric::page::{self, Page};
-use qoslane::fabric::parse::parse_topology;
-use qoslane::fabric::pma::PortWait;
+use qoslane::fabric::counters::pma::PortWait;
+use qoslane::fabric::judge::lane::Lane;
+use qoslane::fabric::read::parse::parse_topology;
+use qoslane::fabric::sweep::page::{self, Page};
 use qoslane::fabric::sweep::{InLane, LevelSweep, PortLanes, Sweep};
 use qoslane::fabric::tables::{NodeType, Topology, VlRange};
 

@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use qoslane::fabric::judge::check;
 use qoslane::fabric::policy::Alignment;
-use qoslane::fabric::{PortId, PortTables, Sl2Vl, VlArb, VlArbEntry, VlArbState, VlRange, check};
+use qoslane::fabric::{PortId, PortTables, Sl2Vl, VlArb, VlArbEntry, VlArbState, VlRange};
 use qoslane::job::JobId;
 use qoslane::job::qos::QosSource;
 use qoslane::mapping::validate_str;

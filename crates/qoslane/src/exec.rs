@@ -47,6 +47,23 @@ pub fn run_many(program: &Path, argvs: &[&[&str]], deadline: &Deadline) -> Vec<R
     run_many_capped(program, argvs, MAX_OUTPUT, deadline)
 }
 
+/// [`run_many`] with at most `window` programs at once: in rounds of
+/// `window` (each round one wait, on the caller's thread), the results in
+/// order. For reads of many ports (a switch's, the fabric's), so that a
+/// read never floods the fabric's agents (ibsim has 10 client slots; a
+/// switch's SMA answers one at a time).
+pub fn run_window(
+    program: &Path,
+    argvs: &[&[&str]],
+    window: usize,
+    deadline: &Deadline,
+) -> Vec<Result<Output>> {
+    argvs
+        .chunks(window.max(1))
+        .flat_map(|round| run_many(program, round, deadline))
+        .collect()
+}
+
 /// [`run_many`], but a program that exited non-zero gives its output too
 /// (`Output::status` says how it exited): for a tool that says on stdout
 /// why it failed (`perfquery`'s `iberror: failed: cannot query …`).
@@ -159,4 +176,36 @@ fn finished(
             first
         }
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run_window` runs at most `window` programs at once and gives the
+    /// answers in the order asked: each program marks itself in a directory,
+    /// counts the marks, waits a little and leaves.
+    #[test]
+    fn run_window_keeps_the_order_and_never_runs_more_than_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        let script =
+            format!("touch {d}/$1; n=$(ls {d} | wc -l); sleep 0.05; rm {d}/$1; echo \"$1 $n\"");
+        let names: Vec<String> = (0..7).map(|i| format!("p{i}")).collect();
+        let argvs: Vec<Vec<&str>> = names
+            .iter()
+            .map(|n| vec!["-c", script.as_str(), "sh", n.as_str()])
+            .collect();
+        let refs: Vec<&[&str]> = argvs.iter().map(Vec::as_slice).collect();
+        let deadline = Deadline::after(Duration::from_secs(30));
+        let out = run_window(Path::new("/bin/sh"), &refs, 3, &deadline);
+        assert_eq!(out.len(), 7);
+        for (name, r) in names.iter().zip(out) {
+            let text = String::from_utf8(r.unwrap().stdout).unwrap();
+            let (said, seen) = text.trim().split_once(' ').unwrap();
+            assert_eq!(said, name, "in order");
+            let seen: usize = seen.parse().unwrap();
+            assert!((1..=3).contains(&seen), "{name} saw {seen} running at once");
+        }
+    }
 }

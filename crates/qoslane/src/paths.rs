@@ -132,7 +132,7 @@ impl Paths {
         self.run_dir.join("fabric.json")
     }
     /// `health`'s last full reading of each port's first hop
-    /// (`fabric::first_hop_share`).
+    /// (`fabric/first_hop/share.rs`).
     pub fn first_hop_reading(&self) -> PathBuf {
         self.run_dir.join("first-hop.json")
     }

@@ -67,7 +67,7 @@ fn selected(token: &str) -> Option<&str> {
 }
 
 /// Why a setting is gone: [`nodeio::Absence`], "gone" judged once for every
-/// file of a device (settings here, HCA ports in `fabric/sysfs.rs`).
+/// file of a device (settings here, HCA ports in `fabric/read/sysfs.rs`).
 pub use nodeio::Absence;
 
 /// What an error of a setting's I/O says, if it says it is gone.

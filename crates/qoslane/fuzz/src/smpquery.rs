@@ -2,7 +2,7 @@
 //! test suite runs the same checks (`tests/integration/reliability/fuzz_on_stable.rs` includes this file
 //! as a module).
 //!
-//! `qoslane::fabric::parse` holds every parser of what the fabric tools
+//! `qoslane::fabric::read::parse` holds every parser of what the fabric tools
 //! print (smpquery's tables, `ibnetdiscover -p`, perfquery's counters), listed in
 //! `parse::PARSERS`; the fabric check and the sweep stand on them. Every
 //! parser of that list runs on every input ([`check_parser`] panics on a name
@@ -19,7 +19,7 @@
 //! - round trip: a table rendered the way smpquery prints it parses back to
 //!   the same values (from bytes, for the fuzzer: `check_roundtrip`).
 
-use qoslane::fabric::parse::{
+use qoslane::fabric::read::parse::{
     PARSERS, ParseError, parse_lid, parse_nodedesc, parse_nodeinfo, parse_perfquery,
     parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology, parse_vlarb,
 };

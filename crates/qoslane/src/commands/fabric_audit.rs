@@ -13,12 +13,11 @@ use crate::config::{self, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
-use crate::fabric::lane::Lane;
-use crate::fabric::page::{self, Page};
-use crate::fabric::sweep::{self, Reader, Sweep};
-use crate::fabric::umad::{self, Umad};
-use crate::fabric::wait;
-use crate::fabric::{PortId, Smpquery};
+use crate::fabric::judge::lane::Lane;
+use crate::fabric::read::umad;
+use crate::fabric::sweep::page::{self, Page};
+use crate::fabric::sweep::{self, Sweep};
+use crate::fabric::{InProcess, PortId, Reader, Smpquery};
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     // `--config FILE` (or its older spelling `--mapping`, folded into it
@@ -45,29 +44,22 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     };
     let deadline = Deadline::after(std::time::Duration::from_secs(args.timeout));
     let started = std::time::SystemTime::now();
-    let (mut reader, fallback) = reader(ctx, args.reader, via.as_ref())?;
+    let (reader, fallback) = reader(ctx, args, via.as_ref())?;
     let result = sweep::discover(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline).map(|topo| {
         let mut s = sweep::sweep(
             &topo,
-            &mut reader,
-            via.as_ref(),
+            reader.as_ref(),
             &loaded.mapping,
             usize::from(args.workers),
             &deadline,
         );
         s.fallback = fallback;
-        if let (Reader::Smpquery(_), Some(perfquery)) = (&reader, &ctx.paths.perfquery) {
-            wait_by_perfquery(
-                &mut s,
-                perfquery,
-                via.as_ref(),
-                &loaded.mapping,
-                args,
-                &deadline,
-            );
-        }
         if args.reset_wait {
-            clear_wait(&mut s, &mut reader, ctx, via.as_ref(), args, &deadline);
+            // Every wait counter that was read, cleared by the same reader;
+            // what could not be, with the counters not read.
+            let failed = reader.clear_xmit_wait(&s.wait_ports, &s.xmit_wait, &deadline);
+            s.xmit_wait_unread
+                .extend(failed.into_iter().map(|e| format!("not cleared: {e}")));
         }
         s
     });
@@ -115,81 +107,37 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
 }
 
 /// The reader asked for: in process when it can start (`auto`: else
-/// smpquery, and why), or the one named.
+/// smpquery, and why), or the one named. The program reader reads the
+/// transmit wait by `perfquery` when it has one (`QOSLANE_PERFQUERY`).
 fn reader(
     ctx: &Ctx,
-    asked: FabricReader,
+    args: &AuditArgs,
     via: Option<&PortId>,
-) -> Result<(Reader, Option<String>)> {
-    let smpquery = || Reader::Smpquery(Smpquery::new(&ctx.paths.smpquery));
-    Ok(match asked {
+) -> Result<(Box<dyn Reader>, Option<String>)> {
+    let workers = usize::from(args.workers);
+    let smpquery = || -> Box<dyn Reader> {
+        Box::new(
+            Smpquery::new(&ctx.paths.smpquery)
+                .via(via.cloned())
+                .perfquery(ctx.paths.perfquery.clone())
+                .with_window(workers),
+        )
+    };
+    let in_process = || InProcess::open(via, sweep::window(workers));
+    Ok(match args.reader {
         FabricReader::Smpquery => (smpquery(), None),
         FabricReader::InProcess => (
-            Reader::InProcess(Umad::open(via).map_err(|e| Error::Program {
+            Box::new(in_process().map_err(|e| Error::Program {
                 program: umad::LIBRARY.into(),
                 detail: format!("--reader in-process: {e}"),
             })?),
             None,
         ),
-        FabricReader::Auto => match Umad::open(via) {
-            Ok(u) => (Reader::InProcess(u), None),
+        FabricReader::Auto => match in_process() {
+            Ok(r) => (Box::new(r), None),
             Err(e) => (smpquery(), Some(e)),
         },
     })
-}
-
-/// The smpquery reader reads no counters: `perfquery` reads each switch
-/// egress port's wait, in the audit's workers.
-fn wait_by_perfquery(
-    s: &mut Sweep,
-    perfquery: &std::path::Path,
-    via: Option<&PortId>,
-    mapping: &crate::mapping::Mapping,
-    args: &AuditArgs,
-    deadline: &Deadline,
-) {
-    let (waits, unread) = wait::read_perfquery(
-        perfquery,
-        via,
-        &s.wait_ports,
-        usize::from(args.workers),
-        deadline,
-    );
-    s.wait_levels = wait::peaks(&wait::levels_of(mapping), &s.wait_ports, &waits);
-    s.xmit_wait = waits;
-    s.xmit_wait_unread = unread;
-}
-
-/// `--reset-wait`: every wait counter that was read, cleared by the same
-/// reader; what could not be, with the counters not read.
-fn clear_wait(
-    s: &mut Sweep,
-    reader: &mut Reader,
-    ctx: &Ctx,
-    via: Option<&PortId>,
-    args: &AuditArgs,
-    deadline: &Deadline,
-) {
-    let failed = match (reader, &ctx.paths.perfquery) {
-        (Reader::InProcess(umad), _) => wait::clear_in_process(
-            umad,
-            &s.wait_ports,
-            &s.xmit_wait,
-            sweep::window(usize::from(args.workers)),
-            deadline,
-        ),
-        (Reader::Smpquery(_), Some(p)) => wait::clear_perfquery(
-            p,
-            via,
-            &s.wait_ports,
-            &s.xmit_wait,
-            usize::from(args.workers),
-            deadline,
-        ),
-        (Reader::Smpquery(_), None) => Vec::new(),
-    };
-    s.xmit_wait_unread
-        .extend(failed.into_iter().map(|e| format!("not cleared: {e}")));
 }
 
 /// Per level, where its lane waited most (and where it is saturated).
@@ -263,7 +211,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
         r.ports_read,
         match r.reader {
             "in-process" => format!("in process ({} SMPs in flight)", sweep::window(r.workers)),
-            _ => format!("by {} smpquery workers", r.workers),
+            _ => format!("by smpquery ({} programs at once)", r.workers),
         },
         r.duration_ms
     );

@@ -1,5 +1,5 @@
 //! `qoslane fabric sm-config`: the OpenSM QoS options that carry the mapping
-//! ([`crate::fabric::sm_config`]). Prints; changes nothing.
+//! ([`crate::fabric::judge::sm_config`]). Prints; changes nothing.
 
 use std::io::Write;
 
@@ -9,7 +9,7 @@ use crate::config;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
 use crate::fabric::VlRange;
-use crate::fabric::sm_config::{self, Options};
+use crate::fabric::judge::sm_config::{self, Options};
 
 pub fn run(ctx: &Ctx, args: &SmConfigArgs) -> Result<ExitClass> {
     let vl_cap = VlRange::parse(&args.vl_cap).ok_or_else(|| {

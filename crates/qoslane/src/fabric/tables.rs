@@ -273,8 +273,7 @@ pub struct SwitchEgress {
 }
 
 /// What was read of the first hop: the switch a port of this node is cabled
-/// to (read by `first_hop_read.rs`, judged by
-/// `first_hop_judge.rs`).
+/// to (read by `first_hop/read.rs`, judged by `first_hop/judge.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FirstHop {

@@ -191,6 +191,27 @@ fn probing_the_port_runs_its_three_queries_without_a_thread() {
     assert_eq!(a["outcome"], "applied", "{a}");
 }
 
+/// `sync` and `health` read the first hop too: its queries run as programs
+/// on the run's own thread, in rounds (no reader threads; before, a pool
+/// of three threads read the switch: 4 threads).
+#[test]
+fn sync_and_health_read_the_first_hop_without_a_reader_thread() {
+    let mapping = util::MAPPING.replace("fabric_check: off", "fabric_check: enforce");
+    let Some((n, _run)) = node(&mapping, true) else {
+        return;
+    };
+    let smp = n.fake_smpquery().display().to_string();
+    for command in ["sync", "health"] {
+        let Some(c) = cost(&n, &[command], &[("QOSLANE_SMPQUERY", &smp)]) else {
+            return;
+        };
+        // One thread: the run's watchdog. Three queries of the own port,
+        // three of the first hop (the fake's neighbour is no switch: nothing
+        // more to read).
+        assert_eq!((c.threads, c.programs), (1, 6), "{command}: {c:?}");
+    }
+}
+
 /// Thirty other jobs active on the node: a Prolog and an Epilog read none of
 /// their records (the node state's claims hold what the planner and the
 /// metrics need) and walk to the job directory once (the session resolves

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use qoslane::deadline::Deadline;
 use qoslane::error::Error;
+use qoslane::fabric::read::parse;
 use qoslane::fabric::{
-    self, AssessOptions, Assessment, PortId, PortTables, Probe, ProbeMode, TablesSource,
-    VlArbState, parse,
+    self, AssessOptions, Assessment, PortId, PortTables, ProbeMode, Reader, TablesSource,
+    VlArbState,
 };
 use qoslane::mapping::{Mapping, validate_str};
 use qoslane::paths::{Overrides, Paths};
@@ -205,7 +206,7 @@ impl FakeProbe {
     }
 }
 
-impl Probe for FakeProbe {
+impl Reader for FakeProbe {
     fn probe(&self, port: &PortId, _: &Deadline) -> qoslane::error::Result<PortTables> {
         let key = port.to_string();
         self.calls.lock().unwrap().push(key.clone());

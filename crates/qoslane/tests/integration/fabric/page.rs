@@ -17,10 +17,10 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use qoslane::fabric::lane::Lane;
-use qoslane::fabric::page::{self, Page};
-use qoslane::fabric::parse::parse_topology;
-use qoslane::fabric::pma::PortWait;
+use qoslane::fabric::counters::pma::PortWait;
+use qoslane::fabric::judge::lane::Lane;
+use qoslane::fabric::read::parse::parse_topology;
+use qoslane::fabric::sweep::page::{self, Page};
 use qoslane::fabric::sweep::{InLane, LevelSweep, PortLanes, Sweep};
 use qoslane::fabric::tables::{NodeType, VlRange};
 

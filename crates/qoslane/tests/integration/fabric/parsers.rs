@@ -1,9 +1,9 @@
-//! The parsers of `fabric/parse.rs` on real and broken outputs: each error
+//! The parsers of `fabric/read/parse/` on real and broken outputs: each error
 //! names its line and what was expected. (Unit tests of a pure file, kept
 //! here so `parse.rs` stays one job under 600 lines; the fuzz target covers
 //! the same parsers on any text: `reliability::fuzz_on_stable`.)
 
-use qoslane::fabric::parse::{
+use qoslane::fabric::read::parse::{
     parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_sl2vl, parse_switch_sl2vl,
     parse_topology, parse_vlarb,
 };
@@ -277,8 +277,8 @@ fn perfquery_fixture(name: &str) -> String {
 /// per-SL data counters in the same format (ibsim has none).
 #[test]
 fn perfquery_counters_read_all_sixteen() {
-    use qoslane::fabric::parse::parse_perfquery;
-    use qoslane::fabric::pma::Kind;
+    use qoslane::fabric::counters::pma::Kind;
+    use qoslane::fabric::read::parse::parse_perfquery;
     let k = Kind::VlXmitWait;
     let v = parse_perfquery(
         &perfquery_fixture("vlxmit-ibsim.txt"),
@@ -324,8 +324,8 @@ fn perfquery_counters_read_all_sixteen() {
 #[test]
 fn perfquery_answers_as_readings() {
     use qoslane::fabric::PortId;
-    use qoslane::fabric::perfquery::reading_of;
-    use qoslane::fabric::pma::{CounterChange, Kind, PortReading, Reading, evidence};
+    use qoslane::fabric::counters::pma::{CounterChange, Kind, PortReading, Reading, evidence};
+    use qoslane::fabric::read::perfquery::reading_of;
     use std::os::unix::process::ExitStatusExt;
     let ok = |name: &str| {
         Ok(std::process::Output {

@@ -1,4 +1,4 @@
-//! `health`'s first hop shared per leaf (`fabric/first_hop_share.rs`) on
+//! `health`'s first hop shared per leaf (`fabric/first_hop/share.rs`) on
 //! the multi-switch simulated fabric: qoslane runs under the rig's umad
 //! preload (as the in-process audit does), node2 (leaf1 port 2) with its HCA
 //! named `ibsim0`, the name the preload gives it. A full reading is in
@@ -12,9 +12,10 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use qoslane::deadline::Deadline;
-use qoslane::fabric::first_hop_share::full_read_due;
+use qoslane::fabric::first_hop::read as first_hop_read;
+use qoslane::fabric::first_hop::share::full_read_due;
 use qoslane::fabric::tables::FirstHop;
-use qoslane::fabric::{PortId, Smpquery, first_hop_read};
+use qoslane::fabric::{PortId, Smpquery};
 
 use super::path::{PathRig, install_fail_job_mapping, run_bin, text};
 use super::rig::{SimNode, rig_wanted};

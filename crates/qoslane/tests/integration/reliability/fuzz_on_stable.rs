@@ -153,27 +153,37 @@ proptest! {
     }
 }
 
-/// Every `pub fn` of `fabric/parse.rs` is a parser named in `PARSERS`, and
-/// the fuzz body knows every name of `PARSERS` (it panics on one it does not
-/// know): a parser added without its fuzz check fails here.
+/// Every `pub fn` of `fabric/read/parse/` (every file of it) is a parser
+/// named in `PARSERS`, and the fuzz body knows every name of `PARSERS` (it
+/// panics on one it does not know): a parser added without its fuzz check
+/// fails here.
 #[test]
 fn every_parser_of_parse_rs_is_fuzzed() {
-    let source = include_str!("../../../src/fabric/parse.rs");
-    let mut pub_fns: Vec<&str> = source
-        .lines()
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/fabric/read/parse");
+    let mut sources: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("parse/ entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .collect();
+    assert!(sources.len() >= 4, "the parsers' files: {}", sources.len());
+    sources.sort();
+    let mut pub_fns: Vec<&str> = sources
+        .iter()
+        .flat_map(|s| s.lines())
         .filter_map(|l| l.strip_prefix("pub fn "))
         .map(|rest| rest.split(['(', '<']).next().unwrap_or(rest))
         .collect();
     pub_fns.sort_unstable();
-    let mut listed = qoslane::fabric::parse::PARSERS.to_vec();
+    let mut listed = qoslane::fabric::read::parse::PARSERS.to_vec();
     listed.sort_unstable();
-    assert_eq!(pub_fns, listed, "fabric/parse.rs: pub fns vs PARSERS");
+    assert_eq!(pub_fns, listed, "fabric/read/parse/: pub fns vs PARSERS");
     assert_eq!(
         listed.len(),
         9,
         "the parsers of smpquery, ibnetdiscover and perfquery"
     );
-    for name in qoslane::fabric::parse::PARSERS {
+    for name in qoslane::fabric::read::parse::PARSERS {
         fuzz_smpquery::check_parser(name, "");
     }
     let unknown = std::panic::catch_unwind(|| fuzz_smpquery::check_parser("parse_new", ""));
@@ -187,7 +197,7 @@ fn every_parser_of_parse_rs_is_fuzzed() {
 /// something every parser reads, not only garbage.
 #[test]
 fn every_parser_reads_a_captured_output() {
-    use qoslane::fabric::parse::{
+    use qoslane::fabric::read::parse::{
         parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_sl2vl, parse_switch_sl2vl,
         parse_topology, parse_vlarb,
     };

@@ -1,0 +1,374 @@
+//! Subnet Management Packets as bytes: the SMP Gets the in-process reader
+//! ([`super::umad`], [`super::smp_batch`]) sends, and the attributes it
+//! reads out of the answers, into the same types the `smpquery` parsers
+//! give ([`crate::fabric::tables`]). Pure: bytes in, bytes or tables out.
+//!
+//! The layout is the InfiniBand Architecture's (Vol. 1, 13.4 and 14.2.5): a
+//! 256-byte MAD, a 24-byte common header, the SMP's M_Key at 24, directed
+//! route fields at 32 (DrSLID, DrDLID), the 64-byte attribute at 64, the
+//! initial and return paths at 128 and 192. Checked against the bytes real
+//! `smpquery` exchanges on the simulated fabric
+//! (`tests/fixtures/smp-mad/`, recorded by `rigs/record_smp_mads.sh`).
+
+use std::fmt;
+
+use crate::fabric::tables::{NodeInfo, NodeType, PortInfoVls, Sl2Vl, VlArbEntry, VlRange};
+
+/// The size of a MAD on the wire.
+pub const MAD_SIZE: usize = 256;
+/// Where an SMP's attribute data starts, and its length.
+pub const DATA_OFFSET: usize = 64;
+pub const DATA_SIZE: usize = 64;
+
+/// Management class: LID-routed SMP.
+pub const CLASS_LID_ROUTED: u8 = 0x01;
+/// Management class: directed-route SMP.
+pub const CLASS_DIRECTED: u8 = 0x81;
+/// Management class: Performance Management (a GMP to the port's PMA, QP1).
+pub const CLASS_PERF: u8 = 0x04;
+/// The well-known Q_Key of QP1 (GMPs).
+pub const QP1_QKEY: u32 = 0x8001_0000;
+const BASE_VERSION: u8 = 1;
+const CLASS_VERSION: u8 = 1;
+const METHOD_GET: u8 = 0x01;
+const METHOD_SET: u8 = 0x02;
+const METHOD_GET_RESP: u8 = 0x81;
+/// The permissive LID, directed-route SMPs' SLID and DLID.
+pub const PERMISSIVE_LID: u16 = 0xffff;
+
+/// The attributes qoslane reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Attr {
+    NodeDesc,
+    NodeInfo,
+    PortInfo,
+    SlToVl,
+    VlArbitration,
+    /// PortVLXmitWaitCounters (a PMA attribute: [`Route::Perf`]).
+    VlXmitWait,
+    /// The same attribute Set to clear every VL's counter (CounterSelect
+    /// all ones); its answer holds the cleared counters.
+    VlXmitWaitClear,
+}
+
+impl Attr {
+    pub fn id(self) -> u16 {
+        match self {
+            Self::NodeDesc => 0x0010,
+            Self::NodeInfo => 0x0011,
+            Self::PortInfo => 0x0015,
+            Self::SlToVl => 0x0017,
+            Self::VlArbitration => 0x0018,
+            Self::VlXmitWait | Self::VlXmitWaitClear => 0x001C,
+        }
+    }
+
+    /// As smpquery names the query.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NodeDesc => "nodedesc",
+            Self::NodeInfo => "nodeinfo",
+            Self::PortInfo => "portinfo",
+            Self::SlToVl => "sl2vl",
+            Self::VlArbitration => "vlarb",
+            Self::VlXmitWait => "vlxmitcounters",
+            Self::VlXmitWaitClear => "vlxmitcounters (clear)",
+        }
+    }
+}
+
+/// How an SMP reaches its node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// By the destination's LID (the subnet's forwarding tables).
+    Lid(u16),
+    /// By the out ports from the sending port, one per hop (at most 63).
+    Directed(Vec<u8>),
+    /// A GMP to the Performance Management agent of the port at this LID
+    /// (the Get's modifier is the PortSelect, carried in the data).
+    Perf(u16),
+}
+
+impl Route {
+    /// The DLID of the address the MAD is sent to.
+    pub fn dlid(&self) -> u16 {
+        match self {
+            Self::Lid(l) | Self::Perf(l) => *l,
+            Self::Directed(_) => PERMISSIVE_LID,
+        }
+    }
+
+    pub fn class(&self) -> u8 {
+        match self {
+            Self::Lid(_) => CLASS_LID_ROUTED,
+            Self::Directed(_) => CLASS_DIRECTED,
+            Self::Perf(_) => CLASS_PERF,
+        }
+    }
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Lid(l) => write!(f, "lid {l}"),
+            Self::Perf(l) => write!(f, "PMA of lid {l}"),
+            Self::Directed(p) => {
+                let hops: Vec<String> = p.iter().map(u8::to_string).collect();
+                write!(f, "directed route 0,{}", hops.join(","))
+            }
+        }
+    }
+}
+
+/// One SMP Get.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Get {
+    pub route: Route,
+    pub attr: Attr,
+    pub modifier: u32,
+}
+
+impl Get {
+    /// The attribute modifier on the wire (a PMA Get's is 0: its port is in
+    /// the data).
+    pub fn wire_modifier(&self) -> u32 {
+        match self.route {
+            Route::Perf(_) => 0,
+            _ => self.modifier,
+        }
+    }
+}
+
+impl fmt::Display for Get {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.route {
+            Route::Perf(_) => "PMA",
+            _ => "SMP",
+        };
+        write!(
+            f,
+            "{what} Get {} {:#x} ({})",
+            self.attr.name(),
+            self.modifier,
+            self.route
+        )
+    }
+}
+
+/// The SLtoVLMappingTable modifier of a switch's (in, out) pair.
+pub fn sl2vl_modifier(in_port: u32, out_port: u32) -> u32 {
+    ((in_port & 0xff) << 8) | (out_port & 0xff)
+}
+
+/// The VLArbitrationTable blocks: low 0-31, low 32-63, high 0-31, high 32-63.
+pub const VLARB_LOW: [u32; 2] = [1, 2];
+pub const VLARB_HIGH: [u32; 2] = [3, 4];
+
+/// The VLArbitrationTable modifier of a block of a port.
+pub fn vlarb_modifier(block: u32, port: u32) -> u32 {
+    (block << 16) | (port & 0xff)
+}
+
+/// Why a MAD could not be made or read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MadError(pub String);
+
+impl fmt::Display for MadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The 256 bytes of `get` with transaction id `tid`.
+pub fn encode_get(get: &Get, tid: u64) -> Result<[u8; MAD_SIZE], MadError> {
+    let mut m = [0u8; MAD_SIZE];
+    m[0] = BASE_VERSION;
+    m[1] = get.route.class();
+    m[2] = CLASS_VERSION;
+    m[3] = METHOD_GET;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&get.attr.id().to_be_bytes());
+    m[20..24].copy_from_slice(&get.wire_modifier().to_be_bytes());
+    if let Route::Perf(_) = get.route {
+        // PortSelect: the second byte of the attribute.
+        m[DATA_OFFSET + 1] = u8::try_from(get.modifier)
+            .map_err(|_| MadError(format!("a PortSelect of {} (not 0-255)", get.modifier)))?;
+    }
+    if get.attr == Attr::VlXmitWaitClear {
+        m[3] = METHOD_SET;
+        // CounterSelect: every VL's counter.
+        m[DATA_OFFSET + 2..DATA_OFFSET + 4].copy_from_slice(&[0xff, 0xff]);
+    }
+    if let Route::Directed(path) = &get.route {
+        if path.is_empty() || path.len() > 63 {
+            return Err(MadError(format!(
+                "a directed route has 1 to 63 hops, not {}",
+                path.len()
+            )));
+        }
+        // Hop pointer 0, hop count; the initial path starts at index 1.
+        m[7] = u8::try_from(path.len()).unwrap_or(63);
+        m[32..34].copy_from_slice(&PERMISSIVE_LID.to_be_bytes());
+        m[34..36].copy_from_slice(&PERMISSIVE_LID.to_be_bytes());
+        m[129..129 + path.len()].copy_from_slice(path);
+    }
+    Ok(m)
+}
+
+/// A Get's answer: its transaction id and attribute data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub tid: u64,
+    pub attr_id: u16,
+    pub modifier: u32,
+    pub data: [u8; DATA_SIZE],
+}
+
+/// Reads a GetResp; a MAD status other than 0 is an error naming it.
+pub fn decode_answer(mad: &[u8]) -> Result<Answer, MadError> {
+    if mad.len() < MAD_SIZE {
+        return Err(MadError(format!(
+            "a MAD of {} bytes (not {MAD_SIZE})",
+            mad.len()
+        )));
+    }
+    if ![CLASS_LID_ROUTED, CLASS_DIRECTED, CLASS_PERF].contains(&mad[1]) {
+        return Err(MadError(format!(
+            "management class {:#04x} is not an SMP or a PMA answer",
+            mad[1]
+        )));
+    }
+    if mad[3] != METHOD_GET_RESP {
+        return Err(MadError(format!("method {:#04x} is not GetResp", mad[3])));
+    }
+    let mut status = u16::from_be_bytes([mad[4], mad[5]]);
+    if mad[1] == CLASS_DIRECTED {
+        status &= 0x7fff; // the D (direction) bit
+    }
+    let u32_at = |i: usize| u32::from_be_bytes([mad[i], mad[i + 1], mad[i + 2], mad[i + 3]]);
+    let tid = (u64::from(u32_at(8)) << 32) | u64::from(u32_at(12));
+    let attr_id = u16::from_be_bytes([mad[16], mad[17]]);
+    let modifier = u32_at(20);
+    if status != 0 {
+        return Err(MadError(format!(
+            "MAD status {status:#06x} ({}) for attribute {attr_id:#06x} modifier {modifier:#x}",
+            status_words(status)
+        )));
+    }
+    let mut data = [0u8; DATA_SIZE];
+    data.copy_from_slice(&mad[DATA_OFFSET..DATA_OFFSET + DATA_SIZE]);
+    Ok(Answer {
+        tid,
+        attr_id,
+        modifier,
+        data,
+    })
+}
+
+fn status_words(status: u16) -> &'static str {
+    match (status >> 2) & 0x7 {
+        1 => "bad version",
+        2 => "method not supported",
+        3 => "method/attribute not supported",
+        7 => "invalid attribute or modifier",
+        _ if status & 1 != 0 => "busy",
+        _ => "error",
+    }
+}
+
+/// PortInfo.PortState as smpquery prints it.
+fn port_state(code: u8) -> String {
+    match code {
+        0 => "NoChange".into(),
+        1 => "Down".into(),
+        2 => "Initialize".into(),
+        3 => "Armed".into(),
+        4 => "Active".into(),
+        n => format!("?({n})"),
+    }
+}
+
+/// The PortInfo fields the checks use (what `parse_portinfo` reads).
+pub fn port_info(d: &[u8; DATA_SIZE]) -> Result<PortInfoVls, MadError> {
+    let range = |name: &str, code: u8| {
+        VlRange::from_code(code).ok_or_else(|| {
+            MadError(format!(
+                "PortInfo {name} is {code}, not VL0, VL0-1, VL0-3, VL0-7 or VL0-14"
+            ))
+        })
+    };
+    Ok(PortInfoVls {
+        local_port: u32::from(d[28]),
+        link_state: port_state(d[32] & 0x0f),
+        vl_cap: range("VLCap", d[37] >> 4)?,
+        oper_vls: range("OperVLs", d[43] >> 4)?,
+        vlarb_high_cap: d[39],
+        vlarb_low_cap: d[40],
+    })
+}
+
+/// PortInfo's LID (of a switch's port 0: the switch's LID).
+pub fn port_lid(d: &[u8; DATA_SIZE]) -> u16 {
+    u16::from_be_bytes([d[16], d[17]])
+}
+
+/// A NodeDescription: up to 64 bytes of text, NUL-padded, as `smpquery
+/// nodedesc` prints it (trimmed).
+pub fn node_desc(d: &[u8; DATA_SIZE]) -> String {
+    let text = &d[..64];
+    let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+    String::from_utf8_lossy(&text[..end]).trim().to_owned()
+}
+
+/// An SLtoVLMappingTable: SL 2n in the high nibble of byte n.
+pub fn sl2vl(d: &[u8; DATA_SIZE]) -> Sl2Vl {
+    let mut t = [0u8; 16];
+    for (i, b) in d[..8].iter().enumerate() {
+        t[2 * i] = b >> 4;
+        t[2 * i + 1] = b & 0x0f;
+    }
+    // Every nibble is at most 15.
+    Sl2Vl::new(t).unwrap_or_else(|| unreachable!("nibbles are below 16"))
+}
+
+/// The first `count` (at most 32) entries of a VLArbitrationTable block:
+/// VL in the low nibble of the first byte, the weight in the second.
+pub fn vlarb_block(d: &[u8; DATA_SIZE], count: usize) -> Vec<VlArbEntry> {
+    d.chunks_exact(2)
+        .take(count.min(32))
+        .map(|e| VlArbEntry {
+            vl: e[0] & 0x0f,
+            weight: e[1],
+        })
+        .collect()
+}
+
+/// PortVLXmitWaitCounters: PortSelect in byte 1, then sixteen 16-bit
+/// counters from byte 4, VL 0 first.
+pub fn vl_xmit_wait(d: &[u8; DATA_SIZE]) -> (u8, [u64; 16]) {
+    let mut t = [0u64; 16];
+    for (i, c) in d[4..36].chunks_exact(2).enumerate() {
+        t[i] = u64::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    (d[1], t)
+}
+
+/// The NodeInfo fields a path check uses (what `parse_nodeinfo` reads).
+pub fn node_info(d: &[u8; DATA_SIZE]) -> Result<NodeInfo, MadError> {
+    let node_type = match d[2] {
+        1 => NodeType::Hca,
+        2 => NodeType::Switch,
+        3 => NodeType::Router,
+        n => return Err(MadError(format!("NodeInfo NodeType is {n}"))),
+    };
+    let guid = u64::from_be_bytes(d[12..20].try_into().unwrap_or([0; 8]));
+    Ok(NodeInfo {
+        node_type,
+        num_ports: u32::from(d[3]),
+        local_port: u32::from(d[36]),
+        guid: format!("{guid:#018x}"),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,307 @@
+//! The encoder and decoders against the MADs real smpquery exchanged on the
+//! simulated fabric, and against what the smpquery parsers read from the
+//! same queries' text.
+
+use super::*;
+use crate::fabric::read::parse;
+use crate::fabric::tables::VlArb;
+
+/// A fixture's exchange: (`send` or `recv`, the 256 bytes), in order.
+fn mads(name: &str) -> Vec<(bool, Vec<u8>)> {
+    let path = format!(
+        "{}/tests/fixtures/smp-mad/{name}.mads",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out: Vec<(bool, Vec<u8>)> = Vec::new();
+    for l in text.lines() {
+        match l {
+            "send" => out.push((true, Vec::new())),
+            "recv" => out.push((false, Vec::new())),
+            hex => {
+                let last = out.last_mut().expect("a MAD line before send/recv");
+                for w in hex.split(' ') {
+                    let v = u16::from_str_radix(w, 16).expect("hex");
+                    last.1.extend(v.to_be_bytes());
+                }
+            }
+        }
+    }
+    assert!(out.iter().all(|(_, m)| m.len() == MAD_SIZE), "{name}");
+    out
+}
+
+fn text(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/smp-mad/{name}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn answers(name: &str) -> Vec<Answer> {
+    mads(name)
+        .into_iter()
+        .filter(|(send, _)| !send)
+        .map(|(_, m)| decode_answer(&m).unwrap())
+        .collect()
+}
+
+const FIXTURES: [&str; 8] = [
+    "spine1.lid2.portinfo.2",
+    "spine1.lid2.sl2vl.2",
+    "leaf3.lid7.vlarb.2",
+    "node2.lid5.portinfo.1",
+    "node2.lid5.sl2vl",
+    "node2.lid5.vlarb.1",
+    "leaf1.lid4.nodeinfo",
+    "leaf1.dr.portinfo.3",
+];
+
+#[test]
+fn every_recorded_request_is_what_the_encoder_makes() {
+    let mut n = 0;
+    for name in FIXTURES {
+        for (send, m) in mads(name) {
+            if !send {
+                continue;
+            }
+            let attr = [
+                Attr::NodeInfo,
+                Attr::PortInfo,
+                Attr::SlToVl,
+                Attr::VlArbitration,
+            ]
+            .into_iter()
+            .find(|a| a.id() == u16::from_be_bytes([m[16], m[17]]));
+            // smpquery also asks for SwitchInfo (vlarb of port 0): not ours.
+            let Some(attr) = attr else { continue };
+            let route = if m[1] == CLASS_DIRECTED {
+                Route::Directed(m[129..129 + usize::from(m[7])].to_vec())
+            } else {
+                // The DLID is in the umad header (dropped): any LID encodes alike.
+                Route::Lid(1)
+            };
+            let get = Get {
+                route,
+                attr,
+                modifier: u32::from_be_bytes([m[20], m[21], m[22], m[23]]),
+            };
+            let tid = u64::from_be_bytes(m[8..16].try_into().unwrap());
+            assert_eq!(encode_get(&get, tid).unwrap().to_vec(), m, "{name}: {get}");
+            n += 1;
+        }
+    }
+    assert!(n >= 17, "only {n} requests checked");
+}
+
+#[test]
+fn the_requests_name_the_attribute_modifier_and_route() {
+    let sent = mads("spine1.lid2.portinfo.2");
+    let want = encode_get(
+        &Get {
+            route: Route::Lid(2),
+            attr: Attr::PortInfo,
+            modifier: 2,
+        },
+        u64::from_be_bytes(sent[0].1[8..16].try_into().unwrap()),
+    )
+    .unwrap();
+    assert_eq!(want.to_vec(), sent[0].1);
+    // smpquery sl2vl 2 2: NodeInfo, then in 0..=3 -> out 2.
+    let mods: Vec<u32> = mads("spine1.lid2.sl2vl.2")
+        .iter()
+        .filter(|(s, m)| *s && m[17] == 0x17)
+        .map(|(_, m)| u32::from_be_bytes([m[20], m[21], m[22], m[23]]))
+        .collect();
+    assert_eq!(
+        mods,
+        (0..=3).map(|i| sl2vl_modifier(i, 2)).collect::<Vec<_>>()
+    );
+    let dr = mads("leaf1.dr.portinfo.3");
+    let want = encode_get(
+        &Get {
+            route: Route::Directed(vec![1]),
+            attr: Attr::PortInfo,
+            modifier: 3,
+        },
+        u64::from_be_bytes(dr[0].1[8..16].try_into().unwrap()),
+    )
+    .unwrap();
+    assert_eq!(want.to_vec(), dr[0].1);
+    assert!(
+        encode_get(
+            &Get {
+                route: Route::Directed(Vec::new()),
+                attr: Attr::PortInfo,
+                modifier: 0
+            },
+            1
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn port_info_reads_what_smpquery_prints() {
+    for name in [
+        "spine1.lid2.portinfo.2",
+        "node2.lid5.portinfo.1",
+        "leaf1.dr.portinfo.3",
+    ] {
+        let a = answers(name);
+        assert_eq!(
+            port_info(&a[0].data).unwrap(),
+            parse::parse_portinfo(&text(name)).unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            port_lid(&a[0].data),
+            parse::parse_lid(&text(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_node_description_reads_what_smpquery_prints() {
+    let mut d = [0u8; DATA_SIZE];
+    d[..12].copy_from_slice(b"leaf1 HCA-1 ");
+    assert_eq!(node_desc(&d), "leaf1 HCA-1");
+    assert_eq!(
+        node_desc(&d),
+        parse::parse_nodedesc("Node Description:.....leaf1 HCA-1\n").unwrap()
+    );
+    // 64 bytes with no NUL: all of them.
+    let full = [b'x'; DATA_SIZE];
+    assert_eq!(node_desc(&full).len(), 64);
+}
+
+#[test]
+fn sl2vl_reads_what_smpquery_prints() {
+    // A switch: one row per in port, SL 3 on VL 15 (the rig misaligned it).
+    let rows: Vec<(u32, Sl2Vl)> = answers("spine1.lid2.sl2vl.2")
+        .iter()
+        .filter(|a| a.attr_id == Attr::SlToVl.id())
+        .map(|a| (a.modifier >> 8, sl2vl(&a.data)))
+        .collect();
+    let want = parse::parse_switch_sl2vl(&text("spine1.lid2.sl2vl.2"), 2).unwrap();
+    assert_eq!(rows, want);
+    assert_eq!(rows[1].1.vl(3), Sl2Vl::VL15);
+    // An HCA port.
+    let a = answers("node2.lid5.sl2vl");
+    let t = a.iter().find(|a| a.attr_id == Attr::SlToVl.id()).unwrap();
+    assert_eq!(
+        sl2vl(&t.data),
+        parse::parse_sl2vl(&text("node2.lid5.sl2vl")).unwrap()
+    );
+}
+
+#[test]
+fn vlarb_reads_what_smpquery_prints() {
+    for name in ["leaf3.lid7.vlarb.2", "node2.lid5.vlarb.1"] {
+        let a = answers(name);
+        let pi = port_info(&a[0].data).unwrap();
+        let block = |b: u32| {
+            &a.iter()
+                .find(|x| x.attr_id == Attr::VlArbitration.id() && x.modifier >> 16 == b)
+                .unwrap()
+                .data
+        };
+        let low = usize::from(pi.vlarb_low_cap);
+        let high = usize::from(pi.vlarb_high_cap);
+        assert!(low <= 32 && high <= 32, "the rig's caps are 8");
+        let got = VlArb {
+            low: vlarb_block(block(VLARB_LOW[0]), low),
+            high: vlarb_block(block(VLARB_HIGH[0]), high),
+        };
+        assert_eq!(got, parse::parse_vlarb(&text(name)).unwrap(), "{name}");
+    }
+    // leaf3 port 2: VL 3 weighs nothing (the rig zeroed it).
+    let a = answers("leaf3.lid7.vlarb.2");
+    let t = vlarb_block(&a[1].data, 8);
+    assert_eq!(
+        VlArb {
+            low: t,
+            high: Vec::new()
+        }
+        .weight(3),
+        0
+    );
+}
+
+#[test]
+fn node_info_reads_what_smpquery_prints() {
+    let a = answers("leaf1.lid4.nodeinfo");
+    assert_eq!(
+        node_info(&a[0].data).unwrap(),
+        parse::parse_nodeinfo(&text("leaf1.lid4.nodeinfo")).unwrap()
+    );
+}
+
+#[test]
+fn a_bad_answer_is_an_error_naming_it() {
+    let mut m = mads("spine1.lid2.portinfo.2")[1].1.clone();
+    m[5] = 0x1c; // invalid attribute or modifier
+    let e = decode_answer(&m).unwrap_err().to_string();
+    assert!(
+        e.contains("0x001c") && e.contains("invalid attribute"),
+        "{e}"
+    );
+    m[5] = 0;
+    m[3] = 0x01;
+    assert!(decode_answer(&m).unwrap_err().0.contains("not GetResp"));
+    assert!(decode_answer(&m[..100]).is_err());
+    // A directed-route answer's D bit is not a status.
+    assert!(decode_answer(&mads("leaf1.dr.portinfo.3")[1].1).is_ok());
+    let mut d = [0u8; DATA_SIZE];
+    d[37] = 0x60;
+    d[43] = 0x40;
+    assert!(port_info(&d).unwrap_err().0.contains("VLCap is 6"));
+}
+
+/// A PMA Get (PortVLXmitWaitCounters): class 0x04, modifier 0 on the wire,
+/// the port in PortSelect; its answer's sixteen 16-bit counters.
+#[test]
+fn a_pma_get_carries_its_port_in_the_data_and_its_answer_reads_back() {
+    let get = Get {
+        route: Route::Perf(7),
+        attr: Attr::VlXmitWait,
+        modifier: 3,
+    };
+    let m = encode_get(&get, 0x42).unwrap();
+    assert_eq!((m[1], m[3]), (CLASS_PERF, 0x01));
+    assert_eq!(&m[16..18], &[0x00, 0x1c]);
+    assert_eq!(&m[20..24], &[0; 4], "modifier 0");
+    assert_eq!(m[DATA_OFFSET + 1], 3, "PortSelect");
+    assert_eq!(get.route.dlid(), 7);
+    assert_eq!(get.to_string(), "PMA Get vlxmitcounters 0x3 (PMA of lid 7)");
+    let mut answer = m;
+    answer[3] = 0x81;
+    answer[DATA_OFFSET + 4 + 6..DATA_OFFSET + 4 + 8].copy_from_slice(&900u16.to_be_bytes());
+    answer[DATA_OFFSET + 4 + 30..DATA_OFFSET + 4 + 32].copy_from_slice(&u16::MAX.to_be_bytes());
+    let a = decode_answer(&answer).unwrap();
+    assert_eq!(a.modifier, get.wire_modifier());
+    let (select, ticks) = vl_xmit_wait(&a.data);
+    assert_eq!((select, ticks[3], ticks[15], ticks[0]), (3, 900, 65535, 0));
+    let clear = Get {
+        attr: Attr::VlXmitWaitClear,
+        ..get.clone()
+    };
+    let m = encode_get(&clear, 0x43).unwrap();
+    assert_eq!(
+        (m[3], &m[16..18]),
+        (0x02, &[0x00, 0x1c][..]),
+        "a Set of the same attribute"
+    );
+    assert_eq!(
+        &m[DATA_OFFSET + 1..DATA_OFFSET + 4],
+        &[3, 0xff, 0xff],
+        "every VL"
+    );
+    let too_far = Get {
+        modifier: 256,
+        ..get
+    };
+    assert!(encode_get(&too_far, 1).is_err());
+}

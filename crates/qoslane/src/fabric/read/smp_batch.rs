@@ -1,0 +1,349 @@
+//! SMP Gets in process, many at once: [`get_all`] keeps a window of Gets in
+//! flight on one [`Umad`] port, matches each answer to its Get by
+//! transaction id, retries a Get left unanswered, and gives up what is still
+//! unanswered at the run's deadline. [`read_egress`] is the audit's read of
+//! every egress port with it: PortInfo of every port, then the SL2VL rows
+//! and VLArb blocks of the Active ones, each table once, into the same
+//! [`EgressRead`] the `smpquery` path produces.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::fabric::read::mad::{self, Attr, DATA_SIZE, Get, Route};
+use crate::fabric::read::umad::{Received, Umad};
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, VlArb, VlArbState};
+
+/// How long one Get waits for its answer before it is sent again.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(1);
+/// How often a Get is sent before it is given up (as `smpquery`: 1 + 3).
+pub const ATTEMPTS: u32 = 4;
+
+type Data = [u8; DATA_SIZE];
+
+/// One Get in flight.
+struct Pending {
+    index: usize,
+    sent: Instant,
+    attempt: u32,
+}
+
+/// The Gets of one [`get_all`]: what is in flight, what came back.
+struct Flight<'a> {
+    umad: &'a mut Umad,
+    gets: &'a [Get],
+    results: Vec<Option<Result<Data>>>,
+    /// By the low half of the transaction id (the kernel owns the high half).
+    pending: HashMap<u32, Pending>,
+}
+
+/// The low half of the next transaction id: unique across batches, so a
+/// late answer to an earlier batch never matches a Get of this one.
+static NEXT_TID: AtomicU32 = AtomicU32::new(1);
+
+impl Flight<'_> {
+    fn fail(&self, index: usize, e: impl std::fmt::Display) -> Error {
+        Error::Fabric(format!("{}: {e}", self.gets[index]))
+    }
+
+    fn send(&mut self, index: usize, attempt: u32) {
+        let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
+        let get = &self.gets[index];
+        let wait_ms = i32::try_from(ANSWER_WAIT.as_millis()).unwrap_or(1000);
+        let sent = mad::encode_get(get, u64::from(tid))
+            .map_err(|e| e.to_string())
+            .and_then(|m| {
+                self.umad
+                    .send(get.route.dlid(), get.route.class(), &m, wait_ms)
+            });
+        match sent {
+            Ok(()) => {
+                let p = Pending {
+                    index,
+                    sent: Instant::now(),
+                    attempt,
+                };
+                self.pending.insert(tid, p);
+            }
+            Err(e) => self.results[index] = Some(Err(self.fail(index, e))),
+        }
+    }
+
+    /// Unanswered: sent again, or given up after [`ATTEMPTS`].
+    fn again(&mut self, p: Pending) {
+        if p.attempt >= ATTEMPTS {
+            let e = self.fail(
+                p.index,
+                format!(
+                    "no answer ({ATTEMPTS} tries, {} ms each)",
+                    ANSWER_WAIT.as_millis()
+                ),
+            );
+            self.results[p.index] = Some(Err(e));
+        } else {
+            self.send(p.index, p.attempt + 1);
+        }
+    }
+
+    fn answered(&mut self, got: &Received) {
+        let Some(t) = got
+            .mad
+            .get(12..16)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        else {
+            return;
+        };
+        // Not ours, or a late answer to a Get sent again: ignored.
+        let Some(p) = self.pending.remove(&t) else {
+            return;
+        };
+        if got.status != 0 {
+            // The kernel gave the request back unanswered.
+            return self.again(p);
+        }
+        let get = &self.gets[p.index];
+        let data = mad::decode_answer(&got.mad).and_then(|a| {
+            if a.attr_id == get.attr.id() && a.modifier == get.wire_modifier() {
+                Ok(a.data)
+            } else {
+                Err(mad::MadError(format!(
+                    "the answer is for attribute {:#06x} modifier {:#x}",
+                    a.attr_id, a.modifier
+                )))
+            }
+        });
+        self.results[p.index] = Some(data.map_err(|e| self.fail(p.index, e)));
+    }
+
+    /// Gets unanswered for [`ANSWER_WAIT`]: again, or given up.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        let late: Vec<u32> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now.duration_since(p.sent) >= ANSWER_WAIT)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in late {
+            if let Some(p) = self.pending.remove(&t) {
+                self.again(p);
+            }
+        }
+    }
+
+    /// When the next Get in flight is due.
+    fn due(&self) -> Option<Instant> {
+        self.pending.values().map(|p| p.sent + ANSWER_WAIT).min()
+    }
+}
+
+/// The attribute data of each Get, in order, or why not. At most `window`
+/// Gets are in flight at once; what is unanswered at the deadline is a
+/// deadline error.
+pub fn get_all(
+    umad: &mut Umad,
+    gets: &[Get],
+    window: usize,
+    deadline: &Deadline,
+) -> Vec<Result<Data>> {
+    let mut f = Flight {
+        umad,
+        gets,
+        results: gets.iter().map(|_| None).collect(),
+        pending: HashMap::new(),
+    };
+    let mut next = 0usize;
+    loop {
+        while f.pending.len() < window.max(1) && next < gets.len() {
+            f.send(next, 1);
+            next += 1;
+        }
+        let Some(due) = f.due() else { break };
+        if deadline.remaining().is_zero() {
+            let left = f
+                .pending
+                .drain()
+                .map(|(_, p)| p.index)
+                .chain(next..gets.len());
+            for i in left.collect::<Vec<_>>() {
+                f.results[i] = Some(Err(deadline.passed(gets[i].to_string())));
+            }
+            break;
+        }
+        let until = due.min(deadline.instant());
+        let wait = until.saturating_duration_since(Instant::now()).as_millis();
+        match f.umad.recv(i32::try_from(wait).unwrap_or(1000)) {
+            Err(e) => {
+                for p in f.pending.drain().map(|(_, p)| p).collect::<Vec<_>>() {
+                    f.results[p.index] = Some(Err(f.fail(p.index, &e)));
+                }
+            }
+            Ok(Some(got)) => f.answered(&got),
+            Ok(None) => {}
+        }
+        f.expire();
+    }
+    f.results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::Internal("an SMP Get was never sent".into()))))
+        .collect()
+}
+
+/// Reads every egress port: `ins[i]` are the in ports whose SL2VL rows to
+/// read for `ports[i]` (a switch's data ports but the egress; ignored for
+/// an HCA port, which has one table).
+pub fn read_egress(
+    umad: &mut Umad,
+    ports: &[EgressPort],
+    ins: &[Vec<u32>],
+    window: usize,
+    deadline: &Deadline,
+) -> Vec<Result<EgressRead>> {
+    let port_info: Vec<Get> = ports
+        .iter()
+        .map(|p| Get {
+            route: Route::Lid(p.lid),
+            attr: Attr::PortInfo,
+            modifier: p.port,
+        })
+        .collect();
+    let infos = get_all(umad, &port_info, window, deadline);
+    // Phase two: the tables of every Active port, in one batch.
+    let mut gets: Vec<Get> = Vec::new();
+    let plans: Vec<Result<Plan>> = ports
+        .iter()
+        .zip(infos)
+        .zip(ins)
+        .map(|((p, info), in_ports)| plan(p, in_ports, &info?, &mut gets))
+        .collect();
+    let mut answers = get_all(umad, &gets, window, deadline).into_iter();
+    plans
+        .into_iter()
+        .map(|plan| assemble(plan?, &mut answers))
+        .collect()
+}
+
+/// What to read of a port after its PortInfo; the Gets go to `gets`.
+fn plan(p: &EgressPort, in_ports: &[u32], info: &Data, gets: &mut Vec<Get>) -> Result<Plan> {
+    let pi = mad::port_info(info).map_err(|e| {
+        Error::Fabric(format!(
+            "SMP portinfo {} {} ({} {}): {e}",
+            p.lid,
+            p.port,
+            p.kind.as_str(),
+            p.name
+        ))
+    })?;
+    if pi.link_state != "Active" {
+        return Ok(Plan {
+            active: false,
+            oper_vls: pi.oper_vls,
+            rows: Vec::new(),
+            caps: (0, 0),
+        });
+    }
+    let switch = p.kind == NodeType::Switch;
+    let rows: Vec<u32> = if switch { in_ports.to_vec() } else { vec![0] };
+    for &i in &rows {
+        gets.push(Get {
+            route: Route::Lid(p.lid),
+            attr: Attr::SlToVl,
+            // An HCA port has one table (modifier 0).
+            modifier: if switch {
+                mad::sl2vl_modifier(i, p.port)
+            } else {
+                0
+            },
+        });
+    }
+    for (blocks, cap) in [
+        (mad::VLARB_LOW, pi.vlarb_low_cap),
+        (mad::VLARB_HIGH, pi.vlarb_high_cap),
+    ] {
+        for (k, block) in blocks.into_iter().enumerate() {
+            if usize::from(cap) > 32 * k {
+                gets.push(Get {
+                    route: Route::Lid(p.lid),
+                    attr: Attr::VlArbitration,
+                    modifier: mad::vlarb_modifier(block, p.port),
+                });
+            }
+        }
+    }
+    Ok(Plan {
+        active: true,
+        oper_vls: pi.oper_vls,
+        rows,
+        caps: (pi.vlarb_low_cap, pi.vlarb_high_cap),
+    })
+}
+
+/// A port as read, from its share of phase two's answers (taken in the
+/// order [`plan`] asked).
+fn assemble(plan: Plan, answers: &mut impl Iterator<Item = Result<Data>>) -> Result<EgressRead> {
+    let mut rows = Vec::with_capacity(plan.rows.len());
+    let mut failed = None;
+    for i in &plan.rows {
+        match answers
+            .next()
+            .unwrap_or_else(|| Err(Error::Internal("an SL2VL answer is missing".into())))
+        {
+            Ok(d) => rows.push((*i, mad::sl2vl(&d))),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    let vlarb = if plan.active {
+        vlarb(answers, plan.caps)
+    } else {
+        Ok(VlArbState::Unavailable("link not Active".into()))
+    };
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(EgressRead {
+        active: plan.active,
+        oper_vls: plan.oper_vls,
+        rows,
+        vlarb: vlarb?,
+    })
+}
+
+/// What phase two asks of one port.
+struct Plan {
+    active: bool,
+    oper_vls: crate::fabric::tables::VlRange,
+    rows: Vec<u32>,
+    caps: (u8, u8),
+}
+
+/// The VLArb tables from a port's blocks, as the `smpquery` path keeps them:
+/// a failed block is recorded (`Unavailable`), a deadline gives up the port.
+fn vlarb(
+    answers: &mut impl Iterator<Item = Result<[u8; DATA_SIZE]>>,
+    (low, high): (u8, u8),
+) -> Result<VlArbState> {
+    let mut out = VlArb::default();
+    let mut problem: Option<Error> = None;
+    for (cap, table) in [(low, &mut out.low), (high, &mut out.high)] {
+        let cap = usize::from(cap);
+        for k in 0..2 {
+            if cap <= 32 * k {
+                continue;
+            }
+            match answers
+                .next()
+                .unwrap_or_else(|| Err(Error::Internal("a VLArb answer is missing".into())))
+            {
+                Ok(d) => table.extend(mad::vlarb_block(&d, cap - 32 * k)),
+                Err(e) => problem = problem.or(Some(e)),
+            }
+        }
+    }
+    match problem {
+        Some(e @ Error::Deadline { .. }) => Err(e),
+        Some(e) => Ok(VlArbState::Unavailable(e.to_string())),
+        None => Ok(VlArbState::Read(out)),
+    }
+}

@@ -1,0 +1,280 @@
+//! The sweep's judging, pure: every level of the mapping on every egress
+//! port that was read, by the lane rules ([`lane`]) — the count of each
+//! lane, the findings grouped per (level, node, out port, verdict), and per
+//! port what the level gets there ([`PortLanes`], what the page draws).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::fabric::judge::lane::{self, Egress, Lane};
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology, VlArbState, VlRange};
+use crate::mapping::Level;
+
+/// One level's verdict on a group of in ports of one egress port.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub lane: Lane,
+    pub sl: u8,
+    pub vl: u8,
+    pub kind: NodeType,
+    pub name: String,
+    pub lid: u16,
+    pub oper_vls: VlRange,
+    /// The verdict holds for every data in port of each out port.
+    pub every_in: bool,
+    /// The in ports (switch, when not `every_in`).
+    pub in_ports: Vec<u32>,
+    pub out_ports: Vec<u32>,
+    pub message: String,
+}
+
+impl Finding {
+    fn render(&self, level: &str, want: Option<u8>) -> String {
+        let what = if self.lane == Lane::LinkDown {
+            "link not Active".to_owned()
+        } else {
+            lane::short(self.sl, self.vl, self.lane, want, self.oper_vls)
+        };
+        let at = match (self.kind, self.every_in) {
+            (NodeType::Switch, true) => format!(
+                "at switch {} (lid {}) every in port -> {}",
+                self.name,
+                self.lid,
+                lane::join_ports(&self.out_ports)
+            ),
+            (NodeType::Switch, false) if !self.in_ports.is_empty() => format!(
+                "at switch {} (lid {}) port {} -> {}",
+                self.name,
+                self.lid,
+                lane::join_ports(&self.in_ports),
+                lane::join_ports(&self.out_ports)
+            ),
+            (kind, _) => format!(
+                "at {} {} (lid {}) port {}",
+                kind.as_str(),
+                self.name,
+                self.lid,
+                lane::join_ports(&self.out_ports)
+            ),
+        };
+        format!("level {level}: {what} {at}")
+    }
+}
+
+/// One level, fabric-wide.
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelSweep {
+    pub level: String,
+    pub sl: u8,
+    pub virtual_lane: Option<u8>,
+    /// Port pairs (switch in→out, or an HCA port) by verdict.
+    pub pairs: BTreeMap<Lane, u64>,
+    /// Every verdict but `carried`, grouped.
+    pub findings: Vec<Finding>,
+    /// Every egress port read, with what the level gets there (carried
+    /// too): the per-port facts the page draws (`fabric::page`).
+    #[serde(skip)]
+    pub ports: Vec<PortLanes>,
+}
+
+/// What one level gets on one egress port that was read: the VL and verdict
+/// of each group of in ports (an HCA port: one group, in port 0; a port not
+/// Active: one `link_down` group without in ports).
+#[derive(Clone, Debug)]
+pub struct PortLanes {
+    pub kind: NodeType,
+    pub guid: String,
+    pub name: String,
+    pub lid: u16,
+    pub port: u32,
+    pub oper_vls: VlRange,
+    pub groups: Vec<InLane>,
+}
+
+/// One group of in ports of an egress port, as judged for one level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InLane {
+    pub vl: u8,
+    pub lane: Lane,
+    /// The VL's weight in the egress's arbitration tables (both summed);
+    /// `None` when they were not read.
+    pub weight: Option<u32>,
+    pub in_ports: Vec<u32>,
+}
+
+impl LevelSweep {
+    pub fn problems(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.lane.is_problem())
+    }
+
+    pub fn carried(&self) -> bool {
+        self.problems().next().is_none()
+    }
+}
+
+/// One level judged on every port that was read: the count of each lane
+/// and the findings, one line per problem.
+pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Level) -> LevelSweep {
+    let sl = level.service_level.get();
+    let want = level
+        .virtual_lane
+        .map(crate::mapping::types::VirtualLane::get);
+    let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut ports: Vec<PortLanes> = Vec::with_capacity(ok.len());
+    for (item, r) in ok {
+        let mut at = PortLanes {
+            kind: item.kind,
+            guid: item.guid.clone(),
+            name: item.name.clone(),
+            lid: item.lid,
+            port: item.port,
+            oper_vls: r.oper_vls,
+            groups: Vec::new(),
+        };
+        if !r.active {
+            at.groups.push(InLane {
+                vl: 0,
+                lane: Lane::LinkDown,
+                weight: None,
+                in_ports: Vec::new(),
+            });
+            ports.push(at);
+            // Cabled (the topology says so) but not Active: no
+            // level crosses it.
+            *pairs.entry(Lane::LinkDown).or_default() += 1;
+            findings.push(Finding {
+                lane: Lane::LinkDown,
+                sl,
+                vl: 0,
+                kind: item.kind,
+                name: item.name.clone(),
+                lid: item.lid,
+                oper_vls: r.oper_vls,
+                every_in: false,
+                in_ports: Vec::new(),
+                out_ports: vec![item.port],
+                message: String::new(),
+            });
+            continue;
+        }
+        let groups = judge_port(topo, item, r, sl, want, &mut pairs);
+        at.groups = groups
+            .iter()
+            .map(|(vl, lane, ins)| InLane {
+                vl: *vl,
+                lane: *lane,
+                weight: match &r.vlarb {
+                    VlArbState::Read(arb) => Some(arb.weight(*vl)),
+                    VlArbState::Unavailable(_) => None,
+                },
+                in_ports: ins.clone(),
+            })
+            .collect();
+        ports.push(at);
+        add_findings(topo, item, r, sl, groups, &mut findings);
+    }
+    for f in &mut findings {
+        f.message = f.render(&level.name, want);
+    }
+    LevelSweep {
+        level: level.name.clone(),
+        sl,
+        virtual_lane: want,
+        pairs,
+        findings,
+        ports,
+    }
+}
+
+/// The in ports of an egress port grouped by the (VL, lane) the level gets
+/// from each; every in port is counted in `pairs`.
+fn judge_port(
+    topo: &Topology,
+    item: &EgressPort,
+    r: &EgressRead,
+    sl: u8,
+    want: Option<u8>,
+    pairs: &mut BTreeMap<Lane, u64>,
+) -> Vec<(u8, Lane, Vec<u32>)> {
+    let ins: Vec<u32> = match item.kind {
+        NodeType::Switch => topo
+            .data_ports(&item.guid)
+            .into_iter()
+            .filter(|&i| i != item.port)
+            .collect(),
+        _ => vec![0],
+    };
+    let mut groups: Vec<(u8, Lane, Vec<u32>)> = Vec::new();
+    for i in ins {
+        let Some((_, row)) = r.rows.iter().find(|(n, _)| *n == i) else {
+            continue;
+        };
+        let (vl, lane) = lane::judge(
+            &Egress {
+                sl2vl: row,
+                oper_vls: r.oper_vls,
+                link_active: true,
+                vlarb: &r.vlarb,
+            },
+            sl,
+            want,
+        );
+        *pairs.entry(lane).or_default() += 1;
+        match groups.iter_mut().find(|g| g.0 == vl && g.1 == lane) {
+            Some(g) => g.2.push(i),
+            None => groups.push((vl, lane, vec![i])),
+        }
+    }
+    groups
+}
+
+/// A finding per group that is not carried; a group of every in port joins
+/// the same verdict on the switch's other out ports (one line per switch).
+fn add_findings(
+    topo: &Topology,
+    item: &EgressPort,
+    r: &EgressRead,
+    sl: u8,
+    groups: Vec<(u8, Lane, Vec<u32>)>,
+    findings: &mut Vec<Finding>,
+) {
+    let data_ins = match item.kind {
+        NodeType::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
+        _ => 1,
+    };
+    for (vl, lane, in_ports) in groups {
+        if lane == Lane::Carried {
+            continue;
+        }
+        // Every in port alike: merge with the same verdict on
+        // the switch's other out ports (one line per switch).
+        let every_in = item.kind == NodeType::Switch && in_ports.len() == data_ins;
+        if every_in
+            && let Some(f) = findings
+                .iter_mut()
+                .find(|f| f.every_in && f.lid == item.lid && f.vl == vl && f.lane == lane)
+        {
+            f.out_ports.push(item.port);
+            continue;
+        }
+        findings.push(Finding {
+            lane,
+            sl,
+            vl,
+            kind: item.kind,
+            name: item.name.clone(),
+            lid: item.lid,
+            oper_vls: r.oper_vls,
+            every_in,
+            in_ports: if item.kind == NodeType::Switch && !every_in {
+                in_ports
+            } else {
+                Vec::new()
+            },
+            out_ports: vec![item.port],
+            message: String::new(),
+        });
+    }
+}

@@ -1,0 +1,213 @@
+//! The whole-fabric sweep (`qoslane fabric audit`), for a control node (any
+//! host with an HCA on the fabric): the topology from `ibnetdiscover -p`,
+//! then every connected egress port's tables read once by LID-routed SMP
+//! queries under one deadline, by the [`Reader`] given (`Reader::egress`):
+//!
+//! - in process (`read/in_process.rs`): PortInfo of every port, then the
+//!   SL2VL rows (every other data port as in port) and the VLArb blocks of
+//!   the Active ones, a window of Gets in flight;
+//! - by `smpquery` (`read/programs.rs`), a window of programs at once:
+//!
+//! ```text
+//! smpquery portinfo LID PORT      Active? OperVLs          (every connected port)
+//! smpquery sl2vl LID PORT         switch: one row per in port; HCA: its table
+//! smpquery vlarb LID PORT         the egress's arbitration tables
+//! ```
+//!
+//! Both give the same [`EgressRead`] per port, and the transmit wait of
+//! every Active switch egress port (`Reader::xmit_wait`). Then every level of the
+//! mapping is judged on every (in, out) pair of data ports of every switch
+//! and on every HCA port, by the lane rules (`judge/lane.rs`): dropped
+//! (VL 15), not operational (beyond OperVLs), starved (weight 0 in both
+//! VLArb tables), or on another VL than the level names. Findings are
+//! grouped per (level, node, out port, verdict), so a switch whose every row
+//! is wrong is one line, not one per in port (`judge.rs`); `page/` draws
+//! the result as one HTML page.
+
+pub mod judge;
+pub mod page;
+
+use serde::Serialize;
+
+use crate::deadline::Deadline;
+use crate::fabric::counters::pma::PortWait;
+use crate::fabric::counters::wait::{self, LevelWait, WaitPort};
+use crate::fabric::read::reader::Reader;
+use crate::fabric::read::smpquery::MAX_WINDOW;
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology};
+use crate::mapping::Mapping;
+
+pub use crate::fabric::read::programs::{TOPOLOGY_MAX_OUTPUT, discover};
+pub use judge::{Finding, InLane, LevelSweep, PortLanes};
+
+/// Workers by default: enough to hide each query's latency, few enough to
+/// leave the switches' SMAs (and ibsim's 10 client slots) room. For the
+/// program reader, programs at once; in process, [`window`]'s Gets.
+pub const DEFAULT_WORKERS: usize = 4;
+
+type Item = EgressPort;
+type Read = EgressRead;
+
+/// A port that could not be read.
+#[derive(Clone, Debug, Serialize)]
+pub struct Unread {
+    pub kind: NodeType,
+    pub name: String,
+    pub lid: u16,
+    pub port: u32,
+    pub error: String,
+}
+
+/// What the sweep found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sweep {
+    pub switches: usize,
+    pub hcas: usize,
+    /// Egress ports read (connected switch ports and HCA ports).
+    pub ports_read: usize,
+    pub unread: Vec<Unread>,
+    pub levels: Vec<LevelSweep>,
+    pub duration_ms: u64,
+    pub workers: usize,
+    /// `smpquery` or `in-process`.
+    pub reader: &'static str,
+    /// Why the in-process reader was not used (when it was asked for by
+    /// default and could not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// What `ibnetdiscover -p` found: the links the page draws.
+    #[serde(skip)]
+    pub topology: Topology,
+    /// PortVLXmitWait of every Active switch egress port (`fabric::wait`).
+    pub xmit_wait: Vec<PortWait>,
+    /// Per level, where its lane waited most.
+    pub wait_levels: Vec<LevelWait>,
+    /// Why some ports' wait counters were not read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub xmit_wait_unread: Vec<String>,
+    /// The ports whose wait is read, with their SL2VL (for [`wait::peaks`]).
+    #[serde(skip)]
+    pub wait_ports: Vec<WaitPort>,
+}
+
+impl Sweep {
+    /// Some level is dropped, starved or misrouted somewhere.
+    pub fn any_problem(&self) -> bool {
+        self.levels.iter().any(|l| !l.carried())
+    }
+}
+
+/// Reads every egress port of `topo` and judges every level of `mapping`.
+/// `workers` is what the report says the reader was given (`--workers`).
+pub fn sweep(
+    topo: &Topology,
+    reader: &dyn Reader,
+    mapping: &Mapping,
+    workers: usize,
+    deadline: &Deadline,
+) -> Sweep {
+    let started = std::time::Instant::now();
+    let items = egress_items(topo);
+    let ins: Vec<Vec<u32>> = items
+        .iter()
+        .map(|i| match i.kind {
+            NodeType::Switch => topo
+                .data_ports(&i.guid)
+                .into_iter()
+                .filter(|&p| p != i.port)
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    let reads = reader.egress(&items, &ins, deadline);
+    let mut unread = Vec::new();
+    let mut ok: Vec<(&Item, Read)> = Vec::new();
+    for (item, r) in items.iter().zip(reads) {
+        match r {
+            Ok(r) => ok.push((item, r)),
+            Err(e) => unread.push(Unread {
+                kind: item.kind,
+                name: item.name.clone(),
+                lid: item.lid,
+                port: item.port,
+                error: e.to_string(),
+            }),
+        }
+    }
+    let levels = mapping
+        .levels()
+        .iter()
+        .map(|level| judge::sweep_level(topo, &ok, level))
+        .collect();
+    let wait_ports = wait_ports(&ok);
+    // The program reader reads them by perfquery when it has one.
+    let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
+    let wait_levels = wait::peaks(&wait::levels_of(mapping), &wait_ports, &xmit_wait);
+    Sweep {
+        switches: topo.count(NodeType::Switch),
+        hcas: topo.count(NodeType::Hca),
+        ports_read: ok.len(),
+        unread,
+        levels,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        workers: workers.clamp(1, MAX_WINDOW),
+        reader: reader.name(),
+        fallback: None,
+        topology: topo.clone(),
+        xmit_wait,
+        wait_levels,
+        xmit_wait_unread,
+        wait_ports,
+    }
+}
+
+/// Every Active switch egress port that was read, with the SL2VL row of
+/// its first in port (the VL a level's SL leaves on there).
+fn wait_ports(ok: &[(&Item, Read)]) -> Vec<WaitPort> {
+    ok.iter()
+        .filter(|(i, r)| i.kind == NodeType::Switch && r.active)
+        .map(|(i, r)| WaitPort {
+            kind: i.kind,
+            name: i.name.clone(),
+            lid: i.lid,
+            port: i.port,
+            sl2vl: r.rows.first().map(|(_, t)| *t),
+        })
+        .collect()
+}
+
+/// SMPs in flight in process for `--workers N`: what N smpquery workers
+/// would keep in flight per query, times the queries a port needs.
+pub fn window(workers: usize) -> usize {
+    workers.clamp(1, MAX_WINDOW) * WINDOW_PER_WORKER
+}
+
+/// In-process SMPs in flight per `--workers`.
+pub const WINDOW_PER_WORKER: usize = 4;
+
+/// The egress ports to read: every connected port's far end (switches, then
+/// HCAs), each once, ordered by kind, name and port.
+fn egress_items(topo: &Topology) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    for p in topo
+        .connected(NodeType::Switch)
+        .chain(topo.connected(NodeType::Hca))
+    {
+        let e = &p.end;
+        if items
+            .iter()
+            .any(|i| i.guid == e.guid && i.port == e.port && i.lid == e.lid)
+        {
+            continue;
+        }
+        items.push(Item {
+            kind: e.kind,
+            guid: e.guid.clone(),
+            name: e.name.clone(),
+            lid: e.lid,
+            port: e.port,
+        });
+    }
+    items.sort_by(|a, b| (a.kind, &a.name, a.port).cmp(&(b.kind, &b.name, b.port)));
+    items
+}
