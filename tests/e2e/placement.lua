@@ -15,9 +15,9 @@ local function submit(qos, features, default_qos)
    slurm_job_submit(jd, {}, 0)
    return tostring(jd.features)
 end
-local function modify(new_qos, new_features, rec_qos, rec_features)
+local function modify(new_qos, new_features, rec_qos, rec_features, job_state)
    local jd = { qos = new_qos, features = new_features }
-   slurm_job_modify(jd, { qos = rec_qos, features = rec_features, job_id = 7 }, {}, 0)
+   slurm_job_modify(jd, { qos = rec_qos, features = rec_features, job_id = 7, job_state = job_state or 0 }, {}, 0)
    return tostring(jd.features)
 end
 
@@ -54,6 +54,8 @@ eq("QoS from unconstrained", modify("mission-critical", nil, "normal", "qoslane"
 eq("QoS from unconstrained with an OR", modify("mission-critical", nil, "normal", "a|b"), "(a|b)&qoslane_mc")
 eq("the user's new constraint", modify(nil, "z|y", "mission-critical", "qoslane_mc"), "(z|y)&qoslane_mc")
 eq("the user's cleared constraint", modify(nil, "", "mission-critical", "qoslane_mc"), "qoslane_mc")
+eq("a pending job with a flag (requeued) is still pending", modify("normal", nil, "mission-critical", "qoslane_mc", 0x400), "qoslane")
+eq("a running job's QoS change: the constraint is not touched", modify("normal", nil, "mission-critical", "qoslane_mc", 1), "nil")
 eq("another update: nothing", modify(nil, nil, "mission-critical", "qoslane_mc"), "nil")
 eq("QoS change with counts", modify("high", nil, "mission-critical", "[(a&qoslane_mc)*1&(b&qoslane_mc)*2]&qoslane_mc"),
    "[(a&qoslane_high)*1&(b&qoslane_high)*2]&qoslane_high")

@@ -214,6 +214,8 @@ carry "${nodes[0]}"
 sc release "$q"
 poll 30 "job $q running" is_running "$q"
 check "released, it runs on the rackA node that carries the level" eq "$(nodes_of "$q")" "${nodes[0]}"
+check "Slurm refuses a QoS change of a started job" eq "$(sc update job "$q" QOS=high 2>&1 || true)" "Job is no longer pending execution for job $q"
+check "the running job keeps its QoS and constraint" eq "$(sc show job -o "$q" | grep -o ' QOS=[^ ]*') $(features_of "$q")" " QOS=mission-critical rackA&$MC"
 release_all "$q"
 sc update job "$d" QOS=normal
 check "QoS back to normal on the pending job: the any-node feature again" eq "$(features_of "$d")" "$ANY"
