@@ -81,6 +81,8 @@ for v in $versions; do runs+=("tests/e2e/slurm.sh --slurm $v"); done
 for v in $versions; do
   [ "$(slurm_field "$v" where 2>/dev/null)" = host ] || runs+=("tests/e2e/slurm_nodes.sh --slurm $v")
 done
+# Placement (the Slurm side: node features, job_submit.lua, placeholders; ~20 s each)
+for v in $versions; do runs+=("tests/e2e/placement.sh --slurm $v"); done
 # Prometheus (its alerts, the dashboard, slurmctld's OpenMetrics) on the newest version with
 # OpenMetrics (two nodes), or on the first version QOSLANE_SLURM_VERSIONS lists when it leaves
 # that one out.

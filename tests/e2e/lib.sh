@@ -167,18 +167,21 @@ dispatch_hooks() {
 }
 
 # start_slurm ROOT [NNODES] : the rig with ROOT/bin/hookrun as Prolog, Epilog and TaskProlog
-# (NNODES > 1: the chroot rigs only, NODE is the first node, NODES all of them)
+# (ROOT "": no hooks; NNODES > 1: the chroot rigs only, NODE is the first node, NODES all of
+# them). E2E_EXTRA_CONF: more slurm.conf lines of the suite (before the node lines, so that a
+# `NodeName=DEFAULT …` line applies to the rig's nodes).
 start_slurm() {
   local r=$1 n=${2:-1}
+  local hook=${r:+$r/bin/hookrun} extra="AuthInfo=cred_expire=10${E2E_EXTRA_CONF:+$'\n'$E2E_EXTRA_CONF}"
   # One suite at a time owns a rig (the host rig rewrites /etc/slurm; a chroot rig its ports).
   rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the Slurm rig lock ($RIG_LOCK)"; return 1; }
   local qos="low:10 normal:100 high:1000 mission-critical:10000 scavenger:1"
   if [ -z "$CH" ]; then
     [ "$n" = 1 ] || { say "the host rig has one node"; return 1; }
-    RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
+    RIG_PROLOG=$hook RIG_EPILOG=$hook RIG_TASKPROLOG=$hook \
     RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
     RIG_PROLOG_FLAGS=Alloc RIG_PROLOG_EPILOG_TIMEOUT=30 RIG_QOS="$qos" \
-    RIG_EXTRA_CONF="AuthInfo=cred_expire=10" \
+    RIG_EXTRA_CONF="$extra" \
     RIG_FORCE=1 bash "$RIG" start >/dev/null
     NODE=$(cat "$RIG_DIR/nodename")
     NODES=$NODE
@@ -187,10 +190,10 @@ start_slurm() {
     # (maybe with another node count). Start from a stopped rig.
     RIG_LOCK_HELD=$RIG_LOCK bash "$CHROOT_RIG" stop "$SLURM_SUITE" 2>/dev/null
     RIG_LOCK_HELD=$RIG_LOCK RIG_NNODES=$n RIG_USERS="root jobuser" \
-    RIG_PROLOG=$r/bin/hookrun RIG_EPILOG=$r/bin/hookrun RIG_TASKPROLOG=$r/bin/hookrun \
+    RIG_PROLOG=$hook RIG_EPILOG=$hook RIG_TASKPROLOG=$hook \
     RIG_TASKEPILOG="" RIG_PROLOGSLURMCTLD="" RIG_EPILOGSLURMCTLD="" \
     RIG_PROLOG_FLAGS=Alloc RIG_PROLOG_EPILOG_TIMEOUT=30 RIG_QOS="$qos" \
-    RIG_EXTRA_CONF="AuthInfo=cred_expire=10" \
+    RIG_EXTRA_CONF="$extra" \
     bash "$CHROOT_RIG" start "$SLURM_SUITE" 2>"$CH$WORK/rig-start.log" ||
       { cat "$CH$WORK/rig-start.log" >&2; return 1; }
     NODES=$(RIG_NNODES=$n bash "$CHROOT_RIG" nodes "$SLURM_SUITE" | paste -sd ' ')

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# placement.sh — Slurm places a fail_job level's jobs only on the nodes that carry it, on real
+# Slurm: every node lists the level's feature in slurm.conf (AvailableFeatures), the nodes that
+# carry the level keep it in their ActiveFeatures (`scontrol update NodeName=N ActiveFeatures=…`,
+# what qoslane will send when a node's grant changes), and deploy/slurm/job_submit.lua.in
+# (rendered with this suite's table) adds the feature to the job's constraint from its QoS.
+# FUTURE placeholder nodes that carry every feature keep a job of a level carried nowhere
+# pending instead of rejected. The facts behind each step: docs/dev/slurm-placement.md.
+# No qoslane binary runs here: the Slurm side only. Leaves the rig stopped.
+#
+#   tests/e2e/placement.sh [--slurm VERSION|SUITE]   (or SLURM_VERSION=...; default the newest
+#                                                     chroot's, four nodes; the host's: one node)
+set -euo pipefail
+# shellcheck source=../../rigs/slurm_versions.sh
+. "$(dirname "$0")/../../rigs/slurm_versions.sh"
+export SLURM_VERSION=${SLURM_VERSION:-$(slurm_newest chroot)}
+if [ "${1:-}" = --slurm ]; then SLURM_VERSION=${2:?--slurm VERSION}; fi
+. "$(dirname "$0")/lib.sh"
+
+MC=qoslane_mission-critical   # the level's feature
+ANY=qoslane                   # the feature every node keeps (job_submit.lua's any-node feature)
+WORK=$(e2e_workdir qoslane-e2e-placement)
+LUA_DEST=$CH/etc/slurm/job_submit.lua
+placement_cleanup() {
+  local rc=$?
+  rm -f "$LUA_DEST"
+  (exit "$rc"); e2e_cleanup
+}
+trap placement_cleanup EXIT
+
+# render_lua OUT TABLE : the template with TABLE as its QoS -> feature lines
+render_lua() {
+  awk -v table="$2" '$0 == "@QOS_FEATURES@" { print table; next } { gsub(/@ANY_NODE_FEATURE@/, "'"$ANY"'"); print }' \
+    "$E2E_REPO/deploy/slurm/job_submit.lua.in" > "$1"
+}
+
+# ------------------------------------------------------------ the script's logic, without Slurm
+if command -v lua5.1 >/dev/null; then
+  render_lua "$CH$WORK/unit.lua" '   ["mission-critical"] = "qoslane_mc",
+   ["high"] = "qoslane_high",'
+  sed -i 's/"qoslane_mission-critical"/"qoslane_mc"/' "$CH$WORK/unit.lua"
+  check "job_submit.lua compiles (luac5.1 -p)" luac5.1 -p "$CH$WORK/unit.lua"
+  check "job_submit.lua's constraint logic (tests/e2e/placement.lua)" \
+    eq "$(lua5.1 "$E2E_REPO/tests/e2e/placement.lua" "$CH$WORK/unit.lua" 2>&1)" "all ok"
+else
+  say "no lua5.1: the script's logic is checked on Slurm only"
+fi
+
+# ------------------------------------------------------------ the rig
+if [ -n "$CH" ]; then NN=4; else NN=1; fi
+render_lua "$CH$WORK/job_submit.lua" "   [\"mission-critical\"] = \"$MC\","
+# The placeholders: as many as the largest job below needs nodes, each as big as a node; never
+# started (FUTURE), in the partition (Nodes=ALL)
+export E2E_EXTRA_CONF="NodeName=DEFAULT Feature=$ANY,$MC,rackA
+JobSubmitPlugins=lua
+NodeName=qoslane-wait[1-$NN] State=FUTURE CPUs=2 RealMemory=1000"
+say "Slurm $SLURM_VERSION ($SLURM_SUITE), $NN node(s), JobSubmitPlugins=lua"
+# In place before slurmctld starts (it does not start with JobSubmitPlugins=lua and no script);
+# a rig started without JobSubmitPlugins ignores the file
+install -m 0644 "$CH$WORK/job_submit.lua" "$LUA_DEST"
+start_slurm "" "$NN"
+read -r -a nodes <<< "$NODES"
+sc() { slurm_cmd /usr/bin/scontrol "$@"; }
+
+# rack_of NODE : the user feature of a node: the chroot's nodes 3 and 4 are rackB (their
+# AvailableFeatures, set by `racks`: slurmctld only, gone after a reconfigure), the others rackA
+rack_of() { if [ -n "$CH" ] && { [ "$1" = "${nodes[2]}" ] || [ "$1" = "${nodes[3]}" ]; }; then echo rackB; else echo rackA; fi; }
+racks() { [ -z "$CH" ] || sc update NodeName="${nodes[2]},${nodes[3]}" AvailableFeatures="$ANY,$MC,rackB" ActiveFeatures="$ANY,$MC,rackB"; }
+# carry NODE... : the nodes that carry the level (ActiveFeatures), every other loses it
+carry() {
+  local n want
+  for n in "${nodes[@]}"; do
+    want="$ANY,$(rack_of "$n")"
+    case " $* " in *" $n "*) want="$ANY,$MC,$(rack_of "$n")" ;; esac
+    sc update NodeName="$n" ActiveFeatures="$want"
+  done
+}
+racks
+active_of() { slurm_cmd /usr/bin/sinfo -h -N -n "$1" -o %b; }
+nodes_of() { slurm_cmd /usr/bin/squeue -h -j "$1" -o %N; }
+reason_of() { slurm_cmd /usr/bin/squeue -h -j "$1" -o %r; }
+features_of() { sc show job -o "$1" | sed -n 's/.* Features=\([^ ]*\) .*/\1/p'; }
+pending_reason() { [ "$(job_state "$1")" = PENDING ] && [ "$(reason_of "$1")" = "$2" ]; }
+# in_set NODELIST NODE... : every node of the (compressed) list is one of NODE...
+in_set() {
+  local list=$1 n; shift
+  for n in $(sc show hostnames "$list"); do case " $* " in *" $n "*) ;; *) say "  $n not in: $*"; return 1 ;; esac; done
+}
+release_all() { local j; for j in "$@"; do release "$j"; done; for j in "$@"; do poll 30 "job $j done" is_gone "$j" || return 1; done; }
+T0=$(date +%s)
+
+# ------------------------------------------------------------ every node carries the level
+say "case: every node carries mission-critical"
+carry "${nodes[@]}"
+j=$(submit mission-critical)
+poll 30 "job $j running" is_running "$j"
+check "a mission-critical job's constraint is the level's feature" eq "$(features_of "$j")" "$MC"
+check "it runs" eq "$(job_state "$j")" RUNNING
+release_all "$j"
+j=$(submit normal)
+check "a normal job gets no constraint" eq "$(features_of "$j")" "(null)"
+release_all "$j"
+
+# ------------------------------------------------------------ some nodes lose it
+if [ -n "$CH" ]; then
+  keep=("${nodes[2]}" "${nodes[3]}")
+  say "case: ${nodes[0]} and ${nodes[1]} lose mission-critical (ActiveFeatures), ${keep[*]} keep it"
+  carry "${keep[@]}"
+  check "${nodes[0]}'s ActiveFeatures lost the level, its AvailableFeatures kept it" \
+    eq "$(active_of "${nodes[0]}")/$(sc show node "${nodes[0]}" | sed -n 's/.*AvailableFeatures=//p')" "$ANY,rackA/$ANY,$MC,rackA"
+  a=$(submit mission-critical --exclusive)
+  b=$(submit mission-critical --exclusive)
+  poll 30 "jobs $a and $b running" is_running "$a" && poll 30 "job $b running" is_running "$b"
+  check "two exclusive mission-critical jobs run on the two nodes that carry it" \
+    eq "$(printf '%s\n' "$(nodes_of "$a")" "$(nodes_of "$b")" | sort | paste -sd ' ')" "${keep[*]}"
+  c=$(submit mission-critical)
+  poll 30 "job $c pending for resources" pending_reason "$c" Resources
+  check "a third waits for them (Resources), while the other nodes are free" eq "$(reason_of "$c")" Resources
+  n=$(submit normal --exclusive)
+  poll 30 "job $n running" is_running "$n"
+  check "a normal job still runs on a node that lost the level (in service for other levels)" \
+    in_set "$(nodes_of "$n")" "${nodes[0]}" "${nodes[1]}"
+  release_all "$a"
+  poll 30 "job $c running" is_running "$c"
+  check "the third runs when a node that carries the level frees" in_set "$(nodes_of "$c")" "${keep[@]}"
+  release_all "$b" "$c" "$n"
+  m=$(submit mission-critical -N2)
+  poll 30 "job $m running" is_running "$m"
+  check "a two-node mission-critical job runs on the two that carry it" eq "$(nodes_of "$m")" "$(sc show hostlist "${keep[0]},${keep[1]}")"
+  release_all "$m"
+  # shellcheck disable=SC2016  # the task's variable
+  out=$(slurm_cmd /usr/bin/timeout 60 /usr/bin/srun --qos=mission-critical -N1 /bin/sh -c 'echo $SLURMD_NODENAME')
+  check "srun: on a node that carries the level" in_set "$out" "${keep[@]}"
+  # the user's constraint kept: rackA is nodes 1-2 (neither carries), rackB nodes 3-4
+  carry "${nodes[1]}" "${nodes[3]}"
+  u=$(submit mission-critical -C 'rackA|rackB')
+  poll 30 "job $u running" is_running "$u"
+  check "the user's OR is grouped and kept" eq "$(features_of "$u")" "(rackA|rackB)&$MC"
+  check "it runs on a node that carries the level" in_set "$(nodes_of "$u")" "${nodes[1]}" "${nodes[3]}"
+  v=$(submit mission-critical -C rackB)
+  poll 30 "job $v running" is_running "$v"
+  check "the user's rackB and the level: ${nodes[3]} only" eq "$(nodes_of "$v")" "${nodes[3]}"
+  release_all "$u" "$v"
+  w=$(submit mission-critical -N2 -C '[rackA*1&rackB*1]')
+  poll 30 "job $w running" is_running "$w"
+  check "node counts: each counted term takes the level" eq "$(features_of "$w")" "[(rackA&$MC)*1&(rackB&$MC)*1]&$MC"
+  check "node counts: one carrying node of each rack" eq "$(nodes_of "$w")" "$(sc show hostlist "${nodes[1]},${nodes[3]}")"
+  release_all "$w"
+  # a heterogeneous job: the mission-critical component on a carrying node, the normal one anywhere
+  h=$(slurm_cmd /usr/bin/sbatch --parsable -o "$WORK/slurm-%j.out" --qos=mission-critical -N1 : --qos=normal -N1 -C rackA "$(job_script het)")
+  het_up() { [ "$(slurm_cmd /usr/bin/squeue -h -j "$h" -o %T | sort -u)" = RUNNING ]; }
+  poll 30 "het job $h running" het_up
+  mapfile -t comps < <(slurm_cmd /usr/bin/squeue -h -j "$h" -o '%A %q %f %N' | sort -n)
+  check "het job: the mission-critical component carries the level's feature, the normal one the user's only" \
+    eq "$(printf '%s\n' "${comps[@]}" | cut -d' ' -f2,3 | paste -sd ';')" "mission-critical $MC;normal rackA"
+  check "het job: the mission-critical component on a carrying node" in_set "$(echo "${comps[0]}" | cut -d' ' -f4)" "${nodes[1]}" "${nodes[3]}"
+  touch "$CH$WORK/release.$h"; poll 30 "het job $h done" is_gone "$h"
+fi
+
+# ------------------------------------------------------------ no node carries it
+say "case: no node carries mission-critical"
+carry
+p=$(submit mission-critical)
+check "a mission-critical job is accepted (not rejected) though no node carries the level" test -n "$p"
+poll 30 "job $p pending on ReqNodeNotAvail" pending_reason "$p" "ReqNodeNotAvail, May be reserved for other job"
+check "it pends: ReqNodeNotAvail (the placeholders)" eq "$(reason_of "$p")" "ReqNodeNotAvail, May be reserved for other job"
+arr=$(submit mission-critical -a 1-2)
+check "an array is accepted, its constraint the level's" eq "$(features_of "$arr")" "$MC"
+# shellcheck disable=SC2016  # the task's variable
+slurm_cmd /usr/bin/timeout 90 /usr/bin/srun --qos=mission-critical -N1 /bin/sh -c 'echo ran-on-$SLURMD_NODENAME' \
+  > "$CH$WORK/srun.out" 2> "$CH$WORK/srun.err" &
+srun_pid=$!
+srun_waits() { grep -q 'queued and waiting for resources' "$CH$WORK/srun.err"; }
+check "srun waits (not refused)" poll 30 "srun queued" srun_waits
+n=$(submit normal)
+poll 30 "job $n running" is_running "$n"
+check "a normal job runs meanwhile" eq "$(job_state "$n")" RUNNING
+release_all "$n"
+back=${nodes[$((NN - 1))]}
+say "case: $back carries mission-critical again"
+carry "$back"
+poll 30 "job $p running" is_running "$p"
+check "the pending job runs once a node carries the level again, there" eq "$(nodes_of "$p")" "$back"
+touch "$CH$WORK/release.all"   # the job, and the array's tasks when they start
+check "srun ran there" wait "$srun_pid"
+check "srun's task on $back" eq "$(cat "$CH$WORK/srun.out")" "ran-on-$back"
+arr_done() { [ -z "$(job_state "$arr")" ]; }
+check "the array ran" poll 60 "array $arr done" arr_done
+poll 30 "job $p done" is_gone "$p"
+rm -f "$CH$WORK/release.all"
+
+# ------------------------------------------------------------ QoS from the association, and changed
+say "case: the association's default QoS, and a QoS changed on a pending job"
+slurm_cmd /usr/bin/sacctmgr -i modify user where user=root account=rigacct set defaultqos=mission-critical >/dev/null
+# slurmdbd pushes the change to slurmctld: a held job without --qos, until it has the new default
+d=""
+default_seen() {
+  [ -z "$d" ] || slurm_cmd /usr/bin/scancel "$d"
+  d=$(slurm_cmd /usr/bin/sbatch --parsable -H -o /dev/null "$(job_script default)")
+  sc show job -o "$d" | grep -q ' QOS=mission-critical '
+}
+poll 30 "a job without --qos gets the new default" default_seen || true
+check "no --qos, the association's default mission-critical: the level's feature" eq "$(sc show job -o "$d" | grep -o ' QOS=[^ ]*') $(features_of "$d")" " QOS=mission-critical $MC"
+slurm_cmd /usr/bin/sacctmgr -i modify user where user=root account=rigacct set defaultqos=normal >/dev/null
+sc update job "$d" QOS=normal
+check "QoS changed to normal on the pending job: the constraint is the any-node feature" eq "$(features_of "$d")" "$ANY"
+sc update job "$d" QOS=mission-critical
+check "and back to mission-critical: the level's feature" eq "$(features_of "$d")" "$MC"
+q=$(submit normal -H -C rackA)
+check "a held normal job keeps the user's rackA" eq "$(features_of "$q")" rackA
+sc update job "$q" QOS=mission-critical
+check "QoS changed to mission-critical: rackA and the level" eq "$(features_of "$q")" "rackA&$MC"
+carry "${nodes[0]}"
+sc release "$q"
+poll 30 "job $q running" is_running "$q"
+check "released, it runs on the rackA node that carries the level" eq "$(nodes_of "$q")" "${nodes[0]}"
+check "Slurm refuses a QoS change of a started job" eq "$(sc update job "$q" QOS=high 2>&1 || true)" "Job is no longer pending execution for job $q"
+check "the running job keeps its QoS and constraint" eq "$(sc show job -o "$q" | grep -o ' QOS=[^ ]*') $(features_of "$q")" " QOS=mission-critical rackA&$MC"
+release_all "$q"
+sc update job "$d" QOS=normal
+check "QoS back to normal on the pending job: the any-node feature again" eq "$(features_of "$d")" "$ANY"
+slurm_cmd /usr/bin/scancel "$d"
+
+# ------------------------------------------------------------ what a reconfigure does
+say "case: scontrol reconfigure"
+carry
+sc reconfigure
+reset_done() { [ "$(active_of "${nodes[0]}")" = "$ANY,$MC,rackA" ]; }
+check "a reconfigure gives every node its slurm.conf features back as active (qoslane must assert again)" \
+  poll 30 "features reset" reset_done
+say "the cases took $(($(date +%s) - T0)) s"
+[ "$E2E_FAILED" -eq 0 ] || { say "$E2E_FAILED failed, $E2E_PASSED passed"; exit 1; }
+say "all $E2E_PASSED passed"
