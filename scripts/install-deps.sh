@@ -36,6 +36,8 @@ PKGS=(
   lintian rpmlint logrotate man-db
   # the fabric audit's HTML page opened headless (tests/integration/fabric/page.rs)
   chromium
+  # the placement suite's check of job_submit.lua's logic without Slurm (tests/e2e/placement.sh)
+  lua5.1
   # misc used by scripts
   procps psmisc python3
 )

@@ -42,6 +42,8 @@ if command -v lua5.1 >/dev/null; then
   check "job_submit.lua compiles (luac5.1 -p)" luac5.1 -p "$CH$WORK/unit.lua"
   check "job_submit.lua's constraint logic (tests/e2e/placement.lua)" \
     eq "$(lua5.1 "$E2E_REPO/tests/e2e/placement.lua" "$CH$WORK/unit.lua" 2>&1)" "all ok"
+elif [ "${QOSLANE_REQUIRE_TOOLS:-0}" = 1 ]; then
+  check "lua5.1 is installed (scripts/install-deps.sh)" false
 else
   say "no lua5.1: the script's logic is checked on Slurm only"
 fi
