@@ -16,6 +16,8 @@
 //! - [`txn`]: the one transaction that changes a node;
 //! - [`audit`], [`metrics`]: what every run leaves behind;
 //! - [`cli`], [`manual`]: the command line, its man pages and completions;
+//! - [`run`]: what every node-changing run shares (the session, the
+//!   Prolog's grant, a job's notice and counters);
 //! - [`commands`]: one module per subcommand, composing the above.
 
 pub mod audit;
@@ -37,6 +39,7 @@ pub mod mapping;
 pub mod metrics;
 pub mod paths;
 pub mod report;
+pub mod run;
 pub mod settings;
 pub mod site;
 pub mod state;

@@ -1,5 +1,5 @@
 //! What a run did, as one value. Every command that changes or judges the
-//! node returns `Result<Report, Failure>`; [`crate::commands::session`]
+//! node returns `Result<Report, Failure>`; [`crate::run::session`]
 //! turns it, in one place, into the audit line, the metrics run and the
 //! exit class. Commands never write the audit or the metrics themselves.
 

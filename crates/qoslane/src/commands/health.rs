@@ -22,7 +22,6 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::Ctx;
-use super::session::Session;
 use crate::config;
 use crate::deadline::Deadline;
 use crate::error::Error;
@@ -32,6 +31,7 @@ use crate::grant::{self, Decision};
 use crate::mapping::{FabricCheck, Mapping};
 use crate::paths::Paths;
 use crate::report::{Event, Exit, Outcome, Report};
+use crate::run::session::Session;
 use crate::state::{Store, fsutil, grants};
 use crate::txn::RecordOp;
 
@@ -444,7 +444,7 @@ fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Check> {
     let node = s.node().ok()?;
     Some(match node.transact("health", None, &ops, &|| Ok(())) {
         Ok(c) => {
-            super::session::committed(r, c);
+            crate::run::session::committed(r, c);
             r.notes.push(format!(
                 "released the level of job(s) {list}: Slurm no longer has them on node {name} \
                  (their Epilog did not finish)"
