@@ -2,6 +2,7 @@
 //! fsynced; never rewritten. Every hook run and every change gets a line.
 
 pub mod follow;
+pub mod logged;
 pub mod read;
 
 use serde::Serialize;

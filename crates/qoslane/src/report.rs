@@ -3,6 +3,8 @@
 //! turns it, in one place, into the audit line, the metrics run and the
 //! exit class. Commands never write the audit or the metrics themselves.
 
+pub mod health;
+
 use serde::Serialize;
 
 use crate::error::Error;
@@ -248,17 +250,6 @@ impl Report {
         self.first_hop = j.first_hop.take();
         self.notes.append(&mut j.notes);
     }
-}
-
-/// How `health` marks a check that is not ok among its notes (the audit
-/// line's `notes`: `NAME: WARN: DETAIL`, `NAME: FAIL: DETAIL`), and how
-/// `status` and `log` find them.
-pub const WARN_MARK: &str = ": WARN: ";
-pub const FAIL_MARK: &str = ": FAIL: ";
-
-/// Whether a note is a health check's warning or failure.
-pub fn is_warning_note(note: &str) -> bool {
-    note.contains(WARN_MARK) || note.contains(FAIL_MARK)
 }
 
 /// What a command returns: what it did, or why it failed and what it did

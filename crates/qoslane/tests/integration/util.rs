@@ -440,7 +440,9 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The same snapshot with each record's `time` removed (two runs of the
-    /// same transaction differ only there).
+    /// same transaction differ only there). The crash matrix's, which
+    /// needs fault injection.
+    #[cfg(feature = "fault-injection")]
     pub fn timeless(&self) -> Self {
         let mut s = self.clone();
         for r in s.records.values_mut() {

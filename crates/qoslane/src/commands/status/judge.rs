@@ -4,11 +4,12 @@
 //! whether a setting is in sync, the audit log's last health check and
 //! problems, and every reason for attention, in the order they are listed.
 
-use crate::audit::read::{Found, Line, LoggedEntry};
+use crate::audit::read::{Found, Line, LoggedEntry, Note};
 use crate::config::{self, Source};
 use crate::fabric::check;
 use crate::mapping::Mapping;
 use crate::report::Outcome;
+use crate::report::health::HealthCheck;
 use crate::settings;
 use crate::state::{JobRecord, NodeState};
 
@@ -319,8 +320,9 @@ fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>
             warnings: e
                 .notes
                 .iter()
-                .filter(|n| crate::report::is_warning_note(n))
-                .cloned()
+                .filter_map(Note::check)
+                .filter(|c| c.is_problem())
+                .map(HealthCheck::note)
                 .collect(),
             failed: e.outcome == Outcome::Failed.as_str(),
         });
