@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::job::qos::QosSource;
 use crate::report::health::HealthCheck;
+use crate::report::{Event, Outcome};
 use crate::state::Change;
 
 /// One audit line as read back: the writer's [`super::Entry`] field for
@@ -15,14 +16,14 @@ use crate::state::Change;
 /// line ever written has them); the rest default when absent. `event` and
 /// `outcome` are kept as written: a log outlives the binary that reads it,
 /// and `qoslane log` shows a word it does not know rather than drop the
-/// line. `fabric` is the verdict's JSON as written (its shape depends on
+/// line: [`Logged::Unknown`]. `fabric` is the verdict's JSON as written (its shape depends on
 /// the run: `null`, one level, every level).
 #[derive(Clone, Debug, Deserialize)]
 pub struct LoggedEntry {
     pub time: String,
     #[serde(default)]
     pub node: String,
-    pub event: String,
+    pub event: Logged<Event>,
     #[serde(default)]
     pub job_id: Option<u64>,
     #[serde(default)]
@@ -41,7 +42,7 @@ pub struct LoggedEntry {
     pub changes: Vec<Change>,
     #[serde(default)]
     pub fabric: Value,
-    pub outcome: String,
+    pub outcome: Logged<Outcome>,
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
@@ -105,8 +106,8 @@ impl<'de> Deserialize<'de> for Note {
 impl std::fmt::Display for Note {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Check(c) => f.write_str(&c.note()),
-            Self::Text(t) => f.write_str(t),
+            Self::Check(c) => f.pad(&c.note()),
+            Self::Text(t) => f.pad(t),
         }
     }
 }
@@ -118,5 +119,120 @@ impl PartialEq<String> for Note {
             Self::Check(c) => c.note() == *other,
             Self::Text(t) => t == other,
         }
+    }
+}
+
+/// A word of the audit line's vocabulary (`event`, `outcome`) as read: one
+/// this binary knows, or one a newer binary wrote — shown as written, never
+/// judged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Logged<T> {
+    Known(T),
+    Unknown(String),
+}
+
+/// A closed set of words, each written as [`Word::as_str`] says.
+pub trait Word: Copy + PartialEq + 'static {
+    const ALL: &'static [Self];
+    fn as_str(self) -> &'static str;
+}
+
+impl Word for Event {
+    const ALL: &'static [Self] = Event::ALL;
+    fn as_str(self) -> &'static str {
+        Event::as_str(self)
+    }
+}
+
+impl Word for Outcome {
+    const ALL: &'static [Self] = Outcome::ALL;
+    fn as_str(self) -> &'static str {
+        Outcome::as_str(self)
+    }
+}
+
+impl<T: Word> Logged<T> {
+    /// The word as written.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Known(w) => w.as_str(),
+            Self::Unknown(s) => s,
+        }
+    }
+
+    /// The word, if this binary knows it.
+    pub fn known(&self) -> Option<T> {
+        match self {
+            Self::Known(w) => Some(*w),
+            Self::Unknown(_) => None,
+        }
+    }
+}
+
+impl<T: Word> From<String> for Logged<T> {
+    fn from(s: String) -> Self {
+        T::ALL
+            .iter()
+            .find(|w| w.as_str() == s)
+            .map_or(Self::Unknown(s), |w| Self::Known(*w))
+    }
+}
+
+impl<'de, T: Word> Deserialize<'de> for Logged<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Self::from)
+    }
+}
+
+/// As written (padded as asked: `log` lays it out in a column).
+impl<T: Word> std::fmt::Display for Logged<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl<T: Word> PartialEq<T> for Logged<T> {
+    fn eq(&self, other: &T) -> bool {
+        self.known() == Some(*other)
+    }
+}
+
+/// The word as written equals `other`.
+impl<T: Word> PartialEq<&str> for Logged<T> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line a newer binary wrote, with an event and an outcome this one
+    /// does not know, is read (not skipped): the words kept as written,
+    /// never taken for a known one; its notes typed.
+    #[test]
+    fn words_a_newer_binary_wrote_are_read_as_unknown() {
+        let e: LoggedEntry = serde_json::from_str(
+            r#"{"time":"t","event":"drain_check","outcome":"deferred",
+                "notes":["level: WARN: level high: x","first hop read: y"]}"#,
+        )
+        .unwrap();
+        assert_eq!(e.event, Logged::Unknown("drain_check".into()));
+        assert_eq!(e.outcome, Logged::Unknown("deferred".into()));
+        assert_eq!(format!("[{:<12}]", e.outcome), "[deferred    ]");
+        assert!(e.event != Event::Health && e.outcome.known().is_none());
+        assert!(e.notes[0].is_problem() && !e.notes[1].is_problem());
+        assert_eq!(e.notes[1], "first hop read: y".to_owned());
+        let known: LoggedEntry =
+            serde_json::from_str(r#"{"time":"t","event":"health","outcome":"rolled_back"}"#)
+                .unwrap();
+        assert_eq!(
+            (known.event, known.outcome),
+            (
+                Logged::Known(Event::Health),
+                Logged::Known(Outcome::RolledBack)
+            )
+        );
     }
 }

@@ -37,10 +37,10 @@ impl Filter {
         if self.job.is_some() && e.job_id != self.job {
             return false;
         }
-        if !self.outcomes.is_empty() && !self.outcomes.contains(&e.outcome) {
+        if !self.outcomes.is_empty() && !self.outcomes.iter().any(|o| e.outcome == o.as_str()) {
             return false;
         }
-        if !self.events.is_empty() && !self.events.contains(&e.event) {
+        if !self.events.is_empty() && !self.events.iter().any(|v| e.event == v.as_str()) {
             return false;
         }
         if self.qos.is_some() && e.qos != self.qos {

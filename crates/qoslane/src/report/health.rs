@@ -82,7 +82,7 @@ impl HealthCheck {
 
 impl std::fmt::Display for HealthCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.note())
+        f.pad(&self.note())
     }
 }
 

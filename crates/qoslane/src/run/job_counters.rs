@@ -20,7 +20,7 @@ use crate::fabric::perfquery;
 use crate::fabric::pma::{self, PortReading, Reading};
 use crate::mapping::OnFailure;
 use crate::paths::Paths;
-use crate::report::{Exit, Report, RunResult};
+use crate::report::{Exit, Payload, Report, RunResult};
 use crate::state::{PUBLIC, fsutil};
 
 /// What a Prolog read.
@@ -61,7 +61,11 @@ pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     let r = report_of(result);
     let Some(job) = r.job.job_id else { return };
     match snapshot(program, paths, deadline, job) {
-        Ok(readings) => r.counter_readings = readings,
+        Ok(readings) => {
+            if let Payload::Prolog(p) = &mut r.payload {
+                p.counters = readings;
+            }
+        }
         Err(e) => r.notes.push(format!("counters not read: {e}")),
     }
 }
@@ -134,8 +138,10 @@ pub fn epilog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
         crate::log::warn(&words);
         r.notes.push(words);
     }
-    r.evidence = Some(e);
-    r.counter_readings = after;
+    if let Payload::Epilog(run) = &mut r.payload {
+        run.evidence = Some(e);
+        run.counters = after;
+    }
     for f in [paths.job_counters(job), shared] {
         if let Err(e) = fsutil::remove(paths, &f) {
             r.notes.push(format!("counters: {e}"));
@@ -155,7 +161,11 @@ pub fn recent(paths: &Paths, level: &str) -> Option<crate::audit::read::LoggedEn
         .into_iter()
         .rev()
         .map(|l| l.entry)
-        .find(|e| e.event == "epilog" && e.level.as_deref() == Some(level) && !e.evidence.is_null())
+        .find(|e| {
+            e.event == crate::report::Event::Epilog
+                && e.level.as_deref() == Some(level)
+                && !e.evidence.is_null()
+        })
 }
 
 /// A recorded evidence, in words: one line per port (what the Epilog

@@ -116,6 +116,8 @@ pub struct FabricFacts {
     pub record: grant::Record,
     /// Why the record could not be stored.
     pub store_error: Option<String>,
+    /// The transmit wait of the first hop's port toward this node.
+    pub first_hop_wait: Vec<crate::fabric::pma::PortWait>,
 }
 
 /// Reads (and acts: see the module) in the order the checks are listed;
@@ -127,10 +129,9 @@ pub fn gather(s: &mut Session<'_>, r: &mut Report) -> HealthFacts {
     r.mapping_sha256 = config::load(paths).ok().map(|l| l.sha256);
     let state_dirs = state_dirs(paths);
     let lock = lock(s);
-    r.lock_held_seconds = lock.held_seconds();
     let records = stale_records(s, r);
     let state_files = state_files(paths);
-    let fabric = in_force.map(|(m, sha)| fabric(s, r, m, sha));
+    let fabric = in_force.map(|(m, sha)| fabric(s, m, sha));
     HealthFacts {
         mapping,
         state_dirs,
@@ -306,13 +307,12 @@ fn state_files(paths: &Paths) -> Option<Result<usize, String>> {
     )
 }
 
-/// The fabric under the mapping in force (the first hop's transmit wait
-/// into the report), each level's grant from every scope, recorded for the
+/// The fabric under the mapping in force (and the first hop's transmit
+/// wait), each level's grant from every scope, recorded for the
 /// Prologs, `status`, `explain` and the metrics.
-fn fabric(s: &Session<'_>, r: &mut Report, m: Mapping, sha: String) -> FabricFacts {
+fn fabric(s: &Session<'_>, m: Mapping, sha: String) -> FabricFacts {
     let paths = s.paths;
-    let (judgement, hop_wait) = policy::judge_health(paths, &m, &s.deadline);
-    r.first_hop_wait = hop_wait;
+    let (judgement, first_hop_wait) = policy::judge_health(paths, &m, &s.deadline);
     let settings = crate::settings::check_levels(paths, &m, &s.deadline);
     let record = grant::Record {
         mapping_sha256: sha,
@@ -328,5 +328,6 @@ fn fabric(s: &Session<'_>, r: &mut Report, m: Mapping, sha: String) -> FabricFac
         judgement,
         record,
         store_error,
+        first_hop_wait,
     }
 }

@@ -19,9 +19,9 @@
 //! Four steps, as `status`: [`gather`] reads and does what a health run
 //! does to the node on the way (rolls back, releases stale records, records
 //! the grants), [`judge`] decides each check (pure), [`model`] is what it
-//! found (the JSON form), [`render`] words it. The audit line carries each
-//! check as a note ([`crate::report::health::HealthCheck::note`]); `status`
-//! and `log` read them back typed.
+//! found (the JSON form), [`render`] words it. The report carries the
+//! checks typed (`report::payload::HealthRun`); the audit line writes each
+//! as a note and `status` and `log` read them back typed.
 
 mod gather;
 mod judge;
@@ -34,8 +34,7 @@ use super::Ctx;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::exit_code::ExitClass;
-use crate::report::health::HealthCheck;
-use crate::report::{Event, Exit, Outcome, Report};
+use crate::report::{Event, Exit, Outcome, Payload, Report};
 use crate::run::session::Session;
 
 pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
@@ -49,15 +48,20 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
         render::human(&health)
     };
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let mut first_hop_wait = Vec::new();
     if let Some(mut f) = facts.fabric {
         // The verdict and alignment for audit and metrics; health's own
         // lines are its checks.
         f.judgement.notes.clear();
         r.take_fabric(&mut f.judgement);
+        first_hop_wait = f.first_hop_wait;
     }
-    r.notes.extend(health.checks.iter().map(HealthCheck::note));
-    r.warnings = health.warnings;
     let drain = health.drain().map(|d| d.detail.clone());
+    if let Payload::Health(h) = &mut r.payload {
+        h.checks = health.checks;
+        h.lock_held_seconds = facts.lock.held_seconds();
+        h.first_hop_wait = first_hop_wait;
+    }
     s.finish(match drain {
         None if r.changes.is_empty() => Ok(r.with(Outcome::Unchanged)),
         None => Ok(r.with(Outcome::Reverted)),

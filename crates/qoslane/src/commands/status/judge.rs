@@ -4,12 +4,13 @@
 //! whether a setting is in sync, the audit log's last health check and
 //! problems, and every reason for attention, in the order they are listed.
 
+use crate::audit::logged::Logged;
 use crate::audit::read::{Found, Line, LoggedEntry, Note};
 use crate::config::{self, Source};
 use crate::fabric::check;
 use crate::mapping::Mapping;
-use crate::report::Outcome;
 use crate::report::health::HealthCheck;
+use crate::report::{Event, Outcome};
 use crate::settings;
 use crate::state::{JobRecord, NodeState};
 
@@ -26,10 +27,8 @@ const PROBLEMS: usize = 5;
 /// vocabulary does not count as a success (`failed`, `rolled_back`: `qoslane
 /// log --outcome failed --outcome rolled_back` lists them all). A word this
 /// binary does not know (a newer writer's) is not judged here.
-fn is_problem(outcome: &str) -> bool {
-    Outcome::ALL
-        .iter()
-        .any(|o| o.as_str() == outcome && !o.is_success())
+fn is_problem(outcome: &Logged<Outcome>) -> bool {
+    outcome.known().is_some_and(|o| !o.is_success())
 }
 
 pub fn judge(facts: Facts) -> NodeStatus {
@@ -312,10 +311,10 @@ fn judge_settings(
 fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>, Vec<Problem>) {
     let newest_first = || entries.iter().rev().map(|l| &l.entry);
     let health = newest_first()
-        .find(|e| e.event == "health")
+        .find(|e| e.event == Event::Health)
         .map(|e| Health {
             time: e.time.clone(),
-            outcome: e.outcome.clone(),
+            outcome: e.outcome.to_string(),
             error: e.error.clone(),
             warnings: e
                 .notes
@@ -324,7 +323,7 @@ fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>
                 .filter(|c| c.is_problem())
                 .map(HealthCheck::note)
                 .collect(),
-            failed: e.outcome == Outcome::Failed.as_str(),
+            failed: e.outcome == Outcome::Failed,
         });
     if let Some(h) = health.as_ref().filter(|h| h.failed) {
         attention.push(format!(
@@ -370,11 +369,11 @@ fn held(r: &JobRecord) -> HeldLevel {
 fn problem(e: &LoggedEntry) -> Problem {
     Problem {
         time: e.time.clone(),
-        event: e.event.clone(),
+        event: e.event.to_string(),
         job_id: e.job_id,
         qos: e.qos.clone(),
         level: e.level.clone(),
-        outcome: e.outcome.clone(),
+        outcome: e.outcome.to_string(),
         error: e.error.clone(),
     }
 }

@@ -55,7 +55,10 @@ fn level_counters(audit: &crate::audit::read::Found) -> Vec<model::LevelCounters
         let Some(level) = e.level.as_deref() else {
             continue;
         };
-        if e.event == "epilog" && !e.evidence.is_null() && !out.iter().any(|c| c.level == level) {
+        if e.event == crate::report::Event::Epilog
+            && !e.evidence.is_null()
+            && !out.iter().any(|c| c.level == level)
+        {
             out.push(model::LevelCounters {
                 level: level.to_owned(),
                 job_id: e.job_id,
