@@ -1,6 +1,9 @@
 //! One audit line as read back ([`LoggedEntry`]): the writer's
 //! [`super::Entry`] field for field, its notes typed ([`Note`]: a health
-//! check, or words), so the views read fields, never marker strings.
+//! check, or words), so the views read fields, never marker strings; and
+//! which lines a reader keeps ([`Filter`]).
+
+use std::time::SystemTime;
 
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -9,6 +12,7 @@ use crate::job::qos::QosSource;
 use crate::report::health::HealthCheck;
 use crate::report::{Event, Outcome};
 use crate::state::Change;
+use crate::time::parse_rfc3339;
 
 /// One audit line as read back: the writer's [`super::Entry`] field for
 /// field (docs/admin-guide.md §7), so a field renamed on one side fails the
@@ -66,6 +70,43 @@ impl LoggedEntry {
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
+    }
+}
+
+/// Which entries to keep; `None`/empty matches everything.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub job: Option<u64>,
+    pub since: Option<SystemTime>,
+    pub until: Option<SystemTime>,
+    pub outcomes: Vec<String>,
+    pub events: Vec<String>,
+    pub qos: Option<String>,
+}
+
+impl Filter {
+    pub fn matches(&self, e: &LoggedEntry) -> bool {
+        if self.job.is_some() && e.job_id != self.job {
+            return false;
+        }
+        if !self.outcomes.is_empty() && !self.outcomes.iter().any(|o| e.outcome == o.as_str()) {
+            return false;
+        }
+        if !self.events.is_empty() && !self.events.iter().any(|v| e.event == v.as_str()) {
+            return false;
+        }
+        if self.qos.is_some() && e.qos != self.qos {
+            return false;
+        }
+        if self.since.is_some() || self.until.is_some() {
+            let Some(t) = parse_rfc3339(&e.time) else {
+                return false;
+            };
+            if self.since.is_some_and(|since| t < since) || self.until.is_some_and(|u| t > u) {
+                return false;
+            }
+        }
+        true
     }
 }
 

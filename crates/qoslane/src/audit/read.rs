@@ -13,50 +13,11 @@
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use nodeio::trusted::{self, Symlink};
 
-pub use super::logged::{LoggedEntry, Note};
+pub use super::logged::{Filter, LoggedEntry, Note};
 use crate::paths::Paths;
-use crate::time::parse_rfc3339;
-
-/// Which entries to keep; `None`/empty matches everything.
-#[derive(Clone, Debug, Default)]
-pub struct Filter {
-    pub job: Option<u64>,
-    pub since: Option<SystemTime>,
-    pub until: Option<SystemTime>,
-    pub outcomes: Vec<String>,
-    pub events: Vec<String>,
-    pub qos: Option<String>,
-}
-
-impl Filter {
-    pub fn matches(&self, e: &LoggedEntry) -> bool {
-        if self.job.is_some() && e.job_id != self.job {
-            return false;
-        }
-        if !self.outcomes.is_empty() && !self.outcomes.iter().any(|o| e.outcome == o.as_str()) {
-            return false;
-        }
-        if !self.events.is_empty() && !self.events.iter().any(|v| e.event == v.as_str()) {
-            return false;
-        }
-        if self.qos.is_some() && e.qos != self.qos {
-            return false;
-        }
-        if self.since.is_some() || self.until.is_some() {
-            let Some(t) = parse_rfc3339(&e.time) else {
-                return false;
-            };
-            if self.since.is_some_and(|since| t < since) || self.until.is_some_and(|u| t > u) {
-                return false;
-            }
-        }
-        true
-    }
-}
 
 /// One audit line: parsed, and as written (`--json` passes it through
 /// byte for byte).
@@ -318,6 +279,7 @@ pub fn tail(paths: &Paths, max_bytes: u64, want: usize) -> Found {
 mod tests {
     use super::*;
     use crate::paths::Overrides;
+    use std::time::SystemTime;
     /// In UTC: the times below are written so.
     fn parse_time(s: &str, now: SystemTime) -> Option<SystemTime> {
         crate::time::parse_time_in(s, now, &jiff::tz::TimeZone::UTC)
