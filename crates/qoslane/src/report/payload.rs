@@ -83,12 +83,15 @@ pub struct FabricSeen {
     pub first_hop: Option<Vec<HopCount>>,
 }
 
-/// A Prolog's: the fabric for its level, and its snapshot of the node's
-/// ports' counters (the node's wait metric).
+/// A Prolog's: the fabric for its level, its snapshot of the node's
+/// ports' counters (the node's wait metric), and why its job's QoS could
+/// not be learnt when the default level was used (the job's notice says
+/// it).
 #[derive(Clone, Debug, Default)]
 pub struct PrologRun {
     pub fabric: FabricSeen,
     pub counters: Vec<PortReading>,
+    pub qos_unknown: Option<String>,
 }
 
 /// An Epilog's: the node's ports' counters read again, and what they

@@ -21,7 +21,7 @@ use crate::log;
 use crate::mapping::types::{TrafficClass, VirtualLane};
 use crate::mapping::{FabricCheck, Level, LevelMatch, Mapping, OnFailure, OnUnknownQos};
 use crate::paths::Paths;
-use crate::report::{Exit, Failure, Outcome, Report, RunResult};
+use crate::report::{Exit, Failure, Outcome, Payload, Report, RunResult};
 use crate::state::JobRecord;
 use crate::txn::RecordOp;
 
@@ -211,6 +211,9 @@ fn decide(
     }
     if let Some(note) = &q.note {
         r.notes.push(format!("{}{note}", qos::UNKNOWN_NOTE));
+        if let Payload::Prolog(p) = &mut r.payload {
+            p.qos_unknown = Some(note.clone());
+        }
     }
     r.job.service_level = Some(level.service_level.get());
     r.job.virtual_lane = level.virtual_lane.map(VirtualLane::get);

@@ -5,10 +5,9 @@
 //! the job runs either way. Made from the run's report alone.
 
 use crate::error::Error;
-use crate::job::qos;
 use crate::mapping::OnFailure;
 use crate::paths::Paths;
-use crate::report::{Exit, Report, RunResult};
+use crate::report::{Exit, Payload, Report, RunResult};
 use crate::state::fsutil;
 
 /// Leaves the notice a Prolog's result calls for, if any: a failure the
@@ -43,7 +42,8 @@ fn write(paths: &Paths, report: &Report, refused: Option<&Error>) {
     }
 }
 
-/// The notice's text: what was (not) granted, and why, from the report.
+/// The notice's text: what was (not) granted, and why, from the report
+/// (the QoS's fallback reason from the Prolog's payload, not its notes).
 fn text(report: &Report, refused: Option<&Error>) -> Option<String> {
     let one_line = |s: String| -> String {
         s.chars()
@@ -56,11 +56,10 @@ fn text(report: &Report, refused: Option<&Error>) -> Option<String> {
         .qos
         .as_deref()
         .map_or_else(|| "QoS unknown".to_owned(), |q| format!("QoS {q}"));
-    let fallback = report
-        .notes
-        .iter()
-        .find_map(|n| n.strip_prefix(qos::UNKNOWN_NOTE))
-        .map(|why| one_line(why.to_owned()));
+    let fallback = match &report.payload {
+        Payload::Prolog(p) => p.qos_unknown.clone().map(one_line),
+        _ => None,
+    };
     Some(match (refused, &report.job.level) {
         (Some(e), Some(level)) => format!(
             "qoslane: {qos}: level {level} was not granted ({}); the job runs without its SL",
