@@ -12,7 +12,8 @@
 //!   mapping in force, kernel settings;
 //! - [`fabric`]: HCA ports, the SL2VL/OperVLs probe, the per-level check and
 //!   the fabric policy ([`fabric::policy`]);
-//! - [`report`]: what a run did (event, outcome, fabric verdict);
+//! - [`report`]: what a run did (event, outcome, fabric verdict, one
+//!   payload per event);
 //! - [`txn`]: the one transaction that changes a node;
 //! - [`audit`], [`metrics`]: what every run leaves behind;
 //! - [`cli`], [`manual`]: the command line, its man pages and completions;
