@@ -1,6 +1,7 @@
 //! The audit log: one JSON object per line, appended with a single write and
 //! fsynced; never rewritten. Every hook run and every change gets a line.
 
+pub mod evidence;
 pub mod follow;
 pub mod logged;
 pub mod read;
