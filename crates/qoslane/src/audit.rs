@@ -1,7 +1,9 @@
 //! The audit log: one JSON object per line, appended with a single write and
 //! fsynced; never rewritten. Every hook run and every change gets a line.
 
+pub mod evidence;
 pub mod follow;
+pub mod logged;
 pub mod read;
 
 use serde::Serialize;
@@ -11,7 +13,8 @@ use crate::fabric::assessment::FabricVerdict;
 use crate::job::JobId;
 use crate::job::qos::QosSource;
 use crate::paths::Paths;
-use crate::report::{Event, Outcome, Report};
+use crate::report::health::HealthCheck;
+use crate::report::{Event, Outcome, Payload, Report};
 use crate::state::Change;
 
 /// One audit line. Field names are a contract (docs/admin-guide.md §7).
@@ -62,10 +65,13 @@ impl Entry {
             error: error.map(Error::with_causes),
             duration_ms,
             mapping_sha256: report.mapping_sha256.clone(),
-            notes: report.notes.clone(),
+            notes: notes(report),
             settings_gone: report.settings_gone.clone(),
-            evidence: report.evidence.clone(),
-            ..Self::new(report.event, report.outcome)
+            evidence: match &report.payload {
+                Payload::Epilog(e) => e.evidence.clone(),
+                _ => None,
+            },
+            ..Self::new(report.event(), report.outcome)
         }
     }
 
@@ -92,6 +98,16 @@ impl Entry {
             notes: Vec::new(),
         }
     }
+}
+
+/// The audit line's notes: the report's, then a health run's checks, each
+/// in its written form (`NAME: WARN: DETAIL`: `report::health`).
+fn notes(report: &Report) -> Vec<String> {
+    let mut notes = report.notes.clone();
+    if let Payload::Health(h) = &report.payload {
+        notes.extend(h.checks.iter().map(HealthCheck::note));
+    }
+    notes
 }
 
 /// Appends `entry` as one line with one write(2), then fsyncs

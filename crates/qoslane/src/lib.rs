@@ -12,10 +12,13 @@
 //!   mapping in force, kernel settings;
 //! - [`fabric`]: HCA ports, the SL2VL/OperVLs probe, the per-level check and
 //!   the fabric policy ([`fabric::policy`]);
-//! - [`report`]: what a run did (event, outcome, fabric verdict);
+//! - [`report`]: what a run did (event, outcome, fabric verdict, one
+//!   payload per event);
 //! - [`txn`]: the one transaction that changes a node;
 //! - [`audit`], [`metrics`]: what every run leaves behind;
 //! - [`cli`], [`manual`]: the command line, its man pages and completions;
+//! - [`run`]: what every node-changing run shares (the session, the
+//!   Prolog's grant, a job's notice and counters);
 //! - [`commands`]: one module per subcommand, composing the above.
 
 pub mod audit;
@@ -37,6 +40,7 @@ pub mod mapping;
 pub mod metrics;
 pub mod paths;
 pub mod report;
+pub mod run;
 pub mod settings;
 pub mod site;
 pub mod state;

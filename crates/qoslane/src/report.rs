@@ -1,75 +1,24 @@
 //! What a run did, as one value. Every command that changes or judges the
-//! node returns `Result<Report, Failure>`; [`crate::commands::session`]
+//! node returns `Result<Report, Failure>`; [`crate::run::session`]
 //! turns it, in one place, into the audit line, the metrics run and the
 //! exit class. Commands never write the audit or the metrics themselves.
+
+pub mod event;
+pub mod health;
+pub mod payload;
 
 use serde::Serialize;
 
 use crate::error::Error;
 use crate::exit_code::ExitClass;
 use crate::fabric::assessment::FabricVerdict;
-use crate::fabric::pma::CounterEvidence;
-use crate::fabric::policy::{Alignment, HopCount, Judgement};
+use crate::fabric::policy::Judgement;
 use crate::job::JobId;
 use crate::job::qos::{Fallback, QosSource};
 use crate::mapping::OnFailure;
 use crate::state::Change;
-
-/// What a run was, as the audit log and the metrics name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    Prolog,
-    Epilog,
-    Sync,
-    Recover,
-    Health,
-    /// A new mapping became last-known-good, or one was rejected.
-    MappingChanged,
-}
-
-impl Event {
-    /// Every event, as `qoslane log --event` offers them.
-    pub const ALL: &[Event] = &[
-        Self::Prolog,
-        Self::Epilog,
-        Self::Sync,
-        Self::Recover,
-        Self::Health,
-        Self::MappingChanged,
-    ];
-
-    /// Events that always have metric series, so rates and alerts see zeros.
-    pub const COUNTED: &[Event] = &[
-        Self::Prolog,
-        Self::Epilog,
-        Self::Sync,
-        Self::Recover,
-        Self::Health,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Prolog => "prolog",
-            Self::Epilog => "epilog",
-            Self::Sync => "sync",
-            Self::Recover => "recover",
-            Self::Health => "health",
-            Self::MappingChanged => "mapping_changed",
-        }
-    }
-}
-
-impl Serialize for Event {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl std::fmt::Display for Event {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use event::Event;
+pub use payload::Payload;
 
 /// How a run ended, as the audit log and the metrics name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -126,15 +75,10 @@ pub struct JobFacts {
 /// What a run did.
 #[derive(Clone, Debug)]
 pub struct Report {
-    pub event: Event,
     pub outcome: Outcome,
     pub job: JobFacts,
     pub changes: Vec<Change>,
     pub fabric: FabricVerdict,
-    /// For the `qoslane_fabric_aligned` gauge, when the fabric was probed.
-    pub alignment: Option<Vec<Alignment>>,
-    /// For the `qoslane_first_hop_ports` gauge, when the first hop was read.
-    pub first_hop: Option<Vec<HopCount>>,
     /// What the admin should know that is not an error.
     pub notes: Vec<String>,
     pub mapping_sha256: Option<String>,
@@ -143,23 +87,11 @@ pub struct Report {
     /// Settings whose file vanished (driver reload, HCA reset): nothing was
     /// applied or restored there.
     pub settings_gone: Vec<String>,
-    /// Problems a run found that did not stop it (health's warnings).
-    pub warnings: usize,
-    /// How long another run's transaction had held the node lock when
-    /// health looked (0: free; `None`: not looked at, or held outside a
-    /// transaction).
-    pub lock_held_seconds: Option<u64>,
-    /// An Epilog's: what the job's ports' counters showed while it ran.
-    pub evidence: Option<CounterEvidence>,
-    /// The node's ports' counters as this run read them (a Prolog's
-    /// snapshot, an Epilog's second reading): the node's wait metric.
-    pub counter_readings: Vec<crate::fabric::pma::PortReading>,
-    /// `health`'s: the transmit wait of the first hop's port toward this
-    /// node (the node's wait metric too).
-    pub first_hop_wait: Vec<crate::fabric::pma::PortWait>,
     /// The line a command run by hand prints when it succeeds
     /// ([`Report::summary_line`]); `None` for the hooks and views.
     pub said: Option<String>,
+    /// What only a run of its event has; the event is the payload's.
+    pub payload: Payload,
 }
 
 impl Report {
@@ -177,29 +109,27 @@ impl Report {
             1 => format!("1 setting {verb}"),
             n => format!("{n} settings {verb}"),
         };
-        format!("{}: {}: {did}; {what}", self.event, self.outcome.as_str())
+        format!("{}: {}: {did}; {what}", self.event(), self.outcome.as_str())
     }
 
     pub fn new(event: Event) -> Self {
         Self {
-            event,
             outcome: Outcome::Unchanged,
             job: JobFacts::default(),
             changes: Vec::new(),
             fabric: FabricVerdict::NotChecked,
-            alignment: None,
-            first_hop: None,
             notes: Vec::new(),
             mapping_sha256: None,
             rolled_back: false,
             settings_gone: Vec::new(),
-            warnings: 0,
-            lock_held_seconds: None,
-            evidence: None,
-            counter_readings: Vec::new(),
-            first_hop_wait: Vec::new(),
             said: None,
+            payload: Payload::of(event),
         }
+    }
+
+    /// What the run was.
+    pub fn event(&self) -> Event {
+        self.payload.event()
     }
 
     /// Whether the run succeeded: its outcome is a success and it found
@@ -207,7 +137,8 @@ impl Report {
     /// check could not run") is not a success: the metrics' last-success
     /// time does not move for it.
     pub fn succeeded(&self) -> bool {
-        self.outcome.is_success() && self.warnings == 0
+        let warned = matches!(&self.payload, Payload::Health(h) if h.warnings() > 0);
+        self.outcome.is_success() && !warned
     }
 
     /// Ends as `outcome`.
@@ -241,24 +172,16 @@ impl Report {
         self.settings_gone.extend(gone);
     }
 
-    /// The fabric judgement's parts, into this report.
+    /// The fabric judgement's parts, into this report (what the gauges
+    /// show of it, for the events that judge the fabric).
     pub fn take_fabric(&mut self, j: &mut Judgement) {
         self.fabric = std::mem::take(&mut j.verdict);
-        self.alignment = j.alignment.take();
-        self.first_hop = j.first_hop.take();
+        if let Some(seen) = self.payload.fabric_mut() {
+            seen.alignment = j.alignment.take();
+            seen.first_hop = j.first_hop.take();
+        }
         self.notes.append(&mut j.notes);
     }
-}
-
-/// How `health` marks a check that is not ok among its notes (the audit
-/// line's `notes`: `NAME: WARN: DETAIL`, `NAME: FAIL: DETAIL`), and how
-/// `status` and `log` find them.
-pub const WARN_MARK: &str = ": WARN: ";
-pub const FAIL_MARK: &str = ": FAIL: ";
-
-/// Whether a note is a health check's warning or failure.
-pub fn is_warning_note(note: &str) -> bool {
-    note.contains(WARN_MARK) || note.contains(FAIL_MARK)
 }
 
 /// What a command returns: what it did, or why it failed and what it did
@@ -291,7 +214,7 @@ impl Failure {
             Exit::ByError => self.error.exit_class(),
             Exit::ByPolicy(OnFailure::Continue) => ExitClass::Ok,
             Exit::ByPolicy(OnFailure::FailJob)
-                if self.report.event == Event::Prolog && self.error.leaves_node_consistent() =>
+                if self.report.event() == Event::Prolog && self.error.leaves_node_consistent() =>
             {
                 ExitClass::Refused
             }

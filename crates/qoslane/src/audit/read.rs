@@ -13,112 +13,11 @@
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use nodeio::trusted::{self, Symlink};
-use serde::Deserialize;
-use serde_json::Value;
 
-use crate::job::qos::QosSource;
+pub use super::logged::{Filter, LoggedEntry, Note};
 use crate::paths::Paths;
-use crate::state::Change;
-use crate::time::parse_rfc3339;
-
-/// One audit line as read back: the writer's [`super::Entry`] field for
-/// field (docs/admin-guide.md §7), so a field renamed on one side fails the
-/// round-trip test below. `time`, `event` and `outcome` are required (every
-/// line ever written has them); the rest default when absent. `event` and
-/// `outcome` are kept as written: a log outlives the binary that reads it,
-/// and `qoslane log` shows a word it does not know rather than drop the
-/// line. `fabric` is the verdict's JSON as written (its shape depends on
-/// the run: `null`, one level, every level).
-#[derive(Clone, Debug, Deserialize)]
-pub struct LoggedEntry {
-    pub time: String,
-    #[serde(default)]
-    pub node: String,
-    pub event: String,
-    #[serde(default)]
-    pub job_id: Option<u64>,
-    #[serde(default)]
-    pub user: Option<String>,
-    #[serde(default)]
-    pub qos: Option<String>,
-    #[serde(default)]
-    pub qos_source: Option<QosSource>,
-    #[serde(default)]
-    pub level: Option<String>,
-    #[serde(default)]
-    pub service_level: Option<u8>,
-    #[serde(default)]
-    pub virtual_lane: Option<u8>,
-    #[serde(default)]
-    pub changes: Vec<Change>,
-    #[serde(default)]
-    pub fabric: Value,
-    pub outcome: String,
-    #[serde(default)]
-    pub error: Option<String>,
-    #[serde(default)]
-    pub duration_ms: f64,
-    #[serde(default)]
-    pub mapping_sha256: Option<String>,
-    #[serde(default)]
-    pub settings_gone: Vec<String>,
-    #[serde(default)]
-    pub notes: Vec<String>,
-    /// An Epilog's counter evidence as written (`null` when none).
-    #[serde(default)]
-    pub evidence: Value,
-}
-
-impl LoggedEntry {
-    /// The fabric verdict's problems (a one-level verdict has them).
-    pub fn fabric_problems(&self) -> impl Iterator<Item = &str> {
-        self.fabric["problems"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-    }
-}
-
-/// Which entries to keep; `None`/empty matches everything.
-#[derive(Clone, Debug, Default)]
-pub struct Filter {
-    pub job: Option<u64>,
-    pub since: Option<SystemTime>,
-    pub until: Option<SystemTime>,
-    pub outcomes: Vec<String>,
-    pub events: Vec<String>,
-    pub qos: Option<String>,
-}
-
-impl Filter {
-    pub fn matches(&self, e: &LoggedEntry) -> bool {
-        if self.job.is_some() && e.job_id != self.job {
-            return false;
-        }
-        if !self.outcomes.is_empty() && !self.outcomes.contains(&e.outcome) {
-            return false;
-        }
-        if !self.events.is_empty() && !self.events.contains(&e.event) {
-            return false;
-        }
-        if self.qos.is_some() && e.qos != self.qos {
-            return false;
-        }
-        if self.since.is_some() || self.until.is_some() {
-            let Some(t) = parse_rfc3339(&e.time) else {
-                return false;
-            };
-            if self.since.is_some_and(|since| t < since) || self.until.is_some_and(|u| t > u) {
-                return false;
-            }
-        }
-        true
-    }
-}
 
 /// One audit line: parsed, and as written (`--json` passes it through
 /// byte for byte).
@@ -380,6 +279,7 @@ pub fn tail(paths: &Paths, max_bytes: u64, want: usize) -> Found {
 mod tests {
     use super::*;
     use crate::paths::Overrides;
+    use std::time::SystemTime;
     /// In UTC: the times below are written so.
     fn parse_time(s: &str, now: SystemTime) -> Option<SystemTime> {
         crate::time::parse_time_in(s, now, &jiff::tz::TimeZone::UTC)

@@ -64,7 +64,7 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
             r.grants.get(&level.name).map(|g| (g.clone(), when))
         });
     let explanation = Explanation {
-        counters: super::job_counters::recent(&ctx.paths, &level.name),
+        counters: crate::audit::evidence::recent(&ctx.paths, &level.name),
         recorded,
         qos,
         loaded: &loaded,
@@ -235,7 +235,7 @@ fn render_human(out: &mut impl Write, ctx: &Ctx, x: &Explanation<'_>) -> Result<
         Some(e) => {
             let job = e.job_id.map_or_else(|| "?".to_owned(), |j| j.to_string());
             writeln!(out, "  counters        job {job}, its Epilog at {}", e.time).map_err(w)?;
-            for line in super::job_counters::evidence_lines(&e.evidence) {
+            for line in crate::audit::evidence::evidence_lines(&e.evidence) {
                 writeln!(out, "    {line}").map_err(w)?;
             }
         }

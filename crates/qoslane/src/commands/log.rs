@@ -164,9 +164,9 @@ fn why(e: &LoggedEntry) -> String {
     if let Some(w) = e
         .notes
         .iter()
-        .find(|n| crate::report::is_warning_note(n))
+        .find(|n| n.is_problem())
         .or(e.notes.first())
-        .cloned()
+        .map(ToString::to_string)
         .or_else(|| e.fabric_problems().next().map(ToOwned::to_owned))
         .or_else(|| {
             e.settings_gone

@@ -1,16 +1,15 @@
 //! One module per subcommand; each composes the library layers and returns
-//! an exit code. Shared run plumbing (deadline, lock, audit, metrics) is in
-//! [`session`].
+//! an exit code. No command imports another command's module: the run
+//! machinery they share (deadline, lock, audit, metrics, a job's counters)
+//! is in [`crate::run`].
 
 pub mod explain;
 pub mod fabric_audit;
 pub mod health;
 pub mod hooks;
-pub mod job_counters;
 pub mod log;
 pub mod recover;
 pub mod serve;
-pub mod session;
 pub mod sm_config;
 pub mod status;
 pub mod sync;

@@ -2,10 +2,10 @@
 //! every other run when it takes the node lock).
 
 use super::Ctx;
-use super::session::Session;
 use crate::deadline::Deadline;
 use crate::exit_code::ExitClass;
 use crate::report::{Event, Exit, Outcome, Report};
+use crate::run::session::Session;
 
 pub fn run(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Recover, Deadline::after(ctx.timeout));

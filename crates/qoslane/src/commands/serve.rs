@@ -8,12 +8,12 @@ use std::io::Write;
 use std::net::TcpListener;
 
 use super::Ctx;
-use super::session::node_gauges;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
 use crate::http::{self, Reply};
 use crate::metrics;
 use crate::paths::Paths;
+use crate::run::session::node_gauges;
 
 fn render(paths: &Paths) -> Result<String> {
     let counters = metrics::load(paths)?;

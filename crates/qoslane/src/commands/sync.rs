@@ -16,7 +16,6 @@
 use std::io::Write;
 
 use super::Ctx;
-use super::session::{Session, committed, txn_failed};
 use crate::config::{self, Loaded};
 use crate::deadline::Deadline;
 use crate::error::Error;
@@ -28,6 +27,7 @@ use crate::mapping::Mapping;
 use crate::mapping::diagnostic::render_all;
 use crate::paths::Paths;
 use crate::report::{Event, Exit, Outcome, Report, RunResult};
+use crate::run::session::{Session, committed, txn_failed};
 use crate::state::{JobRecord, Store};
 use crate::txn::RecordOp;
 

@@ -4,32 +4,17 @@
 //! whether a setting is in sync, the audit log's last health check and
 //! problems, and every reason for attention, in the order they are listed.
 
-use crate::audit::read::{Found, Line, LoggedEntry};
 use crate::config::{self, Source};
-use crate::fabric::check;
 use crate::mapping::Mapping;
-use crate::report::Outcome;
 use crate::settings;
 use crate::state::{JobRecord, NodeState};
 
 use super::gather::{Facts, MappingFacts, SettingNow};
 use super::model::{
-    AuditState, Condition, FabricState, GrantsState, Health, HeldLevel, InForce, LevelGrant,
-    LevelOnPort, MappingState, NodeStatus, PendingJournal, PortState, Problem, SCHEMA, SettingRow,
+    AuditState, Condition, GrantsState, HeldLevel, InForce, LevelGrant, MappingState, NodeStatus,
+    PendingJournal, SCHEMA, SettingRow,
 };
-
-/// Problems shown.
-const PROBLEMS: usize = 5;
-
-/// Whether an audit line's outcome is a problem: one the run's own
-/// vocabulary does not count as a success (`failed`, `rolled_back`: `qoslane
-/// log --outcome failed --outcome rolled_back` lists them all). A word this
-/// binary does not know (a newer writer's) is not judged here.
-fn is_problem(outcome: &str) -> bool {
-    Outcome::ALL
-        .iter()
-        .any(|o| o.as_str() == outcome && !o.is_success())
-}
+use super::{judge_audit, judge_fabric};
 
 pub fn judge(facts: Facts) -> NodeStatus {
     let Facts {
@@ -66,7 +51,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
         ));
     }
     let (in_force, mapping) = judge_mapping(mapping, &mut attention);
-    let fabric = fabric_state(&cache, cache_note, now_ms, in_force.as_ref());
+    let fabric = judge_fabric::fabric_state(&cache, cache_note, now_ms, in_force.as_ref());
     let grants = judge_grants(
         grants,
         in_force.as_ref(),
@@ -74,7 +59,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
         &mut attention,
     );
     let jobs: Vec<HeldLevel> = records.values().map(held).collect();
-    attention.extend(jobs_not_carried(&records, &cache));
+    attention.extend(judge_fabric::jobs_not_carried(&records, &cache));
     let settings = judge_settings(settings, &node, &mut attention);
     let journal = journal.map(|j| PendingJournal {
         event: j.event,
@@ -89,10 +74,11 @@ pub fn judge(facts: Facts) -> NodeStatus {
             j.event, j.pid, j.started
         ));
     }
-    let (health, last_problems) = judge_audit(&audit.entries, &mut attention);
+    let (health, last_problems) = judge_audit::judge_audit(&audit.entries, &mut attention);
     if audit.skipped > 0 {
-        attention.push(skipped_lines(&audit));
+        attention.push(judge_audit::skipped_lines(&audit));
     }
+    let counters = judge_audit::level_counters(&audit);
 
     NodeStatus {
         schema: SCHEMA,
@@ -118,7 +104,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
             problems: audit.problems,
             skipped_lines: audit.skipped,
         },
-        counters: Vec::new(),
+        counters,
     }
 }
 
@@ -237,34 +223,6 @@ fn judge_grants(
     }
 }
 
-/// A job whose SL the cached probe says a port does not carry: judged by the
-/// SL and VL it was granted (its record), not the mapping in force now.
-fn jobs_not_carried(
-    records: &std::collections::BTreeMap<crate::job::JobId, JobRecord>,
-    cache: &[crate::fabric::cache::CachedPort],
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in records.values() {
-        for e in cache {
-            let v = check::check_sl(
-                &e.port,
-                &e.tables,
-                &r.level,
-                r.service_level,
-                r.virtual_lane,
-            );
-            if let Some(problem) = v.problem {
-                out.push(format!(
-                    "job {} holds level {} (SL {}) which the cached probe says is not carried: \
-                     {problem}",
-                    r.job_id, r.level, r.service_level
-                ));
-            }
-        }
-    }
-    out
-}
-
 /// Each setting against what it should hold (kernel-normalised); one out of
 /// sync needs attention, unless its file is gone.
 fn judge_settings(
@@ -306,51 +264,6 @@ fn judge_settings(
     rows
 }
 
-/// From the end of the audit log (oldest first): the last health check (a
-/// failed one needs attention) and the newest problems.
-fn judge_audit(entries: &[Line], attention: &mut Vec<String>) -> (Option<Health>, Vec<Problem>) {
-    let newest_first = || entries.iter().rev().map(|l| &l.entry);
-    let health = newest_first()
-        .find(|e| e.event == "health")
-        .map(|e| Health {
-            time: e.time.clone(),
-            outcome: e.outcome.clone(),
-            error: e.error.clone(),
-            warnings: e
-                .notes
-                .iter()
-                .filter(|n| crate::report::is_warning_note(n))
-                .cloned()
-                .collect(),
-            failed: e.outcome == Outcome::Failed.as_str(),
-        });
-    if let Some(h) = health.as_ref().filter(|h| h.failed) {
-        attention.push(format!(
-            "the last health check failed ({}): {}",
-            h.time,
-            h.error.as_deref().unwrap_or("-")
-        ));
-    }
-    let problems = newest_first()
-        .filter(|e| is_problem(&e.outcome))
-        .take(PROBLEMS)
-        .map(problem)
-        .collect();
-    (health, problems)
-}
-
-/// Lines of the audit log's tail that are not audit entries: a torn append
-/// (ENOSPC, EIO, a kill) lost a run's entry there, or someone else wrote
-/// into the log. Named by file and line (or byte, in a tail that started
-/// inside the file); it stays listed until the line leaves the tail.
-fn skipped_lines(audit: &Found) -> String {
-    format!(
-        "{}, not audit entries (a torn append lost a run's entry, or a foreign line; \
-         `qoslane log` reads every other line)",
-        audit.skipped_summary("audit line")
-    )
-}
-
 fn held(r: &JobRecord) -> HeldLevel {
     HeldLevel {
         job_id: u64::from(r.job_id.get()),
@@ -365,61 +278,10 @@ fn held(r: &JobRecord) -> HeldLevel {
     }
 }
 
-fn problem(e: &LoggedEntry) -> Problem {
-    Problem {
-        time: e.time.clone(),
-        event: e.event.clone(),
-        job_id: e.job_id,
-        qos: e.qos.clone(),
-        level: e.level.clone(),
-        outcome: e.outcome.clone(),
-        error: e.error.clone(),
-    }
-}
-
-/// The cached probe, each port judged for every level of the mapping in
-/// force by the same rules as a Prolog.
-fn fabric_state(
-    cache: &[crate::fabric::cache::CachedPort],
-    note: Option<String>,
-    now_ms: u64,
-    mapping: Option<&Mapping>,
-) -> FabricState {
-    let ports = cache
-        .iter()
-        .map(|e| PortState {
-            port: e.port.to_string(),
-            probed_s_ago: now_ms.saturating_sub(e.probed_at_ms) / 1000,
-            link_state: e.tables.link_state.clone(),
-            oper_vls: e.tables.oper_vls.to_string(),
-            levels: mapping
-                .map(Mapping::levels)
-                .unwrap_or_default()
-                .iter()
-                .map(|level| {
-                    let v = check::check(&e.port, &e.tables, level);
-                    LevelOnPort {
-                        level: v.level,
-                        service_level: v.service_level,
-                        vl: v.vl,
-                        want_vl: v.want_vl,
-                        lane: v.lane,
-                        problem: v.problem,
-                    }
-                })
-                .collect(),
-        })
-        .collect();
-    FabricState {
-        check: mapping.map(|m| m.fabric_check.as_str()),
-        note,
-        ports,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::read::{Found, Line};
 
     fn facts() -> Facts {
         Facts {

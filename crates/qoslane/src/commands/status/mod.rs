@@ -8,7 +8,9 @@
 //! Three steps: [`gather`] reads (read-only: no lock, and it creates or
 //! writes nothing; a node where no job ran yet has no state directories,
 //! which reads as empty; state it cannot read or trust is shown, not
-//! fatal), [`judge`] decides (one pure function: every "is this in order"),
+//! fatal), [`judge`] decides (one pure function: every "is this in order";
+//! what the audit log's end and the fabric cache say in [`judge_audit`] and
+//! [`judge_fabric`]),
 //! [`render`] words it; the JSON is the [`model`] serialised.
 //!
 //! Exit 0 when the node is in order, 1 when something needs attention (the
@@ -16,6 +18,8 @@
 
 mod gather;
 mod judge;
+mod judge_audit;
+mod judge_fabric;
 mod model;
 mod render;
 
@@ -29,9 +33,7 @@ use model::Condition;
 
 pub fn run(ctx: &Ctx, as_json: bool) -> Result<ExitClass> {
     let facts = gather::gather(&ctx.paths, &Deadline::after(ctx.timeout));
-    let counters = level_counters(&facts.audit);
-    let mut st = judge::judge(facts);
-    st.counters = counters;
+    let st = judge::judge(facts);
     let mut out = std::io::stdout().lock();
     let w = Error::output;
     if as_json {
@@ -44,26 +46,4 @@ pub fn run(ctx: &Ctx, as_json: bool) -> Result<ExitClass> {
         Condition::Ok => ExitClass::Ok,
         Condition::Attention => ExitClass::Failed,
     })
-}
-
-/// Per level, its newest Epilog with counter evidence among the entries
-/// read (newest last).
-fn level_counters(audit: &crate::audit::read::Found) -> Vec<model::LevelCounters> {
-    let mut out: Vec<model::LevelCounters> = Vec::new();
-    for l in audit.entries.iter().rev() {
-        let e = &l.entry;
-        let Some(level) = e.level.as_deref() else {
-            continue;
-        };
-        if e.event == "epilog" && !e.evidence.is_null() && !out.iter().any(|c| c.level == level) {
-            out.push(model::LevelCounters {
-                level: level.to_owned(),
-                job_id: e.job_id,
-                time: e.time.clone(),
-                evidence: e.evidence.clone(),
-            });
-        }
-    }
-    out.sort_by(|a, b| a.level.cmp(&b.level));
-    out
 }

@@ -33,7 +33,7 @@ pub struct NodeStatus {
     pub last_problems: Vec<Problem>,
     pub audit: AuditState,
     /// Per level, the newest Epilog's counter evidence in the audit log's
-    /// end (set by [`super::run`] from the same entries).
+    /// end.
     pub counters: Vec<LevelCounters>,
 }
 

@@ -156,7 +156,7 @@ fn counters(s: &mut String, c: &[super::model::LevelCounters]) {
         } else {
             more(s, &head);
         }
-        for line in crate::commands::job_counters::evidence_lines(&l.evidence) {
+        for line in crate::audit::evidence::evidence_lines(&l.evidence) {
             more(s, &format!("  {line}"));
         }
     }

@@ -276,7 +276,10 @@ impl<'p> Session<'p> {
     /// taking it undoes an interrupted transaction.
     pub fn finish(mut self, result: RunResult) -> ExitClass {
         debug_assert!(
-            result.as_ref().map_or_else(|f| f.report.event, |r| r.event) == self.event,
+            result
+                .as_ref()
+                .map_or_else(|f| f.report.event(), Report::event)
+                == self.event,
             "a run reports its own event"
         );
         let secs = self.start.elapsed().as_secs_f64();
@@ -326,7 +329,7 @@ impl<'p> Session<'p> {
 fn log_failure(f: &Failure) {
     log::error(&format!(
         "{} failed ({}): {}",
-        f.report.event,
+        f.report.event(),
         f.report.outcome.as_str(),
         f.error.with_causes()
     ));
@@ -346,41 +349,7 @@ fn write_audit(paths: &Paths, e: &Entry) {
 /// Counts the run, waiting for the counters' lock until `deadline` (at least
 /// `metrics::COUNTERS_LOCK_WAIT`).
 fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
-    let run = Run {
-        event: report.event.as_str(),
-        outcome: report.outcome,
-        succeeded: report.succeeded(),
-        seconds,
-        rolled_back: report.rolled_back,
-        fabric: report.alignment.clone(),
-        log_lines_dropped: nodeio::log::take_dropped(),
-        settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
-        first_hop: report.first_hop.clone(),
-        qos_fallback: report.job.qos_fallback,
-        health_warnings: (report.event == Event::Health)
-            .then(|| u64::try_from(report.warnings).unwrap_or(u64::MAX)),
-        node_lock_held_seconds: report.lock_held_seconds,
-        off_level_bytes: report
-            .evidence
-            .as_ref()
-            .and_then(|e| Some((report.job.level.as_deref()?, e.off_level_bytes?))),
-        xmit_wait: report
-            .counter_readings
-            .iter()
-            .filter_map(
-                |p| match p.readings.get(&crate::fabric::pma::Kind::VlXmitWait) {
-                    Some(crate::fabric::pma::Reading::Values(v)) => Some((p.port.to_string(), *v)),
-                    _ => None,
-                },
-            )
-            .chain(
-                report
-                    .first_hop_wait
-                    .iter()
-                    .filter_map(|w| Some((format!("{}/{}", w.name, w.port), w.values()?))),
-            )
-            .collect(),
-    };
+    let run = Run::of(report, seconds, nodeio::log::take_dropped());
     if let Err(err) = metrics::record_and_publish(paths, &run, deadline, &|| node_gauges(paths)) {
         log::warn(&format!("metrics: {err}"));
     }

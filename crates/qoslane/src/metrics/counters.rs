@@ -1,0 +1,270 @@
+//! What the metrics keep across runs ([`Counters`], `counters.json`), what
+//! one finished run adds to them ([`Run`], derived from its report here:
+//! [`Run::of`]) and the gauges that come from the node's state ([`Gauges`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::fabric::pma;
+use crate::fabric::policy::{Alignment, HopCount};
+use crate::report::payload::HealthRun;
+use crate::report::{Outcome, Payload, Report};
+
+/// Histogram buckets (seconds): a Prolog should take milliseconds; Slurm's
+/// window is seconds.
+pub const BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Observations per bucket (not cumulative); the last is +Inf.
+    pub counts: Vec<u64>,
+    pub sum: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, secs: f64) {
+        self.counts.resize(BUCKETS.len() + 1, 0);
+        let i = BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[i] += 1;
+        // Whole nanoseconds: such a sum survives the JSON round trip exactly,
+        // so every reader renders the same text.
+        self.sum = ((self.sum + secs) * 1e9).round() / 1e9;
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    /// event → outcome → runs.
+    pub runs: BTreeMap<String, BTreeMap<String, u64>>,
+    pub rollbacks: BTreeMap<String, u64>,
+    pub durations: BTreeMap<String, Histogram>,
+    /// event → unix seconds of the last successful run.
+    pub last_success: BTreeMap<String, f64>,
+    /// The last fabric assessment.
+    pub fabric: Vec<Alignment>,
+    /// Log lines that could not be sent without waiting (nodeio::log).
+    #[serde(default)]
+    pub log_lines_dropped: u64,
+    /// Settings found gone (their file vanished), by event.
+    #[serde(default)]
+    pub settings_gone: BTreeMap<String, u64>,
+    /// The last first-hop check (`sync`, `health`).
+    #[serde(default)]
+    pub first_hop: Vec<HopCount>,
+    /// Jobs whose QoS could not be learnt (the default level, or a refusal
+    /// under `on_unknown_qos: fail_job`), by reason.
+    #[serde(default)]
+    pub qos_fallbacks: BTreeMap<String, u64>,
+    /// The warnings of the last health run.
+    #[serde(default)]
+    pub health_warnings: u64,
+    /// How long a transaction held the node lock when the last health run
+    /// looked (0: free).
+    #[serde(default)]
+    pub node_lock_held_seconds: u64,
+    /// Bytes jobs that ran alone sent on SLs other than their level's, by
+    /// level (their Epilogs' counter evidence).
+    #[serde(default)]
+    pub off_level_bytes: BTreeMap<String, u64>,
+    /// The node's ports' PortVLXmitWait: the last reading and the ticks
+    /// counted since the first, by `DEVICE/PORT` (index: VL).
+    #[serde(default)]
+    pub xmit_wait_last: BTreeMap<String, [u64; 16]>,
+    #[serde(default)]
+    pub xmit_wait_ticks: BTreeMap<String, [u64; 16]>,
+}
+
+/// One finished run, as the metrics see it.
+#[derive(Debug)]
+pub struct Run<'a> {
+    pub event: &'a str,
+    pub outcome: Outcome,
+    /// The outcome is a success and nothing was warned of
+    /// (`Report::succeeded`): moves the last-success time.
+    pub succeeded: bool,
+    pub seconds: f64,
+    pub rolled_back: bool,
+    /// `Some` when this run assessed the fabric.
+    pub fabric: Option<Vec<Alignment>>,
+    /// Log lines this run dropped rather than wait for a sink.
+    pub log_lines_dropped: u64,
+    /// Settings this run found gone.
+    pub settings_gone: u64,
+    /// `Some` when this run read the first hop.
+    pub first_hop: Option<Vec<HopCount>>,
+    /// Why this run's job's QoS could not be learnt, if it could not.
+    pub qos_fallback: Option<crate::job::qos::Fallback>,
+    /// `Some` for a health run: how many warnings it found.
+    pub health_warnings: Option<u64>,
+    /// `Some` for a health run that saw the node lock: how long a
+    /// transaction had held it.
+    pub node_lock_held_seconds: Option<u64>,
+    /// An Epilog's job's level and its off-level bytes (`CounterEvidence`).
+    pub off_level_bytes: Option<(&'a str, u64)>,
+    /// PortVLXmitWait as this run read it (`DEVICE/PORT`, VL 0..=15): the
+    /// node's own ports, and `SWITCH/PORT` for the first hop's toward it.
+    pub xmit_wait: Vec<(String, [u64; 16])>,
+}
+
+impl<'a> Run<'a> {
+    /// The run as the metrics see it, from its report: what every run
+    /// counts, and what its event's payload adds (the fabric's gauges, a
+    /// health run's warnings and lock, an Epilog's off-level bytes, the
+    /// transmit wait a hook or health read).
+    pub fn of(report: &'a Report, seconds: f64, log_lines_dropped: u64) -> Self {
+        let fabric = report.payload.fabric();
+        let health = match &report.payload {
+            Payload::Health(h) => Some(h),
+            _ => None,
+        };
+        let evidence = match &report.payload {
+            Payload::Epilog(e) => e.evidence.as_ref(),
+            _ => None,
+        };
+        Self {
+            event: report.event().as_str(),
+            outcome: report.outcome,
+            succeeded: report.succeeded(),
+            seconds,
+            rolled_back: report.rolled_back,
+            fabric: fabric.and_then(|f| f.alignment.clone()),
+            log_lines_dropped,
+            settings_gone: u64::try_from(report.settings_gone.len()).unwrap_or(u64::MAX),
+            first_hop: fabric.and_then(|f| f.first_hop.clone()),
+            qos_fallback: report.job.qos_fallback,
+            health_warnings: health.map(|h| u64::try_from(h.warnings()).unwrap_or(u64::MAX)),
+            node_lock_held_seconds: health.and_then(|h| h.lock_held_seconds),
+            off_level_bytes: evidence
+                .and_then(|e| Some((report.job.level.as_deref()?, e.off_level_bytes?))),
+            xmit_wait: xmit_wait(report, health),
+        }
+    }
+}
+
+/// PortVLXmitWait as a run read it: a hook's of the node's own ports
+/// (`DEVICE/PORT`), health's of the first hop's port toward the node
+/// (`SWITCH/PORT`).
+fn xmit_wait(report: &Report, health: Option<&HealthRun>) -> Vec<(String, [u64; 16])> {
+    report
+        .payload
+        .counters()
+        .iter()
+        .filter_map(|p| match p.readings.get(&pma::Kind::VlXmitWait) {
+            Some(pma::Reading::Values(v)) => Some((p.port.to_string(), *v)),
+            _ => None,
+        })
+        .chain(
+            health
+                .into_iter()
+                .flat_map(|h| &h.first_hop_wait)
+                .filter_map(|w| Some((format!("{}/{}", w.name, w.port), w.values()?))),
+        )
+        .collect()
+}
+
+impl Counters {
+    pub fn record(&mut self, run: &Run<'_>) {
+        *self
+            .runs
+            .entry(run.event.into())
+            .or_default()
+            .entry(run.outcome.as_str().into())
+            .or_default() += 1;
+        if run.rolled_back {
+            *self.rollbacks.entry(run.event.into()).or_default() += 1;
+        }
+        self.durations
+            .entry(run.event.into())
+            .or_default()
+            .observe(run.seconds);
+        if run.succeeded {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            self.last_success
+                .insert(run.event.into(), (now * 1000.0).round() / 1000.0);
+        }
+        self.log_lines_dropped += run.log_lines_dropped;
+        if run.settings_gone > 0 {
+            *self.settings_gone.entry(run.event.into()).or_default() += run.settings_gone;
+        }
+        if let Some(f) = &run.fabric {
+            self.fabric.clone_from(f);
+        }
+        if let Some(h) = &run.first_hop {
+            self.first_hop.clone_from(h);
+        }
+        if let Some(f) = run.qos_fallback {
+            *self.qos_fallbacks.entry(f.as_str().into()).or_default() += 1;
+        }
+        if let Some(w) = run.health_warnings {
+            self.health_warnings = w;
+        }
+        if let Some(s) = run.node_lock_held_seconds {
+            self.node_lock_held_seconds = s;
+        }
+        if let Some((level, n)) = run.off_level_bytes {
+            let total = self.off_level_bytes.entry(level.into()).or_default();
+            *total = total.saturating_add(n);
+        }
+        for (port, now) in &run.xmit_wait {
+            let total = self.xmit_wait_ticks.entry(port.clone()).or_default();
+            if let Some(last) = self.xmit_wait_last.get(port) {
+                for ((t, l), n) in total.iter_mut().zip(last).zip(now) {
+                    // Only what the counter says passed: a saturated or
+                    // cleared one adds nothing.
+                    if let pma::Delta::Count(d) = pma::delta(pma::Kind::VlXmitWait, *l, *n) {
+                        *t = t.saturating_add(d);
+                    }
+                }
+            }
+            self.xmit_wait_last.insert(port.clone(), *now);
+        }
+    }
+}
+
+/// The gauges that come from the node's state rather than from counters.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// Every level of the mapping (zero when none is active) → active jobs.
+    pub active_jobs: BTreeMap<String, u64>,
+    pub mapping_sha256: Option<String>,
+    /// Level → whether a job of it starting now gets its SL, from the
+    /// node's recorded grants (`grant::Record`); empty when none is
+    /// recorded.
+    pub granted: BTreeMap<String, bool>,
+    /// Whether the installed mapping file is the mapping in force
+    /// (`config::Installed`).
+    pub mapping_valid: bool,
+    /// VL → the levels the mapping in force names it for (`virtual_lane`).
+    pub vl_levels: BTreeMap<u8, String>,
+}
+
+impl Gauges {
+    /// The gauges from what the caller read: every level of the mapping in
+    /// force (zero when none is active), its hash, and the level of every
+    /// active job (one per job).
+    pub fn new(
+        levels: impl IntoIterator<Item = String>,
+        mapping_sha256: Option<String>,
+        active: impl IntoIterator<Item = String>,
+    ) -> Self {
+        let mut g = Self {
+            active_jobs: levels.into_iter().map(|l| (l, 0)).collect(),
+            mapping_sha256,
+            granted: BTreeMap::new(),
+            mapping_valid: false,
+            vl_levels: BTreeMap::new(),
+        };
+        for level in active {
+            *g.active_jobs.entry(level).or_default() += 1;
+        }
+        g
+    }
+}
