@@ -1,6 +1,6 @@
 //! Diagnostics about a mapping file and how they are shown: `FILE:LINE:COL:
-//! error: …` with a source snippet (human), or a JSON array (for the Omnia role). The snippet's source lines:
-//! `diagnostic/excerpt.rs`.
+//! error: …` with a source snippet (human), or a JSON array (for the Omnia
+//! role). Which source lines a snippet shows: `diagnostic/excerpt.rs`.
 
 use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
 use serde::Serialize;
