@@ -24,7 +24,6 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -33,6 +32,9 @@ use rustix::io::Errno;
 
 use crate::error::{Error, Result};
 use crate::walk::{self, Dir, Judge};
+
+mod leftovers;
+pub use leftovers::{remove_leftovers, temp_file_writer};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -240,102 +242,6 @@ fn temp_name(name: &OsStr, pid: u32, seq: u32) -> String {
     format!(".{}.tmp.{pid}.{seq}", name.to_string_lossy())
 }
 
-/// Whether `name` is a temp file of [`replace`]: its writer's pid.
-pub fn temp_file_writer(name: &str) -> Option<i32> {
-    let rest = name.strip_prefix('.')?;
-    let (_, tail) = rest.rsplit_once(".tmp.")?;
-    let pid = tail.split_once('.').map_or(tail, |(pid, _)| pid);
-    pid.parse().ok()
-}
-
-/// Removes the temp files in `dir` whose writer is gone (killed between
-/// create and rename: Slurm's timeout kill, the OOM killer), also when
-/// its pid is still taken, by its zombie or by a process that reused it
-/// ([`writer_gone`]). A live writer's file is never touched. Best effort.
-pub fn remove_leftovers(dir: &Dir) {
-    let Ok(fd) = rfs::openat(
-        dir.fd(),
-        c".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) else {
-        return;
-    };
-    let Ok(mut entries) = rfs::Dir::read_from(&fd) else {
-        return;
-    };
-    let me = std::process::id();
-    let mut dead = Vec::new();
-    while let Some(Ok(e)) = entries.next() {
-        let name = e.file_name().to_bytes();
-        let Some(pid) = temp_file_writer(&String::from_utf8_lossy(name)) else {
-            continue;
-        };
-        // Our own pid's names are left to the writer (see `replace_in`).
-        if u32::try_from(pid).ok() != Some(me) && writer_gone(dir, e.file_name(), pid) {
-            dead.push(name.to_vec());
-        }
-    }
-    for name in dead {
-        let _ = rfs::unlinkat(dir.fd(), OsStr::from_bytes(&name), AtFlags::empty());
-    }
-}
-
-/// Seconds of slack when comparing a process's start with a file's time:
-/// the boot time the kernel gives is whole seconds.
-const START_SLACK_SECS: i64 = 2;
-
-/// Whether the writer `pid` of the temp file `name` in `dir` is gone: no
-/// process has the pid; or the one that has it is a zombie (killed and not
-/// yet reaped by its parent — it writes nothing more, and the first run
-/// after the kill comes exactly then); or it started after the file was
-/// made (the pid was reused: the writer died before it). What cannot be
-/// told is taken as alive.
-fn writer_gone(dir: &Dir, name: &std::ffi::CStr, pid: i32) -> bool {
-    let Some(p) = rustix::process::Pid::from_raw(pid) else {
-        return true;
-    };
-    if matches!(rustix::process::test_kill_process(p), Err(Errno::SRCH)) {
-        return true;
-    }
-    let Some((state, started_ticks)) = process_state(pid) else {
-        return false;
-    };
-    if matches!(state, 'Z' | 'X') {
-        return true;
-    }
-    let Ok(st) = rfs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW) else {
-        return false;
-    };
-    let (Some(boot), Ok(started)) = (boot_time(), i64::try_from(started_ticks)) else {
-        return false;
-    };
-    let ticks = i64::try_from(rustix::param::clock_ticks_per_second()).unwrap_or(100);
-    let started = boot + started / ticks.max(1);
-    started > st.st_mtime + START_SLACK_SECS
-}
-
-/// A process's state letter and start (clock ticks after boot), from
-/// `/proc/PID/stat` (its name, in parentheses, may hold anything: the
-/// fields are read after the last `)`).
-fn process_state(pid: i32) -> Option<(char, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, fields) = stat.rsplit_once(')')?;
-    let mut fields = fields.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    // Field 22 of proc_pid_stat(5); the state was field 3.
-    let started = fields.nth(18)?.parse().ok()?;
-    Some((state, started))
-}
-
-/// When the system booted (seconds since the epoch), from `/proc/stat`.
-fn boot_time() -> Option<i64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    stat.lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|t| t.trim().parse().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,7 +446,7 @@ mod tests {
             .expect("set mtime");
         // The zombie is one once the kill has landed.
         for _ in 0..500 {
-            if super::process_state(i32::try_from(zombie.id()).expect("pid"))
+            if super::leftovers::process_state(i32::try_from(zombie.id()).expect("pid"))
                 .is_some_and(|(s, _)| s == 'Z')
             {
                 break;
