@@ -119,6 +119,59 @@ fn sources(src: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// The most lines of production code a source file holds (what comes before
+/// its trailing `#[cfg(test)] mod tests`; a `tests.rs` of its own is test
+/// code). Past it a file holds more than one concept: split it by role (a
+/// folder of files, each one thing), never by squeezing lines together.
+const FILE_BUDGET: usize = 600;
+
+#[test]
+fn no_source_file_holds_more_than_its_budget() {
+    let root = workspace();
+    let mut over = Vec::new();
+    for krate in fs::read_dir(root.join("crates")).expect("crates/") {
+        let dir = krate.expect("crates/ entry").path();
+        if !dir.join("src").is_dir() {
+            continue;
+        }
+        for (rel, text) in sources(&dir.join("src")) {
+            if rel == "tests.rs" || rel.ends_with("/tests.rs") {
+                continue;
+            }
+            let n = production_lines(&text);
+            if n > FILE_BUDGET {
+                over.push(format!(
+                    "crates/{}/src/{rel}: {n} lines",
+                    dir.file_name().unwrap_or_default().to_string_lossy()
+                ));
+            }
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "source files over {FILE_BUDGET} lines of production code (split each by role, \
+         as CONTRIBUTING says; do not squeeze):\n{}",
+        over.join("\n")
+    );
+}
+
+/// The lines before a file's trailing test module (all of them without one).
+fn production_lines(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].starts_with("mod tests"))
+        .unwrap_or(lines.len())
+}
+
+#[test]
+fn the_budget_counts_production_lines_only() {
+    assert_eq!(production_lines("a\nb\n#[cfg(test)]\nmod tests {\n}\n"), 2);
+    assert_eq!(production_lines("a\nb\nc\n"), 3);
+    // A test-only import is production text's neighbour, not the test module.
+    assert_eq!(production_lines("#[cfg(test)]\nuse x::y;\nfn f() {}\n"), 3);
+}
+
 // ---------------------------------------------------------------- the tables
 
 /// One row of a layer table: the modules its first cell names.
