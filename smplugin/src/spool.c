@@ -162,7 +162,8 @@ void qsm_spool_emit(struct qsm_spool *s, struct qsm_record *r)
 		m.seq = atomic_fetch_add(&s->seq, 1) + 1;
 		m.time_ns = r->time_ns;
 		m.block = (uint32_t)r->kind; /* the first kind dropped */
-		(void)put(s, &m);
+		if (put(s, &m))
+			atomic_fetch_add(&s->dropped, 1);
 	}
 }
 

@@ -21,7 +21,7 @@ struct qsm_spool {
 	_Atomic uint64_t ino;         /* the file behind fd */
 	_Atomic uint64_t marked_ino;  /* the file that has its OVERFLOW marker */
 	_Atomic uint64_t seq;         /* the last sequence number given */
-	_Atomic uint64_t dropped;     /* events not written, since load */
+	_Atomic uint64_t dropped;     /* sequence numbers not written, since load */
 	_Atomic uint64_t written;     /* records written, since load */
 	_Atomic uint64_t reopened;    /* new files started (the reader took one) */
 	uint64_t instance;
