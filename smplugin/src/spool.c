@@ -73,7 +73,7 @@ int qsm_parse_options(const char *options, char *dir, size_t dirlen,
 
 /* A new spool file in place of the current one (the reader renamed it away,
  * or it was never there). 0, or -1 (the caller keeps writing to the old one). */
-static int start_file(struct qsm_spool *s, uint64_t *size)
+static int start_file(struct qsm_spool *s)
 {
 	int fd = openat(s->dirfd, QSM_SPOOL_FILE,
 			O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
@@ -97,25 +97,24 @@ static int start_file(struct qsm_spool *s, uint64_t *size)
 		close(fd);
 		atomic_fetch_add(&s->reopened, 1);
 	}
+	atomic_store(&s->reserved, (uint64_t)st.st_size);
 	atomic_store(&s->ino, (uint64_t)st.st_ino);
 	atomic_store(&s->marked_ino, 0); /* a new file gets its own marker */
-	*size = (uint64_t)st.st_size;
 	return 0;
 }
 
-/* The size of the file records go to, a new one started when the reader
+/* The file records go to (its inode), a new one started when the reader
  * took the old one. -1 when there is no file to write to. */
-static int current(struct qsm_spool *s, uint64_t *size, uint64_t *ino)
+static int current(struct qsm_spool *s, uint64_t *ino)
 {
 	struct stat st;
 	if (fstatat(s->dirfd, QSM_SPOOL_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISREG(st.st_mode) && (uint64_t)st.st_ino == atomic_load(&s->ino)) {
-		*size = (uint64_t)st.st_size;
 		*ino = (uint64_t)st.st_ino;
 		return 0;
 	}
 	if (pthread_mutex_trylock(&s->reopen) == 0) {
-		int rc = start_file(s, size);
+		int rc = start_file(s);
 		*ino = atomic_load(&s->ino);
 		pthread_mutex_unlock(&s->reopen);
 		if (rc == 0)
@@ -124,7 +123,6 @@ static int current(struct qsm_spool *s, uint64_t *size, uint64_t *ino)
 	/* another thread is starting the new file, or it cannot be: the old one */
 	if (s->fd < 0 || fstat(s->fd, &st))
 		return -1;
-	*size = (uint64_t)st.st_size;
 	*ino = (uint64_t)st.st_ino;
 	return 0;
 }
@@ -144,14 +142,17 @@ static int put(struct qsm_spool *s, struct qsm_record *r)
 
 void qsm_spool_emit(struct qsm_spool *s, struct qsm_record *r)
 {
-	uint64_t size, ino;
+	uint64_t ino;
 	r->seq = atomic_fetch_add(&s->seq, 1) + 1;
 	r->time_ns = now_ns();
-	if (current(s, &size, &ino)) {
+	if (current(s, &ino)) {
 		atomic_fetch_add(&s->dropped, 1);
 		return;
 	}
-	if (size + 2 * QSM_RECORD_SIZE <= s->cap) {
+	/* a place in the file before the write: threads racing never pass the
+	 * cap; the last record's place is the OVERFLOW marker's */
+	uint64_t at = atomic_fetch_add(&s->reserved, QSM_RECORD_SIZE);
+	if (at + 2 * QSM_RECORD_SIZE <= s->cap) {
 		if (put(s, r))
 			atomic_fetch_add(&s->dropped, 1);
 		return;
@@ -186,8 +187,17 @@ int qsm_spool_open(struct qsm_spool *s, const char *dir, uint64_t cap,
 		snprintf(err, errlen, "open %s: %s", dir, strerror(errno));
 		return -1;
 	}
-	uint64_t size;
-	if (start_file(s, &size)) {
+	struct stat d;
+	if (fstat(s->dirfd, &d) ||
+	    (d.st_uid != geteuid() && d.st_uid != 0) ||
+	    ((d.st_mode & (S_IWGRP | S_IWOTH)) && !(d.st_mode & S_ISVTX))) {
+		snprintf(err, errlen,
+			 "%s: not ours, or writable by others (want 0755, ours or root's)",
+			 dir);
+		close(s->dirfd);
+		return -1;
+	}
+	if (start_file(s)) {
 		snprintf(err, errlen, "open %s/%s: %s (a regular file of ours?)",
 			 dir, QSM_SPOOL_FILE, strerror(errno));
 		close(s->dirfd);

@@ -20,6 +20,7 @@ struct qsm_spool {
 	int fd;                       /* its number never changes: dup3 replaces the file */
 	_Atomic uint64_t ino;         /* the file behind fd */
 	_Atomic uint64_t marked_ino;  /* the file that has its OVERFLOW marker */
+	_Atomic uint64_t reserved;    /* bytes of the file given to writes */
 	_Atomic uint64_t seq;         /* the last sequence number given */
 	_Atomic uint64_t dropped;     /* sequence numbers not written, since load */
 	_Atomic uint64_t written;     /* records written, since load */

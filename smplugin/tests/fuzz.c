@@ -35,6 +35,10 @@ static void quiet(void *ctx, int error, const char *msg)
 		fprintf(stderr, "fuzz: plugin: %s\n", msg);
 }
 
+static void quiet_ok(void *ctx, int error, const char *msg)
+{
+}
+
 static uint64_t rnd(uint64_t *x)
 {
 	*x ^= *x << 13;
@@ -156,6 +160,16 @@ int main(int argc, char **argv)
 	}
 	snprintf(spool, sizeof(spool), "%s/spool", dir);
 	char options[400];
+	/* a spool directory others may write to is refused */
+	mkdir(spool, 0755);
+	chmod(spool, 0777);
+	snprintf(options, sizeof(options), "qoslane_spool=%s", spool);
+	void *open_dir = qsm_create_with(options, quiet_ok, NULL);
+	if (open_dir) {
+		printf("fuzz: FAILED (a spool directory writable by others was used)\n");
+		return 1;
+	}
+	chmod(spool, 0755);
 	snprintf(options, sizeof(options),
 		 "other_plugin_word=1 qoslane_spool=%s,qoslane_spool_max=4096", spool);
 	void *s = qsm_create_with(options, quiet, NULL);
@@ -188,7 +202,7 @@ int main(int argc, char **argv)
 
 	/* every file: whole valid records; every seq once */
 	unsigned char *seen = calloc(last + 1, 1);
-	uint64_t records = 0, overflows = 0, bad = 0;
+	uint64_t records = 0, overflows = 0, bad = 0, largest = 0;
 	DIR *dd = opendir(spool);
 	struct dirent *de;
 	while ((de = readdir(dd))) {
@@ -199,6 +213,9 @@ int main(int argc, char **argv)
 		FILE *f = fopen(p, "rb");
 		if (!f)
 			continue;
+		struct stat st;
+		if (fstat(fileno(f), &st) == 0 && (uint64_t)st.st_size > largest)
+			largest = (uint64_t)st.st_size;
 		unsigned char b[QSM_RECORD_SIZE];
 		size_t n;
 		while ((n = fread(b, 1, sizeof(b), f)) > 0) {
@@ -221,11 +238,14 @@ int main(int argc, char **argv)
 	snprintf(target, sizeof(target), "%s/symlink-target", dir);
 	int target_written = access(target, F_OK) == 0;
 	printf("fuzz: %llu sequence numbers: %llu records written, %llu dropped, "
-	       "%llu overflow markers, %llu bad, symlink target %s\n",
+	       "%llu overflow markers, %llu bad, symlink target %s, largest file %llu bytes (cap 4096)\n",
 	       (unsigned long long)last, (unsigned long long)records,
 	       (unsigned long long)dropped, (unsigned long long)overflows,
-	       (unsigned long long)bad, target_written ? "WRITTEN" : "untouched");
+	       (unsigned long long)bad, target_written ? "WRITTEN" : "untouched",
+	       (unsigned long long)largest);
+	/* past the cap only by the writes of threads racing the start of a new file */
 	int ok = bad == 0 && !target_written && overflows > 0 &&
+		 largest <= 4096 + THREADS * QSM_RECORD_SIZE &&
 		 records + dropped == last && seen[1] && seen[last];
 	if (!ok)
 		printf("fuzz: FAILED (records + dropped must equal the sequence numbers given)\n");
