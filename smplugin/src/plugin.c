@@ -159,8 +159,11 @@ static void report(void *data, osm_epi_event_id_t event_id, void *event_data)
 
 /* OpenSM looks this symbol up and loads the plugin only when osm_version is
  * its own version string: a plugin built against another libopensm is skipped. */
+#ifndef QSM_OSM_VERSION /* another only to test OpenSM's refusal (make mismatch) */
+#define QSM_OSM_VERSION OSM_VERSION
+#endif
 __attribute__((visibility("default"))) osm_event_plugin_t osm_event_plugin = {
-	.osm_version = OSM_VERSION,
+	.osm_version = QSM_OSM_VERSION,
 	.create = create,
 	.delete = delete,
 	.report = report,

@@ -11,6 +11,7 @@
 #      stays within its cap, and the SM goes on sweeping (its log, smpquery answers); once the
 #      reader takes the full file, the drops show in the next records;
 #   5. a reader killed mid-loop, then the spool directory removed under the SM: it sweeps on;
+#      a plugin built against another OpenSM version is skipped by OpenSM, which runs without it;
 #   6. the plugin's core under ASan/UBSan with random events from 4 threads and a hostile reader
 #      (smplugin/tests/fuzz.c), and its cost per event (smplugin/tests/bench.c).
 # Needs gcc, make, libopensm-dev, libibumad-dev and the rig's packages (scripts/install-deps.sh);
@@ -48,7 +49,8 @@ cleanup() {
 trap cleanup EXIT
 
 say "building the plugin, qsm-dump, the fuzz harness and the bench"
-make -s -C "$REPO/smplugin" O="$WORK/build" all "$WORK/build/fuzz" "$WORK/build/bench" >&2
+make -s -C "$REPO/smplugin" O="$WORK/build" all "$WORK/build/fuzz" "$WORK/build/bench" \
+  "$WORK/build/mismatch/libqoslane_sm.so" >&2
 DUMP=$WORK/build/qsm-dump
 # OpenSM dlopens "libqoslane_sm.so": from the library path (installed: the system's)
 export LD_LIBRARY_PATH=$WORK/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -172,6 +174,19 @@ check "OpenSM logged no plugin error" bash -c "! grep -qi 'ERR 1000\|qoslane_sm:
 RIG_KEEP_WORKDIR=1 "$RIG" stop "$ENV" >&2; ENV=""
 check "the plugin said its counts when the SM stopped" grep -q 'qoslane_sm: stopped: .* events dropped' "$RIG_WORK/opensm.log"
 case $RIG_WORK in */fabric-path-rig.*) rm -rf "$RIG_WORK" ;; esac
+
+# ------------------------------------------------------------------ 5b. built against another OpenSM
+# OpenSM compares the plugin's osm_version with its own: another is skipped, the SM runs without it
+mkdir -p "$SPOOL"
+ENV=$(LD_LIBRARY_PATH=$WORK/build/mismatch "$RIG" start -o event_plugin_name=qoslane_sm \
+  -o "event_plugin_options=qoslane_spool=$SPOOL")
+rig_env
+check "a plugin built against another OpenSM: OpenSM says so and skips it" \
+  grep -q "OpenSM version mismatch - plugin was built against OpenSM 0.0.0" "$RIG_WORK/opensm.log"
+check "and runs without it (SUBNET UP, nothing spooled)" \
+  bash -c "grep -q 'SUBNET UP' '$RIG_WORK/opensm.log' && [ ! -e '$SPOOL/events' ]"
+check "smpquery answers" answers
+"$RIG" stop "$ENV" >&2; ENV=""
 
 # ------------------------------------------------------------------ 6. fuzz and cost
 check "the plugin's core under ASan/UBSan, random events, a hostile reader" \
