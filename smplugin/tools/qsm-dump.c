@@ -1,7 +1,8 @@
 /* qsm-dump - print a qoslane_sm spool file, one record a line:
  *   seq=N kind=NAME time_ns=T instance=HEX guid=0xHEX block=B lft_top=L flags=F dropped=D
  * A stretch of bytes that is not a valid record prints "bad offset=O" and is
- * skipped to the next valid record (a reader does a full audit then). */
+ * skipped to the next valid record (a reader does a full audit then). Reads
+ * the first 16 MiB of the file (a qoslane_spool_max above that: the rest unread). */
 #include <stdio.h>
 #include <string.h>
 

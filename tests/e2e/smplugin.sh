@@ -11,7 +11,8 @@
 #      stays within its cap, and the SM goes on sweeping (its log, smpquery answers); once the
 #      reader takes the full file, the drops show in the next records;
 #   5. a reader killed mid-loop, then the spool directory removed under the SM: it sweeps on;
-#      a plugin built against another OpenSM version is skipped by OpenSM, which runs without it;
+#      a plugin built against another OpenSM version, or given a bad option, is not loaded and
+#      the SM runs without it;
 #   6. the plugin's core under ASan/UBSan with random events from 4 threads and a hostile reader
 #      (smplugin/tests/fuzz.c), and its cost per event (smplugin/tests/bench.c).
 # Needs gcc, make, libopensm-dev, libibumad-dev and the rig's packages (scripts/install-deps.sh);
@@ -186,6 +187,15 @@ check "a plugin built against another OpenSM: OpenSM says so and skips it" \
 check "and runs without it (SUBNET UP, nothing spooled)" \
   bash -c "grep -q 'SUBNET UP' '$RIG_WORK/opensm.log' && [ ! -e '$SPOOL/events' ]"
 check "smpquery answers" answers
+"$RIG" stop "$ENV" >&2; ENV=""
+
+# ------------------------------------------------------------------ 5c. a plugin that cannot start
+ENV=$("$RIG" start -o event_plugin_name=qoslane_sm -o event_plugin_options=qoslane_spool=relative/dir)
+rig_env
+check "a bad option: the plugin says why, OpenSM does not load it" \
+  bash -c "grep -q 'qoslane_sm: qoslane_spool: not an absolute path' '$RIG_WORK/opensm.log' &&
+    grep -q \"ERR 1000: cannot load plugin 'qoslane_sm'\" '$RIG_WORK/opensm.log'"
+check "and the SM runs without it (SUBNET UP)" grep -q 'SUBNET UP' "$RIG_WORK/opensm.log"
 "$RIG" stop "$ENV" >&2; ENV=""
 
 # ------------------------------------------------------------------ 6. fuzz and cost
