@@ -13,6 +13,8 @@ PKGS=(
   ibsim-utils libumad2sim0 opensm infiniband-diags
   # the multi-switch rig builds its SMP Set tool (rigs/smpset.c) against libibmad5
   gcc libc6-dev libibmad5
+  # the OpenSM event plugin (smplugin/): built against OpenSM's headers
+  make libopensm-dev libibumad-dev
   # single-node Slurm cluster
   slurmctld slurmd slurm-client slurmdbd munge mariadb-server
   # the newer Slurm rigs (rigs/slurm_chroot_rig.sh): the suites' chroots, their cached tarballs

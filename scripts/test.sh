@@ -63,6 +63,9 @@ bash tests/doc_blocks.sh
 step "the multi-switch fabric rig: every lever read back (rigs/selftest_fabric_path.sh)"
 bash rigs/selftest_fabric_path.sh
 
+step "the OpenSM event plugin on the rig's real OpenSM, fuzzed and measured (tests/e2e/smplugin.sh, ~12 s)"
+bash tests/e2e/smplugin.sh
+
 step "Prometheus rules and metrics (promtool)"
 promtool check rules deploy/prometheus/qoslane-alerts.yml
 (cd deploy/prometheus && promtool test rules qoslane-alerts.test.yml)
