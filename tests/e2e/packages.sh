@@ -111,7 +111,7 @@ check "deb: hookrun Replaces the qoslane before 0.2.0 (its /usr/sbin/hookrun), a
 releases=$(sed -n 's/^## \([0-9][^ ]*\) .*/\1-1/p' "$E2E_REPO/CHANGELOG.md" | tr '\n' ' ')
 check "deb: the changelog is CHANGELOG.md's, a release an entry ($releases)" eq \
   "$(dpkg-deb --fsys-tarfile "$DEB" | tar -xOf - ./usr/share/doc/qoslane/changelog.Debian.gz | gzip -d |
-     dpkg-parsechangelog -l - --all -S Version | tr '\n' ' ')" "$releases"
+     dpkg-parsechangelog -l - --format rfc822 --all | sed -n 's/^Version: //p' | tr '\n' ' ')" "$releases"
 check "deb: changelog, copyright, lintian overrides" has_all /usr/share/doc/qoslane/changelog.Debian.gz \
   /usr/share/doc/qoslane/copyright /usr/share/lintian/overrides/qoslane
 check "deb: conffiles are /etc/default/qoslane and the logrotate rule" eq \

@@ -7,7 +7,9 @@
 #     shell hooks) with the command the Omnia role runs (dpkg -i --force-confdef --force-confold
 #     hookrun qoslane; rpm -U of both): the .deb with an edited /etc/default/qoslane (kept, no
 #     prompt without a terminal), the .rpm with an unedited one (replaced);
-#   - a downgrade to that layout: refused, the installed release untouched, the job's level held;
+#   - a downgrade to that layout: the .deb works (qoslane 0.1.0 beside hookrun 0.2.0, which keeps
+#     /usr/sbin/hookrun: it replaces that file of the old qoslane), and back up again; the .rpm
+#     is refused (the file conflicts), the installed release untouched, the job's level held;
 #   - a downgrade to the previous release of the current layout (OLD_SPLIT, 0.1.0): works;
 #   - from that release back up to this one.
 # After each: the running job's level held and its Epilog (the installed qoslane's) restoring the
@@ -38,7 +40,8 @@ old_packages "$OLD_SINGLE" single || exit 1
 old_packages "$OLD_SPLIT" split || exit 1
 say "the packages of ${OLD_SINGLE:0:12} (one package) and ${OLD_SPLIT:0:12} (0.1.0) in $(secs "$t")s (cached by commit)"
 check "the single-package layout: one qoslane package holding /usr/sbin/hookrun, no hookrun package" bash -c \
-  "dpkg-deb -c '$(ls "$CH$WORK"/single/qoslane_*.deb)' | grep -q ' ./usr/sbin/hookrun$' && ! ls '$CH$WORK'/single/hookrun* >/dev/null 2>&1"
+  "dpkg-deb -c '$(ls "$CH$WORK"/single/qoslane_*.deb)' | grep -c ' ./usr/sbin/hookrun$' >/dev/null &&
+   ! ls '$CH$WORK'/single/hookrun* >/dev/null 2>&1"
 NEW_COMMIT=$(git -C "$E2E_REPO" rev-parse --short=12 HEAD)
 NEW_VERSION=$(dpkg-deb -f "$DEB" Version)
 
@@ -135,7 +138,11 @@ changes_with_job() {
       build_infos "$version" "$commit"
   fi
 }
-names_both() { ch_names_build /usr/sbin/qoslane "$1" "$2" && ch_names_build /usr/sbin/hookrun "$1" "$2"; }
+# names_both VERSION COMMIT: both binaries name it; hookrun another when HOOKRUN_AT="VERSION COMMIT"
+names_both() {
+  local at=${HOOKRUN_AT:-$1 $2}
+  ch_names_build /usr/sbin/qoslane "$1" "$2" && ch_names_build /usr/sbin/hookrun "${at% *}" "${at#* }"
+}
 build_infos() {
   build_info qoslane.prom qoslane_build_info "$1" "$2" && build_info hookrun.prom hookrun_build_info "$1" "$2"
 }
@@ -177,17 +184,18 @@ deb_upgrade_paths() {
   check "deb: ... the hooks are links to qoslane, the shell library gone" bash -c \
     "[ \"\$(readlink '$CH/usr/lib/qoslane/hooks/epilog.d/50-qoslane')\" = ../../../../sbin/qoslane ] && ! [ -e '$CH/usr/lib/qoslane/site-options' ]"
 
-  local j
-  j=$(submit high)
-  check "deb: job $j (high) holds its level" job_holds "$j"
-  check "deb: a downgrade to the single package is refused" \
-    refused deb-to-single.log in_ch dpkg -i "$(deb_of single qoslane)"
-  check "deb: ... saying why (hookrun's file)" \
-    says "trying to overwrite '/usr/sbin/hookrun', which is also in package hookrun" deb-to-single.log
-  check "deb: ... $NEW_VERSION still installed and in force, job $j's level held" \
-    both_at "$NEW_VERSION" "$NEW_COMMIT" "$j"
-  end_job "$j"; poll 30 "job $j's Epilog audited" epilog_audited "$j"
-  check "deb: ... its Epilog restored the baseline" released "$j"
+  # Back to the single package: dpkg unpacks it and keeps hookrun's /usr/sbin/hookrun (hookrun
+  # replaces that file of every qoslane before 0.2.0); hookrun 0.2.0 stays and runs its hooks.
+  HOOKRUN_AT="$NEW_VERSION $NEW_COMMIT" changes_with_job \
+    "deb: downgrade $NEW_VERSION -> the single package (the role's dpkg -i)" deb-to-single.log \
+    0.1.0-1 "${OLD_SINGLE:0:12}" deb_install single
+  check "deb: ... dpkg kept hookrun's file" says 'Replaced by files in installed package hookrun' deb-to-single.log
+  # shellcheck disable=SC2016  # dpkg-query's format, not the shell's
+  check "deb: ... qoslane 0.1.0-1 beside hookrun $NEW_VERSION, which keeps /usr/sbin/hookrun" eq \
+    "$(in_ch dpkg-query -W -f='${Package} ${Version} ${Status}\n' qoslane hookrun | sort | tr '\n' ' '):$(in_ch dpkg-query -S /usr/sbin/hookrun)" \
+    "hookrun $NEW_VERSION install ok installed qoslane 0.1.0-1 install ok installed :hookrun: /usr/sbin/hookrun"
+  changes_with_job "deb: the single package beside hookrun $NEW_VERSION -> $NEW_VERSION" deb-from-single2.log \
+    "$NEW_VERSION" "$NEW_COMMIT" deb_install r1
 
   changes_with_job "deb: downgrade $NEW_VERSION -> 0.1.0-1 (${OLD_SPLIT:0:12})" deb-to-split.log \
     0.1.0-1 "${OLD_SPLIT:0:12}" deb_install split
