@@ -203,6 +203,21 @@ deb_upgrade_paths() {
     "$NEW_VERSION" "$NEW_COMMIT" deb_install r1
   check "deb: through every change, the admin's /etc/default/qoslane kept" \
     cmp -s "$CH$WORK/default.edited" "$CH/etc/default/qoslane"
+
+  # Regression: 0.1.0's prerm released the levels of running jobs when dpkg deconfigured qoslane
+  # in favour of a package being installed (a Breaks, dpkg --auto-deconfigure): jobs lost their
+  # level mid-run. Deconfigured so, qoslane stays: nothing is released. Deconfigured because
+  # hookrun goes (no Epilog of qoslane will run), it is a removal: released.
+  local j prerm=/var/lib/dpkg/info/qoslane.prerm
+  j=$(submit high)
+  check "deb: job $j (high) holds its level" job_holds "$j"
+  check "deb: prerm deconfigure in-favour of a package being installed" \
+    logged prerm-deconfigure.log in_ch "$prerm" deconfigure in-favour otherpkg 1.0
+  check "deb: ... releases nothing: job $j's level held" still_holds "$j"
+  check "deb: prerm deconfigure removing hookrun" \
+    logged prerm-deconfigure-hookrun.log in_ch "$prerm" deconfigure in-favour otherpkg 1.0 removing hookrun "$NEW_VERSION"
+  check "deb: ... is a removal: job $j's level released at once, audited as its Epilog" released "$j"
+  end_job "$j"
 }
 
 # rpm_upgrade_paths: the same under rpm (an unedited /etc/sysconfig/qoslane); ends with this
