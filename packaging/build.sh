@@ -288,8 +288,9 @@ build_deb_native() {
   # the file over from it (dpkg -i hookrun qoslane, hookrun first: no moment without the
   # program slurm.conf runs). No Breaks: dpkg -i would refuse hookrun without
   # --auto-deconfigure, and with it deconfigure the installed qoslane, whose prerm (0.1.0's)
-  # releases the levels running jobs hold. qoslane's Depends on this very hookrun already
-  # makes a lone hookrun or a lone qoslane of another release unconfigurable.
+  # releases the levels running jobs hold. The one state Breaks would forbid, the single
+  # qoslane beside this hookrun (a lone hookrun, or dpkg's downgrade to one package), works:
+  # its shell hooks run under this hookrun (tests/e2e/packages_upgrade.sh runs jobs so).
   deb_control "$st" hookrun "$depends" slurmd "$HOOKRUN_SUMMARY" "$HOOKRUN_DESCRIPTION" \
     "qoslane (<< $REPLACES_BEFORE)"
   install -m 0755 "$REPO/packaging/maint/hookrun/prerm" "$REPO/packaging/maint/hookrun/postrm" "$st/DEBIAN/"
