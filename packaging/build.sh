@@ -18,8 +18,13 @@
 #                                       (the upgrade tests' old releases). Prints
 #                                       that directory; --out DIR also copies
 #                                       them there. Cargo's target directory is
-#                                       this checkout's (CARGO_TARGET_DIR), so the
-#                                       dependencies are built once.
+#                                       target/commits/ of this checkout's, shared
+#                                       by the earlier commits' builds (their
+#                                       dependencies built once), never this
+#                                       checkout's own: cargo names a workspace
+#                                       crate's build by name and version, not by
+#                                       path, so two trees of one version would
+#                                       take each other's builds as fresh.
 #   packaging/build.sh --cargo-tools    with cargo-deb / cargo-generate-rpm
 #                                       (from [package.metadata.*] of
 #                                       crates/qoslane/Cargo.toml and
@@ -106,8 +111,9 @@ if [ -n "$COMMIT_REV" ]; then
       die "git worktree add $wt $sha failed"
     rm -rf "$cache/$sha.tmp"
     log "building the packages of $sha (its own build.sh, in $wt)"
-    # Its own version and changelog; the compiled dependencies of this checkout's target.
-    env -u QOSLANE_BUILD -u SOURCE_DATE_EPOCH CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}" \
+    # Its own version and changelog; a target directory of the earlier commits' own (each
+    # in a new worktree: the previous one's crates, built from paths now gone, are stale).
+    env -u QOSLANE_BUILD -u SOURCE_DATE_EPOCH CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}/commits" \
       bash "$wt/packaging/build.sh" --out "$cache/$sha.tmp" ||
       die "the build.sh of $sha failed"
     git -C "$wt" log -1 --format='%H %cI %s' > "$cache/$sha.tmp/.complete"
