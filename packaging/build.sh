@@ -10,6 +10,21 @@
 #   packaging/build.sh --revision N     a local rebuild as revision N of the same
 #                                       version (an in-place upgrade; the Debian
 #                                       changelog gets an entry for it)
+#   packaging/build.sh --commit REV     the packages of an earlier commit (a tag, a
+#                                       hash), as that commit's own build.sh makes
+#                                       them, in a temporary worktree; kept under
+#                                       ${XDG_CACHE_HOME:-~/.cache}/qoslane/packages/
+#                                       FULL-HASH/ and taken from there next time
+#                                       (the upgrade tests' old releases). Prints
+#                                       that directory; --out DIR also copies
+#                                       them there. Cargo's target directory is
+#                                       target/commits/ of this checkout's, shared
+#                                       by the earlier commits' builds (their
+#                                       dependencies built once), never this
+#                                       checkout's own: cargo names a workspace
+#                                       crate's build by name and version, not by
+#                                       path, so two trees of one version would
+#                                       take each other's builds as fresh.
 #   packaging/build.sh --cargo-tools    with cargo-deb / cargo-generate-rpm
 #                                       (from [package.metadata.*] of
 #                                       crates/qoslane/Cargo.toml and
@@ -60,14 +75,15 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$REPO/target/packages
 # qoslane's hooks, as hookrun runs them from /etc/slurm/<phase>.d (links made by the admin or Omnia)
 HOOKS="prolog.d/10-qoslane epilog.d/50-qoslane task-prolog.d/10-qoslane health.d/10-qoslane"
-WANT_DEB=1 WANT_RPM=1 CARGO_TOOLS=0 REBUILD=""
+WANT_DEB=1 WANT_RPM=1 CARGO_TOOLS=0 REBUILD="" COMMIT_REV="" OUT_GIVEN=""
 while [ $# -gt 0 ]; do
   case $1 in
-    --out) OUT=$(realpath -m "$2"); shift 2 ;;
+    --out) OUT=$(realpath -m "$2"); OUT_GIVEN=1; shift 2 ;;
     --deb) WANT_RPM=0; shift ;;
     --rpm) WANT_DEB=0; shift ;;
     --cargo-tools) CARGO_TOOLS=1; shift ;;
     --revision) REBUILD=$2; shift 2 ;;
+    --commit) COMMIT_REV=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument $1 (see --help)" >&2; exit 64 ;;
   esac
@@ -78,6 +94,37 @@ die() { log "ERROR: $*"; exit 1; }
 t0=$(date +%s.%N)
 
 cd "$REPO"
+if [ -n "$COMMIT_REV" ]; then
+  # ------------------------------------------------------------ an earlier commit's packages
+  sha=$(git -C "$REPO" rev-parse --verify --quiet "$COMMIT_REV^{commit}") ||
+    die "--commit $COMMIT_REV: no such commit in this repository"
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/qoslane/packages
+  mkdir -p "$cache"
+  # One builder per cache: a second waits, then finds the packages there.
+  exec 9>"$cache/.lock"
+  flock -w 3600 9 || die "another build.sh --commit holds $cache/.lock"
+  if [ ! -f "$cache/$sha/.complete" ]; then
+    wt=$(mktemp -d "${TMPDIR:-/tmp}/qoslane-build-$sha.XXXXXX")
+    # shellcheck disable=SC2064  # the paths of this run, fixed now
+    trap "git -C '$REPO' worktree remove --force '$wt' >/dev/null 2>&1; rm -rf '$wt' '$cache/$sha.tmp'" EXIT
+    git -C "$REPO" worktree add --detach --force "$wt" "$sha" >/dev/null 2>&1 ||
+      die "git worktree add $wt $sha failed"
+    rm -rf "$cache/$sha.tmp"
+    log "building the packages of $sha (its own build.sh, in $wt)"
+    # Its own version and changelog; a target directory of the earlier commits' own (each
+    # in a new worktree: the previous one's crates, built from paths now gone, are stale).
+    env -u QOSLANE_BUILD -u SOURCE_DATE_EPOCH CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}/commits" \
+      bash "$wt/packaging/build.sh" --out "$cache/$sha.tmp" ||
+      die "the build.sh of $sha failed"
+    git -C "$wt" log -1 --format='%H %cI %s' > "$cache/$sha.tmp/.complete"
+    rm -rf "${cache:?}/$sha"; mv "$cache/$sha.tmp" "$cache/$sha"
+  else
+    log "the packages of $sha from the cache ($cache/$sha)"
+  fi
+  if [ -n "$OUT_GIVEN" ]; then mkdir -p "$OUT"; cp "$cache/$sha"/*.deb "$cache/$sha"/*.rpm "$OUT/"; fi
+  echo "$cache/$sha"
+  exit 0
+fi
 # Reproducible: the man pages' date is the last commit's.
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || date +%s)}
 export SOURCE_DATE_EPOCH
@@ -95,6 +142,8 @@ export QOSLANE_BUILD="${VERSION}-${REVISION} (git $COMMIT)"
 log "cargo build --release -p qoslane -p hookrun ($QOSLANE_BUILD)"
 cargo build --release -q -p qoslane -p hookrun
 REL=${CARGO_TARGET_DIR:-$REPO/target}/release
+# hookrun took /usr/sbin/hookrun over from the single qoslane package of 0.1.0 in release 0.2.0.
+REPLACES_BEFORE=0.2.0~
 SUMMARY="Slurm QoS to InfiniBand Service Level for jobs, on the node"
 DESCRIPTION="qoslane maps a Slurm job's QoS to an InfiniBand Service Level from a YAML
 mapping, checks on the node's HCA ports that the SL lands on the intended
@@ -127,18 +176,14 @@ gzip -9n "$GEN"/man/*.[58]
 for page in qoslane.8 hookrun.8 qoslane-mapping.5 hookrun.conf.5; do
   [ -s "$GEN/man/$page.gz" ] || die "generate man wrote no $page"
 done
-# The Debian changelog's newest entry is the version being built.
-top=$(sed -n '1s/^qoslane (\([^)]*\)).*/\1/p' "$REPO/packaging/debian/changelog")
-if [ -n "$REBUILD" ] && [ "$top" != "${VERSION}-${REVISION}" ]; then
-  # A local rebuild: its own entry on top of the committed changelog.
-  { printf 'qoslane (%s) unstable; urgency=medium\n\n  * Local rebuild as revision %s.\n\n -- %s  %s\n\n' \
-      "${VERSION}-${REVISION}" "$REVISION" "$MAINTAINER" "$(date -u -R)"
-    cat "$REPO/packaging/debian/changelog"; } | gzip -9n > "$GEN/changelog.Debian.gz"
-else
-  [ "$top" = "${VERSION}-${REVISION}" ] ||
-    die "packaging/debian/changelog starts at $top, not ${VERSION}-${REVISION}: add an entry"
-  gzip -9n -c "$REPO/packaging/debian/changelog" > "$GEN/changelog.Debian.gz"
-fi
+# The packages' changelogs are made from CHANGELOG.md (packaging/changelog.sh), whose newest
+# release is the version being built; a local rebuild (--revision 2 and up) gets its own entry.
+top=$(sed -n 's/^## \([^ ]*\) .*/\1/p' "$REPO/CHANGELOG.md" | head -1)
+[ "$top" = "$VERSION" ] || die "CHANGELOG.md's newest release is ${top:-none}, not $VERSION: add its section"
+local_rebuild=(); if [ "$REVISION" != 1 ]; then local_rebuild=("${VERSION}-${REVISION}"); fi
+bash "$REPO/packaging/changelog.sh" debian "$REPO/CHANGELOG.md" "$MAINTAINER" "${local_rebuild[@]}" > "$GEN/changelog.Debian" ||
+  die "CHANGELOG.md does not parse (packaging/changelog.sh)"
+gzip -9n "$GEN/changelog.Debian"
 
 # ------------------------------------------------------------ staged trees
 # stage_program DIR ZSH_DIR NAME: /usr/sbin/NAME, stripped as distribution packages ship
@@ -190,7 +235,7 @@ stage_qoslane() {
 }
 
 # ------------------------------------------------------------ .deb
-# deb_control ST PKG DEPENDS RECOMMENDS SUMMARY DESCRIPTION: ST/DEBIAN/control
+# deb_control ST PKG DEPENDS RECOMMENDS SUMMARY DESCRIPTION [REPLACES]: ST/DEBIAN/control
 deb_control() {
   local st=$1
   {
@@ -202,6 +247,7 @@ deb_control() {
     echo "Installed-Size: $(du -sk --exclude=DEBIAN "$st" | cut -f1)"
     echo "Depends: $3"
     [ -z "$4" ] || echo "Recommends: $4"
+    [ -z "${7:-}" ] || echo "Replaces: $7"
     echo "Section: admin"
     echo "Priority: optional"
     echo "Homepage: $HOMEPAGE"
@@ -244,7 +290,15 @@ build_deb_native() {
   deb_docs "$st" hookrun
   depends=$(shlibs "$st/usr/sbin/hookrun"); [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies of hookrun"
   install -d -m 0755 "$st/DEBIAN"
-  deb_control "$st" hookrun "$depends" slurmd "$HOOKRUN_SUMMARY" "$HOOKRUN_DESCRIPTION"
+  # The qoslane of the first builds was one package holding /usr/sbin/hookrun: hookrun takes
+  # the file over from it (dpkg -i hookrun qoslane, hookrun first: no moment without the
+  # program slurm.conf runs). No Breaks: dpkg -i would refuse hookrun without
+  # --auto-deconfigure, and with it deconfigure the installed qoslane, whose prerm (0.1.0's)
+  # releases the levels running jobs hold. The one state Breaks would forbid, the single
+  # qoslane beside this hookrun (a lone hookrun, or dpkg's downgrade to one package), works:
+  # its shell hooks run under this hookrun (tests/e2e/packages_upgrade.sh runs jobs so).
+  deb_control "$st" hookrun "$depends" slurmd "$HOOKRUN_SUMMARY" "$HOOKRUN_DESCRIPTION" \
+    "qoslane (<< $REPLACES_BEFORE)"
   install -m 0755 "$REPO/packaging/maint/hookrun/prerm" "$REPO/packaging/maint/hookrun/postrm" "$st/DEBIAN/"
   deb_pack "$st" hookrun
 
@@ -280,14 +334,12 @@ build_rpm_native() {
   done
   install -d -m 0750 "$top/stage/var/log/qoslane"
   sed -e "s|@VERSION@|$VERSION|" -e "s|@RELEASE@|$REVISION|" -e "s|@SUMMARY@|$SUMMARY|" \
-      -e "s|@HOOKRUN_SUMMARY@|$HOOKRUN_SUMMARY|" \
+      -e "s|@HOOKRUN_SUMMARY@|$HOOKRUN_SUMMARY|" -e "s|@REPLACES_BEFORE@|$REPLACES_BEFORE|" \
       -e "s|@URL@|$HOMEPAGE|" -e "s|@PACKAGER@|$MAINTAINER|" "$REPO/packaging/rpm/qoslane.spec.in" > "$top/SPECS/qoslane.spec"
   printf '%s\n' "$DESCRIPTION" > "$top/description"
   printf '%s\n' "$HOOKRUN_DESCRIPTION" > "$top/hookrun-description"
-  # %changelog: the Debian changelog's newest entry, dated as the build is.
-  { printf '* %s %s - %s-%s\n' "$(LC_ALL=C date -u -d "@$SOURCE_DATE_EPOCH" '+%a %b %d %Y')" "$MAINTAINER" "$VERSION" "$REVISION"
-    zcat "$GEN/changelog.Debian.gz" | awk 'NR > 2 && /^ -- /{exit} NR > 2 && NF' |
-      sed -e 's/^  \* /- /' -e 's/^    /  /'; } > "$top/changelog"
+  # %changelog: the Debian changelog's entries, each release's, as rpm writes them.
+  zcat "$GEN/changelog.Debian.gz" | bash "$REPO/packaging/changelog.sh" rpm > "$top/changelog"
   rpmbuild -bb --quiet \
     --define "_topdir $top" --define "_stagedir $top/stage" --define "_descfile $top/description" \
     --define "_hookrun_descfile $top/hookrun-description" --define "_changelogfile $top/changelog" \

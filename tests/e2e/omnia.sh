@@ -101,7 +101,7 @@ bash "$E2E_REPO/packaging/build.sh" --out "$WORK/packages" "${want[@]}" 2>"$WORK
 say "packages built in $(secs "$t")s"
 DEB=$(ls "$WORK"/packages/qoslane_*.deb)
 HDEB=$(ls "$WORK"/packages/hookrun_*.deb)
-# The crate's version (--version names the build: "0.1.0-1 (git …)").
+# The crate's version (--version names the build: "0.2.0-1 (git …)").
 VERSION=$(cd "$E2E_REPO" && cargo pkgid -p qoslane | sed 's/.*[#@]//')
 
 # The files each package must hold (man pages: whatever qoslane generates).

@@ -103,6 +103,15 @@ check "hookrun package: hookrun, its man pages, completions and removal check; n
 check "deb: qoslane depends on the hookrun of its own version" bash -c \
   "dpkg-deb -f '$DEB' Depends | grep -q 'hookrun (= $(dpkg-deb -f "$DEB" Version))' && [ \"\$(dpkg-deb -f '$HDEB' Version)\" = \"\$(dpkg-deb -f '$DEB' Version)\" ]"
 check "deb: no man page in section 1" no_man1
+# The single-package qoslane of the first builds held /usr/sbin/hookrun: hookrun takes it over.
+# No Breaks: dpkg -i would then deconfigure the installed qoslane (see packaging/build.sh).
+check "deb: hookrun Replaces the qoslane before 0.2.0 (its /usr/sbin/hookrun), and Breaks nothing" eq \
+  "$(dpkg-deb -f "$HDEB" Replaces):$(dpkg-deb -f "$HDEB" Breaks)" "qoslane (<< 0.2.0~):"
+# Every release of CHANGELOG.md, newest first, is an entry of the package's changelog.
+releases=$(sed -n 's/^## \([0-9][^ ]*\) .*/\1-1/p' "$E2E_REPO/CHANGELOG.md" | tr '\n' ' ')
+check "deb: the changelog is CHANGELOG.md's, a release an entry ($releases)" eq \
+  "$(dpkg-deb --fsys-tarfile "$DEB" | tar -xOf - ./usr/share/doc/qoslane/changelog.Debian.gz | gzip -d |
+     dpkg-parsechangelog -l - --format rfc822 --all | sed -n 's/^Version: //p' | tr '\n' ' ')" "$releases"
 check "deb: changelog, copyright, lintian overrides" has_all /usr/share/doc/qoslane/changelog.Debian.gz \
   /usr/share/doc/qoslane/copyright /usr/share/lintian/overrides/qoslane
 check "deb: conffiles are /etc/default/qoslane and the logrotate rule" eq \
@@ -129,6 +138,10 @@ check "rpmlint: no error or warning left (exit $rrc)" bash -c \
 check "rpm: Recommends infiniband-diags and logrotate" bash -c \
   "rpm -qp --recommends '$RPM' 2>/dev/null | grep -qx infiniband-diags && rpm -qp --recommends '$RPM' 2>/dev/null | grep -qx logrotate"
 check "rpm: its %changelog is the package's" bash -c "rpm -qp --changelog '$RPM' 2>/dev/null | grep -q -- '- $(dpkg-deb -f "$DEB" Version | sed 's/[.]/[.]/g')\$'"
+check "rpm: %changelog has every release, newest first ($releases)" eq \
+  "$(rpm -qp --changelog "$RPM" 2>/dev/null | sed -n 's/^\* .* - //p' | tr '\n' ' ')" "$releases"
+check "rpm: hookrun conflicts with the qoslane before 0.2.0 (whose /usr/sbin/hookrun it takes)" eq \
+  "$(rpm -qp --conflicts "$HRPM" 2>/dev/null)" "qoslane < 0.2.0~"
 check "rpm: the site options are /etc/sysconfig/qoslane, a noreplace conffile" bash -c \
   "rpm -qp --configfiles '$RPM' 2>/dev/null | grep -qx /etc/sysconfig/qoslane && ! rpm -qpl '$RPM' 2>/dev/null | grep -q /etc/default/"
 check "rpm: the systemd units" bash -c "rpm -qpl '$RPM' 2>/dev/null | grep -c '^/usr/lib/systemd/system/qoslane-' | grep -qx 3"

@@ -5,6 +5,8 @@
 # /etc/slurm/<phase>.d as docs/omnia.md says). Jobs of QoS high hold a level whose node setting
 # is rmem_max (the chroot's /proc/sys/net/core/rmem_max, a file of the suite bind-mounted over
 # it: the host's value is never written). With a job running:
+#   every upgrade path to this release and the downgrades, .deb and .rpm (packages_upgrade.sh:
+#     from the single-package layout, from 0.1.0, with the Omnia role's command);
 #   .deb (dpkg in the chroot): upgrade 1 -> 2, the job's Epilog (the new qoslane) restores the
 #     baseline; remove qoslane: its level released at once, audited, the node in service, the
 #     next job runs with the hooks' links broken (skipped); removing hookrun is refused while
@@ -38,6 +40,7 @@ chroot_cleanup() {
     if [ -d "$CH$RPMDB" ] && rpm_ch -q "$p" >/dev/null 2>&1; then rpm_ch -e --nodeps "$p" >/dev/null 2>&1; fi
   done
   rm -rf "${CH:?}$RPMDB" "$CH/var/log/qoslane" "$CH/etc/qoslane"
+  if [ "${PROM_CH_MADE:-0}" = 1 ]; then rm -rf "${CH:?}/var/lib/prometheus"; fi
   for p in "${HOOK_LINKS[@]}"; do rm -f "$CH/etc/slurm/$p"; rmdir "$CH/etc/slurm/${p%/*}" 2>/dev/null; done
   if [ -z "${WORK:-}" ]; then :
   elif [ "$E2E_FAILED" -ne 0 ]; then say "kept $CH$WORK"
@@ -138,9 +141,11 @@ after_removal() {
   check "$what: the audit history intact, nothing written since" eq "$(md5sum < "$AUDIT")" "$audit_sum"
 }
 
-# ------------------------------------------------------------ .deb: install, upgrade with a job
-check "node: dpkg -i hookrun and qoslane $V1" logged dpkg-i.log in_ch dpkg -i "$(deb_of r1 hookrun)" "$(deb_of r1 qoslane)"
-check "node: $NODE idle" node_idle
+# Every upgrade path to this release, and the downgrades (packages_upgrade.sh).
+. "$(dirname "${BASH_SOURCE[0]}")/packages_upgrade.sh"
+
+# ------------------------------------------------------------ .deb: upgrade paths, a revision
+deb_upgrade_paths   # ends with $V1 installed
 j=$(submit high)
 check "deb: job $j (high) holds its level: rmem_max 8388608" job_holds "$j"
 check "deb: upgrade $V1 -> $V2 with job $j running (dpkg -i)" \
@@ -183,7 +188,7 @@ cp -p "$CH$WORK/slurm.conf.rig" "$CH/etc/slurm/slurm.conf"
 # (--nodeps: the chroot's libraries are dpkg's).
 rpm_ch --initdb
 rm -r "$CH/var/log/qoslane"
-check "rpm: rpm -i hookrun and qoslane $V1" logged rpm-i.log rpm_ch -i --nodeps "$(rpm_of r1 hookrun)" "$(rpm_of r1 qoslane)"
+rpm_upgrade_paths   # ends with $V1 installed
 check "rpm: the site options are /etc/sysconfig/qoslane" bash -c "[ -f '$CH/etc/sysconfig/qoslane' ] && ! [ -e '$CH/etc/default/qoslane' ]"
 j=$(submit high)
 check "rpm: job $j (high) holds its level" job_holds "$j"

@@ -208,6 +208,12 @@ impl State {
                 );
             }
         }
+        w.family(
+            "hookrun_build_info",
+            prom::Kind::Gauge,
+            "Always 1; the labels are the hookrun build that wrote this file (version, package revision, commit).",
+        );
+        w.sample("hookrun_build_info", &nodeio::build::labels(), 1);
         w.finish()
     }
 
@@ -391,6 +397,12 @@ mod tests {
         }
         assert!(text.contains("# TYPE hookrun_hook_runs_total counter\n"));
         assert!(text.contains("# TYPE hookrun_hook_duration_seconds histogram\n"));
+        // Which hookrun wrote it: its version (here the crate's), revision and commit.
+        let info = format!(
+            r#"hookrun_build_info{{version="{}",revision="",commit=""}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.lines().any(|l| l == info), "missing {info}\n{text}");
         // No timestamps: every sample line is `name{labels} value`.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let after_labels = line.rsplit_once('}').map_or("", |(_, v)| v.trim());

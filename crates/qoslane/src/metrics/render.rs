@@ -203,13 +203,9 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
     w.family(
         "qoslane_build_info",
         Kind::Gauge,
-        "Always 1; the version label is the qoslane that wrote this file.",
+        "Always 1; the labels are the qoslane build that wrote this file (version, package revision, commit).",
     );
-    w.sample(
-        "qoslane_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1,
-    );
+    w.sample("qoslane_build_info", &nodeio::build::labels(), 1);
     w.finish()
 }
 

@@ -1138,7 +1138,11 @@ fn degraded_states_are_series_of_their_own() {
     assert_eq!(
         s.value(
             "qoslane_build_info",
-            &[("version", env!("CARGO_PKG_VERSION"))]
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("revision", ""),
+                ("commit", "")
+            ]
         ),
         1.0
     );
