@@ -11,6 +11,7 @@ pub mod keys;
 mod node_settings;
 mod shape;
 mod traffic;
+mod traffic_check;
 pub mod types;
 pub mod validate;
 pub mod yaml;
