@@ -167,3 +167,31 @@ fn rig_a_pkey_without_a_partition_is_refused_by_opensm() {
     assert_eq!(path_sl(&rig, &["--service_id", "0x10603db"]), Some(3));
     assert_eq!(path_sl(&rig, &["--pkey", "0x8001"]), None);
 }
+
+/// What the Omnia role does on a mapping change: the policy file rewritten
+/// in place, OpenSM sent SIGHUP. The heavy sweep reads the policy again.
+#[test]
+fn rig_a_rewritten_policy_is_read_again_on_sighup() {
+    if !rig_wanted("rig_a_rewritten_policy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = write(dir.path(), "m.yml", SM_TRAFFIC);
+    let (options, _) = generate(dir.path(), &mapping);
+    let rig = PathRig::start(&["-c", options.to_str().unwrap()]);
+    assert_eq!(path_sl(&rig, &["--qos_class", "106"]), Some(3));
+    // gold.rt moves to SL 4; the same file, rewritten.
+    let moved = write(
+        dir.path(),
+        "m2.yml",
+        &SM_TRAFFIC.replace(
+            "service_level: 3\n    virtual_lane: 3",
+            "service_level: 4\n    virtual_lane: 4",
+        ),
+    );
+    let policy = dir.path().join("qos-policy.conf");
+    std::fs::write(&policy, sm_config(&moved, &["--qos-policy"])).unwrap();
+    rig.lever("reconf", &["qos_policy_file", policy.to_str().unwrap()]);
+    assert_eq!(path_sl(&rig, &["--qos_class", "106"]), Some(4));
+    assert_eq!(path_sl(&rig, &["--service_id", "0x10603db"]), Some(4));
+}
