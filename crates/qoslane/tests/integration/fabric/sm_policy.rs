@@ -12,6 +12,8 @@ use crate::util::Within as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use qoslane::fabric::read::parse::parse_path_record_sl;
+
 use super::path::{PathRig, write};
 use super::rig::{read, repo, rig_wanted};
 use crate::sm_config::SM_TRAFFIC;
@@ -72,13 +74,11 @@ fn path_sl(rig: &PathRig, query: &[&str]) -> Option<u8> {
         .arg(format!("{}:{}", lid("node2"), lid("node3")))
         .output_within();
     let text = String::from_utf8_lossy(&out.stdout);
-    let sl = text.lines().find_map(|l| {
-        l.trim()
-            .strip_prefix("sl.")
-            .map(|v| v.trim_start_matches('.'))
-    })?;
-    assert!(out.status.success(), "saquery {query:?}: {text}");
-    Some(u8::from_str_radix(sl.trim_start_matches("0x"), 16).unwrap())
+    // No path: saquery prints no record (and exits 0).
+    if !text.contains("PathRecord dump:") {
+        return None;
+    }
+    Some(parse_path_record_sl(&text).unwrap_or_else(|e| panic!("saquery {query:?}: {e}\n{text}")))
 }
 
 /// saquery's flags for a declared class (a PKey with its membership bit).
