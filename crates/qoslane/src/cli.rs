@@ -366,6 +366,12 @@ pub struct SmConfigArgs {
     /// How many of the top levels go into the high-priority VL arbitration table
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub high_tiers: usize,
+    /// Print OpenSM's qos-policy.conf (the SL of each level's sm_traffic) instead of the options
+    #[arg(long)]
+    pub qos_policy: bool,
+    /// Where the SM host keeps the policy: the options' qos_policy_file when a level declares sm_traffic
+    #[arg(long, value_name = "PATH", default_value = crate::fabric::judge::sm_policy::DEFAULT_POLICY_FILE)]
+    pub qos_policy_file: String,
 }
 
 #[derive(Debug, clap::Args)]

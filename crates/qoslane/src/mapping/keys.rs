@@ -203,6 +203,17 @@ keys! {
         "Kernel settings written in the Prolog when a job of the level starts and restored from \
          the node's baseline in the Epilog of its last job, transactionally (journaled, \
          verified, rolled back on failure).";
+    SM_TRAFFIC = "sm_traffic", Level, Form::List, default "`[]`",
+        value "list of `ipoib`, `sdp`, `rds`, `iser`, `ipoib pkey P`, `pkey R`, `service-id R`, \
+               `qos-class R`, `srp target-port-guid R` (`R`: `N` or `N-M`, hex `0x…` or decimal)",
+        "Traffic that reads no environment variable and takes its SL from the Subnet Manager's \
+         path record answer (rdma_cm, IPoIB, storage), to be put on this level: \
+         `qoslane fabric sm-config` writes OpenSM's QoS policy (`qos_policy_file`) from it. A \
+         ULP keyword is OpenSM's: `ipoib` is PKey 0x7fff, `sdp` service IDs 0x10000-0x1ffff, \
+         `rds` 0x10648ca, `iser` 0x1060cbc; storage without a keyword (Lustre o2ib, NFSoRDMA) by \
+         its `service-id` or `pkey`; `qos-class` is what rdma_cm sends as the connection's ToS. \
+         A PKey must be a partition of OpenSM's partitions.conf. No two entries, on any levels, \
+         may match the same query.";
     PATH = "path", NodeSetting, Form::Text, required,
         value "string",
         "The setting's file: absolute, normalised, under `/sys/` or `/proc/sys/`, unique \

@@ -1,13 +1,17 @@
 //! The QoS → SL/VL mapping file: parsing with positions ([`yaml`]), every
 //! key declared once ([`keys`]) and its documentation rendered from that
 //! ([`keydocs`]), checking ([`shape`], then [`validate`]),
-//! the validated types ([`types`]) and diagnostics ([`diagnostic`]). Pure:
+//! a level's lists (`node_settings`, `sm_traffic`: [`traffic`]), the
+//! validated types ([`types`]) and diagnostics ([`diagnostic`]). Pure:
 //! reads a string, touches nothing.
 
 pub mod diagnostic;
 pub mod keydocs;
 pub mod keys;
+mod node_settings;
 mod shape;
+mod traffic;
+mod traffic_check;
 pub mod types;
 pub mod validate;
 pub mod yaml;

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+pub use super::traffic::{SmTraffic, TrafficField};
+
 /// An InfiniBand Service Level, 0..=15 (4 bits on the wire).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ServiceLevel(u8);
@@ -231,6 +233,9 @@ pub struct Level {
     pub traffic_class: Option<TrafficClass>,
     pub on_failure: Option<OnFailure>,
     pub node_settings: Vec<NodeSetting>,
+    /// The traffic the Subnet Manager must answer with this level's SL
+    /// beyond the job's own (`sm_traffic`): no two levels share any of it.
+    pub sm_traffic: Vec<SmTraffic>,
 }
 
 /// A validated mapping file.

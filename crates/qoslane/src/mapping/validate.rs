@@ -12,8 +12,8 @@ use super::diagnostic::{Diagnostic, Severity};
 use super::keys::{self, Place};
 use super::shape::{Cx, MAX_NAME_LEN, is_name_byte, nearest};
 use super::types::{
-    DeviceSelector, FabricCheck, Level, Mapping, NodeSetting, OnFailure, OnUnknownQos,
-    ServiceLevel, SettingPath, TrafficClass, VirtualLane,
+    DeviceSelector, FabricCheck, Level, Mapping, OnFailure, OnUnknownQos, ServiceLevel, SmTraffic,
+    TrafficClass, VirtualLane,
 };
 use super::yaml::{self, Budget, Node, NodeKind, Span};
 
@@ -139,6 +139,8 @@ struct LevelParts {
     /// The valid QoS names.
     qos: Vec<(String, Span)>,
     service_level: Option<(u8, Span)>,
+    /// The valid `sm_traffic` entries.
+    sm_traffic: Vec<(SmTraffic, Span)>,
 }
 
 impl Cx {
@@ -295,6 +297,7 @@ impl Cx {
         let mut names: HashMap<String, Span> = HashMap::new();
         let mut qos_seen: HashMap<String, (Span, String)> = HashMap::new();
         let mut sls: HashMap<u8, (Span, String)> = HashMap::new();
+        let mut traffic = Vec::new();
         for item in items {
             if self.budget.step() {
                 break;
@@ -351,6 +354,7 @@ impl Cx {
                     sls.insert(sl, (sl_span, name.clone()));
                 }
             }
+            ok &= self.traffic_overlaps(&mut traffic, &name, &parts.sm_traffic);
             level_names.push(name);
         }
         (ok.then_some(levels), names_ok.then_some(level_names))
@@ -409,8 +413,13 @@ impl Cx {
             None => Some(Vec::new()),
             Some(n) => self.node_settings(n),
         };
+        let (sm_traffic, traffic_ok) = f
+            .get(&keys::SM_TRAFFIC)
+            .map_or((Vec::new(), true), |n| self.sm_traffic(n));
         let level = match (&name, qos_ok, sl, vl, tc, on_failure, node_settings) {
-            (Some((name, _)), true, Some((sl, _)), Some(vl), Some(tc), Some(of), Some(ns)) => {
+            (Some((name, _)), true, Some((sl, _)), Some(vl), Some(tc), Some(of), Some(ns))
+                if traffic_ok =>
+            {
                 Some(Level {
                     name: name.clone(),
                     qos: qos.iter().map(|(q, _)| q.clone()).collect(),
@@ -419,6 +428,7 @@ impl Cx {
                     traffic_class: tc,
                     on_failure: of,
                     node_settings: ns,
+                    sm_traffic: sm_traffic.iter().map(|(t, _)| t.clone()).collect(),
                 })
             }
             _ => None,
@@ -428,6 +438,7 @@ impl Cx {
             name,
             qos,
             service_level: sl.map(|(sl, span)| (sl.get(), span)),
+            sm_traffic,
         }
     }
 
@@ -473,91 +484,6 @@ impl Cx {
             }
         }
         (names, ok)
-    }
-
-    fn node_settings(&mut self, node: &Node) -> Option<Vec<NodeSetting>> {
-        let items = self.seq(node, "`node_settings`")?;
-        let mut out = Vec::new();
-        let mut ok = true;
-        let mut seen: HashMap<String, Span> = HashMap::new();
-        for item in items {
-            if self.budget.step() {
-                break;
-            }
-            let Some(f) = self.fields(item, Place::NodeSetting) else {
-                ok = false;
-                continue;
-            };
-            let path_node = f.get(&keys::PATH);
-            let path = path_node.and_then(|n| {
-                let s = self.string(n, "`path`")?;
-                match SettingPath::new(s) {
-                    Ok(p) => Some(p),
-                    Err(msg) => {
-                        self.err(
-                            Diagnostic::error(n.span, msg)
-                                .label("bad path")
-                                .help("node settings are absolute, normalised paths under /sys/ or /proc/sys/"),
-                        );
-                        None
-                    }
-                }
-            });
-            let value = f
-                .get(&keys::VALUE)
-                .and_then(|n| {
-                    let s = self.string(n, "`value`")?;
-                    // A plain number with a leading zero is octal to YAML 1.1
-                    // (Ansible, which templates this file) and decimal here.
-                    let plain = matches!(n.kind, NodeKind::Scalar { plain: true, .. });
-                    if plain
-                        && s.len() > 1
-                        && s.starts_with('0')
-                        && s.bytes().all(|b| b.is_ascii_digit())
-                    {
-                        self.err(
-                            Diagnostic::error(
-                                n.span,
-                                format!("`value: {s}` has a leading zero: YAML 1.1 (Ansible) reads it as octal"),
-                            )
-                            .label("leading zero")
-                            .help(format!("quote it to write it as it is (\"{s}\"), or write the number without the zero")),
-                        );
-                        return None;
-                    }
-                    if s.contains(['\n', '\r', '\0']) {
-                        self.err(
-                            Diagnostic::error(
-                                n.span,
-                                "a node setting value must be one line with no NUL",
-                            )
-                            .label("multi-line value"),
-                        );
-                        return None;
-                    }
-                    Some(s.to_owned())
-                });
-            let (Some(path), Some(value)) = (path, value) else {
-                ok = false;
-                continue;
-            };
-            let span = path_node.map_or(item.span, |n| n.span);
-            if let Some(first) = seen.get(path.as_str()) {
-                self.err(
-                    Diagnostic::error(
-                        span,
-                        format!("node setting `{path}` is listed twice in this level"),
-                    )
-                    .label("listed again here")
-                    .related(*first, "first listed here"),
-                );
-                ok = false;
-                continue;
-            }
-            seen.insert(path.as_str().to_owned(), span);
-            out.push(NodeSetting { path, value });
-        }
-        ok.then_some(out)
     }
 }
 

@@ -29,6 +29,7 @@ mod path;
 mod reader;
 mod rig;
 mod share;
+mod sm_policy;
 mod wait;
 
 // ---------------------------------------------------------------- helpers

@@ -204,3 +204,95 @@ fn a_bad_vl_cap_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--vl-cap `VL0-5`"));
 }
+
+/// Every kind of `sm_traffic`, on levels whose SLs differ from the default
+/// level's, so that each rule is seen to move its traffic.
+pub const SM_TRAFFIC: &str = "default_level: bulk\nlevels:\n  - name: gold.rt\n    qos: [gold]\n    \
+service_level: 3\n    virtual_lane: 3\n    sm_traffic: [\"qos-class 106\", \"service-id 0x10603db\", \"pkey 0x8001\"]\n  \
+- name: storage-io\n    qos: [storage]\n    service_level: 2\n    virtual_lane: 2\n    \
+sm_traffic: [ipoib, rds, \"qos-class 7-9\", \"service-id 0x1064e51\", \"srp target-port-guid 0x2c9030000abcd\"]\n  \
+- name: bulk\n    qos: [bulk]\n    service_level: 0\n    virtual_lane: 0\n";
+
+#[test]
+fn golden_the_qos_policy_of_every_kind_of_sm_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.yml", SM_TRAFFIC);
+    golden("qos-policy-every-kind", &m, &["--qos-policy"]);
+    golden(
+        "qos-policy-example",
+        &manifest().join("../../examples/qos-network.yml"),
+        &["--qos-policy"],
+    );
+    // The options name the file, where the admin says it is.
+    golden(
+        "every-kind-options",
+        &m,
+        &["--qos-policy-file", "/etc/opensm/site-qos-policy.conf"],
+    );
+}
+
+#[test]
+fn json_has_the_policy_beside_the_options_and_none_without_sm_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.yml", SM_TRAFFIC);
+    let out = sm_config(&m, &["--format", "json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["options"]["qos_policy_file"],
+        "/etc/opensm/qos-policy.conf"
+    );
+    assert_eq!(v["qos_policy_file"], "/etc/opensm/qos-policy.conf");
+    let policy = v["qos_policy"].as_str().unwrap();
+    assert!(
+        policy.contains("    rds : 2 # level storage-io\n"),
+        "{policy}"
+    );
+
+    let out = sm_config(&m, &["--qos-policy", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let classes = v["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 8);
+    assert_eq!(classes[0]["level"], "gold.rt");
+    assert_eq!(classes[0]["sl"], 3);
+    assert_eq!(classes[0]["field"], "qos-class");
+    assert_eq!(classes[0]["value"], 106);
+
+    let minimal = manifest().join("tests/mappings/good/minimal.yml");
+    let out = sm_config(&minimal, &["--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["qos_policy"].is_null() && v["options"].get("qos_policy_file").is_none());
+    let out = sm_config(&minimal, &["--qos-policy"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("declares no sm_traffic"));
+}
+
+#[test]
+fn a_policy_file_path_that_is_no_opensm_value_is_a_usage_error() {
+    for bad in ["qos-policy.conf", "/etc/opensm/my policy.conf"] {
+        let out = sm_config(
+            &manifest().join("tests/mappings/good/minimal.yml"),
+            &["--qos-policy-file", bad],
+        );
+        assert_eq!(out.status.code(), Some(64), "{bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--qos-policy-file"));
+    }
+}
+
+#[test]
+fn a_policy_line_that_contradicts_the_mapping_is_refused_by_validate_at_the_line() {
+    // IPoIB's partition given to a second level: the SM could answer only one.
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        &dir,
+        "m.yml",
+        &SM_TRAFFIC.replace("\"pkey 0x8001\"", "\"pkey 0xffff\""),
+    );
+    let out = sm_config(&m, &[]);
+    assert_eq!(out.status.code(), Some(2), "an invalid mapping");
+    let e = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        e.contains("m.yml:12:18: sm_traffic `ipoib` of level `storage-io` overlaps `pkey 0xffff` of level `gold.rt`"),
+        "{e}"
+    );
+}

@@ -221,6 +221,9 @@ bad_mappings! {
     devices_duplicate => (1, 0),
     // All at once.
     default_level_and_range => (2, 0),
+    sm_traffic_bogus => (5, 0),
+    sm_traffic_overlap_across_levels => (2, 0),
+    sm_traffic_overlap_in_level => (1, 0),
     multiple_faults => (12, 0),
 }
 
@@ -605,6 +608,7 @@ levels:
     node_settings:
       - path: /proc/sys/net/core/rmem_max
         value: \"1\"
+    sm_traffic: [ipoib, qos-class 3]
 ";
 
 /// The column a key of `place` starts at in [`EVERY_KEY`] and in the
@@ -836,6 +840,9 @@ struct LevelSpec {
     qos: Vec<String>,
     service_level: ServiceLevel,
     node_settings: Vec<NodeSetting>,
+    /// Written after the other keys: what its SL gives (each level's own,
+    /// so no two overlap), an empty list, one QoS class or two ranges.
+    sm_traffic: Vec<String>,
     /// A level's declared optional keys, each written or not.
     scalars: Vec<(&'static Key, Option<String>)>,
     /// Order of the keys after `name`: `qos`, `service_level`,
@@ -854,6 +861,7 @@ const STRUCTURE: &[&str] = &[
     "qos",
     "service_level",
     "node_settings",
+    "sm_traffic",
     "path",
     "value",
 ];
@@ -1047,6 +1055,12 @@ fn write_spec(spec: &Spec) -> Written {
                 }
             }
         }
+        if !ls.sm_traffic.is_empty() {
+            w.push("    sm_traffic:".into());
+            for t in &ls.sm_traffic {
+                w.push(format!("      - {}", ls.quote.write(t)));
+            }
+        }
     }
     if spec.default_last {
         w.push(default);
@@ -1085,6 +1099,22 @@ fn node_settings() -> impl Strategy<Value = Vec<NodeSetting>> {
             .map(|(path, value)| NodeSetting { path, value })
             .collect()
     })
+}
+
+/// A level's `sm_traffic` from its SL (distinct across levels).
+fn sm_traffic_of(sl: u8) -> Vec<String> {
+    match sl % 3 {
+        0 => Vec::new(),
+        1 => vec![format!("qos-class {sl}")],
+        _ => vec![
+            format!(
+                "service-id {:#x}-{:#x}",
+                0x1000 + u32::from(sl) * 16,
+                0x100f + u32::from(sl) * 16
+            ),
+            format!("pkey {:#06x}", 0x8001 + u32::from(sl)),
+        ],
+    }
 }
 
 fn devices() -> impl Strategy<Value = Vec<DeviceSelector>> {
@@ -1146,6 +1176,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                                 qos: qos.by_ref().take(nq).collect(),
                                 service_level: ServiceLevel::new(sl.into()).expect("0..=15"),
                                 node_settings,
+                                sm_traffic: sm_traffic_of(sl),
                                 scalars: scalars(Place::Level).into_iter().zip(values).collect(),
                                 key_order,
                                 qos_flow,
@@ -1214,6 +1245,8 @@ proptest! {
             prop_assert_eq!(&l.qos, &ls.qos);
             prop_assert_eq!(l.service_level, ls.service_level);
             prop_assert_eq!(&l.node_settings, &ls.node_settings);
+            let traffic: Vec<&str> = l.sm_traffic.iter().map(|t| t.written.as_str()).collect();
+            prop_assert_eq!(traffic, ls.sm_traffic.iter().map(String::as_str).collect::<Vec<_>>());
             for (key, written) in &ls.scalars {
                 prop_assert_eq!(read_level(l, key), expected(key, written.as_ref()), "{}", key.name);
             }

@@ -19,3 +19,4 @@ pub mod check;
 pub mod lane;
 pub mod policy;
 pub mod sm_config;
+pub mod sm_policy;

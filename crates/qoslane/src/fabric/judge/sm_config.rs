@@ -16,6 +16,8 @@
 //! - **`qos_high_limit`** below 255 (unlimited), so the high table cannot
 //!   starve the low one forever.
 //! - **`max_op_vls`**: the smallest OperVLs range holding every VL used.
+//! - **`qos_policy_file`**, when a level declares `sm_traffic`: the policy
+//!   `sm_policy.rs` writes (the SL of rdma_cm, IPoIB and storage traffic).
 //!
 //! Refused: a VL beyond VLCap, more levels without a `virtual_lane` than
 //! free VLs, and one VL shared by a level in the high table and one in the
@@ -43,12 +45,15 @@ pub const HIGH_IN_LOW_WEIGHT: u8 = 16;
 pub const HIGH_LIMIT: u8 = 16;
 
 /// How the SM config is made.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// The data VLs the hardware has (PortInfo.VLCap), typically VL0-7.
     pub vl_cap: VlRange,
     /// How many of the top levels go into the high-priority table.
     pub high_tiers: usize,
+    /// Where the SM host keeps the QoS policy (`qos_policy_file`), named in
+    /// the options when a level declares `sm_traffic`.
+    pub policy_file: String,
 }
 
 /// One level's place in the SM's tables: its SL, VL, arbitration table and
@@ -81,7 +86,7 @@ pub struct SmConfig {
 }
 
 /// The SM configuration for `mapping`, or every reason it cannot be made.
-pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String>> {
+pub fn generate(mapping: &Mapping, opts: &Options) -> Result<SmConfig, Vec<String>> {
     let levels = mapping.levels();
     let high_tiers = opts.high_tiers.min(levels.len().saturating_sub(1));
     let vl_of = place_vls(levels, opts.vl_cap, high_tiers)?;
@@ -101,7 +106,16 @@ pub fn generate(mapping: &Mapping, opts: Options) -> Result<SmConfig, Vec<String
 
     let (vlarb_high, vlarb_low) = arbitration_tables(&lanes);
 
-    let options = options(mapping, &lanes, &sl2vl, max_op_vls, &vlarb_high, &vlarb_low);
+    let mut options = options(mapping, &lanes, &sl2vl, max_op_vls, &vlarb_high, &vlarb_low);
+    if super::sm_policy::wanted(mapping) {
+        options.push((
+            "qos_policy_file".into(),
+            opts.policy_file.clone(),
+            "the SL the SM answers path records with for each level's sm_traffic \
+             (rdma_cm, IPoIB, storage): `qoslane fabric sm-config --qos-policy`"
+                .into(),
+        ));
+    }
     Ok(SmConfig {
         lanes,
         sl2vl,

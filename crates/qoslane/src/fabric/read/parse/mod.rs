@@ -18,11 +18,13 @@
 
 pub mod counters;
 pub mod lines;
+pub mod sa;
 pub mod smp;
 pub mod topology;
 
 pub use counters::parse_perfquery;
 pub use lines::ParseError;
+pub use sa::parse_path_record_sl;
 pub use smp::{
     parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_sl2vl, parse_switch_sl2vl,
     parse_vlarb,
@@ -31,7 +33,7 @@ pub use topology::parse_topology;
 
 /// Every parser of this folder, by name: the fuzz target runs each (and
 /// panics on a name it does not know).
-pub const PARSERS: [&str; 9] = [
+pub const PARSERS: [&str; 10] = [
     "parse_sl2vl",
     "parse_switch_sl2vl",
     "parse_portinfo",
@@ -41,4 +43,5 @@ pub const PARSERS: [&str; 9] = [
     "parse_lid",
     "parse_topology",
     "parse_perfquery",
+    "parse_path_record_sl",
 ];

@@ -1,0 +1,98 @@
+//! A level's `node_settings` in the validator: each entry's path and value
+//! read (absolute, normalised, under /sys/ or /proc/sys/; one line, no
+//! YAML 1.1 octal), each path once per level.
+
+use std::collections::HashMap;
+
+use super::diagnostic::Diagnostic;
+use super::keys::{self, Place};
+use super::shape::Cx;
+use super::types::{NodeSetting, SettingPath};
+use super::yaml::{Node, NodeKind, Span};
+
+impl Cx {
+    pub(super) fn node_settings(&mut self, node: &Node) -> Option<Vec<NodeSetting>> {
+        let items = self.seq(node, "`node_settings`")?;
+        let mut out = Vec::new();
+        let mut ok = true;
+        let mut seen: HashMap<String, Span> = HashMap::new();
+        for item in items {
+            if self.budget.step() {
+                break;
+            }
+            let Some(f) = self.fields(item, Place::NodeSetting) else {
+                ok = false;
+                continue;
+            };
+            let path_node = f.get(&keys::PATH);
+            let path = path_node.and_then(|n| {
+                let s = self.string(n, "`path`")?;
+                match SettingPath::new(s) {
+                    Ok(p) => Some(p),
+                    Err(msg) => {
+                        self.err(
+                            Diagnostic::error(n.span, msg)
+                                .label("bad path")
+                                .help("node settings are absolute, normalised paths under /sys/ or /proc/sys/"),
+                        );
+                        None
+                    }
+                }
+            });
+            let value = f
+                .get(&keys::VALUE)
+                .and_then(|n| {
+                    let s = self.string(n, "`value`")?;
+                    // A plain number with a leading zero is octal to YAML 1.1
+                    // (Ansible, which templates this file) and decimal here.
+                    let plain = matches!(n.kind, NodeKind::Scalar { plain: true, .. });
+                    if plain
+                        && s.len() > 1
+                        && s.starts_with('0')
+                        && s.bytes().all(|b| b.is_ascii_digit())
+                    {
+                        self.err(
+                            Diagnostic::error(
+                                n.span,
+                                format!("`value: {s}` has a leading zero: YAML 1.1 (Ansible) reads it as octal"),
+                            )
+                            .label("leading zero")
+                            .help(format!("quote it to write it as it is (\"{s}\"), or write the number without the zero")),
+                        );
+                        return None;
+                    }
+                    if s.contains(['\n', '\r', '\0']) {
+                        self.err(
+                            Diagnostic::error(
+                                n.span,
+                                "a node setting value must be one line with no NUL",
+                            )
+                            .label("multi-line value"),
+                        );
+                        return None;
+                    }
+                    Some(s.to_owned())
+                });
+            let (Some(path), Some(value)) = (path, value) else {
+                ok = false;
+                continue;
+            };
+            let span = path_node.map_or(item.span, |n| n.span);
+            if let Some(first) = seen.get(path.as_str()) {
+                self.err(
+                    Diagnostic::error(
+                        span,
+                        format!("node setting `{path}` is listed twice in this level"),
+                    )
+                    .label("listed again here")
+                    .related(*first, "first listed here"),
+                );
+                ok = false;
+                continue;
+            }
+            seen.insert(path.as_str().to_owned(), span);
+            out.push(NodeSetting { path, value });
+        }
+        ok.then_some(out)
+    }
+}
