@@ -79,6 +79,44 @@ impl Reader for InProcess {
         )
     }
 
+    /// One SMP Get per block of 64 LIDs per switch.
+    fn forwarding(&self, switches: &[u16], top: u16, deadline: &Deadline) -> Vec<Result<Vec<u8>>> {
+        let blocks = u32::from(top) / 64 + 1;
+        let gets: Vec<Get> = switches
+            .iter()
+            .flat_map(|&lid| {
+                (0..blocks).map(move |b| Get {
+                    route: Route::Lid(lid),
+                    attr: Attr::LinearForwarding,
+                    modifier: b,
+                })
+            })
+            .collect();
+        let mut answers =
+            smp_batch::get_all(&mut self.umad.borrow_mut(), &gets, self.window, deadline)
+                .into_iter();
+        switches
+            .iter()
+            .map(|_| {
+                let mut lft = Vec::with_capacity(blocks as usize * 64);
+                let mut error = None;
+                for a in answers.by_ref().take(blocks as usize) {
+                    match a {
+                        Ok(d) => lft.extend_from_slice(&d),
+                        Err(e) => error = error.or(Some(e)),
+                    }
+                }
+                match error {
+                    Some(e) => Err(e),
+                    None => {
+                        lft.truncate(usize::from(top) + 1);
+                        Ok(lft)
+                    }
+                }
+            })
+            .collect()
+    }
+
     /// One PMA Get per port.
     fn xmit_wait(&self, ports: &[WaitPort], deadline: &Deadline) -> (Vec<PortWait>, Vec<String>) {
         let gets: Vec<Get> = ports

@@ -44,6 +44,8 @@ pub enum Attr {
     PortInfo,
     SlToVl,
     VlArbitration,
+    /// LinearForwardingTable: 64 LIDs' out ports per block (the modifier).
+    LinearForwarding,
     /// PortVLXmitWaitCounters (a PMA attribute: [`Route::Perf`]).
     VlXmitWait,
     /// The same attribute Set to clear every VL's counter (CounterSelect
@@ -59,6 +61,7 @@ impl Attr {
             Self::PortInfo => 0x0015,
             Self::SlToVl => 0x0017,
             Self::VlArbitration => 0x0018,
+            Self::LinearForwarding => 0x0019,
             Self::VlXmitWait | Self::VlXmitWaitClear => 0x001C,
         }
     }
@@ -71,6 +74,7 @@ impl Attr {
             Self::PortInfo => "portinfo",
             Self::SlToVl => "sl2vl",
             Self::VlArbitration => "vlarb",
+            Self::LinearForwarding => "lft",
             Self::VlXmitWait => "vlxmitcounters",
             Self::VlXmitWaitClear => "vlxmitcounters (clear)",
         }

@@ -120,6 +120,26 @@ pub trait Reader {
             .collect()
     }
 
+    /// The linear forwarding table of each switch (by LID), LIDs
+    /// `0..=top`: the out port of each (`0xFF`: none). The deadlock
+    /// check's routes (`judge/deadlock.rs`).
+    fn forwarding(
+        &self,
+        switches: &[u16],
+        _top: u16,
+        _deadline: &Deadline,
+    ) -> Vec<Result<Vec<u8>>> {
+        switches
+            .iter()
+            .map(|_| {
+                Err(Error::Fabric(format!(
+                    "the {} reader does not read forwarding tables",
+                    self.name()
+                )))
+            })
+            .collect()
+    }
+
     /// PortVLXmitWait of each port, in order (a port that did not answer:
     /// all `None`), and why some were not read. A reader without counters
     /// reads none: both empty.
