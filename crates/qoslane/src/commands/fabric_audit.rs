@@ -162,7 +162,7 @@ fn deadlock_lines(r: &Sweep, s: &mut String) {
                 .fold(first.clone(), |a, b| format!("{a}; {b}"))
         );
     }
-    if let Some(note) = d.routing_note() {
+    for note in d.routing_notes() {
         let _ = writeln!(s, "routing: {note}");
     }
 }

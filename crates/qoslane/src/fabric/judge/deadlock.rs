@@ -19,7 +19,7 @@
 //! fabric's switch ports per destination, not its pairs of HCAs. The
 //! acyclicity proof is an iterative depth-first search (no recursion).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -204,11 +204,11 @@ pub fn judge(f: &Fabric, sl: u8) -> Safety {
 /// The channel dependency graph of `sl` on the routes in use.
 fn build(f: &Fabric, sl: u8) -> Graph {
     let mut g = Graph::new(f);
-    let mut edges: BTreeSet<(u32, u32)> = BTreeSet::new();
-    // (switch, in port) already walked toward the current destination.
-    let mut walked: HashMap<(usize, u32), ()> = HashMap::new();
-    for dst in &f.hcas {
-        walked.clear();
+    let mut edges: HashSet<(u32, u32)> = HashSet::new();
+    // (switch, in port) already walked toward the current destination:
+    // the destination's number + 1, by `base / 16 + port`.
+    let mut walked: Vec<usize> = vec![0; g.base.last().map_or(0, |n| n / 16)];
+    for (stamp, dst) in f.hcas.iter().enumerate().map(|(i, d)| (i + 1, d)) {
         for src in &f.hcas {
             if src.lid == dst.lid {
                 continue;
@@ -241,8 +241,11 @@ fn build(f: &Fabric, sl: u8) -> Graph {
                 if let Some(p) = prev {
                     edges.insert((p, ch));
                 }
-                if walked.insert((sw, in_port), ()).is_some() {
-                    break;
+                let state = g.base[sw] / 16 + in_port as usize;
+                match walked.get_mut(state) {
+                    Some(w) if *w == stamp => break,
+                    Some(w) => *w = stamp,
+                    None => break,
                 }
                 match s.peers.get(&out) {
                     Some(Peer::Switch(next, port)) => {
@@ -256,6 +259,10 @@ fn build(f: &Fabric, sl: u8) -> Graph {
     }
     for (a, b) in edges {
         g.edges[a as usize].push(b);
+    }
+    // A deterministic search order: the same loop named on every run.
+    for e in &mut g.edges {
+        e.sort_unstable();
     }
     g
 }

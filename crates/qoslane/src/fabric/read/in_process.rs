@@ -117,6 +117,43 @@ impl Reader for InProcess {
             .collect()
     }
 
+    /// The SM's LID from the first source's PortInfo (MasterSMLID), then
+    /// one SA PathRecord Get per pair.
+    fn path_sls(&self, pairs: &[(u16, u16)], deadline: &Deadline) -> Vec<Result<u8>> {
+        let Some(&(first, _)) = pairs.first() else {
+            return Vec::new();
+        };
+        let info = Get {
+            route: Route::Lid(first),
+            attr: Attr::PortInfo,
+            modifier: 0,
+        };
+        let mut umad = self.umad.borrow_mut();
+        let sm = match smp_batch::get_all(&mut umad, &[info], 1, deadline).pop() {
+            Some(Ok(d)) => u16::from_be_bytes([d[18], d[19]]),
+            Some(Err(e)) => {
+                let e = e.to_string();
+                return pairs
+                    .iter()
+                    .map(|_| Err(crate::error::Error::Fabric(format!("the SM's LID: {e}"))))
+                    .collect();
+            }
+            None => return Vec::new(),
+        };
+        let gets: Vec<Get> = pairs
+            .iter()
+            .map(|&(s, d)| Get {
+                route: Route::Sa(sm),
+                attr: Attr::PathRecord,
+                modifier: (u32::from(s) << 16) | u32::from(d),
+            })
+            .collect();
+        smp_batch::get_all(&mut umad, &gets, self.window, deadline)
+            .into_iter()
+            .map(|r| r.map(|d| mad::path_record_sl(&d)))
+            .collect()
+    }
+
     /// One PMA Get per port.
     fn xmit_wait(&self, ports: &[WaitPort], deadline: &Deadline) -> (Vec<PortWait>, Vec<String>) {
         let gets: Vec<Get> = ports

@@ -6,7 +6,7 @@
 //! routing engine that assigns SLs or VLs per path, as Torus-2QoS's
 //! datelines), said.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -49,9 +49,18 @@ pub struct Routes {
     /// layers) or by a mistake the lane findings name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_pair_sl2vl: Vec<String>,
+    /// The SLs the SA's path records give from a few sources to every
+    /// HCA (SL → paths); more than one: the SM assigns SLs per path.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub path_sls: BTreeMap<u8, usize>,
+    /// Why the path records were not asked, or some not answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_sls_unread: Option<String>,
     /// How long reading the forwarding tables took, and judging.
     pub read_ms: u64,
     pub judge_ms: u64,
+    /// How long the path records took.
+    pub path_ms: u64,
 }
 
 impl Routes {
@@ -62,7 +71,33 @@ impl Routes {
             .any(|l| l.safety.as_ref().is_some_and(Safety::is_cycle))
     }
 
-    /// The note on the routing engine, when the layout says so.
+    /// The SM gives paths their own SLs: its path records disagree.
+    pub fn sl_per_path(&self) -> bool {
+        self.path_sls.len() > 1
+    }
+
+    /// The notes on the routing engine: path records that disagree, an
+    /// SL2VL layout by port pair.
+    pub fn routing_notes(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.sl_per_path() {
+            let sls: Vec<String> = self
+                .path_sls
+                .iter()
+                .map(|(sl, n)| format!("SL {sl} on {n}"))
+                .collect();
+            v.push(format!(
+                "the SM assigns SLs per path (its path records: {}): a routing engine such as \
+                 LASH, DFSSSP or Torus-2QoS; a level pinned to one SL takes every route on its \
+                 own VLs, safe only where its graph is acyclic",
+                sls.join(", ")
+            ));
+        }
+        v.extend(self.routing_note());
+        v
+    }
+
+    /// The note on the SL2VL layout, when it varies by port pair.
     pub fn routing_note(&self) -> Option<String> {
         (!self.per_pair_sl2vl.is_empty()).then(|| {
             format!(
@@ -137,12 +172,18 @@ pub fn check(
         unjudged.truncate(4);
         unjudged.insert(0, "not every forwarding table was read".into());
     }
+    let judge_ms = millis(started);
+    let started = std::time::Instant::now();
+    let (path_sls, path_sls_unread) = path_sls(&fabric, reader, deadline);
     Routes {
         levels,
         unjudged,
         per_pair_sl2vl: per_pair(&fabric),
+        path_sls,
+        path_sls_unread,
         read_ms,
-        judge_ms: millis(started),
+        judge_ms,
+        path_ms: millis(started),
     }
 }
 
@@ -230,6 +271,42 @@ pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
         }
     }
     f
+}
+
+/// Sources of the path records asked: the first HCAs of the fabric.
+const PATH_SOURCES: usize = 2;
+
+/// The SLs of the SA's path records from the first HCAs to every other.
+fn path_sls(
+    f: &Fabric,
+    reader: &dyn Reader,
+    deadline: &Deadline,
+) -> (BTreeMap<u8, usize>, Option<String>) {
+    let pairs: Vec<(u16, u16)> = f
+        .hcas
+        .iter()
+        .take(PATH_SOURCES)
+        .flat_map(|s| {
+            f.hcas
+                .iter()
+                .filter(move |d| d.lid != s.lid)
+                .map(move |d| (s.lid, d.lid))
+        })
+        .collect();
+    let mut sls = BTreeMap::new();
+    let mut unread = None;
+    let mut failed = 0usize;
+    for r in reader.path_sls(&pairs, deadline) {
+        match r {
+            Ok(sl) => *sls.entry(sl).or_default() += 1,
+            Err(e) => {
+                failed += 1;
+                unread.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    let unread = unread.map(|e| format!("{failed} of {} path records: {e}", pairs.len()));
+    (sls, unread)
 }
 
 /// Switches whose SL2VL rows are not all alike.
