@@ -134,6 +134,10 @@ fn deadlock_a_ring_routed_by_minhop_or_lash_names_its_loop_and_updn_breaks_it() 
         "{human}"
     );
     assert!(human.contains("verdict: "), "{human}");
+    // minhop: the SA gives every path one SL.
+    let sls = v["report"]["deadlock"]["path_sls"].as_object().unwrap();
+    assert_eq!(sls.len(), 1, "{sls:?}");
+    assert!(!human.contains("assigns SLs per path"), "{human}");
 
     // LASH: its paths get their own SLs, a level pinned to one SL keeps
     // every route on its one VL: the same loop.
@@ -142,6 +146,14 @@ fn deadlock_a_ring_routed_by_minhop_or_lash_names_its_loop_and_updn_breaks_it() 
     let (v, code) = audit(&rig, &m);
     assert_eq!(code, Some(1), "{v:#}");
     assert!(verdicts(&v).iter().all(|w| w == "cycle"), "{v:#}");
+    // Recognised: the SA's path records give more than one SL.
+    let sls = v["report"]["deadlock"]["path_sls"].as_object().unwrap();
+    assert!(sls.len() > 1, "{sls:?}");
+    let human = String::from_utf8(human_audit(&rig, &m)).unwrap();
+    assert!(
+        human.contains("routing: the SM assigns SLs per path (its path records: SL 0 on"),
+        "{human}"
+    );
 
     // One switch's hop of the first level moved to another VL: the loop
     // goes on across both (an SL2VL change is followed hop by hop).
