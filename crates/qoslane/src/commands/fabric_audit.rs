@@ -146,7 +146,11 @@ fn deadlock_lines(r: &Sweep, s: &mut String) {
     use std::fmt::Write as _;
     let d = &r.deadlock;
     for l in &d.levels {
-        let mark = if l.safety.as_ref().is_some_and(|x| x.is_cycle()) {
+        let mark = if l
+            .safety
+            .as_ref()
+            .is_some_and(crate::fabric::judge::deadlock::Safety::is_cycle)
+        {
             "FAIL "
         } else {
             ""

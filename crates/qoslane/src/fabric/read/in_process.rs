@@ -106,13 +106,11 @@ impl Reader for InProcess {
                         Err(e) => error = error.or(Some(e)),
                     }
                 }
-                match error {
-                    Some(e) => Err(e),
-                    None => {
-                        lft.truncate(usize::from(top) + 1);
-                        Ok(lft)
-                    }
+                if let Some(e) = error {
+                    return Err(e);
                 }
+                lft.truncate(usize::from(top) + 1);
+                Ok(lft)
             })
             .collect()
     }

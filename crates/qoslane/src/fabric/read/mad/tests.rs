@@ -311,7 +311,7 @@ fn an_sa_path_record_get_and_its_short_answer() {
     let get = Get {
         route: Route::Sa(1),
         attr: Attr::PathRecord,
-        modifier: (22 << 16) | 82,
+        modifier: (0x16 << 16) | 0x52,
     };
     let m = encode_get(&get, 7).unwrap();
     assert_eq!((m[1], m[2], m[3]), (CLASS_SA, 2, 0x01));
