@@ -140,6 +140,37 @@ fn reader(
     })
 }
 
+/// Per level, deadlock-free on this routing or its credit loop named;
+/// what kept it from being judged; the routing engine's note.
+fn deadlock_lines(r: &Sweep, s: &mut String) {
+    use std::fmt::Write as _;
+    let d = &r.deadlock;
+    for l in &d.levels {
+        let mark = if l
+            .safety
+            .as_ref()
+            .is_some_and(crate::fabric::judge::deadlock::Safety::is_cycle)
+        {
+            "FAIL "
+        } else {
+            ""
+        };
+        let _ = writeln!(s, "deadlock: {mark}{}", l.words());
+    }
+    if let Some(first) = d.unjudged.first() {
+        let _ = writeln!(
+            s,
+            "deadlock: not judged: {}",
+            d.unjudged[1..]
+                .iter()
+                .fold(first.clone(), |a, b| format!("{a}; {b}"))
+        );
+    }
+    for note in d.routing_notes() {
+        let _ = writeln!(s, "routing: {note}");
+    }
+}
+
 /// Per level, where its lane waited most (and where it is saturated).
 fn wait_lines(r: &Sweep, s: &mut String) {
     use std::fmt::Write as _;
@@ -262,6 +293,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
             );
         }
     }
+    deadlock_lines(r, &mut s);
     wait_lines(r, &mut s);
     for u in &r.unread {
         let _ = writeln!(
@@ -277,7 +309,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
     let failing: Vec<&str> = r
         .levels
         .iter()
-        .filter(|l| !l.carried())
+        .filter(|l| !l.carried() || r.cycle(&l.level))
         .map(|l| l.level.as_str())
         .collect();
     let _ = if failing.is_empty() && r.unread.is_empty() {

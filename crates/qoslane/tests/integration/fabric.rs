@@ -22,6 +22,7 @@ use qoslane::fabric::{
 use qoslane::mapping::{Mapping, validate_str};
 use qoslane::paths::{Overrides, Paths};
 
+mod deadlock;
 mod names;
 mod page;
 mod parsers;

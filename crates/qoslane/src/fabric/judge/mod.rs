@@ -9,13 +9,16 @@
 //! - [`policy`]: `fabric_check: enforce | warn | off` judged once on what
 //!   was gathered ([`policy::judge_gathered`]; the gathering is
 //!   `gather/policy.rs`');
-//! - [`sm_config`]: the OpenSM options a mapping asks for.
+//! - [`sm_config`]: the OpenSM options a mapping asks for;
+//! - [`deadlock`]: a level's channel dependency graph on the routes in
+//!   use, acyclic or one credit loop named.
 //!
 //! The lane rules on the switch a port is cabled to are the first hop's
 //! (`first_hop/judge.rs`).
 
 pub mod assessment;
 pub mod check;
+pub mod deadlock;
 pub mod lane;
 pub mod policy;
 pub mod sm_config;

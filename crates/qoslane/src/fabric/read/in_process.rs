@@ -79,6 +79,79 @@ impl Reader for InProcess {
         )
     }
 
+    /// One SMP Get per block of 64 LIDs per switch.
+    fn forwarding(&self, switches: &[u16], top: u16, deadline: &Deadline) -> Vec<Result<Vec<u8>>> {
+        let blocks = u32::from(top) / 64 + 1;
+        let gets: Vec<Get> = switches
+            .iter()
+            .flat_map(|&lid| {
+                (0..blocks).map(move |b| Get {
+                    route: Route::Lid(lid),
+                    attr: Attr::LinearForwarding,
+                    modifier: b,
+                })
+            })
+            .collect();
+        let mut answers =
+            smp_batch::get_all(&mut self.umad.borrow_mut(), &gets, self.window, deadline)
+                .into_iter();
+        switches
+            .iter()
+            .map(|_| {
+                let mut lft = Vec::with_capacity(blocks as usize * 64);
+                let mut error = None;
+                for a in answers.by_ref().take(blocks as usize) {
+                    match a {
+                        Ok(d) => lft.extend_from_slice(&d),
+                        Err(e) => error = error.or(Some(e)),
+                    }
+                }
+                if let Some(e) = error {
+                    return Err(e);
+                }
+                lft.truncate(usize::from(top) + 1);
+                Ok(lft)
+            })
+            .collect()
+    }
+
+    /// The SM's LID from the first source's PortInfo (MasterSMLID), then
+    /// one SA PathRecord Get per pair.
+    fn path_sls(&self, pairs: &[(u16, u16)], deadline: &Deadline) -> Vec<Result<u8>> {
+        let Some(&(first, _)) = pairs.first() else {
+            return Vec::new();
+        };
+        let info = Get {
+            route: Route::Lid(first),
+            attr: Attr::PortInfo,
+            modifier: 0,
+        };
+        let mut umad = self.umad.borrow_mut();
+        let sm = match smp_batch::get_all(&mut umad, &[info], 1, deadline).pop() {
+            Some(Ok(d)) => u16::from_be_bytes([d[18], d[19]]),
+            Some(Err(e)) => {
+                let e = e.to_string();
+                return pairs
+                    .iter()
+                    .map(|_| Err(crate::error::Error::Fabric(format!("the SM's LID: {e}"))))
+                    .collect();
+            }
+            None => return Vec::new(),
+        };
+        let gets: Vec<Get> = pairs
+            .iter()
+            .map(|&(s, d)| Get {
+                route: Route::Sa(sm),
+                attr: Attr::PathRecord,
+                modifier: (u32::from(s) << 16) | u32::from(d),
+            })
+            .collect();
+        smp_batch::get_all(&mut umad, &gets, self.window, deadline)
+            .into_iter()
+            .map(|r| r.map(|d| mad::path_record_sl(&d)))
+            .collect()
+    }
+
     /// One PMA Get per port.
     fn xmit_wait(&self, ports: &[WaitPort], deadline: &Deadline) -> (Vec<PortWait>, Vec<String>) {
         let gets: Vec<Get> = ports

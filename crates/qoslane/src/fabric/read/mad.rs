@@ -26,6 +26,11 @@ pub const CLASS_LID_ROUTED: u8 = 0x01;
 pub const CLASS_DIRECTED: u8 = 0x81;
 /// Management class: Performance Management (a GMP to the port's PMA, QP1).
 pub const CLASS_PERF: u8 = 0x04;
+/// Subnet Administration (GMPs to the SM's LID, class version 2).
+pub const CLASS_SA: u8 = 0x03;
+const SA_CLASS_VERSION: u8 = 2;
+/// A PathRecord's component mask: DLID and SLID given.
+const PR_COMPMASK_DLID_SLID: u64 = (1 << 4) | (1 << 5);
 /// The well-known Q_Key of QP1 (GMPs).
 pub const QP1_QKEY: u32 = 0x8001_0000;
 const BASE_VERSION: u8 = 1;
@@ -44,6 +49,11 @@ pub enum Attr {
     PortInfo,
     SlToVl,
     VlArbitration,
+    /// LinearForwardingTable: 64 LIDs' out ports per block (the modifier).
+    LinearForwarding,
+    /// An SA PathRecord (a GMP: [`Route::Sa`]; the modifier: SLID << 16 |
+    /// DLID).
+    PathRecord,
     /// PortVLXmitWaitCounters (a PMA attribute: [`Route::Perf`]).
     VlXmitWait,
     /// The same attribute Set to clear every VL's counter (CounterSelect
@@ -59,6 +69,8 @@ impl Attr {
             Self::PortInfo => 0x0015,
             Self::SlToVl => 0x0017,
             Self::VlArbitration => 0x0018,
+            Self::LinearForwarding => 0x0019,
+            Self::PathRecord => 0x0035,
             Self::VlXmitWait | Self::VlXmitWaitClear => 0x001C,
         }
     }
@@ -71,6 +83,8 @@ impl Attr {
             Self::PortInfo => "portinfo",
             Self::SlToVl => "sl2vl",
             Self::VlArbitration => "vlarb",
+            Self::LinearForwarding => "lft",
+            Self::PathRecord => "pathrecord",
             Self::VlXmitWait => "vlxmitcounters",
             Self::VlXmitWaitClear => "vlxmitcounters (clear)",
         }
@@ -87,13 +101,15 @@ pub enum Route {
     /// A GMP to the Performance Management agent of the port at this LID
     /// (the Get's modifier is the PortSelect, carried in the data).
     Perf(u16),
+    /// A GMP to Subnet Administration at the SM's LID.
+    Sa(u16),
 }
 
 impl Route {
     /// The DLID of the address the MAD is sent to.
     pub fn dlid(&self) -> u16 {
         match self {
-            Self::Lid(l) | Self::Perf(l) => *l,
+            Self::Lid(l) | Self::Perf(l) | Self::Sa(l) => *l,
             Self::Directed(_) => PERMISSIVE_LID,
         }
     }
@@ -103,6 +119,7 @@ impl Route {
             Self::Lid(_) => CLASS_LID_ROUTED,
             Self::Directed(_) => CLASS_DIRECTED,
             Self::Perf(_) => CLASS_PERF,
+            Self::Sa(_) => CLASS_SA,
         }
     }
 }
@@ -112,6 +129,7 @@ impl fmt::Display for Route {
         match self {
             Self::Lid(l) => write!(f, "lid {l}"),
             Self::Perf(l) => write!(f, "PMA of lid {l}"),
+            Self::Sa(l) => write!(f, "SA at lid {l}"),
             Self::Directed(p) => {
                 let hops: Vec<String> = p.iter().map(u8::to_string).collect();
                 write!(f, "directed route 0,{}", hops.join(","))
@@ -133,7 +151,7 @@ impl Get {
     /// the data).
     pub fn wire_modifier(&self) -> u32 {
         match self.route {
-            Route::Perf(_) => 0,
+            Route::Perf(_) | Route::Sa(_) => 0,
             _ => self.modifier,
         }
     }
@@ -143,6 +161,7 @@ impl fmt::Display for Get {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = match self.route {
             Route::Perf(_) => "PMA",
+            Route::Sa(_) => "SA",
             _ => "SMP",
         };
         write!(
@@ -194,6 +213,14 @@ pub fn encode_get(get: &Get, tid: u64) -> Result<[u8; MAD_SIZE], MadError> {
         m[DATA_OFFSET + 1] = u8::try_from(get.modifier)
             .map_err(|_| MadError(format!("a PortSelect of {} (not 0-255)", get.modifier)))?;
     }
+    if let Route::Sa(_) = get.route {
+        // SA header: SM_Key 0, the component mask at 48; the PathRecord
+        // at 56: DLID at +40, SLID at +42.
+        m[2] = SA_CLASS_VERSION;
+        m[48..56].copy_from_slice(&PR_COMPMASK_DLID_SLID.to_be_bytes());
+        let [s1, s0, d1, d0] = get.modifier.to_be_bytes();
+        m[SA_DATA + 40..SA_DATA + 44].copy_from_slice(&[d1, d0, s1, s0]);
+    }
     if get.attr == Attr::VlXmitWaitClear {
         m[3] = METHOD_SET;
         // CounterSelect: every VL's counter.
@@ -215,6 +242,15 @@ pub fn encode_get(get: &Get, tid: u64) -> Result<[u8; MAD_SIZE], MadError> {
     Ok(m)
 }
 
+/// Where an SA MAD's data (the PathRecord) starts.
+const SA_DATA: usize = 56;
+
+/// The SL of a PathRecord answer: its byte 53 (QoSClass, SL) lands at
+/// 45 of the answer's data (which starts at MAD byte 64, the record at 56).
+pub fn path_record_sl(d: &[u8; DATA_SIZE]) -> u8 {
+    d[SA_DATA + 53 - DATA_OFFSET] & 0x0f
+}
+
 /// A Get's answer: its transaction id and attribute data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
@@ -226,13 +262,22 @@ pub struct Answer {
 
 /// Reads a GetResp; a MAD status other than 0 is an error naming it.
 pub fn decode_answer(mad: &[u8]) -> Result<Answer, MadError> {
+    // An SA answer may come as its header and one record (56 + 64 bytes:
+    // the simulator's): the rest of the MAD is zeros.
+    let mut padded = [0u8; MAD_SIZE];
+    let mad = if mad.len() >= SA_DATA + DATA_SIZE && mad.len() < MAD_SIZE && mad[1] == CLASS_SA {
+        padded[..mad.len()].copy_from_slice(mad);
+        &padded[..]
+    } else {
+        mad
+    };
     if mad.len() < MAD_SIZE {
         return Err(MadError(format!(
             "a MAD of {} bytes (not {MAD_SIZE})",
             mad.len()
         )));
     }
-    if ![CLASS_LID_ROUTED, CLASS_DIRECTED, CLASS_PERF].contains(&mad[1]) {
+    if ![CLASS_LID_ROUTED, CLASS_DIRECTED, CLASS_PERF, CLASS_SA].contains(&mad[1]) {
         return Err(MadError(format!(
             "management class {:#04x} is not an SMP or a PMA answer",
             mad[1]

@@ -120,6 +120,41 @@ pub trait Reader {
             .collect()
     }
 
+    /// The linear forwarding table of each switch (by LID), LIDs
+    /// `0..=top`: the out port of each (`0xFF`: none). The deadlock
+    /// check's routes (`judge/deadlock.rs`).
+    fn forwarding(
+        &self,
+        switches: &[u16],
+        _top: u16,
+        _deadline: &Deadline,
+    ) -> Vec<Result<Vec<u8>>> {
+        switches
+            .iter()
+            .map(|_| {
+                Err(Error::Fabric(format!(
+                    "the {} reader does not read forwarding tables",
+                    self.name()
+                )))
+            })
+            .collect()
+    }
+
+    /// The SL the SA's path record gives each (source LID, destination
+    /// LID) pair, in order (a routing engine that assigns SLs per path:
+    /// they differ).
+    fn path_sls(&self, pairs: &[(u16, u16)], _deadline: &Deadline) -> Vec<Result<u8>> {
+        pairs
+            .iter()
+            .map(|_| {
+                Err(Error::Fabric(format!(
+                    "the {} reader does not query path records",
+                    self.name()
+                )))
+            })
+            .collect()
+    }
+
     /// PortVLXmitWait of each port, in order (a port that did not answer:
     /// all `None`), and why some were not read. A reader without counters
     /// reads none: both empty.

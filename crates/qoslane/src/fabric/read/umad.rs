@@ -17,7 +17,9 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_long, c_void};
 use std::fmt;
 
-use crate::fabric::read::mad::{CLASS_DIRECTED, CLASS_LID_ROUTED, CLASS_PERF, MAD_SIZE, QP1_QKEY};
+use crate::fabric::read::mad::{
+    CLASS_DIRECTED, CLASS_LID_ROUTED, CLASS_PERF, CLASS_SA, MAD_SIZE, QP1_QKEY,
+};
 use crate::fabric::tables::PortId;
 
 /// The library's file name (its ABI since rdma-core 13).
@@ -49,8 +51,9 @@ pub struct Umad {
     f: Fns,
     port: c_int,
     /// The agents of the LID-routed and the directed-route SMP classes and
-    /// of Performance Management (GMPs; -1 when it could not register).
-    agents: [c_int; 3],
+    /// of Performance Management and Subnet Administration (GMPs; -1 when
+    /// it could not register).
+    agents: [c_int; 4],
     /// A `struct ib_user_mad` and a MAD, 8-byte aligned as its header wants.
     buf: Vec<u64>,
 }
@@ -166,7 +169,7 @@ impl Umad {
         if port < 0 {
             return Err(format!("cannot open {what} for SMPs: {}", errno(port)));
         }
-        let mut agents = [0, 0, -1];
+        let mut agents = [0, 0, -1, -1];
         for (slot, class) in agents.iter_mut().zip([CLASS_LID_ROUTED, CLASS_DIRECTED]) {
             // SAFETY: port is open; a NULL method mask registers no
             // unsolicited methods (answers to our requests still arrive).
@@ -184,6 +187,8 @@ impl Umad {
         // SAFETY: as above. A port without a PMA agent still reads SMPs: a
         // failure here only makes its GMPs fail, named.
         agents[2] = unsafe { register(port, c_int::from(CLASS_PERF), 1, 0, std::ptr::null_mut()) };
+        // SAFETY: as above (SA: class version 2).
+        agents[3] = unsafe { register(port, c_int::from(CLASS_SA), 2, 0, std::ptr::null_mut()) };
         // SAFETY: no arguments.
         let header = unsafe { size() };
         Ok(Self {
@@ -209,6 +214,7 @@ impl Umad {
         let (agent, qp, qkey) = match class {
             CLASS_DIRECTED => (self.agents[1], 0, 0),
             CLASS_PERF => (self.agents[2], 1, QP1_QKEY),
+            CLASS_SA => (self.agents[3], 1, QP1_QKEY),
             _ => (self.agents[0], 0, 0),
         };
         if agent < 0 {

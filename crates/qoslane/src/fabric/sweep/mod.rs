@@ -26,6 +26,7 @@
 
 pub mod judge;
 pub mod page;
+pub mod routes;
 
 use serde::Serialize;
 
@@ -82,6 +83,9 @@ pub struct Sweep {
     pub xmit_wait: Vec<PortWait>,
     /// Per level, where its lane waited most.
     pub wait_levels: Vec<LevelWait>,
+    /// Per level, its deadlock safety on the routes the switches'
+    /// forwarding tables give (`routes.rs`).
+    pub deadlock: routes::Routes,
     /// Why some ports' wait counters were not read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub xmit_wait_unread: Vec<String>,
@@ -93,7 +97,17 @@ pub struct Sweep {
 impl Sweep {
     /// Some level is dropped, starved or misrouted somewhere.
     pub fn any_problem(&self) -> bool {
-        self.levels.iter().any(|l| !l.carried())
+        self.levels.iter().any(|l| !l.carried()) || self.deadlock.any_cycle()
+    }
+
+    /// The level's routes close a credit loop on its SL.
+    pub fn cycle(&self, level: &str) -> bool {
+        self.deadlock.levels.iter().any(|l| {
+            l.level == level
+                && l.safety
+                    .as_ref()
+                    .is_some_and(crate::fabric::judge::deadlock::Safety::is_cycle)
+        })
     }
 }
 
@@ -139,6 +153,7 @@ pub fn sweep(
         .iter()
         .map(|level| judge::sweep_level(topo, &ok, level))
         .collect();
+    let deadlock = routes::check(topo, &ok, reader, mapping, deadline);
     let wait_ports = wait_ports(&ok);
     // The program reader reads them by perfquery when it has one.
     let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
@@ -157,6 +172,7 @@ pub fn sweep(
         xmit_wait,
         wait_levels,
         xmit_wait_unread,
+        deadlock,
         wait_ports,
     }
 }

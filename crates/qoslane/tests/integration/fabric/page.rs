@@ -438,6 +438,7 @@ fn attack_sweep() -> Sweep {
         xmit_wait: Vec::new(),
         wait_levels: Vec::new(),
         xmit_wait_unread: Vec::new(),
+        deadlock: qoslane::fabric::sweep::routes::Routes::default(),
         wait_ports: Vec::new(),
     }
 }

@@ -305,3 +305,28 @@ fn a_pma_get_carries_its_port_in_the_data_and_its_answer_reads_back() {
     };
     assert!(encode_get(&too_far, 1).is_err());
 }
+
+#[test]
+fn an_sa_path_record_get_and_its_short_answer() {
+    let get = Get {
+        route: Route::Sa(1),
+        attr: Attr::PathRecord,
+        modifier: (0x16 << 16) | 0x52,
+    };
+    let m = encode_get(&get, 7).unwrap();
+    assert_eq!((m[1], m[2], m[3]), (CLASS_SA, 2, 0x01));
+    assert_eq!(&m[16..18], &[0x00, 0x35]);
+    assert_eq!(&m[20..24], &[0, 0, 0, 0], "an SA Get's modifier is 0");
+    assert_eq!(u64::from_be_bytes(m[48..56].try_into().unwrap()), 0x30);
+    assert_eq!(&m[96..100], &[0, 82, 0, 22], "DLID, SLID");
+    // The answer as the simulator hands it: header and one record.
+    let mut a = m[..120].to_vec();
+    a[3] = 0x81;
+    a[109] = 0x35; // QoSClass bits, SL 5
+    let ans = decode_answer(&a).unwrap();
+    assert_eq!((ans.tid, path_record_sl(&ans.data)), (7, 5));
+    // Short SMPs are still refused.
+    let mut smp = a.clone();
+    smp[1] = CLASS_LID_ROUTED;
+    assert!(decode_answer(&smp).is_err());
+}

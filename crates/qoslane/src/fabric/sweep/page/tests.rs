@@ -114,6 +114,7 @@ fn sweep() -> Sweep {
         xmit_wait: Vec::new(),
         wait_levels: Vec::new(),
         xmit_wait_unread: Vec::new(),
+        deadlock: crate::fabric::sweep::routes::Routes::default(),
         wait_ports: Vec::new(),
     }
 }

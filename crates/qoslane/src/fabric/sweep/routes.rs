@@ -1,0 +1,323 @@
+//! The audit's deadlock check: every switch's linear forwarding table read
+//! through the [`Reader`] (`Reader::forwarding`), the fabric as the sweep
+//! read it (topology, SL2VL rows) put together for
+//! [`deadlock::judge`], one verdict per level's SL; and whether the
+//! fabric's SL2VL layout gives VLs per port pair (the signature of a
+//! routing engine that assigns SLs or VLs per path, as Torus-2QoS's
+//! datelines), said.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::deadline::Deadline;
+use crate::fabric::judge::deadlock::{self, Fabric, Hca, Peer, Safety, Switch};
+use crate::fabric::read::reader::Reader;
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology};
+use crate::mapping::Mapping;
+
+/// One level's deadlock safety on the routes read.
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelSafety {
+    pub level: String,
+    pub sl: u8,
+    /// `None`: not judged (`Routes::unjudged` says why).
+    pub safety: Option<Safety>,
+}
+
+impl LevelSafety {
+    pub fn words(&self) -> String {
+        match &self.safety {
+            Some(s) => format!("level {} (SL {}): {}", self.level, self.sl, s.words()),
+            None => format!(
+                "level {} (SL {}): deadlock safety not judged",
+                self.level, self.sl
+            ),
+        }
+    }
+}
+
+/// What the deadlock check found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Routes {
+    pub levels: Vec<LevelSafety>,
+    /// Why no level was judged, or some switches' tables not read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unjudged: Vec<String>,
+    /// Switches whose SL2VL rows differ by port pair for some SL: VLs
+    /// change along a path by design (a routing engine's datelines or
+    /// layers) or by a mistake the lane findings name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_pair_sl2vl: Vec<String>,
+    /// The SLs the SA's path records give from a few sources to every
+    /// HCA (SL → paths); more than one: the SM assigns SLs per path.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub path_sls: BTreeMap<u8, usize>,
+    /// Why the path records were not asked, or some not answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_sls_unread: Option<String>,
+    /// How long reading the forwarding tables took, and judging.
+    pub read_ms: u64,
+    pub judge_ms: u64,
+    /// How long the path records took.
+    pub path_ms: u64,
+}
+
+impl Routes {
+    /// A level whose routes close a credit loop.
+    pub fn any_cycle(&self) -> bool {
+        self.levels
+            .iter()
+            .any(|l| l.safety.as_ref().is_some_and(Safety::is_cycle))
+    }
+
+    /// The SM gives paths their own SLs: its path records disagree.
+    pub fn sl_per_path(&self) -> bool {
+        self.path_sls.len() > 1
+    }
+
+    /// The notes on the routing engine: path records that disagree, an
+    /// SL2VL layout by port pair.
+    pub fn routing_notes(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.sl_per_path() {
+            let sls: Vec<String> = self
+                .path_sls
+                .iter()
+                .map(|(sl, n)| format!("SL {sl} on {n}"))
+                .collect();
+            v.push(format!(
+                "the SM assigns SLs per path (its path records: {}): a routing engine such as \
+                 LASH, DFSSSP or Torus-2QoS; a level pinned to one SL takes every route on its \
+                 own VLs, safe only where its graph is acyclic",
+                sls.join(", ")
+            ));
+        }
+        v.extend(self.routing_note());
+        v
+    }
+
+    /// The note on the SL2VL layout, when it varies by port pair.
+    pub fn routing_note(&self) -> Option<String> {
+        (!self.per_pair_sl2vl.is_empty()).then(|| {
+            format!(
+                "SL2VL differs by port pair on {} switches ({}): VLs are assigned per hop \
+                 (a routing engine with SLs or VLs per path, e.g. Torus-2QoS, or a mistake); \
+                 a level pinned to one SL is safe only where its graph is acyclic",
+                self.per_pair_sl2vl.len(),
+                self.per_pair_sl2vl
+                    .iter()
+                    .take(4)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    }
+}
+
+/// Reads every switch's forwarding table and judges every level's SL.
+pub fn check(
+    topo: &Topology,
+    ok: &[(&EgressPort, EgressRead)],
+    reader: &dyn Reader,
+    mapping: &Mapping,
+    deadline: &Deadline,
+) -> Routes {
+    let started = std::time::Instant::now();
+    let mut fabric = fabric(topo, ok);
+    let top = fabric
+        .hcas
+        .iter()
+        .map(|h| h.lid)
+        .chain(fabric.switches.iter().map(|s| s.lid))
+        .max()
+        .unwrap_or(0);
+    let lids: Vec<u16> = fabric.switches.iter().map(|s| s.lid).collect();
+    let mut unjudged = Vec::new();
+    let tables = reader.forwarding(&lids, top, deadline);
+    let mut read_all = true;
+    for (s, t) in fabric.switches.iter_mut().zip(tables) {
+        match t {
+            Ok(lft) => s.lft = lft,
+            Err(e) => {
+                read_all = false;
+                unjudged.push(format!("switch {} (lid {}): {e}", s.name, s.lid));
+            }
+        }
+    }
+    let read_ms = millis(started);
+    let started = std::time::Instant::now();
+    let judged = read_all && !fabric.switches.is_empty();
+    let mut by_sl: HashMap<u8, Safety> = HashMap::new();
+    let levels = mapping
+        .levels()
+        .iter()
+        .map(|level| {
+            let sl = level.service_level.get();
+            let safety = judged.then(|| {
+                by_sl
+                    .entry(sl)
+                    .or_insert_with(|| deadlock::judge(&fabric, sl))
+                    .clone()
+            });
+            LevelSafety {
+                level: level.name.clone(),
+                sl,
+                safety,
+            }
+        })
+        .collect();
+    if !read_all {
+        unjudged.truncate(4);
+        unjudged.insert(0, "not every forwarding table was read".into());
+    }
+    let judge_ms = millis(started);
+    let started = std::time::Instant::now();
+    let (path_sls, path_sls_unread) = path_sls(&fabric, reader, deadline);
+    Routes {
+        levels,
+        unjudged,
+        per_pair_sl2vl: per_pair(&fabric),
+        path_sls,
+        path_sls_unread,
+        read_ms,
+        judge_ms,
+        path_ms: millis(started),
+    }
+}
+
+fn millis(t: std::time::Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The fabric from the topology and the SL2VL rows read (forwarding tables
+/// empty).
+pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
+    let mut f = Fabric::default();
+    let mut switch_of: HashMap<&str, usize> = HashMap::new();
+    let mut hca_of: HashMap<(&str, u32), usize> = HashMap::new();
+    for p in &topo.ports {
+        let e = &p.end;
+        match e.kind {
+            NodeType::Switch => {
+                switch_of.entry(e.guid.as_str()).or_insert_with(|| {
+                    f.switches.push(Switch {
+                        name: e.name.clone(),
+                        lid: e.lid,
+                        ..Switch::default()
+                    });
+                    f.switches.len() - 1
+                });
+            }
+            NodeType::Hca if p.remote.is_some() => {
+                hca_of.entry((e.guid.as_str(), e.port)).or_insert_with(|| {
+                    f.hcas.push(Hca {
+                        name: e.name.clone(),
+                        lid: e.lid,
+                        switch: None,
+                        sl2vl: None,
+                    });
+                    f.hcas.len() - 1
+                });
+            }
+            _ => {}
+        }
+    }
+    for p in &topo.ports {
+        let (e, Some(r)) = (&p.end, &p.remote) else {
+            continue;
+        };
+        let peer = match r.kind {
+            NodeType::Switch => switch_of
+                .get(r.guid.as_str())
+                .map(|&i| Peer::Switch(i, r.port)),
+            NodeType::Hca => hca_of
+                .get(&(r.guid.as_str(), r.port))
+                .map(|&i| Peer::Hca(i)),
+            NodeType::Router => None,
+        };
+        match (e.kind, peer) {
+            (NodeType::Switch, Some(peer)) => {
+                let s = switch_of[e.guid.as_str()];
+                f.switches[s].peers.insert(e.port, peer);
+            }
+            (NodeType::Hca, Some(Peer::Switch(s, port))) => {
+                if let Some(&h) = hca_of.get(&(e.guid.as_str(), e.port)) {
+                    f.hcas[h].switch = Some((s, port));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (item, read) in ok {
+        if !read.active {
+            continue;
+        }
+        match item.kind {
+            NodeType::Switch => {
+                if let Some(&s) = switch_of.get(item.guid.as_str()) {
+                    for (in_port, row) in &read.rows {
+                        f.switches[s].sl2vl.insert((*in_port, item.port), *row);
+                    }
+                }
+            }
+            NodeType::Hca => {
+                if let Some(&h) = hca_of.get(&(item.guid.as_str(), item.port)) {
+                    f.hcas[h].sl2vl = read.rows.first().map(|(_, t)| *t);
+                }
+            }
+            NodeType::Router => {}
+        }
+    }
+    f
+}
+
+/// Sources of the path records asked: the first HCAs of the fabric.
+const PATH_SOURCES: usize = 2;
+
+/// The SLs of the SA's path records from the first HCAs to every other.
+fn path_sls(
+    f: &Fabric,
+    reader: &dyn Reader,
+    deadline: &Deadline,
+) -> (BTreeMap<u8, usize>, Option<String>) {
+    let pairs: Vec<(u16, u16)> = f
+        .hcas
+        .iter()
+        .take(PATH_SOURCES)
+        .flat_map(|s| {
+            f.hcas
+                .iter()
+                .filter(move |d| d.lid != s.lid)
+                .map(move |d| (s.lid, d.lid))
+        })
+        .collect();
+    let mut sls = BTreeMap::new();
+    let mut unread = None;
+    let mut failed = 0usize;
+    for r in reader.path_sls(&pairs, deadline) {
+        match r {
+            Ok(sl) => *sls.entry(sl).or_default() += 1,
+            Err(e) => {
+                failed += 1;
+                unread.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    let unread = unread.map(|e| format!("{failed} of {} path records: {e}", pairs.len()));
+    (sls, unread)
+}
+
+/// Switches whose SL2VL rows are not all alike.
+fn per_pair(f: &Fabric) -> Vec<String> {
+    f.switches
+        .iter()
+        .filter(|s| {
+            let mut rows = s.sl2vl.values();
+            rows.next()
+                .is_some_and(|first| rows.any(|r| r.as_array() != first.as_array()))
+        })
+        .map(|s| format!("{} (lid {})", s.name, s.lid))
+        .collect()
+}
