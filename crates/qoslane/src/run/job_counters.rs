@@ -98,6 +98,11 @@ pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     }
     let r = report_of(result);
     let Some(job) = r.job.job_id else { return };
+    // No Epilog ever comes for an `srun --no-allocate` step: a snapshot
+    // would have no owner.
+    if job.kind().unmanaged().is_some() {
+        return;
+    }
     match snapshot(program, paths, deadline, job) {
         Ok(readings) => {
             if let Payload::Prolog(p) = &mut r.payload {

@@ -327,6 +327,16 @@ fn every_snapshot_is_collected_by_whoever_releases_its_job() {
     ));
     assert!(!n.path("/run/qoslane/jobs/541.json").exists());
     assert!(!snap(541).exists() && !shared(541).exists());
+    // An `srun --no-allocate` step gets no Epilog: no snapshot either.
+    let step = 0xffff_0000_u32.to_string();
+    ok(&n.run(
+        &["prolog"],
+        &[("SLURM_JOB_ID", &step), ("FAKE_QOS", "high")],
+    ));
+    assert!(
+        !n.path(&format!("/run/qoslane/counters/{step}.json"))
+            .exists()
+    );
     // Counters off (no perfquery): 542's Epilog still collects its files.
     std::fs::remove_file(n.path("/fakebin/perfquery")).unwrap();
     ok(&n.epilog(542));
