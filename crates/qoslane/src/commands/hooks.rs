@@ -24,6 +24,9 @@ use crate::txn::RecordOp;
 pub fn prolog(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Prolog, Deadline::after(ctx.timeout));
     let mut result = prolog_body(ctx, &mut s, Report::new(Event::Prolog));
+    // The lock covers the transaction only: nothing that can hang (a
+    // counter read) holds other jobs' hooks.
+    s.release();
     job_counters::prolog(&ctx.paths, &s.deadline, &mut result);
     notice::leave(&ctx.paths, &result);
     s.finish(result)
@@ -32,6 +35,7 @@ pub fn prolog(ctx: &Ctx) -> ExitClass {
 pub fn epilog(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Epilog, Deadline::after(ctx.timeout));
     let mut result = epilog_body(ctx, &mut s, Report::new(Event::Epilog));
+    s.release();
     job_counters::epilog(&ctx.paths, &s.deadline, &mut result);
     s.finish(result)
 }

@@ -8,9 +8,25 @@
 //! configured, or when every attribute of every port is remembered as
 //! unsupported. Best effort: the job runs either way; a failure is a note.
 //!
+//! Never in the way: both hooks read after their transaction, the node
+//! lock given back (`Session::release`), and within half of what remains
+//! of the run's time; a port that does not answer in it is `unanswered`
+//! in the evidence, and the job's grant is what the transaction made it.
+//!
 //! Whether the job was alone on the node: no other job's snapshot when its
-//! Prolog read, and no other job's Prolog while it ran (that Prolog marks
-//! every snapshot it finds with a `JOB.shared` file).
+//! Prolog wrote its own, and no other job's Prolog while it ran. A Prolog
+//! writes its snapshot first, then looks: finding others, it marks them
+//! and itself with `JOB.shared` files (two Prologs at once: the later one
+//! sees the earlier one's snapshot, and marks both).
+//!
+//! Every file has an owner: the job's. Whoever releases the job removes
+//! them ([`release`]: its Epilog, whether counters are read or not, and
+//! `health`'s release of a job Slurm no longer has), and `health` sweeps
+//! the files of jobs neither recorded nor on the node in Slurm ([`sweep`]:
+//! an Epilog killed after its transaction).
+
+use std::collections::BTreeSet;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +34,7 @@ use crate::deadline::Deadline;
 use crate::fabric::PortId;
 use crate::fabric::perfquery;
 use crate::fabric::pma::{self, PortReading, Reading};
+use crate::job::JobId;
 use crate::mapping::OnFailure;
 use crate::paths::Paths;
 use crate::report::{Exit, Payload, Report, RunResult};
@@ -50,7 +67,28 @@ fn ports(paths: &Paths) -> crate::error::Result<Vec<PortId>> {
         .collect())
 }
 
-/// The Prolog's snapshot, when its job runs (granted, or on the baseline).
+/// The part of the run's time the counters may take: half of what
+/// remains, so a port that never answers leaves the run the rest.
+fn share(deadline: &Deadline) -> Deadline {
+    deadline.half()
+}
+
+/// Reads `ports` within `share`; what did not answer in it is said so.
+fn read(program: &Path, paths: &Paths, ports: &[PortId], share: &Deadline) -> Vec<PortReading> {
+    let mut readings = perfquery::read(program, paths, ports, share);
+    if share.remaining().is_zero() {
+        let ms = share.budget().as_millis();
+        for r in readings.iter_mut().flat_map(|p| p.readings.values_mut()) {
+            if let Reading::Unread(why) = r {
+                *r = Reading::Unread(format!("unanswered within {ms} ms ({why})"));
+            }
+        }
+    }
+    readings
+}
+
+/// The Prolog's snapshot, when its job runs (granted, or on the baseline);
+/// after its transaction, the node lock given back.
 pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     let Some(program) = &paths.perfquery else {
         return;
@@ -60,6 +98,11 @@ pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     }
     let r = report_of(result);
     let Some(job) = r.job.job_id else { return };
+    // No Epilog ever comes for an `srun --no-allocate` step: a snapshot
+    // would have no owner.
+    if job.kind().unmanaged().is_some() {
+        return;
+    }
     match snapshot(program, paths, deadline, job) {
         Ok(readings) => {
             if let Payload::Prolog(p) = &mut r.payload {
@@ -74,10 +117,10 @@ fn snapshot(
     program: &std::path::Path,
     paths: &Paths,
     deadline: &Deadline,
-    job: crate::job::JobId,
+    job: JobId,
 ) -> crate::error::Result<Vec<PortReading>> {
     let ports = ports(paths)?;
-    let readings = perfquery::read(program, paths, &ports, deadline);
+    let readings = read(program, paths, &ports, &share(deadline));
     if readings
         .iter()
         .all(|p| p.readings.values().all(|r| *r == Reading::Unsupported))
@@ -87,40 +130,115 @@ fn snapshot(
     let dir = paths.counters_dir();
     fsutil::ensure_dir(paths, &paths.run_dir)?;
     fsutil::ensure_dir(paths, &dir)?;
-    let mine = format!("{job}.json");
-    let mut alone = true;
-    for e in std::fs::read_dir(&dir).map_err(crate::error::Error::io("list", &dir))? {
+    let mut snap = Snapshot {
+        time: crate::time::now_rfc3339(),
+        alone: true,
+        readings,
+    };
+    // Its own first, then the others': of two Prologs at once, the later
+    // one to look sees the other.
+    fsutil::write_json(paths, &paths.job_counters(job), &snap, PUBLIC)?;
+    let others = snapshots(paths)?
+        .into_iter()
+        .filter(|o| *o != job.to_string() && paths.job_counters(o).exists())
+        .collect::<Vec<_>>();
+    for other in &others {
+        let marker = paths.job_counters_shared(other);
+        if !marker.exists() {
+            fsutil::atomic_write(paths, &marker, b"", PUBLIC)?;
+        }
+    }
+    if !others.is_empty() {
+        snap.alone = false;
+        fsutil::write_json(paths, &paths.job_counters(job), &snap, PUBLIC)?;
+    }
+    Ok(snap.readings)
+}
+
+/// The job ids of the snapshots in the counters directory (none when it
+/// does not exist), writers' temporary files left out.
+fn snapshots(paths: &Paths) -> crate::error::Result<Vec<String>> {
+    let dir = paths.counters_dir();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(crate::error::Error::io("list", &dir)(e)),
+    };
+    let mut out = Vec::new();
+    for e in entries {
         let name = e
             .map_err(crate::error::Error::io("list", &dir))?
             .file_name();
         let name = name.to_string_lossy();
-        if let Some(other) = name.strip_suffix(".json")
-            && *name != mine
-            && fsutil::temp_file_writer(&name).is_none()
+        if fsutil::temp_file_writer(&name).is_some() {
+            continue;
+        }
+        if let Some(job) = name
+            .strip_suffix(".json")
+            .or_else(|| name.strip_suffix(".shared"))
         {
-            alone = false;
-            let marker = paths.job_counters_shared(other);
-            if !marker.exists() {
-                fsutil::atomic_write(paths, &marker, b"", PUBLIC)?;
-            }
+            out.push(job.to_owned());
         }
     }
-    let snap = Snapshot {
-        time: crate::time::now_rfc3339(),
-        alone,
-        readings,
-    };
-    fsutil::write_json(paths, &paths.job_counters(job), &snap, PUBLIC)?;
-    Ok(snap.readings)
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
-/// The Epilog's reading: the evidence into the report, the snapshot gone.
+/// The job's files gone (its snapshot, its shared marker): by whoever
+/// releases the job. What could not be removed, said.
+pub fn release(paths: &Paths, job: impl std::fmt::Display) -> Vec<String> {
+    [paths.job_counters(&job), paths.job_counters_shared(&job)]
+        .iter()
+        .filter_map(|f| fsutil::remove(paths, f).err())
+        .map(|e| format!("counters: {e}"))
+        .collect()
+}
+
+/// The files of jobs no live job owns: neither `recorded` (a job with a
+/// level) nor on the node as Slurm says (`on_node`, asked only when there
+/// is such a file; any doubt removes nothing). The jobs whose files went,
+/// or why none could be judged.
+pub fn sweep(
+    paths: &Paths,
+    recorded: &BTreeSet<JobId>,
+    on_node: impl FnOnce() -> crate::error::Result<BTreeSet<JobId>>,
+) -> std::result::Result<Vec<String>, String> {
+    let unrecorded: Vec<String> = snapshots(paths)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|j| !recorded.iter().any(|r| r.to_string() == *j))
+        .collect();
+    if unrecorded.is_empty() {
+        return Ok(Vec::new());
+    }
+    let live = on_node().map_err(|e| e.to_string())?;
+    let gone: Vec<String> = unrecorded
+        .into_iter()
+        .filter(|j| !live.iter().any(|l| l.to_string() == *j))
+        .collect();
+    for j in &gone {
+        if let Some(e) = release(paths, j).into_iter().next() {
+            return Err(e);
+        }
+    }
+    Ok(gone)
+}
+
+/// The Epilog's reading: the evidence into the report (after its
+/// transaction, the node lock given back); the job's files gone whether
+/// counters are read or not.
 pub fn epilog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
-    let Some(program) = &paths.perfquery else {
-        return;
-    };
     let r = report_of(result);
     let Some(job) = r.job.job_id else { return };
+    if let Some(program) = &paths.perfquery {
+        evidence(program, paths, deadline, r, job);
+    }
+    let errors = release(paths, job);
+    r.notes.extend(errors);
+}
+
+fn evidence(program: &Path, paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
     let snap: Option<Snapshot> = match fsutil::read_json(paths, &paths.job_counters(job)) {
         Ok(s) => s,
         Err(e) => {
@@ -132,7 +250,7 @@ pub fn epilog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     let shared = paths.job_counters_shared(job);
     let alone = snap.alone && !shared.exists();
     let ports: Vec<PortId> = snap.readings.iter().map(|p| p.port.clone()).collect();
-    let after = perfquery::read(program, paths, &ports, deadline);
+    let after = read(program, paths, &ports, &share(deadline));
     let e = pma::evidence(&snap.readings, &after, r.job.service_level, alone);
     if let Some(words) = r.job.level.as_deref().and_then(|l| e.off_level_words(l)) {
         crate::log::warn(&words);
@@ -141,10 +259,5 @@ pub fn epilog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     if let Payload::Epilog(run) = &mut r.payload {
         run.evidence = Some(e);
         run.counters = after;
-    }
-    for f in [paths.job_counters(job), shared] {
-        if let Err(e) = fsutil::remove(paths, &f) {
-            r.notes.push(format!("counters: {e}"));
-        }
     }
 }

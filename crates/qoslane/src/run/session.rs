@@ -47,6 +47,8 @@ pub struct Session<'p> {
     event: Event,
     start: Instant,
     node: Option<LockedNode<'p>>,
+    /// The lock was held and given back before the end ([`Session::release`]).
+    released: bool,
     /// What a run ended by its watchdog reports (`Session::arm`).
     armed: Arc<Mutex<(Report, Exit)>>,
     /// The run resolves each trusted state directory once
@@ -72,6 +74,7 @@ impl<'p> Session<'p> {
             event,
             start,
             node: None,
+            released: false,
             armed,
             _dirs: nodeio::walk::remember_judged_dirs(),
         }
@@ -263,6 +266,13 @@ impl<'p> Session<'p> {
         );
     }
 
+    /// Gives the node lock back before the run ends, once its transaction
+    /// is done: what the run still does (a job's counters) must not hold
+    /// other jobs' hooks. The run does not take it again.
+    pub fn release(&mut self) {
+        self.released |= self.node.take().is_some();
+    }
+
     pub fn store(&self) -> Option<&Store<'p>> {
         self.node.as_ref().map(|n| &n.store)
     }
@@ -299,7 +309,7 @@ impl<'p> Session<'p> {
                 (f.report, Some(f.error), class)
             }
         };
-        let held = self.node.take().is_some();
+        let held = self.node.take().is_some() || self.released;
         write_audit(
             self.paths,
             &Entry::of(&report, error.as_ref(), millis(secs)),

@@ -216,3 +216,129 @@ fn without_perfquery_nothing_is_read_or_written() {
     assert!(!n.path("/run/qoslane/counters").exists());
     assert!(n.last_audit("epilog").get("evidence").is_none());
 }
+
+/// Issue 35: a counter read that hangs (a PMA that never answers) never
+/// holds the node lock. The Epilog reads after its transaction, the lock
+/// given back: another job's Prolog on the node, with a time limit shorter
+/// than the hung read, is granted meanwhile; the hung ports are
+/// `unanswered` in the Epilog's evidence, and the Prolog's own hung read
+/// leaves its grant as it was.
+#[test]
+fn a_hung_counter_read_never_holds_another_jobs_prolog() {
+    let n = node_with_counters();
+    ok(&n.prolog(530, "mission-critical"));
+    std::fs::write(n.path("/fakebin/hang"), "600").unwrap();
+    let before = perfquery_calls(&n).len();
+    let mut epilog = crate::util::Proc::spawn(
+        "epilog",
+        n.cmd(
+            &["epilog"],
+            &[("SLURM_JOB_ID", "530"), ("QOSLANE_TIMEOUT_MS", "20000")],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null()),
+    );
+    // The Epilog is in its counter read (the stand-in called, not answering).
+    let end = std::time::Instant::now() + crate::util::PATIENCE;
+    while perfquery_calls(&n).len() == before {
+        assert!(
+            std::time::Instant::now() < end,
+            "the Epilog never read counters"
+        );
+        assert!(epilog.exited().is_none(), "the Epilog ended before reading");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // Its record is gone: the transaction was done before the read.
+    assert!(!n.path("/run/qoslane/jobs/530.json").exists());
+    let out = n.prolog_env(531, "mission-critical", &[("QOSLANE_TIMEOUT_MS", "2000")]);
+    ok(&out);
+    assert!(
+        epilog.exited().is_none(),
+        "the Epilog still hangs in its read: the Prolog ran beside it"
+    );
+    let p = n.last_audit("prolog");
+    assert_eq!(p["job_id"], 531, "{p}");
+    assert_eq!(p["outcome"], "applied", "granted on time: {p}");
+    assert!(n.path("/run/qoslane/jobs/531.json").exists());
+    let status = crate::util::wait_within(&mut epilog.child, "the hung Epilog");
+    assert!(status.success(), "{status}");
+    let e = n
+        .audit_events("epilog")
+        .into_iter()
+        .rev()
+        .find(|a| a["job_id"] == 530)
+        .unwrap();
+    assert_eq!(e["outcome"], "reverted", "{e}");
+    let p = &e["evidence"]["ports"][0];
+    assert!(
+        p["xmit_wait_ticks_per_vl"]["unread"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("unanswered within ")),
+        "{e}"
+    );
+    assert!(!n.path("/run/qoslane/counters/530.json").exists());
+}
+
+/// Issue 35: every snapshot has an owner. An Epilog killed after its
+/// transaction leaves its snapshot: the next health run removes it (no
+/// live job owns it), and leaves a running job's, recorded or on the node
+/// in Slurm; health's release of a job Slurm no longer has takes the job's
+/// snapshot with its record; an Epilog collects its job's files even with
+/// counters off.
+#[test]
+fn every_snapshot_is_collected_by_whoever_releases_its_job() {
+    let n = node_with_counters();
+    ok(&n.prolog(540, "mission-critical"));
+    ok(&n.prolog(541, "low"));
+    ok(&n.prolog(542, "high"));
+    let snap = |j: u32| n.path(&format!("/run/qoslane/counters/{j}.json"));
+    let shared = |j: u32| n.path(&format!("/run/qoslane/counters/{j}.shared"));
+    assert!(snap(540).exists() && snap(541).exists() && snap(542).exists());
+    // The later Prologs marked the earlier jobs' snapshots.
+    assert!(shared(540).exists() && shared(541).exists());
+    // 540's Epilog killed after its transaction: its record is gone, its
+    // snapshot stays (as the killed run left it).
+    std::fs::remove_file(n.path("/run/qoslane/jobs/540.json")).unwrap();
+    // Slurm's answer unknown: nothing removed.
+    ok(&n.run(&["health"], &[]));
+    assert!(snap(540).exists());
+    // Slurm has 541 and 542 here; 542's record is lost too (its Epilog has
+    // not run): still on the node, its snapshot stays.
+    std::fs::remove_file(n.path("/run/qoslane/jobs/542.json")).unwrap();
+    let on_node = [
+        ("FAKE_SQUEUE_NODE_JOBS", "541 542"),
+        ("SLURMD_NODENAME", "n1"),
+    ];
+    ok(&n.run(&["health"], &on_node));
+    assert!(!snap(540).exists() && !shared(540).exists(), "swept");
+    assert!(snap(541).exists() && snap(542).exists() && shared(541).exists());
+    let h = n.last_audit("health");
+    assert!(
+        h["notes"]
+            .to_string()
+            .contains("removed the counter snapshot(s) of job(s) 540: no live job owns them"),
+        "{h}"
+    );
+    // 541 gone from Slurm with its record: health releases the job, and
+    // its files with it.
+    ok(&n.run(
+        &["health"],
+        &[("FAKE_SQUEUE_NODE_JOBS", "542"), ("SLURMD_NODENAME", "n1")],
+    ));
+    assert!(!n.path("/run/qoslane/jobs/541.json").exists());
+    assert!(!snap(541).exists() && !shared(541).exists());
+    // An `srun --no-allocate` step gets no Epilog: no snapshot either.
+    let step = 0xffff_0000_u32.to_string();
+    ok(&n.run(
+        &["prolog"],
+        &[("SLURM_JOB_ID", &step), ("FAKE_QOS", "high")],
+    ));
+    assert!(
+        !n.path(&format!("/run/qoslane/counters/{step}.json"))
+            .exists()
+    );
+    // Counters off (no perfquery): 542's Epilog still collects its files.
+    std::fs::remove_file(n.path("/fakebin/perfquery")).unwrap();
+    ok(&n.epilog(542));
+    assert!(!snap(542).exists() && !shared(542).exists());
+}

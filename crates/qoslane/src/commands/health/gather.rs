@@ -130,6 +130,7 @@ pub fn gather(s: &mut Session<'_>, r: &mut Report) -> HealthFacts {
     let state_dirs = state_dirs(paths);
     let lock = lock(s);
     let records = stale_records(s, r);
+    sweep_counters(s, r);
     let state_files = state_files(paths);
     let fabric = in_force.map(|(m, sha)| fabric(s, m, sha));
     HealthFacts {
@@ -272,6 +273,9 @@ fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Records> {
     Some(match locked.transact("health", None, &ops, &|| Ok(())) {
         Ok(c) => {
             committed(r, c);
+            for id in &stale {
+                r.notes.extend(crate::run::job_counters::release(paths, id));
+            }
             r.notes.push(format!(
                 "released the level of job(s) {jobs}: Slurm no longer has them on node {node} \
                  (their Epilog did not finish)"
@@ -283,6 +287,27 @@ fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Records> {
             error: f.into_error().with_causes(),
         },
     })
+}
+
+/// The counter snapshots no live job owns (an Epilog killed after its
+/// transaction): removed, said (`run::job_counters::sweep`).
+fn sweep_counters(s: &Session<'_>, r: &mut Report) {
+    let paths = s.paths;
+    let recorded = Store { paths }
+        .records()
+        .map(|m| m.into_keys().collect())
+        .unwrap_or_default();
+    let deadline = s.deadline.half();
+    let on_node =
+        || crate::job::on_node::jobs_on_node(&paths.squeue, &crate::audit::node_name(), &deadline);
+    match crate::run::job_counters::sweep(paths, &recorded, on_node) {
+        Ok(gone) if gone.is_empty() => {}
+        Ok(gone) => r.notes.push(format!(
+            "removed the counter snapshot(s) of job(s) {}: no live job owns them",
+            gone.join(", ")
+        )),
+        Err(e) => r.notes.push(format!("counter snapshots not swept: {e}")),
+    }
 }
 
 /// The state files must be readable and trusted: a corrupt or foreign
