@@ -297,7 +297,9 @@ fn a_refusal_requeues_the_job_with_the_reason_and_keeps_the_node_under_the_defau
 fn assert_no_drain_nor_hold(fx: &Fixture) {
     for call in fx.scontrol_calls() {
         assert!(
-            !call.iter().any(|a| a.starts_with("state=") || a == "requeuehold"),
+            !call
+                .iter()
+                .any(|a| a.starts_with("state=") || a == "requeuehold"),
             "a refusal drained or held: {call:?}"
         );
     }
@@ -334,7 +336,11 @@ fn a_refused_job_that_cannot_be_requeued_leaves_the_node_in_service() {
         assert_eq!(
             fx.scontrol_calls(),
             [
-                vec!["update", "JobId=77", "AdminComment=qoslane: level mc refused"],
+                vec![
+                    "update",
+                    "JobId=77",
+                    "AdminComment=qoslane: level mc refused"
+                ],
                 vec!["requeue", "77"]
             ],
             "{policy}"
