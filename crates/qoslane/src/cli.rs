@@ -152,9 +152,9 @@ pub enum Command {
     Epilog,
     /// Slurm TaskProlog: print the job's `export` lines (runs as the job user)
     #[command(
-        after_help = "Exit status: 0; 1 for a job this node's Prolog refused, with the reason as a \
-                      print line (a non-zero TaskProlog fails the task: an srun hookrun could not \
-                      requeue does not run without its level)"
+        after_help = "Exit status: 0 the job's lines printed, 1 a job this node's Prolog refused: \
+                      its reason as a print line (a non-zero TaskProlog fails the task; an \
+                      srun hookrun could not requeue does not run without its level)"
     )]
     TaskProlog,
     /// After installing a new mapping: validate, check every level on the fabric, and
