@@ -240,6 +240,9 @@ rc=0; out=$(slurm_cmd /usr/bin/timeout 60 /usr/bin/srun --qos=mission-critical /
 check "srun refused: srun fails ($rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 check "srun refused: srun prints the reason" has_text "$out" "$refused_why"
 check "srun refused: the task never ran" lacks_text "$out" "ran-the-task"
+say "  srun said: $(tr '\n' '|' <<<"$out")"
+not_completing() { [ "$(node_state)" != completing ]; }
+poll 30 "srun refused: the job's Epilog done" not_completing
 check "srun refused: the node is not drained" eq "$(node_state)" idle
 no_refusal_left() { local f; for f in "$CH$R"/run/qoslane/notices/*.refused; do [ ! -e "$f" ] || return 1; done; }
 poll 30 "srun refused: its Epilog removed the refusal" no_refusal_left
