@@ -230,6 +230,18 @@ held() {
   slurm_cmd /usr/bin/scontrol show job -o "$1" | grep -Eq 'JobState=PENDING .*Reason=(JobHeldUser|JobHeldAdmin|launch_failed_requeued_held)' ||
     slurm_cmd /usr/bin/scontrol show job -o "$1" | grep -Eq 'Priority=0 .*JobState=PENDING'
 }
+# requeued JOB: pending again after a Prolog's refusal (Restarts counted), whether held or not;
+# not_held "SHOW" (scontrol show job -o): not held by anyone (issue 34: a refusal never holds)
+requeued() {
+  slurm_cmd /usr/bin/scontrol show job -o "$1" | grep -Eq 'JobState=PENDING .*Restarts=[1-9]'
+}
+not_held() {
+  ! grep -Eq 'Reason=(JobHeldUser|JobHeldAdmin|launch_failed_requeued_held)|Priority=0 ' <<<"$1" ||
+    { say "  held: $(grep -o 'Reason=[^ ]*' <<<"$1")"; return 1; }
+}
+# has_text TEXT NEEDLE: TEXT contains NEEDLE (fixed string); lacks_text: it does not
+has_text() { grep -qF -- "$2" <<<"$1" || { say "  not found: '$2'"; return 1; }; }
+lacks_text() { ! grep -qF -- "$2" <<<"$1" || { say "  found: '$2'"; return 1; }; }
 # node_state / node_reason / resume_node: of NODE; the *_of forms of the node named
 node_state_of() { slurm_cmd /usr/bin/sinfo -h -N -n "$1" -o %T | head -1; }
 node_reason_of() { slurm_cmd /usr/bin/scontrol show node -o "$1" | sed -n 's/.*Reason=\(.*\) \[.*/\1/p'; }

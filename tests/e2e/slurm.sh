@@ -214,22 +214,38 @@ rm -f "$CH$R/etc/slurm/prolog.d/70-slow.optional"
 
 say "case: fabric drift (SM re-swept): health warns, the node stays in service, fail_job level refused"
 # Under hookrun's built-in defaults (on_failure = drain): qoslane's Prolog refuses the job (exit
-# 100, the node restored), hookrun requeues and holds it and the node stays in service
-# (issue 23 item 4).
+# 100, the node restored, the reason on its stdout); hookrun puts the reason in the job's
+# AdminComment and requeues it: pending again, not held (issue 34 item 2; before, requeuehold
+# left it held for ever), and the node stays in service. An srun cannot be requeued ("Only batch
+# jobs"): its task fails with the reason, srun prints it, and the node is not drained (item 3;
+# before, the Prolog failed and the node drained).
 set_fabric "$R" reversed
 sed -i '/^on_failure = /d' "$CH$R/etc/slurm/hookrun.conf"
 out=$(slurm_cmd env SLURMD_NODENAME="$NODE" "$R/bin/hookrun" health 2>&1 || true)
 check "drift: health does not drain (a level the fabric does not carry is a warning)" eq "$(node_state)" idle
-j=$(submit mission-critical)
-poll 60 "job $j requeued and held" held "$j"
-why=$(slurm_cmd /usr/bin/scontrol show job -o "$j" | grep -o 'Reason=[^ ]*')
-check "refusal under the defaults: held by hookrun's requeuehold ($why), not by a failed launch" test "$why" != Reason=launch_failed_requeued_held
+refused_why="qoslane: level mission-critical (QoS mission-critical) refused on $NODE: "
+j=$(submit mission-critical --comment mine)
+poll 60 "job $j requeued, pending" requeued "$j"
+show=$(slurm_cmd /usr/bin/scontrol show job -o "$j")
+check "refusal under the defaults: requeued, pending, not held ($(grep -o 'Reason=[^ ]*' <<<"$show"))" not_held "$show"
+check "refusal: the job's AdminComment says why" has_text "$show" "AdminComment=$refused_why"
+check "refusal: the user's own Comment is not touched" has_text "$show" " Comment=mine"
 check "refusal under the defaults: the node stays in service" eq "$(node_state)" idle
-check "refusal: counted in hookrun's textfile" grep -q 'hookrun_hook_runs_total{phase="prolog",hook="10-qoslane",outcome="refused"} 1' "$CH$R/var/lib/prometheus/node-exporter/hookrun.prom"
+check "refusal: counted in hookrun's textfile" grep -Eq 'hookrun_hook_runs_total\{phase="prolog",hook="10-qoslane",outcome="refused"\} [1-9]' "$CH$R/var/lib/prometheus/node-exporter/hookrun.prom"
 check "fail_job on misaligned fabric: audit failed" eq "$(audit_of "$R" "$j" prolog outcome)" failed
 check "fail_job: error names SL/VL" grep -q 'SL 3 -> VL 4, want VL 3' "$CH$R/var/log/qoslane/audit.jsonl"
 check "fail_job: node untouched" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
 slurm_cmd /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+rc=0; out=$(slurm_cmd /usr/bin/timeout 60 /usr/bin/srun --qos=mission-critical /bin/echo ran-the-task 2>&1) || rc=$?
+check "srun refused: srun fails ($rc)" test "$rc" -ne 0 -a "$rc" -ne 124
+check "srun refused: srun prints the reason" has_text "$out" "$refused_why"
+check "srun refused: the task never ran" lacks_text "$out" "ran-the-task"
+say "  srun said: $(tr '\n' '|' <<<"$out")"
+not_completing() { [ "$(node_state)" != completing ]; }
+poll 30 "srun refused: the job's Epilog done" not_completing
+check "srun refused: the node is not drained" eq "$(node_state)" idle
+no_refusal_left() { local f; for f in "$CH$R"/run/qoslane/notices/*.refused; do [ ! -e "$f" ] || return 1; done; }
+poll 30 "srun refused: its Epilog removed the refusal" no_refusal_left
 j=$(submit high)
 poll 60 "job $j running on the baseline" is_running "$j"
 check "drift: a continue job runs without its SL" eq "$(env_of "$j" UCX_IB_SL)" ""
@@ -260,8 +276,9 @@ if [ "$QSRC" = squeue ]; then
   cp "$CH$R/etc/qoslane/qos-network.yml" "$CH$WORK/mapping.good"
   sed -i '1i on_unknown_qos: fail_job' "$CH$R/etc/qoslane/qos-network.yml"
   j=$(submit high)
-  poll 60 "job $j requeued and held" held "$j"
-  check "unknown QoS, fail_job: the job is refused and held, the node stays in service" eq "$(node_state)" idle
+  poll 60 "job $j requeued, pending" requeued "$j"
+  check "unknown QoS, fail_job: the job is refused, pending again, not held" not_held "$(slurm_cmd /usr/bin/scontrol show job -o "$j")"
+  check "unknown QoS, fail_job: the node stays in service" eq "$(node_state)" idle
   check "unknown QoS, fail_job: the audit says why" grep -q "\"job_id\":$j,.*on_unknown_qos: fail_job refuses the job" "$CH$R/var/log/qoslane/audit.jsonl"
   check "unknown QoS: counted (qoslane_qos_fallbacks_total{reason=squeue_slow})" \
     grep -Eq '^qoslane_qos_fallbacks_total\{reason="squeue_slow"\} [1-9]' "$CH$R/var/lib/prometheus/node-exporter/qoslane.prom"

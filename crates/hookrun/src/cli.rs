@@ -30,15 +30,17 @@ so in production configure hookrun through <hook-dir>/hookrun.conf.
 Hooks: <root>/etc/slurm/{prolog.d,epilog.d,task-prolog.d,health.d}/; a name
 ending in `.optional` marks an optional hook, every other hook is required.
 A Prolog hook exiting 100 refuses the job, the node being fine: hookrun
-requeues and holds the job (scontrol requeuehold) and exits 0, whatever
-on_failure says; any other failure of a required Prolog hook drains the node
+sets the job's AdminComment to the hook's first line, requeues it (scontrol
+requeue: pending again, not held) and exits 0, whatever on_failure says; a
+job it cannot requeue (srun, salloc) is left to the hook's TaskProlog, and
+the node is never drained for a refusal; any other failure of a required Prolog hook drains the node
 with the reason 'hookrun: prolog HOOK: CAUSE' (on_failure = drain), and a
 failed required Epilog hook with 'hookrun: epilog HOOK: CAUSE': a passing
 health check resumes a node hookrun drained. A reason is one line of at most
 200 bytes, cut after a whole word and ended with '…'.
-Exit codes (one table with qoslane's): 0 ok (or the job requeued and held),
+Exit codes (one table with qoslane's): 0 ok (or the job refused, or held),
 1 required hook failed / unhealthy, 2 hookrun.conf invalid or untrusted,
-3 requeue-hold failed (node drains), 4 hooks could not be run, 64 usage,
+3 on_failure = requeue's hold failed (node drains), 4 hooks could not be run, 64 usage,
 128+N stopped by signal N.
 See hookrun(8) and /usr/share/doc/qoslane/hookrun.md.";
 
@@ -77,7 +79,7 @@ pub fn parse() -> Result<Cli, clap::Error> {
 pub enum Command {
     /// Run prolog.d/ (Slurm `Prolog=`); stops at the first failed required hook.
     #[command(
-        after_help = "Exit status: 0 every required hook passed, or the job requeued and held, 1 a required hook failed (the node drains), 3 the requeue-hold failed (the node drains), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
+        after_help = "Exit status: 0 every required hook passed, or a hook refused the job (requeued, or left to the TaskProlog), or the job requeued and held (on_failure = requeue), 1 a required hook failed (the node drains), 3 the requeue-hold of on_failure = requeue failed (the node drains), 2 hookrun.conf invalid or others may write it, 4 the hooks could not be run, 64 usage, 128+N stopped by signal N"
     )]
     Prolog,
     /// Run epilog.d/ (Slurm `Epilog=`); runs every hook even after a failure.

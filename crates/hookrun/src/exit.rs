@@ -9,14 +9,17 @@
 //! slurmd's log or running hookrun by hand.
 
 /// What a Prolog hook exits with to say "refuse this job, the node is fine"
-/// (any other non-zero status says "I failed"): hookrun requeues and holds
-/// the job (`scontrol requeuehold`) and exits 0, so the node stays in
-/// service. Outside sysexits' 64–78 and the shell's 126–165; in the other
+/// (any other non-zero status says "I failed"): hookrun sets the job's
+/// `AdminComment` to the hook's first line and requeues it (`scontrol
+/// requeue`: pending again, not held) — or, when it cannot be requeued (an
+/// srun's or salloc's job), leaves it to the hook's TaskProlog — and exits
+/// 0, so the node stays in service: a refusal never drains it. Outside sysexits' 64–78 and the shell's 126–165; in the other
 /// phases it is a failure like any non-zero status.
 pub const HOOK_REFUSES_JOB: i32 = 100;
 
 /// Every required hook passed, or a failure was handled without draining
-/// (`on_failure = requeue` and `scontrol requeuehold` succeeded); health: healthy.
+/// (`on_failure = requeue` and `scontrol requeuehold` succeeded), or a hook
+/// refused the job; health: healthy.
 pub const OK: i32 = 0;
 /// A required hook failed (policy `drain`, or an Epilog/TaskProlog); health: unhealthy.
 pub const HOOK_FAILED: i32 = 1;
@@ -49,14 +52,20 @@ pub enum ExitClass {
     /// the node stays in service.
     Requeued,
     /// A required Prolog hook refused the job ([`HOOK_REFUSES_JOB`]) and
-    /// `scontrol requeuehold` held it: the node stays in service.
+    /// `scontrol requeue` put it back to pending (not held): the node stays
+    /// in service.
     Refused,
+    /// A required Prolog hook refused the job and it could not be requeued
+    /// (an srun's or salloc's job, scontrol unreachable): the hook's
+    /// TaskProlog fails its tasks; the node stays in service.
+    RefusedInPlace,
     /// A required hook failed and the phase reports it with a non-zero status.
     RequiredHookFailed,
     /// Health check found a problem (the node was drained, if it could be).
     Unhealthy,
-    /// Requeue-hold was the policy, or the answer to a refusal, but did not
-    /// work; non-zero so the Prolog fails (the node drains).
+    /// Requeue-hold was the policy (`on_failure = requeue`) but did not
+    /// work; non-zero so the Prolog fails (the node drains). Never a
+    /// refusal's.
     RequeueFailed,
     /// `hookrun.conf` invalid or untrusted.
     BadConfig,
@@ -73,7 +82,10 @@ impl ExitClass {
     /// class has to pick its code here.
     pub fn exit_code(self) -> i32 {
         match self {
-            ExitClass::Success | ExitClass::Requeued | ExitClass::Refused => OK,
+            ExitClass::Success
+            | ExitClass::Requeued
+            | ExitClass::Refused
+            | ExitClass::RefusedInPlace => OK,
             ExitClass::RequiredHookFailed | ExitClass::Unhealthy => HOOK_FAILED,
             ExitClass::BadConfig => BAD_CONFIG,
             ExitClass::Usage => USAGE,
@@ -93,6 +105,7 @@ mod tests {
         assert_eq!(ExitClass::Success.exit_code(), 0);
         assert_eq!(ExitClass::Requeued.exit_code(), 0);
         assert_eq!(ExitClass::Refused.exit_code(), 0);
+        assert_eq!(ExitClass::RefusedInPlace.exit_code(), 0);
         assert_eq!(HOOK_REFUSES_JOB, 100);
         assert_eq!(ExitClass::RequiredHookFailed.exit_code(), 1);
         assert_eq!(ExitClass::Unhealthy.exit_code(), 1);

@@ -78,7 +78,9 @@ pub fn conf_page() -> (&'static str, String) {
              non-zero; Slurm requeues and holds the job. requeue: scontrol requeuehold the \
              job and exit 0, the node stays in service (if the requeue fails, drain after \
              all). A hook's refusal (exit 100: refuse this job, the node is fine) is not a \
-             failure: the job is requeued and held under either policy."
+             failure: under either policy the job is requeued, not held (its AdminComment \
+             says why), or, if it cannot be (srun, salloc), left to the hook's TaskProlog; \
+             the node is never drained for it."
                 .into(),
         ),
         (

@@ -47,6 +47,23 @@ impl<'a> Scontrol<'a> {
         self.call(&["requeuehold", job_id]).map(drop)
     }
 
+    /// `scontrol requeue JOBID`: the job goes back to pending, not held
+    /// (Slurm delays its next start by `cred_expire`). Only a batch job can
+    /// be requeued: for an srun's or salloc's job slurmctld answers `Only
+    /// batch jobs are accepted or processed`.
+    pub fn requeue(&self, job_id: &str) -> Result<(), String> {
+        self.call(&["requeue", job_id]).map(drop)
+    }
+
+    /// `scontrol update JobId=JOBID AdminComment=TEXT`: a field the job's
+    /// owner reads in `scontrol show job` (and `sacct`), which the job's own
+    /// `Comment` is not overwritten by.
+    pub fn set_admin_comment(&self, job_id: &str, text: &str) -> Result<(), String> {
+        let job = format!("JobId={job_id}");
+        let comment = format!("AdminComment={text}");
+        self.call(&["update", &job, &comment]).map(drop)
+    }
+
     /// `scontrol show node -o NAME`, parsed.
     pub fn show_node(&self, node: &str) -> Result<NodeState, String> {
         let lines = self.call(&["show", "node", "-o", node])?;

@@ -151,7 +151,11 @@ pub enum Command {
     )]
     Epilog,
     /// Slurm TaskProlog: print the job's `export` lines (runs as the job user)
-    #[command(after_help = "Exit status: 0 always (a non-zero TaskProlog fails the task)")]
+    #[command(
+        after_help = "Exit status: 0 the job's lines printed, 1 a job this node's Prolog refused: \
+                      its reason as a print line (a non-zero TaskProlog fails the task; an \
+                      srun hookrun could not requeue does not run without its level)"
+    )]
     TaskProlog,
     /// After installing a new mapping: validate, check every level on the fabric, and
     /// only then put it in force (last-known-good) and re-apply the running jobs' settings

@@ -108,6 +108,13 @@ impl Paths {
     pub fn job_notice(&self, job: impl std::fmt::Display) -> PathBuf {
         self.notices_dir().join(job.to_string())
     }
+    /// A job its Prolog refused (a `fail_job` level not granted, the node
+    /// left as it was): the reason, one line. hookrun requeues a batch job;
+    /// one it cannot requeue (srun, salloc) runs its tasks, and the
+    /// TaskProlog fails each with this line. The Epilog removes it.
+    pub fn job_refusal(&self, job: impl std::fmt::Display) -> PathBuf {
+        self.notices_dir().join(format!("{job}.refused"))
+    }
     /// Beside the records, never among them: a notice is not a grant.
     pub fn notices_dir(&self) -> PathBuf {
         self.run_dir.join("notices")

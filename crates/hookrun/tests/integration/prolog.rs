@@ -234,19 +234,22 @@ fn a_hook_that_cannot_be_executed_is_a_failure() {
     assert!(run.has_line("could not start"), "{}", run.stderr);
 }
 
-/// Issue 23 item 4: a hook that refuses the job (exit 100, "the node is
-/// fine") gets it requeued and held, and the node stays in service —
-/// under the built-in defaults (`on_failure = drain`), where a failure
-/// drains. Later hooks do not run; the refusal is counted.
+/// Issue 34 item 2 (was issue 23 item 4's requeue-hold, which left the
+/// job held for ever): a hook that refuses the job (exit 100, "the node is
+/// fine") gets it requeued — pending again, not held, Slurm starts it where
+/// it can — with its first line in the job's `AdminComment`, and the node
+/// stays in service, under the built-in defaults (`on_failure = drain`,
+/// where a failure drains). Later hooks do not run; the refusal is counted.
 #[test]
-fn a_refusal_holds_the_job_and_keeps_the_node_under_the_defaults() {
+fn a_refusal_requeues_the_job_with_the_reason_and_keeps_the_node_under_the_defaults() {
     let fx = Fixture::new();
     fx.fake_scontrol(0);
     fx.set_node(crate::util::NODE_IDLE);
     fx.recording_hook(
         "prolog",
         "10-qoslane",
-        "echo 'level mission-critical refused: SL 3 -> VL 15' >&2; exit 100",
+        "echo 'qoslane: level mission-critical not carried on c1 (SL 3 -> VL 15)'; \
+         echo 'qoslane: error: prolog failed (refused)' >&2; exit 100",
     );
     fx.recording_hook("prolog", "20-after", "");
     let run = fx
@@ -256,7 +259,17 @@ fn a_refusal_holds_the_job_and_keeps_the_node_under_the_defaults() {
         .env("SLURMD_NODENAME", "c1")
         .run();
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert_eq!(fx.scontrol_calls(), [["requeuehold", "4242"]]);
+    assert_eq!(
+        fx.scontrol_calls(),
+        [
+            vec![
+                "update",
+                "JobId=4242",
+                "AdminComment=qoslane: level mission-critical not carried on c1 (SL 3 -> VL 15)"
+            ],
+            vec!["requeue", "4242"]
+        ]
+    );
     assert_eq!(fx.ran(), ["10-qoslane"]);
     assert!(
         run.has_line("hookrun[prolog] 10-qoslane: refused in "),
@@ -264,7 +277,9 @@ fn a_refusal_holds_the_job_and_keeps_the_node_under_the_defaults() {
         run.stderr
     );
     assert!(
-        run.has_line("required hook 10-qoslane refused the job: job 4242 requeued and held"),
+        run.has_line(
+            "required hook 10-qoslane refused the job: job 4242 requeued, pending (not held"
+        ),
         "{}",
         run.stderr
     );
@@ -278,32 +293,132 @@ fn a_refusal_holds_the_job_and_keeps_the_node_under_the_defaults() {
     assert_eq!(fx.runs("prolog", "10-qoslane", "failed"), Some(0.0));
 }
 
-/// A refusal whose requeue-hold fails fails the Prolog after all: the node
-/// is drained with a reason naming the hook and what it said.
+/// No call of a refusal is a drain or a hold, whatever the policy.
+fn assert_no_drain_nor_hold(fx: &Fixture) {
+    for call in fx.scontrol_calls() {
+        assert!(
+            !call
+                .iter()
+                .any(|a| a.starts_with("state=") || a == "requeuehold"),
+            "a refusal drained or held: {call:?}"
+        );
+    }
+}
+
+/// Issue 34 item 3: an srun's or salloc's job cannot be requeued (slurmctld
+/// answers "Only batch jobs are accepted"; before, the Prolog failed and
+/// the node drained). hookrun exits 0: the node stays in service, the job
+/// keeps the reason in its AdminComment and the refusing hook's TaskProlog
+/// fails its tasks (qoslane's: `hooks::a_refused_srun_job_*`).
 #[test]
-fn a_refusal_that_cannot_be_held_fails_the_prolog_with_a_reason() {
+fn a_refused_job_that_cannot_be_requeued_leaves_the_node_in_service() {
+    for policy in ["drain", "requeue"] {
+        let fx = Fixture::new();
+        fx.fake_scontrol(0);
+        fx.set_node(crate::util::NODE_IDLE);
+        fx.scontrol_verb_fails(
+            "requeue",
+            1,
+            "Only batch jobs are accepted or processed for job 77",
+        );
+        fx.hook(
+            "prolog",
+            "10-qoslane",
+            "echo 'qoslane: level mc refused'; exit 100",
+        );
+        let run = fx
+            .hookrun()
+            .args(["prolog", "--on-failure", policy])
+            .env("SLURM_JOB_ID", "77")
+            .env("SLURMD_NODENAME", "c1")
+            .run();
+        assert_eq!(run.code, Some(0), "{policy}: {}", run.stderr);
+        assert_eq!(
+            fx.scontrol_calls(),
+            [
+                vec![
+                    "update",
+                    "JobId=77",
+                    "AdminComment=qoslane: level mc refused"
+                ],
+                vec!["requeue", "77"]
+            ],
+            "{policy}"
+        );
+        assert_no_drain_nor_hold(&fx);
+        assert!(fx.node().contains("State=IDLE "), "{}", fx.node());
+        assert!(
+            run.has_line("job 77 not requeued (")
+                && run.has_line("Only batch jobs are accepted")
+                && run.has_line("the refusing hook's TaskProlog fails the job's tasks"),
+            "{policy}: {}",
+            run.stderr
+        );
+        assert_eq!(fx.runs("prolog", "10-qoslane", "refused"), Some(1.0));
+    }
+}
+
+/// scontrol unreachable (every call fails), missing, or no job id: still
+/// no drain, exit 0 — the TaskProlog path.
+#[test]
+fn a_refusal_with_scontrol_failing_or_missing_or_no_job_id_never_drains() {
+    // Every call fails (the controller down).
+    let fx = Fixture::new();
+    fx.fake_scontrol(1);
+    fx.set_node(crate::util::NODE_IDLE);
+    fx.hook("prolog", "10-qoslane", "exit 100");
+    let run = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("SLURM_JOB_ID", "5")
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(
+        fx.scontrol_calls(),
+        [
+            vec![
+                "update",
+                "JobId=5",
+                "AdminComment=hookrun: prolog 10-qoslane refused the job"
+            ],
+            vec!["requeue", "5"]
+        ]
+    );
+    assert_no_drain_nor_hold(&fx);
+    assert!(
+        run.has_line("its AdminComment was not set") && run.has_line("job 5 not requeued"),
+        "{}",
+        run.stderr
+    );
+
+    // scontrol missing.
+    let fx = Fixture::new();
+    fx.hook("prolog", "10-qoslane", "exit 100");
+    let run = fx
+        .hookrun()
+        .args(["prolog"])
+        .env("SLURM_JOB_ID", "5")
+        .env("SLURMD_NODENAME", "c1")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.has_line("could not start"), "{}", run.stderr);
+
+    // No job id: nothing to requeue or tell, nothing drained (before:
+    // exit 3 and a drain).
     let fx = Fixture::new();
     fx.fake_scontrol(0);
     fx.set_node(crate::util::NODE_IDLE);
     fx.hook("prolog", "10-qoslane", "echo 'level refused' >&2; exit 100");
-    // An interactive allocation: no SLURM_JOB_ID to hold here.
     let run = fx
         .hookrun()
         .args(["prolog"])
         .env("SLURMD_NODENAME", "c1")
         .run();
-    assert_eq!(run.code, Some(3), "{}", run.stderr);
-    assert_eq!(
-        fx.scontrol_calls(),
-        [[
-            "update",
-            "nodename=c1",
-            "state=drain",
-            "reason=hookrun: prolog 10-qoslane: level refused"
-        ]]
-    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(fx.scontrol_calls().is_empty(), "{:?}", fx.scontrol_calls());
     assert!(
-        run.has_line("refused but SLURM_JOB_ID is not set"),
+        run.has_line("but SLURM_JOB_ID is not set: nothing to requeue"),
         "{}",
         run.stderr
     );

@@ -170,6 +170,22 @@ impl Fixture {
         path
     }
 
+    /// Calls of the fake scontrol whose first argument is `verb` exit
+    /// `exit_code` and print `stderr` (whatever the other calls do): e.g.
+    /// `requeue` answering as slurmctld does for an srun's job.
+    pub fn scontrol_verb_fails(&self, verb: &str, exit_code: i32, stderr: &str) {
+        fs::write(
+            self.path(&format!("scontrol.{verb}.rc")),
+            format!("{exit_code}\n"),
+        )
+        .expect("write verb rc");
+        fs::write(
+            self.path(&format!("scontrol.{verb}.err")),
+            format!("{stderr}\n"),
+        )
+        .expect("write verb stderr");
+    }
+
     /// What `scontrol show node` will print.
     pub fn set_node(&self, line: &str) {
         fs::write(self.path("node.txt"), format!("{line}\n")).expect("write node state");

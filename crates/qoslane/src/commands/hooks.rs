@@ -6,7 +6,9 @@
 //! Epilog: job id → lock → the job's record → transaction (remove record,
 //! settings follow the remaining jobs) → audit → metrics.
 //! Failures follow the level's `on_failure`: `continue` exits 0 (the job
-//! runs on the baseline), `fail_job` exits 1 (Slurm requeues the job).
+//! runs on the baseline), `fail_job` refuses the job: exit 100 with the
+//! reason on stdout and in the job's refusal marker (`run::notice`), for
+//! hookrun's requeue or the TaskProlog.
 
 use super::Ctx;
 use crate::deadline::Deadline;
@@ -128,8 +130,10 @@ fn level_policy(paths: &Paths, level: &str) -> OnFailure {
 fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
     s.arm(&r, Exit::ByPolicy(OnFailure::Continue));
-    // The job's baseline notice, if its Prolog left one, goes with it.
+    // The job's baseline notice or refusal, if its Prolog left one, goes
+    // with it.
     let _ = crate::state::fsutil::remove(&ctx.paths, &ctx.paths.job_notice(job));
+    let _ = crate::state::fsutil::remove(&ctx.paths, &ctx.paths.job_refusal(job));
     // The policy of the job's level decides the exit, also when the lock or
     // the state directory fails before anything is undone (the job's
     // settings then stay: an Epilog failure like any other). The record is

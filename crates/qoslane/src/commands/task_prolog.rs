@@ -24,7 +24,9 @@ const ALLOWED: &[&str] = &[
     "NCCL_IB_TC",
 ];
 
-/// Always [`ExitClass::Ok`]: a non-zero TaskProlog fails the task.
+/// [`ExitClass::Ok`], except for a job this node's Prolog refused
+/// ([`ExitClass::Failed`]: a non-zero TaskProlog fails the task, and srun
+/// prints the `print` line before Slurm's own `TaskProlog failed`).
 pub fn run(paths: &Paths) -> ExitClass {
     let job = match JobId::from_env() {
         Ok(j) => j,
@@ -36,6 +38,16 @@ pub fn run(paths: &Paths) -> ExitClass {
     let (job, record) = match record_on_this_node(paths, job) {
         Ok(Some(found)) => found,
         Ok(None) => {
+            // Refused by this node's Prolog (a `fail_job` level it could not
+            // grant) and not requeued (srun, salloc): the task must not run
+            // without its level; it fails, told why, and the node is not
+            // drained (a failing Prolog would have drained it).
+            if let Some(line) = refusal_on_this_node(paths, job) {
+                let out = format!("{}print {line}\n", unset_lines());
+                let _ = std::io::stdout().lock().write_all(out.as_bytes());
+                log::warn(&format!("task-prolog: job {job}: refused here: {line}"));
+                return ExitClass::Failed;
+            }
             // Baseline: no level granted on this node, so none of our
             // variables: a task here must not keep an SL it inherited (srun
             // passes the batch step's environment, exported by another
@@ -107,6 +119,27 @@ fn record_on_this_node(
         return Ok(None);
     }
     Ok(found.pop())
+}
+
+/// The refusal this node's Prolog left the task's job (`run::notice`), if
+/// any: under the job's id, or, for a heterogeneous job's task (the
+/// leader's `SLURM_JOB_ID`), any of its components'. One that cannot be
+/// read is none: the task runs on the baseline, as before.
+fn refusal_on_this_node(paths: &Paths, job: JobId) -> Option<String> {
+    let mut ids = vec![job];
+    if let Some(size) = std::env::var("SLURM_HET_SIZE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+    {
+        ids.extend((0..size.min(MAX_HET_COMPONENTS)).filter_map(|k| {
+            std::env::var(format!("SLURM_JOB_ID_HET_GROUP_{k}"))
+                .ok()
+                .and_then(|id| JobId::parse(&id).ok())
+        }));
+    }
+    ids.into_iter()
+        .find_map(|id| state::read_refusal_as_user(paths, id).ok().flatten())
+        .filter(|line| !line.trim().is_empty())
 }
 
 /// Most components of a heterogeneous job looked at (Slurm's own limit is

@@ -140,11 +140,13 @@ keys! {
         "What a Prolog that cannot grant its job the level does. `continue`: everything is \
          rolled back, the job runs on the node's baseline with **no** SL exports and is told \
          in its output (a `qoslane: …` line from the TaskProlog); the Prolog exits 0. \
-         `fail_job`: rolled back, and the Prolog **refuses the job**: it exits 100, hookrun \
-         requeues and holds the job (`scontrol requeuehold`) and the node stays in service. \
-         The refused job does not run, so nothing reaches its output: it waits held in the \
-         queue (`scontrol release JOBID` once the cause is fixed), and the refusal is in the \
-         audit log (`qoslane log --job JOBID`), in hookrun's log line and in \
+         `fail_job`: rolled back, and the Prolog **refuses the job**: it exits 100 with the \
+         reason on stdout; hookrun puts the reason in the job's `AdminComment` (`scontrol \
+         show job`) and requeues it (`scontrol requeue`): the job pends again, **not held**, \
+         and Slurm starts it where it can (after `cred_expire`, 120 s by default); the node \
+         stays in service. A job that cannot be requeued (an `srun` or `salloc` allocation) \
+         starts its tasks and each fails at once with the reason (a `qoslane: …` line from \
+         the TaskProlog); the node is not drained. The refusal is also in the audit log (`qoslane log --job JOBID`), in hookrun's log line and in \
          `hookrun_hook_runs_total{outcome=\"refused\"}` (hookrun.md, \"Refusing a job\"). A \
          Prolog that could not put the node back (a rollback that failed, a kernel call that \
          hung) exits 1 instead and the node drains. Run without hookrun, Slurm treats 100 as \
@@ -157,8 +159,8 @@ keys! {
          Prolog's deadline (a busy controller before Slurm 26.05), failed, or answered no \
          single QoS. `default_level`: the default level, and the job is told in its output (a \
          `qoslane: …` line from the TaskProlog). `fail_job`: the Prolog refuses the job as \
-         `on_failure: fail_job` does (exit 100: requeued and held, never run, the node in \
-         service). Either way the audit line says `qos_source: default` with the reason in its \
+         `on_failure: fail_job` does (exit 100: requeued, pending again, or its srun's tasks \
+         failed with the reason; the node in service). Either way the audit line says `qos_source: default` with the reason in its \
          notes, and `qoslane_qos_fallbacks_total{reason}` counts it. A node with **no usable \
          mapping** (the installed file invalid and no last-known-good copy) grants no level: \
          it refuses every job when the installed file's `on_unknown_qos` reads `fail_job`, \

@@ -3,8 +3,21 @@
 //! refused under `continue` (the job runs on the baseline), or a QoS that
 //! could not be learnt (the job runs at the default level). Best effort:
 //! the job runs either way. Made from the run's report alone.
+//!
+//! And the refusal a Prolog leaves its job when it refused it (a `fail_job`
+//! level not granted, the node left as it was: exit 100): one line,
+//! `qoslane: level L (QoS Q) refused on NODE: why`, printed first on
+//! stdout — hookrun puts a refusing hook's first line in the job's
+//! `AdminComment` and requeues it — and left in the job's refusal marker
+//! for the TaskProlog: a job hookrun cannot requeue (srun, salloc) starts
+//! its tasks here, and each fails with the line, so the node is never
+//! drained for a refusal. The Epilog removes it; a Prolog that does not
+//! refuse removes a stale one (a requeued job back on this node).
+
+use std::io::Write;
 
 use crate::error::Error;
+use crate::exit_code::ExitClass;
 use crate::mapping::OnFailure;
 use crate::paths::Paths;
 use crate::report::{Exit, Payload, Report, RunResult};
@@ -13,6 +26,21 @@ use crate::state::fsutil;
 /// Leaves the notice a Prolog's result calls for, if any: a failure the
 /// job runs through (`continue`), or a grant at the default level.
 pub fn leave(paths: &Paths, result: &RunResult) {
+    let report = match result {
+        Ok(r) => r,
+        Err(f) => &f.report,
+    };
+    match result {
+        Err(f) if f.exit_class() == ExitClass::Refused => {
+            refuse(paths, &f.report, &f.error);
+            return;
+        }
+        _ => {
+            if let Some(job) = report.job.job_id {
+                let _ = fsutil::remove(paths, &paths.job_refusal(job));
+            }
+        }
+    }
     match result {
         Err(f) if f.exit == Exit::ByPolicy(OnFailure::Continue) => {
             write(paths, &f.report, Some(&f.error));
@@ -20,6 +48,47 @@ pub fn leave(paths: &Paths, result: &RunResult) {
         Ok(r) if r.job.qos_fallback.is_some() => write(paths, r, None),
         _ => {}
     }
+}
+
+/// A refused job: its line on stdout (hookrun's reason for it) and in its
+/// refusal marker (the TaskProlog's).
+fn refuse(paths: &Paths, report: &Report, error: &Error) {
+    let node = std::env::var("SLURMD_NODENAME").ok();
+    let line = refusal_text(report, node.as_deref(), error);
+    // stdout's reader gone: hookrun's log has the error line anyway.
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    let Some(job) = report.job.job_id else {
+        return;
+    };
+    if fsutil::ensure_dir(paths, &paths.run_dir).is_ok()
+        && fsutil::ensure_dir(paths, &paths.notices_dir()).is_ok()
+    {
+        let _ = fsutil::atomic_write(
+            paths,
+            &paths.job_refusal(job),
+            line.as_bytes(),
+            crate::state::PUBLIC,
+        );
+    }
+}
+
+/// `qoslane: level L (QoS Q) refused on NODE: why` — what the refused job's
+/// user reads (its `AdminComment`, or srun's output through the
+/// TaskProlog); one line.
+pub fn refusal_text(report: &Report, node: Option<&str>, error: &Error) -> String {
+    let why: String = error
+        .to_string()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(300)
+        .collect();
+    let qos = report.job.qos.as_deref().unwrap_or("unknown");
+    let what = match &report.job.level {
+        Some(level) => format!("level {level} (QoS {qos})"),
+        None => format!("the job (QoS {qos})"),
+    };
+    let on = node.map_or_else(String::new, |n| format!(" on {n}"));
+    format!("qoslane: {what} refused{on}: {why}")
 }
 
 fn write(paths: &Paths, report: &Report, refused: Option<&Error>) {

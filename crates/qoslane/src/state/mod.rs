@@ -322,15 +322,23 @@ impl<'p> Store<'p> {
 /// The baseline notice of a job (see `commands::hooks`), for the TaskProlog:
 /// a root-owned file reached through trusted directories, one printable line.
 pub fn read_notice_as_user(paths: &Paths, job: JobId) -> Result<Option<String>> {
-    Ok(
-        fsutil::read_trusted(paths, &paths.job_notice(job))?.map(|b| {
-            String::from_utf8_lossy(&b)
-                .chars()
-                .filter(|c| !c.is_control())
-                .take(400)
-                .collect()
-        }),
-    )
+    read_line_as_user(paths, &paths.job_notice(job))
+}
+
+/// The refusal a job's Prolog left (`run::notice`), for the TaskProlog,
+/// read as [`read_notice_as_user`] reads a notice.
+pub fn read_refusal_as_user(paths: &Paths, job: JobId) -> Result<Option<String>> {
+    read_line_as_user(paths, &paths.job_refusal(job))
+}
+
+fn read_line_as_user(paths: &Paths, path: &std::path::Path) -> Result<Option<String>> {
+    Ok(fsutil::read_trusted(paths, path)?.map(|b| {
+        String::from_utf8_lossy(&b)
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(400)
+            .collect()
+    }))
 }
 
 /// Reads a job's record for the TaskProlog, which runs as the job user: the

@@ -1138,3 +1138,85 @@ fn a_node_without_a_usable_mapping_refuses_per_on_unknown_qos_and_health_drains(
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// Issue 34 items 2 and 3: a job its Prolog refuses (a `fail_job` level not
+/// granted here) was requeue-held by hookrun for ever, and an srun's, which
+/// cannot be requeued, drained the node. Now the Prolog leaves the node as
+/// it was, prints its reason first on stdout (hookrun puts it in the job's
+/// `AdminComment` and requeues the job: hookrun's `prolog::a_refusal_*`)
+/// and leaves it for the TaskProlog: a job that could not be requeued runs
+/// its tasks here, and each fails with the reason as a `print` line. A
+/// Prolog that grants the job (back on this node, the level carried again)
+/// and the Epilog take the refusal away.
+#[test]
+fn a_refused_job_says_why_on_stdout_and_its_tasks_fail_with_the_reason() {
+    let n = Node::new();
+    // rmem_max (a setting of mission-critical: fail_job) cannot be written:
+    // health records the level as not granted.
+    std::fs::remove_file(n.path(util::RMEM)).unwrap();
+    std::fs::create_dir(n.path(util::RMEM)).unwrap();
+    let _ = n.run(&["health"], &[]);
+    let out = n.prolog_env(7, "mission-critical", &[("SLURMD_NODENAME", "n3")]);
+    assert_eq!(
+        out.status.code(),
+        Some(qoslane::exit_code::REFUSED),
+        "{}",
+        stderr(&out)
+    );
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stdout: {said}");
+    let reason = lines[0];
+    assert!(
+        reason
+            .starts_with("qoslane: level mission-critical (QoS mission-critical) refused on n3: ")
+            && reason.contains("rmem_max cannot be written"),
+        "{reason}"
+    );
+    // No level applied: the node as it was.
+    assert!(n.records().is_empty(), "{:?}", n.records());
+    assert_eq!(n.get(TOS), BASE_TOS);
+
+    // The job's task (an srun hookrun could not requeue) fails, told why.
+    let tp = n.task_prolog(7, &[]);
+    assert_eq!(tp.status.code(), Some(1), "{}", stderr(&tp));
+    let text = String::from_utf8_lossy(&tp.stdout).into_owned();
+    assert!(Node::exports(&tp).is_empty(), "{text}");
+    assert!(text.contains("unset UCX_IB_SL\n"), "{text}");
+    assert_eq!(
+        text.lines().last(),
+        Some(format!("print {reason}").as_str())
+    );
+    // Another job's task is not touched by it.
+    ok(&n.task_prolog(8, &[]));
+
+    // The level carried again, the job back on this node: granted, the
+    // stale refusal gone.
+    std::fs::remove_dir(n.path(util::RMEM)).unwrap();
+    std::fs::write(n.path(util::RMEM), format!("{BASE_RMEM}\n")).unwrap();
+    ok(&n.run(&["health"], &[]));
+    let out = n.prolog(7, "mission-critical");
+    ok(&out);
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let tp = n.task_prolog(7, &[]);
+    ok(&tp);
+    assert_eq!(Node::exports(&tp)["UCX_IB_SL"], "3");
+    assert!(!String::from_utf8_lossy(&tp.stdout).contains("print "));
+    ok(&n.epilog(7));
+
+    // Refused again, then its Epilog: the refusal goes with the job.
+    std::fs::remove_file(n.path(util::RMEM)).unwrap();
+    std::fs::create_dir(n.path(util::RMEM)).unwrap();
+    let _ = n.run(&["health"], &[]);
+    let out = n.prolog(9, "mission-critical");
+    assert_eq!(out.status.code(), Some(qoslane::exit_code::REFUSED));
+    assert_eq!(n.task_prolog(9, &[]).status.code(), Some(1));
+    ok(&n.epilog(9));
+    let tp = n.task_prolog(9, &[]);
+    ok(&tp);
+    assert!(!String::from_utf8_lossy(&tp.stdout).contains("print "));
+}
