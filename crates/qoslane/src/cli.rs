@@ -219,6 +219,17 @@ the output cannot be written."
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
     },
+    /// Print (or write with --output DIR) what slurmctld needs so that a fail_job level's
+    /// jobs go only to the nodes that carry it: the slurm.conf lines to include (every node's
+    /// qoslane features, JobSubmitPlugins=lua, FUTURE placeholder nodes of the given size) and
+    /// job_submit.lua with the QoS -> feature table of the mapping. Refuses a mapping Slurm
+    /// cannot be told (nothing under fail_job, a fail_job default level, a name that cannot be
+    /// a node feature)
+    #[command(
+        name = "slurm-config",
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 printed or written, 2 the mapping is invalid or cannot be expressed in Slurm, 64 usage (a site's own job_submit.lua in DIR), 66 no mapping"
+    )]
+    SlurmConfig(SlurmConfigArgs),
     /// Fabric-wide checks, for a control node (any host with an HCA on the fabric)
     #[command(after_help = "Exit status: the subcommand's")]
     Fabric {
@@ -366,6 +377,30 @@ pub struct SmConfigArgs {
     /// How many of the top levels go into the high-priority VL arbitration table
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub high_tiers: usize,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SlurmConfigArgs {
+    /// How many placeholder nodes: the most nodes one job of these levels asks for
+    #[arg(long, value_name = "K")]
+    pub placeholders: u32,
+    /// The placeholders' CPUs: the largest node's
+    #[arg(long, value_name = "N")]
+    pub cpus: u32,
+    /// The placeholders' RealMemory in MB: the largest node's
+    #[arg(long, value_name = "MB")]
+    pub memory: u64,
+    /// The placeholders' Gres (slurm.conf's form, e.g. gpu:4): the largest node's
+    #[arg(long, value_name = "GRES")]
+    pub gres: Option<String>,
+    /// The site's own node features jobs may ask for (comma-separated): the placeholders
+    /// carry them too
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub features: Vec<String>,
+    /// Write qoslane.conf and job_submit.lua into DIR (each atomically replaced; a
+    /// job_submit.lua that is not qoslane's is refused) instead of printing them
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

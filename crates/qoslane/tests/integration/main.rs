@@ -18,6 +18,7 @@ mod metrics;
 mod planner;
 mod reliability;
 mod settings;
+mod slurm_config;
 mod sm_config;
 mod trust;
 mod util;
