@@ -2,11 +2,11 @@
 # placement.sh — Slurm places a fail_job level's jobs only on the nodes that carry it, on real
 # Slurm: every node lists the level's feature in slurm.conf (AvailableFeatures), the nodes that
 # carry the level keep it in their ActiveFeatures (`scontrol update NodeName=N ActiveFeatures=…`,
-# what qoslane will send when a node's grant changes), and deploy/slurm/job_submit.lua.in
-# (rendered with this suite's table) adds the feature to the job's constraint from its QoS.
-# FUTURE placeholder nodes that carry every feature keep a job of a level carried nowhere
-# pending instead of rejected. The facts behind each step: docs/dev/slurm-placement.md.
-# No qoslane binary runs here: the Slurm side only. Leaves the rig stopped.
+# what qoslane will send when a node's grant changes), and job_submit.lua (rendered from a
+# mapping by `qoslane slurm-config`, the release binary built here) adds the feature to the
+# job's constraint from its QoS. FUTURE placeholder nodes that carry every feature keep a job
+# of a level carried nowhere pending instead of rejected. The facts behind each step:
+# docs/dev/slurm-placement.md. Leaves the rig stopped.
 #
 #   tests/e2e/placement.sh [--slurm VERSION|SUITE]   (or SLURM_VERSION=...; default the newest
 #                                                     chroot's, four nodes; the host's: one node)
@@ -28,17 +28,48 @@ placement_cleanup() {
 }
 trap placement_cleanup EXIT
 
-# render_lua OUT TABLE : the template with TABLE as its QoS -> feature lines
+build_release
+# render_lua OUT MAPPING : job_submit.lua as `qoslane slurm-config` renders it from MAPPING (a
+# mapping's text); the placeholders' sizes matter only to the slurm.conf lines
 render_lua() {
-  awk -v table="$2" '$0 == "@QOS_FEATURES@" { print table; next } { gsub(/@ANY_NODE_FEATURE@/, "'"$ANY"'"); print }' \
-    "$E2E_REPO/deploy/slurm/job_submit.lua.in" > "$1"
+  local d
+  d=$(mktemp -d "$CH$WORK/render.XXXXXX")
+  printf '%s' "$2" > "$d/mapping.yml"
+  "$QL" slurm-config --config "$d/mapping.yml" --placeholders 1 --cpus 1 --memory 1 --output "$d"
+  mv "$d/job_submit.lua" "$1"
+  rm -rf "$d"
 }
+# the mappings: the level mission-critical under fail_job (QoS mission-critical), the default
+# level normal under continue; for the logic's test, the levels mc and high (as placement.lua
+# expects: QoS mission-critical -> qoslane_mc, high -> qoslane_high)
+RIG_MAPPING='default_level: normal
+levels:
+  - name: mission-critical
+    qos: [mission-critical]
+    service_level: 3
+    on_failure: fail_job
+  - name: normal
+    qos: [normal]
+    service_level: 0
+'
+UNIT_MAPPING='default_level: normal
+levels:
+  - name: mc
+    qos: [mission-critical]
+    service_level: 3
+    on_failure: fail_job
+  - name: high
+    qos: [high]
+    service_level: 2
+    on_failure: fail_job
+  - name: normal
+    qos: [normal]
+    service_level: 0
+'
 
 # ------------------------------------------------------------ the script's logic, without Slurm
 if command -v lua5.1 >/dev/null; then
-  render_lua "$CH$WORK/unit.lua" '   ["mission-critical"] = "qoslane_mc",
-   ["high"] = "qoslane_high",'
-  sed -i 's/"qoslane_mission-critical"/"qoslane_mc"/' "$CH$WORK/unit.lua"
+  render_lua "$CH$WORK/unit.lua" "$UNIT_MAPPING"
   check "job_submit.lua compiles (luac5.1 -p)" luac5.1 -p "$CH$WORK/unit.lua"
   check "job_submit.lua's constraint logic (tests/e2e/placement.lua)" \
     eq "$(lua5.1 "$E2E_REPO/tests/e2e/placement.lua" "$CH$WORK/unit.lua" 2>&1)" "all ok"
@@ -50,7 +81,9 @@ fi
 
 # ------------------------------------------------------------ the rig
 if [ -n "$CH" ]; then NN=4; else NN=1; fi
-render_lua "$CH$WORK/job_submit.lua" "   [\"mission-critical\"] = \"$MC\","
+render_lua "$CH$WORK/job_submit.lua" "$RIG_MAPPING"
+check "the rig's job_submit.lua: the level's QoS -> its feature ($MC)" \
+  grep -qxF "   [\"mission-critical\"] = \"$MC\"," "$CH$WORK/job_submit.lua"
 # The placeholders: as many as the largest job below needs nodes, each as big as a node; never
 # started (FUTURE), in the partition (Nodes=ALL)
 export E2E_EXTRA_CONF="NodeName=DEFAULT Feature=$ANY,$MC,rackA
