@@ -207,6 +207,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         ibnetdiscover: opt("QOSLANE_IBNETDISCOVER"),
         squeue: opt("QOSLANE_SQUEUE"),
         perfquery: opt("QOSLANE_PERFQUERY"),
+        scontrol: opt("QOSLANE_SCONTROL"),
     });
     qoslane::log::init(
         &paths,

@@ -36,7 +36,7 @@ pub const LUA_FILE: &str = "job_submit.lua";
 
 /// The admin's sizes of the placeholder nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Options {
+pub struct Placeholders {
     /// How many: the most nodes one job of these levels asks for.
     pub placeholders: u32,
     /// The largest node's CPUs.
@@ -140,7 +140,7 @@ pub fn placed_levels(mapping: &Mapping) -> Vec<PlacedLevel> {
 /// under `fail_job`, nothing to place, a size that cannot be.
 pub fn generate(
     mapping: &Mapping,
-    opts: &Options,
+    opts: &Placeholders,
     source: &str,
     sha256: &str,
 ) -> Result<SlurmConfig, Vec<String>> {
@@ -223,7 +223,7 @@ pub fn placeholder_nodes(k: u32) -> String {
     }
 }
 
-fn conf_text(levels: &[PlacedLevel], opts: &Options, source: &str, sha256: &str) -> String {
+fn conf_text(levels: &[PlacedLevel], opts: &Placeholders, source: &str, sha256: &str) -> String {
     let ours: Vec<&str> = std::iter::once(ANY_NODE_FEATURE)
         .chain(levels.iter().map(|l| l.feature.as_str()))
         .collect();
@@ -313,6 +313,117 @@ fn lua_text(levels: &[PlacedLevel]) -> String {
     out
 }
 
+// ------------------------------------------------------------ the node's side
+
+/// How long a node's active features, once sent, are trusted to be
+/// slurmctld's: a reconfigure or a restart without `-R` gives every node all
+/// of slurm.conf's features back, unseen by the node; past this age the node
+/// sends its set again even when it has not changed (1,000 nodes: 0.6
+/// updates a second).
+pub const PLACEMENT_REFRESH_SECS: u64 = 30 * 60;
+
+/// What a node last sent slurmctld (`/run/qoslane/placement.json`, written
+/// only after `scontrol` succeeded; gone at reboot, so the first run after a
+/// boot sends).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Sent {
+    /// The Slurm node name it was sent for.
+    pub node: String,
+    /// The node's own features (slurm.conf's, not qoslane's), as its
+    /// AvailableFeatures listed them when last read: kept active.
+    pub site: Vec<String>,
+    /// The ActiveFeatures sent.
+    pub active: Vec<String>,
+    /// When, in seconds since the Unix epoch.
+    pub at_unix: u64,
+}
+
+/// Whether a node sends its features now, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// The set is the one last sent, recently enough: nothing to send.
+    No,
+    /// The set changed since it was last sent.
+    Changed,
+    /// Unchanged, but sent longer ago than [`PLACEMENT_REFRESH_SECS`].
+    Refresh,
+    /// Never sent since the boot (no record), or for another node name.
+    First,
+}
+
+impl Due {
+    /// Whether the node's own features are read again first: the record
+    /// holds them, except the first time and at each refresh (a reconfigure
+    /// may have changed them).
+    pub fn reads_site_features(self) -> bool {
+        matches!(self, Self::First | Self::Refresh)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::No => "unchanged",
+            Self::Changed => "changed",
+            Self::Refresh => "refresh",
+            Self::First => "first since boot",
+        }
+    }
+}
+
+/// qoslane's features a node has active: the any-node feature, then the
+/// feature of every placed level it grants now (`granted(level)`), in the
+/// mapping's order.
+pub fn our_active(mapping: &Mapping, granted: impl Fn(&str) -> bool) -> Vec<String> {
+    std::iter::once(ANY_NODE_FEATURE.to_owned())
+        .chain(
+            placed_levels(mapping)
+                .into_iter()
+                .filter(|l| granted(&l.level))
+                .map(|l| l.feature),
+        )
+        .collect()
+}
+
+/// The ActiveFeatures to send: qoslane's, then the node's own.
+pub fn active_set(ours: &[String], site: &[String]) -> Vec<String> {
+    ours.iter().chain(site).cloned().collect()
+}
+
+/// Whether `ours` (qoslane's active features now) must be sent, against
+/// the record of the last send.
+pub fn due(last: Option<&Sent>, node: &str, ours: &[String], now_unix: u64) -> Due {
+    let Some(last) = last.filter(|l| l.node == node) else {
+        return Due::First;
+    };
+    if active_set(ours, &last.site) != last.active {
+        Due::Changed
+    } else if now_unix.saturating_sub(last.at_unix) >= PLACEMENT_REFRESH_SECS
+        || now_unix < last.at_unix
+    {
+        Due::Refresh
+    } else {
+        Due::No
+    }
+}
+
+/// The node's own features from `scontrol show node -o NAME`'s line: its
+/// AvailableFeatures without qoslane's. `None` when the line has none.
+pub fn site_features(show_node: &str) -> Option<Vec<String>> {
+    let value = show_node
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("AvailableFeatures="))?;
+    Some(
+        value
+            .split(',')
+            .filter(|f| {
+                !f.is_empty()
+                    && *f != "(null)"
+                    && *f != ANY_NODE_FEATURE
+                    && !f.starts_with(FEATURE_PREFIX)
+            })
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,7 +444,9 @@ mod tests {
     #[test]
     fn a_name_with_an_operator_cannot_be_a_feature() {
         assert_eq!(feature_problem("qoslane_mission-critical.v2"), None);
-        for bad in ["a&b", "a|b", "a,b", "a b", "a*2", "(a)", "[a]", "!a", "a=b", "a:b", ""] {
+        for bad in [
+            "a&b", "a|b", "a,b", "a b", "a*2", "(a)", "[a]", "!a", "a=b", "a:b", "",
+        ] {
             assert!(feature_problem(bad).is_some(), "{bad}");
         }
     }
@@ -344,6 +457,50 @@ mod tests {
         for bad in ["a,b", "a\"b", "a\\b", "a b", ""] {
             assert!(qos_problem(bad).is_some(), "{bad}");
         }
+    }
+
+    fn sent(active: &[&str], site: &[&str], at_unix: u64) -> Sent {
+        Sent {
+            node: "n1".into(),
+            site: site.iter().map(|s| (*s).to_owned()).collect(),
+            active: active.iter().map(|s| (*s).to_owned()).collect(),
+            at_unix,
+        }
+    }
+
+    #[test]
+    fn a_node_sends_on_a_change_a_refresh_and_first_only() {
+        let ours = vec!["qoslane".to_owned(), "qoslane_mc".to_owned()];
+        let last = sent(&["qoslane", "qoslane_mc", "rackA"], &["rackA"], 1000);
+        assert_eq!(due(None, "n1", &ours, 1000), Due::First);
+        assert_eq!(due(Some(&last), "n2", &ours, 1000), Due::First);
+        assert_eq!(due(Some(&last), "n1", &ours, 1000 + 60), Due::No);
+        assert_eq!(
+            due(Some(&last), "n1", &ours, 1000 + PLACEMENT_REFRESH_SECS),
+            Due::Refresh
+        );
+        assert_eq!(
+            due(Some(&last), "n1", &ours, 10),
+            Due::Refresh,
+            "clock back"
+        );
+        assert_eq!(due(Some(&last), "n1", &ours[..1], 1000 + 60), Due::Changed);
+        assert!(Due::First.reads_site_features() && Due::Refresh.reads_site_features());
+        assert!(!Due::Changed.reads_site_features());
+    }
+
+    #[test]
+    fn the_site_features_are_the_available_ones_without_qoslanes() {
+        let line = "NodeName=n1 Arch=x86_64 CoresPerSocket=1 AvailableFeatures=qoslane,qoslane_mc,rackA,ib ActiveFeatures=qoslane,rackA,ib Gres=(null)";
+        assert_eq!(
+            site_features(line),
+            Some(vec!["rackA".to_owned(), "ib".to_owned()])
+        );
+        assert_eq!(
+            site_features("NodeName=n1 AvailableFeatures=(null) ActiveFeatures=(null)"),
+            Some(vec![])
+        );
+        assert_eq!(site_features("Node n1 not found"), None);
     }
 
     #[test]

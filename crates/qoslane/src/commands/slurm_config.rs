@@ -11,7 +11,7 @@ use crate::cli::SlurmConfigArgs;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
-use crate::slurm_config::{self, CONF_FILE, LUA_FILE, LUA_FIRST_LINE, Options};
+use crate::slurm_config::{self, CONF_FILE, LUA_FILE, LUA_FIRST_LINE, Placeholders};
 
 pub fn run(ctx: &Ctx, args: &SlurmConfigArgs) -> Result<ExitClass> {
     // A file named on the command line is generated from, or refused with
@@ -27,7 +27,7 @@ pub fn run(ctx: &Ctx, args: &SlurmConfigArgs) -> Result<ExitClass> {
             "{source} is unusable ({p}); fix it, or name a file with --config"
         )));
     }
-    let opts = Options {
+    let opts = Placeholders {
         placeholders: args.placeholders,
         cpus: args.cpus,
         memory_mb: args.memory,

@@ -129,7 +129,10 @@ fn output_writes_both_files_as_printed_and_replaces_its_own_script() {
     assert!(lua.starts_with("-- job_submit.lua: qoslane placement."));
     assert!(lua.contains("   [\"mission-critical\"] = \"qoslane_mission-critical\",\n}"));
     assert!(lua.contains("local ANY_NODE = \"qoslane\"\n"));
-    assert!(!lua.contains('@'), "every placeholder of the template filled");
+    assert!(
+        !lua.contains('@'),
+        "every placeholder of the template filled"
+    );
     let names: Vec<_> = std::fs::read_dir(&out_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -154,7 +157,11 @@ fn a_site_job_submit_lua_is_not_replaced() {
         )),
         "{e}"
     );
-    assert_eq!(std::fs::read_to_string(&lua).unwrap(), site, "left as it was");
+    assert_eq!(
+        std::fs::read_to_string(&lua).unwrap(),
+        site,
+        "left as it was"
+    );
     assert!(!dir.path().join("qoslane.conf").exists(), "nothing written");
 }
 
