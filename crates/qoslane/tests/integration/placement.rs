@@ -185,3 +185,59 @@ fn placement_off_sends_nothing_and_says_nothing() {
     assert!(!stdout(&out).contains("placement"), "{}", stdout(&out));
     assert!(!n.path("/run/qoslane/placement.json").exists());
 }
+
+/// A Prolog that refuses its `fail_job` level (its probe saw SL 3 dropped,
+/// which the last health run did not) sends the node's features without the
+/// level at once, after the lock; its job is refused as before.
+#[test]
+fn a_refusing_prolog_takes_the_level_off_at_once() {
+    let n =
+        Node::with_mapping(&util::MAPPING.replace("fabric_check: off", "fabric_check: enforce"));
+    n.add_hca("qos-identity");
+    let smpquery = n.fake_smpquery().display().to_string();
+    let scontrol = n.fake_scontrol(&[]).display().to_string();
+    let env = [
+        ("QOSLANE_SMPQUERY", smpquery.as_str()),
+        ("QOSLANE_SCONTROL", scontrol.as_str()),
+        ("SLURMD_NODENAME", NODE),
+    ];
+    let out = n.run(&["health"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(n.scontrol_calls().len(), 2);
+    // The SM drops SL 3 (mission-critical's): the next Prolog probes again.
+    n.answer_smpquery("qos-vl15");
+    let _ = std::fs::remove_file(n.path("/run/qoslane/fabric.json"));
+    let mut prolog_env = env.to_vec();
+    prolog_env.extend([
+        ("SLURM_JOB_ID", "5"),
+        ("FAKE_QOS", "mission-critical"),
+        ("SLURM_JOB_USER", "alice"),
+    ]);
+    let out = n.run(&["prolog"], &prolog_env);
+    assert_eq!(
+        out.status.code(),
+        Some(100),
+        "refused: {}",
+        util::stderr(&out)
+    );
+    assert_eq!(
+        n.scontrol_calls()[2..],
+        [format!("update NodeName={NODE} ActiveFeatures=qoslane")],
+        "one update, without the level"
+    );
+    assert!(
+        n.last_audit("prolog")["notes"].to_string().contains(
+            "placement: sent active features qoslane (level mission-critical refused here)"
+        ),
+        "{}",
+        n.last_audit("prolog")["notes"]
+    );
+    // health agrees (the level is still not carried): nothing more sent.
+    n.run(&["health"], &env);
+    assert_eq!(n.scontrol_calls().len(), 3, "{:?}", n.scontrol_calls());
+    assert!(
+        n.scontrol_calls().iter().all(|c| !c.ends_with("LOCKED")),
+        "never under the node lock: {:?}",
+        n.scontrol_calls()
+    );
+}
