@@ -263,6 +263,32 @@ sc reconfigure
 reset_done() { [ "$(active_of "${nodes[0]}")" = "$ANY,$MC,rackA" ]; }
 check "a reconfigure gives every node its slurm.conf features back as active (qoslane must assert again)" \
   poll 30 "features reset" reset_done
+# ------------------------------------------------------------ qoslane health tells slurmctld
+# A real `qoslane health` on a node root of the first node (QOSLANE_SCONTROL: placement on) sends
+# the node's grant to this slurmctld: its fabric (the fixture's smpquery answers) carries
+# mission-critical, then drops SL 3 to VL 15, then nothing changes.
+say "case: qoslane health on ${nodes[0]} sends its grant (placement on)"
+e2e_binaries
+HROOT=$WORK/node-health
+printf '%s' "$RIG_MAPPING" > "$CH$WORK/rig-mapping.yml"
+node_layout "$HROOT" "$CH$WORK/rig-mapping.yml"
+qhealth() {
+  slurm_cmd /usr/bin/env SLURMD_NODENAME="${nodes[0]}" QOSLANE_ROOT="$HROOT" QOSLANE_NO_JOURNAL=1 \
+    QOSLANE_SMPQUERY="$HROOT/bin/smpquery" QOSLANE_SQUEUE=/usr/bin/squeue QOSLANE_SCONTROL=/usr/bin/scontrol \
+    "$QL" health > "$CH$WORK/health.out" 2>&1
+}
+last_health_notes() { grep '"event":"health"' "$CH$HROOT/var/log/qoslane/audit.jsonl" | tail -1; }
+carry
+check "qoslane health: exit 0 (mission-critical carried)" qhealth
+check "it sent the level's feature: ${nodes[0]} active $ANY,$MC,rackA" eq "$(active_of "${nodes[0]}")" "$ANY,$MC,rackA"
+set_fabric "$HROOT" vl15
+rm -f "$CH$HROOT/run/qoslane/fabric.json" "$CH$HROOT/run/qoslane/first-hop.json"
+check "qoslane health: exit 0 (mission-critical dropped: a warning)" qhealth
+check "it took the feature off: ${nodes[0]} active $ANY,rackA" eq "$(active_of "${nodes[0]}")" "$ANY,rackA"
+check "its audit line says what it sent (changed)" grep -q 'placement: ok: sent active features qoslane,rackA (changed)' <<< "$(last_health_notes)"
+check "qoslane health again: nothing changed" qhealth
+check "nothing sent (0 calls): the audit line says so" grep -q 'placement: ok: active features qoslane,rackA (sent before)' <<< "$(last_health_notes)"
+
 say "the cases took $(($(date +%s) - T0)) s"
 [ "$E2E_FAILED" -eq 0 ] || { say "$E2E_FAILED failed, $E2E_PASSED passed"; exit 1; }
 say "all $E2E_PASSED passed"
