@@ -278,7 +278,8 @@ qhealth() {
     "$QL" health > "$CH$WORK/health.out" 2>&1
 }
 last_health_notes() { grep '"event":"health"' "$CH$HROOT/var/log/qoslane/audit.jsonl" | tail -1; }
-carry
+# the level off on the node first (the reconfigure above gave nodes 3-4 rackA back: only this one)
+sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,rackA"
 check "qoslane health: exit 0 (mission-critical carried)" qhealth
 check "it sent the level's feature: ${nodes[0]} active $ANY,$MC,rackA" eq "$(active_of "${nodes[0]}")" "$ANY,$MC,rackA"
 set_fabric "$HROOT" vl15
