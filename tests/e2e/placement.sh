@@ -280,15 +280,25 @@ qhealth() {
 last_health_notes() { grep '"event":"health"' "$CH$HROOT/var/log/qoslane/audit.jsonl" | tail -1; }
 # the level off on the node first (the reconfigure above gave nodes 3-4 rackA back: only this one)
 sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,rackA"
-check "qoslane health: exit 0 (mission-critical carried)" qhealth
+# rpcs : what the controller was asked since the last `sdiag -r` (nothing else asks between):
+# "UPDATE_NODE NODE_INFO" counts
+rpc_count() { slurm_cmd /usr/bin/sdiag | awk -v n="$1" '$1 == n { sub(/.*count:/, ""); c = $1 + 0 } END { print c + 0 }'; }
+rpcs() { echo "$(rpc_count REQUEST_UPDATE_NODE) $(rpc_count REQUEST_NODE_INFO)"; }
+# every request of any type, sdiag's own aside
+rpc_total() { slurm_cmd /usr/bin/sdiag | awk '$1 ~ /^REQUEST_/ && $1 != "REQUEST_STATS_INFO" && /count:/ { sub(/.*count:/, ""); c += $1 } END { print c + 0 }'; }
+measured() { slurm_cmd /usr/bin/sdiag -r >/dev/null; qhealth; }
+check "qoslane health: exit 0 (mission-critical carried)" measured
+check "the first run after boot: its own features read, then sent (1 update, 1 node info)" eq "$(rpcs)" "1 1"
 check "it sent the level's feature: ${nodes[0]} active $ANY,$MC,rackA" eq "$(active_of "${nodes[0]}")" "$ANY,$MC,rackA"
 set_fabric "$HROOT" vl15
 rm -f "$CH$HROOT/run/qoslane/fabric.json" "$CH$HROOT/run/qoslane/first-hop.json"
-check "qoslane health: exit 0 (mission-critical dropped: a warning)" qhealth
+check "qoslane health: exit 0 (mission-critical dropped: a warning)" measured
+check "a change: 1 update, nothing read" eq "$(rpcs)" "1 0"
 check "it took the feature off: ${nodes[0]} active $ANY,rackA" eq "$(active_of "${nodes[0]}")" "$ANY,rackA"
 check "its audit line says what it sent (changed)" grep -q 'placement: ok: sent active features qoslane,rackA (changed)' <<< "$(last_health_notes)"
-check "qoslane health again: nothing changed" qhealth
-check "nothing sent (0 calls): the audit line says so" grep -q 'placement: ok: active features qoslane,rackA (sent before)' <<< "$(last_health_notes)"
+check "qoslane health again: nothing changed" measured
+check "nothing changed: 0 RPCs (of any type)" eq "$(rpcs) $(rpc_total)" "0 0 0"
+check "the audit line says it was sent before" grep -q 'placement: ok: active features qoslane,rackA (sent before)' <<< "$(last_health_notes)"
 
 say "the cases took $(($(date +%s) - T0)) s"
 [ "$E2E_FAILED" -eq 0 ] || { say "$E2E_FAILED failed, $E2E_PASSED passed"; exit 1; }
