@@ -2,11 +2,11 @@
 # placement.sh — Slurm places a fail_job level's jobs only on the nodes that carry it, on real
 # Slurm: every node lists the level's feature in slurm.conf (AvailableFeatures), the nodes that
 # carry the level keep it in their ActiveFeatures (`scontrol update NodeName=N ActiveFeatures=…`,
-# what qoslane will send when a node's grant changes), and deploy/slurm/job_submit.lua.in
-# (rendered with this suite's table) adds the feature to the job's constraint from its QoS.
-# FUTURE placeholder nodes that carry every feature keep a job of a level carried nowhere
-# pending instead of rejected. The facts behind each step: docs/dev/slurm-placement.md.
-# No qoslane binary runs here: the Slurm side only. Leaves the rig stopped.
+# what qoslane will send when a node's grant changes), and job_submit.lua (rendered from a
+# mapping by `qoslane slurm-config`, the release binary built here) adds the feature to the
+# job's constraint from its QoS. FUTURE placeholder nodes that carry every feature keep a job
+# of a level carried nowhere pending instead of rejected. The facts behind each step:
+# docs/dev/slurm-placement.md. Leaves the rig stopped.
 #
 #   tests/e2e/placement.sh [--slurm VERSION|SUITE]   (or SLURM_VERSION=...; default the newest
 #                                                     chroot's, four nodes; the host's: one node)
@@ -28,17 +28,48 @@ placement_cleanup() {
 }
 trap placement_cleanup EXIT
 
-# render_lua OUT TABLE : the template with TABLE as its QoS -> feature lines
+build_release
+# render_lua OUT MAPPING : job_submit.lua as `qoslane slurm-config` renders it from MAPPING (a
+# mapping's text); the placeholders' sizes matter only to the slurm.conf lines
 render_lua() {
-  awk -v table="$2" '$0 == "@QOS_FEATURES@" { print table; next } { gsub(/@ANY_NODE_FEATURE@/, "'"$ANY"'"); print }' \
-    "$E2E_REPO/deploy/slurm/job_submit.lua.in" > "$1"
+  local d
+  d=$(mktemp -d "$CH$WORK/render.XXXXXX")
+  printf '%s' "$2" > "$d/mapping.yml"
+  "$QL" slurm-config --config "$d/mapping.yml" --placeholders 1 --cpus 1 --memory 1 --output "$d"
+  mv "$d/job_submit.lua" "$1"
+  rm -rf "$d"
 }
+# the mappings: the level mission-critical under fail_job (QoS mission-critical), the default
+# level normal under continue; for the logic's test, the levels mc and high (as placement.lua
+# expects: QoS mission-critical -> qoslane_mc, high -> qoslane_high)
+RIG_MAPPING='default_level: normal
+levels:
+  - name: mission-critical
+    qos: [mission-critical]
+    service_level: 3
+    on_failure: fail_job
+  - name: normal
+    qos: [normal]
+    service_level: 0
+'
+UNIT_MAPPING='default_level: normal
+levels:
+  - name: mc
+    qos: [mission-critical]
+    service_level: 3
+    on_failure: fail_job
+  - name: high
+    qos: [high]
+    service_level: 2
+    on_failure: fail_job
+  - name: normal
+    qos: [normal]
+    service_level: 0
+'
 
 # ------------------------------------------------------------ the script's logic, without Slurm
 if command -v lua5.1 >/dev/null; then
-  render_lua "$CH$WORK/unit.lua" '   ["mission-critical"] = "qoslane_mc",
-   ["high"] = "qoslane_high",'
-  sed -i 's/"qoslane_mission-critical"/"qoslane_mc"/' "$CH$WORK/unit.lua"
+  render_lua "$CH$WORK/unit.lua" "$UNIT_MAPPING"
   check "job_submit.lua compiles (luac5.1 -p)" luac5.1 -p "$CH$WORK/unit.lua"
   check "job_submit.lua's constraint logic (tests/e2e/placement.lua)" \
     eq "$(lua5.1 "$E2E_REPO/tests/e2e/placement.lua" "$CH$WORK/unit.lua" 2>&1)" "all ok"
@@ -50,7 +81,9 @@ fi
 
 # ------------------------------------------------------------ the rig
 if [ -n "$CH" ]; then NN=4; else NN=1; fi
-render_lua "$CH$WORK/job_submit.lua" "   [\"mission-critical\"] = \"$MC\","
+render_lua "$CH$WORK/job_submit.lua" "$RIG_MAPPING"
+check "the rig's job_submit.lua: the level's QoS -> its feature ($MC)" \
+  grep -qxF "   [\"mission-critical\"] = \"$MC\"," "$CH$WORK/job_submit.lua"
 # The placeholders: as many as the largest job below needs nodes, each as big as a node; never
 # started (FUTURE), in the partition (Nodes=ALL)
 export E2E_EXTRA_CONF="NodeName=DEFAULT Feature=$ANY,$MC,rackA
@@ -230,6 +263,43 @@ sc reconfigure
 reset_done() { [ "$(active_of "${nodes[0]}")" = "$ANY,$MC,rackA" ]; }
 check "a reconfigure gives every node its slurm.conf features back as active (qoslane must assert again)" \
   poll 30 "features reset" reset_done
+# ------------------------------------------------------------ qoslane health tells slurmctld
+# A real `qoslane health` on a node root of the first node (QOSLANE_SCONTROL: placement on) sends
+# the node's grant to this slurmctld: its fabric (the fixture's smpquery answers) carries
+# mission-critical, then drops SL 3 to VL 15, then nothing changes.
+say "case: qoslane health on ${nodes[0]} sends its grant (placement on)"
+e2e_binaries
+HROOT=$WORK/node-health
+printf '%s' "$RIG_MAPPING" > "$CH$WORK/rig-mapping.yml"
+node_layout "$HROOT" "$CH$WORK/rig-mapping.yml"
+qhealth() {
+  slurm_cmd /usr/bin/env SLURMD_NODENAME="${nodes[0]}" QOSLANE_ROOT="$HROOT" QOSLANE_NO_JOURNAL=1 \
+    QOSLANE_SMPQUERY="$HROOT/bin/smpquery" QOSLANE_SQUEUE=/usr/bin/squeue QOSLANE_SCONTROL=/usr/bin/scontrol \
+    "$QL" health > "$CH$WORK/health.out" 2>&1
+}
+last_health_notes() { grep '"event":"health"' "$CH$HROOT/var/log/qoslane/audit.jsonl" | tail -1; }
+# the level off on the node first (the reconfigure above gave nodes 3-4 rackA back: only this one)
+sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,rackA"
+# rpcs : what the controller was asked since the last `sdiag -r` (nothing else asks between):
+# "UPDATE_NODE NODE_INFO" counts
+rpc_count() { slurm_cmd /usr/bin/sdiag | awk -v n="$1" '$1 == n { sub(/.*count:/, ""); c = $1 + 0 } END { print c + 0 }'; }
+rpcs() { echo "$(rpc_count REQUEST_UPDATE_NODE) $(rpc_count REQUEST_NODE_INFO)"; }
+# every request of any type, sdiag's own aside
+rpc_total() { slurm_cmd /usr/bin/sdiag | awk '$1 ~ /^REQUEST_/ && $1 != "REQUEST_STATS_INFO" && /count:/ { sub(/.*count:/, ""); c += $1 } END { print c + 0 }'; }
+measured() { slurm_cmd /usr/bin/sdiag -r >/dev/null; qhealth; }
+check "qoslane health: exit 0 (mission-critical carried)" measured
+check "the first run after boot: its own features read, then sent (1 update, 1 node info)" eq "$(rpcs)" "1 1"
+check "it sent the level's feature: ${nodes[0]} active $ANY,$MC,rackA" eq "$(active_of "${nodes[0]}")" "$ANY,$MC,rackA"
+set_fabric "$HROOT" vl15
+rm -f "$CH$HROOT/run/qoslane/fabric.json" "$CH$HROOT/run/qoslane/first-hop.json"
+check "qoslane health: exit 0 (mission-critical dropped: a warning)" measured
+check "a change: 1 update, nothing read" eq "$(rpcs)" "1 0"
+check "it took the feature off: ${nodes[0]} active $ANY,rackA" eq "$(active_of "${nodes[0]}")" "$ANY,rackA"
+check "its audit line says what it sent (changed)" grep -q 'placement: ok: sent active features qoslane,rackA (changed)' <<< "$(last_health_notes)"
+check "qoslane health again: nothing changed" measured
+check "nothing changed: 0 RPCs (of any type)" eq "$(rpcs) $(rpc_total)" "0 0 0"
+check "the audit line says it was sent before" grep -q 'placement: ok: active features qoslane,rackA (sent before)' <<< "$(last_health_notes)"
+
 say "the cases took $(($(date +%s) - T0)) s"
 [ "$E2E_FAILED" -eq 0 ] || { say "$E2E_FAILED failed, $E2E_PASSED passed"; exit 1; }
 say "all $E2E_PASSED passed"

@@ -19,7 +19,7 @@ Epilog runs the health check); without one, on SLURM_SCRIPT_CONTEXT: prolog_slur
 epilog_slurmd -> epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and \
 TaskProlog= at it. In the TaskProlog (prolog_task, the job user's environment) HOOKRUN_PHASE is ignored.\n\n\
 Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_ROOT, QOSLANE_CONFIG, \
-QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_PERFQUERY, QOSLANE_TIMEOUT_MS.",
+QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_PERFQUERY, QOSLANE_SCONTROL, QOSLANE_TIMEOUT_MS.",
     after_help = "Exit codes (one table with hookrun's): 0 ok, 1 failed, 2 invalid mapping, 64 usage, \
 66 no input, 69 program unavailable, 70 internal, 74 I/O, 75 try again (lock or deadline), 100 the \
 Prolog refused its job, 141 the reader of the output went away. `qoslane COMMAND -h` ends with the \
@@ -223,6 +223,17 @@ the output cannot be written."
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
     },
+    /// Print (or write with --output DIR) what slurmctld needs so that a fail_job level's
+    /// jobs go only to the nodes that carry it: the slurm.conf lines to include (every node's
+    /// qoslane features, JobSubmitPlugins=lua, FUTURE placeholder nodes of the given size) and
+    /// job_submit.lua with the QoS -> feature table of the mapping. Refuses a mapping Slurm
+    /// cannot be told (nothing under fail_job, a fail_job default level, a name that cannot be
+    /// a node feature)
+    #[command(
+        name = "slurm-config",
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 printed or written, 2 the mapping is invalid or cannot be expressed in Slurm, 64 usage (a site's own job_submit.lua in DIR), 66 no mapping"
+    )]
+    SlurmConfig(SlurmConfigArgs),
     /// Fabric-wide checks, for a control node (any host with an HCA on the fabric)
     #[command(after_help = "Exit status: the subcommand's")]
     Fabric {
@@ -376,6 +387,30 @@ pub struct SmConfigArgs {
     /// Where the SM host keeps the policy: the options' qos_policy_file when a level declares sm_traffic
     #[arg(long, value_name = "PATH", default_value = crate::fabric::judge::sm_policy::DEFAULT_POLICY_FILE)]
     pub qos_policy_file: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SlurmConfigArgs {
+    /// How many placeholder nodes: the most nodes one job of these levels asks for
+    #[arg(long, value_name = "K")]
+    pub placeholders: u32,
+    /// The placeholders' CPUs: the largest node's
+    #[arg(long, value_name = "N")]
+    pub cpus: u32,
+    /// The placeholders' RealMemory in MB: the largest node's
+    #[arg(long, value_name = "MB")]
+    pub memory: u64,
+    /// The placeholders' Gres (slurm.conf's form, e.g. gpu:4): the largest node's
+    #[arg(long, value_name = "GRES")]
+    pub gres: Option<String>,
+    /// The site's own node features jobs may ask for (comma-separated): the placeholders
+    /// carry them too
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub features: Vec<String>,
+    /// Write qoslane.conf and job_submit.lua into DIR (each atomically replaced; a
+    /// job_submit.lua that is not qoslane's is refused) instead of printing them
+    #[arg(long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

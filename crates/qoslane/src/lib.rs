@@ -43,6 +43,7 @@ pub mod report;
 pub mod run;
 pub mod settings;
 pub mod site;
+pub mod slurm_config;
 pub mod state;
 pub mod time;
 pub mod txn;

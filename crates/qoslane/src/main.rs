@@ -152,6 +152,7 @@ fn main() -> ExitCode {
         Mode::Other(Command::Fabric {
             what: FabricCommand::SmConfig(args),
         }) => commands::sm_config::run(&ctx, &args),
+        Mode::Other(Command::SlurmConfig(args)) => commands::slurm_config::run(&ctx, &args),
         Mode::Other(Command::Generate { what }) => generate(what),
         Mode::Other(Command::Complete { what: _ }) => commands::explain::qos_names(&ctx),
         Mode::Other(Command::Prolog | Command::Epilog | Command::TaskProlog) => {
@@ -206,6 +207,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         ibnetdiscover: opt("QOSLANE_IBNETDISCOVER"),
         squeue: opt("QOSLANE_SQUEUE"),
         perfquery: opt("QOSLANE_PERFQUERY"),
+        scontrol: opt("QOSLANE_SCONTROL"),
     });
     qoslane::log::init(
         &paths,

@@ -41,6 +41,11 @@ pub struct Paths {
     /// `perfquery`: the job's ports' counters (`QOSLANE_PERFQUERY`); none
     /// configured, none read.
     pub perfquery: Option<PathBuf>,
+    /// `scontrol`: placement on (`QOSLANE_SCONTROL`): `health` keeps the
+    /// node's qoslane features active in slurmctld as its grants say; none
+    /// configured, placement off (slurm.conf must list the features first:
+    /// `qoslane slurm-config`).
+    pub scontrol: Option<PathBuf>,
 }
 
 /// Explicit overrides, from flags or the environment.
@@ -54,6 +59,7 @@ pub struct Overrides {
     pub ibnetdiscover: Option<PathBuf>,
     pub squeue: Option<PathBuf>,
     pub perfquery: Option<PathBuf>,
+    pub scontrol: Option<PathBuf>,
 }
 
 impl Paths {
@@ -72,6 +78,7 @@ impl Paths {
                 .unwrap_or_else(|| defaults::IBNETDISCOVER.into()),
             squeue: o.squeue.unwrap_or_else(|| defaults::SQUEUE.into()),
             perfquery: o.perfquery,
+            scontrol: o.scontrol,
             root,
         }
     }
@@ -134,6 +141,10 @@ impl Paths {
     /// again until the node restarts.
     pub fn counters_unsupported(&self) -> PathBuf {
         self.run_dir.join("counters-unsupported.json")
+    }
+    /// The node features last sent to slurmctld (placement).
+    pub fn placement(&self) -> PathBuf {
+        self.run_dir.join("placement.json")
     }
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")

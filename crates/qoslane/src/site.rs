@@ -34,6 +34,7 @@ pub const NAMES: &[&str] = &[
     "QOSLANE_IBNETDISCOVER",
     "QOSLANE_SQUEUE",
     "QOSLANE_PERFQUERY",
+    "QOSLANE_SCONTROL",
     "QOSLANE_NO_JOURNAL",
 ];
 

@@ -10,6 +10,7 @@ pub mod hooks;
 pub mod log;
 pub mod recover;
 pub mod serve;
+pub mod slurm_config;
 pub mod sm_config;
 pub mod status;
 pub mod sync;

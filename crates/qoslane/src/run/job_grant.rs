@@ -8,13 +8,14 @@
 //! through the transaction. `commands/hooks.rs` reads job → [`mapping`] →
 //! QoS → [`grant`] → [`JobGrant::transact`] → report.
 
+use super::placement::Synced;
 use super::session::{Session, committed, txn_failed};
 use crate::config::Loaded;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
-use crate::grant::{Grant, GrantScope, MAX_RECORD_AGE_MS, ReadPort, Record, ScopeRead};
+use crate::grant::{Decision, Grant, GrantScope, MAX_RECORD_AGE_MS, ReadPort, Record, ScopeRead};
 use crate::job::qos::{self, JobQos};
 use crate::job::{JobId, exports};
 use crate::log;
@@ -236,6 +237,7 @@ fn decide(
             (fabric.first_hop_read(m), recorded),
             &mut r,
         );
+        tell_slurm(s, m, &loaded.sha256, &level.name, &decided, &mut r);
         return Err(r.fail(refusal, Exit::ByPolicy(policy)));
     }
     let record = job_record(
@@ -376,6 +378,46 @@ fn remember(
     rec.grants.insert(level.to_owned(), mine);
     if let Err(e) = crate::state::grants::store(paths, &rec) {
         r.notes.push(format!("the grant was not recorded: {e}"));
+    }
+}
+
+/// A refused `fail_job` level (placement on): Slurm stops placing the
+/// level's jobs here now, not at the next `health` run — the node's active
+/// features sent from its grants with this refusal in them
+/// ([`super::placement`]). After the node lock is let go: only a transaction
+/// holds it, and slurmctld may be slow. Best effort: what happened is a
+/// note; the refusal stands either way.
+fn tell_slurm(
+    s: &mut Session<'_>,
+    m: &Mapping,
+    sha256: &str,
+    level: &str,
+    g: &Grant,
+    r: &mut Report,
+) {
+    if s.paths.scontrol.is_none() || g.decision != Decision::Refused {
+        return;
+    }
+    s.unlock();
+    let mut rec = crate::state::grants::load(s.paths)
+        .ok()
+        .flatten()
+        .filter(|rec| rec.mapping_sha256 == sha256)
+        .unwrap_or_else(|| Record {
+            mapping_sha256: sha256.to_owned(),
+            ..Record::default()
+        });
+    rec.grants.insert(level.to_owned(), g.clone());
+    match super::placement::sync(s.paths, m, &rec, &s.deadline.half()) {
+        Synced::Sent { active, .. } => r.notes.push(format!(
+            "placement: sent active features {} (level {level} refused here)",
+            active.join(",")
+        )),
+        Synced::Failed { error, .. } => r.notes.push(format!(
+            "placement: could not tell slurmctld that level {level} is not carried here: \
+             {error}"
+        )),
+        Synced::Off | Synced::Unchanged { .. } => {}
     }
 }
 

@@ -8,4 +8,5 @@
 pub mod job_counters;
 pub mod job_grant;
 pub mod notice;
+pub mod placement;
 pub mod session;

@@ -273,6 +273,14 @@ impl<'p> Session<'p> {
         self.released |= self.node.take().is_some();
     }
 
+    /// Lets the node lock go before the run ends: what follows (slurmctld,
+    /// which may answer slowly: the placement sync) must not hold up the
+    /// transactions of the node's jobs. The end of the run still looks for
+    /// an interrupted transaction ([`Session::finish`]).
+    pub fn unlock(&mut self) {
+        self.node = None;
+    }
+
     pub fn store(&self) -> Option<&Store<'p>> {
         self.node.as_ref().map(|n| &n.store)
     }

@@ -177,6 +177,39 @@ impl Node {
         std::fs::read_to_string(self.squeue.path().join("squeue.calls")).unwrap_or_default()
     }
 
+    /// This node's scontrol (the committed stand-in `tests/fixtures/bin/scontrol`,
+    /// beside the fake squeue, outside the root), answering as `env`'s
+    /// `FAKE_SCONTROL_*` entries say; `FAKE_SCONTROL_LOCK` is set to the
+    /// node lock, so a call made under it is marked. Give it to a run as
+    /// `QOSLANE_SCONTROL`.
+    pub fn fake_scontrol(&self, env: &[(&str, &str)]) -> PathBuf {
+        let dir = self.squeue.path();
+        let link = dir.join("scontrol");
+        match std::os::unix::fs::symlink(fixture_bin("scontrol"), &link) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("{e}"),
+            _ => {}
+        }
+        let lock = self.path("/run/qoslane/lock");
+        let mut text = format!("export FAKE_SCONTROL_LOCK='{}'\n", lock.display());
+        for (k, v) in env.iter().filter(|(k, _)| k.starts_with("FAKE_SCONTROL_")) {
+            text.push_str(&format!("export {k}='{}'\n", v.replace('\'', r"'\''")));
+        }
+        let tmp = dir.join(format!(".scontrol.env.{}", std::process::id()));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, dir.join("scontrol.env")).unwrap();
+        link
+    }
+
+    /// The fake scontrol's calls so far, one line each (its arguments; ` LOCKED`
+    /// when the node lock was held).
+    pub fn scontrol_calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.squeue.path().join("scontrol.calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The binary run to its end, its output read, within [`PATIENCE`].
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         self.cmd(args, env).output_within()

@@ -15,6 +15,7 @@ use crate::grant;
 use crate::mapping::{Mapping, OnUnknownQos};
 use crate::paths::Paths;
 use crate::report::Report;
+use crate::run::placement::{self, Synced};
 use crate::run::session::{Session, committed};
 use crate::state::{Store, fsutil, grants};
 use crate::txn::RecordOp;
@@ -40,6 +41,9 @@ pub struct HealthFacts {
     pub fabric: Option<FabricFacts>,
     /// The run directory, as a fix names it.
     pub run_dir: String,
+    /// The placement sync, after the lock was let go (`None`: no mapping in
+    /// force, nothing decided to send).
+    pub placement: Option<Synced>,
 }
 
 /// The installed mapping file and the mapping in force.
@@ -133,6 +137,7 @@ pub fn gather(s: &mut Session<'_>, r: &mut Report) -> HealthFacts {
     sweep_counters(s, r);
     let state_files = state_files(paths);
     let fabric = in_force.map(|(m, sha)| fabric(s, m, sha));
+    let placement = fabric.as_ref().map(|f| placement(s, f));
     HealthFacts {
         mapping,
         state_dirs,
@@ -141,7 +146,19 @@ pub fn gather(s: &mut Session<'_>, r: &mut Report) -> HealthFacts {
         state_files,
         fabric,
         run_dir: paths.display(&paths.run_dir).into_owned(),
+        placement,
     }
+}
+
+/// Slurm told which `fail_job` levels this node carries, when placement is
+/// on: never under the node lock (only a transaction holds it; slurmctld
+/// may be slow), so the lock goes first.
+fn placement(s: &mut Session<'_>, f: &FabricFacts) -> Synced {
+    if s.paths.scontrol.is_none() {
+        return Synced::Off;
+    }
+    s.unlock();
+    placement::sync(s.paths, &f.mapping, &f.record, &s.deadline)
 }
 
 /// The installed file and the mapping in force: an unusable file leaves

@@ -14,6 +14,7 @@ use super::model::NodeHealth;
 use crate::grant::{self, Decision};
 use crate::mapping::{FabricCheck, Mapping, OnUnknownQos};
 use crate::report::health::{CheckStatus, HealthCheck};
+use crate::run::placement::Synced;
 
 /// A transaction that has held the node lock this long is stuck: far past
 /// any run's deadline (seconds; the watchdog ends a run hung past it — but a
@@ -48,7 +49,39 @@ pub fn judge(facts: &HealthFacts) -> NodeHealth {
             ));
         }
     }
+    checks.extend(facts.placement.as_ref().and_then(placement));
     NodeHealth::of(checks)
+}
+
+/// Placement (when on): what slurmctld was told. A failed send warns: the
+/// node stays in service, and the next run sends again.
+fn placement(p: &Synced) -> Option<HealthCheck> {
+    Some(match p {
+        Synced::Off => return None,
+        Synced::Unchanged { active } => check(
+            "placement",
+            CheckStatus::Ok,
+            format!("active features {} (sent before)", active.join(",")),
+        ),
+        Synced::Sent { due, active, .. } => check(
+            "placement",
+            CheckStatus::Ok,
+            format!(
+                "sent active features {} ({})",
+                active.join(","),
+                due.as_str()
+            ),
+        ),
+        Synced::Failed { due, error } => check(
+            "placement",
+            CheckStatus::Warn,
+            format!(
+                "could not tell slurmctld this node's levels ({}): {error}; Slurm may place a \
+                 level's jobs here that the Prolog refuses; the next health run sends again",
+                due.as_str()
+            ),
+        ),
+    })
 }
 
 /// An unusable file never drains while a last-known-good copy is in force;
@@ -312,7 +345,41 @@ mod tests {
             state_files: Some(Ok(0)),
             fabric: None,
             run_dir: "/run/qoslane".into(),
+            placement: None,
         }
+    }
+
+    /// Placement: off says nothing; a failed send warns (the node stays in
+    /// service), a send or nothing to send is ok.
+    #[test]
+    fn a_failed_placement_send_warns_and_placement_off_is_silent() {
+        use crate::slurm_config::Due;
+        let mut f = facts(
+            InstalledMapping::Valid {
+                levels: 1,
+                sha256: "x".into(),
+            },
+            Lock::Free,
+        );
+        f.placement = Some(Synced::Off);
+        assert!(!judge(&f).checks.iter().any(|c| c.name == "placement"));
+        f.placement = Some(Synced::Failed {
+            due: Due::Changed,
+            error: "scontrol: unreachable".into(),
+        });
+        let h = judge(&f);
+        let c = h.checks.iter().find(|c| c.name == "placement").unwrap();
+        assert_eq!(c.status, CheckStatus::Warn);
+        assert!(h.drain().is_none());
+        f.placement = Some(Synced::Sent {
+            due: Due::First,
+            active: vec!["qoslane".into()],
+            calls: 2,
+        });
+        let h = judge(&f);
+        let c = h.checks.iter().find(|c| c.name == "placement").unwrap();
+        assert_eq!(c.status, CheckStatus::Ok);
+        assert_eq!(c.detail, "sent active features qoslane (first since boot)");
     }
 
     /// Pure: facts in, checks out. A lock held past the warning time warns,
