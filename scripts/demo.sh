@@ -5,7 +5,7 @@
 #   cluster (rigs/slurm_versions.tsv) with hookrun as Prolog/Epilog/TaskProlog; one job per QoS; what
 #   each job got (its SL exports, the node setting, the fabric check, the audit
 #   lines); the SM re-programmed under our feet (drift) reported by the health
-#   check, the fail_job level refused (held by hookrun) while the node serves the others; the
+#   check, the fail_job level refused (requeued by hookrun, not held) while the node serves the others; the
 #   metrics; then the path (scripts/demo_path.sh): the mapping's OpenSM QoS
 #   options on a multi-switch fabric, proven by the fabric audit, and a spine
 #   misaligned behind the SM named by it, then a node's first switch dropping a tier: health
@@ -116,11 +116,13 @@ kill -HUP "$RIG_OSM_PID"
 drifted() { q health 2>/dev/null | grep -q 'warn: level: level .*: mlx5_0/1: SL '; }
 poll 20 "the new table on node2's port" drifted
 q health || true
-echo "  a mission-critical job now (on_failure: fail_job) is refused (qoslane exits 100) and held by hookrun,"
-echo "  not run unprotected; the node stays in service for the other tiers:"
+echo "  a mission-critical job now (on_failure: fail_job) is refused (qoslane exits 100), not run"
+echo "  unprotected: hookrun requeues it (pending, not held) with the reason where its user reads it;"
+echo "  the node stays in service for the other tiers:"
 j=$(submit mission-critical)
-poll 60 "job $j held" held "$j"
+poll 60 "job $j requeued" requeued "$j"
 /usr/bin/scontrol show job -o "$j" | grep -o 'JobState=[^ ]* Reason=[^ ]*' | sed 's/^/  /'
+/usr/bin/scontrol show job "$j" | grep -o 'AdminComment=.*' | sed 's/^ */  /'
 echo "  node $NODE: $(node_state)"
 { grep "\"job_id\":$j," "$R/var/log/qoslane/audit.jsonl" | grep -o '"error":"[^"]*"' | head -1 | sed 's/^/  audit: /'; } || true
 /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"

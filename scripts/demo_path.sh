@@ -49,7 +49,7 @@ printf '$ qoslane fabric audit\n'; { audit || echo "  (exit $?)"; } | sed 's/^/ 
 
 # The first switch, not the node's port: node1's leaf drops the mission-critical tier. The node's
 # health records the tier as not granted; the Prolog obeys it and refuses the job (exit 100:
-# hookrun requeue-holds the job, the node stays in service); status and the metric say the same.
+# hookrun requeues the job, not held; the node stays in service); status and the metric say the same.
 . scripts/lib/node.sh
 N1=$WORK/node1
 node_layout "$N1" examples/qos-network.yml 1 identity

@@ -15,8 +15,8 @@
 # This machine has no HCA: after the guide's steps the mapping gets
 # `fabric_check: off`; high and mission-critical set a setting of mlx5_0
 # that does not exist here, so high (continue) runs on the baseline and
-# mission-critical (fail_job) is requeued and held (hookrun on_failure =
-# requeue). Everything it changes is put back on exit; the rig is left
+# mission-critical (fail_job) is requeued, not held (a refusal; hookrun on_failure =
+# requeue for a broken hook). Everything it changes is put back on exit; the rig is left
 # stopped. Bounded polls, no guessed sleeps.
 #
 #   bash tests/e2e/admin_story.sh
@@ -139,7 +139,8 @@ check "high job: its output says why (the TaskProlog's print line)" \
   grep -q '^qoslane: QoS high: level high was not granted' "$WORK/slurm-$j.out"
 release "$j"; poll 60 "job $j done" is_gone "$j"
 j=$(submit mission-critical)
-check "mission-critical (fail_job) cannot be granted here: requeued and held" poll 60 "job $j held" held "$j"
+check "mission-critical (fail_job) cannot be granted here: requeued, pending" poll 60 "job $j requeued" requeued "$j"
+check "mission-critical: not held (a refusal is never a hold)" not_held "$(/usr/bin/scontrol show job -o "$j")"
 check "mission-critical: the node stays in service (on_failure = requeue)" bash -c "[ \"\$(/usr/bin/sinfo -h -N -n '$NODE' -o %T | head -1)\" != drained ]"
 /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
 

@@ -149,7 +149,7 @@ health_of() { slurm_cmd env SLURMD_NODENAME="$1" "$WORK/dispatch/bin/hookrun" he
 health_of "$bad"   # the periodic health check sees the SM's re-sweep (and refreshes the probe)
 check "misaligned: health keeps $bad in service (a level it cannot carry is a warning)" eq "$(node_state_of "$bad")" idle
 j=$(slurm_cmd /usr/bin/sbatch --parsable -N"$NN" --qos=mission-critical -o "$WORK/slurm-%j.out" "$(nodes_script)")
-poll 60 "job $j requeued and held" held "$j"
+poll 60 "job $j requeued, pending" requeued "$j"
 poll 20 "every node's Epilog ran" epilogs_done "$j"
 got=$(audits "$j" prolog outcome)
 want=""; for n in "${nodes[@]}"; do if [ "$n" = "$bad" ]; then want+="$n=failed "; else want+="$n=applied "; fi; done
@@ -157,7 +157,7 @@ check "misaligned: $bad refused mission-critical, the other nodes granted it" eq
 want=""; for n in "${nodes[@]}"; do if [ "$n" = "$bad" ]; then want+="$n=unchanged "; else want+="$n=reverted "; fi; done
 check "misaligned: each node's Epilog undid what its own Prolog did" eq "$(audits "$j" epilog outcome)" "$want"
 check "misaligned: $bad's audit names its lane" grep -q 'SL 3 -> VL 4, want VL 3' "$CH$(root_of "$bad")/var/log/qoslane/audit.jsonl"
-check "misaligned: the whole job is requeued and held (one node's Prolog decides for all)" held "$j"
+check "misaligned: the whole job is requeued, not held (one node's Prolog decides for all)" not_held "$(slurm_cmd /usr/bin/scontrol show job -o "$j")"
 # Slurm starts the batch script on the batch host once that host's Prolog is done, so it can run
 # for a few milliseconds before the refusing node's requeue lands (seen on 24.11: 34 ms). What
 # holds is that no step ran: a step needs every node's Prolog, and the refusing node requeues first.
@@ -179,8 +179,8 @@ health_of "$bad"
 
 # ------------------------------------------------------------ the first switch drops a level
 # Issue 23: the node's own port carries the level, the leaf it is cabled to does not. health
-# records the level's grant (refused); the next Prolog of the level obeys it; the job is held by
-# hookrun (exit 100: refuse the job, the node is fine) and the node stays in service.
+# records the level's grant (refused); the next Prolog of the level obeys it; hookrun requeues the
+# job, not held (exit 100: refuse the job, the node is fine), and the node stays in service.
 fh=${nodes[2]}
 leaf=$(bash "$FABRIC_RIG" peer "$FABRIC_ENV" "$(hca_of "$fh")" 1 | cut -d' ' -f1)
 say "case: $leaf, $fh's first switch, drops SL 3 toward the spines (SL 3 -> VL 15, SMP Sets behind the SM)"
@@ -192,9 +192,10 @@ prom_of() { cat "$CH$(root_of "$1")/var/lib/prometheus/node-exporter/qoslane.pro
 check "first hop: $fh's metrics say mission-critical is not granted, high is" bash -c \
   "grep -qx 'qoslane_level_granted{level=\"mission-critical\"} 0' <<<\"\$1\" && grep -qx 'qoslane_level_granted{level=\"high\"} 1' <<<\"\$1\"" _ "$(prom_of "$fh")"
 j=$(slurm_cmd /usr/bin/sbatch --parsable -N1 -w "$fh" --qos=mission-critical -o "$WORK/slurm-%j.out" "$(nodes_script)")
-poll 60 "job $j requeued and held" held "$j"
+poll 60 "job $j requeued, pending" requeued "$j"
 check "first hop: $fh refused the job (its Prolog's audit)" eq "$(audit_n "$fh" "$j" prolog outcome)" failed
 check "first hop: ... naming the leaf's lane" grep -q "first hop: SL 3 -> VL 15" "$CH$(root_of "$fh")/var/log/qoslane/audit.jsonl"
+check "first hop: the job is pending again, not held" not_held "$(slurm_cmd /usr/bin/scontrol show job -o "$j")"
 check "first hop: no step ran" eq "$(cd "$CH$WORK" && ls -- "$j".*.env 2>/dev/null)" ""
 check "first hop: $fh stays in service (a refusal is the job's, not the node's)" eq "$(node_state_of "$fh")" idle
 slurm_cmd /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
