@@ -127,10 +127,10 @@ impl ConfigError {
 
     /// A value found at `place`, wherever that is.
     fn at(place: &Place, problem: impl fmt::Display) -> Self {
-        let message = format!("{}: {problem}", place.0);
+        let message = format!("{}: {problem}", place.name);
         Self {
             message,
-            in_file: place.1,
+            in_file: place.in_file,
         }
     }
 
@@ -159,9 +159,24 @@ impl From<ConfError> for ConfigError {
     }
 }
 
-/// Where a value came from (a flag, a variable, or a line of
-/// `hookrun.conf`), and whether that is the file.
-struct Place(String, bool);
+/// Where a value came from: a flag, a variable, or a line of `hookrun.conf`.
+struct Place {
+    /// How an error names it: `--budget`, `HOOKRUN_BUDGET`, `FILE:LINE: budget`.
+    name: String,
+    /// The value is the configuration file's (a bad one is a configuration
+    /// error, not a usage error).
+    in_file: bool,
+}
+
+impl Place {
+    /// A flag or a variable: the command line's.
+    fn given(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            in_file: false,
+        }
+    }
+}
 
 /// Everything a run needs to know, validated.
 #[derive(Debug, Clone)]
@@ -230,7 +245,7 @@ struct Sources<'a> {
 
 /// How a flag names itself in a message: `--hook-timeout`.
 fn flag_place(key: &str) -> Place {
-    Place(format!("--{}", key.replace('_', "-")), false)
+    Place::given(format!("--{}", key.replace('_', "-")))
 }
 
 impl Sources<'_> {
@@ -245,14 +260,14 @@ impl Sources<'_> {
             return Ok(Some((value, flag_place(key))));
         }
         if let Some(value) = self.env.text(var)? {
-            let place = Place(var.to_owned(), false);
+            let place = Place::given(var);
             return Ok(Some((value.to_owned(), place)));
         }
         Ok(self.conf.get(key).map(|value| {
-            let place = Place(
-                format!("{}:{}: {key}", self.config_path.display(), value.line),
-                true,
-            );
+            let place = Place {
+                name: format!("{}:{}: {key}", self.config_path.display(), value.line),
+                in_file: true,
+            };
             (value.text.clone(), place)
         }))
     }
@@ -296,7 +311,7 @@ impl Sources<'_> {
             return Ok(Some((path.clone(), flag_place(key))));
         }
         if let Some(path) = self.env.path(var) {
-            let place = Place(var.to_owned(), false);
+            let place = Place::given(var);
             return Ok(Some((path, place)));
         }
         Ok(self
