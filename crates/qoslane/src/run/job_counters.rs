@@ -260,7 +260,17 @@ fn evidence(program: &Path, paths: &Paths, deadline: &Deadline, r: &mut Report, 
     let alone = snap.alone && !shared.exists();
     let ports: Vec<PortId> = snap.readings.iter().map(|p| p.port.clone()).collect();
     let (after, at) = read(program, paths, &ports, &share(deadline));
-    let e = pma::evidence(&snap.readings, &after, r.job.service_level, alone);
+    // The node's own traffic's SLs, as the mapping in force declares them.
+    let sm_traffic_sls = crate::config::load(paths)
+        .map(|l| l.mapping.sm_traffic_sls())
+        .unwrap_or_default();
+    let e = pma::evidence(
+        &snap.readings,
+        &after,
+        r.job.service_level,
+        alone,
+        &sm_traffic_sls,
+    );
     if let Some(words) = r.job.level.as_deref().and_then(|l| e.off_level_words(l)) {
         crate::log::warn(&words);
         r.notes.push(words);
