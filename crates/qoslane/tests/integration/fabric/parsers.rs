@@ -389,7 +389,7 @@ fn perfquery_answers_as_readings() {
         &[after],
         Some(3),
         true,
-        &Default::default(),
+        &std::collections::BTreeSet::new(),
     );
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(
@@ -407,7 +407,13 @@ fn perfquery_answers_as_readings() {
     );
     assert_eq!(e.off_level_bytes, Some(4096));
     let saturated = read("xmtsl-saturated.txt", None, "vlxmit-ibsim.txt");
-    let e = evidence(&[before], &[saturated], Some(3), true, &Default::default());
+    let e = evidence(
+        &[before],
+        &[saturated],
+        Some(3),
+        true,
+        &std::collections::BTreeSet::new(),
+    );
     assert_eq!(e.ports[0].received_bytes_per_sl, CounterChange::Unsupported);
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(
