@@ -215,6 +215,7 @@ fn bench_render(c: &mut Criterion) {
             node_lock_held_seconds: None,
             off_level_bytes: None,
             xmit_wait: Vec::new(),
+            xmit_wait_read_at_ms: None,
         });
     }
     for ports in [1u32, 16] {

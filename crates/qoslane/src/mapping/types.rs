@@ -326,4 +326,25 @@ impl Mapping {
     pub fn on_failure_for(&self, level: &Level) -> OnFailure {
         level.on_failure.unwrap_or(self.on_failure)
     }
+
+    /// The SLs the mapping gives the node's own traffic, not a job's
+    /// (IPoIB, storage): each level's that declares `sm_traffic` and then
+    /// the default level's, which the SM's policy (`fabric sm-config
+    /// --qos-policy`) gives every other path record query. Empty when no
+    /// level declares `sm_traffic`: the mapping then says nothing of where
+    /// that traffic goes, and every SL but a job's is off its level.
+    pub fn sm_traffic_sls(&self) -> std::collections::BTreeSet<u8> {
+        let declared: std::collections::BTreeSet<u8> = self
+            .levels()
+            .iter()
+            .filter(|l| !l.sm_traffic.is_empty())
+            .map(|l| l.service_level.get())
+            .collect();
+        if declared.is_empty() {
+            return declared;
+        }
+        let mut sls = declared;
+        sls.insert(self.default_level().service_level.get());
+        sls
+    }
 }

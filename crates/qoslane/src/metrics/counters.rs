@@ -78,6 +78,11 @@ pub struct Counters {
     pub xmit_wait_last: BTreeMap<String, [u64; 16]>,
     #[serde(default)]
     pub xmit_wait_ticks: BTreeMap<String, [u64; 16]>,
+    /// When `xmit_wait_last` was read, by port, when its run said so: a
+    /// reading older than it is not counted (its stretch is in the newer
+    /// one's delta).
+    #[serde(default)]
+    pub xmit_wait_read_at_ms: BTreeMap<String, u64>,
 }
 
 /// One finished run, as the metrics see it.
@@ -110,6 +115,9 @@ pub struct Run<'a> {
     /// PortVLXmitWait as this run read it (`DEVICE/PORT`, VL 0..=15): the
     /// node's own ports, and `SWITCH/PORT` for the first hop's toward it.
     pub xmit_wait: Vec<(String, [u64; 16])>,
+    /// When a hook read `xmit_wait` (ms since the epoch); `None`: recorded
+    /// as read now (health's first hop).
+    pub xmit_wait_read_at_ms: Option<u64>,
 }
 
 impl<'a> Run<'a> {
@@ -143,6 +151,7 @@ impl<'a> Run<'a> {
             off_level_bytes: evidence
                 .and_then(|e| Some((report.job.level.as_deref()?, e.off_level_bytes?))),
             xmit_wait: xmit_wait(report, health),
+            xmit_wait_read_at_ms: report.payload.counters_read_at_ms(),
         }
     }
 }
@@ -214,6 +223,16 @@ impl Counters {
             *total = total.saturating_add(n);
         }
         for (port, now) in &run.xmit_wait {
+            if let Some(at) = run.xmit_wait_read_at_ms {
+                match self.xmit_wait_read_at_ms.get(port) {
+                    // Another hook read later and recorded first: its delta
+                    // covers this reading's stretch already.
+                    Some(last) if at < *last => continue,
+                    _ => {
+                        self.xmit_wait_read_at_ms.insert(port.clone(), at);
+                    }
+                }
+            }
             let total = self.xmit_wait_ticks.entry(port.clone()).or_default();
             if let Some(last) = self.xmit_wait_last.get(port) {
                 for ((t, l), n) in total.iter_mut().zip(last).zip(now) {
@@ -266,5 +285,54 @@ impl Gauges {
             *g.active_jobs.entry(level).or_default() += 1;
         }
         g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hook's run that read `ticks` on VL 0 of mlx5_0/1.
+    fn hook(ticks: u64, read_at_ms: u64) -> Run<'static> {
+        let mut v = [0; 16];
+        v[0] = ticks;
+        Run {
+            event: "epilog",
+            outcome: Outcome::Unchanged,
+            succeeded: true,
+            seconds: 0.01,
+            rolled_back: false,
+            fabric: None,
+            log_lines_dropped: 0,
+            settings_gone: 0,
+            first_hop: None,
+            qos_fallback: None,
+            health_warnings: None,
+            node_lock_held_seconds: None,
+            off_level_bytes: None,
+            xmit_wait: vec![("mlx5_0/1".into(), v)],
+            xmit_wait_read_at_ms: Some(read_at_ms),
+        }
+    }
+
+    /// Issue 39, suspected case (confirmed): two hooks read the wait after
+    /// their transactions, so the one that read later can record first.
+    /// The earlier reading then looked like a cleared counter (nothing)
+    /// and the next one counted its stretch again.
+    #[test]
+    fn a_wait_reading_recorded_after_a_later_one_counts_nothing_twice() {
+        let mut c = Counters::default();
+        c.record(&hook(50, 1_000));
+        // Read 100 (hook A), then 200 (hook B); B records first.
+        c.record(&hook(200, 3_000));
+        c.record(&hook(100, 2_000));
+        c.record(&hook(300, 4_000));
+        assert_eq!(c.xmit_wait_ticks["mlx5_0/1"][0], 250, "300 - 50");
+        assert_eq!(c.xmit_wait_last["mlx5_0/1"][0], 300);
+        // A cleared counter read later still counts nothing and starts
+        // the next stretch.
+        c.record(&hook(10, 5_000));
+        c.record(&hook(40, 6_000));
+        assert_eq!(c.xmit_wait_ticks["mlx5_0/1"][0], 280);
     }
 }

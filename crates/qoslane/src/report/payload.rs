@@ -72,6 +72,16 @@ impl Payload {
             _ => &[],
         }
     }
+
+    /// When [`Self::counters`] were read: a hook may record its run after
+    /// another hook that read later.
+    pub fn counters_read_at_ms(&self) -> Option<u64> {
+        match self {
+            Self::Prolog(p) => p.counters_read_at_ms,
+            Self::Epilog(e) => e.counters_read_at_ms,
+            _ => None,
+        }
+    }
 }
 
 /// The fabric as a run that judged it saw it: what the gauges show.
@@ -91,6 +101,8 @@ pub struct FabricSeen {
 pub struct PrologRun {
     pub fabric: FabricSeen,
     pub counters: Vec<PortReading>,
+    /// When `counters` were read (ms since the epoch).
+    pub counters_read_at_ms: Option<u64>,
     pub qos_unknown: Option<String>,
 }
 
@@ -99,6 +111,8 @@ pub struct PrologRun {
 #[derive(Clone, Debug, Default)]
 pub struct EpilogRun {
     pub counters: Vec<PortReading>,
+    /// When `counters` were read (ms since the epoch).
+    pub counters_read_at_ms: Option<u64>,
     pub evidence: Option<CounterEvidence>,
 }
 

@@ -74,8 +74,16 @@ fn share(deadline: &Deadline) -> Deadline {
 }
 
 /// Reads `ports` within `share`; what did not answer in it is said so.
-fn read(program: &Path, paths: &Paths, ports: &[PortId], share: &Deadline) -> Vec<PortReading> {
+/// With the time the read ended (ms since the epoch): the metrics order
+/// two hooks' readings by it, not by when each recorded its run.
+fn read(
+    program: &Path,
+    paths: &Paths,
+    ports: &[PortId],
+    share: &Deadline,
+) -> (Vec<PortReading>, u64) {
     let mut readings = perfquery::read(program, paths, ports, share);
+    let at = crate::time::now_ms();
     if share.remaining().is_zero() {
         let ms = share.budget().as_millis();
         for r in readings.iter_mut().flat_map(|p| p.readings.values_mut()) {
@@ -84,7 +92,7 @@ fn read(program: &Path, paths: &Paths, ports: &[PortId], share: &Deadline) -> Ve
             }
         }
     }
-    readings
+    (readings, at)
 }
 
 /// The Prolog's snapshot, when its job runs (granted, or on the baseline);
@@ -104,9 +112,10 @@ pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
         return;
     }
     match snapshot(program, paths, deadline, job) {
-        Ok(readings) => {
+        Ok((readings, at)) => {
             if let Payload::Prolog(p) = &mut r.payload {
                 p.counters = readings;
+                p.counters_read_at_ms = Some(at);
             }
         }
         Err(e) => r.notes.push(format!("counters not read: {e}")),
@@ -118,14 +127,14 @@ fn snapshot(
     paths: &Paths,
     deadline: &Deadline,
     job: JobId,
-) -> crate::error::Result<Vec<PortReading>> {
+) -> crate::error::Result<(Vec<PortReading>, u64)> {
     let ports = ports(paths)?;
-    let readings = read(program, paths, &ports, &share(deadline));
+    let (readings, at) = read(program, paths, &ports, &share(deadline));
     if readings
         .iter()
         .all(|p| p.readings.values().all(|r| *r == Reading::Unsupported))
     {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), at));
     }
     let dir = paths.counters_dir();
     fsutil::ensure_dir(paths, &paths.run_dir)?;
@@ -152,7 +161,7 @@ fn snapshot(
         snap.alone = false;
         fsutil::write_json(paths, &paths.job_counters(job), &snap, PUBLIC)?;
     }
-    Ok(snap.readings)
+    Ok((snap.readings, at))
 }
 
 /// The job ids of the snapshots in the counters directory (none when it
@@ -250,8 +259,18 @@ fn evidence(program: &Path, paths: &Paths, deadline: &Deadline, r: &mut Report, 
     let shared = paths.job_counters_shared(job);
     let alone = snap.alone && !shared.exists();
     let ports: Vec<PortId> = snap.readings.iter().map(|p| p.port.clone()).collect();
-    let after = read(program, paths, &ports, &share(deadline));
-    let e = pma::evidence(&snap.readings, &after, r.job.service_level, alone);
+    let (after, at) = read(program, paths, &ports, &share(deadline));
+    // The node's own traffic's SLs, as the mapping in force declares them.
+    let sm_traffic_sls = crate::config::load(paths)
+        .map(|l| l.mapping.sm_traffic_sls())
+        .unwrap_or_default();
+    let e = pma::evidence(
+        &snap.readings,
+        &after,
+        r.job.service_level,
+        alone,
+        &sm_traffic_sls,
+    );
     if let Some(words) = r.job.level.as_deref().and_then(|l| e.off_level_words(l)) {
         crate::log::warn(&words);
         r.notes.push(words);
@@ -259,5 +278,6 @@ fn evidence(program: &Path, paths: &Paths, deadline: &Deadline, r: &mut Report, 
     if let Payload::Epilog(run) = &mut r.payload {
         run.evidence = Some(e);
         run.counters = after;
+        run.counters_read_at_ms = Some(at);
     }
 }

@@ -475,6 +475,8 @@ fn every_field_set() -> qoslane::audit::Entry {
                 ),
             }],
             off_level_bytes: Some(4096),
+            sm_traffic_sls: vec![1],
+            sm_traffic_bytes: Some(0),
         }),
     }
 }

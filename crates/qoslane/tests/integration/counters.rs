@@ -5,7 +5,7 @@
 //! on the node are counted and told; a port that does not answer is asked
 //! once; a shared node's counters are nobody's.
 
-use crate::util::{Node, TEXTFILE, ok, stderr};
+use crate::util::{self, Node, TEXTFILE, ok, stderr};
 
 /// The HCA and the counters before a job: SL 0 and SL 3 have sent before.
 fn node_with_counters() -> Node {
@@ -180,6 +180,46 @@ fn a_counter_that_does_not_answer_is_asked_once_and_a_saturated_one_is_no_count(
     let remembered =
         std::fs::read_to_string(n.path("/run/qoslane/counters-unsupported.json")).unwrap();
     assert!(remembered.contains("rcv_data_sl"), "{remembered}");
+}
+
+/// Issue 39, suspected case (confirmed): bytes on an SL the mapping gives
+/// to the node's own traffic (a level's `sm_traffic`, and the default
+/// level's SL, which the SM's policy gives every other path record query:
+/// IPoIB, storage) are not the job's, even alone on its node. They are
+/// reported apart, never as off-level bytes nor told to the job. (Before:
+/// `off_level_bytes` 4096 and "4096 bytes of this job left on SL 0".)
+#[test]
+fn bytes_on_the_sls_of_the_nodes_own_traffic_are_not_the_jobs_off_level_bytes() {
+    let n = node_with_counters();
+    // low (SL 1) carries IPoIB; then any other query gets normal's SL 0.
+    n.write_mapping(&util::MAPPING.replace(
+        "    service_level: 1\n",
+        "    service_level: 1\n    sm_traffic: [ipoib]\n",
+    ));
+    ok(&n.prolog(505, "mission-critical"));
+    job_ran(&n);
+    let out = n.epilog(505);
+    ok(&out);
+    let audit = n.last_audit("epilog");
+    let e = &audit["evidence"];
+    assert_eq!(e["alone"], true, "{e}");
+    assert_eq!(e["off_level_bytes"], 0, "{e}");
+    assert_eq!(e["sm_traffic_bytes"], 4096, "{e}");
+    assert_eq!(e["sm_traffic_sls"], serde_json::json!([0, 1]), "{e}");
+    assert!(
+        !audit["notes"].to_string().contains("bytes of this job"),
+        "{audit}"
+    );
+    assert!(
+        !stderr(&out).contains("bytes of this job"),
+        "{}",
+        stderr(&out)
+    );
+    let prom = std::fs::read_to_string(n.path(TEXTFILE)).unwrap();
+    assert!(
+        prom.contains("qoslane_off_level_bytes_total{level=\"mission-critical\"} 0\n"),
+        "{prom}"
+    );
 }
 
 #[test]

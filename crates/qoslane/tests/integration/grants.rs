@@ -58,6 +58,65 @@ fn a_down_port_beside_an_active_one_is_a_note_unless_listed() {
     );
 }
 
+/// A port listed in `devices:` that is DOWN fails every level, in the one
+/// decision: `sync` names each level refused or on the baseline (exit 1),
+/// `health` says so beside its drain, and a Prolog in between obeys it.
+/// (Regression, issue 39: the levels were granted on the ACTIVE port beside
+/// it until the next health drain.)
+#[test]
+fn a_listed_port_that_is_down_fails_every_level_everywhere() {
+    let n = Node::with_mapping(&util::MAPPING.replace(
+        "fabric_check: off",
+        "fabric_check: enforce\ndevices: [mlx5_0]",
+    ));
+    n.add_fabric("dual-port");
+    n.answer_smpquery("qos-identity");
+    let down = "mlx5_0/2: not ACTIVE (InfiniBand port, state 1: DOWN, phys_state 2: Polling)";
+
+    let out = run(&n, &["sync"]);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "level mission-critical: its jobs are refused and requeued (on_failure: fail_job): {down}"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "level low: its jobs run on the baseline, without their SL (on_failure: continue): {down}"
+        )),
+        "{said}"
+    );
+
+    let out = n.prolog(1, "mission-critical");
+    assert!(!out.status.success(), "refused: {}", stderr(&out));
+    assert!(stderr(&out).contains(down), "{}", stderr(&out));
+    let out = n.prolog(2, "high");
+    ok(&out);
+    // on_failure: continue: the job starts, on the baseline (nothing applied).
+    let audit = n.last_audit("prolog");
+    assert_eq!(audit["outcome"], "failed", "{audit}");
+    assert_eq!(audit["changes"], serde_json::json!([]), "{audit}");
+    assert!(audit["error"].as_str().unwrap().contains(down), "{audit}");
+
+    let out = run(&n, &["health"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!("qoslane: warn: level: level high: {down}")),
+        "{text}"
+    );
+    let out = n.run(&["metrics"], &[]);
+    let m = stdout(&out);
+    for level in ["mission-critical", "high", "normal", "low"] {
+        assert!(
+            m.contains(&format!("qoslane_level_granted{{level=\"{level}\"}} 0\n")),
+            "{level}: {m}"
+        );
+    }
+}
+
 /// Item 8: a level's setting that cannot be written is found by `sync` and
 /// `health`, which say which levels would roll back; the recorded grant
 /// refuses the `fail_job` level in the next Prolog and `status` says so.

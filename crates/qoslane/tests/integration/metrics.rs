@@ -631,6 +631,7 @@ fn counters_render_the_same_after_their_json_round_trip() {
             node_lock_held_seconds: (i % 4 == 0).then_some(u64::from(i)),
             off_level_bytes: (i % 6 == 0).then_some(("low", u64::from(i) * 4)),
             xmit_wait: vec![("mlx5_0/1".into(), [u64::from(i) * 3; 16])],
+            xmit_wait_read_at_ms: Some(u64::from(i)),
         });
         let json = serde_json::to_vec(&c).unwrap();
         let back: Counters = serde_json::from_slice(&json).unwrap();

@@ -9,7 +9,7 @@
 //! not wrap): a saturated reading is never a count, and a delta across a
 //! saturated or a cleared counter is said as such, never as traffic.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -180,19 +180,31 @@ pub struct CounterEvidence {
     /// The SL of the job's level (none: it ran on the baseline).
     pub sl: Option<u8>,
     pub ports: Vec<PortCounterEvidence>,
-    /// When alone: bytes sent on other SLs than the level's, counted where
-    /// the counters say how much (saturated or cleared ones are not).
+    /// When alone: bytes sent on other SLs than the level's and those of
+    /// the node's own traffic, counted where the counters say how much
+    /// (saturated or cleared ones are not).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub off_level_bytes: Option<u64>,
+    /// The SLs the mapping gives the node's own traffic (IPoIB, storage:
+    /// `Mapping::sm_traffic_sls`), the job's own left out: what is sent
+    /// there is not the job's to answer for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sm_traffic_sls: Vec<u8>,
+    /// When alone: the bytes sent on `sm_traffic_sls`, apart from
+    /// `off_level_bytes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sm_traffic_bytes: Option<u64>,
 }
 
 /// The evidence of two readings of the same ports (a port read only once
-/// is `unread` at the other end).
+/// is `unread` at the other end); bytes on `sm_traffic_sls` (the node's
+/// own traffic's SLs) are counted apart from the off-level bytes.
 pub fn evidence(
     before: &[PortReading],
     after: &[PortReading],
     sl: Option<u8>,
     alone: bool,
+    sm_traffic_sls: &BTreeSet<u8>,
 ) -> CounterEvidence {
     let ports: Vec<PortCounterEvidence> = after
         .iter()
@@ -210,26 +222,35 @@ pub fn evidence(
             }
         })
         .collect();
+    let node_sls: Vec<u8> = sm_traffic_sls
+        .iter()
+        .copied()
+        .filter(|s| Some(*s) != sl)
+        .collect();
     let mut read_any = false;
-    let mut off = 0u64;
+    let (mut off, mut node) = (0u64, 0u64);
     for p in &ports {
         if let CounterChange::Moved(m) = &p.sent_bytes_per_sl {
             read_any = true;
-            off = m
-                .iter()
-                .filter(|(s, _)| Some(**s) != sl)
-                .filter_map(|(_, d)| match d {
-                    Delta::Count(n) => Some(*n),
-                    Delta::Saturated | Delta::Cleared => None,
-                })
-                .fold(off, u64::saturating_add);
+            for (s, d) in m.iter().filter(|(s, _)| Some(**s) != sl) {
+                let Delta::Count(n) = d else { continue };
+                let total = if node_sls.contains(s) {
+                    &mut node
+                } else {
+                    &mut off
+                };
+                *total = total.saturating_add(*n);
+            }
         }
     }
+    let counted = alone && read_any && sl.is_some();
     CounterEvidence {
         alone,
         sl,
         ports,
-        off_level_bytes: (alone && read_any && sl.is_some()).then_some(off),
+        off_level_bytes: counted.then_some(off),
+        sm_traffic_bytes: (counted && !node_sls.is_empty()).then_some(node),
+        sm_traffic_sls: node_sls,
     }
 }
 
@@ -242,7 +263,10 @@ impl CounterEvidence {
             .ports
             .iter()
             .filter_map(|p| match &p.sent_bytes_per_sl {
-                CounterChange::Moved(m) => Some(m.keys().filter(move |s| **s != sl)),
+                CounterChange::Moved(m) => Some(
+                    m.keys()
+                        .filter(move |s| **s != sl && !self.sm_traffic_sls.contains(s)),
+                ),
                 _ => None,
             })
             .flatten()
@@ -308,6 +332,7 @@ mod tests {
             std::slice::from_ref(&after),
             Some(3),
             true,
+            &BTreeSet::new(),
         );
         assert_eq!(
             e.off_level_bytes,
@@ -331,7 +356,7 @@ mod tests {
                 .unwrap()
                 .contains("28 bytes of this job left on SL 0, SL 5 instead of level low's SL 3")
         );
-        let shared = evidence(&[before], &[after], Some(3), false);
+        let shared = evidence(&[before], &[after], Some(3), false, &BTreeSet::new());
         assert_eq!(shared.off_level_bytes, None, "shared: not the job's");
         assert_eq!(shared.off_level_words("low"), None);
     }
@@ -343,7 +368,7 @@ mod tests {
             (Kind::RcvDataSl, Reading::Values([0; 16])),
             (Kind::VlXmitWait, Reading::Values([0; 16])),
         ]);
-        let e = evidence(&[], &[after], Some(1), true);
+        let e = evidence(&[], &[after], Some(1), true, &BTreeSet::new());
         assert_eq!(
             e.ports[0].sent_bytes_per_sl,
             CounterChange::Unread("deadline".into())

@@ -101,7 +101,13 @@ pub fn assess_with(
         ib,
         roce_ports,
         skipped,
-    } = sort_ports(discovery.ports, &cached, now, opts.max_cache_age);
+    } = sort_ports(
+        discovery.ports,
+        !mapping.devices.is_empty(),
+        &cached,
+        now,
+        opts.max_cache_age,
+    );
 
     // Probe the ports the cache could not serve, all at once.
     let to_probe: Vec<&PortId> = ib
@@ -221,9 +227,10 @@ struct Sorted {
 
 /// Sorts the ports: active InfiniBand ones are checked (from the cache when
 /// an entry stands for them at `now`), active Ethernet ones are RoCE, the
-/// rest are skipped.
+/// rest are skipped (`listed` when a non-empty `devices:` selected them).
 fn sort_ports(
     ports: Vec<SysfsPort>,
+    listed: bool,
     cached: &[cache::CachedPort],
     now: u64,
     max_cache_age: Duration,
@@ -252,6 +259,7 @@ fn sort_ports(
                 state: p.state,
                 phys_state: p.phys_state,
                 active,
+                listed,
             }),
         }
     }

@@ -146,6 +146,10 @@ pub struct SkippedPort {
     pub state: String,
     pub phys_state: String,
     pub active: bool,
+    /// Selected by a non-empty `devices:`: the admin said it carries the
+    /// levels, so when it is not ACTIVE every level fails.
+    #[serde(default)]
+    pub listed: bool,
 }
 
 impl SkippedPort {
@@ -184,16 +188,21 @@ impl Assessment {
         if !self.levels.iter().any(|l| l == level) {
             return vec![format!("level `{level}` was not assessed")];
         }
-        if self.ib_ports.is_empty() {
-            return if self.roce_ports.is_empty() {
-                vec![self.no_port()]
-            } else {
-                Vec::new()
-            };
+        if self.no_active_port() {
+            return vec![self.no_port()];
         }
-        self.verdicts(level)
+        let mut out: Vec<String> = self
+            .verdicts(level)
             .filter_map(|(_, v)| v.problem.clone())
-            .collect()
+            .collect();
+        out.extend(self.listed_down().map(SkippedPort::describe));
+        out
+    }
+
+    /// The ports `devices:` lists that are not ACTIVE: each fails every
+    /// level, beside ACTIVE ports too (the admin guide's condition table).
+    fn listed_down(&self) -> impl Iterator<Item = &SkippedPort> {
+        self.skipped.iter().filter(|s| s.listed && !s.active)
     }
 
     /// The first hops' problems for one level (empty when none was read).

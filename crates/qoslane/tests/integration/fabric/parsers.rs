@@ -384,7 +384,13 @@ fn perfquery_answers_as_readings() {
         Some("rcvsl-after.txt"),
         "vlxmit-ibsim.txt",
     );
-    let e = evidence(std::slice::from_ref(&before), &[after], Some(3), true);
+    let e = evidence(
+        std::slice::from_ref(&before),
+        &[after],
+        Some(3),
+        true,
+        &std::collections::BTreeSet::new(),
+    );
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(
         json["ports"][0]["sent_bytes_per_sl"]["moved"],
@@ -401,7 +407,13 @@ fn perfquery_answers_as_readings() {
     );
     assert_eq!(e.off_level_bytes, Some(4096));
     let saturated = read("xmtsl-saturated.txt", None, "vlxmit-ibsim.txt");
-    let e = evidence(&[before], &[saturated], Some(3), true);
+    let e = evidence(
+        &[before],
+        &[saturated],
+        Some(3),
+        true,
+        &std::collections::BTreeSet::new(),
+    );
     assert_eq!(e.ports[0].received_bytes_per_sl, CounterChange::Unsupported);
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(
