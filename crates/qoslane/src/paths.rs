@@ -128,6 +128,11 @@ impl Paths {
     pub fn counters_unsupported(&self) -> PathBuf {
         self.run_dir.join("counters-unsupported.json")
     }
+    /// When `health` first saw the node lock held outside a transaction
+    /// (`state::lock::seen_held`); health's own.
+    pub fn lock_seen(&self) -> PathBuf {
+        self.run_dir.join("lock-seen.json")
+    }
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")
     }

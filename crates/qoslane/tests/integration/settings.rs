@@ -207,6 +207,30 @@ fn health_releases_records_of_jobs_no_longer_on_the_node() {
     assert_eq!(n.get(RMEM), BASE_RMEM);
 }
 
+/// Regression (issue 39): health held the node lock across `squeue -w`
+/// (seconds on a busy controller) and its fabric reads, so every Prolog on
+/// the node queued behind it. It reads first and takes the lock again only
+/// for the release transaction: the stand-in squeue answers only when the
+/// lock is free.
+#[test]
+fn health_asks_slurm_without_the_node_lock() {
+    let n = Node::new();
+    ok(&n.prolog(1, "mission-critical"));
+    ok(&n.prolog(2, "low"));
+    let lock = n.path("/run/qoslane/lock");
+    let out = n.run(
+        &["health"],
+        &[
+            ("FAKE_SQUEUE_NODE_JOBS", "2"),
+            ("FAKE_SQUEUE_FREE_LOCK", lock.to_str().unwrap()),
+            ("SLURMD_NODENAME", "n1"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(n.records(), ["2.json"], "job 1's record released");
+    assert_eq!(n.get(TOS), crate::util::BASE_TOS);
+}
+
 /// Regression (issue 24, defect 4): squeue ran with its caller's
 /// environment and reads `SQUEUE_USERS`, `SQUEUE_STATES`, `SLURM_CONF`… as
 /// options: `SQUEUE_USERS=$USER qoslane health` emptied the node's job list

@@ -59,7 +59,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
     let drain = health.drain().map(|d| d.detail.clone());
     if let Payload::Health(h) = &mut r.payload {
         h.checks = health.checks;
-        h.lock_held_seconds = facts.lock.held_seconds();
+        h.lock_held_seconds = Some(facts.lock.held_seconds());
         h.first_hop_wait = first_hop_wait;
     }
     s.finish(match drain {
