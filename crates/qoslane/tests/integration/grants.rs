@@ -211,3 +211,49 @@ fn a_non_root_user_is_told_it_needs_root_not_to_delete_state() {
     assert!(!err.contains("no audit log"), "{err}");
     assert!(err.contains("not readable as uid 65534"), "{err}");
 }
+
+/// Issue 39: `qoslane health` as a non-root user printed drains that were
+/// not real (the state "owned by uid 0", "an interrupted transaction cannot
+/// be rolled back"), exit 1. Now it fails as `sync` and `recover` do there
+/// (exit 74, nothing judged), saying it needs root.
+#[test]
+fn health_as_a_non_root_user_says_it_needs_root_and_judges_nothing() {
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to run as another user");
+        return;
+    }
+    let n = Node::new();
+    ok(&n.prolog(1, "high"));
+    ok(&n.run(&["health"], &[]));
+    if !util::reachable_by_others() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(n.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |args: &[&str]| n.cmd(args, &[]).uid(65534).gid(65534).output_within();
+    let sync = as_nobody(&["sync"]);
+    for args in [&["health"][..], &["health", "--json"]] {
+        let out = as_nobody(args);
+        assert_eq!(
+            out.status.code(),
+            sync.status.code(),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(out.status.code(), Some(74), "{args:?}: {}", stderr(&out));
+        assert!(
+            stdout(&out).is_empty(),
+            "{args:?}: no verdict: {}",
+            stdout(&out)
+        );
+        let err = stderr(&out);
+        assert!(
+            err.contains("`qoslane health` needs root"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("drain"), "{args:?}: {err}");
+    }
+    // As root, it is healthy still.
+    ok(&n.run(&["health"], &[]));
+}
