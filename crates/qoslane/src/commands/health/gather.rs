@@ -310,6 +310,9 @@ fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Records> {
     Some(match result {
         Ok(c) => {
             committed(r, c);
+            if let crate::report::Payload::Health(h) = &mut r.payload {
+                h.released_jobs.clone_from(&stale);
+            }
             for id in &stale {
                 r.notes.extend(crate::run::job_counters::release(paths, id));
             }
