@@ -257,3 +257,70 @@ fn health_as_a_non_root_user_says_it_needs_root_and_judges_nothing() {
     // As root, it is healthy still.
     ok(&n.run(&["health"], &[]));
 }
+
+/// Issue 39: `status` kept a grant recorded before the SM was fixed or
+/// changed, beside a Fabric line that contradicted it, until the next
+/// health run. A record older than the ports' probe (the fabric cache) or
+/// of another SM (the first hop's ports read under another SM LID) is
+/// shown as stale, with why, and its refusals are not given as facts.
+#[test]
+fn status_shows_a_grant_older_than_the_probe_or_of_another_sm_as_stale() {
+    let n = fabric_node(util::MAPPING);
+    ok(&run(&n, &["health"]));
+    let status = |n: &Node| -> serde_json::Value {
+        serde_json::from_slice(&n.run(&["status", "--json"], &[]).stdout).unwrap()
+    };
+    let st = status(&n);
+    assert!(st["grants"]["recorded_by"].is_string(), "{st}");
+    assert_eq!(st["grants"]["stale"], serde_json::Value::Null, "{st}");
+
+    // A Prolog probed again after the record (a port re-assigned, an SM
+    // that changed the tables).
+    let cache_path = n.path("/run/qoslane/fabric.json");
+    let original = std::fs::read_to_string(&cache_path).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut cache: serde_json::Value = serde_json::from_str(&original).unwrap();
+        for p in cache["ports"].as_array_mut().unwrap() {
+            f(p);
+        }
+        std::fs::write(&cache_path, cache.to_string()).unwrap();
+    };
+    let now_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    edit(&|p| p["probed_at_ms"] = (now_ms + 60_000).into());
+    let st = status(&n);
+    let why = st["grants"]["stale"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{st}"));
+    assert!(why.contains("older than the ports' probe"), "{why}");
+    let text = stdout(&n.run(&["status"], &[]));
+    assert!(
+        text.contains("STALE: older than the ports' probe"),
+        "{text}"
+    );
+
+    // The record's first hop was read under the SM the cache no longer
+    // names (probed before the record: the SM LID alone says it).
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(n.path("/run/qoslane/grants.json")).unwrap())
+            .unwrap();
+    assert!(
+        record["first_hop"]["ports"][0]["sm_lid"].is_u64(),
+        "{record}"
+    );
+    edit(&|p| p["identity"]["sm_lid"] = 77.into());
+    let st = status(&n);
+    let why = st["grants"]["stale"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{st}"));
+    assert!(why.contains("another SM"), "{why}");
+
+    // The next health run decides again: fresh.
+    ok(&run(&n, &["health"]));
+    assert_eq!(status(&n)["grants"]["stale"], serde_json::Value::Null);
+}

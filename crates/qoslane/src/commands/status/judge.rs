@@ -54,6 +54,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
     let fabric = judge_fabric::fabric_state(&cache, cache_note, now_ms, in_force.as_ref());
     let grants = judge_grants(
         grants,
+        &cache,
         in_force.as_ref(),
         mapping.in_force.as_ref(),
         &mut attention,
@@ -174,6 +175,7 @@ fn judge_mapping(m: MappingFacts, attention: &mut Vec<String>) -> (Option<Mappin
 /// recorded, never decided again.
 fn judge_grants(
     grants: std::result::Result<Option<crate::grant::Record>, String>,
+    cache: &[crate::fabric::cache::CachedPort],
     mapping: Option<&Mapping>,
     in_force: Option<&InForce>,
     attention: &mut Vec<String>,
@@ -186,11 +188,19 @@ fn judge_grants(
     let Some(record) = record else {
         return GrantsState {
             recorded_by: None,
+            stale: None,
             error,
             levels: Vec::new(),
         };
     };
-    let by = format!("{} {}", record.by, record.time);
+    let stale = judge_fabric::grants_stale(&record, cache);
+    let by = match &stale {
+        None => format!("{} {}", record.by, record.time),
+        Some(why) => format!(
+            "{} {}, stale: {why}; `qoslane health` decides again",
+            record.by, record.time
+        ),
+    };
     let levels: Vec<LevelGrant> = mapping
         .map(Mapping::levels)
         .unwrap_or_default()
@@ -217,7 +227,8 @@ fn judge_grants(
         ));
     }
     GrantsState {
-        recorded_by: Some(by),
+        recorded_by: Some(format!("{} {}", record.by, record.time)),
+        stale,
         error,
         levels,
     }

@@ -124,6 +124,9 @@ pub struct GrantsState {
     /// Who recorded them and when (`health 2026-…`); `None` when no record
     /// of the mapping in force exists.
     pub recorded_by: Option<String>,
+    /// Why the record may no longer hold (older than the ports' probe, of
+    /// another SM); `None` when it does.
+    pub stale: Option<String>,
     /// Why the record could not be read, when it could not.
     pub error: Option<String>,
     pub levels: Vec<LevelGrant>,

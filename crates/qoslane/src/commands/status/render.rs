@@ -133,7 +133,11 @@ fn grants(s: &mut String, g: &GrantsState) {
         label(s, "Grants", &why);
         return;
     };
-    label(s, "Grants", &format!("recorded by {by}"));
+    let head = match &g.stale {
+        None => format!("recorded by {by}"),
+        Some(why) => format!("recorded by {by}, STALE: {why}; `qoslane health` decides again"),
+    };
+    label(s, "Grants", &head);
     for l in &g.levels {
         let first = l.reasons.first().or(l.warnings.first());
         more(
