@@ -324,3 +324,50 @@ fn status_shows_a_grant_older_than_the_probe_or_of_another_sm_as_stale() {
     ok(&run(&n, &["health"]));
     assert_eq!(status(&n)["grants"]["stale"], serde_json::Value::Null);
 }
+
+/// Issue 39: an Epilog that could not restore a setting left its job's
+/// level held (and hookrun drained the node with its reason) while `status`
+/// stayed green. The job is shown with its failed Epilog (when, why), and
+/// the node needs attention until the level is released.
+#[test]
+fn status_shows_a_job_whose_epilog_could_not_restore() {
+    let n = Node::new();
+    ok(&n.prolog(1, "mission-critical"));
+    ok(&n.prolog(2, "low"));
+    // default_roce_tos (mission-critical's alone) cannot be written back.
+    let tos = n.path(util::TOS);
+    std::fs::remove_file(&tos).unwrap();
+    std::fs::create_dir(&tos).unwrap();
+    let out = n.run(&["epilog"], &[("SLURM_JOB_ID", "1")]);
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert_eq!(n.records().len(), 2, "job 1's level is still held");
+
+    let out = n.run(&["status", "--json"], &[]);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["state"], "attention", "{st}");
+    let job = st["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job_id"] == 1)
+        .unwrap_or_else(|| panic!("{st}"));
+    let failed = job["epilog_failed"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{job}"));
+    assert!(failed.contains("default_roce_tos"), "{failed}");
+    let other = st["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job_id"] == 2)
+        .unwrap();
+    assert_eq!(other["epilog_failed"], serde_json::Value::Null, "{other}");
+    assert!(
+        st["attention"]
+            .to_string()
+            .contains("job 1's Epilog failed"),
+        "{st}"
+    );
+    let text = stdout(&n.run(&["status"], &[]));
+    assert!(text.contains("Epilog FAILED"), "{text}");
+}

@@ -59,7 +59,7 @@ pub fn judge(facts: Facts) -> NodeStatus {
         mapping.in_force.as_ref(),
         &mut attention,
     );
-    let jobs: Vec<HeldLevel> = records.values().map(held).collect();
+    let jobs = held_jobs(&records, &audit.entries, &mut attention);
     attention.extend(judge_fabric::jobs_not_carried(&records, &cache));
     let settings = judge_settings(settings, &node, &mut attention);
     let journal = journal.map(|j| PendingJournal {
@@ -275,7 +275,32 @@ fn judge_settings(
     rows
 }
 
-fn held(r: &JobRecord) -> HeldLevel {
+/// The held jobs; one whose Epilog failed (its level still held, the node
+/// drained by hookrun) needs attention.
+fn held_jobs(
+    records: &std::collections::BTreeMap<crate::job::JobId, JobRecord>,
+    entries: &[crate::audit::read::Line],
+    attention: &mut Vec<String>,
+) -> Vec<HeldLevel> {
+    let failed = judge_audit::failed_epilogs(entries, records);
+    let jobs: Vec<HeldLevel> = records
+        .values()
+        .map(|r| held(r, failed.get(&u64::from(r.job_id.get())).cloned()))
+        .collect();
+    for j in jobs.iter().filter(|j| j.epilog_failed.is_some()) {
+        attention.push(format!(
+            "job {}'s Epilog failed ({}): its level {} is still held and hookrun drained the \
+             node; fix the cause: the next `qoslane health` releases the level once Slurm no \
+             longer has the job, and hookrun's passing check resumes the node",
+            j.job_id,
+            j.epilog_failed.as_deref().unwrap_or("-"),
+            j.level
+        ));
+    }
+    jobs
+}
+
+fn held(r: &JobRecord, epilog_failed: Option<String>) -> HeldLevel {
     HeldLevel {
         job_id: u64::from(r.job_id.get()),
         user: r.user.clone(),
@@ -286,6 +311,7 @@ fn held(r: &JobRecord) -> HeldLevel {
         virtual_lane: r.virtual_lane,
         since: r.time.clone(),
         mapping_sha256: r.mapping_sha256.clone(),
+        epilog_failed,
     }
 }
 

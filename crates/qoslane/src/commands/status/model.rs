@@ -155,6 +155,9 @@ pub struct HeldLevel {
     pub virtual_lane: Option<u8>,
     pub since: String,
     pub mapping_sha256: String,
+    /// Its Epilog ran and failed (a setting it could not restore): when,
+    /// and why. `None` otherwise.
+    pub epilog_failed: Option<String>,
 }
 
 #[derive(Debug, Serialize)]

@@ -232,6 +232,9 @@ fn jobs(s: &mut String, jobs: &[HeldLevel]) {
                     j.job_id, j.level, j.service_level, vl, qos, j.since
                 ),
             );
+            if let Some(why) = &j.epilog_failed {
+                more(s, &format!("  Epilog FAILED {why}"));
+            }
         }
     }
 }
