@@ -46,6 +46,10 @@ pub struct Entry {
     /// (`fabric::pma::CounterEvidence`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<crate::fabric::pma::CounterEvidence>,
+    /// The jobs whose level a run that is not theirs released (health, of
+    /// jobs Slurm no longer has on the node): `log --job N` keeps the line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub released_jobs: Vec<JobId>,
 }
 
 impl Entry {
@@ -71,6 +75,10 @@ impl Entry {
                 Payload::Epilog(e) => e.evidence.clone(),
                 _ => None,
             },
+            released_jobs: match &report.payload {
+                Payload::Health(h) => h.released_jobs.clone(),
+                _ => Vec::new(),
+            },
             ..Self::new(report.event(), report.outcome)
         }
     }
@@ -95,6 +103,7 @@ impl Entry {
             mapping_sha256: None,
             settings_gone: Vec::new(),
             evidence: None,
+            released_jobs: Vec::new(),
             notes: Vec::new(),
         }
     }

@@ -146,6 +146,11 @@ impl Paths {
     pub fn placement(&self) -> PathBuf {
         self.run_dir.join("placement.json")
     }
+    /// When `health` first saw the node lock held outside a transaction
+    /// (`state::lock::seen_held`); health's own.
+    pub fn lock_seen(&self) -> PathBuf {
+        self.run_dir.join("lock-seen.json")
+    }
     pub fn fabric_cache(&self) -> PathBuf {
         self.run_dir.join("fabric.json")
     }

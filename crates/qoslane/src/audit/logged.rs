@@ -60,6 +60,9 @@ pub struct LoggedEntry {
     /// An Epilog's counter evidence as written (`null` when none).
     #[serde(default)]
     pub evidence: Value,
+    /// The jobs whose level this run released, not being theirs (health).
+    #[serde(default)]
+    pub released_jobs: Vec<u64>,
 }
 
 impl LoggedEntry {
@@ -86,7 +89,12 @@ pub struct Filter {
 
 impl Filter {
     pub fn matches(&self, e: &LoggedEntry) -> bool {
-        if self.job.is_some() && e.job_id != self.job {
+        // A job's lines: its own runs', and a release of its level by a
+        // run that is not its (health, the job gone).
+        if let Some(job) = self.job
+            && e.job_id != Some(job)
+            && !e.released_jobs.contains(&job)
+        {
             return false;
         }
         if !self.outcomes.is_empty() && !self.outcomes.iter().any(|o| e.outcome == o.as_str()) {

@@ -129,6 +129,9 @@ pub struct HealthRun {
     /// The transmit wait of the first hop's port toward this node (the
     /// node's wait metric too).
     pub first_hop_wait: Vec<PortWait>,
+    /// The jobs whose level this run released (Slurm no longer has them on
+    /// the node): the audit line's `released_jobs`, which `log --job` reads.
+    pub released_jobs: Vec<crate::job::JobId>,
 }
 
 impl HealthRun {

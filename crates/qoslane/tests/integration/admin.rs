@@ -478,6 +478,7 @@ fn every_field_set() -> qoslane::audit::Entry {
             sm_traffic_sls: vec![1],
             sm_traffic_bytes: Some(0),
         }),
+        released_jobs: vec![JobId::parse("41").expect("a job id")],
     }
 }
 
@@ -526,6 +527,7 @@ fn an_entry_written_by_the_writer_reads_back_field_for_field() {
         settings_gone,
         notes,
         evidence,
+        released_jobs,
     } = written;
     let LoggedEntry {
         time: r_time,
@@ -547,6 +549,7 @@ fn an_entry_written_by_the_writer_reads_back_field_for_field() {
         settings_gone: r_settings_gone,
         notes: r_notes,
         evidence: r_evidence,
+        released_jobs: r_released_jobs,
     } = line.entry.clone();
     assert_eq!(r_time, time);
     assert_eq!(r_node, node);
@@ -567,6 +570,13 @@ fn an_entry_written_by_the_writer_reads_back_field_for_field() {
     assert_eq!(r_settings_gone, settings_gone);
     assert_eq!(r_notes, notes);
     assert_eq!(r_evidence, serde_json::to_value(&evidence).unwrap());
+    assert_eq!(
+        r_released_jobs,
+        released_jobs
+            .iter()
+            .map(|j| u64::from(j.get()))
+            .collect::<Vec<_>>()
+    );
 }
 
 /// A torn append cut inside a multi-byte character (a user name `jö…`, the

@@ -270,3 +270,163 @@ fn a_non_root_user_is_told_it_needs_root_not_to_delete_state() {
     assert!(!err.contains("no audit log"), "{err}");
     assert!(err.contains("not readable as uid 65534"), "{err}");
 }
+
+/// Issue 39: `qoslane health` as a non-root user printed drains that were
+/// not real (the state "owned by uid 0", "an interrupted transaction cannot
+/// be rolled back"), exit 1. Now it fails as `sync` and `recover` do there
+/// (exit 74, nothing judged), saying it needs root.
+#[test]
+fn health_as_a_non_root_user_says_it_needs_root_and_judges_nothing() {
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to run as another user");
+        return;
+    }
+    let n = Node::new();
+    ok(&n.prolog(1, "high"));
+    ok(&n.run(&["health"], &[]));
+    if !util::reachable_by_others() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(n.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |args: &[&str]| n.cmd(args, &[]).uid(65534).gid(65534).output_within();
+    let sync = as_nobody(&["sync"]);
+    for args in [&["health"][..], &["health", "--json"]] {
+        let out = as_nobody(args);
+        assert_eq!(
+            out.status.code(),
+            sync.status.code(),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(out.status.code(), Some(74), "{args:?}: {}", stderr(&out));
+        assert!(
+            stdout(&out).is_empty(),
+            "{args:?}: no verdict: {}",
+            stdout(&out)
+        );
+        let err = stderr(&out);
+        assert!(
+            err.contains("`qoslane health` needs root"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("drain"), "{args:?}: {err}");
+    }
+    // As root, it is healthy still.
+    ok(&n.run(&["health"], &[]));
+}
+
+/// Issue 39: `status` kept a grant recorded before the SM was fixed or
+/// changed, beside a Fabric line that contradicted it, until the next
+/// health run. A record older than the ports' probe (the fabric cache) or
+/// of another SM (the first hop's ports read under another SM LID) is
+/// shown as stale, with why, and its refusals are not given as facts.
+#[test]
+fn status_shows_a_grant_older_than_the_probe_or_of_another_sm_as_stale() {
+    let n = fabric_node(util::MAPPING);
+    ok(&run(&n, &["health"]));
+    let status = |n: &Node| -> serde_json::Value {
+        serde_json::from_slice(&n.run(&["status", "--json"], &[]).stdout).unwrap()
+    };
+    let st = status(&n);
+    assert!(st["grants"]["recorded_by"].is_string(), "{st}");
+    assert_eq!(st["grants"]["stale"], serde_json::Value::Null, "{st}");
+
+    // A Prolog probed again after the record (a port re-assigned, an SM
+    // that changed the tables).
+    let cache_path = n.path("/run/qoslane/fabric.json");
+    let original = std::fs::read_to_string(&cache_path).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut cache: serde_json::Value = serde_json::from_str(&original).unwrap();
+        for p in cache["ports"].as_array_mut().unwrap() {
+            f(p);
+        }
+        std::fs::write(&cache_path, cache.to_string()).unwrap();
+    };
+    let now_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    edit(&|p| p["probed_at_ms"] = (now_ms + 60_000).into());
+    let st = status(&n);
+    let why = st["grants"]["stale"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{st}"));
+    assert!(why.contains("older than the ports' probe"), "{why}");
+    let text = stdout(&n.run(&["status"], &[]));
+    assert!(
+        text.contains("STALE: older than the ports' probe"),
+        "{text}"
+    );
+
+    // The record's first hop was read under the SM the cache no longer
+    // names (probed before the record: the SM LID alone says it).
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(n.path("/run/qoslane/grants.json")).unwrap())
+            .unwrap();
+    assert!(
+        record["first_hop"]["ports"][0]["sm_lid"].is_u64(),
+        "{record}"
+    );
+    edit(&|p| p["identity"]["sm_lid"] = 77.into());
+    let st = status(&n);
+    let why = st["grants"]["stale"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{st}"));
+    assert!(why.contains("another SM"), "{why}");
+
+    // The next health run decides again: fresh.
+    ok(&run(&n, &["health"]));
+    assert_eq!(status(&n)["grants"]["stale"], serde_json::Value::Null);
+}
+
+/// Issue 39: an Epilog that could not restore a setting left its job's
+/// level held (and hookrun drained the node with its reason) while `status`
+/// stayed green. The job is shown with its failed Epilog (when, why), and
+/// the node needs attention until the level is released.
+#[test]
+fn status_shows_a_job_whose_epilog_could_not_restore() {
+    let n = Node::new();
+    ok(&n.prolog(1, "mission-critical"));
+    ok(&n.prolog(2, "low"));
+    // default_roce_tos (mission-critical's alone) cannot be written back.
+    let tos = n.path(util::TOS);
+    std::fs::remove_file(&tos).unwrap();
+    std::fs::create_dir(&tos).unwrap();
+    let out = n.run(&["epilog"], &[("SLURM_JOB_ID", "1")]);
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert_eq!(n.records().len(), 2, "job 1's level is still held");
+
+    let out = n.run(&["status", "--json"], &[]);
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["state"], "attention", "{st}");
+    let job = st["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job_id"] == 1)
+        .unwrap_or_else(|| panic!("{st}"));
+    let failed = job["epilog_failed"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{job}"));
+    assert!(failed.contains("default_roce_tos"), "{failed}");
+    let other = st["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job_id"] == 2)
+        .unwrap();
+    assert_eq!(other["epilog_failed"], serde_json::Value::Null, "{other}");
+    assert!(
+        st["attention"]
+            .to_string()
+            .contains("job 1's Epilog failed"),
+        "{st}"
+    );
+    let text = stdout(&n.run(&["status"], &[]));
+    assert!(text.contains("Epilog FAILED"), "{text}");
+}

@@ -207,6 +207,71 @@ fn health_releases_records_of_jobs_no_longer_on_the_node() {
     assert_eq!(n.get(RMEM), BASE_RMEM);
 }
 
+/// Regression (issue 39): `qoslane log --job N` did not show that health
+/// had released job N's level: its line has no `job_id` (it is no job's
+/// run). The line names the jobs it released (`released_jobs`), and
+/// `--job` keeps it.
+#[test]
+fn log_job_shows_healths_release_of_the_job() {
+    let stdout = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    let n = Node::new();
+    ok(&n.prolog(1, "mission-critical"));
+    ok(&n.prolog(2, "low"));
+    ok(&n.run(
+        &["health"],
+        &[("FAKE_SQUEUE_NODE_JOBS", "2"), ("SLURMD_NODENAME", "n1")],
+    ));
+    let h = n.last_audit("health");
+    assert_eq!(h["job_id"], serde_json::Value::Null, "{h}");
+    assert_eq!(h["released_jobs"], serde_json::json!([1]), "{h}");
+    let out = n.run(&["log", "--job", "1", "--json"], &[]);
+    ok(&out);
+    let events: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].to_string())
+        .collect();
+    // (Job 1's Prolog put the first mapping in force: its line too.)
+    assert_eq!(
+        events,
+        ["\"mapping_changed\"", "\"prolog\"", "\"health\""],
+        "{}",
+        stdout(&out)
+    );
+    let out = n.run(&["log", "--job", "1"], &[]);
+    assert!(
+        stdout(&out).contains("released the level of job(s) 1"),
+        "{}",
+        stdout(&out)
+    );
+    // Job 2's log has no line of job 1's release.
+    let out = n.run(&["log", "--job", "2", "--json"], &[]);
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+}
+
+/// Regression (issue 39): health held the node lock across `squeue -w`
+/// (seconds on a busy controller) and its fabric reads, so every Prolog on
+/// the node queued behind it. It reads first and takes the lock again only
+/// for the release transaction: the stand-in squeue answers only when the
+/// lock is free.
+#[test]
+fn health_asks_slurm_without_the_node_lock() {
+    let n = Node::new();
+    ok(&n.prolog(1, "mission-critical"));
+    ok(&n.prolog(2, "low"));
+    let lock = n.path("/run/qoslane/lock");
+    let out = n.run(
+        &["health"],
+        &[
+            ("FAKE_SQUEUE_NODE_JOBS", "2"),
+            ("FAKE_SQUEUE_FREE_LOCK", lock.to_str().unwrap()),
+            ("SLURMD_NODENAME", "n1"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(n.records(), ["2.json"], "job 1's record released");
+    assert_eq!(n.get(TOS), crate::util::BASE_TOS);
+}
+
 /// Regression (issue 24, defect 4): squeue ran with its caller's
 /// environment and reads `SQUEUE_USERS`, `SQUEUE_STATES`, `SLURM_CONF`… as
 /// options: `SQUEUE_USERS=$USER qoslane health` emptied the node's job list

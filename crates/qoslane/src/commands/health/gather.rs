@@ -1,10 +1,14 @@
 //! What `qoslane health` reads, and what it does to the node on the way: it
 //! takes the node lock (which rolls back an interrupted transaction, audited
-//! as its own `recover`), releases the records of jobs Slurm no longer has
-//! on the node (through the transaction: their changes go into the report),
+//! as its own `recover`) and gives it back at once, releases the records of
+//! jobs Slurm no longer has on the node (asked without the lock; the lock
+//! again only for their transaction: their changes go into the report),
 //! judges the fabric under the mapping in force and records each level's
-//! grant in `/run/qoslane/grants.json`. It decides nothing about the node's
-//! health: [`super::judge`] does, from these facts alone.
+//! grant in `/run/qoslane/grants.json` (no lock). A lock held by another
+//! run is named: by its journal, or — held outside a transaction — by how
+//! long health has seen it so (`state::lock::seen_held`). It decides
+//! nothing about the node's health: [`super::judge`] does, from these facts
+//! alone.
 
 use std::time::Duration;
 
@@ -76,8 +80,10 @@ pub enum Lock {
     Free,
     /// Taken, but the interrupted transaction could not be rolled back.
     Unrecoverable(String),
-    /// Held by another run outside a transaction (no journal).
-    HeldOutside,
+    /// Held by another run outside a transaction (no journal: an admin's
+    /// `flock`, a run wedged before its journal): since when health first
+    /// saw it so, and how long ago.
+    HeldOutside { since: String, held: Duration },
     /// Held by another run's transaction: who (its journal) and how long.
     Held {
         pid: u32,
@@ -87,15 +93,19 @@ pub enum Lock {
 }
 
 impl Lock {
-    /// How long a transaction held the lock when health looked
-    /// (`qoslane_node_lock_held_seconds`): 0 when health took it, `None`
-    /// when it was held outside a transaction.
-    pub fn held_seconds(&self) -> Option<u64> {
+    /// How long another run held the lock when health looked
+    /// (`qoslane_node_lock_held_seconds`): 0 when health took it; held
+    /// outside a transaction, since health first saw it so.
+    pub fn held_seconds(&self) -> u64 {
         match self {
-            Self::RolledBack | Self::Free | Self::Unrecoverable(_) => Some(0),
-            Self::HeldOutside => None,
-            Self::Held { held, .. } => Some(held.as_secs()),
+            Self::RolledBack | Self::Free | Self::Unrecoverable(_) => 0,
+            Self::HeldOutside { held, .. } | Self::Held { held, .. } => held.as_secs(),
         }
+    }
+
+    /// Health took the lock (and gave it back).
+    fn taken(&self) -> bool {
+        matches!(self, Self::RolledBack | Self::Free | Self::Unrecoverable(_))
     }
 }
 
@@ -133,7 +143,11 @@ pub fn gather(s: &mut Session<'_>, r: &mut Report) -> HealthFacts {
     r.mapping_sha256 = config::load(paths).ok().map(|l| l.sha256);
     let state_dirs = state_dirs(paths);
     let lock = lock(s);
-    let records = stale_records(s, r);
+    let records = if lock.taken() {
+        stale_records(s, r)
+    } else {
+        None
+    };
     sweep_counters(s, r);
     let state_files = state_files(paths);
     let fabric = in_force.map(|(m, sha)| fabric(s, m, sha));
@@ -213,22 +227,28 @@ fn state_dirs(paths: &Paths) -> Vec<Result<String, String>> {
         .collect()
 }
 
-/// Takes the node lock, waiting at most [`LOCK_WAIT`]: taking it rolls
-/// back an interrupted transaction. Held by another run, its journal
-/// (written under the lock when its transaction began) says who and since
-/// when.
+/// Takes the node lock, waiting at most [`LOCK_WAIT`], and gives it back:
+/// taking it rolls back an interrupted transaction. Held by another run,
+/// its journal (written under the lock when its transaction began) says
+/// who and since when; with no journal, how long health has seen it held.
 fn lock(s: &mut Session<'_>) -> Lock {
-    match s.node_within(LOCK_WAIT) {
+    let lock = match s.node_within(LOCK_WAIT) {
         Ok(Some(())) => Lock::RolledBack,
         Ok(None) => Lock::Free,
         Err(Error::LockTimeout { .. }) => held_by(s.paths),
         Err(e) => Lock::Unrecoverable(e.with_causes()),
+    };
+    s.release();
+    if !matches!(lock, Lock::HeldOutside { .. }) {
+        crate::state::lock::seen_free(s.paths);
     }
+    lock
 }
 
 fn held_by(paths: &Paths) -> Lock {
     let Some(j) = (Store { paths }).journal().ok().flatten() else {
-        return Lock::HeldOutside;
+        let (since, held) = crate::state::lock::seen_held(paths);
+        return Lock::HeldOutside { since, held };
     };
     let held = crate::time::parse_rfc3339(&j.started)
         .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
@@ -252,12 +272,15 @@ fn held_by(paths: &Paths) -> Lock {
 /// Records of jobs Slurm no longer has on this node (an Epilog killed
 /// mid-way, a node rebooted under a job): their levels are released through
 /// the transaction, so the settings follow the jobs that remain, and the
-/// report (audit) lists the changes. Only under the lock health took, and
-/// only when Slurm answered: any doubt removes nothing.
+/// report (audit) lists the changes. Records and Slurm are read without
+/// the lock (`squeue` may take seconds: no Prolog waits on it); the lock is
+/// taken again only for the transaction, and a record that changed
+/// meanwhile (a requeued job's Prolog) is left alone. Only when Slurm
+/// answered: any doubt removes nothing.
 fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Records> {
     let paths = s.paths;
     let deadline = s.deadline.half();
-    let records = s.store()?.records().ok()?;
+    let records = (Store { paths }).records().ok()?;
     if records.is_empty() {
         return None;
     }
@@ -272,12 +295,24 @@ fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Records> {
             });
         }
     };
+    let gone = |id: &&crate::job::JobId| !on_node.contains(id);
+    if !records.keys().any(|id| gone(&id)) {
+        return Some(Records::AllOnNode { count, node });
+    }
+    if let Err(e) = s.node_within(LOCK_WAIT) {
+        return Some(Records::NotCompared {
+            count,
+            why: format!("the records of jobs gone are released by a later run: {e}"),
+        });
+    }
+    let store = s.store()?;
     let stale: Vec<crate::job::JobId> = records
-        .keys()
-        .filter(|id| !on_node.contains(id))
-        .copied()
+        .iter()
+        .filter(|(id, rec)| gone(id) && store.record(**id).ok().flatten().as_ref() == Some(*rec))
+        .map(|(id, _)| *id)
         .collect();
     if stale.is_empty() {
+        s.release();
         return Some(Records::AllOnNode { count, node });
     }
     let ops: Vec<RecordOp> = stale.iter().map(|id| RecordOp::Remove(*id)).collect();
@@ -287,9 +322,14 @@ fn stale_records(s: &mut Session<'_>, r: &mut Report) -> Option<Records> {
         .collect::<Vec<_>>()
         .join(", ");
     let locked = s.node().ok()?;
-    Some(match locked.transact("health", None, &ops, &|| Ok(())) {
+    let result = locked.transact("health", None, &ops, &|| Ok(()));
+    s.release();
+    Some(match result {
         Ok(c) => {
             committed(r, c);
+            if let crate::report::Payload::Health(h) = &mut r.payload {
+                h.released_jobs.clone_from(&stale);
+            }
             for id in &stale {
                 r.notes.extend(crate::run::job_counters::release(paths, id));
             }

@@ -32,7 +32,7 @@ fn check(name: &str, status: CheckStatus, detail: impl Into<String>) -> HealthCh
 pub fn judge(facts: &HealthFacts) -> NodeHealth {
     let mut checks = vec![mapping(&facts.mapping)];
     checks.extend(facts.state_dirs.iter().map(state_dir));
-    checks.push(lock(&facts.lock));
+    checks.push(lock(&facts.lock, &facts.run_dir));
     checks.extend(facts.records.as_ref().map(records));
     checks.extend(facts.state_files.as_ref().map(state_files));
     if let Some(f) = &facts.fabric {
@@ -150,8 +150,9 @@ fn state_dir(dir: &Result<String, String>) -> HealthCheck {
 
 /// An interrupted transaction that cannot be rolled back drains; a lock
 /// held by a transaction past [`LOCK_STUCK_WARN`] warns, past
-/// [`LOCK_STUCK_DRAIN`] drains.
-fn lock(l: &Lock) -> HealthCheck {
+/// [`LOCK_STUCK_DRAIN`] drains. Held outside a transaction (nobody named):
+/// a warning at once, a drain once health has seen it held that long.
+fn lock(l: &Lock, run_dir: &str) -> HealthCheck {
     match l {
         Lock::RolledBack => check(
             "journal",
@@ -167,10 +168,19 @@ fn lock(l: &Lock) -> HealthCheck {
                  `qoslane recover`"
             ),
         ),
-        Lock::HeldOutside => check(
+        Lock::HeldOutside { since, held } => check(
             "journal",
-            CheckStatus::Ok,
-            "the node lock is held by another run outside a transaction; not looked at",
+            if *held >= LOCK_STUCK_DRAIN {
+                CheckStatus::Drain
+            } else {
+                CheckStatus::Warn
+            },
+            format!(
+                "the node lock is held outside a transaction (no journal) since {since}, {} s: \
+                 no job can get or release a level meanwhile; see who holds it with `fuser -v \
+                 {run_dir}/lock` (an admin's flock, a run wedged before its transaction) and end it",
+                held.as_secs()
+            ),
         ),
         Lock::Held { pid, who, held } => {
             let status = if *held >= LOCK_STUCK_DRAIN {

@@ -40,6 +40,9 @@ use crate::run::session::Session;
 pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Health, Deadline::after(ctx.timeout));
     let mut r = Report::new(Event::Health);
+    if let Some(e) = needs_root(&ctx.paths) {
+        return s.finish(Err(r.fail(e, Exit::ByError)));
+    }
     let facts = gather::gather(&mut s, &mut r);
     let health = judge::judge(&facts);
     let text = if as_json {
@@ -59,7 +62,7 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
     let drain = health.drain().map(|d| d.detail.clone());
     if let Payload::Health(h) = &mut r.payload {
         h.checks = health.checks;
-        h.lock_held_seconds = facts.lock.held_seconds();
+        h.lock_held_seconds = Some(facts.lock.held_seconds());
         h.first_hop_wait = first_hop_wait;
     }
     s.finish(match drain {
@@ -67,4 +70,27 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
         None => Ok(r.with(Outcome::Reverted)),
         Some(m) => Err(r.fail(Error::Unhealthy(m), Exit::ByError)),
     })
+}
+
+/// Run by another user than root on root's state, health can neither take
+/// the node lock nor read the state: every check would be a drain that is
+/// not real. It fails as `sync` and `recover` do there (the state's error,
+/// exit 74), saying why, and judges nothing.
+fn needs_root(paths: &crate::paths::Paths) -> Option<Error> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid();
+    if me.is_root() {
+        return None;
+    }
+    [&paths.run_dir, &paths.lib_dir]
+        .into_iter()
+        .find(|dir| std::fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == 0))
+        .map(|dir| Error::State {
+            path: dir.clone(),
+            detail: format!(
+                "is root's: `qoslane health` needs root (as uid {} it can neither take the node \
+                 lock nor read the state; nothing judged)",
+                me.as_raw()
+            ),
+        })
 }

@@ -54,11 +54,12 @@ pub fn judge(facts: Facts) -> NodeStatus {
     let fabric = judge_fabric::fabric_state(&cache, cache_note, now_ms, in_force.as_ref());
     let grants = judge_grants(
         grants,
+        &cache,
         in_force.as_ref(),
         mapping.in_force.as_ref(),
         &mut attention,
     );
-    let jobs: Vec<HeldLevel> = records.values().map(held).collect();
+    let jobs = held_jobs(&records, &audit.entries, &mut attention);
     attention.extend(judge_fabric::jobs_not_carried(&records, &cache));
     let settings = judge_settings(settings, &node, &mut attention);
     let journal = journal.map(|j| PendingJournal {
@@ -174,6 +175,7 @@ fn judge_mapping(m: MappingFacts, attention: &mut Vec<String>) -> (Option<Mappin
 /// recorded, never decided again.
 fn judge_grants(
     grants: std::result::Result<Option<crate::grant::Record>, String>,
+    cache: &[crate::fabric::cache::CachedPort],
     mapping: Option<&Mapping>,
     in_force: Option<&InForce>,
     attention: &mut Vec<String>,
@@ -186,11 +188,19 @@ fn judge_grants(
     let Some(record) = record else {
         return GrantsState {
             recorded_by: None,
+            stale: None,
             error,
             levels: Vec::new(),
         };
     };
-    let by = format!("{} {}", record.by, record.time);
+    let stale = judge_fabric::grants_stale(&record, cache);
+    let by = match &stale {
+        None => format!("{} {}", record.by, record.time),
+        Some(why) => format!(
+            "{} {}, stale: {why}; `qoslane health` decides again",
+            record.by, record.time
+        ),
+    };
     let levels: Vec<LevelGrant> = mapping
         .map(Mapping::levels)
         .unwrap_or_default()
@@ -217,7 +227,8 @@ fn judge_grants(
         ));
     }
     GrantsState {
-        recorded_by: Some(by),
+        recorded_by: Some(format!("{} {}", record.by, record.time)),
+        stale,
         error,
         levels,
     }
@@ -264,7 +275,32 @@ fn judge_settings(
     rows
 }
 
-fn held(r: &JobRecord) -> HeldLevel {
+/// The held jobs; one whose Epilog failed (its level still held, the node
+/// drained by hookrun) needs attention.
+fn held_jobs(
+    records: &std::collections::BTreeMap<crate::job::JobId, JobRecord>,
+    entries: &[crate::audit::read::Line],
+    attention: &mut Vec<String>,
+) -> Vec<HeldLevel> {
+    let failed = judge_audit::failed_epilogs(entries, records);
+    let jobs: Vec<HeldLevel> = records
+        .values()
+        .map(|r| held(r, failed.get(&u64::from(r.job_id.get())).cloned()))
+        .collect();
+    for j in jobs.iter().filter(|j| j.epilog_failed.is_some()) {
+        attention.push(format!(
+            "job {}'s Epilog failed ({}): its level {} is still held and hookrun drained the \
+             node; fix the cause: the next `qoslane health` releases the level once Slurm no \
+             longer has the job, and hookrun's passing check resumes the node",
+            j.job_id,
+            j.epilog_failed.as_deref().unwrap_or("-"),
+            j.level
+        ));
+    }
+    jobs
+}
+
+fn held(r: &JobRecord, epilog_failed: Option<String>) -> HeldLevel {
     HeldLevel {
         job_id: u64::from(r.job_id.get()),
         user: r.user.clone(),
@@ -275,6 +311,7 @@ fn held(r: &JobRecord) -> HeldLevel {
         virtual_lane: r.virtual_lane,
         since: r.time.clone(),
         mapping_sha256: r.mapping_sha256.clone(),
+        epilog_failed,
     }
 }
 

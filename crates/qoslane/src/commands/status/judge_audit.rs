@@ -1,7 +1,7 @@
 //! What `qoslane status` takes from the end of the audit log, judged: the
 //! last health check (its checks read typed) and whether it failed, the
-//! newest problems, lines that are not audit entries, and each level's
-//! newest counter evidence.
+//! newest problems, lines that are not audit entries, each level's newest
+//! counter evidence, and the held jobs whose Epilog failed.
 
 use crate::audit::logged::Logged;
 use crate::audit::read::{Found, Line, LoggedEntry, Note};
@@ -105,4 +105,36 @@ pub fn level_counters(audit: &Found) -> Vec<LevelCounters> {
     }
     out.sort_by(|a, b| a.level.cmp(&b.level));
     out
+}
+
+/// The held jobs whose Epilog ran after their record was written and did
+/// not succeed (a setting it could not restore: the level is still held,
+/// hookrun drained the node): job id → `TIME: ERROR` of its newest one.
+pub fn failed_epilogs(
+    entries: &[Line],
+    records: &std::collections::BTreeMap<crate::job::JobId, crate::state::JobRecord>,
+) -> std::collections::BTreeMap<u64, String> {
+    let at = |t: &str| crate::time::parse_rfc3339(t);
+    records
+        .values()
+        .filter_map(|r| {
+            let id = u64::from(r.job_id.get());
+            let since = at(&r.time)?;
+            let e = entries.iter().rev().map(|l| &l.entry).find(|e| {
+                e.event == Event::Epilog
+                    && e.job_id == Some(id)
+                    && at(&e.time).is_some_and(|t| t >= since)
+            })?;
+            is_problem(&e.outcome).then(|| {
+                (
+                    id,
+                    format!(
+                        "{}: {}",
+                        e.time,
+                        e.error.as_deref().unwrap_or(e.outcome.to_string().as_str())
+                    ),
+                )
+            })
+        })
+        .collect()
 }

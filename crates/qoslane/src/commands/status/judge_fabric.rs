@@ -1,6 +1,7 @@
 //! What `qoslane status` says of the fabric cache: each cached port judged
 //! for every level of the mapping in force, and the held jobs whose SL a
-//! port does not carry (by the rules a Prolog uses: `fabric::check`).
+//! port does not carry (by the rules a Prolog uses: `fabric::check`); and
+//! whether the recorded grants still describe the ports the cache shows.
 
 use crate::fabric::check;
 use crate::mapping::Mapping;
@@ -74,4 +75,37 @@ pub fn jobs_not_carried(
         }
     }
     out
+}
+
+/// Why the recorded grants may no longer hold, if they may not: the first
+/// hop they were read with is under another SM than the ports' probe, or
+/// the ports were probed after the record (a Prolog or `sync` probed again:
+/// another SM, a port re-assigned). Only the next `health` decides again.
+pub fn grants_stale(
+    record: &crate::grant::Record,
+    cache: &[crate::fabric::cache::CachedPort],
+) -> Option<String> {
+    let recorded = record.first_hop.iter().flat_map(|f| &f.ports);
+    for r in recorded {
+        let now = cache.iter().find(|c| c.port.to_string() == r.port);
+        if let Some(c) = now.filter(|c| c.identity.sm_lid != r.sm_lid) {
+            return Some(format!(
+                "recorded under another SM (port {}: SM LID {} then, {} in the ports' probe)",
+                r.port, r.sm_lid, c.identity.sm_lid
+            ));
+        }
+    }
+    let recorded_ms = crate::time::parse_rfc3339(&record.time)?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    let newest = cache.iter().max_by_key(|c| c.probed_at_ms)?;
+    (u128::from(newest.probed_at_ms) > recorded_ms).then(|| {
+        let probed = std::time::UNIX_EPOCH + std::time::Duration::from_millis(newest.probed_at_ms);
+        format!(
+            "older than the ports' probe ({} probed {})",
+            newest.port,
+            crate::time::rfc3339_seconds(probed)
+        )
+    })
 }

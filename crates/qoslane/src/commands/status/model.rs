@@ -124,6 +124,9 @@ pub struct GrantsState {
     /// Who recorded them and when (`health 2026-…`); `None` when no record
     /// of the mapping in force exists.
     pub recorded_by: Option<String>,
+    /// Why the record may no longer hold (older than the ports' probe, of
+    /// another SM); `None` when it does.
+    pub stale: Option<String>,
     /// Why the record could not be read, when it could not.
     pub error: Option<String>,
     pub levels: Vec<LevelGrant>,
@@ -152,6 +155,9 @@ pub struct HeldLevel {
     pub virtual_lane: Option<u8>,
     pub since: String,
     pub mapping_sha256: String,
+    /// Its Epilog ran and failed (a setting it could not restore): when,
+    /// and why. `None` otherwise.
+    pub epilog_failed: Option<String>,
 }
 
 #[derive(Debug, Serialize)]

@@ -133,7 +133,11 @@ fn grants(s: &mut String, g: &GrantsState) {
         label(s, "Grants", &why);
         return;
     };
-    label(s, "Grants", &format!("recorded by {by}"));
+    let head = match &g.stale {
+        None => format!("recorded by {by}"),
+        Some(why) => format!("recorded by {by}, STALE: {why}; `qoslane health` decides again"),
+    };
+    label(s, "Grants", &head);
     for l in &g.levels {
         let first = l.reasons.first().or(l.warnings.first());
         more(
@@ -228,6 +232,9 @@ fn jobs(s: &mut String, jobs: &[HeldLevel]) {
                     j.job_id, j.level, j.service_level, vl, qos, j.since
                 ),
             );
+            if let Some(why) = &j.epilog_failed {
+                more(s, &format!("  Epilog FAILED {why}"));
+            }
         }
     }
 }

@@ -517,6 +517,62 @@ fn fault_node_lock_held_far_past_any_deadline_is_reported_by_health() {
     assert!(!journal.exists());
 }
 
+/// Issue 39: a node lock held with no journal (an admin's `flock`, a run
+/// wedged before its journal) stopped every job start while `health` said
+/// `ok` and `qoslane_node_lock_held_seconds` read 0. Now health says so (a
+/// warning), remembers when it first saw it held (`lock-seen.json`, health's
+/// own), the gauge says how long, and past 10 min the node drains — as a
+/// stuck journal does. Free again: the file is gone and the gauge is 0.
+#[test]
+fn a_node_lock_held_without_a_journal_is_seen_by_health() {
+    use rustix::fs::{FlockOperation, flock};
+    let n = reliability_node(0);
+    ok(&Op::Prolog(1, "low").run(&n, &[]));
+    let f = std::fs::File::open(n.path("/run/qoslane/lock")).unwrap();
+    flock(&f, FlockOperation::LockExclusive).unwrap();
+    let gauge = |n: &crate::util::Node, name: &str| -> f64 {
+        let text = n.textfile();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.starts_with("qoslane: ok, 1 warning: the node lock is held outside a transaction"),
+        "{said}"
+    );
+    let seen = n.path("/run/qoslane/lock-seen.json");
+    let mut s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(s["by"], "health");
+
+    // Seen held for 20 minutes: unhealthy, the gauge says how long.
+    s["since"] =
+        qoslane::time::rfc3339_seconds(std::time::SystemTime::now() - Duration::from_secs(1200))
+            .into();
+    std::fs::write(&seen, s.to_string()).unwrap();
+    let out = n.run(&["health"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.starts_with("qoslane: the node lock is held outside a transaction")
+            && said.contains("since "),
+        "{said}"
+    );
+    assert!(gauge(&n, "qoslane_node_lock_held_seconds") >= 1200.0);
+
+    // Free: no file, the gauge is 0.
+    drop(f);
+    ok(&n.run(&["health"], &[]));
+    assert!(!seen.exists());
+    assert_eq!(gauge(&n, "qoslane_node_lock_held_seconds"), 0.0);
+    ok(&Op::Epilog(1).run(&n, &[]));
+}
+
 // --- scontrol
 
 #[test]
