@@ -6,6 +6,7 @@
 #   each job got (its SL exports, the node setting, the fabric check, the audit
 #   lines); the SM re-programmed under our feet (drift) reported by the health
 #   check, the fail_job level refused (requeued by hookrun, not held) while the node serves the others; the
+#   slurm.conf lines that place a fail_job level's jobs (qoslane slurm-config); the
 #   metrics; then the path (scripts/demo_path.sh): the mapping's OpenSM QoS
 #   options on a multi-switch fabric, proven by the fabric audit, and a spine
 #   misaligned behind the SM named by it, then a node's first switch dropping a tier: health
@@ -126,6 +127,13 @@ poll 60 "job $j requeued" requeued "$j"
 echo "  node $NODE: $(node_state)"
 { grep "\"job_id\":$j," "$R/var/log/qoslane/audit.jsonl" | grep -o '"error":"[^"]*"' | head -1 | sed 's/^/  audit: /'; } || true
 /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
+
+title "Placement (opt-in): what slurmctld needs so fail_job levels go only where they are carried"
+printf '$ qoslane slurm-config --config examples/qos-network.yml --placeholders 1 --cpus %s --memory 1000   (its slurm.conf part)\n' "$(nproc)"
+"$QL" slurm-config --config examples/qos-network.yml --placeholders 1 --cpus "$(nproc)" --memory 1000 |
+  sed -n '/^# ==== qoslane.conf/,/^-- ====/p' | grep -vE '^(#|--|$)' | sed 's/^/  /'
+echo "  (with QOSLANE_SCONTROL set, each node's health sends its carried levels as ActiveFeatures"
+echo "   only when they change; tests/e2e/placement.sh proves it on Slurm 22.05, 24.11 and 26.05)"
 
 title "Metrics (node_exporter textfile, Prometheus text format)"
 grep -E '^(qoslane_hook_runs_total\{event="(prolog|epilog)",outcome="(applied|reverted|failed)"|qoslane_rollbacks_total|qoslane_active_jobs|qoslane_fabric_aligned|qoslane_hook_duration_seconds_(sum|count)|hookrun_hook_runs_total)' \
