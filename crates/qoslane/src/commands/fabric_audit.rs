@@ -45,24 +45,26 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     let deadline = Deadline::after(std::time::Duration::from_secs(args.timeout));
     let started = std::time::SystemTime::now();
     let (reader, fallback) = reader(ctx, args, via.as_ref())?;
-    let result = sweep::discover(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline).map(|topo| {
-        let mut s = sweep::sweep(
-            &topo,
-            reader.as_ref(),
-            &loaded.mapping,
-            usize::from(args.workers),
-            &deadline,
-        );
-        s.fallback = fallback;
-        if args.reset_wait {
-            // Every wait counter that was read, cleared by the same reader;
-            // what could not be, with the counters not read.
-            let failed = reader.clear_xmit_wait(&s.wait_ports, &s.xmit_wait, &deadline);
-            s.xmit_wait_unread
-                .extend(failed.into_iter().map(|e| format!("not cleared: {e}")));
-        }
-        s
-    });
+    let result = reader
+        .topology(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline)
+        .map(|topo| {
+            let mut s = sweep::sweep(
+                &topo,
+                reader.as_ref(),
+                &loaded.mapping,
+                usize::from(args.workers),
+                &deadline,
+            );
+            s.fallback = fallback;
+            if args.reset_wait {
+                // Every wait counter that was read, cleared by the same reader;
+                // what could not be, with the counters not read.
+                let failed = reader.clear_xmit_wait(&s.wait_ports, &s.xmit_wait, &deadline);
+                s.xmit_wait_unread
+                    .extend(failed.into_iter().map(|e| format!("not cleared: {e}")));
+            }
+            s
+        });
     if let Some(file) = &args.textfile {
         write_textfile(ctx, file, result.as_ref().ok(), started)?;
     }

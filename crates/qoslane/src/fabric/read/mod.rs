@@ -24,4 +24,5 @@ pub mod reader;
 pub mod smp_batch;
 pub mod smpquery;
 pub mod sysfs;
+pub mod topology;
 pub mod umad;

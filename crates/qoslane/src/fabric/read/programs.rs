@@ -13,21 +13,16 @@
 //! the topology            ibnetdiscover -p                            one program
 //! ```
 
-use std::path::Path;
-
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::exec;
 use crate::fabric::counters::pma::PortWait;
 use crate::fabric::counters::wait::WaitPort;
 use crate::fabric::first_hop::read as first_hop_read;
-use crate::fabric::read::parse::{
-    ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology,
-};
+use crate::fabric::read::parse::{ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl};
 use crate::fabric::read::reader::Reader;
 use crate::fabric::read::smpquery::{Smpquery, vlarb_state};
 use crate::fabric::tables::{
-    EgressPort, EgressRead, FirstHop, NodeType, PortId, PortTables, Topology, VlArbState,
+    EgressPort, EgressRead, FirstHop, NodeType, PortId, PortTables, VlArbState,
 };
 
 /// The three queries of a port's own tables (directed route of length 0).
@@ -226,28 +221,4 @@ fn in_egress(item: &EgressPort, what: &str, e: &ParseError) -> Error {
         item.kind.as_str(),
         item.name
     ))
-}
-
-/// The most of `ibnetdiscover -p` read: a line per port, ~110 bytes; a
-/// 4,032-HCA fat tree prints 1.7 MB, this holds ~500,000 ports.
-pub const TOPOLOGY_MAX_OUTPUT: u64 = 64 << 20;
-
-/// The fabric's topology: `ibnetdiscover -p` (through `via` when given),
-/// parsed. Both readers take it from this one program.
-pub fn discover(
-    ibnetdiscover: &Path,
-    via: Option<&PortId>,
-    deadline: &Deadline,
-) -> Result<Topology> {
-    let p = via.map(|v| v.port.to_string());
-    let mut args: Vec<&str> = Vec::new();
-    if let (Some(v), Some(p)) = (via, p.as_deref()) {
-        args.extend(["-C", v.device.as_str(), "-P", p]);
-    }
-    args.push("-p");
-    let out = exec::run_capped(ibnetdiscover, &args, TOPOLOGY_MAX_OUTPUT, deadline)?;
-    // A name from a node-name-map is printed as the file has it (ISO-8859-1
-    // `Zürich`): shown with U+FFFD, never a reason to read no switch at all.
-    let text = String::from_utf8_lossy(&out.stdout);
-    parse_topology(&text).map_err(|e| Error::Fabric(format!("ibnetdiscover -p: {e}")))
 }

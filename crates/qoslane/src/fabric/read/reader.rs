@@ -31,17 +31,34 @@
 //! [`InProcess`]: crate::fabric::read::in_process::InProcess
 //! [`Scheduled`]: crate::fabric::first_hop::share::Scheduled
 
+use std::path::Path;
+
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::fabric::counters::pma::{Kind, PortWait, Reading};
 use crate::fabric::counters::wait::WaitPort;
-use crate::fabric::tables::{EgressPort, EgressRead, FirstHop, PortId, PortIdentity, PortTables};
+use crate::fabric::read::topology;
+use crate::fabric::tables::{
+    EgressPort, EgressRead, FirstHop, PortId, PortIdentity, PortTables, Topology,
+};
 
 /// Reads the fabric: what an assessment, the first hop and the audit ask.
 pub trait Reader {
     /// As a report names it (`smpquery`, `in-process`).
     fn name(&self) -> &'static str {
         "reader"
+    }
+
+    /// The fabric's topology (the audit's map of switches, HCAs and cables):
+    /// `ibnetdiscover -p` at `ibnetdiscover`, through `via` when given; every
+    /// reader takes it from that one program.
+    fn topology(
+        &self,
+        ibnetdiscover: &Path,
+        via: Option<&PortId>,
+        deadline: &Deadline,
+    ) -> Result<Topology> {
+        topology::discover(ibnetdiscover, via, deadline)
     }
 
     /// One of the node's own ports: its SL→VL table, its PortInfo VL fields

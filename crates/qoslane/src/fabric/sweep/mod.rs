@@ -38,7 +38,7 @@ use crate::fabric::read::smpquery::MAX_WINDOW;
 use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology};
 use crate::mapping::Mapping;
 
-pub use crate::fabric::read::programs::{TOPOLOGY_MAX_OUTPUT, discover};
+pub use crate::fabric::read::topology::TOPOLOGY_MAX_OUTPUT;
 pub use judge::{Finding, InLane, LevelSweep, PortLanes};
 
 /// Workers by default: enough to hide each query's latency, few enough to

@@ -234,8 +234,8 @@ fn reader_topology_of_a_big_fabric_is_read_whole() {
     std::fs::write(&tool, format!("#!/bin/sh\nexec cat '{}'\n", data.display())).unwrap();
     std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let deadline = qoslane::deadline::Deadline::after(std::time::Duration::from_secs(30));
-    let topo =
-        qoslane::fabric::sweep::discover(&tool, None, &deadline).unwrap_or_else(|e| panic!("{e}"));
+    let topo = qoslane::fabric::read::topology::discover(&tool, None, &deadline)
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(topo.ports.len(), 112 * 36 * 2 + 112 * 36 * 2);
     assert_eq!(topo.count(qoslane::fabric::tables::NodeType::Hca), 4032);
 }
