@@ -423,7 +423,7 @@ fn write_output(ctx: &Ctx, file: Option<&std::path::Path>, text: &str) -> Result
             .map_err(Error::output);
     };
     let file = std::path::absolute(file).map_err(Error::io("resolve", file))?;
-    replace_visible(ctx, &file, text)
+    crate::state::fsutil::publish(&ctx.paths, &file, text, crate::state::PUBLIC)
 }
 
 /// The most a level's lane waited at one switch egress port, and how many
@@ -464,20 +464,5 @@ fn write_textfile(
     r: Option<&Sweep>,
     started: std::time::SystemTime,
 ) -> Result<()> {
-    replace_visible(ctx, file, &render(r, started))
-}
-
-/// `file` replaced atomically with `text`, readable by all. Rewritten by
-/// every audit: visible is enough.
-fn replace_visible(ctx: &Ctx, file: &std::path::Path, text: &str) -> Result<()> {
-    let _visible = nodeio::atomic::replace(
-        &ctx.paths.root,
-        file,
-        text.as_bytes(),
-        crate::state::PUBLIC,
-        nodeio::walk::Judge::NoFollow,
-        false,
-        nodeio::atomic::Durability::Visible,
-    )?;
-    Ok(())
+    crate::state::fsutil::publish(&ctx.paths, file, &render(r, started), crate::state::PUBLIC)
 }

@@ -62,8 +62,13 @@ pub fn run(ctx: &Ctx, args: &SlurmConfigArgs) -> Result<ExitClass> {
             refuse_a_site_script(&lua)?;
             // The script first: slurmctld does not start with
             // JobSubmitPlugins=lua and no script.
-            replace(ctx, &lua, &cfg.lua)?;
-            replace(ctx, &dir.join(CONF_FILE), &cfg.conf)?;
+            crate::state::fsutil::publish(&ctx.paths, &lua, &cfg.lua, crate::state::PUBLIC)?;
+            crate::state::fsutil::publish(
+                &ctx.paths,
+                &dir.join(CONF_FILE),
+                &cfg.conf,
+                crate::state::PUBLIC,
+            )?;
             crate::log::info(&format!(
                 "wrote {} and {} for {} level(s): {}",
                 lua.display(),
@@ -94,17 +99,4 @@ fn refuse_a_site_script(lua: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("read", lua)(e)),
     }
-}
-
-fn replace(ctx: &Ctx, file: &Path, text: &str) -> Result<()> {
-    let _visible = nodeio::atomic::replace(
-        &ctx.paths.root,
-        file,
-        text.as_bytes(),
-        crate::state::PUBLIC,
-        nodeio::walk::Judge::NoFollow,
-        false,
-        nodeio::atomic::Durability::Visible,
-    )?;
-    Ok(())
 }

@@ -73,6 +73,22 @@ pub fn atomic_replace(paths: &Paths, path: &Path, data: &[u8], mode: u32) -> Res
     )?)
 }
 
+/// Replaces a file an admin asked for (`--output`, `--textfile`: a shared
+/// directory, judged no-follow) with `mode`, visible at once and not
+/// flushed: every run writes it whole again.
+pub fn publish(paths: &Paths, path: &Path, text: &str, mode: u32) -> Result<()> {
+    let _visible = atomic::replace(
+        &paths.root,
+        path,
+        text.as_bytes(),
+        mode,
+        Judge::NoFollow,
+        false,
+        Durability::Visible,
+    )?;
+    Ok(())
+}
+
 /// Removes a state file if present, durably.
 pub fn remove(paths: &Paths, path: &Path) -> Result<bool> {
     Ok(atomic::remove(&paths.root, path, Judge::Trusted)?)
