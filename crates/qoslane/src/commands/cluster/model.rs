@@ -59,7 +59,7 @@ pub struct NodeLevel {
 
 /// A placed level across the cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct LevelView {
+pub struct LevelCarriers {
     pub level: String,
     pub feature: String,
     /// The nodes whose ActiveFeatures hold the level's feature.
@@ -110,7 +110,7 @@ pub struct ClusterView {
     pub schema: u32,
     /// The placed levels (a `qoslane_<level>` feature listed by some node),
     /// by name.
-    pub levels: Vec<LevelView>,
+    pub levels: Vec<LevelCarriers>,
     /// The real nodes (placeholders left out), in scontrol's order.
     pub nodes: Vec<NodeView>,
     /// The FUTURE placeholder nodes `qoslane slurm-config` adds (they list
@@ -180,11 +180,11 @@ pub fn view(nodes: &[SlurmNode], jobs: &[QueuedJob]) -> ClusterView {
         .filter_map(|f| f.strip_prefix(FEATURE_PREFIX))
         .filter(|l| !l.is_empty())
         .collect();
-    let levels: Vec<LevelView> = names
+    let levels: Vec<LevelCarriers> = names
         .iter()
         .map(|&level| {
             let feature = format!("{FEATURE_PREFIX}{level}");
-            let mut l = LevelView {
+            let mut l = LevelCarriers {
                 level: level.to_owned(),
                 feature: feature.clone(),
                 carried_on: Vec::new(),
