@@ -312,6 +312,7 @@ why="qoslane: level mission-critical (QoS mission-critical) refused on ${nodes[0
 sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,rackA"
 sc update JobId="$r" AdminComment="$why"
 sc requeue "$r"
+hn=$(submit normal -H)   # a held job of another level: pending, no AdminComment, not listed
 cl() { slurm_cmd /usr/sbin/runuser -u nobody -- "$QL" cluster --scontrol /usr/bin/scontrol --squeue /usr/bin/squeue "$@"; }
 CAP=$CH$WORK/cluster-capture; mkdir -p "$CAP"
 # what the view parses, kept (QOSLANE_CAPTURE_DIR: copied there, the parser's fixtures)
@@ -325,9 +326,10 @@ if [ "$NN" -gt 1 ]; then
   check "it names ${nodes[1]} as carrying it" grep -Eq "^${nodes[1]} +[A-Z+*]+ +carried" "$CAP/cluster.txt"
   check "mission-critical: carried on 3 of 4 nodes" grep -Eq "^mission-critical +3 of 4 nodes \(3 in service\): " "$CAP/cluster.txt"
 else
-  check "mission-critical: CARRIED NOWHERE" grep -q "^mission-critical +CARRIED NOWHERE (0 of 1 nodes)" "$CAP/cluster.txt"
+  check "mission-critical: CARRIED NOWHERE" grep -Eq "^mission-critical +CARRIED NOWHERE \\(0 of 1 nodes\\)" "$CAP/cluster.txt"
   check "the refused job waits for the level carried nowhere" grep -q "^  job $r (root, QoS mission-critical) waits for mission-critical: " "$CAP/cluster.txt"
 fi
+check "it does not list the held normal job $hn" eq "$(grep -c "job $hn " "$CAP/cluster.txt")" 0
 check "it lists the refused job $r with its reason (AdminComment)" \
   eq "$(grep -A1 "^  job $r (root, QoS mission-critical) pending: " "$CAP/cluster.txt" | tail -1)" "    $why"
 cl --format json > "$CAP/cluster.json" || true
@@ -346,6 +348,7 @@ if [ -n "${QOSLANE_CAPTURE_DIR:-}" ]; then mkdir -p "$QOSLANE_CAPTURE_DIR"; cp "
 sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,$MC,rackA"
 poll 60 "job $r running again on ${nodes[0]}" is_running "$r"
 release_all "$r"
+slurm_cmd /usr/bin/scancel "$hn"
 
 say "the cases took $(($(date +%s) - T0)) s"
 [ "$E2E_FAILED" -eq 0 ] || { say "$E2E_FAILED failed, $E2E_PASSED passed"; exit 1; }

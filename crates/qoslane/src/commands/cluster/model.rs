@@ -180,33 +180,7 @@ pub fn view(nodes: &[SlurmNode], jobs: &[QueuedJob]) -> ClusterView {
         .filter_map(|f| f.strip_prefix(FEATURE_PREFIX))
         .filter(|l| !l.is_empty())
         .collect();
-    let levels: Vec<LevelCarriers> = names
-        .iter()
-        .map(|&level| {
-            let feature = format!("{FEATURE_PREFIX}{level}");
-            let mut l = LevelCarriers {
-                level: level.to_owned(),
-                feature: feature.clone(),
-                carried_on: Vec::new(),
-                carried_in_service: 0,
-                not_carried_on: Vec::new(),
-                not_configured_on: Vec::new(),
-                carried_nowhere: false,
-            };
-            for n in &real {
-                match carries(n, &feature) {
-                    Carries::Carried => {
-                        l.carried_on.push(n.name.clone());
-                        l.carried_in_service += usize::from(in_service(&n.state));
-                    }
-                    Carries::NotCarried => l.not_carried_on.push(n.name.clone()),
-                    Carries::NotConfigured => l.not_configured_on.push(n.name.clone()),
-                }
-            }
-            l.carried_nowhere = l.carried_in_service == 0;
-            l
-        })
-        .collect();
+    let levels: Vec<LevelCarriers> = names.iter().map(|l| carriers(l, &real)).collect();
     let node_views = real
         .iter()
         .map(|n| NodeView {
@@ -222,6 +196,47 @@ pub fn view(nodes: &[SlurmNode], jobs: &[QueuedJob]) -> ClusterView {
                 .collect(),
         })
         .collect();
+    let (turned_away, waiting) = pending(jobs, &levels);
+    ClusterView {
+        schema: 1,
+        levels,
+        nodes: node_views,
+        placeholders: placeholders.len(),
+        pending_jobs: jobs.len(),
+        turned_away,
+        waiting,
+    }
+}
+
+/// Where `level` is carried among the real nodes.
+fn carriers(level: &str, real: &[&SlurmNode]) -> LevelCarriers {
+    let feature = format!("{FEATURE_PREFIX}{level}");
+    let mut l = LevelCarriers {
+        level: level.to_owned(),
+        feature: feature.clone(),
+        carried_on: Vec::new(),
+        carried_in_service: 0,
+        not_carried_on: Vec::new(),
+        not_configured_on: Vec::new(),
+        carried_nowhere: false,
+    };
+    for n in real {
+        match carries(n, &feature) {
+            Carries::Carried => {
+                l.carried_on.push(n.name.clone());
+                l.carried_in_service += usize::from(in_service(&n.state));
+            }
+            Carries::NotCarried => l.not_carried_on.push(n.name.clone()),
+            Carries::NotConfigured => l.not_configured_on.push(n.name.clone()),
+        }
+    }
+    l.carried_nowhere = l.carried_in_service == 0;
+    l
+}
+
+/// The pending jobs qoslane turned away, and those whose constraint asks
+/// for a level carried nowhere.
+fn pending(jobs: &[QueuedJob], levels: &[LevelCarriers]) -> (Vec<TurnedAway>, Vec<Waiting>) {
     let nowhere: BTreeSet<&str> = levels
         .iter()
         .filter(|l| l.carried_nowhere)
@@ -265,15 +280,7 @@ pub fn view(nodes: &[SlurmNode], jobs: &[QueuedJob]) -> ClusterView {
             });
         }
     }
-    ClusterView {
-        schema: 1,
-        levels,
-        nodes: node_views,
-        placeholders: placeholders.len(),
-        pending_jobs: jobs.len(),
-        turned_away,
-        waiting,
-    }
+    (turned_away, waiting)
 }
 
 fn carries(n: &SlurmNode, feature: &str) -> Carries {
