@@ -234,11 +234,9 @@ the output cannot be written."
         after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 printed or written, 2 the mapping is invalid or cannot be expressed in Slurm, 64 usage (a site's own job_submit.lua in DIR), 66 no mapping"
     )]
     SlurmConfig(SlurmConfigArgs),
-    /// Which nodes carry which fail_job level (their Slurm ActiveFeatures, which each node's
-    /// `qoslane health` keeps), per level the nodes that carry it and the levels carried
-    /// nowhere; the pending jobs qoslane turned away (their AdminComment) and those waiting for
-    /// a level carried nowhere. Read-only, from `scontrol show node -o` and `squeue`: any host
-    /// with Slurm's client commands, no root needed
+    /// Which nodes carry which fail_job level as Slurm knows it, the levels carried nowhere,
+    /// the pending jobs qoslane turned away and why (read-only; any host with Slurm's client
+    /// commands, no root needed)
     #[command(
         long_about = "Which nodes carry which placed level, as slurmctld knows it: for each \
 fail_job level (a qoslane_<level> node feature), the nodes whose ActiveFeatures hold it (each \
