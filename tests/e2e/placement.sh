@@ -24,6 +24,9 @@ LUA_DEST=$CH/etc/slurm/job_submit.lua
 placement_cleanup() {
   local rc=$?
   rm -f "$LUA_DEST"
+  # e2e_cleanup reads the suite's status from $?; without errexit, or a failed suite's
+  # `(exit 1)` would end the trap here and leave the rig running
+  set +e
   (exit "$rc"); e2e_cleanup
 }
 trap placement_cleanup EXIT
