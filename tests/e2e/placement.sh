@@ -316,6 +316,8 @@ sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,rackA"
 sc update JobId="$r" AdminComment="$why"
 sc requeue "$r"
 hn=$(submit normal -H)   # a held job of another level: pending, no AdminComment, not listed
+pending_again() { [ "$(job_state "$r")" = PENDING ]; }
+poll 30 "job $r pending again" pending_again
 cl() { slurm_cmd /usr/sbin/runuser -u nobody -- "$QL" cluster --scontrol /usr/bin/scontrol --squeue /usr/bin/squeue "$@"; }
 CAP=$CH$WORK/cluster-capture; mkdir -p "$CAP"
 # what the view parses, kept (QOSLANE_CAPTURE_DIR: copied there, the parser's fixtures)
