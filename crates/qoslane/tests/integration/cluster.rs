@@ -1,7 +1,8 @@
 //! `qoslane cluster` (issue 34, item 5): the parsers on what real Slurm
 //! printed (`tests/fixtures/slurm/VERSION/`: `scontrol show node -o` and
 //! squeue's pending jobs in the view's format, captured by
-//! `tests/e2e/placement.sh` with `QOSLANE_CAPTURE_DIR` after a refusal),
+//! `tests/e2e/placement.sh` with `QOSLANE_CAPTURE_DIR` after a refusal,
+//! with `cluster.txt`, what the release binary printed there right after),
 //! and the binary against the
 //! stand-in `tests/fixtures/bin/slurm-answer` answering those outputs: what
 //! it asks, its human and JSON forms, its exit status, an unreachable
@@ -92,29 +93,6 @@ fn the_parsers_read_what_real_slurm_printed() {
     }
 }
 
-/// The view of the 22.05 capture: its node `vm` lost the level (the
-/// refusing Prolog's placement sync), job 350 refused there and requeued,
-/// job 351 a held job of another level.
-fn human_22_05() -> &'static str {
-    "× qoslane cluster: 1 node, 1 level placed, 2 jobs pending (1 turned away by qoslane); \
-     CARRIED NOWHERE: mission-critical (its jobs pend until a node in service carries it)
-
-level             carried on
-mission-critical  CARRIED NOWHERE (0 of 1 nodes)
-
-node  state            mission-critical
-vm    IDLE+COMPLETING  NOT carried
-
-pending jobs qoslane turned away (their AdminComment; `scontrol show job ID`):
-  job 350 (root, QoS mission-critical) pending: BeginTime
-    qoslane: level mission-critical (QoS mission-critical) refused on vm: fabric check: \
-     mlx5_0/1: SL 3 -> VL 15, want VL 3
-
-pending jobs waiting for a level carried nowhere:
-  job 350 (root, QoS mission-critical) waits for mission-critical: BeginTime
-"
-}
-
 #[test]
 fn the_view_says_who_carries_what_and_which_jobs_wait_and_asks_only_twice() {
     let v = CAPTURED[0];
@@ -133,7 +111,11 @@ fn the_view_says_who_carries_what_and_which_jobs_wait_and_asks_only_twice() {
         "a level carried nowhere: {}",
         stdout(&out)
     );
-    assert_eq!(stdout(&out), human_22_05(), "the human form");
+    assert_eq!(
+        stdout(&out),
+        captured(v, "cluster.txt"),
+        "the human form, as the release binary printed it on the rig from the same answers"
+    );
     assert_eq!(calls(dir.path(), "scontrol"), "show node -o\n");
     assert_eq!(
         calls(dir.path(), "squeue"),
@@ -251,7 +233,7 @@ fn a_user_that_is_not_root_sees_the_same_and_nothing_is_written() {
         .gid(65534)
         .output_within();
     assert_eq!(out.status.code(), Some(1), "{}", util::stderr(&out));
-    assert_eq!(stdout(&out), human_22_05());
+    assert_eq!(stdout(&out), captured(v, "cluster.txt"));
     assert!(
         !dir.path().join("root").exists(),
         "nothing created under the root"
