@@ -90,6 +90,20 @@ fn the_parsers_read_what_real_slurm_printed() {
             view.waiting[0].job, refused.job,
             "{v}: it waits for the level"
         );
+        // A held job of another level: Slurm prints `(null)` for its empty fields.
+        let held = jobs.iter().find(|j| j.reason == "JobHeldUser").unwrap();
+        assert_eq!(
+            (held.admin_comment.as_deref(), held.features.as_str()),
+            (None, "")
+        );
+        assert_eq!(
+            (
+                view.pending_jobs,
+                view.turned_away.len(),
+                view.waiting.len()
+            ),
+            (2, 1, 1)
+        );
     }
 }
 
