@@ -24,6 +24,9 @@ LUA_DEST=$CH/etc/slurm/job_submit.lua
 placement_cleanup() {
   local rc=$?
   rm -f "$LUA_DEST"
+  # e2e_cleanup reads the suite's status from $?; without errexit, or a failed suite's
+  # `(exit 1)` would end the trap here and leave the rig running
+  set +e
   (exit "$rc"); e2e_cleanup
 }
 trap placement_cleanup EXIT
@@ -299,6 +302,58 @@ check "its audit line says what it sent (changed)" grep -q 'placement: ok: sent 
 check "qoslane health again: nothing changed" measured
 check "nothing changed: 0 RPCs (of any type)" eq "$(rpcs) $(rpc_total)" "0 0 0"
 check "the audit line says it was sent before" grep -q 'placement: ok: active features qoslane,rackA (sent before)' <<< "$(last_health_notes)"
+
+# ------------------------------------------------------------ the cluster view
+# `qoslane cluster` (read-only, as nobody) from this slurmctld: the health run above took the level
+# off ${nodes[0]}; a job pinned there is refused the way hookrun refuses one (its AdminComment the
+# Prolog's line, `scontrol requeue`) after the refusing Prolog's placement sync took the feature off.
+say "case: qoslane cluster names where mission-critical is carried, and the refused job"
+sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,$MC,rackA"
+r=$(submit mission-critical -w "${nodes[0]}")
+poll 30 "job $r running" is_running "$r"
+why="qoslane: level mission-critical (QoS mission-critical) refused on ${nodes[0]}: fabric check: mlx5_0/1: SL 3 -> VL 15, want VL 3"
+sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,rackA"
+sc update JobId="$r" AdminComment="$why"
+sc requeue "$r"
+hn=$(submit normal -H)   # a held job of another level: pending, no AdminComment, not listed
+pending_again() { [ "$(job_state "$r")" = PENDING ]; }
+poll 30 "job $r pending again" pending_again
+cl() { slurm_cmd /usr/sbin/runuser -u nobody -- "$QL" cluster --scontrol /usr/bin/scontrol --squeue /usr/bin/squeue "$@"; }
+CAP=$CH$WORK/cluster-capture; mkdir -p "$CAP"
+# what the view parses, kept (QOSLANE_CAPTURE_DIR: copied there, the parser's fixtures)
+sc show node -o > "$CAP/scontrol-show-node.txt"
+slurm_cmd /usr/bin/squeue -h -a -t PD -O "$(printf 'JobArrayID:\t,StateCompact:\t,UserName:\t,QOS:\t,Reason:\t,Feature:\t,admin_comment:')" > "$CAP/squeue.txt"
+if [ "$NN" -gt 1 ]; then want_rc=0; else want_rc=1; fi
+rc=0; cl > "$CAP/cluster.txt" 2> "$CAP/cluster.err" || rc=$?
+check "qoslane cluster as nobody: exit $want_rc (1 when the level is carried nowhere)" eq "$rc" "$want_rc"
+check "it names ${nodes[0]} as not carrying mission-critical" grep -Eq "^${nodes[0]} +[A-Z+*]+ +NOT carried" "$CAP/cluster.txt"
+if [ "$NN" -gt 1 ]; then
+  check "it names ${nodes[1]} as carrying it" grep -Eq "^${nodes[1]} +[A-Z+*]+ +carried" "$CAP/cluster.txt"
+  check "mission-critical: carried on 3 of 4 nodes" grep -Eq "^mission-critical +3 of 4 nodes \(3 in service\): " "$CAP/cluster.txt"
+else
+  check "mission-critical: CARRIED NOWHERE" grep -Eq "^mission-critical +CARRIED NOWHERE \\(0 of 1 nodes\\)" "$CAP/cluster.txt"
+  check "the refused job waits for the level carried nowhere" grep -q "^  job $r (root, QoS mission-critical) waits for mission-critical: " "$CAP/cluster.txt"
+fi
+check "it does not list the held normal job $hn" eq "$(grep -c "job $hn " "$CAP/cluster.txt")" 0
+check "it lists the refused job $r with its reason (AdminComment)" \
+  eq "$(grep -A1 "^  job $r (root, QoS mission-critical) pending: " "$CAP/cluster.txt" | tail -1)" "    $why"
+cl --format json > "$CAP/cluster.json" || true
+# shellcheck disable=SC2016  # python's text
+check "--format json: the node, the level and the refused job" python3 -c '
+import json, sys
+v = json.load(open(sys.argv[1])); n0, job, why = sys.argv[2:5]
+mc = [l for l in v["levels"] if l["level"] == "mission-critical"][0]
+node = [n for n in v["nodes"] if n["name"] == n0][0]
+assert n0 in mc["not_carried_on"] and n0 not in mc["carried_on"], mc
+assert [l["carries"] for l in node["levels"] if l["level"] == "mission-critical"] == ["not_carried"], node
+t = [t for t in v["turned_away"] if t["job"] == job][0]
+assert (t["admin_comment"], t["level"], t["node"]) == (why, "mission-critical", n0), t
+' "$CAP/cluster.json" "${nodes[0]}" "$r" "$why"
+if [ -n "${QOSLANE_CAPTURE_DIR:-}" ]; then mkdir -p "$QOSLANE_CAPTURE_DIR"; cp "$CAP"/* "$QOSLANE_CAPTURE_DIR/"; fi
+sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,$MC,rackA"
+poll 60 "job $r running again on ${nodes[0]}" is_running "$r"
+release_all "$r"
+slurm_cmd /usr/bin/scancel "$hn"
 
 say "the cases took $(($(date +%s) - T0)) s"
 [ "$E2E_FAILED" -eq 0 ] || { say "$E2E_FAILED failed, $E2E_PASSED passed"; exit 1; }

@@ -239,6 +239,10 @@ check "alert QoslaneLevelNotGranted firing: $N2, level high" bash -c \
 if [ "$NN" -gt 1 ]; then
   check "QoslaneLevelNotGranted names no other node" eq "$(alerts | grep '^QoslaneLevelNotGranted firing ' | grep -vc "instance=$N2 ")" 0
 fi
+# The mapping's levels are `continue`: high granted nowhere (the host's one node) is not a level
+# carried nowhere whose jobs pend; qoslane_level_info gives the policy the alert reads.
+check "qoslane_level_info: high's on_failure on $N2 (continue)" has_series "qoslane_level_info{instance=\"$N2\",level=\"high\",on_failure=\"continue\"}"
+check "QoslaneLevelCarriedNowhere not firing: high is a continue level" not_firing QoslaneLevelCarriedNowhere
 say "case: the SM fixed, the health check re-probes: the alert resolves"
 set_fabric "$(root_of "$N2")" identity
 health_on "$N2"

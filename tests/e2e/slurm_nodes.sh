@@ -25,6 +25,9 @@ FABRIC_RIG=$E2E_REPO/rigs/fabric_path_rig.sh FABRIC_ENV=""
 nodes_cleanup() {
   local rc=$?
   [ -z "$FABRIC_ENV" ] || bash "$FABRIC_RIG" stop "$FABRIC_ENV" >/dev/null 2>&1 || true
+  # e2e_cleanup reads the suite's status from $?; without errexit, or a failed suite's
+  # `(exit 1)` would end the trap here and leave the rig running
+  set +e
   (exit "$rc"); e2e_cleanup
 }
 trap nodes_cleanup EXIT

@@ -234,6 +234,9 @@ fn bench_render(c: &mut Criterion) {
             active_jobs: (0..16).map(|l| (format!("tier-{l:02}"), 4)).collect(),
             mapping_sha256: Some("0".repeat(64)),
             granted: (0..16).map(|l| (format!("tier-{l:02}"), true)).collect(),
+            on_failure: (0..16)
+                .map(|l| (format!("tier-{l:02}"), "fail_job"))
+                .collect(),
             mapping_valid: true,
             vl_levels: (0..15).map(|v| (v, format!("tier-{v:02}"))).collect(),
         };

@@ -234,6 +234,26 @@ the output cannot be written."
         after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 printed or written, 2 the mapping is invalid or cannot be expressed in Slurm, 64 usage (a site's own job_submit.lua in DIR), 66 no mapping"
     )]
     SlurmConfig(SlurmConfigArgs),
+    /// Which nodes carry which fail_job level as Slurm knows it, the levels carried nowhere,
+    /// the pending jobs qoslane turned away and why (read-only; any host with Slurm's client
+    /// commands, no root needed)
+    #[command(
+        long_about = "Which nodes carry which placed level, as slurmctld knows it: for each \
+fail_job level (a qoslane_<level> node feature), the nodes whose ActiveFeatures hold it (each \
+node's `qoslane health` keeps them as its grant says), those that list it but do not carry it \
+now, those whose slurm.conf line lacks it; per level the nodes that carry it, and CARRIED \
+NOWHERE when no node in service does (its jobs pend until one does). Then the pending jobs \
+qoslane turned away (AdminComment `qoslane: level L (QoS Q) refused on NODE: WHY`, with \
+Slurm's reason they pend) and the pending jobs whose constraint asks for a level carried \
+nowhere.\n\nRead-only: one `scontrol show node -o` and one `squeue` (two requests to \
+slurmctld), nothing written; it runs on any host with Slurm's client commands and needs no \
+root. scontrol: --scontrol, else QOSLANE_SCONTROL, else /usr/bin/scontrol; squeue: --squeue, \
+else QOSLANE_SQUEUE, else /usr/bin/squeue.\n\nExit status: 0 every placed level is carried \
+on a node in service (or none is placed); 1 a level is carried nowhere; 69 scontrol or squeue \
+failed (the error names the command); 75 one did not answer within --timeout.",
+        after_help = "Exit status: 0 every placed level carried, 1 a level carried nowhere, 64 usage, 69 scontrol or squeue failed, 75 no answer in time"
+    )]
+    Cluster(ClusterArgs),
     /// Fabric-wide checks, for a control node (any host with an HCA on the fabric)
     #[command(after_help = "Exit status: the subcommand's")]
     Fabric {
@@ -411,6 +431,23 @@ pub struct SlurmConfigArgs {
     /// job_submit.lua that is not qoslane's is refused) instead of printing them
     #[arg(long, value_name = "DIR")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ClusterArgs {
+    /// json: the same facts as one object, `"schema": 1`
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// scontrol, by absolute path [env: QOSLANE_SCONTROL] [default: /usr/bin/scontrol]
+    #[arg(long, value_name = "PATH")]
+    pub scontrol: Option<PathBuf>,
+    /// squeue, by absolute path [env: QOSLANE_SQUEUE] [default: /usr/bin/squeue]
+    #[arg(long, value_name = "PATH")]
+    pub squeue: Option<PathBuf>,
+    /// How long scontrol and squeue may take together, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub timeout: u64,
 }
 
 #[derive(Debug, clap::Args)]

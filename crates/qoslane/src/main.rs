@@ -152,6 +152,7 @@ fn main() -> ExitCode {
         Mode::Other(Command::Fabric {
             what: FabricCommand::SmConfig(args),
         }) => commands::sm_config::run(&ctx, &args),
+        Mode::Other(Command::Cluster(args)) => commands::cluster::run(&ctx, &args),
         Mode::Other(Command::SlurmConfig(args)) => commands::slurm_config::run(&ctx, &args),
         Mode::Other(Command::Generate { what }) => generate(what),
         Mode::Other(Command::Complete { what: _ }) => commands::explain::qos_names(&ctx),

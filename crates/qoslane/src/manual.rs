@@ -167,13 +167,13 @@ Absolute path of ibnetdiscover (default: /usr/sbin/ibnetdiscover).
 How fabric audit sends its SMP queries: auto (in process through libibumad.so.3 when it can start, else smpquery; the default), in-process, or smpquery.
 .TP
 .B QOSLANE_SQUEUE
-Absolute path of squeue (default: /usr/bin/squeue).
+Absolute path of squeue (default: /usr/bin/squeue); also cluster's (its \\-\\-squeue wins).
 .TP
 .B QOSLANE_PERFQUERY
 Absolute path of perfquery: the Prolog and Epilog read the node's ports' per-SL data and per-VL transmit wait counters with it (the Epilog's audit line: evidence); fabric audit with the smpquery reader reads the switch ports' wait with it. Unset (the default): not read.
 .TP
 .B QOSLANE_SCONTROL
-Absolute path of scontrol: placement on. health keeps this node's qoslane features active in slurmctld as its grants say (scontrol update NodeName=... ActiveFeatures=..., sent only when they change, every 30 minutes and at the first run after boot). Unset (the default): placement off. Set it only once slurm.conf lists the features (qoslane slurm-config).
+Absolute path of scontrol: placement on. health keeps this node's qoslane features active in slurmctld as its grants say (scontrol update NodeName=... ActiveFeatures=..., sent only when they change, every 30 minutes and at the first run after boot). Unset (the default): placement off. Set it only once slurm.conf lists the features (qoslane slurm-config). cluster asks it for every node's features (its \\-\\-scontrol wins; default /usr/bin/scontrol).
 .TP
 .B QOSLANE_TIMEOUT_MS
 The deadline of one run in milliseconds (default: 3000).
@@ -202,7 +202,7 @@ fn exit_status() -> String {
         ),
         (
             exit_code::FAILED,
-            "The run failed: a hook under \\fBfail_job\\fR that could not leave the node consistent, an Epilog under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry; for \\fBstatus\\fR, something needs attention.",
+            "The run failed: a hook under \\fBfail_job\\fR that could not leave the node consistent, an Epilog under \\fBfail_job\\fR, an unhealthy node, a failed sync, a level the fabric does not carry; for \\fBstatus\\fR, something needs attention; for \\fBcluster\\fR, a placed level carried nowhere.",
         ),
         (
             exit_code::INVALID_MAPPING,
@@ -218,7 +218,7 @@ fn exit_status() -> String {
         ),
         (
             exit_code::UNAVAILABLE,
-            "A program qoslane needs (smpquery, squeue, ibnetdiscover) is missing or failed, or the fabric could not be read.",
+            "A program qoslane needs (smpquery, squeue, scontrol, ibnetdiscover) is missing or failed, or the fabric could not be read.",
         ),
         (exit_code::INTERNAL, "A bug: an invariant did not hold."),
         (
@@ -287,6 +287,14 @@ The node's state, and the health check as Slurm runs it:
 .RS
 qoslane status
 qoslane health \\-\\-json
+.RE
+.fi
+.PP
+Which nodes carry which fail_job level as Slurm knows it, and the pending jobs qoslane turned away (any host with Slurm's client commands; no root):
+.PP
+.nf
+.RS
+qoslane cluster
 .RE
 .fi
 .PP

@@ -3,6 +3,7 @@
 //! machinery they share (deadline, lock, audit, metrics, a job's counters)
 //! is in [`crate::run`].
 
+pub mod cluster;
 pub mod explain;
 pub mod fabric_audit;
 pub mod health;

@@ -258,6 +258,9 @@ pub struct Gauges {
     /// node's recorded grants (`grant::Record`); empty when none is
     /// recorded.
     pub granted: BTreeMap<String, bool>,
+    /// Level → its `on_failure` as the mapping in force sets it
+    /// (`qoslane_level_info`); empty when no mapping could be read.
+    pub on_failure: BTreeMap<String, &'static str>,
     /// Whether the installed mapping file is the mapping in force
     /// (`config::Installed`).
     pub mapping_valid: bool,
@@ -278,6 +281,7 @@ impl Gauges {
             active_jobs: levels.into_iter().map(|l| (l, 0)).collect(),
             mapping_sha256,
             granted: BTreeMap::new(),
+            on_failure: BTreeMap::new(),
             mapping_valid: false,
             vl_levels: BTreeMap::new(),
         };

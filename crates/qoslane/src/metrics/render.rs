@@ -76,6 +76,20 @@ pub fn render(c: &Counters, g: &Gauges) -> String {
         );
     }
     w.family(
+        "qoslane_level_info",
+        Kind::Gauge,
+        "Always 1, one per level of the mapping in force; on_failure is the level's policy as the \
+         mapping sets it (fail_job: refused where not granted, placed only where carried; continue: \
+         run on the baseline).",
+    );
+    for (level, on_failure) in &g.on_failure {
+        w.sample(
+            "qoslane_level_info",
+            &[("level", level), ("on_failure", on_failure)],
+            1,
+        );
+    }
+    w.family(
         "qoslane_fabric_aligned",
         Kind::Gauge,
         "1 when the level's SL lands on its intended VL on the HCA port, else 0 (last fabric check).",

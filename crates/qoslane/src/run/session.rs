@@ -380,9 +380,11 @@ fn count(paths: &Paths, report: &Report, seconds: f64, deadline: Instant) {
 pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
     // One read of the last-known-good copy gives both its levels and its hash.
     let mut vl_levels: std::collections::BTreeMap<u8, String> = std::collections::BTreeMap::new();
+    let mut on_failure = std::collections::BTreeMap::new();
     let (levels, sha) = match config::read_valid(paths, &paths.last_known_good()) {
         Ok((m, sha, _)) => {
             for l in m.levels() {
+                on_failure.insert(l.name.clone(), m.on_failure_for(l).as_str());
                 if let Some(vl) = l.virtual_lane {
                     let names = vl_levels.entry(vl.get()).or_default();
                     if !names.is_empty() {
@@ -424,6 +426,7 @@ pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
     }
     g.mapping_valid = config::installed_in_force(paths);
     g.vl_levels = vl_levels;
+    g.on_failure = on_failure;
     g
 }
 

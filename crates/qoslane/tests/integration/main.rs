@@ -5,6 +5,7 @@
 
 mod admin;
 mod cli;
+mod cluster;
 mod cost;
 mod counters;
 mod docs;

@@ -516,6 +516,8 @@ fn fixed_counters() -> (Counters, Gauges) {
     g.active_jobs.insert("low".into(), 0);
     g.vl_levels.insert(2, "high".into());
     g.vl_levels.insert(1, "low".into());
+    g.on_failure.insert("high".into(), "fail_job");
+    g.on_failure.insert("low".into(), "continue");
     // Label values are escaped: backslash, double quote, newline.
     g.active_jobs
         .insert("odd \"name\" with \\ and\nnewline".into(), 1);
@@ -1436,4 +1438,25 @@ fn past_the_connection_bound_the_oldest_idle_connection_makes_room() {
         matches!(newest.read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
         "the newest connection is still open and unanswered"
     );
+}
+
+/// `qoslane_level_info` renders each level's `on_failure` as the mapping in
+/// force sets it (a level's own, else the mapping's): what the alert
+/// QoslaneLevelCarriedNowhere reads to tell a `fail_job` level from a
+/// `continue` one (issue 34, item 5).
+#[test]
+fn each_levels_policy_is_the_mappings() {
+    let n = Node::new();
+    ok(&n.prolog(1, "high"));
+    let text = n.textfile();
+    for (level, policy) in [
+        ("mission-critical", "fail_job"),
+        ("high", "continue"),
+        ("normal", "continue"),
+        ("low", "continue"),
+    ] {
+        let line = format!("qoslane_level_info{{level=\"{level}\",on_failure=\"{policy}\"}} 1\n");
+        assert!(text.contains(&line), "no {line} in:\n{text}");
+    }
+    assert_eq!(text.matches("\nqoslane_level_info{").count(), 4, "{text}");
 }
