@@ -24,7 +24,7 @@ LUA_DEST=$CH/etc/slurm/job_submit.lua
 placement_cleanup() {
   local rc=$?
   rm -f "$LUA_DEST"
-  (exit "$rc"); e2e_cleanup
+  e2e_cleanup "$rc"
 }
 trap placement_cleanup EXIT
 
