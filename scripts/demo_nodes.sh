@@ -60,10 +60,8 @@ a=${nodes[0]} b=${nodes[1]}
 title "Placement: $(leaf_of "$a") ($a's first switch) drops mission-critical; Slurm sends the tier's jobs under $(leaf_of "$b")"
 health() {
   local n
-  for n in "${nodes[@]}"; do
-    echo "\$ hookrun health   (on $n: slurmd's HealthCheckProgram; qoslane health sends the node's levels when they change)"
-    health_of "$n"
-  done
+  echo "\$ hookrun health   (on ${nodes[*]}, as slurmd runs its HealthCheckProgram: qoslane health sends a node's levels to slurmctld when they change)"
+  for n in "${nodes[@]}"; do health_of "$n"; done
 }
 features() { echo "\$ sinfo -N -o '%N %T %b'   (ActiveFeatures: the levels each node carries)"; slurm_cmd /usr/bin/sinfo -N -o '%N %T %b' | sed 's/^/  /'; }
 health
@@ -75,7 +73,8 @@ echo "\$ sbatch --qos=mission-critical job.sh; squeue -o '%i %q %T %N %f'"
 m=$(submit mission-critical)
 poll 60 "job $m running" is_running "$m"
 slurm_cmd /usr/bin/squeue -j "$m" -o '%i %q %T %N %f' | sed 's/^/  /'
-echo "  (job_submit.lua added the tier's feature to its constraint; $a, which does not carry the tier, was never tried: no refusal, no requeue, nothing drained)"
+tried=$(audit_of "$(root_of "$a")" "$m" prolog outcome)
+echo "  (job_submit.lua added the tier's feature to its constraint; $a's audit for job $m: $tried — $([ "$tried" = "<none>" ] && echo "never tried there: no refusal, no requeue" || echo "tried there"); nodes: $(slurm_cmd /usr/bin/sinfo -h -N -o '%N=%T' | paste -sd ' '))"
 release "$m"; poll 60 "job $m done" is_gone "$m"
 echo "$(leaf_of "$a") repaired:"
 leaf_sl "$(leaf_of "$a")" 3 3

@@ -127,8 +127,11 @@ T0=$(date +%s)
 
 # ------------------------------------------------------------ boot: every node sends its features
 say "case: each node's first health run since boot sends its features"
-health_round
+rpc_reset; health_round
+UB=$(rpc_count REQUEST_UPDATE_NODE) ALLB=$(rpc_all)
+say "sdiag over $NN first health runs: $ALLB"
 check "every node sent its features, the level's among them" sent_with "${nodes[@]}"
+check "the first run: 1 REQUEST_UPDATE_NODE per node" eq "$UB" "$NN"
 check "slurmctld: every node carries mission-critical" eq "$(features)" "$(want_features "${nodes[@]}")"
 check "every node idle" no_drain
 
@@ -261,7 +264,7 @@ spine_case() {
 }
 
 say "the cases took $(($(date +%s) - T0)) s"
-say "measured (Slurm $SLURM_VERSION, one health round of $NN nodes): unchanged: REQUEST_UPDATE_NODE=$U0 (${ALL0:-no request}); a leaf's drop (${#N1[@]} nodes changed): REQUEST_UPDATE_NODE=$U1 ($ALL1)"
+say "measured (Slurm $SLURM_VERSION, one health round of $NN nodes): the first: $ALLB; unchanged: REQUEST_UPDATE_NODE=$U0 (${ALL0:-no request}); a leaf's drop (${#N1[@]} nodes changed): REQUEST_UPDATE_NODE=$U1 ($ALL1)"
 say "summary (Slurm $SLURM_VERSION, fabric placement): $E2E_PASSED passed, $E2E_FAILED failed"
 echo "fabric-placement-$SLURM_VERSION: $E2E_PASSED passed, $E2E_FAILED failed"
 [ "$E2E_FAILED" -eq 0 ]
