@@ -13,8 +13,10 @@
 #   records it, the Prolog refuses it, status and the metric say so; a real Prometheus (node_exporter on
 #   the node's textfiles, the shipped scrape config and alert rules, every
 #   `for:` at 1s) shows the drift's alert firing; then the newest Slurm in its chroot with two
-#   nodes (scripts/demo_nodes.sh): one job, the same SL on both, the QoS from the Prolog's
-#   environment. Everything it starts, it stops.
+#   nodes (scripts/demo_nodes.sh), each on its own leaf of the multi-switch fabric: one job, the
+#   same SL on both, the QoS from the Prolog's environment; then placement: leaf1 drops the
+#   mission-critical tier, each node's health check tells slurmctld, the tier's job runs on the
+#   node under leaf2, and the repair gives leaf1's node the tier back. Everything it starts, it stops.
 #
 #   scripts/demo.sh                 as root on Debian 12 (installs what is missing)
 #   QOSLANE_SKIP_INSTALL=1          do not call install-deps.sh

@@ -136,10 +136,11 @@ e2e_workdir() {
   chmod 0755 "$d"; echo "${d#"$CH"}"
 }
 
-# e2e_cleanup : a Slurm suite's EXIT trap: release every waiting job, stop the rig, remove
-# "$CH$WORK" — or keep it, and say so, when the suite failed
+# e2e_cleanup [RC] : a Slurm suite's EXIT trap (or the end of its own, given the exit status RC:
+# under `set -e` a trap's `(exit "$rc")` would end the trap there): release every waiting job,
+# stop the rig, remove "$CH$WORK" — or keep it, and say so, when the suite failed
 e2e_cleanup() {
-  local rc=$?
+  local rc=${1:-$?}
   touch "$CH$WORK/release.all" 2>/dev/null || true
   stop_slurm
   if [ "$rc" -ne 0 ] || [ "$E2E_FAILED" -ne 0 ]; then say "kept $CH$WORK for inspection"; else rm -rf "${CH}${WORK:?}"; fi
@@ -165,6 +166,52 @@ dispatch_hooks() {
   printf '#!/bin/sh\ncase $SLURMD_NODENAME in *[!a-zA-Z0-9_-]* | "") echo "no node name" >&2; exit 1 ;; esac\nexec %s/nodes/$SLURMD_NODENAME/bin/hookrun "$@"\n' "$WORK" > "$CH$WORK/dispatch/bin/hookrun"
   chmod 0755 "$CH$WORK/dispatch/bin/hookrun"
 }
+# health_of NAME : the node's health check as slurmd runs it (HealthCheckProgram: the dispatch
+# hookrun, SLURMD_NODENAME), at once, within 60 s (hookrun's budget ends it sooner); its exit
+# status is not the caller's
+health_of() { slurm_cmd /usr/bin/timeout 60 env SLURMD_NODENAME="$1" "$WORK/dispatch/bin/hookrun" health >/dev/null 2>&1 || true; }
+
+# ------------------------------------------------------------ the multi-switch fabric under the nodes
+# fabric_nodes N [HCA...] : the chroot rig's first N node names (the array `names`), each a node
+# root (make_node, the mapping "$CH$WORK/mapping.yml") whose smpquery is the chroot's own through
+# the simulator's preload (rigs/smpquery-sim) on its own HCA of the multi-switch fabric
+# rigs/fabric_path_rig.sh starts here (3 leaves, 2 spines, 6 HCAs, a real OpenSM with QoS: SL n ->
+# VL n; FABRIC_ENV its env file, fabric_stop stops it): the K-th node the K-th HCA named, default
+# nodeK (node1-2 under leaf1, node3-4 under leaf2, node5-6 under leaf3). ibsim's sockets are
+# abstract: a chroot shares the host's network namespace. Each node's smpquery calls are logged
+# in "$CH$WORK/sim/NAME.calls".
+FABRIC_RIG=$E2E_REPO/rigs/fabric_path_rig.sh
+FABRIC_ENV=""
+declare -A FABRIC_HCA=()
+fabric_nodes() {
+  local nn=$1 k=0 n r; shift
+  mapfile -t names < <(RIG_NNODES=$nn bash "$CHROOT_RIG" nodes "$SLURM_SUITE")
+  for n in "${names[@]}"; do make_node "$(root_of "$n")" "$CH$WORK/mapping.yml"; done
+  say "starting the simulated fabric (3 leaves, 2 spines, 6 HCAs; OpenSM with QoS: SL n -> VL n)"
+  FABRIC_ENV=$(bash "$FABRIC_RIG" start 8>&- 9>&-)
+  install -d -m 0755 "$CH$WORK/sim"
+  for n in "${names[@]}"; do
+    k=$((k + 1)); r=$(root_of "$n")
+    FABRIC_HCA[$n]=${1:-node$k}; [ $# -eq 0 ] || shift
+    install -m 0755 "$E2E_REPO/rigs/smpquery-sim" "$CH$r/bin/smpquery"
+    printf 'export %s\n' "IBSIM_SOCKNAME=$(fenv IBSIM_SOCKNAME)" "SIM_HOST=${FABRIC_HCA[$n]}" \
+      "RIG_UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so" "RIG_WORK=$WORK/sim/$n" \
+      "SMPQUERY_SIM_LOCK=$WORK/sim/slots.lock" "SMPQUERY_SIM_LOG=$WORK/sim/$n.calls" > "$CH$r/bin/smpquery.env"
+  done
+}
+fabric_stop() { [ -z "$FABRIC_ENV" ] || bash "$FABRIC_RIG" stop "$FABRIC_ENV" >/dev/null 2>&1 || true; FABRIC_ENV=""; }
+fenv() { sed -n "s/^export $1=//p" "$FABRIC_ENV"; }   # a value of the fabric rig's env file
+hca_of() { echo "${FABRIC_HCA[$1]}"; }                 # hca_of NAME : the node's HCA
+# leaf_of NAME : the switch the node's HCA is cabled to (its first hop)
+leaf_of() { bash "$FABRIC_RIG" peer "$FABRIC_ENV" "$(hca_of "$1")" 1 | cut -d' ' -f1; }
+# sl2vl_of NAME : its HCA's SL 0-7 -> VL, as the node's own smpquery reads it (inside the chroot)
+sl2vl_of() {
+  slurm_cmd "$(root_of "$1")/bin/smpquery" -C mlx5_0 -P 1 -D sl2vl 0 |
+    sed -n 's/^ports: in  0, out  0: |//p' | tr -d ' ' | cut -d'|' -f1-8
+}
+# leaf_sl LEAF SL VL : LEAF maps SL to VL toward both spines (its ports 3 and 4; SMP Sets behind
+# the SM's back: the SM keeps its copy); VL 15 drops the SL, VL = SL repairs it
+leaf_sl() { local out; for out in 3 4; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$1" "$out" "$2" "$3" >/dev/null; done; }
 
 # start_slurm ROOT [NNODES] : the rig with ROOT/bin/hookrun as Prolog, Epilog and TaskProlog
 # (ROOT "": no hooks; NNODES > 1: the chroot rigs only, NODE is the first node, NODES all of

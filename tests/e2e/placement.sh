@@ -24,10 +24,8 @@ LUA_DEST=$CH/etc/slurm/job_submit.lua
 placement_cleanup() {
   local rc=$?
   rm -f "$LUA_DEST"
-  # e2e_cleanup reads the suite's status from $?; without errexit, or a failed suite's
-  # `(exit 1)` would end the trap here and leave the rig running
-  set +e
-  (exit "$rc"); e2e_cleanup
+  set +e   # a failing step of the cleanup must not end it before the rig is stopped
+  e2e_cleanup "$rc"
 }
 trap placement_cleanup EXIT
 

@@ -21,14 +21,11 @@ if [ "${1:-}" = --slurm ]; then SLURM_VERSION=${2:?--slurm VERSION}; fi
 
 NN=4
 WORK=$(e2e_workdir qoslane-e2e-nodes)
-FABRIC_RIG=$E2E_REPO/rigs/fabric_path_rig.sh FABRIC_ENV=""
 nodes_cleanup() {
   local rc=$?
-  [ -z "$FABRIC_ENV" ] || bash "$FABRIC_RIG" stop "$FABRIC_ENV" >/dev/null 2>&1 || true
-  # e2e_cleanup reads the suite's status from $?; without errexit, or a failed suite's
-  # `(exit 1)` would end the trap here and leave the rig running
-  set +e
-  (exit "$rc"); e2e_cleanup
+  set +e   # a failing step of the cleanup must not end it before the rig is stopped
+  fabric_stop
+  e2e_cleanup "$rc"
 }
 trap nodes_cleanup EXIT
 say "Slurm $SLURM_VERSION ($SLURM_SUITE), $NN nodes: the Prolog's QoS source should be $QSRC"
@@ -36,26 +33,8 @@ e2e_mapping "$CH$WORK/mapping.yml"
 
 build_release
 e2e_binaries
-mapfile -t names < <(RIG_NNODES=$NN bash "$CHROOT_RIG" nodes "$SLURM_SUITE")
-for n in "${names[@]}"; do make_node "$(root_of "$n")" "$CH$WORK/mapping.yml"; done
-say "starting the simulated fabric (3 leaves, 2 spines, 6 HCAs; OpenSM with QoS: SL n -> VL n)"
-FABRIC_ENV=$(bash "$FABRIC_RIG" start 8>&- 9>&-)
-fenv() { sed -n "s/^export $1=//p" "$FABRIC_ENV"; }   # a value of the fabric rig's env file
-install -d -m 0755 "$CH$WORK/sim"
-k=0
-for n in "${names[@]}"; do
-  k=$((k + 1)); r=$(root_of "$n")
-  install -m 0755 "$E2E_REPO/rigs/smpquery-sim" "$CH$r/bin/smpquery"
-  printf 'export %s\n' "IBSIM_SOCKNAME=$(fenv IBSIM_SOCKNAME)" "SIM_HOST=node$k" \
-    "RIG_UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so" "RIG_WORK=$WORK/sim/$n" \
-    "SMPQUERY_SIM_LOCK=$WORK/sim/slots.lock" "SMPQUERY_SIM_LOG=$WORK/sim/$n.calls" > "$CH$r/bin/smpquery.env"
-done
-hca_of() { local k=0 n; for n in "${names[@]}"; do k=$((k + 1)); [ "$n" = "$1" ] && echo "node$k"; done; }
-# sl2vl_of NODE : its HCA's SL 0-7 -> VL, as the node's own smpquery reads it (inside the chroot)
-sl2vl_of() {
-  slurm_cmd "$(root_of "$1")/bin/smpquery" -C mlx5_0 -P 1 -D sl2vl 0 |
-    sed -n 's/^ports: in  0, out  0: |//p' | tr -d ' ' | cut -d'|' -f1-8
-}
+# each node its own root and its own HCA of the multi-switch fabric (tests/e2e/lib.sh)
+fabric_nodes "$NN"
 check "fabric: each node reads its own simulated HCA from inside the chroot (SL n -> VL n)" \
   eq "$(for n in "${names[@]}"; do printf '%s=%s ' "$n" "$(sl2vl_of "$n")"; done)" \
   "$(for n in "${names[@]}"; do printf '%s=0|1|2|3|4|5|6|7 ' "$n"; done)"
@@ -148,7 +127,6 @@ say "case: $bad's port misaligned (SL 3 -> VL 4, SL 2 -> VL 5: SMP Sets behind t
 bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$(hca_of "$bad")" 0 3 4 >/dev/null
 bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$(hca_of "$bad")" 0 2 5 >/dev/null
 check "misaligned: $bad's own smpquery reads the new table" eq "$(sl2vl_of "$bad")" "0|1|5|4|4|5|6|7"
-health_of() { slurm_cmd env SLURMD_NODENAME="$1" "$WORK/dispatch/bin/hookrun" health >/dev/null 2>&1 || true; }
 health_of "$bad"   # the periodic health check sees the SM's re-sweep (and refreshes the probe)
 check "misaligned: health keeps $bad in service (a level it cannot carry is a warning)" eq "$(node_state_of "$bad")" idle
 j=$(slurm_cmd /usr/bin/sbatch --parsable -N"$NN" --qos=mission-critical -o "$WORK/slurm-%j.out" "$(nodes_script)")
@@ -185,9 +163,9 @@ health_of "$bad"
 # records the level's grant (refused); the next Prolog of the level obeys it; hookrun requeues the
 # job, not held (exit 100: refuse the job, the node is fine), and the node stays in service.
 fh=${nodes[2]}
-leaf=$(bash "$FABRIC_RIG" peer "$FABRIC_ENV" "$(hca_of "$fh")" 1 | cut -d' ' -f1)
+leaf=$(leaf_of "$fh")
 say "case: $leaf, $fh's first switch, drops SL 3 toward the spines (SL 3 -> VL 15, SMP Sets behind the SM)"
-for out in 3 4; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$leaf" "$out" 3 15 >/dev/null; done
+leaf_sl "$leaf" 3 15
 check "first hop: $fh's own port still maps SL n -> VL n" eq "$(sl2vl_of "$fh")" "0|1|2|3|4|5|6|7"
 health_of "$fh"
 check "first hop: health keeps $fh in service" eq "$(node_state_of "$fh")" idle
@@ -202,7 +180,7 @@ check "first hop: the job is pending again, not held" not_held "$(slurm_cmd /usr
 check "first hop: no step ran" eq "$(cd "$CH$WORK" && ls -- "$j".*.env 2>/dev/null)" ""
 check "first hop: $fh stays in service (a refusal is the job's, not the node's)" eq "$(node_state_of "$fh")" idle
 slurm_cmd /usr/bin/scancel "$j"; poll 30 "job $j gone" is_gone "$j"
-for out in 3 4; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$leaf" "$out" 3 3 >/dev/null; done
+leaf_sl "$leaf" 3 3
 health_of "$fh"
 check "first hop: repaired, health grants mission-critical again" bash -c \
   "grep -qx 'qoslane_level_granted{level=\"mission-critical\"} 1' <<<\"\$1\"" _ "$(prom_of "$fh")"

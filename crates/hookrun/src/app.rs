@@ -201,7 +201,7 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
     {
         // The node would run every task with settings the admin did not
         // write: out of service, with the reason on the node, until fixed.
-        return health::refuse(&scontrol, &health::node_name(env), &problem, name);
+        return health::refuse(&scontrol, &health::node_name(env), &problem, name, config);
     }
 
     let dir = config.phase_dir(phase);
@@ -216,7 +216,7 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
                     "{REASON_PREFIX} {}: cannot read the health checks",
                     dir.display()
                 );
-                let _ = health::drain(&scontrol, &health::node_name(env), &reason, name);
+                let _ = health::drain(&scontrol, &health::node_name(env), &reason, name, config);
             }
             return ExitClass::SetupFailed;
         }

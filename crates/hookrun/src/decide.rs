@@ -36,7 +36,7 @@ pub fn decide(
         return ExitClass::Interrupted(signal);
     }
     if phase == Phase::Health {
-        return health::act(report, scontrol, &health::node_name(env));
+        return health::act(report, scontrol, &health::node_name(env), config);
     }
     let Some(failure) = report.required_failures().next() else {
         return ExitClass::Success;
@@ -49,6 +49,7 @@ pub fn decide(
                 failure,
                 failed: &failed,
                 env,
+                config,
                 scontrol: scontrol.sharing_one_timeout(),
             };
             match (failure.fate, config.on_failure) {
@@ -59,7 +60,7 @@ pub fn decide(
                 }
             }
         }
-        Phase::Epilog => epilog_fails(failure, &failed, env, scontrol),
+        Phase::Epilog => epilog_fails(failure, &failed, env, scontrol, config),
         Phase::TaskProlog | Phase::Health => {
             log::phase(
                 Priority::Error,
@@ -85,12 +86,13 @@ fn epilog_fails(
     failed: &str,
     env: &EnvSnapshot,
     scontrol: &Scontrol<'_>,
+    config: &Config,
 ) -> ExitClass {
     let name = Phase::Epilog.name();
     let node = health::node_name(env);
     let reason = health::drain_reason(Phase::Epilog, failure);
     // An admin's drain stays as it is (a passing check must not resume it).
-    let drained = if health::drain(scontrol, &node, &reason, name) {
+    let drained = if health::drain(scontrol, &node, &reason, name, config) {
         "Slurm keeps the node's drain reason; a passing `hookrun health` resumes a node hookrun drained"
     } else {
         "Slurm drains the node (\"Epilog error\")"
@@ -110,6 +112,7 @@ struct Prolog<'r> {
     /// `required hook NAME failed` (or `refused the job`, `timed out`…).
     failed: &'r str,
     env: &'r EnvSnapshot,
+    config: &'r Config,
     scontrol: Scontrol<'r>,
 }
 
@@ -225,6 +228,8 @@ impl Prolog<'_> {
         let name = Phase::Prolog.name();
         let node = health::node_name(self.env);
         let reason = health::drain_reason(Phase::Prolog, self.failure);
+        // remembered first, so that a passing health check resumes it
+        health::remember(self.config, true, name);
         let drained = match self.scontrol.drain(&node, &reason) {
             Ok(()) => format!("drained node {node}: {reason}"),
             Err(error) => format!(

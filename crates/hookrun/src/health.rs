@@ -1,10 +1,13 @@
 //! What a health run does to the node: drain it when a required check fails,
 //! resume it when every check passes and the drain was hookrun's own — never a
-//! node an admin (or Slurm, "Prolog error") drained.
+//! node an admin (or Slurm, "Prolog error") drained. A passing check asks
+//! slurmctld about the node only when a drain of hookrun's may be in place
+//! ([`drained`]: kept on the node): no request otherwise.
 
 use std::io::Write;
 
-use crate::config::{ENV_NODENAME, EnvSnapshot};
+use crate::config::{Config, ENV_NODENAME, EnvSnapshot};
+use crate::drained::{self, Known};
 use crate::exit::ExitClass;
 use crate::log::{self, Priority};
 use crate::phase::Phase;
@@ -43,33 +46,69 @@ pub fn node_name(env: &EnvSnapshot) -> String {
 }
 
 /// Drains or resumes the node according to `report`, returns the exit class.
-pub fn act(report: &PhaseReport, scontrol: &Scontrol<'_>, node: &str) -> ExitClass {
+pub fn act(
+    report: &PhaseReport,
+    scontrol: &Scontrol<'_>,
+    node: &str,
+    config: &Config,
+) -> ExitClass {
     let phase = report.phase.name();
     if let Some(failure) = report.required_failures().next() {
-        unhealthy(scontrol, node, &drain_reason(report.phase, failure), phase)
+        unhealthy(
+            scontrol,
+            node,
+            &drain_reason(report.phase, failure),
+            phase,
+            config,
+        )
     } else {
-        resume_if_ours(scontrol, node, phase);
+        resume_if_ours(scontrol, node, phase, config);
         ExitClass::Success
+    }
+}
+
+/// Keeps on the node whether a drain of hookrun's may be in place
+/// ([`drained::record`]); a record that fails is logged (the next passing
+/// check then asks slurmctld).
+pub fn remember(config: &Config, drained: bool, phase: &str) {
+    if let Err(error) = drained::record(&config.root, &config.state_dir, drained) {
+        log::phase(
+            Priority::Warning,
+            phase,
+            &format!("{error}; the next passing health check asks slurmctld about the node"),
+        );
     }
 }
 
 /// A configuration the node must not run jobs with (`hookrun.conf` the
 /// TaskProlog cannot read): no check runs — a passing one would resume the
 /// node — and the node is drained with `problem` as its reason.
-pub fn refuse(scontrol: &Scontrol<'_>, node: &str, problem: &str, phase: &str) -> ExitClass {
+pub fn refuse(
+    scontrol: &Scontrol<'_>,
+    node: &str,
+    problem: &str,
+    phase: &str,
+    config: &Config,
+) -> ExitClass {
     log::phase(Priority::Error, phase, problem);
     let reason = reason::fit(&format!("{REASON_PREFIX} {problem}"));
-    unhealthy(scontrol, node, &reason, phase)
+    unhealthy(scontrol, node, &reason, phase, config)
 }
 
 /// Says `reason` on stdout and drains the node with it.
-fn unhealthy(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> ExitClass {
+fn unhealthy(
+    scontrol: &Scontrol<'_>,
+    node: &str,
+    reason: &str,
+    phase: &str,
+    config: &Config,
+) -> ExitClass {
     // slurmd logs a failed health check's stdout ("health_check failed:
     // rc:1 output:…"): give it the one line that says why.
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{reason}").and_then(|()| out.flush());
     drop(out);
-    let _ = drain(scontrol, node, reason, phase);
+    let _ = drain(scontrol, node, reason, phase, config);
     ExitClass::Unhealthy
 }
 
@@ -77,7 +116,15 @@ fn unhealthy(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> 
 /// stays) or hookrun already did with the same reason (its time stays). When
 /// the state cannot be read the node is drained anyway: a sick node must not
 /// take jobs. Whether the node is drained now (by this call or before it).
-pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> bool {
+/// A drain hookrun asks for (or finds its own) is remembered on the node
+/// first ([`remember`]), so that a passing check resumes it.
+pub fn drain(
+    scontrol: &Scontrol<'_>,
+    node: &str,
+    reason: &str,
+    phase: &str,
+    config: &Config,
+) -> bool {
     match scontrol.show_node(node) {
         Ok(state) if state.is_drained() && !state.drained_by_hookrun() => {
             log::phase(
@@ -91,6 +138,7 @@ pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> 
             return true;
         }
         Ok(state) if state.drained_by_hookrun() && state.reason.as_deref() == Some(reason) => {
+            remember(config, true, phase);
             log::phase(
                 Priority::Warning,
                 phase,
@@ -105,6 +153,7 @@ pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> 
             &format!("could not read the state of node {node} ({error}); draining anyway"),
         ),
     }
+    remember(config, true, phase);
     match scontrol.drain(node, reason) {
         Ok(()) => {
             log::phase(
@@ -125,30 +174,43 @@ pub fn drain(scontrol: &Scontrol<'_>, node: &str, reason: &str, phase: &str) -> 
     }
 }
 
-/// Resumes `node` if, and only if, it is drained with a hookrun reason.
-fn resume_if_ours(scontrol: &Scontrol<'_>, node: &str, phase: &str) {
+/// Resumes `node` if, and only if, it is drained with a hookrun reason. Asks
+/// slurmctld (`scontrol show node`) only when a drain of hookrun's may be in
+/// place ([`drained::read`] not `in-service`), and records what it found: no
+/// drain of hookrun's (any more) is `in-service`, and the next passing checks
+/// ask nothing.
+fn resume_if_ours(scontrol: &Scontrol<'_>, node: &str, phase: &str, config: &Config) {
+    if drained::read(&config.root, &config.state_dir) == Known::InService {
+        return;
+    }
     match scontrol.show_node(node) {
         Ok(state) if state.drained_by_hookrun() => match scontrol.resume(node) {
-            Ok(()) => log::phase(
-                Priority::Info,
-                phase,
-                &format!("healthy: resumed node {node} ({})", describe(&state)),
-            ),
+            Ok(()) => {
+                remember(config, false, phase);
+                log::phase(
+                    Priority::Info,
+                    phase,
+                    &format!("healthy: resumed node {node} ({})", describe(&state)),
+                );
+            }
             Err(error) => log::phase(
                 Priority::Warning,
                 phase,
                 &format!("healthy, but resuming node {node} failed: {error}"),
             ),
         },
-        Ok(state) if state.is_drained() => log::phase(
-            Priority::Info,
-            phase,
-            &format!(
-                "healthy; node {node} stays drained: not drained by hookrun ({})",
-                describe(&state)
-            ),
-        ),
-        Ok(_) => {}
+        Ok(state) if state.is_drained() => {
+            remember(config, false, phase);
+            log::phase(
+                Priority::Info,
+                phase,
+                &format!(
+                    "healthy; node {node} stays drained: not drained by hookrun ({})",
+                    describe(&state)
+                ),
+            );
+        }
+        Ok(_) => remember(config, false, phase),
         Err(error) => log::phase(
             Priority::Warning,
             phase,

@@ -35,6 +35,7 @@ pub mod conffile;
 pub mod config;
 pub mod decide;
 pub mod discover;
+pub mod drained;
 pub mod exit;
 pub mod health;
 pub mod list;

@@ -343,3 +343,151 @@ fn health_checks_that_cannot_be_read_drain_the_node() {
         "{updates:?}"
     );
 }
+
+/// Issue 34 (measured with sdiag on real Slurm: every passing check cost
+/// slurmctld a `show node`, the whole node table, on every node at every
+/// interval): a passing check asks about the node only when a drain of
+/// hookrun's may be in place. The first check on a node asks once (hookrun
+/// keeps no record yet), the next ones ask nothing.
+#[test]
+fn a_passing_check_on_a_node_in_service_asks_once_then_nothing() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    fx.hook("health", "10-ok", "");
+    for _ in 0..3 {
+        let run = fx
+            .hookrun()
+            .args(["health"])
+            .env("SLURMD_NODENAME", "c1")
+            .run();
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+    }
+    assert_eq!(fx.scontrol_calls(), [["show", "node", "-o", "c1"]]);
+}
+
+/// A drain of hookrun's own is remembered on the node: after checks that
+/// asked nothing, the health check's drain, a failed Prolog's and a failed
+/// Epilog's are each resumed by the next passing check, which then asks
+/// nothing again.
+#[test]
+fn every_drain_of_hookruns_is_resumed_after_checks_that_asked_nothing() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    let flag = fx.path("broken");
+    let check = |fx: &Fixture| {
+        fx.hookrun()
+            .args(["health"])
+            .env("SLURMD_NODENAME", "c1")
+            .run()
+    };
+    fx.hook(
+        "health",
+        "10-ib",
+        &format!(
+            "if [ -e '{}' ]; then echo 'port down'; exit 1; fi",
+            flag.display()
+        ),
+    );
+    fx.hook(
+        "prolog",
+        "20-gpu",
+        &format!(
+            "if [ -e '{}' ]; then echo 'no GPU found'; exit 1; fi",
+            flag.display()
+        ),
+    );
+    fx.hook(
+        "epilog",
+        "30-restore",
+        &format!(
+            "if [ -e '{}' ]; then echo 'cannot restore'; exit 1; fi",
+            flag.display()
+        ),
+    );
+    assert_eq!(check(&fx).code, Some(0), "the first check asks once");
+    for (phase, reason) in [
+        ("health", "hookrun: 10-ib: port down"),
+        ("prolog", "hookrun: prolog 20-gpu: no GPU found"),
+        ("epilog", "hookrun: epilog 30-restore: cannot restore"),
+    ] {
+        let asked = fx.scontrol_calls().len();
+        assert_eq!(check(&fx).code, Some(0));
+        assert_eq!(
+            fx.scontrol_calls().len(),
+            asked,
+            "{phase}: a passing check asked nothing"
+        );
+        std::fs::write(&flag, "").expect("break it");
+        let broke = fx
+            .hookrun()
+            .args([phase])
+            .env("SLURMD_NODENAME", "c1")
+            .env("SLURM_JOB_ID", "7")
+            .run();
+        assert_eq!(broke.code, Some(1), "{phase}: {}", broke.stderr);
+        assert!(
+            fx.node().contains(&format!("Reason={reason}")),
+            "{phase}: {}",
+            fx.node()
+        );
+        std::fs::remove_file(&flag).expect("fix it");
+        let healthy = check(&fx);
+        assert_eq!(healthy.code, Some(0), "{}", healthy.stderr);
+        assert!(
+            fx.node().contains("State=IDLE "),
+            "{phase}: resumed: {}",
+            fx.node()
+        );
+        assert_eq!(
+            fx.scontrol_updates().last(),
+            Some(&update("c1", &["state=resume"])),
+            "{phase}"
+        );
+    }
+    let asked = fx.scontrol_calls().len();
+    assert_eq!(check(&fx).code, Some(0));
+    assert_eq!(
+        fx.scontrol_calls().len(),
+        asked,
+        "in service again: nothing asked"
+    );
+}
+
+/// An admin who resumes a node hookrun drained: the next passing check
+/// asks once, finds no drain of hookrun's, and asks nothing after.
+#[test]
+fn a_node_an_admin_resumed_is_seen_once() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(NODE_IDLE);
+    let flag = fx.path("broken");
+    fx.hook(
+        "health",
+        "10-ib",
+        &format!(
+            "if [ -e '{}' ]; then echo 'port down'; exit 1; fi",
+            flag.display()
+        ),
+    );
+    let check = || {
+        fx.hookrun()
+            .args(["health"])
+            .env("SLURMD_NODENAME", "c1")
+            .run()
+    };
+    std::fs::write(&flag, "").expect("break it");
+    assert_eq!(check().code, Some(1));
+    fx.set_node(NODE_IDLE); // `scontrol update nodename=c1 state=resume` by an admin
+    std::fs::remove_file(&flag).expect("fix it");
+    let asked = fx.scontrol_calls().len();
+    assert_eq!(check().code, Some(0));
+    assert_eq!(
+        fx.scontrol_calls()[asked..],
+        [vec!["show", "node", "-o", "c1"]],
+        "asked once, resumed nothing"
+    );
+    assert_eq!(check().code, Some(0));
+    assert_eq!(fx.scontrol_calls().len(), asked + 1, "then nothing");
+}
