@@ -426,6 +426,11 @@ pub struct AuditArgs {
     /// Also write the verdict as a Prometheus textfile (atomically replaced)
     #[arg(long, value_name = "FILE")]
     pub textfile: Option<PathBuf>,
+    /// Also write the fabric verdict for the nodes' grants: per level, the HCA ports whose traffic
+    /// takes a port it is not carried on (JSON, atomically replaced; the nodes read it as
+    /// QOSLANE_FABRIC_VERDICT)
+    #[arg(long, value_name = "FILE")]
+    pub verdict: Option<PathBuf>,
     /// smpquery processes at once (1-16); in process, 4 × N SMPs in flight
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u8).range(1..=16))]

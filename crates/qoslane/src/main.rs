@@ -208,6 +208,10 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         squeue: opt("QOSLANE_SQUEUE"),
         perfquery: opt("QOSLANE_PERFQUERY"),
         scontrol: opt("QOSLANE_SCONTROL"),
+        fabric_verdict: opt("QOSLANE_FABRIC_VERDICT"),
+        fabric_verdict_max_age: opt("QOSLANE_FABRIC_VERDICT_MAX_AGE")
+            .and_then(|v| v.to_str().and_then(|v| v.parse::<u64>().ok()))
+            .map(Duration::from_secs),
     });
     qoslane::log::init(
         &paths,
