@@ -264,3 +264,25 @@ fn an_unreadable_or_hung_verdict_is_unread_not_a_refusal() {
         "{g}"
     );
 }
+
+/// A credit loop the audit found on a level's SL (the deadlock check)
+/// costs every node of the fabric that level, the loop named.
+#[test]
+fn a_credit_loop_in_the_verdict_refuses_the_level_on_every_node() {
+    let n = node();
+    run(&n, &["health"], &[]);
+    let sha = sha(&n);
+    let mut v: serde_json::Value = serde_json::from_str(&verdict(&sha, 1_000, false)).unwrap();
+    let cycle = "credit loop: sw1 port 2 -> sw2 port 2 -> sw3 port 2 -> sw1 on VL 0";
+    v["levels"][0]["credit_loop"] = serde_json::json!(cycle);
+    n.write(VERDICT, &format!("{v:#}\n"));
+    run(&n, &["health"], &[]);
+    let g = grant(&n, "mission-critical");
+    assert_eq!(g["decision"], "refused", "{g}");
+    assert_eq!(
+        g["reasons"][0]["line"],
+        format!("fabric path: SL 3 (every route of the level): {cycle}"),
+        "{g}"
+    );
+    assert_eq!(grant(&n, "high")["decision"], "granted");
+}

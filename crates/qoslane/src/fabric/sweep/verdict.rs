@@ -59,6 +59,11 @@ pub struct PathLevel {
     pub sl: u8,
     pub lost: Vec<PathLoss>,
     pub unread: Vec<PathLoss>,
+    /// The level's routes close a credit loop on its SL (the deadlock
+    /// check, `routes.rs`): every HCA of the fabric loses it, the loop
+    /// named switch by switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credit_loop: Option<String>,
 }
 
 /// An HCA port and the lines that name where its traffic is not carried
@@ -134,6 +139,7 @@ pub fn build(sweep: &Sweep, made: &Made<'_>) -> PathVerdict {
                 sl: l.sl,
                 lost: losses(lost),
                 unread: losses(unread.clone()),
+                credit_loop: credit_loop(sweep, &l.level),
             }
         })
         .collect();
@@ -146,6 +152,17 @@ pub fn build(sweep: &Sweep, made: &Made<'_>) -> PathVerdict {
         hcas: reach.hcas().iter().map(PathPort::of).collect(),
         levels,
     }
+}
+
+/// The level's credit loop, in the deadlock check's words, when it has one.
+fn credit_loop(sweep: &Sweep, level: &str) -> Option<String> {
+    sweep
+        .deadlock
+        .levels
+        .iter()
+        .filter(|l| l.level == level)
+        .find_map(|l| l.safety.as_ref().filter(|s| s.is_cycle()))
+        .map(crate::fabric::judge::deadlock::Safety::words)
 }
 
 fn losses(m: BTreeMap<PathPort, Vec<String>>) -> Vec<PathLoss> {
@@ -256,6 +273,12 @@ pub fn take_in(
         match v.levels.iter().find(|x| x.level == *l) {
             None => found.unread = Some(format!("{of} does not judge level {l}")),
             Some(x) => {
+                if let Some(cycle) = &x.credit_loop {
+                    found.problems.push(format!(
+                        "fabric path: SL {} (every route of the level): {cycle}",
+                        x.sl
+                    ));
+                }
                 for loss in x.lost.iter().filter(|e| is_mine(&e.at)) {
                     found.problems.extend(loss.lines.iter().cloned());
                 }
@@ -465,6 +488,58 @@ mod tests {
                 l.unread[0].lines,
                 ["fabric path: leaf3 port 3 -> spine1: not read (timeout)"]
             );
+        }
+    }
+
+    #[test]
+    fn a_credit_loop_on_a_levels_sl_costs_every_node_that_level() {
+        use crate::fabric::judge::deadlock::{Hop, Safety};
+        use crate::fabric::sweep::routes::LevelSafety;
+        let t = rig("net.ring5");
+        let mut s = sweep(t, Vec::new(), Vec::new());
+        let hop = |switch: &str, port: u32| Hop {
+            switch: switch.to_owned(),
+            lid: 1,
+            port,
+            vl: 0,
+        };
+        s.deadlock.levels.push(LevelSafety {
+            level: "mission-critical".into(),
+            sl: 3,
+            safety: Some(Safety::Cycle {
+                hops: vec![hop("sw1", 2), hop("sw2", 2), hop("sw3", 2)],
+                unknown_rows: 0,
+            }),
+        });
+        let v = build(&s, &MADE);
+        let cycle = v.levels[0].credit_loop.clone().unwrap();
+        assert!(cycle.contains("sw1"), "{cycle}");
+        assert_eq!(v.levels[1].credit_loop, None);
+        assert!(
+            !render(&v).contains("\"credit_loop\": null"),
+            "absent, not null"
+        );
+        let levels = ["mission-critical", "bulk"];
+        for h in &v.hcas {
+            let mine = [OwnPort {
+                guid: h.guid.clone(),
+                port: h.port,
+            }];
+            let got = take_in(
+                Ok(v.clone()),
+                &mine,
+                MADE.mapping_sha256,
+                &levels,
+                MADE.ms,
+                60_000,
+            );
+            assert_eq!(
+                got.levels["mission-critical"].problems,
+                [format!(
+                    "fabric path: SL 3 (every route of the level): {cycle}"
+                )]
+            );
+            assert_eq!(got.levels["bulk"], Findings::default());
         }
     }
 

@@ -1,11 +1,13 @@
 //! The fabric verdict on the multi-switch rig (issue 34, item 4): `qoslane
 //! fabric audit --verdict FILE` names exactly the HCAs under the leaf a
-//! spine drops a level toward, and the audit after the repair names none.
-//! What a node makes of the file: `fabric_verdict.rs`.
+//! spine drops a level toward, and the audit after the repair names none;
+//! on a ring routed by minhop, every level's credit loop reaches every
+//! node. What a node makes of the file: `fabric_verdict.rs`.
 
 use super::MAPPING;
 use super::path::{PathRig, audit, write};
-use super::rig::{read, rig_wanted};
+use super::reader::audit_in_process_with;
+use super::rig::{read, repo, rig_wanted};
 
 /// Per level of the verdict, the node descriptions that lose it.
 fn lost(v: &serde_json::Value) -> Vec<(String, Vec<String>)> {
@@ -88,4 +90,32 @@ fn path_verdict_names_the_hcas_under_the_leaf_a_spine_drops_toward() {
     );
     let v: serde_json::Value = serde_json::from_str(&read(&file)).unwrap();
     assert!(lost(&v).iter().all(|(_, who)| who.is_empty()), "{v:#}");
+}
+
+#[test]
+fn path_verdict_carries_a_rings_credit_loop_to_every_hca() {
+    if !rig_wanted("path_verdict_ring") {
+        return;
+    }
+    let net = repo().join("rigs/net.ring5");
+    let rig = PathRig::start(&["-t", net.to_str().unwrap(), "-o", "routing_engine=minhop"]);
+    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    let file = rig.dir.path().join("verdict.json");
+    // The deadlock check reads the forwarding tables in process.
+    let node = rig.node2_as("ibsim0");
+    let out = audit_in_process_with(&rig, &node, &m, &["--verdict", file.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&read(&file)).unwrap();
+    assert_eq!(v["hcas"].as_array().unwrap().len(), 5, "{v:#}");
+    for l in v["levels"].as_array().unwrap() {
+        let cycle = l["credit_loop"].as_str().unwrap_or_else(|| panic!("{l}"));
+        assert!(cycle.starts_with("credit loop"), "{cycle}");
+        // The lanes themselves are carried: no node loses by a port.
+        assert_eq!(l["lost"], serde_json::json!([]), "{l}");
+    }
 }
