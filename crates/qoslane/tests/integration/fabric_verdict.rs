@@ -148,6 +148,20 @@ fn a_verdict_naming_this_node_refuses_the_level_and_a_good_one_gives_it_back() {
         &format!("update NodeName={NODE} ActiveFeatures=qoslane"),
         "{calls:?}"
     );
+    // `explain --fabric` says what a Prolog would decide: refused, the line.
+    let out = run(
+        &n,
+        &["explain", "--qos", "mission-critical", "--fabric"],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains(LINE), "{}", stdout(&out));
     // A Prolog obeys the recorded scope (it never reads the shared file:
     // the file is gone, the refusal stands).
     std::fs::remove_file(n.path(VERDICT)).unwrap();
@@ -206,7 +220,13 @@ fn a_stale_or_other_mappings_verdict_is_ignored_with_a_warning() {
             .to_string()
             .contains("(more than 30 s): ignored")
     );
-    run(&n, &["health"], &[]);
+    // A bound that is not a number: said, and the default (1 h) stands.
+    let out = run(&n, &["health"], &[("QOSLANE_FABRIC_VERDICT_MAX_AGE", "1h")]);
+    assert!(
+        stderr(&out).contains("QOSLANE_FABRIC_VERDICT_MAX_AGE=1h: not a number of seconds"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(grant(&n, "mission-critical")["decision"], "refused");
 }
 

@@ -17,11 +17,11 @@
 //! On a fat tree (up/down routes) this is where the level's traffic goes;
 //! on other topologies (a ring) it is the nearest HCAs, not every route:
 //! only the forwarding tables would say that, and what they say is a pair
-//! of nodes, not a node (see the module's report).
+//! of nodes, not a node: Slurm places nodes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::fabric::tables::{LinkEnd, NodeType, Topology};
+use crate::fabric::tables::{DiscoveredPort, LinkEnd, NodeType, Topology};
 
 /// An HCA port of the fabric, as the topology names it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -46,12 +46,19 @@ impl HcaPort {
 #[derive(Debug)]
 pub struct Reach<'a> {
     topo: &'a Topology,
+    /// Node GUID → its ports, in discovery order (an index: every rule
+    /// walks a node's ports, a fabric of thousands of them).
+    ports: BTreeMap<&'a str, Vec<&'a DiscoveredPort>>,
     /// Node GUID → hops to the nearest HCA (unreachable nodes absent).
     rank: BTreeMap<&'a str, u32>,
 }
 
 impl<'a> Reach<'a> {
     pub fn new(topo: &'a Topology) -> Self {
+        let mut ports: BTreeMap<&str, Vec<&DiscoveredPort>> = BTreeMap::new();
+        for p in &topo.ports {
+            ports.entry(p.end.guid.as_str()).or_default().push(p);
+        }
         let mut rank: BTreeMap<&str, u32> = BTreeMap::new();
         let mut queue: VecDeque<&str> = VecDeque::new();
         for p in topo.connected(NodeType::Hca) {
@@ -61,7 +68,7 @@ impl<'a> Reach<'a> {
         }
         while let Some(g) = queue.pop_front() {
             let next = rank[g] + 1;
-            for p in topo.ports.iter().filter(|p| p.end.guid == g) {
+            for p in ports.get(g).into_iter().flatten() {
                 let Some(r) = &p.remote else { continue };
                 if !rank.contains_key(r.guid.as_str()) {
                     rank.insert(r.guid.as_str(), next);
@@ -69,7 +76,7 @@ impl<'a> Reach<'a> {
                 }
             }
         }
-        Self { topo, rank }
+        Self { topo, ports, rank }
     }
 
     /// The node's rank (hops to the nearest HCA), if it reaches one.
@@ -79,11 +86,16 @@ impl<'a> Reach<'a> {
 
     /// The far end of a node's port, if it is cabled.
     pub fn remote(&self, guid: &str, port: u32) -> Option<&'a LinkEnd> {
-        self.topo
-            .ports
+        self.port(guid, port).and_then(|p| p.remote.as_ref())
+    }
+
+    /// A node's port, as discovered.
+    fn port(&self, guid: &str, port: u32) -> Option<&'a DiscoveredPort> {
+        self.ports
+            .get(guid)?
             .iter()
-            .find(|p| p.end.guid == guid && p.end.port == port)
-            .and_then(|p| p.remote.as_ref())
+            .find(|p| p.end.port == port)
+            .copied()
     }
 
     /// The HCA ports a finding on `port` of node `guid` (a switch or an
@@ -98,12 +110,7 @@ impl<'a> Reach<'a> {
     ) -> Vec<HcaPort> {
         let mut out = BTreeSet::new();
         if kind == NodeType::Hca {
-            if let Some(p) = self
-                .topo
-                .ports
-                .iter()
-                .find(|p| p.end.guid == guid && p.end.port == port)
-            {
+            if let Some(p) = self.port(guid, port) {
                 out.insert(HcaPort::of(&p.end));
             }
             return out.into_iter().collect();
@@ -154,7 +161,7 @@ impl<'a> Reach<'a> {
             if !seen.insert(g) {
                 continue;
             }
-            for p in self.topo.ports.iter().filter(|p| p.end.guid == g) {
+            for p in self.ports.get(g).into_iter().flatten() {
                 match &p.remote {
                     Some(r) if r.kind == NodeType::Hca => {
                         out.insert(HcaPort::of(r));
@@ -180,7 +187,6 @@ impl<'a> Reach<'a> {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::fabric::tables::DiscoveredPort;
 
     /// A node of a net file: its kind, name and `(port, peer, peer port)`.
     type NetNode = (NodeType, String, Vec<(u32, String, u32)>);
