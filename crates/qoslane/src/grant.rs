@@ -2,8 +2,10 @@
 //! scope that applies — the node's own ports (the Prolog's probe, or the
 //! fresh one of `sync`/`health`), the first hop (the switch each port is
 //! cabled to, read by `sync`/`health`, or by a Prolog of a `fail_job` level
-//! when no fresh reading is recorded) and the level's node settings (can
-//! they be written) — under the mapping's `fabric_check` and the level's
+//! when no fresh reading is recorded), the fabric path (the fabric audit's
+//! verdict, `qoslane fabric audit --verdict`, read by `sync`/`health` from
+//! the site's shared file) and the level's node settings (can they be
+//! written) — under the mapping's `fabric_check` and the level's
 //! `on_failure`. Persisted as a [`Record`] (`/run/qoslane/grants.json`,
 //! `state::grants`); the Prolog obeys it, and `health`, `status`, `explain`
 //! and the metrics render it, never judging again. Pure.
@@ -75,6 +77,9 @@ pub enum GrantScope {
     FirstHop,
     /// The level's node settings.
     Settings,
+    /// The fabric beyond the first hop, as the last fabric audit judged it
+    /// (its verdict: the egress ports this node's traffic takes).
+    FabricPath,
 }
 
 impl GrantScope {
@@ -83,6 +88,7 @@ impl GrantScope {
             Self::OwnPorts => "own ports",
             Self::FirstHop => "first hop",
             Self::Settings => "node settings",
+            Self::FabricPath => "fabric path",
         }
     }
 }
@@ -189,6 +195,11 @@ impl Grant {
 ///   could not be checked is a warning.
 /// - A scope's own warnings (RoCE ports, a `devices` entry matching
 ///   nothing) are notes: they do not make it a grant with warnings.
+/// - The fabric path is a fabric scope, but one that could not be looked at
+///   (no verdict, an unreadable, stale or other mapping's one, a port the
+///   audit did not read) is a warning under every policy but `off`: the
+///   audit's file is on a shared filesystem, and its absence never costs a
+///   grant.
 ///
 /// A stopped level is refused (`on_failure: fail_job`) or runs on the
 /// baseline (`continue`).
@@ -219,7 +230,9 @@ pub fn decide(check: FabricCheck, on_failure: OnFailure, evidence: &[Evidence]) 
             }
         }
         if let Some(why) = &e.found.unread {
-            if fabric && check == FabricCheck::Enforce {
+            if e.scope == GrantScope::FabricPath {
+                warnings.push(format!("fabric path not checked: {why}"));
+            } else if fabric && check == FabricCheck::Enforce {
                 reasons.push(reason(&format!(
                     "{} could not be checked: {why}",
                     e.scope.as_str()
@@ -283,6 +296,20 @@ pub struct ScopeRead {
     pub levels: BTreeMap<String, Findings>,
 }
 
+/// The fabric audit's verdict as `sync`/`health` took it in for this node
+/// (`fabric/sweep/verdict.rs`), for the Prologs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathRead {
+    /// When the audit made the verdict (ms since the Unix epoch); when it
+    /// could not be used, when it was looked at.
+    pub at_ms: u64,
+    /// How old it may grow and still stand (the site's bound when it was
+    /// read): a Prolog past it uses it no more.
+    pub max_age_ms: u64,
+    /// Level → what the verdict says of this node's ports.
+    pub levels: BTreeMap<String, Findings>,
+}
+
 /// The persisted grants of the node (`/run/qoslane/grants.json`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -298,6 +325,10 @@ pub struct Record {
     /// The node settings' check of `sync`/`health`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<ScopeRead>,
+    /// The fabric audit's verdict as `sync`/`health` read it, when the site
+    /// names one (`QOSLANE_FABRIC_VERDICT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric_path: Option<PathRead>,
     /// Level → its grant.
     pub grants: BTreeMap<String, Grant>,
 }
@@ -375,6 +406,21 @@ impl Record {
             )),
             None => {}
         }
+        match &r.fabric_path {
+            Some(p) if now_ms.saturating_sub(p.at_ms) <= p.max_age_ms => {
+                out.evidence.push(Evidence {
+                    scope: GrantScope::FabricPath,
+                    at_ms: p.at_ms,
+                    found: p.levels.get(level).cloned().unwrap_or_default(),
+                });
+            }
+            Some(p) => out.notes.push(format!(
+                "the recorded fabric verdict is {} s old (more than {} s): not used",
+                now_ms.saturating_sub(p.at_ms) / 1000,
+                p.max_age_ms / 1000
+            )),
+            None => {}
+        }
         out
     }
 }
@@ -443,6 +489,83 @@ mod tests {
         assert_eq!(
             decide(FabricCheck::Warn, OnFailure::FailJob, &e).decision,
             Decision::GrantedWithWarnings
+        );
+    }
+
+    #[test]
+    fn a_fabric_path_loss_follows_the_policy_and_an_unread_verdict_never_stops_a_level() {
+        let lost = [ev(
+            GrantScope::FabricPath,
+            &["fabric path: spine1 port 2 -> leaf2: SL 3 -> VL 15"],
+            &[],
+        )];
+        let g = decide(FabricCheck::Enforce, OnFailure::FailJob, &lost);
+        assert_eq!(g.decision, Decision::Refused);
+        assert_eq!(g.reasons[0].scope, GrantScope::FabricPath);
+        assert!(matches!(g.refusal(None), Error::Fabric(_)));
+        let g = decide(FabricCheck::Enforce, OnFailure::Continue, &lost);
+        assert_eq!(g.decision, Decision::Baseline);
+        let g = decide(FabricCheck::Warn, OnFailure::FailJob, &lost);
+        assert_eq!(g.decision, Decision::GrantedWithWarnings);
+        assert_eq!(
+            decide(FabricCheck::Off, OnFailure::FailJob, &lost).decision,
+            Decision::Granted
+        );
+        let unread = [Evidence {
+            scope: GrantScope::FabricPath,
+            at_ms: 1,
+            found: Findings {
+                unread: Some("the fabric verdict is 4000 s old".into()),
+                ..Findings::default()
+            },
+        }];
+        for check in [FabricCheck::Enforce, FabricCheck::Warn] {
+            let g = decide(check, OnFailure::FailJob, &unread);
+            assert_eq!(g.decision, Decision::GrantedWithWarnings);
+            assert_eq!(
+                g.warnings,
+                ["fabric path not checked: the fabric verdict is 4000 s old"]
+            );
+        }
+    }
+
+    #[test]
+    fn a_recorded_fabric_verdict_stands_for_a_prolog_until_its_own_bound() {
+        let mut levels = BTreeMap::new();
+        levels.insert(
+            "mc".to_owned(),
+            Findings {
+                problems: vec!["fabric path: x".into()],
+                ..Findings::default()
+            },
+        );
+        let r = Record {
+            mapping_sha256: "abc".into(),
+            fabric_path: Some(PathRead {
+                at_ms: 1000,
+                max_age_ms: 10_000,
+                levels,
+            }),
+            ..Record::default()
+        };
+        let got = Record::recorded(Some(&r), "abc", "mc", None, 11_000, 5000);
+        let path: Vec<&Evidence> = got
+            .evidence
+            .iter()
+            .filter(|e| e.scope == GrantScope::FabricPath)
+            .collect();
+        assert_eq!(path.len(), 1, "{got:?}");
+        assert_eq!(path[0].found.problems, ["fabric path: x"]);
+        let got = Record::recorded(Some(&r), "abc", "mc", None, 11_001, 5000);
+        assert!(
+            got.evidence
+                .iter()
+                .all(|e| e.scope != GrantScope::FabricPath)
+        );
+        assert!(
+            got.notes
+                .iter()
+                .any(|n| n.contains("fabric verdict is 10 s old"))
         );
     }
 

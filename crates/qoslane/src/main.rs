@@ -199,6 +199,13 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
     let opt = |name: &str| {
         env(name).or_else(|| site.get(name).filter(|v| !v.is_empty()).map(PathBuf::from))
     };
+    // A bound that is not a number is said once the log is up.
+    let max_age = opt("QOSLANE_FABRIC_VERDICT_MAX_AGE").map_or(Ok(None), |v| {
+        v.to_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(|s| Some(Duration::from_secs(s)))
+            .ok_or_else(|| v.display().to_string())
+    });
     let paths = Paths::new(Overrides {
         root,
         config: cli.config.clone().or_else(|| opt("QOSLANE_CONFIG")),
@@ -209,12 +216,21 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         squeue: opt("QOSLANE_SQUEUE"),
         perfquery: opt("QOSLANE_PERFQUERY"),
         scontrol: opt("QOSLANE_SCONTROL"),
+        fabric_verdict: opt("QOSLANE_FABRIC_VERDICT"),
+        fabric_verdict_max_age: max_age.as_ref().ok().copied().flatten(),
     });
     qoslane::log::init(
         &paths,
         std::env::var_os("QOSLANE_NO_JOURNAL").is_some()
             || site.get("QOSLANE_NO_JOURNAL").is_some(),
     );
+    if let Err(v) = max_age {
+        qoslane::log::warn(&format!(
+            "QOSLANE_FABRIC_VERDICT_MAX_AGE={v}: not a number of seconds; the default \
+             ({} s) is used",
+            qoslane::paths::defaults::FABRIC_VERDICT_MAX_AGE.as_secs()
+        ));
+    }
     let timeout = cli
         .timeout_ms
         .or_else(|| {

@@ -175,6 +175,12 @@ Absolute path of perfquery: the Prolog and Epilog read the node's ports' per-SL 
 .B QOSLANE_SCONTROL
 Absolute path of scontrol: placement on. health keeps this node's qoslane features active in slurmctld as its grants say (scontrol update NodeName=... ActiveFeatures=..., sent only when they change, every 30 minutes and at the first run after boot). Unset (the default): placement off. Set it only once slurm.conf lists the features (qoslane slurm-config). cluster asks it for every node's features (its \\-\\-scontrol wins; default /usr/bin/scontrol).
 .TP
+.B QOSLANE_FABRIC_VERDICT
+The fabric audit's verdict (fabric audit --verdict FILE, on a filesystem the nodes share): health and sync take it into each level's grant (the fabric path scope: a level not carried on the way of this node's traffic is lost as on its own port). Missing, unreadable, hung, stale or of another mapping: a warning, never a loss. Unset (the default): not read.
+.TP
+.B QOSLANE_FABRIC_VERDICT_MAX_AGE
+Seconds: a fabric verdict older than this is ignored, with a warning (default: 3600).
+.TP
 .B QOSLANE_TIMEOUT_MS
 The deadline of one run in milliseconds (default: 3000).
 .TP

@@ -16,6 +16,10 @@ pub mod defaults {
     pub const SMPQUERY: &str = "/usr/sbin/smpquery";
     pub const IBNETDISCOVER: &str = "/usr/sbin/ibnetdiscover";
     pub const SQUEUE: &str = "/usr/bin/squeue";
+    /// How old the fabric audit's verdict may be and still stand: four
+    /// runs of the Omnia role's 15-minute audit timer (three missed runs
+    /// and then some).
+    pub const FABRIC_VERDICT_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 }
 
 /// The node lock's name in the run directory.
@@ -46,6 +50,14 @@ pub struct Paths {
     /// configured, placement off (slurm.conf must list the features first:
     /// `qoslane slurm-config`).
     pub scontrol: Option<PathBuf>,
+    /// The fabric audit's verdict (`QOSLANE_FABRIC_VERDICT`: a file on a
+    /// filesystem the nodes share, `qoslane fabric audit --verdict` writes
+    /// it): `sync` and `health` read it for the `fabric path` scope of the
+    /// grants. None configured, none read.
+    pub fabric_verdict: Option<PathBuf>,
+    /// How old that verdict may be and still stand
+    /// (`QOSLANE_FABRIC_VERDICT_MAX_AGE`, seconds).
+    pub fabric_verdict_max_age: std::time::Duration,
 }
 
 /// Explicit overrides, from flags or the environment.
@@ -60,6 +72,8 @@ pub struct Overrides {
     pub squeue: Option<PathBuf>,
     pub perfquery: Option<PathBuf>,
     pub scontrol: Option<PathBuf>,
+    pub fabric_verdict: Option<PathBuf>,
+    pub fabric_verdict_max_age: Option<std::time::Duration>,
 }
 
 impl Paths {
@@ -79,6 +93,10 @@ impl Paths {
             squeue: o.squeue.unwrap_or_else(|| defaults::SQUEUE.into()),
             perfquery: o.perfquery,
             scontrol: o.scontrol,
+            fabric_verdict: o.fabric_verdict,
+            fabric_verdict_max_age: o
+                .fabric_verdict_max_age
+                .unwrap_or(defaults::FABRIC_VERDICT_MAX_AGE),
             root,
         }
     }

@@ -46,7 +46,7 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
     };
     let m = &loaded.mapping;
     let (level, how) = m.level_for_qos(Some(qos));
-    let now = fabric.then(|| fabric_now(ctx, m, level));
+    let now = fabric.then(|| fabric_now(ctx, m, &loaded.sha256, level));
     let from = match loaded.source {
         Source::Config => ctx.paths.config.display().to_string(),
         Source::LastKnownGood => format!(
@@ -94,9 +94,10 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
 }
 
 /// The live grant: what a Prolog would decide on this node now, with a
-/// fresh probe and the first hop, and the settings as they are, decided by
+/// fresh probe and the first hop, the settings as they are and the fabric
+/// path as `health` recorded it, decided by
 /// [`crate::grant::decide`]; nothing written.
-fn fabric_now(ctx: &Ctx, m: &Mapping, level: &Level) -> FabricNow {
+fn fabric_now(ctx: &Ctx, m: &Mapping, sha256: &str, level: &Level) -> FabricNow {
     let d = crate::deadline::Deadline::after(ctx.timeout);
     let mut j = crate::fabric::policy::judge_dry(
         &ctx.paths,
@@ -115,6 +116,21 @@ fn fabric_now(ctx: &Ctx, m: &Mapping, level: &Level) -> FabricNow {
             .cloned()
             .unwrap_or_default(),
     });
+    // The fabric path as a Prolog takes it: from the record `health` made.
+    let record = crate::state::grants::load(&ctx.paths).ok().flatten();
+    evidence.extend(
+        crate::grant::Record::recorded(
+            record.as_ref(),
+            sha256,
+            &level.name,
+            None,
+            crate::time::now_ms(),
+            crate::grant::MAX_RECORD_AGE_MS,
+        )
+        .evidence
+        .into_iter()
+        .filter(|e| e.scope == crate::grant::GrantScope::FabricPath),
+    );
     let g = crate::grant::decide(m.fabric_check, m.on_failure_for(level), &evidence);
     let verdict = match (&j.check, g.decision) {
         (Some(crate::mapping::FabricCheck::Off), _) if g.reasons.is_empty() => "not_checked",

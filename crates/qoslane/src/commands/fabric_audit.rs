@@ -16,7 +16,7 @@ use crate::exit_code::ExitClass;
 use crate::fabric::judge::lane::Lane;
 use crate::fabric::read::umad;
 use crate::fabric::sweep::page::{self, Page};
-use crate::fabric::sweep::{self, Sweep};
+use crate::fabric::sweep::{self, Sweep, verdict};
 use crate::fabric::{InProcess, PortId, Reader, Smpquery};
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
@@ -77,6 +77,9 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
             detail: format!("the fabric could not be read: {e}"),
         },
     })?;
+    if let Some(file) = &args.verdict {
+        write_verdict(ctx, file, &sweep, &loaded.sha256, started)?;
+    }
     let text = match args.format {
         AuditFormat::Json => {
             let v = serde_json::json!({
@@ -465,4 +468,38 @@ fn write_textfile(
     started: std::time::SystemTime,
 ) -> Result<()> {
     crate::state::fsutil::publish(&ctx.paths, file, &render(r, started), crate::state::PUBLIC)
+}
+
+/// The fabric verdict (`--verdict FILE`) of a sweep that read the topology:
+/// the nodes' `fabric path` scope (`fabric/sweep/verdict.rs`). An audit
+/// that could not read the fabric writes none: the last one ages out on
+/// the nodes (`QOSLANE_FABRIC_VERDICT_MAX_AGE`).
+fn write_verdict(
+    ctx: &Ctx,
+    file: &std::path::Path,
+    sweep: &Sweep,
+    sha256: &str,
+    started: std::time::SystemTime,
+) -> Result<()> {
+    let ms = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let time = humantime::format_rfc3339_seconds(started).to_string();
+    let host = crate::audit::node_name();
+    let v = verdict::build(
+        sweep,
+        &verdict::Made {
+            time: &time,
+            ms,
+            host: &host,
+            mapping_sha256: sha256,
+        },
+    );
+    let file = std::path::absolute(file).map_err(Error::io("resolve", file))?;
+    crate::state::fsutil::publish(
+        &ctx.paths,
+        &file,
+        &verdict::render(&v),
+        crate::state::PUBLIC,
+    )
 }

@@ -105,13 +105,21 @@ fn body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
     // The grants of the judged mapping, recorded when it is (or goes) in
     // force: the Prologs take the first hop and the settings from them.
     let settings = crate::settings::check_levels(paths, &mapping, &s.deadline);
+    let path = crate::fabric::gather::verdict::fabric_path(
+        paths,
+        &mapping,
+        &sha256,
+        &fabric.ports(),
+        &s.deadline,
+    );
     let record = crate::grant::Record {
         mapping_sha256: sha256.clone(),
         by: "sync".to_owned(),
         time: crate::time::now_rfc3339(),
         first_hop: fabric.first_hop_read(&mapping),
-        grants: fabric.grants(&mapping, Some(&settings)),
+        grants: fabric.grants(&mapping, Some(&settings), path.as_ref()),
         settings: Some(settings),
+        fabric_path: path,
     };
     // Already in force (last-known-good): the gate cannot refuse what is in
     // force, only say which of its levels the node no longer carries.

@@ -31,6 +31,7 @@ mod reader;
 mod rig;
 mod share;
 mod sm_policy;
+mod verdict;
 mod wait;
 
 // ---------------------------------------------------------------- helpers

@@ -10,6 +10,7 @@ mod cost;
 mod counters;
 mod docs;
 mod fabric;
+mod fabric_verdict;
 mod grants;
 mod hooks;
 mod layers;

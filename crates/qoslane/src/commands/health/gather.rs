@@ -396,13 +396,23 @@ fn fabric(s: &Session<'_>, m: Mapping, sha: String) -> FabricFacts {
     let paths = s.paths;
     let (judgement, first_hop_wait) = policy::judge_health(paths, &m, &s.deadline);
     let settings = crate::settings::check_levels(paths, &m, &s.deadline);
+    // The fabric audit's verdict, when the site names one: read outside the
+    // node lock (health gave it back), bounded (a shared filesystem).
+    let path = crate::fabric::gather::verdict::fabric_path(
+        paths,
+        &m,
+        &sha,
+        &judgement.ports(),
+        &s.deadline,
+    );
     let record = grant::Record {
         mapping_sha256: sha,
         by: "health".to_owned(),
         time: crate::time::now_rfc3339(),
         first_hop: judgement.first_hop_read(&m),
-        grants: judgement.grants(&m, Some(&settings)),
+        grants: judgement.grants(&m, Some(&settings), path.as_ref()),
         settings: Some(settings),
+        fabric_path: path,
     };
     let store_error = grants::store(paths, &record).err().map(|e| e.to_string());
     FabricFacts {

@@ -7,6 +7,7 @@
 //! for by [`policy`]).
 
 pub mod policy;
+pub mod verdict;
 
 use std::time::Duration;
 

@@ -261,12 +261,13 @@ impl Judgement {
         })
     }
 
-    /// Every level's grant from this judgement and the settings' check
-    /// (`sync`, `health`).
+    /// Every level's grant from this judgement, the settings' check and
+    /// the fabric audit's verdict (`sync`, `health`).
     pub fn grants(
         &self,
         mapping: &Mapping,
         settings: Option<&ScopeRead>,
+        path: Option<&grant::PathRead>,
     ) -> std::collections::BTreeMap<String, Grant> {
         mapping
             .levels()
@@ -278,6 +279,13 @@ impl Judgement {
                         scope: grant::GrantScope::Settings,
                         at_ms: s.at_ms,
                         found: s.levels.get(&l.name).cloned().unwrap_or_default(),
+                    });
+                }
+                if let Some(p) = path {
+                    evidence.push(Evidence {
+                        scope: grant::GrantScope::FabricPath,
+                        at_ms: p.at_ms,
+                        found: p.levels.get(&l.name).cloned().unwrap_or_default(),
                     });
                 }
                 let g = grant::decide(mapping.fabric_check, mapping.on_failure_for(l), &evidence);

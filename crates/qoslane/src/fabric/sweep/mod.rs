@@ -26,7 +26,9 @@
 
 pub mod judge;
 pub mod page;
+pub mod reach;
 pub mod routes;
+pub mod verdict;
 
 use serde::Serialize;
 
