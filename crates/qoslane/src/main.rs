@@ -208,6 +208,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         squeue: opt("QOSLANE_SQUEUE"),
         perfquery: opt("QOSLANE_PERFQUERY"),
         scontrol: opt("QOSLANE_SCONTROL"),
+        sacctmgr: opt("QOSLANE_SACCTMGR"),
     });
     qoslane::log::init(
         &paths,

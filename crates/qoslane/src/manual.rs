@@ -175,6 +175,9 @@ Absolute path of perfquery: the Prolog and Epilog read the node's ports' per-SL 
 .B QOSLANE_SCONTROL
 Absolute path of scontrol: placement on. health keeps this node's qoslane features active in slurmctld as its grants say (scontrol update NodeName=... ActiveFeatures=..., sent only when they change, every 30 minutes and at the first run after boot). Unset (the default): placement off. Set it only once slurm.conf lists the features (qoslane slurm-config).
 .TP
+.B QOSLANE_SACCTMGR
+Absolute path of sacctmgr, which slurm-config --check-qos asks for Slurm's QoS names (default: /usr/bin/sacctmgr).
+.TP
 .B QOSLANE_TIMEOUT_MS
 The deadline of one run in milliseconds (default: 3000).
 .TP

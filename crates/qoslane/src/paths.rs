@@ -16,6 +16,7 @@ pub mod defaults {
     pub const SMPQUERY: &str = "/usr/sbin/smpquery";
     pub const IBNETDISCOVER: &str = "/usr/sbin/ibnetdiscover";
     pub const SQUEUE: &str = "/usr/bin/squeue";
+    pub const SACCTMGR: &str = "/usr/bin/sacctmgr";
 }
 
 /// The node lock's name in the run directory.
@@ -46,6 +47,9 @@ pub struct Paths {
     /// configured, placement off (slurm.conf must list the features first:
     /// `qoslane slurm-config`).
     pub scontrol: Option<PathBuf>,
+    /// `sacctmgr`: Slurm's QoS names, for `slurm-config --check-qos`
+    /// (`QOSLANE_SACCTMGR`).
+    pub sacctmgr: PathBuf,
 }
 
 /// Explicit overrides, from flags or the environment.
@@ -60,6 +64,7 @@ pub struct Overrides {
     pub squeue: Option<PathBuf>,
     pub perfquery: Option<PathBuf>,
     pub scontrol: Option<PathBuf>,
+    pub sacctmgr: Option<PathBuf>,
 }
 
 impl Paths {
@@ -79,6 +84,7 @@ impl Paths {
             squeue: o.squeue.unwrap_or_else(|| defaults::SQUEUE.into()),
             perfquery: o.perfquery,
             scontrol: o.scontrol,
+            sacctmgr: o.sacctmgr.unwrap_or_else(|| defaults::SACCTMGR.into()),
             root,
         }
     }

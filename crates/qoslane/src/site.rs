@@ -35,6 +35,7 @@ pub const NAMES: &[&str] = &[
     "QOSLANE_SQUEUE",
     "QOSLANE_PERFQUERY",
     "QOSLANE_SCONTROL",
+    "QOSLANE_SACCTMGR",
     "QOSLANE_NO_JOURNAL",
 ];
 
