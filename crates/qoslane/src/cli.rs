@@ -422,8 +422,17 @@ pub struct SlurmConfigArgs {
     pub check_qos: bool,
     /// sacctmgr for --check-qos (default: QOSLANE_SACCTMGR, from the environment or the site
     /// options file, else /usr/bin/sacctmgr)
-    #[arg(long, value_name = "PATH", requires = "check_qos")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "check_qos",
+        conflicts_with = "qos_from"
+    )]
     pub sacctmgr: Option<PathBuf>,
+    /// For --check-qos, Slurm's QoS names from FILE (what `sacctmgr -n -P show qos
+    /// format=name` printed on a host that reaches slurmdbd) instead of running sacctmgr
+    #[arg(long, value_name = "FILE", requires = "check_qos")]
+    pub qos_from: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

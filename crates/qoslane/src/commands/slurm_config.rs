@@ -187,20 +187,11 @@ fn check_qos(
     loaded: &Loaded,
     source: &str,
 ) -> Result<ExitClass> {
-    let sacctmgr = args.sacctmgr.as_ref().unwrap_or(&ctx.paths.sacctmgr);
-    let argv = ["-n", "-P", "show", "qos", "format=name"];
-    let deadline = Deadline::after(ctx.timeout.max(SACCTMGR_TIME));
-    let out = crate::exec::run(sacctmgr, &argv, &deadline).map_err(|e| Error::Program {
-        program: sacctmgr.clone(),
-        detail: format!(
-            "`{} {}` failed, so the mapping's QoS names cannot be checked against Slurm's (is \
-             slurmdbd reachable from here?): {}",
-            sacctmgr.display(),
-            argv.join(" "),
-            Error::with_causes(&e)
-        ),
-    })?;
-    let names = slurm_config::slurm_qos_names(&String::from_utf8_lossy(&out.stdout));
+    let listed = match &args.qos_from {
+        Some(file) => std::fs::read(file).map_err(Error::io("read", file))?,
+        None => sacctmgr_qos(ctx, args)?,
+    };
+    let names = slurm_config::slurm_qos_names(&String::from_utf8_lossy(&listed));
     let c = slurm_config::compare_qos(&loaded.mapping, &names);
     let mut text = String::new();
     for q in &c.unlisted {
@@ -234,4 +225,23 @@ fn check_qos(
         .collect();
     let why = format!("{source} names QoS Slurm does not know");
     Err(refuse(ctx, loaded, source, &problems, &why))
+}
+
+/// `sacctmgr -n -P show qos format=name`'s output, or why it could not be had.
+fn sacctmgr_qos(ctx: &Ctx, args: &SlurmConfigArgs) -> Result<Vec<u8>> {
+    let sacctmgr = args.sacctmgr.as_ref().unwrap_or(&ctx.paths.sacctmgr);
+    let argv = ["-n", "-P", "show", "qos", "format=name"];
+    let deadline = Deadline::after(ctx.timeout.max(SACCTMGR_TIME));
+    crate::exec::run(sacctmgr, &argv, &deadline)
+        .map(|o| o.stdout)
+        .map_err(|e| Error::Program {
+            program: sacctmgr.clone(),
+            detail: format!(
+                "`{} {}` failed, so the mapping's QoS names cannot be checked against Slurm's \
+                 (is slurmdbd reachable from here?): {}",
+                sacctmgr.display(),
+                argv.join(" "),
+                Error::with_causes(&e)
+            ),
+        })
 }

@@ -369,6 +369,24 @@ fn check_qos_with_slurmdbd_unreachable_is_a_clear_error_naming_the_command() {
     );
 }
 
+/// A host that does not reach slurmdbd (the Omnia role's control node)
+/// checks what sacctmgr printed on one that does.
+#[test]
+fn check_qos_reads_slurms_names_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.yml", TWO_PLACED);
+    let names = write(&dir, "qos.txt", "normal\ngold\nsilver\nbronze\n");
+    let out = slurm_config(&m, &["--check-qos", "--qos-from", names.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        e.contains("m.yml:5:17: error: level `gold` lists QoS `Platinum`"),
+        "{e}"
+    );
+    let out = slurm_config(&m, &["--qos-from", names.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(64), "only with --check-qos");
+}
+
 #[test]
 fn check_qos_finds_sacctmgr_in_the_environment_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
