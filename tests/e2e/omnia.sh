@@ -190,12 +190,12 @@ printf '%s\n' '- name: The role'"'"'s slurm.conf tasks on a fixture file' '  hos
   '      ansible.builtin.include_role:' '        name: slurm_qos_network' \
   '        tasks_from: "{{ conf_file }}"' '      loop: "{{ conf_steps.split() }}"' \
   '      loop_control:' '        loop_var: conf_file' > "$WORK/conf-only.yml"
-conf_step() { # conf_step LOGNAME TASKS_FILE... (one play, in order)
+conf_step() { # conf_step LOGNAME TASKS_FILE... (one play, in order; CONF_EXTRA: more -e NAME=VALUE)
   local name=$1; shift
   ANSIBLE_ROLES_PATH=$OMNIA/roles timeout 120 "$PLAYBOOK" -i "$WORK/inventory" "$WORK/conf-only.yml" \
     -e "slurm_qos_network_input_dir=$OMNIA/input" -e "conf_steps='$*'" \
     -e "slurm_qos_network_slurm_conf=$WORK/omnia-slurm.conf" -e slurm_qos_network_scontrol=/bin/true \
-    >"$WORK/$name.log" 2>&1 || { tail -20 "$WORK/$name.log" >&2; return 1; }
+    ${CONF_EXTRA:+$CONF_EXTRA} >"$WORK/$name.log" 2>&1 || { tail -20 "$WORK/$name.log" >&2; return 1; }
 }
 check "omnia layout: role's slurm.conf tasks ran" conf_step omnia-conf load_input.yml read_slurm_conf.yml slurm_conf.yml
 check "omnia layout: lines in place or after their commented lines, flags merged" \
@@ -206,6 +206,42 @@ check "omnia layout: a second run changes nothing" bash -c "$(declare -f conf_st
   grep -qE '^localhost +: .* changed=0 ' '$WORK/omnia-conf-again.log' && cmp -s '$WORK/omnia-slurm.conf.expected' '$WORK/omnia-slurm.conf'"
 check "omnia layout: removal tasks ran" conf_step omnia-conf-remove remove_slurm_conf.yml
 check "omnia layout: removal gives the file back byte for byte" cmp "$WORK/omnia-slurm.conf.orig" "$WORK/omnia-slurm.conf"
+
+# Placement's controller side on the same file (no Slurm: sacctmgr /bin/false, so the QoS names
+# are said to be unchecked): qoslane.conf, job_submit.lua and the module beside it, the Include
+# line before the NodeName lines; a second run changes nothing; a site's own job_submit.lua stops
+# the play naming the lines to add; the removal tasks take everything out again.
+say "case: placement's controller side on Omnia's slurm.conf layout"
+CONF_EXTRA="-e slurm_placement=true -e slurm_placement_placeholders=2 -e slurm_placement_cpus=64
+  -e slurm_placement_memory_mb=1000 -e slurm_qos_network_sacctmgr=/bin/false
+  -e slurm_qos_network_validator_found=$QL -e slurm_qos_network_site_options=$WORK/default-qoslane"
+check "placement layout: the role's placement tasks ran" conf_step omnia-place load_input.yml read_slurm_conf.yml placement.yml
+check "placement layout: qoslane's job_submit.lua, the module and qoslane.conf beside slurm.conf" bash -c \
+  "head -1 '$WORK/job_submit.lua' | grep -q '^-- job_submit.lua: qoslane placement\\.' && [ -s '$WORK/qoslane_placement.lua' ] && grep -q '^JobSubmitPlugins=lua$' '$WORK/qoslane.conf'"
+check "placement layout: the Include line just before the first NodeName line" \
+  eq "$(grep -B1 -m1 '^NodeName=' "$WORK/omnia-slurm.conf" | head -1)" "Include $WORK/qoslane.conf"
+check "placement layout: unchecked QoS names said (sacctmgr failed)" grep -q "The mapping's QoS names were not checked against Slurm's" "$WORK/omnia-place.log"
+place_again() {
+  conf_step omnia-place-again load_input.yml read_slurm_conf.yml placement.yml &&
+    grep -qE '^localhost +: .* changed=0 ' "$WORK/omnia-place-again.log"
+}
+check "placement layout: a second run changes nothing" place_again
+printf '%s\n' "-- the site's own" 'function slurm_job_submit(j, p, u) return slurm.SUCCESS end' > "$WORK/job_submit.lua"
+cp "$WORK/job_submit.lua" "$WORK/site-job_submit.lua"
+place_site_stops() { ! conf_step omnia-place-site load_input.yml read_slurm_conf.yml placement.yml 2>/dev/null; }
+check "placement layout: a site's own job_submit.lua stops the play" place_site_stops
+check "placement layout: it names the file" \
+  grep -qF "$WORK/job_submit.lua on localhost is the site's own (not qoslane's); it is not replaced" "$WORK/omnia-place-site.log"
+check "placement layout: and the lines to add" bash -c \
+  "grep -qF 'local qoslane = dofile(' '$WORK/omnia-place-site.log' && grep -qF '$WORK/qoslane_placement.lua' '$WORK/omnia-place-site.log' &&
+   grep -qF 'qoslane.job_modify(job_desc, job_rec, part_list, modify_uid)' '$WORK/omnia-place-site.log'"
+check "placement layout: the site's script is left as it was" cmp -s "$WORK/site-job_submit.lua" "$WORK/job_submit.lua"
+check "placement layout: removal tasks ran" conf_step omnia-place-remove load_input.yml remove_placement.yml remove_placement_files.yml
+check "placement layout: removal gives slurm.conf back byte for byte" cmp "$WORK/omnia-slurm.conf.orig" "$WORK/omnia-slurm.conf"
+check "placement layout: the module and qoslane.conf gone, the site's job_submit.lua stays" bash -c \
+  "[ ! -e '$WORK/qoslane_placement.lua' ] && [ ! -e '$WORK/qoslane.conf' ] && cmp -s '$WORK/site-job_submit.lua' '$WORK/job_submit.lua'"
+rm -f "$WORK/job_submit.lua"
+CONF_EXTRA=""
 
 # ------------------------------------------------------------ the rig
 # Prolog: the rig's env-dumping hook (a site script outside prolog.d, which
