@@ -587,6 +587,37 @@ snapshot > "$WORK/after3.sha"
 check "disabled: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after3.sha"
 cp "$WORK/config.good" "$CFG"
 
+# ------------------------------------------------------------ placement
+# slurm_placement on the real rig: the controller's files from the mapping, slurm.conf including
+# them, the QoS names checked against this slurmdbd, Slurm reconfigured (the node lists the
+# level's feature), then the node's QOSLANE_SCONTROL; a mission-critical job gets the level's
+# feature and runs; a second run changes nothing. The removal below takes it all out.
+say "case: slurm_placement: Slurm's side of placement, then the node's"
+cp "$CFG" "$WORK/config.good"
+node_field() { /usr/bin/scontrol show node "$NODE" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
+sed -i -e 's/^slurm_placement: false$/slurm_placement: true/' \
+  -e "s/^slurm_placement_placeholders: 0$/slurm_placement_placeholders: 1/" \
+  -e "s/^slurm_placement_cpus: 0$/slurm_placement_cpus: $(node_field CPUTot)/" \
+  -e "s/^slurm_placement_memory_mb: 0$/slurm_placement_memory_mb: $(node_field RealMemory)/" "$CFG"
+grep -q '^slurm_placement: true$' "$CFG" || { say "could not turn slurm_placement on in $CFG"; exit 1; }
+play placement slurm_qos_network.yml || { tail -40 "$WORK/placement.log" >&2; exit 1; }
+check "placement: qoslane's job_submit.lua, the module and qoslane.conf beside slurm.conf" bash -c \
+  "head -1 /etc/slurm/job_submit.lua | grep -q '^-- job_submit.lua: qoslane placement\\.' && [ -s /etc/slurm/qoslane_placement.lua ] && [ -s /etc/slurm/qoslane.conf ]"
+check "placement: slurm.conf includes qoslane.conf before its NodeName line" \
+  eq "$(grep -B1 -m1 '^NodeName=' "$CONF" | head -1)" "Include /etc/slurm/qoslane.conf"
+check "placement: the mapping's QoS names checked against this Slurm's" grep -qF "is known to Slurm" "$WORK/placement.log"
+listed() { node_field AvailableFeatures | grep -q 'qoslane_mission-critical'; }
+check "placement: slurmctld lists the level's feature on $NODE" poll 30 "features listed" listed
+check "placement: then the node's QOSLANE_SCONTROL (placement on)" grep -qx "QOSLANE_SCONTROL=/usr/bin/scontrol" /etc/default/qoslane
+h=$(/usr/bin/sbatch -H --parsable --qos=mission-critical -o /dev/null "$WORK/job.sh")
+check "placement: a mission-critical job's constraint is the level's feature" \
+  grep -q ' Features=qoslane_mission-critical ' <(/usr/bin/scontrol show job -o "$h")
+/usr/bin/scancel "$h"
+check "placement: and it runs" run_job mission-critical
+play placement-again slurm_qos_network.yml || { tail -40 "$WORK/placement-again.log" >&2; exit 1; }
+check "placement: a second run changes nothing" eq "$(recap placement-again changed)" 0
+cp "$WORK/config.good" "$CFG"
+
 # ------------------------------------------------------------ removal
 say "case: the removal path puts slurm.conf back as it was"
 if [ "$PKG_BEFORE" = 0 ]; then uninstall=(-e slurm_qos_network_uninstall=true); else uninstall=(); fi
@@ -595,6 +626,9 @@ play remove slurm_qos_network_remove.yml "${uninstall[@]}" || { tail -40 "$WORK/
 check "removal: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
 check "removal: slurm.conf byte-identical to the original" eq "$(sha256sum < "$CONF")" "$CONF_SHA0"
 check "removal: backup removed" test ! -e "$CONF.qoslane-orig"
+check "removal: placement's files gone, the node's QOSLANE_SCONTROL too" bash -c \
+  "[ ! -e /etc/slurm/job_submit.lua ] && [ ! -e /etc/slurm/qoslane_placement.lua ] && [ ! -e /etc/slurm/qoslane.conf ] &&
+   ! grep -qs '^QOSLANE_SCONTROL=' /etc/default/qoslane"
 check "removal: slurmctld back on the site's hooks" eq "$(slurmd_config Prolog)/$(slurmd_config Epilog)" "$RIG_PROLOG_HOOK//etc/slurm/epilog.d/logout_user.sh"
 check "removal: qoslane's hooks, the adopted link and hookrun.conf gone" bash -c \
   "! ls /etc/slurm/prolog.d /etc/slurm/task-prolog.d /etc/slurm/health.d /etc/slurm/hookrun.conf 2>/dev/null | grep -q . && [ ! -e /etc/slurm/epilog.d/50-qoslane ]"
