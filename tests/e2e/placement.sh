@@ -309,7 +309,8 @@ qcheck() { slurm_cmd "$QL" slurm-config --check-qos --config "$1" --sacctmgr /us
 check "every QoS of the rig's mapping is known to Slurm: exit 0" qcheck "$WORK/rig-mapping.yml"
 check "Slurm's QoS high, in no level, is said (the default level)" \
   grep -qF "note: Slurm's QoS \`high\` is in no level of $WORK/rig-mapping.yml: its jobs get the default level \`normal\`" "$CH$WORK/check.out"
-printf '%s' "${RIG_MAPPING/qos: [mission-critical]/qos: [mision-critical]}" > "$CH$WORK/typo-mapping.yml"
+printf '%s' "$RIG_MAPPING" | sed 's/^    qos: \[mission-critical\]$/    qos: [mision-critical]/' > "$CH$WORK/typo-mapping.yml"
+check "the misspelt mapping (its line 4)" eq "$(sed -n 4p "$CH$WORK/typo-mapping.yml")" "    qos: [mision-critical]"
 rc=0; qcheck "$WORK/typo-mapping.yml" || rc=$?
 check "a misspelt QoS: exit 2" eq "$rc" 2
 check "it names the mapping's line" grep -qF "$WORK/typo-mapping.yml:4:11: error: level \`mission-critical\` lists QoS \`mision-critical\`, which Slurm does not know" "$CH$WORK/check.err"

@@ -234,14 +234,20 @@ fn sacctmgr_qos(ctx: &Ctx, args: &SlurmConfigArgs) -> Result<Vec<u8>> {
     let deadline = Deadline::after(ctx.timeout.max(SACCTMGR_TIME));
     crate::exec::run(sacctmgr, &argv, &deadline)
         .map(|o| o.stdout)
-        .map_err(|e| Error::Program {
-            program: sacctmgr.clone(),
-            detail: format!(
-                "`{} {}` failed, so the mapping's QoS names cannot be checked against Slurm's \
-                 (is slurmdbd reachable from here?): {}",
-                sacctmgr.display(),
-                argv.join(" "),
-                Error::with_causes(&e)
-            ),
+        .map_err(|e| {
+            // the program's own error names it already: its detail only
+            let why = match &e {
+                Error::Program { detail, .. } => detail.clone(),
+                other => Error::with_causes(other),
+            };
+            Error::Program {
+                program: sacctmgr.clone(),
+                detail: format!(
+                    "`{} {}` failed, so the mapping's QoS names cannot be checked against \
+                     Slurm's (is slurmdbd reachable from here?): {why}",
+                    sacctmgr.display(),
+                    argv.join(" "),
+                ),
+            }
         })
 }
