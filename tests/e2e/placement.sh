@@ -5,7 +5,10 @@
 # what qoslane will send when a node's grant changes), and job_submit.lua (rendered from a
 # mapping by `qoslane slurm-config`, the release binary built here) adds the feature to the
 # job's constraint from its QoS. FUTURE placeholder nodes that carry every feature keep a job
-# of a level carried nowhere pending instead of rejected. The facts behind each step:
+# of a level carried nowhere pending instead of rejected. Then `slurm-config --check-qos` against
+# this Slurm's sacctmgr (a misspelt QoS named at its line; slurmdbd unreachable: exit 69), and a
+# site's own job_submit.lua: never replaced, then calling qoslane_placement.lua as slurmctld
+# loads it (a QoS changed on a pending job there too). The facts behind each step:
 # docs/dev/slurm-placement.md. Leaves the rig stopped.
 #
 #   tests/e2e/placement.sh [--slurm VERSION|SUITE]   (or SLURM_VERSION=...; default the newest
