@@ -201,16 +201,16 @@ fn check_qos(
             c.default_level
         ));
     }
-    let mut out = std::io::stdout().lock();
     if c.missing.is_empty() {
         text.push_str(&format!(
             "every QoS of {source} is known to Slurm ({} QoS in Slurm)\n",
             names.len()
         ));
-        write!(out, "{text}").map_err(Error::output)?;
+    }
+    write!(std::io::stdout().lock(), "{text}").map_err(Error::output)?;
+    if c.missing.is_empty() {
         return Ok(ExitClass::Ok);
     }
-    write!(out, "{text}").map_err(Error::output)?;
     let problems: Vec<Inexpressible> = c
         .missing
         .iter()
