@@ -214,12 +214,16 @@ check "omnia layout: removal gives the file back byte for byte" cmp "$WORK/omnia
 say "case: placement's controller side on Omnia's slurm.conf layout"
 CONF_EXTRA="-e slurm_placement=true -e slurm_placement_placeholders=2 -e slurm_placement_cpus=64
   -e slurm_placement_memory_mb=1000 -e slurm_qos_network_sacctmgr=/bin/false
-  -e slurm_qos_network_validator_found=$QL -e slurm_qos_network_site_options=$WORK/default-qoslane"
+  -e slurm_qos_network_validator_found=$QL -e slurm_qos_network_site_options=$WORK/default-qoslane
+  -e slurm_qos_network_slurmctld_restart=/bin/true"
 check "placement layout: the role's placement tasks ran" conf_step omnia-place load_input.yml read_slurm_conf.yml placement.yml
 check "placement layout: qoslane's job_submit.lua, the module and qoslane.conf beside slurm.conf" bash -c \
   "head -1 '$WORK/job_submit.lua' | grep -q '^-- job_submit.lua: qoslane placement\\.' && [ -s '$WORK/qoslane_placement.lua' ] && grep -q '^JobSubmitPlugins=lua$' '$WORK/qoslane.conf'"
 check "placement layout: the Include line just before the first NodeName line" \
   eq "$(grep -B1 -m1 '^NodeName=' "$WORK/omnia-slurm.conf" | head -1)" "Include $WORK/qoslane.conf"
+check "placement layout: slurmctld restarted (the placeholder nodes), not reconfigured" bash -c \
+  "grep -qF 'RUNNING HANDLER [slurm_qos_network : Restart slurmctld]' '$WORK/omnia-place.log' &&
+   ! grep -qF 'RUNNING HANDLER [slurm_qos_network : Reconfigure Slurm]' '$WORK/omnia-place.log'"
 check "placement layout: unchecked QoS names said (sacctmgr failed)" grep -q "The mapping's QoS names were not checked against Slurm's" "$WORK/omnia-place.log"
 place_again() {
   conf_step omnia-place-again load_input.yml read_slurm_conf.yml placement.yml &&
@@ -594,13 +598,27 @@ cp "$WORK/config.good" "$CFG"
 # feature and runs; a second run changes nothing. The removal below takes it all out.
 say "case: slurm_placement: Slurm's side of placement, then the node's"
 cp "$CFG" "$WORK/config.good"
+# The rig's slurmctld has no systemd unit: restarted as `systemctl restart slurmctld` would (the
+# placeholder nodes change its node count, which 22.05 refuses on a reconfigure), its PID kept
+# where the rig's stop finds it.
+cat > "$WORK/restart-slurmctld" <<EOS
+#!/bin/sh
+pid=\$(cat $RIG_DIR/pids/slurmctld.pid) && kill "\$pid"
+i=0; while kill -0 "\$pid" 2>/dev/null; do [ \$i -lt 150 ] || exit 1; sleep 0.2; i=\$((i+1)); done
+cd / && setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 /usr/sbin/slurmctld -D \\
+  </dev/null >>$RIG_DIR/log/slurmctld.stdout 2>&1 &
+echo \$! > $RIG_DIR/pids/slurmctld.pid
+EOS
+chmod 0755 "$WORK/restart-slurmctld"
+RESTART=(-e "slurm_qos_network_slurmctld_restart=$WORK/restart-slurmctld")
 node_field() { /usr/bin/scontrol show node "$NODE" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
 sed -i -e 's/^slurm_placement: false$/slurm_placement: true/' \
   -e "s/^slurm_placement_placeholders: 0$/slurm_placement_placeholders: 1/" \
   -e "s/^slurm_placement_cpus: 0$/slurm_placement_cpus: $(node_field CPUTot)/" \
   -e "s/^slurm_placement_memory_mb: 0$/slurm_placement_memory_mb: $(node_field RealMemory)/" "$CFG"
 grep -q '^slurm_placement: true$' "$CFG" || { say "could not turn slurm_placement on in $CFG"; exit 1; }
-play placement slurm_qos_network.yml || { tail -40 "$WORK/placement.log" >&2; exit 1; }
+play placement slurm_qos_network.yml "${RESTART[@]}" || { tail -40 "$WORK/placement.log" >&2; exit 1; }
+check "placement: slurmctld restarted (not reconfigured: the placeholder nodes)" grep -q "RUNNING HANDLER \\[slurm_qos_network : Restart slurmctld\\]" "$WORK/placement.log"
 check "placement: qoslane's job_submit.lua, the module and qoslane.conf beside slurm.conf" bash -c \
   "head -1 /etc/slurm/job_submit.lua | grep -q '^-- job_submit.lua: qoslane placement\\.' && [ -s /etc/slurm/qoslane_placement.lua ] && [ -s /etc/slurm/qoslane.conf ]"
 check "placement: slurm.conf includes qoslane.conf before its NodeName line" \
@@ -614,7 +632,7 @@ check "placement: a mission-critical job's constraint is the level's feature" \
   grep -q ' Features=qoslane_mission-critical ' <(/usr/bin/scontrol show job -o "$h")
 /usr/bin/scancel "$h"
 check "placement: and it runs" run_job mission-critical
-play placement-again slurm_qos_network.yml || { tail -40 "$WORK/placement-again.log" >&2; exit 1; }
+play placement-again slurm_qos_network.yml "${RESTART[@]}" || { tail -40 "$WORK/placement-again.log" >&2; exit 1; }
 check "placement: a second run changes nothing" eq "$(recap placement-again changed)" 0
 cp "$WORK/config.good" "$CFG"
 
@@ -622,7 +640,7 @@ cp "$WORK/config.good" "$CFG"
 say "case: the removal path puts slurm.conf back as it was"
 if [ "$PKG_BEFORE" = 0 ]; then uninstall=(-e slurm_qos_network_uninstall=true); else uninstall=(); fi
 reads=$(slurmd_reads)
-play remove slurm_qos_network_remove.yml "${uninstall[@]}" || { tail -40 "$WORK/remove.log" >&2; exit 1; }
+play remove slurm_qos_network_remove.yml "${uninstall[@]}" "${RESTART[@]}" || { tail -40 "$WORK/remove.log" >&2; exit 1; }
 check "removal: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
 check "removal: slurm.conf byte-identical to the original" eq "$(sha256sum < "$CONF")" "$CONF_SHA0"
 check "removal: backup removed" test ! -e "$CONF.qoslane-orig"
