@@ -15,6 +15,21 @@ cd "$(dirname "$0")"
 yamllint -s .
 echo "lint: yamllint ok" >&2
 
+# Every switch of the input file is documented in the role's README, and every tasks file is
+# included by another or by a playbook (none left behind, e.g. a removal step).
+bad=0
+while read -r k; do
+  grep -qF "\`$k\`" roles/slurm_qos_network/README.md ||
+    { echo "lint: input key $k is not in roles/slurm_qos_network/README.md" >&2; bad=1; }
+done < <(sed -n 's/^\([a-z_]*\):.*/\1/p' input/slurm_qos_network_config.yml)
+for f in roles/slurm_qos_network/tasks/*.yml; do
+  b=${f##*/}; [ "$b" = main.yml ] && continue
+  grep -qE "(include_tasks|import_tasks|tasks_from): +\"?${b//./\\.}\"?$" roles/slurm_qos_network/tasks/*.yml ./*.yml ||
+    { echo "lint: $f is included by no tasks file or playbook" >&2; bad=1; }
+done
+[ "$bad" = 0 ] || exit 1
+echo "lint: every input key documented, every tasks file included" >&2
+
 [ "${QOSLANE_SKIP_ANSIBLE_LINT:-0}" = 1 ] && { echo "lint: ansible-lint skipped (QOSLANE_SKIP_ANSIBLE_LINT=1)" >&2; exit 0; }
 if command -v ansible-lint >/dev/null 2>&1; then
   AL=ansible-lint

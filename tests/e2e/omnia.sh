@@ -190,12 +190,12 @@ printf '%s\n' '- name: The role'"'"'s slurm.conf tasks on a fixture file' '  hos
   '      ansible.builtin.include_role:' '        name: slurm_qos_network' \
   '        tasks_from: "{{ conf_file }}"' '      loop: "{{ conf_steps.split() }}"' \
   '      loop_control:' '        loop_var: conf_file' > "$WORK/conf-only.yml"
-conf_step() { # conf_step LOGNAME TASKS_FILE... (one play, in order)
+conf_step() { # conf_step LOGNAME TASKS_FILE... (one play, in order; CONF_EXTRA: more -e NAME=VALUE)
   local name=$1; shift
   ANSIBLE_ROLES_PATH=$OMNIA/roles timeout 120 "$PLAYBOOK" -i "$WORK/inventory" "$WORK/conf-only.yml" \
     -e "slurm_qos_network_input_dir=$OMNIA/input" -e "conf_steps='$*'" \
     -e "slurm_qos_network_slurm_conf=$WORK/omnia-slurm.conf" -e slurm_qos_network_scontrol=/bin/true \
-    >"$WORK/$name.log" 2>&1 || { tail -20 "$WORK/$name.log" >&2; return 1; }
+    ${CONF_EXTRA:+$CONF_EXTRA} >"$WORK/$name.log" 2>&1 || { tail -20 "$WORK/$name.log" >&2; return 1; }
 }
 check "omnia layout: role's slurm.conf tasks ran" conf_step omnia-conf load_input.yml read_slurm_conf.yml slurm_conf.yml
 check "omnia layout: lines in place or after their commented lines, flags merged" \
@@ -206,6 +206,46 @@ check "omnia layout: a second run changes nothing" bash -c "$(declare -f conf_st
   grep -qE '^localhost +: .* changed=0 ' '$WORK/omnia-conf-again.log' && cmp -s '$WORK/omnia-slurm.conf.expected' '$WORK/omnia-slurm.conf'"
 check "omnia layout: removal tasks ran" conf_step omnia-conf-remove remove_slurm_conf.yml
 check "omnia layout: removal gives the file back byte for byte" cmp "$WORK/omnia-slurm.conf.orig" "$WORK/omnia-slurm.conf"
+
+# Placement's controller side on the same file (no Slurm: sacctmgr /bin/false, so the QoS names
+# are said to be unchecked): qoslane.conf, job_submit.lua and the module beside it, the Include
+# line before the NodeName lines; a second run changes nothing; a site's own job_submit.lua stops
+# the play naming the lines to add; the removal tasks take everything out again.
+say "case: placement's controller side on Omnia's slurm.conf layout"
+CONF_EXTRA="-e slurm_placement=true -e slurm_placement_placeholders=2 -e slurm_placement_cpus=64
+  -e slurm_placement_memory_mb=1000 -e slurm_qos_network_sacctmgr=/bin/false
+  -e slurm_qos_network_validator_found=$QL -e slurm_qos_network_site_options=$WORK/default-qoslane
+  -e slurm_qos_network_slurmctld_restart=/bin/true"
+check "placement layout: the role's placement tasks ran" conf_step omnia-place load_input.yml read_slurm_conf.yml placement.yml
+check "placement layout: qoslane's job_submit.lua, the module and qoslane.conf beside slurm.conf" bash -c \
+  "head -1 '$WORK/job_submit.lua' | grep -q '^-- job_submit.lua: qoslane placement\\.' && [ -s '$WORK/qoslane_placement.lua' ] && grep -q '^JobSubmitPlugins=lua$' '$WORK/qoslane.conf'"
+check "placement layout: the Include line just before the first NodeName line" \
+  eq "$(grep -B1 -m1 '^NodeName=' "$WORK/omnia-slurm.conf" | head -1)" "Include $WORK/qoslane.conf"
+check "placement layout: slurmctld restarted (the placeholder nodes), not reconfigured" bash -c \
+  "grep -qF 'RUNNING HANDLER [slurm_qos_network : Restart slurmctld]' '$WORK/omnia-place.log' &&
+   ! grep -qF 'RUNNING HANDLER [slurm_qos_network : Reconfigure Slurm]' '$WORK/omnia-place.log'"
+check "placement layout: unchecked QoS names said (sacctmgr failed)" grep -q "The mapping's QoS names were not checked against Slurm's" "$WORK/omnia-place.log"
+place_again() {
+  conf_step omnia-place-again load_input.yml read_slurm_conf.yml placement.yml &&
+    grep -qE '^localhost +: .* changed=0 ' "$WORK/omnia-place-again.log"
+}
+check "placement layout: a second run changes nothing" place_again
+printf '%s\n' "-- the site's own" 'function slurm_job_submit(j, p, u) return slurm.SUCCESS end' > "$WORK/job_submit.lua"
+cp "$WORK/job_submit.lua" "$WORK/site-job_submit.lua"
+place_site_stops() { ! conf_step omnia-place-site load_input.yml read_slurm_conf.yml placement.yml 2>/dev/null; }
+check "placement layout: a site's own job_submit.lua stops the play" place_site_stops
+check "placement layout: it names the file" \
+  grep -qF "$WORK/job_submit.lua on localhost is the site's own (not qoslane's); it is not replaced" "$WORK/omnia-place-site.log"
+check "placement layout: and the lines to add" bash -c \
+  "grep -qF 'local qoslane = dofile(' '$WORK/omnia-place-site.log' && grep -qF '$WORK/qoslane_placement.lua' '$WORK/omnia-place-site.log' &&
+   grep -qF 'qoslane.job_modify(job_desc, job_rec, part_list, modify_uid)' '$WORK/omnia-place-site.log'"
+check "placement layout: the site's script is left as it was" cmp -s "$WORK/site-job_submit.lua" "$WORK/job_submit.lua"
+check "placement layout: removal tasks ran" conf_step omnia-place-remove load_input.yml remove_placement.yml remove_placement_files.yml
+check "placement layout: removal gives slurm.conf back byte for byte" cmp "$WORK/omnia-slurm.conf.orig" "$WORK/omnia-slurm.conf"
+check "placement layout: the module and qoslane.conf gone, the site's job_submit.lua stays" bash -c \
+  "[ ! -e '$WORK/qoslane_placement.lua' ] && [ ! -e '$WORK/qoslane.conf' ] && cmp -s '$WORK/site-job_submit.lua' '$WORK/job_submit.lua'"
+rm -f "$WORK/job_submit.lua"
+CONF_EXTRA=""
 
 # ------------------------------------------------------------ the rig
 # Prolog: the rig's env-dumping hook (a site script outside prolog.d, which
@@ -551,14 +591,62 @@ snapshot > "$WORK/after3.sha"
 check "disabled: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after3.sha"
 cp "$WORK/config.good" "$CFG"
 
+# ------------------------------------------------------------ placement
+# slurm_placement on the real rig: the controller's files from the mapping, slurm.conf including
+# them, the QoS names checked against this slurmdbd, Slurm reconfigured (the node lists the
+# level's feature), then the node's QOSLANE_SCONTROL; a mission-critical job gets the level's
+# feature and runs; a second run changes nothing. The removal below takes it all out.
+say "case: slurm_placement: Slurm's side of placement, then the node's"
+cp "$CFG" "$WORK/config.good"
+# The rig's slurmctld has no systemd unit: restarted as `systemctl restart slurmctld` would (the
+# placeholder nodes change its node count, which 22.05 refuses on a reconfigure), its PID kept
+# where the rig's stop finds it.
+cat > "$WORK/restart-slurmctld" <<EOS
+#!/bin/sh
+pid=\$(cat $RIG_DIR/pids/slurmctld.pid) && kill "\$pid"
+i=0; while kill -0 "\$pid" 2>/dev/null; do [ \$i -lt 150 ] || exit 1; sleep 0.2; i=\$((i+1)); done
+cd / && setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 /usr/sbin/slurmctld -D \\
+  </dev/null >>$RIG_DIR/log/slurmctld.stdout 2>&1 &
+echo \$! > $RIG_DIR/pids/slurmctld.pid
+EOS
+chmod 0755 "$WORK/restart-slurmctld"
+RESTART=(-e "slurm_qos_network_slurmctld_restart=$WORK/restart-slurmctld")
+node_field() { /usr/bin/scontrol show node "$NODE" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
+sed -i -e 's/^slurm_placement: false$/slurm_placement: true/' \
+  -e "s/^slurm_placement_placeholders: 0$/slurm_placement_placeholders: 1/" \
+  -e "s/^slurm_placement_cpus: 0$/slurm_placement_cpus: $(node_field CPUTot)/" \
+  -e "s/^slurm_placement_memory_mb: 0$/slurm_placement_memory_mb: $(node_field RealMemory)/" "$CFG"
+grep -q '^slurm_placement: true$' "$CFG" || { say "could not turn slurm_placement on in $CFG"; exit 1; }
+play placement slurm_qos_network.yml "${RESTART[@]}" || { tail -40 "$WORK/placement.log" >&2; exit 1; }
+check "placement: slurmctld restarted (not reconfigured: the placeholder nodes)" grep -q "RUNNING HANDLER \\[slurm_qos_network : Restart slurmctld\\]" "$WORK/placement.log"
+check "placement: qoslane's job_submit.lua, the module and qoslane.conf beside slurm.conf" bash -c \
+  "head -1 /etc/slurm/job_submit.lua | grep -q '^-- job_submit.lua: qoslane placement\\.' && [ -s /etc/slurm/qoslane_placement.lua ] && [ -s /etc/slurm/qoslane.conf ]"
+check "placement: slurm.conf includes qoslane.conf before its NodeName line" \
+  eq "$(grep -B1 -m1 '^NodeName=' "$CONF" | head -1)" "Include /etc/slurm/qoslane.conf"
+check "placement: the mapping's QoS names checked against this Slurm's" grep -qF "is known to Slurm" "$WORK/placement.log"
+listed() { node_field AvailableFeatures | grep -q 'qoslane_mission-critical'; }
+check "placement: slurmctld lists the level's feature on $NODE" poll 30 "features listed" listed
+check "placement: then the node's QOSLANE_SCONTROL (placement on)" grep -qx "QOSLANE_SCONTROL=/usr/bin/scontrol" /etc/default/qoslane
+h=$(/usr/bin/sbatch -H --parsable --qos=mission-critical -o /dev/null "$WORK/job.sh")
+check "placement: a mission-critical job's constraint is the level's feature" \
+  grep -q ' Features=qoslane_mission-critical ' <(/usr/bin/scontrol show job -o "$h")
+/usr/bin/scancel "$h"
+check "placement: and it runs" run_job mission-critical
+play placement-again slurm_qos_network.yml "${RESTART[@]}" || { tail -40 "$WORK/placement-again.log" >&2; exit 1; }
+check "placement: a second run changes nothing" eq "$(recap placement-again changed)" 0
+cp "$WORK/config.good" "$CFG"
+
 # ------------------------------------------------------------ removal
 say "case: the removal path puts slurm.conf back as it was"
 if [ "$PKG_BEFORE" = 0 ]; then uninstall=(-e slurm_qos_network_uninstall=true); else uninstall=(); fi
 reads=$(slurmd_reads)
-play remove slurm_qos_network_remove.yml "${uninstall[@]}" || { tail -40 "$WORK/remove.log" >&2; exit 1; }
+play remove slurm_qos_network_remove.yml "${uninstall[@]}" "${RESTART[@]}" || { tail -40 "$WORK/remove.log" >&2; exit 1; }
 check "removal: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
 check "removal: slurm.conf byte-identical to the original" eq "$(sha256sum < "$CONF")" "$CONF_SHA0"
 check "removal: backup removed" test ! -e "$CONF.qoslane-orig"
+check "removal: placement's files gone, the node's QOSLANE_SCONTROL too" bash -c \
+  "[ ! -e /etc/slurm/job_submit.lua ] && [ ! -e /etc/slurm/qoslane_placement.lua ] && [ ! -e /etc/slurm/qoslane.conf ] &&
+   ! grep -qs '^QOSLANE_SCONTROL=' /etc/default/qoslane"
 check "removal: slurmctld back on the site's hooks" eq "$(slurmd_config Prolog)/$(slurmd_config Epilog)" "$RIG_PROLOG_HOOK//etc/slurm/epilog.d/logout_user.sh"
 check "removal: qoslane's hooks, the adopted link and hookrun.conf gone" bash -c \
   "! ls /etc/slurm/prolog.d /etc/slurm/task-prolog.d /etc/slurm/health.d /etc/slurm/hookrun.conf 2>/dev/null | grep -q . && [ ! -e /etc/slurm/epilog.d/50-qoslane ]"

@@ -1,6 +1,8 @@
--- placement.lua: the string logic of deploy/slurm/job_submit.lua.in, without Slurm. Run by
+-- placement.lua: the string logic of deploy/slurm/qoslane_placement.lua.in, without Slurm. Run by
 -- tests/e2e/placement.sh as `lua5.1 placement.lua RENDERED` on a copy rendered with the table
--- mission-critical -> qoslane_mc, high -> qoslane_high and the any-node feature "qoslane".
+-- mission-critical -> qoslane_mc, high -> qoslane_high and the any-node feature "qoslane":
+-- job_submit.lua (the module inlined), or the module qoslane_placement.lua, called as a site's
+-- own script calls it.
 -- Prints one line per failed case and "N failed" or "all ok"; exits 1 on any failure.
 local logged = {}
 slurm = {
@@ -8,7 +10,21 @@ slurm = {
    log_info = function() end,
    log_error = function(...) table.insert(logged, string.format(...)) end,
 }
-dofile(arg[1])
+local loaded = dofile(arg[1])
+if type(loaded) == "table" then
+   -- the module: a site's job_submit.lua calls it from its own functions
+   function slurm_job_submit(job_desc, part_list, submit_uid)
+      loaded.job_submit(job_desc, part_list, submit_uid)
+      return slurm.SUCCESS
+   end
+   function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+      loaded.job_modify(job_desc, job_rec, part_list, modify_uid)
+      return slurm.SUCCESS
+   end
+elseif slurm_job_submit == nil or slurm_job_modify == nil then
+   print("FAIL " .. arg[1] .. " defines neither the module nor Slurm's two functions")
+   os.exit(1)
+end
 
 local function submit(qos, features, default_qos)
    local jd = { qos = qos, features = features, default_qos = default_qos, user_id = 0 }

@@ -5,7 +5,10 @@
 # what qoslane will send when a node's grant changes), and job_submit.lua (rendered from a
 # mapping by `qoslane slurm-config`, the release binary built here) adds the feature to the
 # job's constraint from its QoS. FUTURE placeholder nodes that carry every feature keep a job
-# of a level carried nowhere pending instead of rejected. The facts behind each step:
+# of a level carried nowhere pending instead of rejected. Then `slurm-config --check-qos` against
+# this Slurm's sacctmgr (a misspelt QoS named at its line; slurmdbd unreachable: exit 69), and a
+# site's own job_submit.lua: never replaced, then calling qoslane_placement.lua as slurmctld
+# loads it (a QoS changed on a pending job there too). The facts behind each step:
 # docs/dev/slurm-placement.md. Leaves the rig stopped.
 #
 #   tests/e2e/placement.sh [--slurm VERSION|SUITE]   (or SLURM_VERSION=...; default the newest
@@ -23,14 +26,14 @@ WORK=$(e2e_workdir qoslane-e2e-placement)
 LUA_DEST=$CH/etc/slurm/job_submit.lua
 placement_cleanup() {
   local rc=$?
-  rm -f "$LUA_DEST"
+  rm -f "$LUA_DEST" "$CH/etc/slurm/qoslane_placement.lua" "$CH/etc/slurm/qoslane.conf"
   set +e   # a failing step of the cleanup must not end it before the rig is stopped
   e2e_cleanup "$rc"
 }
 trap placement_cleanup EXIT
 
 build_release
-# render_lua OUT MAPPING : job_submit.lua as `qoslane slurm-config` renders it from MAPPING (a
+# render_lua OUT MAPPING [MODULE_OUT] : job_submit.lua (and the module) as `qoslane slurm-config` renders it from MAPPING (a
 # mapping's text); the placeholders' sizes matter only to the slurm.conf lines
 render_lua() {
   local d
@@ -38,6 +41,7 @@ render_lua() {
   printf '%s' "$2" > "$d/mapping.yml"
   "$QL" slurm-config --config "$d/mapping.yml" --placeholders 1 --cpus 1 --memory 1 --output "$d"
   mv "$d/job_submit.lua" "$1"
+  [ -z "${3:-}" ] || mv "$d/qoslane_placement.lua" "$3"
   rm -rf "$d"
 }
 # the mappings: the level mission-critical under fail_job (QoS mission-critical), the default
@@ -70,10 +74,12 @@ levels:
 
 # ------------------------------------------------------------ the script's logic, without Slurm
 if command -v lua5.1 >/dev/null; then
-  render_lua "$CH$WORK/unit.lua" "$UNIT_MAPPING"
-  check "job_submit.lua compiles (luac5.1 -p)" luac5.1 -p "$CH$WORK/unit.lua"
+  render_lua "$CH$WORK/unit.lua" "$UNIT_MAPPING" "$CH$WORK/unit-module.lua"
+  check "job_submit.lua and the module compile (luac5.1 -p)" luac5.1 -p "$CH$WORK/unit.lua" "$CH$WORK/unit-module.lua"
   check "job_submit.lua's constraint logic (tests/e2e/placement.lua)" \
     eq "$(lua5.1 "$E2E_REPO/tests/e2e/placement.lua" "$CH$WORK/unit.lua" 2>&1)" "all ok"
+  check "the module's, called as a site's script calls it" \
+    eq "$(lua5.1 "$E2E_REPO/tests/e2e/placement.lua" "$CH$WORK/unit-module.lua" 2>&1)" "all ok"
 elif [ "${QOSLANE_REQUIRE_TOOLS:-0}" = 1 ]; then
   check "lua5.1 is installed (scripts/install-deps.sh)" false
 else
@@ -352,6 +358,82 @@ sc update NodeName="${nodes[0]}" ActiveFeatures="$ANY,$MC,rackA"
 poll 60 "job $r running again on ${nodes[0]}" is_running "$r"
 release_all "$r"
 slurm_cmd /usr/bin/scancel "$hn"
+
+# ------------------------------------------------------------ the mapping's QoS names against Slurm's
+say "case: slurm-config --check-qos against this Slurm's sacctmgr"
+qcheck() { slurm_cmd "$QL" slurm-config --check-qos --config "$1" --sacctmgr /usr/bin/sacctmgr > "$CH$WORK/check.out" 2> "$CH$WORK/check.err"; }
+check "every QoS of the rig's mapping is known to Slurm: exit 0" qcheck "$WORK/rig-mapping.yml"
+check "Slurm's QoS high, in no level, is said (the default level)" \
+  grep -qF "note: Slurm's QoS \`high\` is in no level of $WORK/rig-mapping.yml: its jobs get the default level \`normal\`" "$CH$WORK/check.out"
+printf '%s' "$RIG_MAPPING" | sed 's/^    qos: \[mission-critical\]$/    qos: [mision-critical]/' > "$CH$WORK/typo-mapping.yml"
+check "the misspelt mapping (its line 4)" eq "$(sed -n 4p "$CH$WORK/typo-mapping.yml")" "    qos: [mision-critical]"
+rc=0; qcheck "$WORK/typo-mapping.yml" || rc=$?
+check "a misspelt QoS: exit 2" eq "$rc" 2
+check "it names the mapping's line" grep -qF "$WORK/typo-mapping.yml:4:11: error: level \`mission-critical\` lists QoS \`mision-critical\`, which Slurm does not know" "$CH$WORK/check.err"
+# slurmdbd unreachable: sacctmgr with a slurm.conf whose AccountingStoragePort nothing listens on
+conf=$(slurm_cmd /usr/bin/scontrol show config | sed -n 's/^SLURM_CONF *= *//p')
+install -d -m 0755 "$CH$WORK/nodbd"
+{ grep -v '^AccountingStoragePort=' "$CH$conf"; echo AccountingStoragePort=1; } > "$CH$WORK/nodbd/slurm.conf"
+printf '#!/bin/sh\nSLURM_CONF=%s/nodbd/slurm.conf exec /usr/bin/sacctmgr "$@"\n' "$WORK" > "$CH$WORK/nodbd/sacctmgr"
+chmod 0755 "$CH$WORK/nodbd/sacctmgr"
+rc=0; slurm_cmd /usr/bin/timeout 60 "$QL" slurm-config --check-qos --config "$WORK/rig-mapping.yml" --sacctmgr "$WORK/nodbd/sacctmgr" \
+  > "$CH$WORK/check.out" 2> "$CH$WORK/check.err" || rc=$?
+check "slurmdbd unreachable: exit 69 (unavailable), not a crash" eq "$rc" 69
+check "the error names the command and says why" grep -qF "$WORK/nodbd/sacctmgr -n -P show qos format=name\` failed, so the mapping's QoS names cannot be checked against Slurm's (is slurmdbd reachable from here?)" "$CH$WORK/check.err"
+
+# ------------------------------------------------------------ a site's own job_submit.lua
+# It is never replaced: slurm-config writes the module beside it and says which lines to add;
+# once added, slurmctld (which reads the changed script at the next job) runs the site's
+# functions and qoslane's placement from them, and a QoS changed on a pending job moves the
+# features there too, the user's constraint kept.
+say "case: a site's own job_submit.lua calls qoslane's module"
+cat > "$LUA_DEST" <<'EOS'
+-- the site's own job_submit.lua: it marks every job's comment
+function slurm_job_submit(job_desc, part_list, submit_uid)
+   job_desc.comment = "site-script"
+   return slurm.SUCCESS
+end
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+   return slurm.SUCCESS
+end
+return slurm.SUCCESS
+EOS
+cp "$LUA_DEST" "$CH$WORK/site.lua"
+qconfig() { slurm_cmd "$QL" slurm-config --config "$WORK/rig-mapping.yml" --placeholders "$NN" --cpus 2 --memory 1000 --output /etc/slurm > "$CH$WORK/config.out" 2> "$CH$WORK/config.err"; }
+rc=0; qconfig || rc=$?
+check "slurm-config --output refuses to replace the site's job_submit.lua (exit 64)" eq "$rc" 64
+check "it names the file and the lines to add" grep -qF "/etc/slurm/job_submit.lua is the site's own job_submit.lua (not qoslane's) and lacks the module loaded" "$CH$WORK/config.err"
+check "the site's script is as it was" cmp -s "$LUA_DEST" "$CH$WORK/site.lua"
+module_only() { [ -s "$CH/etc/slurm/qoslane_placement.lua" ] && [ ! -e "$CH/etc/slurm/qoslane.conf" ]; }
+check "the module is written beside it, no slurm.conf lines yet" module_only
+# the three lines, as the error says
+sed -i -e '1a local qoslane = dofile("/etc/slurm/qoslane_placement.lua")' \
+  -e 's/^   job_desc.comment = "site-script"$/&\n   qoslane.job_submit(job_desc, part_list, submit_uid)/' \
+  -e 's/^function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)$/&\n   qoslane.job_modify(job_desc, job_rec, part_list, modify_uid)/' "$LUA_DEST"
+cp "$LUA_DEST" "$CH$WORK/site.lua"
+check "with the lines added: exit 0" qconfig
+check "the site's script is left as it is" cmp -s "$LUA_DEST" "$CH$WORK/site.lua"
+check "it says so" grep -qF "/etc/slurm/job_submit.lua left as it is (the site's own, calling the module)" "$CH$WORK/config.err"
+racks; carry "${nodes[@]}"
+s1=$(submit mission-critical -H -C rackA)
+check "slurmctld runs the site's function: the job's comment is the site's" eq "$(slurm_cmd /usr/bin/squeue -h -j "$s1" -o %k)" site-script
+check "and qoslane's from it: rackA and the level" eq "$(features_of "$s1")" "rackA&$MC"
+sc update job "$s1" QOS=normal
+check "QoS changed to normal on the pending job: the level's feature off, the user's rackA kept" eq "$(features_of "$s1")" rackA
+sc update job "$s1" QOS=mission-critical
+check "and back: rackA and the level again" eq "$(features_of "$s1")" "rackA&$MC"
+if [ -n "$CH" ]; then
+  sc update job "$s1" Features=rackB
+  check "the user's new constraint on the pending job keeps the level" eq "$(features_of "$s1")" "rackB&$MC"
+  sc release "$s1"
+  poll 30 "job $s1 running" is_running "$s1"
+  check "released, it runs on a rackB node that carries the level" in_set "$(nodes_of "$s1")" "${nodes[2]}" "${nodes[3]}"
+else
+  sc release "$s1"
+  poll 30 "job $s1 running" is_running "$s1"
+  check "released, it runs" eq "$(job_state "$s1")" RUNNING
+fi
+release_all "$s1"
 
 say "the cases took $(($(date +%s) - T0)) s"
 [ "$E2E_FAILED" -eq 0 ] || { say "$E2E_FAILED failed, $E2E_PASSED passed"; exit 1; }

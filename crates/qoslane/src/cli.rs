@@ -226,13 +226,15 @@ the output cannot be written."
     },
     /// Print (or write with --output DIR) what slurmctld needs so that a fail_job level's
     /// jobs go only to the nodes that carry it: the slurm.conf lines to include (every node's
-    /// qoslane features, JobSubmitPlugins=lua, FUTURE placeholder nodes of the given size) and
-    /// job_submit.lua with the QoS -> feature table of the mapping. Refuses a mapping Slurm
-    /// cannot be told (nothing under fail_job, a fail_job default level, a name that cannot be
-    /// a node feature)
+    /// qoslane features, JobSubmitPlugins=lua, FUTURE placeholder nodes of the given size),
+    /// job_submit.lua with the QoS -> feature table of the mapping, and the same as a module
+    /// (qoslane_placement.lua) for a site whose job_submit.lua is its own. Refuses a mapping
+    /// Slurm cannot be told (nothing under fail_job, a fail_job default level, a name that
+    /// cannot be a node feature), naming its line. --check-qos compares the mapping's QoS
+    /// names with Slurm's instead
     #[command(
         name = "slurm-config",
-        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 printed or written, 2 the mapping is invalid or cannot be expressed in Slurm, 64 usage (a site's own job_submit.lua in DIR), 66 no mapping"
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 printed or written (or every QoS known), 2 the mapping is invalid, cannot be expressed in Slurm or names a QoS Slurm does not know, 64 usage (a site's own job_submit.lua in DIR that does not call the module), 66 no mapping, 69 sacctmgr failed (slurmdbd unreachable)"
     )]
     SlurmConfig(SlurmConfigArgs),
     /// Which nodes carry which fail_job level as Slurm knows it, the levels carried nowhere,
@@ -413,14 +415,14 @@ pub struct SmConfigArgs {
 #[derive(Debug, clap::Args)]
 pub struct SlurmConfigArgs {
     /// How many placeholder nodes: the most nodes one job of these levels asks for
-    #[arg(long, value_name = "K")]
-    pub placeholders: u32,
+    #[arg(long, value_name = "K", required_unless_present = "check_qos")]
+    pub placeholders: Option<u32>,
     /// The placeholders' CPUs: the largest node's
-    #[arg(long, value_name = "N")]
-    pub cpus: u32,
+    #[arg(long, value_name = "N", required_unless_present = "check_qos")]
+    pub cpus: Option<u32>,
     /// The placeholders' RealMemory in MB: the largest node's
-    #[arg(long, value_name = "MB")]
-    pub memory: u64,
+    #[arg(long, value_name = "MB", required_unless_present = "check_qos")]
+    pub memory: Option<u64>,
     /// The placeholders' Gres (slurm.conf's form, e.g. gpu:4): the largest node's
     #[arg(long, value_name = "GRES")]
     pub gres: Option<String>,
@@ -428,10 +430,30 @@ pub struct SlurmConfigArgs {
     /// carry them too
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub features: Vec<String>,
-    /// Write qoslane.conf and job_submit.lua into DIR (each atomically replaced; a
-    /// job_submit.lua that is not qoslane's is refused) instead of printing them
-    #[arg(long, value_name = "DIR")]
+    /// Write qoslane_placement.lua, job_submit.lua and qoslane.conf into DIR (each
+    /// atomically replaced) instead of printing them. A job_submit.lua there that is not
+    /// qoslane's is the site's: never replaced; one that calls the module is left as it is,
+    /// any other refused with the lines to add (the module is written all the same)
+    #[arg(long, value_name = "DIR", conflicts_with = "check_qos")]
     pub output: Option<PathBuf>,
+    /// Compare the mapping's QoS names with Slurm's (`sacctmgr -n -P show qos format=name`)
+    /// and write nothing: a QoS of the mapping Slurm does not know is an error naming its
+    /// line; a Slurm QoS no level lists is said (its jobs get the default level)
+    #[arg(long)]
+    pub check_qos: bool,
+    /// sacctmgr for --check-qos (default: QOSLANE_SACCTMGR, from the environment or the site
+    /// options file, else /usr/bin/sacctmgr)
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "check_qos",
+        conflicts_with = "qos_from"
+    )]
+    pub sacctmgr: Option<PathBuf>,
+    /// For --check-qos, Slurm's QoS names from FILE (what `sacctmgr -n -P show qos
+    /// format=name` printed on a host that reaches slurmdbd) instead of running sacctmgr
+    #[arg(long, value_name = "FILE", requires = "check_qos")]
+    pub qos_from: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -218,6 +218,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         scontrol: opt("QOSLANE_SCONTROL"),
         fabric_verdict: opt("QOSLANE_FABRIC_VERDICT"),
         fabric_verdict_max_age: max_age.as_ref().ok().copied().flatten(),
+        sacctmgr: opt("QOSLANE_SACCTMGR"),
     });
     qoslane::log::init(
         &paths,

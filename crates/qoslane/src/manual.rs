@@ -181,6 +181,9 @@ The fabric audit's verdict (fabric audit --verdict FILE, on a filesystem the nod
 .B QOSLANE_FABRIC_VERDICT_MAX_AGE
 Seconds: a fabric verdict older than this is ignored, with a warning (default: 3600).
 .TP
+.B QOSLANE_SACCTMGR
+Absolute path of sacctmgr, which slurm-config --check-qos asks for Slurm's QoS names (default: /usr/bin/sacctmgr).
+.TP
 .B QOSLANE_TIMEOUT_MS
 The deadline of one run in milliseconds (default: 3000).
 .TP

@@ -20,6 +20,7 @@ pub mod defaults {
     /// runs of the Omnia role's 15-minute audit timer (three missed runs
     /// and then some).
     pub const FABRIC_VERDICT_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+    pub const SACCTMGR: &str = "/usr/bin/sacctmgr";
 }
 
 /// The node lock's name in the run directory.
@@ -58,6 +59,9 @@ pub struct Paths {
     /// How old that verdict may be and still stand
     /// (`QOSLANE_FABRIC_VERDICT_MAX_AGE`, seconds).
     pub fabric_verdict_max_age: std::time::Duration,
+    /// `sacctmgr`: Slurm's QoS names, for `slurm-config --check-qos`
+    /// (`QOSLANE_SACCTMGR`).
+    pub sacctmgr: PathBuf,
 }
 
 /// Explicit overrides, from flags or the environment.
@@ -74,6 +78,7 @@ pub struct Overrides {
     pub scontrol: Option<PathBuf>,
     pub fabric_verdict: Option<PathBuf>,
     pub fabric_verdict_max_age: Option<std::time::Duration>,
+    pub sacctmgr: Option<PathBuf>,
 }
 
 impl Paths {
@@ -97,6 +102,7 @@ impl Paths {
             fabric_verdict_max_age: o
                 .fabric_verdict_max_age
                 .unwrap_or(defaults::FABRIC_VERDICT_MAX_AGE),
+            sacctmgr: o.sacctmgr.unwrap_or_else(|| defaults::SACCTMGR.into()),
             root,
         }
     }

@@ -2,13 +2,15 @@
 //! key declared once ([`keys`]) and its documentation rendered from that
 //! ([`keydocs`]), checking ([`shape`], then [`validate`]),
 //! a level's lists (`node_settings`, `sm_traffic`: [`traffic`]), the
-//! validated types ([`types`]) and diagnostics ([`diagnostic`]). Pure:
+//! validated types ([`types`]), diagnostics ([`diagnostic`]) and where a
+//! valid mapping's parts are written ([`places`]). Pure:
 //! reads a string, touches nothing.
 
 pub mod diagnostic;
 pub mod keydocs;
 pub mod keys;
 mod node_settings;
+pub mod places;
 mod shape;
 mod traffic;
 mod traffic_check;

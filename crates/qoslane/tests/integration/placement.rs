@@ -144,6 +144,61 @@ fn a_failed_send_is_a_warning_and_the_next_run_sends_again() {
     assert!(n.path("/run/qoslane/placement.json").exists());
 }
 
+/// scontrol that never answers (slurmctld hung, or a network that drops):
+/// health ends within its deadline, exits 0 (hookrun does not drain the
+/// node), says so in a warning naming scontrol, records nothing; the next
+/// run sends.
+#[test]
+fn a_hung_scontrol_is_a_warning_within_the_deadline_and_the_next_run_sends() {
+    let n = Node::new();
+    let scontrol = n
+        .fake_scontrol(&[("FAKE_SCONTROL_HANG", "1")])
+        .display()
+        .to_string();
+    let out = n.run(
+        &["health"],
+        &[
+            ("QOSLANE_SCONTROL", scontrol.as_str()),
+            ("SLURMD_NODENAME", NODE),
+            ("QOSLANE_TIMEOUT_MS", "1500"),
+        ],
+    );
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the node stays in service: {text}{}",
+        util::stderr(&out)
+    );
+    assert!(
+        text.contains("placement: could not tell slurmctld this node's levels (first since boot)")
+            && text.contains(&format!(
+                "scontrol show node -o {NODE}: deadline of 1500 ms passed"
+            ))
+            && text.contains("the next health run sends again"),
+        "{text}"
+    );
+    assert!(
+        notes(&n).contains("placement: WARN"),
+        "the audit line says it: {}",
+        notes(&n)
+    );
+    assert!(
+        !n.path("/run/qoslane/placement.json").exists(),
+        "not recorded"
+    );
+    let out = health(&n, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        n.scontrol_calls()[1..],
+        [
+            format!("show node -o {NODE}"),
+            format!("update NodeName={NODE} ActiveFeatures=qoslane,qoslane_mission-critical"),
+        ],
+        "retried"
+    );
+}
+
 #[test]
 fn an_old_send_is_refreshed_and_another_node_name_sends() {
     let n = Node::new();

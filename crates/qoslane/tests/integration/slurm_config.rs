@@ -1,7 +1,10 @@
 //! `qoslane slurm-config`: the slurm.conf lines and job_submit.lua generated
 //! from a mapping, as golden text (insta snapshots in tests/snapshots/), the
-//! files `--output DIR` writes, and each refusal of what Slurm cannot be told.
-//! On real Slurm the generated script is run by tests/e2e/placement.sh.
+//! files `--output DIR` writes (the module, qoslane's script or a site's own
+//! that calls the module), each refusal of what Slurm cannot be told at the
+//! mapping's line, and `--check-qos` against the stand-in
+//! `tests/fixtures/bin/sacctmgr`. On real Slurm the generated scripts and the
+//! real sacctmgr are run by tests/e2e/placement.sh.
 #![expect(clippy::unwrap_used, reason = "a test fails by panicking")]
 
 use crate::util::Within as _;
@@ -137,7 +140,14 @@ fn output_writes_both_files_as_printed_and_replaces_its_own_script() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert_eq!(names.len(), 2, "no temp file left: {names:?}");
+    assert_eq!(names.len(), 3, "no temp file left: {names:?}");
+    let module = std::fs::read_to_string(out_dir.join("qoslane_placement.lua")).unwrap();
+    assert!(module.starts_with("-- qoslane_placement.lua: qoslane placement, the module."));
+    assert!(module.trim_end().ends_with("return M"));
+    assert!(
+        module.contains("   [\"mission-critical\"] = \"qoslane_mission-critical\",\n}"),
+        "the module has the same table"
+    );
 }
 
 #[test]
@@ -150,10 +160,16 @@ fn a_site_job_submit_lua_is_not_replaced() {
     let out = slurm_config(&example(), &args);
     assert_eq!(out.status.code(), Some(64));
     let e = String::from_utf8(out.stderr).unwrap();
+    let module = dir.path().join("qoslane_placement.lua");
     assert!(
         e.contains(&format!(
-            "{} is the site's own job_submit.lua (not qoslane's): merge the two by hand",
+            "{} is the site's own job_submit.lua (not qoslane's) and lacks the module loaded",
             lua.display()
+        )) && e.contains(&format!(
+            "at the top: `local qoslane = dofile(\"{}\")`; in slurm_job_submit, before it \
+             returns: `qoslane.job_submit(job_desc, part_list, submit_uid)`; in slurm_job_modify, \
+             before it returns: `qoslane.job_modify(job_desc, job_rec, part_list, modify_uid)`",
+            module.display()
         )),
         "{e}"
     );
@@ -162,7 +178,42 @@ fn a_site_job_submit_lua_is_not_replaced() {
         site,
         "left as it was"
     );
-    assert!(!dir.path().join("qoslane.conf").exists(), "nothing written");
+    assert!(
+        !dir.path().join("qoslane.conf").exists(),
+        "no slurm.conf lines until the script calls the module"
+    );
+    assert!(
+        module.exists(),
+        "the module written, for the site's script to load"
+    );
+
+    // The site adds the lines: its script is left as it is, the rest written.
+    let site = format!(
+        "local qoslane = dofile(\"{}\")\nfunction slurm_job_submit(j, p, u)\n  \
+         qoslane.job_submit(j, p, u)\n  return slurm.SUCCESS\nend\nfunction \
+         slurm_job_modify(j, r, p, u)\n  qoslane.job_modify(j, r, p, u)\n  return \
+         slurm.SUCCESS\nend\n",
+        module.display()
+    );
+    std::fs::write(&lua, &site).unwrap();
+    let out = slurm_config(&example(), &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("left as it is (the site's own, calling the module)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&lua).unwrap(),
+        site,
+        "never replaced"
+    );
+    assert!(dir.path().join("qoslane.conf").exists());
 }
 
 fn refused(text: &str, extra: &[&str]) -> String {
@@ -197,6 +248,168 @@ fn a_fail_job_default_level_is_refused() {
     assert!(
         e.contains("`default_level` `b` is `fail_job`: a job whose QoS no level lists gets it"),
         "{e}"
+    );
+}
+
+/// What Slurm cannot be told names the mapping's line, as the validator's
+/// diagnostics do: FILE:LINE:COL, then the line with a caret.
+#[test]
+fn a_refusal_names_the_mapping_line() {
+    let text = NONE_PLACED.replace("levels:", "on_failure: fail_job\nlevels:");
+    let e = refused(&text, SIZES);
+    assert!(
+        e.contains("m.yml:1:16: error: `default_level` `b` is `fail_job`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("1 | default_level: b\n  |                ^"),
+        "{e}"
+    );
+    let e = refused(NONE_PLACED, SIZES);
+    assert!(
+        e.contains("m.yml:2:1: error: no level of the mapping has `on_failure: fail_job`"),
+        "{e}"
+    );
+    // an option's problem has no line of the mapping
+    let e = refused(
+        TWO_PLACED,
+        &["--placeholders", "0", "--cpus", "1", "--memory", "1"],
+    );
+    assert!(
+        e.contains("\nerror: --placeholders 0") || e.starts_with("error: --placeholders 0"),
+        "{e}"
+    );
+}
+
+/// `--check-qos` through the stand-in sacctmgr: (the directory holding
+/// it, its path).
+fn sacctmgr(qos: Option<&str>) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("sacctmgr");
+    std::os::unix::fs::symlink(crate::util::fixture_bin("sacctmgr"), &link).unwrap();
+    match qos {
+        Some(q) => std::fs::write(dir.path().join("sacctmgr.qos"), q).unwrap(),
+        None => std::fs::write(dir.path().join("sacctmgr.fail"), "").unwrap(),
+    }
+    (dir, link)
+}
+
+fn check_qos(mapping: &Path, sacctmgr: &Path) -> Output {
+    slurm_config(
+        mapping,
+        &["--check-qos", "--sacctmgr", sacctmgr.to_str().unwrap()],
+    )
+}
+
+#[test]
+fn check_qos_names_the_line_of_a_qos_slurm_does_not_know() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.yml", TWO_PLACED);
+    let (_s, bin) = sacctmgr(Some("normal\ngold\nsilver\nbronze\nscavenger\n"));
+    let out = check_qos(&m, &bin);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        e.contains(
+            "m.yml:5:17: error: level `gold` lists QoS `Platinum`, which Slurm does not know"
+        ) && e.contains("sacctmgr add qos platinum"),
+        "{e}"
+    );
+    let o = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        o.contains("note: Slurm's QoS `scavenger` is in no level of")
+            && o.contains("its jobs get the default level `normal`"),
+        "{o}"
+    );
+    assert!(!dir.path().join("qoslane.conf").exists(), "nothing written");
+}
+
+#[test]
+fn check_qos_passes_when_slurm_knows_every_qos_in_any_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.yml", TWO_PLACED);
+    let (s, bin) = sacctmgr(Some("normal\ngold\nplatinum\nsilver\nbronze\n"));
+    let out = check_qos(&m, &bin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        o.contains("is known to Slurm (5 QoS in Slurm)") && !o.contains("note:"),
+        "{o}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("sacctmgr.calls")).unwrap(),
+        "-n -P show qos format=name\n"
+    );
+}
+
+#[test]
+fn check_qos_with_slurmdbd_unreachable_is_a_clear_error_naming_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.yml", TWO_PLACED);
+    let (_s, bin) = sacctmgr(None);
+    let out = check_qos(&m, &bin);
+    assert_eq!(out.status.code(), Some(69), "unavailable");
+    let e = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        e.contains(&format!(
+            "`{} -n -P show qos format=name` failed, so the mapping's QoS names cannot be \
+             checked against Slurm's (is slurmdbd reachable from here?)",
+            bin.display()
+        )) && e.contains("Connection refused"),
+        "{e}"
+    );
+}
+
+/// A host that does not reach slurmdbd (the Omnia role's control node)
+/// checks what sacctmgr printed on one that does.
+#[test]
+fn check_qos_reads_slurms_names_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.yml", TWO_PLACED);
+    let names = write(&dir, "qos.txt", "normal\ngold\nsilver\nbronze\n");
+    let out = slurm_config(&m, &["--check-qos", "--qos-from", names.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        e.contains("m.yml:5:17: error: level `gold` lists QoS `Platinum`"),
+        "{e}"
+    );
+    let out = slurm_config(&m, &["--qos-from", names.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(64), "only with --check-qos");
+}
+
+#[test]
+fn check_qos_finds_sacctmgr_in_the_environment_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(&dir, "m.yml", TWO_PLACED);
+    let (_s, bin) = sacctmgr(Some("normal\n"));
+    let out = std::process::Command::new(BIN)
+        .env_clear()
+        .env("QOSLANE_NO_JOURNAL", "1")
+        .env("QOSLANE_SACCTMGR", &bin)
+        .args(["slurm-config", "--check-qos", "--config"])
+        .arg(&m)
+        .output_within();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        e.contains("(and 3 more)") || e.matches("which Slurm does not know").count() >= 4,
+        "{e}"
+    );
+    let out = slurm_config(&m, &["--check-qos", "--output", "/nonexistent"]);
+    assert_eq!(
+        out.status.code(),
+        Some(64),
+        "--output is not for --check-qos"
     );
 }
 

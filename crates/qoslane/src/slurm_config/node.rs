@@ -1,0 +1,166 @@
+//! The node's side of placement, decided (pure): its active features from
+//! its grants ([`our_active`]), whether it sends them ([`due`]: changed, a
+//! refresh past [`PLACEMENT_REFRESH_SECS`], the first run after boot; else
+//! nothing), the node's own features read from `scontrol show node`. The
+//! sending: `run/placement.rs`.
+
+use super::levels::{ANY_NODE_FEATURE, FEATURE_PREFIX, placed_levels};
+use crate::mapping::Mapping;
+
+/// How long a node's active features, once sent, are trusted to be
+/// slurmctld's: a reconfigure or a restart without `-R` gives every node all
+/// of slurm.conf's features back, unseen by the node; past this age the node
+/// sends its set again even when it has not changed (1,000 nodes: 0.6
+/// updates a second).
+pub const PLACEMENT_REFRESH_SECS: u64 = 30 * 60;
+
+/// What a node last sent slurmctld (`/run/qoslane/placement.json`, written
+/// only after `scontrol` succeeded; gone at reboot, so the first run after a
+/// boot sends).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Sent {
+    /// The Slurm node name it was sent for.
+    pub node: String,
+    /// The node's own features (slurm.conf's, not qoslane's), as its
+    /// AvailableFeatures listed them when last read: kept active.
+    pub site: Vec<String>,
+    /// The ActiveFeatures sent.
+    pub active: Vec<String>,
+    /// When, in seconds since the Unix epoch.
+    pub at_unix: u64,
+}
+
+/// Whether a node sends its features now, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// The set is the one last sent, recently enough: nothing to send.
+    No,
+    /// The set changed since it was last sent.
+    Changed,
+    /// Unchanged, but sent longer ago than [`PLACEMENT_REFRESH_SECS`].
+    Refresh,
+    /// Never sent since the boot (no record), or for another node name.
+    First,
+}
+
+impl Due {
+    /// Whether the node's own features are read again first: the record
+    /// holds them, except the first time and at each refresh (a reconfigure
+    /// may have changed them).
+    pub fn reads_site_features(self) -> bool {
+        matches!(self, Self::First | Self::Refresh)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::No => "unchanged",
+            Self::Changed => "changed",
+            Self::Refresh => "refresh",
+            Self::First => "first since boot",
+        }
+    }
+}
+
+/// qoslane's features a node has active: the any-node feature, then the
+/// feature of every placed level it grants now (`granted(level)`), in the
+/// mapping's order.
+pub fn our_active(mapping: &Mapping, granted: impl Fn(&str) -> bool) -> Vec<String> {
+    std::iter::once(ANY_NODE_FEATURE.to_owned())
+        .chain(
+            placed_levels(mapping)
+                .into_iter()
+                .filter(|l| granted(&l.level))
+                .map(|l| l.feature),
+        )
+        .collect()
+}
+
+/// The ActiveFeatures to send: qoslane's, then the node's own.
+pub fn active_set(ours: &[String], site: &[String]) -> Vec<String> {
+    ours.iter().chain(site).cloned().collect()
+}
+
+/// Whether `ours` (qoslane's active features now) must be sent, against
+/// the record of the last send.
+pub fn due(last: Option<&Sent>, node: &str, ours: &[String], now_unix: u64) -> Due {
+    let Some(last) = last.filter(|l| l.node == node) else {
+        return Due::First;
+    };
+    if active_set(ours, &last.site) != last.active {
+        Due::Changed
+    } else if now_unix.saturating_sub(last.at_unix) >= PLACEMENT_REFRESH_SECS
+        || now_unix < last.at_unix
+    {
+        Due::Refresh
+    } else {
+        Due::No
+    }
+}
+
+/// The node's own features from `scontrol show node -o NAME`'s line: its
+/// AvailableFeatures without qoslane's. `None` when the line has none.
+pub fn site_features(show_node: &str) -> Option<Vec<String>> {
+    let value = show_node
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("AvailableFeatures="))?;
+    Some(
+        value
+            .split(',')
+            .filter(|f| {
+                !f.is_empty()
+                    && *f != "(null)"
+                    && *f != ANY_NODE_FEATURE
+                    && !f.starts_with(FEATURE_PREFIX)
+            })
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(active: &[&str], site: &[&str], at_unix: u64) -> Sent {
+        Sent {
+            node: "n1".into(),
+            site: site.iter().map(|s| (*s).to_owned()).collect(),
+            active: active.iter().map(|s| (*s).to_owned()).collect(),
+            at_unix,
+        }
+    }
+
+    #[test]
+    fn a_node_sends_on_a_change_a_refresh_and_first_only() {
+        let ours = vec!["qoslane".to_owned(), "qoslane_mc".to_owned()];
+        let last = sent(&["qoslane", "qoslane_mc", "rackA"], &["rackA"], 1000);
+        assert_eq!(due(None, "n1", &ours, 1000), Due::First);
+        assert_eq!(due(Some(&last), "n2", &ours, 1000), Due::First);
+        assert_eq!(due(Some(&last), "n1", &ours, 1000 + 60), Due::No);
+        assert_eq!(
+            due(Some(&last), "n1", &ours, 1000 + PLACEMENT_REFRESH_SECS),
+            Due::Refresh
+        );
+        assert_eq!(
+            due(Some(&last), "n1", &ours, 10),
+            Due::Refresh,
+            "clock back"
+        );
+        assert_eq!(due(Some(&last), "n1", &ours[..1], 1000 + 60), Due::Changed);
+        assert!(Due::First.reads_site_features() && Due::Refresh.reads_site_features());
+        assert!(!Due::Changed.reads_site_features());
+    }
+
+    #[test]
+    fn the_site_features_are_the_available_ones_without_qoslanes() {
+        let line = "NodeName=n1 Arch=x86_64 CoresPerSocket=1 AvailableFeatures=qoslane,qoslane_mc,rackA,ib ActiveFeatures=qoslane,rackA,ib Gres=(null)";
+        assert_eq!(
+            site_features(line),
+            Some(vec!["rackA".to_owned(), "ib".to_owned()])
+        );
+        assert_eq!(
+            site_features("NodeName=n1 AvailableFeatures=(null) ActiveFeatures=(null)"),
+            Some(vec![])
+        );
+        assert_eq!(site_features("Node n1 not found"), None);
+    }
+}
