@@ -39,6 +39,7 @@ use crate::fabric::read::own_counters::{self, OwnPort};
 use crate::job::JobId;
 use crate::mapping::OnFailure;
 use crate::paths::Paths;
+use crate::report::payload::{AloneJob, LiveCounters};
 use crate::report::{Exit, Payload, Report, RunResult};
 use crate::state::{PUBLIC, fsutil};
 
@@ -178,6 +179,60 @@ fn snapshots(paths: &Paths) -> crate::error::Result<Vec<String>> {
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// A health run's reading of the node's own ports' counters: every run,
+/// after the node lock was given back, within half of what remains of the
+/// run's time. The live transmit wait, and the job alone on the node (one
+/// snapshot, not shared, a level recorded) whose bytes off its level the
+/// metrics count meanwhile. `None`: counters off, or nothing read.
+pub fn live(paths: &Paths, deadline: &Deadline) -> Option<LiveCounters> {
+    if !paths.counters_on {
+        return None;
+    }
+    let ports = own_counters::active(paths).ok()?;
+    if ports.is_empty() {
+        return None;
+    }
+    let jobs = snapshots(paths).unwrap_or_default();
+    let (readings, at_ms) = read(paths, &ports, &share(deadline));
+    if readings.is_empty() {
+        return None;
+    }
+    Some(LiveCounters {
+        readings,
+        at_ms,
+        alone: alone_job(paths, &jobs),
+        jobs,
+    })
+}
+
+/// The one job with a snapshot, when it is alone (its Prolog found no
+/// other, and none came since) and has a level recorded.
+fn alone_job(paths: &Paths, jobs: &[String]) -> Option<AloneJob> {
+    let [job] = jobs else { return None };
+    if paths.job_counters_shared(job).exists() {
+        return None;
+    }
+    let snap: Snapshot = fsutil::read_json(paths, &paths.job_counters(job)).ok()??;
+    if !snap.alone {
+        return None;
+    }
+    let id = JobId::parse(job).ok()?;
+    let rec = (crate::state::Store { paths }).record(id).ok()??;
+    let sl = rec.service_level;
+    let sm_traffic_sls = crate::config::load(paths)
+        .map(|l| l.mapping.sm_traffic_sls())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| *s != sl)
+        .collect();
+    Some(AloneJob {
+        job: id,
+        level: rec.level,
+        sl,
+        sm_traffic_sls,
+    })
 }
 
 /// The job's files gone (its snapshot, its shared marker): by whoever
