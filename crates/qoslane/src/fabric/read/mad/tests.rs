@@ -404,3 +404,59 @@ fn an_unsupported_pma_attribute_is_an_error_not_counters() {
         "{e}"
     );
 }
+
+/// The PMA Gets real `perfquery` sends on the simulated fabric
+/// (`rigs/record_smp_mads.sh`: `--vlxmitcounters 5 1` after the console set
+/// node2's VL 3 wait to 500, and `-X 5 1`): the encoder makes the same
+/// bytes (PortVLXmitWaitCounters 0x1C, PortXmitDataSL 0x36; class 0x04,
+/// modifier 0, PortSelect in the data), and the recorded answer reads as
+/// what perfquery printed.
+#[test]
+fn the_recorded_pma_gets_are_what_the_encoder_makes_and_the_answer_reads_back() {
+    let vlxmit = mads("node2.lid5.vlxmit.1");
+    let xmtsl = mads("node2.lid5.xmtsl.1");
+    // perfquery asks ClassPortInfo (0x0001) first: not ours.
+    let ours = |m: &[(bool, Vec<u8>)], id: u8| {
+        m.iter()
+            .find(|(send, b)| *send && b[16..18] == [0, id])
+            .map(|(_, b)| b.clone())
+            .unwrap()
+    };
+    for (sent, attr) in [
+        (ours(&vlxmit, 0x1c), Attr::VlXmitWait),
+        (ours(&xmtsl, 0x36), Attr::XmitDataSl),
+    ] {
+        let get = Get {
+            route: Route::Perf(5),
+            attr,
+            modifier: 1,
+        };
+        let tid = u64::from_be_bytes(sent[8..16].try_into().unwrap());
+        assert_eq!(encode_get(&get, tid).unwrap().to_vec(), sent, "{get}");
+    }
+    let answer = vlxmit.iter().rev().find(|(send, _)| !send).unwrap();
+    let a: Answer<PmaData> = decode_answer(&answer.1).unwrap();
+    assert_eq!(a.attr_id, 0x1c);
+    let printed = parse::parse_perfquery(
+        &text("node2.lid5.vlxmit.1"),
+        "PortVLXmitWaitCounters",
+        "PortVLXmitWait",
+    )
+    .unwrap();
+    let (select, ticks) = vl_xmit_wait(&a.data);
+    assert_eq!((select, ticks), (1, printed));
+    assert_eq!(ticks[3], 500);
+    // PortXmitDataSL: the simulator gives the request back (Get, not
+    // GetResp), three times: never counters.
+    let back: Vec<&Vec<u8>> = xmtsl
+        .iter()
+        .filter(|(send, b)| !*send && b[17] == 0x36)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(back.len(), 3);
+    for b in back {
+        let e = decode_answer::<PmaData>(b).unwrap_err();
+        assert!(e.0.contains("not GetResp"), "{e}");
+    }
+    assert!(text("node2.lid5.xmtsl.1").contains("cannot query PortXmitDataSL"));
+}
