@@ -68,7 +68,7 @@ fn share(deadline: &Deadline) -> Deadline {
 /// Reads `ports` within `share`; what did not answer in it is said so.
 /// With the time the read ended (ms since the epoch): the metrics order
 /// two hooks' readings by it, not by when each recorded its run.
-pub fn read(paths: &Paths, ports: &[OwnPort], share: &Deadline) -> (Vec<PortReading>, u64) {
+fn read(paths: &Paths, ports: &[OwnPort], share: &Deadline) -> (Vec<PortReading>, u64) {
     let mut readings = own_counters::read(paths, ports, paths.perfquery.as_deref(), share);
     let at = crate::time::now_ms();
     if share.remaining().is_zero() {
