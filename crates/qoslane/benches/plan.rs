@@ -213,7 +213,8 @@ fn bench_render(c: &mut Criterion) {
             qos_fallback: None,
             health_warnings: None,
             node_lock_held_seconds: None,
-            off_level_bytes: None,
+            job_sent: None,
+            live_jobs: None,
             xmit_wait: Vec::new(),
             xmit_wait_read_at_ms: None,
         });

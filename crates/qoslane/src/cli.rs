@@ -19,7 +19,7 @@ Epilog runs the health check); without one, on SLURM_SCRIPT_CONTEXT: prolog_slur
 epilog_slurmd -> epilog, prolog_task -> task-prolog, so slurm.conf can point Prolog=, Epilog= and \
 TaskProlog= at it. In the TaskProlog (prolog_task, the job user's environment) HOOKRUN_PHASE is ignored.\n\n\
 Environment (ignored by task-prolog, whose environment is the user's): QOSLANE_ROOT, QOSLANE_CONFIG, \
-QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_PERFQUERY, QOSLANE_SCONTROL, QOSLANE_FABRIC_VERDICT, QOSLANE_FABRIC_VERDICT_MAX_AGE, \
+QOSLANE_AUDIT_LOG, QOSLANE_TEXTFILE_DIR, QOSLANE_SMPQUERY, QOSLANE_IBNETDISCOVER, QOSLANE_SQUEUE, QOSLANE_PERFQUERY, QOSLANE_COUNTERS, QOSLANE_SCONTROL, QOSLANE_FABRIC_VERDICT, QOSLANE_FABRIC_VERDICT_MAX_AGE, \
 QOSLANE_TIMEOUT_MS.",
     after_help = "Exit codes (one table with hookrun's): 0 ok, 1 failed, 2 invalid mapping, 64 usage, \
 66 no input, 69 program unavailable, 70 internal, 74 I/O, 75 try again (lock or deadline), 100 the \

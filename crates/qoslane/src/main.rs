@@ -219,6 +219,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         fabric_verdict: opt("QOSLANE_FABRIC_VERDICT"),
         fabric_verdict_max_age: max_age.as_ref().ok().copied().flatten(),
         sacctmgr: opt("QOSLANE_SACCTMGR"),
+        counters_off: counters_off(trust_env, &site)?,
     });
     qoslane::log::init(
         &paths,
@@ -251,6 +252,26 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         context,
         config_given: cli.config.is_some() || (trust_env && env_path("QOSLANE_CONFIG").is_some()),
     })
+}
+
+/// `QOSLANE_COUNTERS` (the environment, else the site options): `off`
+/// turns the counters off, `on` or nothing leaves them on; another word is
+/// refused. In the TaskProlog nothing is read, so nothing to turn off.
+fn counters_off(trust_env: bool, site: &SiteOptions) -> Result<bool, Error> {
+    if !trust_env {
+        return Ok(false);
+    }
+    let value = std::env::var("QOSLANE_COUNTERS")
+        .ok()
+        .or_else(|| site.get("QOSLANE_COUNTERS").map(str::to_owned));
+    match value.as_deref().map(str::trim) {
+        None | Some("" | "on") => Ok(false),
+        Some("off") => Ok(true),
+        Some(other) => Err(Error::Usage(format!(
+            "QOSLANE_COUNTERS is `{}`: `on` (the default) or `off`",
+            other.escape_debug()
+        ))),
+    }
 }
 
 fn generate(what: Generate) -> Result<ExitClass, Error> {

@@ -169,8 +169,11 @@ How fabric audit sends its SMP queries: auto (in process through libibumad.so.3 
 .B QOSLANE_SQUEUE
 Absolute path of squeue (default: /usr/bin/squeue); also cluster's (its \\-\\-squeue wins).
 .TP
+.B QOSLANE_COUNTERS
+on (the default) or off: the Prolog, the Epilog and health read the node's ports' per-SL data and per-VL transmit wait counters (the Epilog's audit line: evidence; health: the live wait and a lone job's off-level bytes), in process where the port opens (PMA Gets through libibumad.so.3, no program). off: not read.
+.TP
 .B QOSLANE_PERFQUERY
-Absolute path of perfquery: the Prolog and Epilog read the node's ports' per-SL data and per-VL transmit wait counters with it (the Epilog's audit line: evidence); fabric audit with the smpquery reader reads the switch ports' wait with it. Unset (the default): not read.
+Absolute path of perfquery: the fallback for a port that does not open in process (no umad device, no libibumad); fabric audit with the smpquery reader reads the switch ports' wait with it. Unset (the default): such a port is not read.
 .TP
 .B QOSLANE_SCONTROL
 Absolute path of scontrol: placement on. health keeps this node's qoslane features active in slurmctld as its grants say (scontrol update NodeName=... ActiveFeatures=..., sent only when they change, every 30 minutes and at the first run after boot). Unset (the default): placement off. Set it only once slurm.conf lists the features (qoslane slurm-config). cluster asks it for every node's features (its \\-\\-scontrol wins; default /usr/bin/scontrol).

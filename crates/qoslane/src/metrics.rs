@@ -17,7 +17,7 @@ use crate::state::fsutil;
 
 mod counters;
 mod render;
-pub use counters::{BUCKETS, Counters, Gauges, Histogram, Run};
+pub use counters::{BUCKETS, Counters, Gauges, Histogram, JobSent, Run, Stage, Stretch};
 pub use render::render;
 
 /// The counters and their lock, in the lib directory. The counters are

@@ -43,9 +43,14 @@ pub struct Paths {
     pub ibnetdiscover: PathBuf,
     /// `squeue`: where the QoS comes from when slurmd does not pass it.
     pub squeue: PathBuf,
-    /// `perfquery`: the job's ports' counters (`QOSLANE_PERFQUERY`); none
-    /// configured, none read.
+    /// `perfquery`: the node's ports' counters where a port does not open
+    /// in process (`QOSLANE_PERFQUERY`, the fallback); none configured,
+    /// such a port is not read.
     pub perfquery: Option<PathBuf>,
+    /// Whether the hooks and `health` read the node's ports' counters (a
+    /// job's evidence, the live wait and off-level bytes): on unless the
+    /// site turns it off (`QOSLANE_COUNTERS=off`).
+    pub counters_on: bool,
     /// `scontrol`: placement on (`QOSLANE_SCONTROL`): `health` keeps the
     /// node's qoslane features active in slurmctld as its grants say; none
     /// configured, placement off (slurm.conf must list the features first:
@@ -79,6 +84,8 @@ pub struct Overrides {
     pub fabric_verdict: Option<PathBuf>,
     pub fabric_verdict_max_age: Option<std::time::Duration>,
     pub sacctmgr: Option<PathBuf>,
+    /// `QOSLANE_COUNTERS=off`: the counters are not read.
+    pub counters_off: bool,
 }
 
 impl Paths {
@@ -97,6 +104,7 @@ impl Paths {
                 .unwrap_or_else(|| defaults::IBNETDISCOVER.into()),
             squeue: o.squeue.unwrap_or_else(|| defaults::SQUEUE.into()),
             perfquery: o.perfquery,
+            counters_on: !o.counters_off,
             scontrol: o.scontrol,
             fabric_verdict: o.fabric_verdict,
             fabric_verdict_max_age: o

@@ -258,7 +258,7 @@ fn render_human(out: &mut impl Write, ctx: &Ctx, x: &Explanation<'_>) -> Result<
         None => writeln!(
             out,
             "  counters        no job of this level with counter evidence recently \
-             (QOSLANE_PERFQUERY)"
+             (counters: QOSLANE_COUNTERS)"
         )
         .map_err(w)?,
     }

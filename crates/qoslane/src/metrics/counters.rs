@@ -83,6 +83,51 @@ pub struct Counters {
     /// one's delta).
     #[serde(default)]
     pub xmit_wait_read_at_ms: BTreeMap<String, u64>,
+    /// Each running job's last counted reading of its bytes per SL (by job
+    /// id): where the next stretch of its off-level bytes starts.
+    #[serde(default)]
+    pub job_sent: BTreeMap<String, Stretch>,
+}
+
+/// Where a job's next stretch of bytes starts: its last counted reading.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stretch {
+    pub level: String,
+    pub at_ms: u64,
+    /// PortXmitDataSL by `DEVICE/PORT`.
+    pub sent: BTreeMap<String, [u64; 16]>,
+}
+
+/// A job's bytes per SL as one run read them. Off-level bytes are counted
+/// where they were read, each stretch once: a Prolog's reading starts the
+/// job's first stretch, each health run that finds the job alone counts the
+/// stretch since and starts the next (so they show during the job), its
+/// Epilog counts the last.
+#[derive(Debug)]
+pub struct JobSent<'a> {
+    pub job: String,
+    pub level: &'a str,
+    pub stage: Stage,
+    /// PortXmitDataSL by `DEVICE/PORT`.
+    pub sent: Vec<(String, [u64; 16])>,
+    pub at_ms: u64,
+}
+
+/// Which run read a [`JobSent`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The Prolog's snapshot.
+    Start,
+    /// A health run, the job alone on the node: its SL, and the SLs of the
+    /// node's own traffic (not off its level).
+    During { sl: u8, not_off: Vec<u8> },
+    /// The Epilog's: its SL and the node's traffic's SLs when it ran alone
+    /// (`None`: shared, nothing of it counted); `whole`, the evidence's
+    /// count, for a job whose first stretch was never started.
+    End {
+        alone: Option<(u8, Vec<u8>)>,
+        whole: Option<u64>,
+    },
 }
 
 /// One finished run, as the metrics see it.
@@ -110,8 +155,12 @@ pub struct Run<'a> {
     /// `Some` for a health run that saw the node lock: how long a
     /// transaction had held it.
     pub node_lock_held_seconds: Option<u64>,
-    /// An Epilog's job's level and its off-level bytes (`CounterEvidence`).
-    pub off_level_bytes: Option<(&'a str, u64)>,
+    /// A job's bytes per SL as this run read them (a Prolog's, a lone
+    /// job's at a health run, an Epilog's).
+    pub job_sent: Option<JobSent<'a>>,
+    /// A health run's: the jobs with a counter snapshot (the other jobs'
+    /// stretches are forgotten).
+    pub live_jobs: Option<&'a [String]>,
     /// PortVLXmitWait as this run read it (`DEVICE/PORT`, VL 0..=15): the
     /// node's own ports, and `SWITCH/PORT` for the first hop's toward it.
     pub xmit_wait: Vec<(String, [u64; 16])>,
@@ -148,12 +197,84 @@ impl<'a> Run<'a> {
             qos_fallback: report.job.qos_fallback,
             health_warnings: health.map(|h| u64::try_from(h.warnings()).unwrap_or(u64::MAX)),
             node_lock_held_seconds: health.and_then(|h| h.lock_held_seconds),
-            off_level_bytes: evidence
-                .and_then(|e| Some((report.job.level.as_deref()?, e.off_level_bytes?))),
+            job_sent: job_sent(report, health, evidence),
+            live_jobs: health.and_then(|h| Some(h.counters.as_ref()?.jobs.as_slice())),
             xmit_wait: xmit_wait(report, health),
             xmit_wait_read_at_ms: report.payload.counters_read_at_ms(),
         }
     }
+}
+
+/// A job's bytes per SL as `report`'s run read them, and which run it was.
+fn job_sent<'a>(
+    report: &'a Report,
+    health: Option<&'a HealthRun>,
+    evidence: Option<&'a pma::CounterEvidence>,
+) -> Option<JobSent<'a>> {
+    let sent: Vec<(String, [u64; 16])> = report
+        .payload
+        .counters()
+        .iter()
+        .filter_map(|p| match p.readings.get(&pma::Kind::XmitDataSl) {
+            Some(pma::Reading::Values(v)) => Some((p.port.to_string(), *v)),
+            _ => None,
+        })
+        .collect();
+    let at_ms = report.payload.counters_read_at_ms()?;
+    let (job, level, stage) = match (&report.payload, health, evidence) {
+        (Payload::Prolog(_), _, _) => (
+            report.job.job_id?.to_string(),
+            report.job.level.as_deref()?,
+            Stage::Start,
+        ),
+        (Payload::Health(_), Some(h), _) => {
+            let a = h.counters.as_ref()?.alone.as_ref()?;
+            let stage = Stage::During {
+                sl: a.sl,
+                not_off: a.sm_traffic_sls.clone(),
+            };
+            (a.job.to_string(), a.level.as_str(), stage)
+        }
+        (Payload::Epilog(_), _, Some(e)) => (
+            report.job.job_id?.to_string(),
+            report.job.level.as_deref()?,
+            Stage::End {
+                alone: e
+                    .sl
+                    .filter(|_| e.alone)
+                    .map(|sl| (sl, e.sm_traffic_sls.clone())),
+                whole: e.off_level_bytes,
+            },
+        ),
+        _ => return None,
+    };
+    Some(JobSent {
+        job,
+        level,
+        stage,
+        sent,
+        at_ms,
+    })
+}
+
+/// The bytes sent off `sl` (and off `not_off`) from `from` to `to`, where
+/// the counters say how much (saturated or cleared: nothing).
+fn off_level(from: &Stretch, to: &[(String, [u64; 16])], sl: u8, not_off: &[u8]) -> u64 {
+    let mut n = 0u64;
+    for (port, now) in to {
+        let Some(before) = from.sent.get(port) else {
+            continue;
+        };
+        for (s, (b, a)) in (0u8..).zip(before.iter().zip(now)) {
+            if s == sl || not_off.contains(&s) {
+                continue;
+            }
+            if let pma::Delta::Count(d) = pma::delta(pma::Kind::XmitDataSl, *b, *a) {
+                n = n.saturating_add(d);
+            }
+        }
+    }
+    n
 }
 
 /// PortVLXmitWait as a run read it: a hook's of the node's own ports
@@ -218,9 +339,12 @@ impl Counters {
         if let Some(s) = run.node_lock_held_seconds {
             self.node_lock_held_seconds = s;
         }
-        if let Some((level, n)) = run.off_level_bytes {
-            let total = self.off_level_bytes.entry(level.into()).or_default();
-            *total = total.saturating_add(n);
+        if let Some(j) = &run.job_sent {
+            self.count_sent(j);
+        }
+        if let (Some(jobs), Some(at)) = (run.live_jobs, run.xmit_wait_read_at_ms) {
+            self.job_sent
+                .retain(|job, s| jobs.contains(job) || s.at_ms >= at);
         }
         for (port, now) in &run.xmit_wait {
             if let Some(at) = run.xmit_wait_read_at_ms {
@@ -244,6 +368,46 @@ impl Counters {
                 }
             }
             self.xmit_wait_last.insert(port.clone(), *now);
+        }
+    }
+}
+
+impl Counters {
+    /// A job's off-level bytes of the stretch `j` ends, counted once (see
+    /// [`JobSent`]); a reading older than the job's last counted one counts
+    /// nothing (its stretch is in the newer one's).
+    fn count_sent(&mut self, j: &JobSent<'_>) {
+        let stretch = || Stretch {
+            level: j.level.to_owned(),
+            at_ms: j.at_ms,
+            sent: j.sent.iter().cloned().collect(),
+        };
+        let mut off = 0;
+        match &j.stage {
+            Stage::Start => {
+                self.job_sent.insert(j.job.clone(), stretch());
+            }
+            Stage::During { sl, not_off } => match self.job_sent.get(&j.job) {
+                Some(from) if from.at_ms >= j.at_ms => {}
+                Some(from) => {
+                    off = off_level(from, &j.sent, *sl, not_off);
+                    self.job_sent.insert(j.job.clone(), stretch());
+                }
+                None => {
+                    self.job_sent.insert(j.job.clone(), stretch());
+                }
+            },
+            Stage::End { alone, whole } => match (self.job_sent.remove(&j.job), alone) {
+                (Some(from), Some((sl, not_off))) if from.at_ms < j.at_ms => {
+                    off = off_level(&from, &j.sent, *sl, not_off);
+                }
+                (None, Some(_)) => off = whole.unwrap_or(0),
+                _ => {}
+            },
+        }
+        if off > 0 || j.stage != Stage::Start {
+            let total = self.off_level_bytes.entry(j.level.to_owned()).or_default();
+            *total = total.saturating_add(off);
         }
     }
 }
@@ -313,7 +477,8 @@ mod tests {
             qos_fallback: None,
             health_warnings: None,
             node_lock_held_seconds: None,
-            off_level_bytes: None,
+            job_sent: None,
+            live_jobs: None,
             xmit_wait: vec![("mlx5_0/1".into(), v)],
             xmit_wait_read_at_ms: Some(read_at_ms),
         }
@@ -338,5 +503,64 @@ mod tests {
         c.record(&hook(10, 5_000));
         c.record(&hook(40, 6_000));
         assert_eq!(c.xmit_wait_ticks["mlx5_0/1"][0], 280);
+    }
+
+    fn sent(stage: Stage, sl0: u64, sl3: u64, at_ms: u64) -> JobSent<'static> {
+        let mut v = [0; 16];
+        v[0] = sl0;
+        v[3] = sl3;
+        JobSent {
+            job: "7".into(),
+            level: "mc",
+            stage,
+            sent: vec![("mlx5_0/1".into(), v)],
+            at_ms,
+        }
+    }
+
+    fn during() -> Stage {
+        Stage::During {
+            sl: 3,
+            not_off: vec![1],
+        }
+    }
+
+    /// Issue 35: a lone job's bytes off its SL are counted during the job
+    /// (each health run counts its stretch) and the Epilog counts only the
+    /// rest: each byte once, whatever order the runs record in.
+    #[test]
+    fn off_level_bytes_are_counted_during_the_job_each_stretch_once() {
+        let mut c = Counters::default();
+        c.count_sent(&sent(Stage::Start, 100, 0, 1_000));
+        c.count_sent(&sent(during(), 150, 9, 2_000));
+        assert_eq!(c.off_level_bytes["mc"], 200, "50 units of SL 0, x4");
+        // A health run that read earlier than the last counted reading
+        // recorded later: nothing twice.
+        c.count_sent(&sent(during(), 120, 9, 1_500));
+        assert_eq!(c.off_level_bytes["mc"], 200);
+        c.count_sent(&sent(during(), 160, 9, 3_000));
+        assert_eq!(c.off_level_bytes["mc"], 240);
+        let end = || Stage::End {
+            alone: Some((3, vec![1])),
+            whole: Some(400),
+        };
+        c.count_sent(&sent(end(), 200, 9, 4_000));
+        assert_eq!(c.off_level_bytes["mc"], 400, "the whole job, once");
+        assert!(c.job_sent.is_empty(), "its stretch forgotten");
+        // A job whose stretch never started (an older Prolog) counts the
+        // evidence's whole; a shared one nothing.
+        c.count_sent(&sent(end(), 0, 0, 5_000));
+        assert_eq!(c.off_level_bytes["mc"], 800);
+        c.count_sent(&sent(Stage::Start, 0, 0, 6_000));
+        c.count_sent(&sent(
+            Stage::End {
+                alone: None,
+                whole: None,
+            },
+            500,
+            0,
+            7_000,
+        ));
+        assert_eq!(c.off_level_bytes["mc"], 800);
     }
 }

@@ -64,21 +64,23 @@ impl Payload {
         }
     }
 
-    /// The node's ports' counters as a hook read them.
+    /// The node's ports' counters as a hook or a health run read them.
     pub fn counters(&self) -> &[PortReading] {
         match self {
             Self::Prolog(p) => &p.counters,
             Self::Epilog(e) => &e.counters,
+            Self::Health(h) => h.counters.as_ref().map_or(&[], |c| &c.readings),
             _ => &[],
         }
     }
 
-    /// When [`Self::counters`] were read: a hook may record its run after
-    /// another hook that read later.
+    /// When [`Self::counters`] were read: a run may record after another
+    /// that read later.
     pub fn counters_read_at_ms(&self) -> Option<u64> {
         match self {
             Self::Prolog(p) => p.counters_read_at_ms,
             Self::Epilog(e) => e.counters_read_at_ms,
+            Self::Health(h) => h.counters.as_ref().map(|c| c.at_ms),
             _ => None,
         }
     }
@@ -132,6 +134,33 @@ pub struct HealthRun {
     /// The jobs whose level this run released (Slurm no longer has them on
     /// the node): the audit line's `released_jobs`, which `log --job` reads.
     pub released_jobs: Vec<crate::job::JobId>,
+    /// The node's own ports' counters as this run read them (every run:
+    /// the live wait, a lone job's off-level bytes meanwhile).
+    pub counters: Option<LiveCounters>,
+}
+
+/// What a health run read of the node's own ports' counters.
+#[derive(Clone, Debug, Default)]
+pub struct LiveCounters {
+    pub readings: Vec<PortReading>,
+    /// When they were read (ms since the epoch).
+    pub at_ms: u64,
+    /// The job alone on the node when read, if one was.
+    pub alone: Option<AloneJob>,
+    /// The jobs with a counter snapshot when read (the metrics forget the
+    /// others' stretches).
+    pub jobs: Vec<String>,
+}
+
+/// A job alone on the node: what its bytes off its level are counted
+/// against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AloneJob {
+    pub job: crate::job::JobId,
+    pub level: String,
+    pub sl: u8,
+    /// The SLs of the node's own traffic (not the job's to answer for).
+    pub sm_traffic_sls: Vec<u8>,
 }
 
 impl HealthRun {

@@ -1,12 +1,16 @@
 //! A job's counters: its Prolog reads the node's ports' per-SL data and
-//! per-VL wait counters (`fabric::perfquery`) into
-//! `/run/qoslane/counters/JOB.json`; its Epilog reads them again and puts
-//! what they showed into its report ([`CounterEvidence`]: the audit line's
-//! `evidence`, the off-level bytes counted and told).
+//! per-VL wait counters into `/run/qoslane/counters/JOB.json`; its Epilog
+//! reads them again and puts what they showed into its report
+//! ([`CounterEvidence`]: the audit line's `evidence`, the off-level bytes
+//! counted and told). Read by default, in process where the port opens
+//! (`fabric/read/own_counters.rs`: a PMA Get per attribute, no program),
+//! else by `perfquery` where a site configured one (`QOSLANE_PERFQUERY`).
 //!
-//! Nothing is read (and nothing costs) when no `QOSLANE_PERFQUERY` is
-//! configured, or when every attribute of every port is remembered as
-//! unsupported. Best effort: the job runs either way; a failure is a note.
+//! Nothing is read (and nothing costs) when the site turned the counters
+//! off (`QOSLANE_COUNTERS=off`), when no port opens in process and no
+//! `perfquery` is configured, or when every attribute of every port is
+//! remembered as unsupported. Best effort: the job runs either way; a
+//! failure is a note.
 //!
 //! Never in the way: both hooks read after their transaction, the node
 //! lock given back (`Session::release`), and within half of what remains
@@ -26,17 +30,16 @@
 //! an Epilog killed after its transaction).
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::deadline::Deadline;
-use crate::fabric::PortId;
-use crate::fabric::perfquery;
 use crate::fabric::pma::{self, PortReading, Reading};
+use crate::fabric::read::own_counters::{self, OwnPort};
 use crate::job::JobId;
 use crate::mapping::OnFailure;
 use crate::paths::Paths;
+use crate::report::payload::{AloneJob, LiveCounters};
 use crate::report::{Exit, Payload, Report, RunResult};
 use crate::state::{PUBLIC, fsutil};
 
@@ -56,17 +59,6 @@ fn report_of(result: &mut RunResult) -> &mut Report {
     }
 }
 
-/// The node's Active InfiniBand ports (the job's: a job uses the node's
-/// fabric ports).
-fn ports(paths: &Paths) -> crate::error::Result<Vec<PortId>> {
-    Ok(crate::fabric::sysfs::discover(paths, &[])?
-        .ports
-        .into_iter()
-        .filter(|p| p.active && p.link_layer == crate::fabric::LinkLayer::InfiniBand)
-        .map(|p| p.id)
-        .collect())
-}
-
 /// The part of the run's time the counters may take: half of what
 /// remains, so a port that never answers leaves the run the rest.
 fn share(deadline: &Deadline) -> Deadline {
@@ -76,13 +68,8 @@ fn share(deadline: &Deadline) -> Deadline {
 /// Reads `ports` within `share`; what did not answer in it is said so.
 /// With the time the read ended (ms since the epoch): the metrics order
 /// two hooks' readings by it, not by when each recorded its run.
-fn read(
-    program: &Path,
-    paths: &Paths,
-    ports: &[PortId],
-    share: &Deadline,
-) -> (Vec<PortReading>, u64) {
-    let mut readings = perfquery::read(program, paths, ports, share);
+fn read(paths: &Paths, ports: &[OwnPort], share: &Deadline) -> (Vec<PortReading>, u64) {
+    let mut readings = own_counters::read(paths, ports, paths.perfquery.as_deref(), share);
     let at = crate::time::now_ms();
     if share.remaining().is_zero() {
         let ms = share.budget().as_millis();
@@ -98,9 +85,9 @@ fn read(
 /// The Prolog's snapshot, when its job runs (granted, or on the baseline);
 /// after its transaction, the node lock given back.
 pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
-    let Some(program) = &paths.perfquery else {
+    if !paths.counters_on {
         return;
-    };
+    }
     if matches!(result, Err(f) if f.exit != Exit::ByPolicy(OnFailure::Continue)) {
         return;
     }
@@ -111,7 +98,8 @@ pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     if job.kind().unmanaged().is_some() {
         return;
     }
-    match snapshot(program, paths, deadline, job) {
+    match snapshot(paths, deadline, job) {
+        Ok((readings, _)) if readings.is_empty() => {}
         Ok((readings, at)) => {
             if let Payload::Prolog(p) = &mut r.payload {
                 p.counters = readings;
@@ -123,13 +111,12 @@ pub fn prolog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
 }
 
 fn snapshot(
-    program: &std::path::Path,
     paths: &Paths,
     deadline: &Deadline,
     job: JobId,
 ) -> crate::error::Result<(Vec<PortReading>, u64)> {
-    let ports = ports(paths)?;
-    let (readings, at) = read(program, paths, &ports, &share(deadline));
+    let ports = own_counters::active(paths)?;
+    let (readings, at) = read(paths, &ports, &share(deadline));
     if readings
         .iter()
         .all(|p| p.readings.values().all(|r| *r == Reading::Unsupported))
@@ -194,6 +181,60 @@ fn snapshots(paths: &Paths) -> crate::error::Result<Vec<String>> {
     Ok(out)
 }
 
+/// A health run's reading of the node's own ports' counters: every run,
+/// after the node lock was given back, within half of what remains of the
+/// run's time. The live transmit wait, and the job alone on the node (one
+/// snapshot, not shared, a level recorded) whose bytes off its level the
+/// metrics count meanwhile. `None`: counters off, or nothing read.
+pub fn live(paths: &Paths, deadline: &Deadline) -> Option<LiveCounters> {
+    if !paths.counters_on {
+        return None;
+    }
+    let ports = own_counters::active(paths).ok()?;
+    if ports.is_empty() {
+        return None;
+    }
+    let jobs = snapshots(paths).unwrap_or_default();
+    let (readings, at_ms) = read(paths, &ports, &share(deadline));
+    if readings.is_empty() {
+        return None;
+    }
+    Some(LiveCounters {
+        readings,
+        at_ms,
+        alone: alone_job(paths, &jobs),
+        jobs,
+    })
+}
+
+/// The one job with a snapshot, when it is alone (its Prolog found no
+/// other, and none came since) and has a level recorded.
+fn alone_job(paths: &Paths, jobs: &[String]) -> Option<AloneJob> {
+    let [job] = jobs else { return None };
+    if paths.job_counters_shared(job).exists() {
+        return None;
+    }
+    let snap: Snapshot = fsutil::read_json(paths, &paths.job_counters(job)).ok()??;
+    if !snap.alone {
+        return None;
+    }
+    let id = JobId::parse(job).ok()?;
+    let rec = (crate::state::Store { paths }).record(id).ok()??;
+    let sl = rec.service_level;
+    let sm_traffic_sls = crate::config::load(paths)
+        .map(|l| l.mapping.sm_traffic_sls())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| *s != sl)
+        .collect();
+    Some(AloneJob {
+        job: id,
+        level: rec.level,
+        sl,
+        sm_traffic_sls,
+    })
+}
+
 /// The job's files gone (its snapshot, its shared marker): by whoever
 /// releases the job. What could not be removed, said.
 pub fn release(paths: &Paths, job: impl std::fmt::Display) -> Vec<String> {
@@ -240,14 +281,14 @@ pub fn sweep(
 pub fn epilog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
     let r = report_of(result);
     let Some(job) = r.job.job_id else { return };
-    if let Some(program) = &paths.perfquery {
-        evidence(program, paths, deadline, r, job);
+    if paths.counters_on {
+        evidence(paths, deadline, r, job);
     }
     let errors = release(paths, job);
     r.notes.extend(errors);
 }
 
-fn evidence(program: &Path, paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
+fn evidence(paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
     let snap: Option<Snapshot> = match fsutil::read_json(paths, &paths.job_counters(job)) {
         Ok(s) => s,
         Err(e) => {
@@ -258,8 +299,18 @@ fn evidence(program: &Path, paths: &Paths, deadline: &Deadline, r: &mut Report, 
     let Some(snap) = snap else { return };
     let shared = paths.job_counters_shared(job);
     let alone = snap.alone && !shared.exists();
-    let ports: Vec<PortId> = snap.readings.iter().map(|p| p.port.clone()).collect();
-    let (after, at) = read(program, paths, &ports, &share(deadline));
+    // The snapshot's ports, at their LIDs now (a port gone from sysfs: no
+    // LID, read by perfquery if at all).
+    let now = own_counters::active(paths).unwrap_or_default();
+    let ports: Vec<OwnPort> = snap
+        .readings
+        .iter()
+        .map(|p| OwnPort {
+            lid: now.iter().find(|o| o.id == p.port).map_or(0, |o| o.lid),
+            id: p.port.clone(),
+        })
+        .collect();
+    let (after, at) = read(paths, &ports, &share(deadline));
     // The node's own traffic's SLs, as the mapping in force declares them.
     let sm_traffic_sls = crate::config::load(paths)
         .map(|l| l.mapping.sm_traffic_sls())

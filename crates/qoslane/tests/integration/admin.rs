@@ -473,6 +473,8 @@ fn every_field_set() -> qoslane::audit::Entry {
                 xmit_wait_ticks_per_vl: qoslane::fabric::pma::CounterChange::Moved(
                     [(3, qoslane::fabric::pma::Delta::Saturated)].into(),
                 ),
+                read_by: Some("in-process".into()),
+                said: None,
             }],
             off_level_bytes: Some(4096),
             sm_traffic_sls: vec![1],

@@ -382,3 +382,119 @@ fn every_snapshot_is_collected_by_whoever_releases_its_job() {
     ok(&n.epilog(542));
     assert!(!snap(542).exists() && !shared(542).exists());
 }
+
+fn textfile_value(n: &Node, series: &str) -> Option<u64> {
+    std::fs::read_to_string(n.path(TEXTFILE))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Issue 35, live: every health run reads the node's ports' counters
+/// (here through the stand-in perfquery, the fallback where the port does
+/// not open in process, answering per-SL data in the real format). A job
+/// alone on the node sending off its level is counted by the next health
+/// run, during the job; its Epilog counts only what came after, so the
+/// whole job is counted once. The port's wait grows at every run while it
+/// waits.
+#[test]
+fn health_counts_a_lone_jobs_off_level_bytes_and_the_wait_during_the_job() {
+    let n = node_with_counters();
+    let off = "qoslane_off_level_bytes_total{level=\"mission-critical\"}";
+    let wait = "qoslane_xmit_wait_ticks_total{device=\"mlx5_0\",port=\"1\",vl=\"3\",level=\"mission-critical\"}";
+    ok(&n.prolog(550, "mission-critical"));
+    ok(&n.run(&["health"], &[]));
+    assert_eq!(textfile_value(&n, off), Some(0), "nothing sent yet");
+    let calls = perfquery_calls(&n).len();
+    // The job sends 4096 bytes on SL 0 (its level's SL is 3); VL 3 waits.
+    job_ran(&n);
+    ok(&n.run(&["health"], &[]));
+    assert_eq!(
+        perfquery_calls(&n).len(),
+        calls + 3,
+        "every attribute, every run"
+    );
+    assert_eq!(
+        textfile_value(&n, off),
+        Some(4096),
+        "counted during the job"
+    );
+    assert_eq!(textfile_value(&n, wait), Some(500));
+    // VL 3 waits 300 ticks more: the next run counts them.
+    let more = std::fs::read_to_string(n.path("/fakebin/any.vlxmit.txt"))
+        .unwrap()
+        .replace(
+            "PortVLXmitWait3:.................500",
+            "PortVLXmitWait3:.................800",
+        );
+    std::fs::write(n.path("/fakebin/any.vlxmit.txt"), more).unwrap();
+    ok(&n.run(&["health"], &[]));
+    assert_eq!(textfile_value(&n, wait), Some(800), "grows at every run");
+    assert_eq!(
+        textfile_value(&n, off),
+        Some(4096),
+        "no new bytes: nothing twice"
+    );
+    ok(&n.epilog(550));
+    let e = &n.last_audit("epilog")["evidence"];
+    assert_eq!(
+        e["off_level_bytes"], 4096,
+        "the job's evidence is whole: {e}"
+    );
+    assert_eq!(
+        textfile_value(&n, off),
+        Some(4096),
+        "the Epilog counts only the rest"
+    );
+    // Two jobs on the node: health counts nobody's.
+    ok(&n.prolog(551, "mission-critical"));
+    ok(&n.prolog(552, "low"));
+    n.answer_perfquery("xmtsl", "xmtsl-before.txt", 0);
+    ok(&n.run(&["health"], &[]));
+    assert_eq!(textfile_value(&n, off), Some(4096), "shared: nobody's");
+}
+
+/// ibsim's answer to per-SL data (no answer: perfquery's `cannot query`,
+/// the in-process reader's Gets given back): "per-SL data unsupported by
+/// this port" in the job's evidence, neither an error nor unanswered; the
+/// wait is still read.
+#[test]
+fn a_port_without_per_sl_data_says_so_in_the_evidence() {
+    let n = node_with_counters();
+    n.answer_perfquery("xmtsl", "xmtsl-ibsim.stdout.txt", 255);
+    n.answer_perfquery("rcvsl", "xmtsl-ibsim.stdout.txt", 255);
+    ok(&n.prolog(560, "mission-critical"));
+    job_ran(&n);
+    n.answer_perfquery("xmtsl", "xmtsl-ibsim.stdout.txt", 255);
+    n.answer_perfquery("rcvsl", "xmtsl-ibsim.stdout.txt", 255);
+    ok(&n.epilog(560));
+    let audit = n.last_audit("epilog");
+    let p = &audit["evidence"]["ports"][0];
+    assert_eq!(p["said"], "per-SL data unsupported by this port", "{p}");
+    assert_eq!(p["sent_bytes_per_sl"], "unsupported");
+    assert_eq!(p["read_by"], "perfquery", "{p}");
+    assert_eq!(p["xmit_wait_ticks_per_vl"]["moved"]["3"], 500, "{p}");
+    assert!(!audit["notes"].to_string().contains("counters"), "{audit}");
+}
+
+/// The site turns the evidence off (`QOSLANE_COUNTERS=off` in the site
+/// options or the environment): nothing read, nothing written, even with
+/// a perfquery configured; a word other than on/off is refused.
+#[test]
+fn the_site_turns_the_counters_off() {
+    let n = node_with_counters();
+    n.write("/etc/default/qoslane", "QOSLANE_COUNTERS=off\n");
+    ok(&n.prolog(570, "high"));
+    ok(&n.run(&["health"], &[]));
+    ok(&n.epilog(570));
+    assert!(perfquery_calls(&n).is_empty(), "{:?}", perfquery_calls(&n));
+    assert!(!n.path("/run/qoslane/counters").exists());
+    assert!(n.last_audit("epilog").get("evidence").is_none());
+    let bad = n.run(&["health"], &[("QOSLANE_COUNTERS", "maybe")]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("QOSLANE_COUNTERS is `maybe`"),
+        "{}",
+        stderr(&bad)
+    );
+}

@@ -631,7 +631,18 @@ fn counters_render_the_same_after_their_json_round_trip() {
                 .copied(),
             health_warnings: (i % 5 == 0).then_some(u64::from(i % 3)),
             node_lock_held_seconds: (i % 4 == 0).then_some(u64::from(i)),
-            off_level_bytes: (i % 6 == 0).then_some(("low", u64::from(i) * 4)),
+            // An Epilog's whole job, its stretch never started.
+            job_sent: (i % 6 == 0).then(|| metrics::JobSent {
+                job: i.to_string(),
+                level: "low",
+                stage: metrics::Stage::End {
+                    alone: Some((3, Vec::new())),
+                    whole: Some(u64::from(i) * 4),
+                },
+                sent: Vec::new(),
+                at_ms: u64::from(i),
+            }),
+            live_jobs: None,
             xmit_wait: vec![("mlx5_0/1".into(), [u64::from(i) * 3; 16])],
             xmit_wait_read_at_ms: Some(u64::from(i)),
         });

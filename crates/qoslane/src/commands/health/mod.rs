@@ -60,7 +60,12 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
         first_hop_wait = f.first_hop_wait;
     }
     let drain = health.drain().map(|d| d.detail.clone());
+    // The node's own ports' counters, every run, the node lock given back
+    // (`gather` let it go): the live wait, a lone job's off-level bytes.
+    s.release();
+    let counters = crate::run::job_counters::live(&ctx.paths, &s.deadline);
     if let Payload::Health(h) = &mut r.payload {
+        h.counters = counters;
         h.checks = health.checks;
         h.lock_held_seconds = Some(facts.lock.held_seconds());
         h.first_hop_wait = first_hop_wait;

@@ -93,6 +93,10 @@ pub enum Reading {
 pub struct PortReading {
     pub port: PortId,
     pub readings: BTreeMap<Kind, Reading>,
+    /// Which reader read it (`in-process`, `perfquery`); absent in what an
+    /// older qoslane wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_by: Option<String>,
 }
 
 /// One counter's change between two readings.
@@ -170,7 +174,20 @@ pub struct PortCounterEvidence {
     pub received_bytes_per_sl: CounterChange,
     /// Ticks each VL waited to send (PortVLXmitWait).
     pub xmit_wait_ticks_per_vl: CounterChange,
+    /// Which reader read the port at the Epilog (`in-process`,
+    /// `perfquery`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_by: Option<String>,
+    /// What the counters cannot say, in words: the port serves no per-SL
+    /// data ([`PER_SL_UNSUPPORTED`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub said: Option<String>,
 }
+
+/// The words of a port that serves neither PortXmitDataSL nor
+/// PortRcvDataSL (the simulator's, some older HCAs'): no bytes per SL can be
+/// counted there, and that is no failure.
+pub const PER_SL_UNSUPPORTED: &str = "per-SL data unsupported by this port";
 
 /// What the job's ports' counters showed between its Prolog and its Epilog.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -213,12 +230,18 @@ pub fn evidence(
             let seen = |k: Kind| {
                 CounterChange::of(k, b.and_then(|b| b.readings.get(&k)), a.readings.get(&k))
             };
+            let (sent, received) = (seen(Kind::XmitDataSl), seen(Kind::RcvDataSl));
+            let said = (sent == CounterChange::Unsupported
+                && received == CounterChange::Unsupported)
+                .then(|| PER_SL_UNSUPPORTED.to_owned());
             PortCounterEvidence {
                 device: a.port.device.clone(),
                 port: a.port.port,
-                sent_bytes_per_sl: seen(Kind::XmitDataSl),
-                received_bytes_per_sl: seen(Kind::RcvDataSl),
+                sent_bytes_per_sl: sent,
+                received_bytes_per_sl: received,
                 xmit_wait_ticks_per_vl: seen(Kind::VlXmitWait),
+                read_by: a.read_by.clone(),
+                said,
             }
         })
         .collect();
@@ -294,6 +317,7 @@ mod tests {
                 port: 1,
             },
             readings: values.into_iter().collect(),
+            read_by: None,
         }
     }
 

@@ -1,18 +1,21 @@
 //! The in-process reader: SMP and PMA Gets through libibumad ([`Umad`]),
 //! at most a window of them in flight under one deadline
 //! ([`smp_batch`]), on the caller's thread. It reads by LID (the audit's
-//! egress ports and their transmit wait, clearing it on request) and by
+//! egress ports and their transmit wait, clearing it on request), by
 //! directed route (the first hop, in full or its own rows:
-//! `first_hop/read.rs`); the node's own ports are the program reader's.
+//! `first_hop/read.rs`) and, opened on one of the node's own ports with its
+//! LID ([`InProcess::own`]), that port's counters (per-SL data, per-VL
+//! wait: [`Reader::port_counters`], a PMA Get each); the node's own ports'
+//! tables are the program reader's.
 
 use std::cell::RefCell;
 
 use crate::deadline::Deadline;
-use crate::error::Result;
-use crate::fabric::counters::pma::PortWait;
+use crate::error::{Error, Result};
+use crate::fabric::counters::pma::{Kind, PortWait, Reading};
 use crate::fabric::counters::wait::{self, WaitPort};
 use crate::fabric::first_hop::read as first_hop_read;
-use crate::fabric::read::mad::{self, Attr, Get, Route};
+use crate::fabric::read::mad::{self, Attr, Get, PmaData, Route};
 use crate::fabric::read::reader::Reader;
 use crate::fabric::read::smp_batch;
 use crate::fabric::read::umad::Umad;
@@ -23,6 +26,9 @@ use crate::fabric::tables::{EgressPort, EgressRead, FirstHop, PortId};
 pub struct InProcess {
     umad: RefCell<Umad>,
     window: usize,
+    /// The node's own port opened and its LID ([`InProcess::own`]): whose
+    /// counters [`Reader::port_counters`] reads.
+    own: Option<(PortId, u16)>,
 }
 
 impl InProcess {
@@ -32,7 +38,17 @@ impl InProcess {
         Ok(Self {
             umad: RefCell::new(Umad::open(via)?),
             window: window.max(1),
+            own: None,
         })
+    }
+
+    /// Opens the node's own `port`, whose LID is `lid`, for its counters
+    /// (PMA Gets to its own LID, PortSelect its number); why not, as
+    /// [`InProcess::open`].
+    pub fn own(port: &PortId, lid: u16) -> std::result::Result<Self, String> {
+        let mut r = Self::open(Some(port), Kind::ALL.len())?;
+        r.own = Some((port.clone(), lid));
+        Ok(r)
     }
 
     /// How many Gets are in flight at once.
@@ -152,6 +168,50 @@ impl Reader for InProcess {
             .collect()
     }
 
+    /// One PMA Get per (port, attribute) of the port opened
+    /// ([`InProcess::own`]); another port is not read. An attribute the
+    /// port's agent does not serve while it answers another one of the same
+    /// Gets (a MAD status, or no answer: the simulator's for per-SL data)
+    /// is `Unsupported`; unanswered at the deadline, `Unread`.
+    fn port_counters(&self, asks: &[(&PortId, Kind)], deadline: &Deadline) -> Vec<Reading> {
+        let Some((own, lid)) = &self.own else {
+            return asks
+                .iter()
+                .map(|_| Reading::Unread("no port of this node opened in process".into()))
+                .collect();
+        };
+        let mine: Vec<(usize, Kind)> = asks
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| *p == own)
+            .map(|(i, (_, k))| (i, *k))
+            .collect();
+        let gets: Vec<Get> = mine
+            .iter()
+            .map(|(_, kind)| Get {
+                route: Route::Perf(*lid),
+                attr: attr_of(*kind),
+                modifier: own.port,
+            })
+            .collect();
+        let answers = if *lid == 0 {
+            gets.iter()
+                .map(|_| Err(Error::Fabric(format!("{own}: no LID yet"))))
+                .collect()
+        } else {
+            smp_batch::get_all_pma(&mut self.umad.borrow_mut(), &gets, self.window, deadline)
+        };
+        let answered = answers.iter().any(Result::is_ok);
+        let mut out: Vec<Reading> = asks
+            .iter()
+            .map(|(p, _)| Reading::Unread(format!("{p}: not the port opened in process ({own})")))
+            .collect();
+        for ((i, kind), got) in mine.into_iter().zip(answers) {
+            out[i] = reading_of(kind, own.port, got, answered);
+        }
+        out
+    }
+
     /// One PMA Get per port.
     fn xmit_wait(&self, ports: &[WaitPort], deadline: &Deadline) -> (Vec<PortWait>, Vec<String>) {
         let gets: Vec<Get> = ports
@@ -162,7 +222,8 @@ impl Reader for InProcess {
                 modifier: p.port,
             })
             .collect();
-        let answers = smp_batch::get_all(&mut self.umad.borrow_mut(), &gets, self.window, deadline);
+        let answers =
+            smp_batch::get_all_pma(&mut self.umad.borrow_mut(), &gets, self.window, deadline);
         let mut errors = Vec::new();
         let waits = ports
             .iter()
@@ -207,7 +268,86 @@ impl Reader for InProcess {
                 modifier: p.port,
             })
             .collect();
-        let results = smp_batch::get_all(&mut self.umad.borrow_mut(), &sets, self.window, deadline);
+        let results =
+            smp_batch::get_all_pma(&mut self.umad.borrow_mut(), &sets, self.window, deadline);
         wait::failures(&read, results)
+    }
+}
+
+/// The PMA attribute of a counter kind.
+fn attr_of(kind: Kind) -> Attr {
+    match kind {
+        Kind::XmitDataSl => Attr::XmitDataSl,
+        Kind::RcvDataSl => Attr::RcvDataSl,
+        Kind::VlXmitWait => Attr::VlXmitWait,
+    }
+}
+
+/// One own-port answer as a reading: its sixteen counters when it is for
+/// `port`; a failure other than the deadline is `Unsupported` when the
+/// port's agent `answered` another Get of the same read (it serves the
+/// class, not this attribute), else why it was not read.
+pub fn reading_of(kind: Kind, port: u32, got: Result<PmaData>, answered: bool) -> Reading {
+    match got {
+        Ok(d) => {
+            let (select, values) = match kind {
+                Kind::VlXmitWait => mad::vl_xmit_wait(&d),
+                Kind::XmitDataSl | Kind::RcvDataSl => mad::data_per_sl(&d),
+            };
+            if u32::from(select) == port {
+                Reading::Values(values)
+            } else {
+                Reading::Unread(format!(
+                    "{}: the answer is for port {select}, not {port}",
+                    kind.attribute()
+                ))
+            }
+        }
+        Err(e @ Error::Deadline { .. }) => Reading::Unread(e.to_string()),
+        Err(_) if answered => Reading::Unsupported,
+        Err(e) => Reading::Unread(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(select: u8, sl3: u32) -> PmaData {
+        let mut d = [0u8; mad::PMA_DATA_SIZE];
+        d[1] = select;
+        d[16..20].copy_from_slice(&sl3.to_be_bytes());
+        PmaData(d)
+    }
+
+    /// An own port's answers: counters for its port; an attribute its agent
+    /// does not serve, while it answered another, is unsupported (no error);
+    /// nothing answered, or the deadline, is unread.
+    #[test]
+    fn an_attribute_the_port_does_not_serve_is_unsupported_not_an_error() {
+        let mut want = [0u64; 16];
+        want[3] = 700;
+        assert_eq!(
+            reading_of(Kind::XmitDataSl, 1, Ok(answer(1, 700)), true),
+            Reading::Values(want)
+        );
+        assert!(matches!(
+            reading_of(Kind::XmitDataSl, 2, Ok(answer(1, 700)), true),
+            Reading::Unread(w) if w.contains("for port 1, not 2")
+        ));
+        let refused = || Err(Error::Fabric("MAD status 0x000c".into()));
+        assert_eq!(
+            reading_of(Kind::RcvDataSl, 1, refused(), true),
+            Reading::Unsupported
+        );
+        assert!(matches!(
+            reading_of(Kind::RcvDataSl, 1, refused(), false),
+            Reading::Unread(_)
+        ));
+        let late = Deadline::after(std::time::Duration::ZERO).passed("PMA Get".to_owned());
+        assert!(matches!(
+            reading_of(Kind::RcvDataSl, 1, Err(late), true),
+            Reading::Unread(_)
+        ));
     }
 }

@@ -1,14 +1,24 @@
-//! Subnet Management Packets as bytes: the SMP Gets the in-process reader
-//! ([`super::umad`], [`super::smp_batch`]) sends, and the attributes it
-//! reads out of the answers, into the same types the `smpquery` parsers
-//! give ([`crate::fabric::tables`]). Pure: bytes in, bytes or tables out.
+//! Management Datagrams as bytes: the SMP, PMA and SA Gets the in-process
+//! reader ([`super::umad`], [`super::smp_batch`]) sends, and the attributes
+//! it reads out of the answers, into the same types the `smpquery` and
+//! `perfquery` parsers give ([`crate::fabric::tables`],
+//! [`crate::fabric::counters::pma`]). Pure: bytes in, bytes or tables out.
 //!
-//! The layout is the InfiniBand Architecture's (Vol. 1, 13.4 and 14.2.5): a
-//! 256-byte MAD, a 24-byte common header, the SMP's M_Key at 24, directed
-//! route fields at 32 (DrSLID, DrDLID), the 64-byte attribute at 64, the
-//! initial and return paths at 128 and 192. Checked against the bytes real
-//! `smpquery` exchanges on the simulated fabric
-//! (`tests/fixtures/smp-mad/`, recorded by `rigs/record_smp_mads.sh`).
+//! The layout is the InfiniBand Architecture's (Vol. 1, 13.4, 14.2.5 and
+//! 16.1): a 256-byte MAD, a 24-byte common header; an SMP's M_Key at 24,
+//! directed route fields at 32 (DrSLID, DrDLID), its 64-byte attribute at 64
+//! ([`SmpData`]), the initial and return paths at 128 and 192; a
+//! Performance Management GMP's 40 reserved bytes at 24 and its 192-byte
+//! attribute at 64 ([`PmaData`]: PortXmitDataSL's SL 15 lies at 64..68 of
+//! it, past an SMP's area). The two areas are two types: an SMP decoder
+//! cannot be handed a PMA answer. Checked against the bytes real `smpquery`
+//! exchanges on the simulated fabric (`tests/fixtures/smp-mad/`, recorded
+//! by `rigs/record_smp_mads.sh`); the PMA attributes' field offsets are
+//! libibmad's (rdma-core `libibmad/fields.c`: PortSelect at bit 8,
+//! CounterSelect at bit 16, the counters from bit 32) and their IDs
+//! `libibmad/mad.h`'s (`IB_GSI_PORT_XMIT_DATA_SL` 0x36,
+//! `IB_GSI_PORT_RCV_DATA_SL` 0x37, `IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS`
+//! 0x1C).
 
 use std::fmt;
 
@@ -16,9 +26,46 @@ use crate::fabric::tables::{NodeInfo, NodeType, PortInfoVls, Sl2Vl, VlArbEntry, 
 
 /// The size of a MAD on the wire.
 pub const MAD_SIZE: usize = 256;
-/// Where an SMP's attribute data starts, and its length.
+/// Where an SMP's and a PMA GMP's attribute data start.
 pub const DATA_OFFSET: usize = 64;
-pub const DATA_SIZE: usize = 64;
+/// An SMP's attribute data: 64 bytes.
+pub const SMP_DATA_SIZE: usize = 64;
+/// A Performance Management GMP's attribute data: the MAD less its 24-byte
+/// common header and 40 reserved bytes.
+pub const PMA_DATA_SIZE: usize = MAD_SIZE - DATA_OFFSET;
+
+/// An SMP's attribute data (and an SA answer's, read at its offset).
+pub type SmpData = [u8; SMP_DATA_SIZE];
+
+/// A PMA answer's attribute data, whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PmaData(pub [u8; PMA_DATA_SIZE]);
+
+/// The attribute data of one management class, as taken out of a MAD.
+pub trait AttrData: Sized {
+    /// How many bytes from [`DATA_OFFSET`].
+    const SIZE: usize;
+    /// From exactly [`Self::SIZE`] bytes.
+    fn from_area(area: &[u8]) -> Self;
+}
+
+impl AttrData for SmpData {
+    const SIZE: usize = SMP_DATA_SIZE;
+    fn from_area(area: &[u8]) -> Self {
+        let mut d = [0u8; SMP_DATA_SIZE];
+        d.copy_from_slice(area);
+        d
+    }
+}
+
+impl AttrData for PmaData {
+    const SIZE: usize = PMA_DATA_SIZE;
+    fn from_area(area: &[u8]) -> Self {
+        let mut d = [0u8; PMA_DATA_SIZE];
+        d.copy_from_slice(area);
+        Self(d)
+    }
+}
 
 /// Management class: LID-routed SMP.
 pub const CLASS_LID_ROUTED: u8 = 0x01;
@@ -56,6 +103,10 @@ pub enum Attr {
     PathRecord,
     /// PortVLXmitWaitCounters (a PMA attribute: [`Route::Perf`]).
     VlXmitWait,
+    /// PortXmitDataSL (a PMA attribute): data sent per SL.
+    XmitDataSl,
+    /// PortRcvDataSL (a PMA attribute): data received per SL.
+    RcvDataSl,
     /// The same attribute Set to clear every VL's counter (CounterSelect
     /// all ones); its answer holds the cleared counters.
     VlXmitWaitClear,
@@ -72,6 +123,8 @@ impl Attr {
             Self::LinearForwarding => 0x0019,
             Self::PathRecord => 0x0035,
             Self::VlXmitWait | Self::VlXmitWaitClear => 0x001C,
+            Self::XmitDataSl => 0x0036,
+            Self::RcvDataSl => 0x0037,
         }
     }
 
@@ -87,6 +140,8 @@ impl Attr {
             Self::PathRecord => "pathrecord",
             Self::VlXmitWait => "vlxmitcounters",
             Self::VlXmitWaitClear => "vlxmitcounters (clear)",
+            Self::XmitDataSl => "xmtsl",
+            Self::RcvDataSl => "rcvsl",
         }
     }
 }
@@ -247,25 +302,28 @@ const SA_DATA: usize = 56;
 
 /// The SL of a PathRecord answer: its byte 53 (QoSClass, SL) lands at
 /// 45 of the answer's data (which starts at MAD byte 64, the record at 56).
-pub fn path_record_sl(d: &[u8; DATA_SIZE]) -> u8 {
+pub fn path_record_sl(d: &SmpData) -> u8 {
     d[SA_DATA + 53 - DATA_OFFSET] & 0x0f
 }
 
-/// A Get's answer: its transaction id and attribute data.
+/// A Get's answer: its transaction id and attribute data (an SMP's unless
+/// asked for a PMA's).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Answer {
+pub struct Answer<D = SmpData> {
     pub tid: u64,
     pub attr_id: u16,
     pub modifier: u32,
-    pub data: [u8; DATA_SIZE],
+    pub data: D,
 }
 
-/// Reads a GetResp; a MAD status other than 0 is an error naming it.
-pub fn decode_answer(mad: &[u8]) -> Result<Answer, MadError> {
+/// Reads a GetResp, its data as `D`; a MAD status other than 0 is an error
+/// naming it.
+pub fn decode_answer<D: AttrData>(mad: &[u8]) -> Result<Answer<D>, MadError> {
     // An SA answer may come as its header and one record (56 + 64 bytes:
     // the simulator's): the rest of the MAD is zeros.
     let mut padded = [0u8; MAD_SIZE];
-    let mad = if mad.len() >= SA_DATA + DATA_SIZE && mad.len() < MAD_SIZE && mad[1] == CLASS_SA {
+    let mad = if mad.len() >= SA_DATA + SMP_DATA_SIZE && mad.len() < MAD_SIZE && mad[1] == CLASS_SA
+    {
         padded[..mad.len()].copy_from_slice(mad);
         &padded[..]
     } else {
@@ -300,13 +358,11 @@ pub fn decode_answer(mad: &[u8]) -> Result<Answer, MadError> {
             status_words(status)
         )));
     }
-    let mut data = [0u8; DATA_SIZE];
-    data.copy_from_slice(&mad[DATA_OFFSET..DATA_OFFSET + DATA_SIZE]);
     Ok(Answer {
         tid,
         attr_id,
         modifier,
-        data,
+        data: D::from_area(&mad[DATA_OFFSET..DATA_OFFSET + D::SIZE]),
     })
 }
 
@@ -334,7 +390,7 @@ fn port_state(code: u8) -> String {
 }
 
 /// The PortInfo fields the checks use (what `parse_portinfo` reads).
-pub fn port_info(d: &[u8; DATA_SIZE]) -> Result<PortInfoVls, MadError> {
+pub fn port_info(d: &SmpData) -> Result<PortInfoVls, MadError> {
     let range = |name: &str, code: u8| {
         VlRange::from_code(code).ok_or_else(|| {
             MadError(format!(
@@ -353,20 +409,20 @@ pub fn port_info(d: &[u8; DATA_SIZE]) -> Result<PortInfoVls, MadError> {
 }
 
 /// PortInfo's LID (of a switch's port 0: the switch's LID).
-pub fn port_lid(d: &[u8; DATA_SIZE]) -> u16 {
+pub fn port_lid(d: &SmpData) -> u16 {
     u16::from_be_bytes([d[16], d[17]])
 }
 
 /// A NodeDescription: up to 64 bytes of text, NUL-padded, as `smpquery
 /// nodedesc` prints it (trimmed).
-pub fn node_desc(d: &[u8; DATA_SIZE]) -> String {
+pub fn node_desc(d: &SmpData) -> String {
     let text = &d[..64];
     let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
     String::from_utf8_lossy(&text[..end]).trim().to_owned()
 }
 
 /// An SLtoVLMappingTable: SL 2n in the high nibble of byte n.
-pub fn sl2vl(d: &[u8; DATA_SIZE]) -> Sl2Vl {
+pub fn sl2vl(d: &SmpData) -> Sl2Vl {
     let mut t = [0u8; 16];
     for (i, b) in d[..8].iter().enumerate() {
         t[2 * i] = b >> 4;
@@ -378,7 +434,7 @@ pub fn sl2vl(d: &[u8; DATA_SIZE]) -> Sl2Vl {
 
 /// The first `count` (at most 32) entries of a VLArbitrationTable block:
 /// VL in the low nibble of the first byte, the weight in the second.
-pub fn vlarb_block(d: &[u8; DATA_SIZE], count: usize) -> Vec<VlArbEntry> {
+pub fn vlarb_block(d: &SmpData, count: usize) -> Vec<VlArbEntry> {
     d.chunks_exact(2)
         .take(count.min(32))
         .map(|e| VlArbEntry {
@@ -390,7 +446,8 @@ pub fn vlarb_block(d: &[u8; DATA_SIZE], count: usize) -> Vec<VlArbEntry> {
 
 /// PortVLXmitWaitCounters: PortSelect in byte 1, then sixteen 16-bit
 /// counters from byte 4, VL 0 first.
-pub fn vl_xmit_wait(d: &[u8; DATA_SIZE]) -> (u8, [u64; 16]) {
+pub fn vl_xmit_wait(d: &PmaData) -> (u8, [u64; 16]) {
+    let d = &d.0;
     let mut t = [0u64; 16];
     for (i, c) in d[4..36].chunks_exact(2).enumerate() {
         t[i] = u64::from(u16::from_be_bytes([c[0], c[1]]));
@@ -398,8 +455,20 @@ pub fn vl_xmit_wait(d: &[u8; DATA_SIZE]) -> (u8, [u64; 16]) {
     (d[1], t)
 }
 
+/// PortXmitDataSL or PortRcvDataSL: PortSelect in byte 1, CounterSelect
+/// in bytes 2-3, then sixteen 32-bit counters from byte 4, SL 0 first (SL
+/// 15's at bytes 64..68: past an SMP's data area).
+pub fn data_per_sl(d: &PmaData) -> (u8, [u64; 16]) {
+    let d = &d.0;
+    let mut t = [0u64; 16];
+    for (i, c) in d[4..68].chunks_exact(4).enumerate() {
+        t[i] = u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    }
+    (d[1], t)
+}
+
 /// The NodeInfo fields a path check uses (what `parse_nodeinfo` reads).
-pub fn node_info(d: &[u8; DATA_SIZE]) -> Result<NodeInfo, MadError> {
+pub fn node_info(d: &SmpData) -> Result<NodeInfo, MadError> {
     let node_type = match d[2] {
         1 => NodeType::Hca,
         2 => NodeType::Switch,

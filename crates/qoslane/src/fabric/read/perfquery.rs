@@ -179,11 +179,22 @@ pub fn unsupported(paths: &Paths) -> Unsupported {
 }
 
 /// Reads every attribute of `ports` not remembered unsupported, with the
-/// program at `program` ([`Reader::port_counters`] of a [`Perfquery`]);
-/// newly unsupported ones are remembered (best effort: a failure to write
-/// only means asking again).
+/// program at `program` ([`Reader::port_counters`] of a [`Perfquery`]).
 pub fn read(
     program: &Path,
+    paths: &Paths,
+    ports: &[PortId],
+    deadline: &Deadline,
+) -> Vec<PortReading> {
+    read_with(&Perfquery::new(program), paths, ports, deadline)
+}
+
+/// Reads every attribute of `ports` not remembered unsupported through
+/// `reader`'s [`Reader::port_counters`] (perfquery's, or in process: the
+/// same memory of what a port does not serve); newly unsupported ones are
+/// remembered (best effort: a failure to write only means asking again).
+pub fn read_with(
+    reader: &dyn Reader,
     paths: &Paths,
     ports: &[PortId],
     deadline: &Deadline,
@@ -195,6 +206,7 @@ pub fn read(
         .map(|p| PortReading {
             port: p.clone(),
             readings: BTreeMap::new(),
+            read_by: Some(reader.name().to_owned()),
         })
         .collect();
     for (i, p) in ports.iter().enumerate() {
@@ -210,7 +222,7 @@ pub fn read(
         return out;
     }
     let asked: Vec<(&PortId, Kind)> = asks.iter().map(|(i, kind)| (&ports[*i], *kind)).collect();
-    let readings = Perfquery::new(program).port_counters(&asked, deadline);
+    let readings = reader.port_counters(&asked, deadline);
     let mut learnt = false;
     for ((i, kind), reading) in asks.iter().zip(readings) {
         if reading == Reading::Unsupported {

@@ -13,8 +13,10 @@
 //!   (`first_hop/share.rs`); tests put a fake behind it.
 //!
 //! A reader that cannot read something says so (the defaults below): the
-//! in-process reader does not read the node's own ports nor their
-//! counters, the smpquery reader reads no counters without `perfquery`.
+//! in-process reader does not read the node's own ports' tables, and reads
+//! their counters only opened on one of them (`InProcess::own`:
+//! `own_counters.rs`); the smpquery reader reads no counters without
+//! `perfquery`.
 //!
 //! Per own port, three queries on the local port (`-D … 0`: directed route
 //! of length 0), together, so a probe costs one query's latency (10–15 ms

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::fabric::read::mad::{self, Attr, DATA_SIZE, Get, Route};
+use crate::fabric::read::mad::{self, Attr, AttrData, Get, PmaData, Route, SmpData};
 use crate::fabric::read::umad::{Received, Umad};
 use crate::fabric::tables::{EgressPort, EgressRead, NodeType, VlArb, VlArbState};
 
@@ -21,8 +21,6 @@ pub const ANSWER_WAIT: Duration = Duration::from_secs(1);
 /// How often a Get is sent before it is given up (as `smpquery`: 1 + 3).
 pub const ATTEMPTS: u32 = 4;
 
-type Data = [u8; DATA_SIZE];
-
 /// One Get in flight.
 struct Pending {
     index: usize,
@@ -30,11 +28,12 @@ struct Pending {
     attempt: u32,
 }
 
-/// The Gets of one [`get_all`]: what is in flight, what came back.
-struct Flight<'a> {
+/// The Gets of one [`get_all`]: what is in flight, what came back (the
+/// attribute data of the Gets' class, `D`).
+struct Flight<'a, D> {
     umad: &'a mut Umad,
     gets: &'a [Get],
-    results: Vec<Option<Result<Data>>>,
+    results: Vec<Option<Result<D>>>,
     /// By the low half of the transaction id (the kernel owns the high half).
     pending: HashMap<u32, Pending>,
 }
@@ -43,7 +42,7 @@ struct Flight<'a> {
 /// late answer to an earlier batch never matches a Get of this one.
 static NEXT_TID: AtomicU32 = AtomicU32::new(1);
 
-impl Flight<'_> {
+impl<D: AttrData> Flight<'_, D> {
     fn fail(&self, index: usize, e: impl std::fmt::Display) -> Error {
         Error::Fabric(format!("{}: {e}", self.gets[index]))
     }
@@ -104,7 +103,7 @@ impl Flight<'_> {
             return self.again(p);
         }
         let get = &self.gets[p.index];
-        let data = mad::decode_answer(&got.mad).and_then(|a| {
+        let data = mad::decode_answer::<D>(&got.mad).and_then(|a| {
             if a.attr_id == get.attr.id() && a.modifier == get.wire_modifier() {
                 Ok(a.data)
             } else {
@@ -139,15 +138,34 @@ impl Flight<'_> {
     }
 }
 
-/// The attribute data of each Get, in order, or why not. At most `window`
-/// Gets are in flight at once; what is unanswered at the deadline is a
-/// deadline error.
+/// The attribute data of each SMP (or SA) Get, in order, or why not. At
+/// most `window` Gets are in flight at once; what is unanswered at the
+/// deadline is a deadline error.
 pub fn get_all(
     umad: &mut Umad,
     gets: &[Get],
     window: usize,
     deadline: &Deadline,
-) -> Vec<Result<Data>> {
+) -> Vec<Result<SmpData>> {
+    get_all_of(umad, gets, window, deadline)
+}
+
+/// [`get_all`] of PMA Gets: each answer's whole 192-byte data area.
+pub fn get_all_pma(
+    umad: &mut Umad,
+    gets: &[Get],
+    window: usize,
+    deadline: &Deadline,
+) -> Vec<Result<PmaData>> {
+    get_all_of(umad, gets, window, deadline)
+}
+
+fn get_all_of<D: AttrData>(
+    umad: &mut Umad,
+    gets: &[Get],
+    window: usize,
+    deadline: &Deadline,
+) -> Vec<Result<D>> {
     let mut f = Flight {
         umad,
         gets,
@@ -226,7 +244,7 @@ pub fn read_egress(
 }
 
 /// What to read of a port after its PortInfo; the Gets go to `gets`.
-fn plan(p: &EgressPort, in_ports: &[u32], info: &Data, gets: &mut Vec<Get>) -> Result<Plan> {
+fn plan(p: &EgressPort, in_ports: &[u32], info: &SmpData, gets: &mut Vec<Get>) -> Result<Plan> {
     let pi = mad::port_info(info).map_err(|e| {
         Error::Fabric(format!(
             "SMP portinfo {} {} ({} {}): {e}",
@@ -282,7 +300,7 @@ fn plan(p: &EgressPort, in_ports: &[u32], info: &Data, gets: &mut Vec<Get>) -> R
 
 /// A port as read, from its share of phase two's answers (taken in the
 /// order [`plan`] asked).
-fn assemble(plan: Plan, answers: &mut impl Iterator<Item = Result<Data>>) -> Result<EgressRead> {
+fn assemble(plan: Plan, answers: &mut impl Iterator<Item = Result<SmpData>>) -> Result<EgressRead> {
     let mut rows = Vec::with_capacity(plan.rows.len());
     let mut failed = None;
     for i in &plan.rows {
@@ -321,7 +339,7 @@ struct Plan {
 /// The VLArb tables from a port's blocks, as the `smpquery` path keeps them:
 /// a failed block is recorded (`Unavailable`), a deadline gives up the port.
 fn vlarb(
-    answers: &mut impl Iterator<Item = Result<[u8; DATA_SIZE]>>,
+    answers: &mut impl Iterator<Item = Result<SmpData>>,
     (low, high): (u8, u8),
 ) -> Result<VlArbState> {
     let mut out = VlArb::default();

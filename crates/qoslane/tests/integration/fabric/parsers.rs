@@ -373,6 +373,7 @@ fn perfquery_answers_as_readings() {
         ]
         .into_iter()
         .collect(),
+        read_by: None,
     };
     let before = read(
         "xmtsl-before.txt",

@@ -183,3 +183,111 @@ fn path_a_jobs_wait_per_vl_is_in_its_epilogs_evidence() {
     let remembered = read(&root.join("run/qoslane/counters-unsupported.json"));
     assert!(remembered.contains("xmit_data_sl") && remembered.contains("rcv_data_sl"));
 }
+
+/// A hook or `health` on `node` with no site option set, reading in
+/// process through the rig's umad preload (as a node with an HCA reads its
+/// own port): no `QOSLANE_PERFQUERY`.
+fn in_process_run(
+    rig: &PathRig,
+    node: &super::rig::SimNode,
+    scratch: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    use crate::util::Within as _;
+    std::process::Command::new(crate::util::BIN)
+        .env_clear()
+        .current_dir(scratch)
+        .env("QOSLANE_ROOT", &node.paths.root)
+        .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
+        .env(
+            "QOSLANE_SQUEUE",
+            crate::util::fake_squeue(&node.paths.root.join("fakesqueue"), env),
+        )
+        .env("QOSLANE_NO_JOURNAL", "1")
+        .env("QOSLANE_TIMEOUT_MS", "30000")
+        .env("LD_PRELOAD", rig.var("RIG_UMAD2SIM"))
+        .env("SIM_HOST", "node2")
+        .env("IBSIM_SOCKNAME", rig.var("IBSIM_SOCKNAME"))
+        .args(args)
+        .envs(env.iter().copied().filter(|(k, _)| !k.starts_with("FAKE_")))
+        .output_within()
+}
+
+/// Issue 35, done when: with no site option set, a job's ports' counters
+/// are read in process (PMA Gets through the port, no perfquery): its
+/// Epilog's audit carries the VL wait set from ibsim's console and says
+/// per-SL data is unsupported on ibsim (the simulator gives those Gets
+/// back); a health run between reads the wait too, so
+/// `qoslane_xmit_wait_ticks_total` grows while the job runs.
+#[test]
+fn path_a_jobs_evidence_is_read_in_process_by_default() {
+    if !rig_wanted("wait_in_process") {
+        return;
+    }
+    let rig = PathRig::start(&[]);
+    let node = rig.node2_as("ibsim0");
+    let scratch = tempfile::tempdir().unwrap();
+    install_mapping(&node, MAPPING);
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = in_process_run(&rig, &node, scratch.path(), args, env);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        out
+    };
+    let job = |hook: &str| {
+        run(
+            &[hook],
+            &[
+                ("SLURM_JOB_ID", "9"),
+                ("FAKE_QOS", "mission-critical"),
+                ("SLURM_JOB_USER", "alice"),
+            ],
+        )
+    };
+    let wait = |root: &std::path::Path| -> Option<u64> {
+        let prom = read(&root.join("var/lib/prometheus/node-exporter/qoslane.prom"));
+        prom.lines().find_map(|l| {
+            l.strip_prefix(
+                "qoslane_xmit_wait_ticks_total{device=\"ibsim0\",port=\"1\",vl=\"3\",level=\"mission-critical\"} ",
+            )?
+            .parse()
+            .ok()
+        })
+    };
+    let root = node.paths.root.clone();
+    set_wait(&rig, "node2", 1, 3, 100);
+    job("prolog");
+    assert_eq!(wait(&root), Some(0), "the first reading starts the count");
+    // While the job runs its port's VL 3 waits: each health run counts it.
+    set_wait(&rig, "node2", 1, 3, 500);
+    run(&["health"], &[]);
+    assert_eq!(wait(&root), Some(400), "read by health, during the job");
+    set_wait(&rig, "node2", 1, 3, 700);
+    run(&["health"], &[]);
+    assert_eq!(wait(&root), Some(600), "and again at the next run");
+    set_wait(&rig, "node2", 1, 3, 750);
+    job("epilog");
+    assert_eq!(wait(&root), Some(650));
+    let log = read(&root.join("var/log/qoslane/audit.jsonl"));
+    let last: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "epilog", "{last}");
+    let p = &last["evidence"]["ports"][0];
+    assert_eq!(p["device"], "ibsim0", "{last}");
+    assert_eq!(p["read_by"], "in-process", "{p}");
+    assert_eq!(
+        p["xmit_wait_ticks_per_vl"]["moved"],
+        serde_json::json!({"3": 650}),
+        "{p}"
+    );
+    assert_eq!(p["said"], "per-SL data unsupported by this port", "{p}");
+    assert_eq!(p["sent_bytes_per_sl"], "unsupported", "{p}");
+    assert_eq!(p["received_bytes_per_sl"], "unsupported");
+    // No program read a counter.
+    let calls = node.calls_log();
+    assert!(
+        !calls.contains("--vlxmitcounters") && !calls.contains(" -X") && !calls.contains(" -S"),
+        "{calls}"
+    );
+    let remembered = read(&root.join("run/qoslane/counters-unsupported.json"));
+    assert!(remembered.contains("xmit_data_sl") && remembered.contains("rcv_data_sl"));
+}

@@ -165,7 +165,7 @@ fn port_info_reads_what_smpquery_prints() {
 
 #[test]
 fn the_node_description_reads_what_smpquery_prints() {
-    let mut d = [0u8; DATA_SIZE];
+    let mut d = [0u8; SMP_DATA_SIZE];
     d[..12].copy_from_slice(b"leaf1 HCA-1 ");
     assert_eq!(node_desc(&d), "leaf1 HCA-1");
     assert_eq!(
@@ -173,7 +173,7 @@ fn the_node_description_reads_what_smpquery_prints() {
         parse::parse_nodedesc("Node Description:.....leaf1 HCA-1\n").unwrap()
     );
     // 64 bytes with no NUL: all of them.
-    let full = [b'x'; DATA_SIZE];
+    let full = [b'x'; SMP_DATA_SIZE];
     assert_eq!(node_desc(&full).len(), 64);
 }
 
@@ -243,18 +243,23 @@ fn node_info_reads_what_smpquery_prints() {
 fn a_bad_answer_is_an_error_naming_it() {
     let mut m = mads("spine1.lid2.portinfo.2")[1].1.clone();
     m[5] = 0x1c; // invalid attribute or modifier
-    let e = decode_answer(&m).unwrap_err().to_string();
+    let e = decode_answer::<SmpData>(&m).unwrap_err().to_string();
     assert!(
         e.contains("0x001c") && e.contains("invalid attribute"),
         "{e}"
     );
     m[5] = 0;
     m[3] = 0x01;
-    assert!(decode_answer(&m).unwrap_err().0.contains("not GetResp"));
-    assert!(decode_answer(&m[..100]).is_err());
+    assert!(
+        decode_answer::<SmpData>(&m)
+            .unwrap_err()
+            .0
+            .contains("not GetResp")
+    );
+    assert!(decode_answer::<SmpData>(&m[..100]).is_err());
     // A directed-route answer's D bit is not a status.
-    assert!(decode_answer(&mads("leaf1.dr.portinfo.3")[1].1).is_ok());
-    let mut d = [0u8; DATA_SIZE];
+    assert!(decode_answer::<SmpData>(&mads("leaf1.dr.portinfo.3")[1].1).is_ok());
+    let mut d = [0u8; SMP_DATA_SIZE];
     d[37] = 0x60;
     d[43] = 0x40;
     assert!(port_info(&d).unwrap_err().0.contains("VLCap is 6"));
@@ -328,5 +333,130 @@ fn an_sa_path_record_get_and_its_short_answer() {
     // Short SMPs are still refused.
     let mut smp = a.clone();
     smp[1] = CLASS_LID_ROUTED;
-    assert!(decode_answer(&smp).is_err());
+    assert!(decode_answer::<SmpData>(&smp).is_err());
+}
+
+/// PortXmitDataSL and PortRcvDataSL (PMA attributes 0x36 and 0x37: libibmad's
+/// `IB_GSI_PORT_XMIT_DATA_SL`, `IB_GSI_PORT_RCV_DATA_SL`): a Get to the
+/// port's PMA with its number in PortSelect; the answer's sixteen 32-bit
+/// counters from byte 4 of the data, SL 15's at bytes 64..68 (MAD bytes
+/// 128..132): past an SMP's 64 bytes, read whole from the PMA's 192.
+#[test]
+fn per_sl_data_is_read_from_the_whole_pma_data_area() {
+    for (attr, id, name) in [
+        (Attr::XmitDataSl, 0x36u8, "xmtsl"),
+        (Attr::RcvDataSl, 0x37, "rcvsl"),
+    ] {
+        let get = Get {
+            route: Route::Perf(5),
+            attr,
+            modifier: 1,
+        };
+        let m = encode_get(&get, 0x51).unwrap();
+        assert_eq!((m[0], m[1], m[2], m[3]), (1, CLASS_PERF, 1, 0x01));
+        assert_eq!(&m[16..18], &[0x00, id]);
+        assert_eq!(&m[20..24], &[0; 4], "modifier 0: the port is in the data");
+        assert_eq!(m[DATA_OFFSET + 1], 1, "PortSelect");
+        assert_eq!(
+            get.to_string(),
+            format!("PMA Get {name} 0x1 (PMA of lid 5)")
+        );
+        // The answer as a port sends it: GetResp, status 0, the counters
+        // big-endian.
+        let mut answer = m;
+        answer[3] = 0x81;
+        let at = |sl: usize| DATA_OFFSET + 4 + 4 * sl;
+        answer[at(0)..at(0) + 4].copy_from_slice(&1200u32.to_be_bytes());
+        answer[at(3)..at(3) + 4].copy_from_slice(&500_000u32.to_be_bytes());
+        answer[at(15)..at(15) + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(at(15), 128, "SL 15 starts where an SMP's data ends");
+        let a: Answer<PmaData> = decode_answer(&answer).unwrap();
+        let (select, sl) = data_per_sl(&a.data);
+        assert_eq!(select, 1);
+        assert_eq!(
+            (sl[0], sl[3], sl[15], sl[14]),
+            (1200, 500_000, 0xffff_ffff, 0)
+        );
+        // An SMP's area of the same answer holds SL 0 to 14 only.
+        let smp: Answer = decode_answer(&answer).unwrap();
+        assert_eq!(smp.data.len(), SMP_DATA_SIZE);
+        assert_eq!(a.data.0.len(), PMA_DATA_SIZE);
+        assert_eq!(PMA_DATA_SIZE, 192);
+    }
+}
+
+/// A port whose agent does not serve an attribute answers with MAD status
+/// 0x000C (IBA 13.4.7: unsupported method/attribute combination): an error
+/// naming it, never counters.
+#[test]
+fn an_unsupported_pma_attribute_is_an_error_not_counters() {
+    let get = Get {
+        route: Route::Perf(5),
+        attr: Attr::XmitDataSl,
+        modifier: 1,
+    };
+    let mut answer = encode_get(&get, 9).unwrap();
+    answer[3] = 0x81;
+    answer[5] = 0x0c;
+    let e = decode_answer::<PmaData>(&answer).unwrap_err();
+    assert!(
+        e.0.contains("0x000c") && e.0.contains("method/attribute not supported"),
+        "{e}"
+    );
+}
+
+/// The PMA Gets real `perfquery` sends on the simulated fabric
+/// (`rigs/record_smp_mads.sh`: `--vlxmitcounters 5 1` after the console set
+/// node2's VL 3 wait to 500, and `-X 5 1`): the encoder makes the same
+/// bytes (PortVLXmitWaitCounters 0x1C, PortXmitDataSL 0x36; class 0x04,
+/// modifier 0, PortSelect in the data), and the recorded answer reads as
+/// what perfquery printed.
+#[test]
+fn the_recorded_pma_gets_are_what_the_encoder_makes_and_the_answer_reads_back() {
+    let vlxmit = mads("node2.lid5.vlxmit.1");
+    let xmtsl = mads("node2.lid5.xmtsl.1");
+    // perfquery asks ClassPortInfo (0x0001) first: not ours.
+    let ours = |m: &[(bool, Vec<u8>)], id: u8| {
+        m.iter()
+            .find(|(send, b)| *send && b[16..18] == [0, id])
+            .map(|(_, b)| b.clone())
+            .unwrap()
+    };
+    for (sent, attr) in [
+        (ours(&vlxmit, 0x1c), Attr::VlXmitWait),
+        (ours(&xmtsl, 0x36), Attr::XmitDataSl),
+    ] {
+        let get = Get {
+            route: Route::Perf(5),
+            attr,
+            modifier: 1,
+        };
+        let tid = u64::from_be_bytes(sent[8..16].try_into().unwrap());
+        assert_eq!(encode_get(&get, tid).unwrap().to_vec(), sent, "{get}");
+    }
+    let answer = vlxmit.iter().rev().find(|(send, _)| !send).unwrap();
+    let a: Answer<PmaData> = decode_answer(&answer.1).unwrap();
+    assert_eq!(a.attr_id, 0x1c);
+    let printed = parse::parse_perfquery(
+        &text("node2.lid5.vlxmit.1"),
+        "PortVLXmitWaitCounters",
+        "PortVLXmitWait",
+    )
+    .unwrap();
+    let (select, ticks) = vl_xmit_wait(&a.data);
+    assert_eq!((select, ticks), (1, printed));
+    assert_eq!(ticks[3], 500);
+    // PortXmitDataSL: the simulator gives the request back (Get, not
+    // GetResp), three times: never counters.
+    let back: Vec<&Vec<u8>> = xmtsl
+        .iter()
+        .filter(|(send, b)| !*send && b[17] == 0x36)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(back.len(), 3);
+    for b in back {
+        let e = decode_answer::<PmaData>(b).unwrap_err();
+        assert!(e.0.contains("not GetResp"), "{e}");
+    }
+    assert!(text("node2.lid5.xmtsl.1").contains("cannot query PortXmitDataSL"));
 }

@@ -1,0 +1,70 @@
+//! The node's own ports' counters (per-SL data, per-VL transmit wait), as a
+//! job's Prolog and Epilog and every `health` run read them: **in process**
+//! where the port opens (a PMA Get per attribute to the port's own LID,
+//! through the port itself: [`InProcess::own`]; no program), else with
+//! `perfquery` where a site configured one (`QOSLANE_PERFQUERY`: the
+//! fallback), else not at all. Either way through the
+//! [`Reader`](crate::fabric::read::reader::Reader) trait and
+//! the one memory of what a port does not serve
+//! (`perfquery::read_with`).
+
+use std::path::Path;
+
+use crate::deadline::Deadline;
+use crate::fabric::counters::pma::PortReading;
+use crate::fabric::read::in_process::InProcess;
+use crate::fabric::read::perfquery::{self, Perfquery};
+use crate::fabric::tables::PortId;
+use crate::paths::Paths;
+
+/// One of the node's own ports and its LID (0: none yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnPort {
+    pub id: PortId,
+    pub lid: u16,
+}
+
+/// The node's Active InfiniBand ports (sysfs under the root prefix).
+pub fn active(paths: &Paths) -> crate::error::Result<Vec<OwnPort>> {
+    Ok(crate::fabric::read::sysfs::discover(paths, &[])?
+        .ports
+        .into_iter()
+        .filter(|p| p.active && p.link_layer == crate::fabric::read::sysfs::LinkLayer::InfiniBand)
+        .map(|p| OwnPort {
+            lid: p.identity.as_ref().map_or(0, |i| i.lid),
+            id: p.id,
+        })
+        .collect())
+}
+
+/// Every attribute of each port (in order) that can be read: in process
+/// where the port opens, the rest with `perfquery` (all at once) when one
+/// is configured; a port neither reads is left out.
+pub fn read(
+    paths: &Paths,
+    ports: &[OwnPort],
+    perfquery: Option<&Path>,
+    deadline: &Deadline,
+) -> Vec<PortReading> {
+    let mut out: Vec<(usize, PortReading)> = Vec::new();
+    let mut by_program: Vec<(usize, PortId)> = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        match InProcess::own(&p.id, p.lid) {
+            Ok(reader) => {
+                let got =
+                    perfquery::read_with(&reader, paths, std::slice::from_ref(&p.id), deadline);
+                out.extend(got.into_iter().map(|r| (i, r)));
+            }
+            Err(_) => by_program.push((i, p.id.clone())),
+        }
+    }
+    if let Some(program) = perfquery
+        && !by_program.is_empty()
+    {
+        let ids: Vec<PortId> = by_program.iter().map(|(_, p)| p.clone()).collect();
+        let got = perfquery::read_with(&Perfquery::new(program), paths, &ids, deadline);
+        out.extend(by_program.iter().map(|(i, _)| *i).zip(got));
+    }
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
