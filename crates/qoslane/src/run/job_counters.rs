@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::deadline::Deadline;
 use crate::fabric::pma::{self, PortReading, Reading};
-use crate::fabric::read::own_counters::{self, OwnPort};
+use crate::fabric::read::own_counters::{self, CountedPort};
 use crate::job::JobId;
 use crate::mapping::OnFailure;
 use crate::paths::Paths;
@@ -68,7 +68,7 @@ fn share(deadline: &Deadline) -> Deadline {
 /// Reads `ports` within `share`; what did not answer in it is said so.
 /// With the time the read ended (ms since the epoch): the metrics order
 /// two hooks' readings by it, not by when each recorded its run.
-fn read(paths: &Paths, ports: &[OwnPort], share: &Deadline) -> (Vec<PortReading>, u64) {
+fn read(paths: &Paths, ports: &[CountedPort], share: &Deadline) -> (Vec<PortReading>, u64) {
     let mut readings = own_counters::read(paths, ports, paths.perfquery.as_deref(), share);
     let at = crate::time::now_ms();
     if share.remaining().is_zero() {
@@ -302,10 +302,10 @@ fn evidence(paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
     // The snapshot's ports, at their LIDs now (a port gone from sysfs: no
     // LID, read by perfquery if at all).
     let now = own_counters::active(paths).unwrap_or_default();
-    let ports: Vec<OwnPort> = snap
+    let ports: Vec<CountedPort> = snap
         .readings
         .iter()
-        .map(|p| OwnPort {
+        .map(|p| CountedPort {
             lid: now.iter().find(|o| o.id == p.port).map_or(0, |o| o.lid),
             id: p.port.clone(),
         })

@@ -19,18 +19,18 @@ use crate::paths::Paths;
 
 /// One of the node's own ports and its LID (0: none yet).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OwnPort {
+pub struct CountedPort {
     pub id: PortId,
     pub lid: u16,
 }
 
 /// The node's Active InfiniBand ports (sysfs under the root prefix).
-pub fn active(paths: &Paths) -> crate::error::Result<Vec<OwnPort>> {
+pub fn active(paths: &Paths) -> crate::error::Result<Vec<CountedPort>> {
     Ok(crate::fabric::read::sysfs::discover(paths, &[])?
         .ports
         .into_iter()
         .filter(|p| p.active && p.link_layer == crate::fabric::read::sysfs::LinkLayer::InfiniBand)
-        .map(|p| OwnPort {
+        .map(|p| CountedPort {
             lid: p.identity.as_ref().map_or(0, |i| i.lid),
             id: p.id,
         })
@@ -42,7 +42,7 @@ pub fn active(paths: &Paths) -> crate::error::Result<Vec<OwnPort>> {
 /// is configured; a port neither reads is left out.
 pub fn read(
     paths: &Paths,
-    ports: &[OwnPort],
+    ports: &[CountedPort],
     perfquery: Option<&Path>,
     deadline: &Deadline,
 ) -> Vec<PortReading> {
