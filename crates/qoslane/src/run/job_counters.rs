@@ -273,11 +273,10 @@ fn evidence(program: &Path, paths: &Paths, deadline: &Deadline, r: &mut Report, 
     );
     if let Some(words) = r.job.level.as_deref().and_then(|l| e.off_level_words(l)) {
         crate::log::warn(&words);
-        // The job's user is told too (its AdminComment): the node lock was
-        // given back before the counters were read.
-        let told = super::notice::tell_job(paths, &share(deadline), job, &words);
+        // The job's user is told too, in a file of theirs.
+        let told = super::notice::tell_user(paths, job, &words);
         r.notes.push(words);
-        r.notes.extend(told);
+        r.notes.push(told);
     }
     if let Payload::Epilog(run) = &mut r.payload {
         run.evidence = Some(e);

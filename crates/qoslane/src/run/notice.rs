@@ -15,14 +15,21 @@
 //! refuse removes a stale one (a requeued job back on this node).
 //!
 //! And what a job did that its user should know once it ended (bytes sent
-//! on an SL other than its level's, counted by its Epilog): appended to
-//! the job's `AdminComment` ([`tell_job`]: `scontrol update JobId=N
-//! AdminComment=…`), which the job's user reads in `scontrol show job` and,
-//! with accounting, `sacct -o AdminComment` — not the root-only audit log.
-//! What is there already (hookrun's refusal reason of an earlier run) is
-//! kept; the whole stays within [`MAX_ADMIN_COMMENT`]. Two RPCs, only when
-//! there is something to tell, never under the node lock; nothing without
-//! `QOSLANE_SCONTROL`.
+//! on an SL other than its level's, counted by its Epilog): a file the
+//! user owns and alone reads ([`tell_user`]: `/run/qoslane/told/JOBID`,
+//! mode 0400, in a directory of root's), not the root-only audit log. Not
+//! the job's `AdminComment`: slurmctld refuses to update a job whose
+//! Epilog runs ("Job has already finished", seen on Slurm 22.05 by
+//! tests/e2e/notice.sh). Every file has an owner: each write removes the
+//! notices older than [`TOLD_MAX_AGE`], and a reboot empties `/run`.
+//!
+//! A job still running (a notice made during the job) can be told in its
+//! `AdminComment` ([`tell_job`]: `scontrol update JobId=N AdminComment=…`,
+//! read by its user in `scontrol show job` and, with accounting, `sacct -o
+//! AdminComment`), what is there kept (hookrun's refusal reason of an
+//! earlier run), the whole within [`MAX_ADMIN_COMMENT`]; two RPCs, only
+//! when there is something to tell, never under the node lock; nothing
+//! without `QOSLANE_SCONTROL`.
 
 use std::io::Write;
 
@@ -157,6 +164,71 @@ fn text(report: &Report, refused: Option<&Error>) -> Option<String> {
         ),
         (None, None) => return None,
     })
+}
+
+/// How long a job's notice file stays (a week: its user has read it, or
+/// asked support, by then).
+pub const TOLD_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// Leaves `words` (one line) for the job's user, in a file of theirs
+/// ([`Paths::job_told`], mode 0400) — the user from the Epilog's
+/// environment (`SLURM_JOB_UID`, `SLURM_JOB_GID`) — and removes the
+/// notices past [`TOLD_MAX_AGE`]. What happened, as a note for the run's
+/// report.
+pub fn tell_user(paths: &Paths, job: JobId, words: &str) -> String {
+    let id = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+    let (Some(uid), Some(gid)) = (id("SLURM_JOB_UID"), id("SLURM_JOB_GID")) else {
+        return "the job's user was not told: no SLURM_JOB_UID/SLURM_JOB_GID".to_owned();
+    };
+    let line: String = words
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(1000)
+        .collect();
+    let path = paths.job_told(job);
+    let written = fsutil::ensure_dir(paths, &paths.run_dir)
+        .and_then(|()| fsutil::ensure_dir(paths, &paths.told_dir()))
+        .and_then(|()| {
+            fsutil::write_for_user(
+                paths,
+                &path,
+                format!("{line}\n").as_bytes(),
+                0o400,
+                (uid, gid),
+            )
+        });
+    let mut note = match written {
+        Ok(()) => format!("the job's user is told in {}", paths.display(&path)),
+        Err(e) => format!("the job's user was not told: {e}"),
+    };
+    let swept = sweep_told(paths, std::time::SystemTime::now());
+    if !swept.is_empty() {
+        note.push_str(&format!("; old notices removed: {}", swept.join(", ")));
+    }
+    note
+}
+
+/// Removes the notices written before `now` − [`TOLD_MAX_AGE`] (by their
+/// modification time); the jobs whose notice went.
+pub fn sweep_told(paths: &Paths, now: std::time::SystemTime) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(paths.told_dir()) else {
+        return Vec::new();
+    };
+    let mut gone = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > TOLD_MAX_AGE);
+        if old && fsutil::remove(paths, &paths.told_dir().join(&name)).is_ok() {
+            gone.push(name);
+        }
+    }
+    gone.sort();
+    gone
 }
 
 /// The longest `AdminComment` qoslane leaves a job (bytes): what was there

@@ -1,9 +1,13 @@
 //! The job's user is told (issue 35): what its Epilog counted that the user
-//! should know — bytes sent on an SL other than its level's — appended to
-//! the job's `AdminComment` through scontrol (the stand-in
-//! `tests/fixtures/bin/scontrol`), never under the node lock, keeping what
-//! was there (hookrun's refusal reason of an earlier run); no call when
-//! there is nothing to tell.
+//! should know — bytes sent on an SL other than its level's, and the SLs —
+//! left in a file the user owns and alone reads
+//! (`/run/qoslane/told/JOBID`, mode 0400, in a directory of root's), not
+//! only in the root-only audit log; no file with nothing to tell; the old
+//! ones removed by the next write. (A job's `AdminComment` cannot carry it:
+//! slurmctld refuses to update a job whose Epilog runs — tests/e2e/notice.sh.)
+
+use std::os::unix::fs::MetadataExt as _;
+use std::process::Command;
 
 use crate::util::{Node, ok};
 
@@ -24,66 +28,105 @@ fn job_sent_off_its_level(n: &Node) {
     n.answer_perfquery("vlxmit", "vlxmit-ibsim.txt", 0);
 }
 
-fn epilog(n: &Node, job: &str, env: &[(&str, &str)]) {
-    let scontrol = n.fake_scontrol(env);
+/// The Epilog of `job`, its user `nobody` (65534), with scontrol at hand.
+fn epilog(n: &Node, job: &str) {
+    let scontrol = n.fake_scontrol(&[]);
     let scontrol = scontrol.to_str().expect("a UTF-8 temp path");
-    let mut all = vec![("SLURM_JOB_ID", job), ("QOSLANE_SCONTROL", scontrol)];
-    all.extend_from_slice(env);
-    ok(&n.run(&["epilog"], &all));
+    ok(&n.run(
+        &["epilog"],
+        &[
+            ("SLURM_JOB_ID", job),
+            ("SLURM_JOB_UID", "65534"),
+            ("SLURM_JOB_GID", "65534"),
+            ("QOSLANE_SCONTROL", scontrol),
+        ],
+    ));
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
 }
 
 #[test]
-fn the_off_level_bytes_are_appended_to_the_jobs_admin_comment() {
+fn the_off_level_bytes_are_left_in_a_file_of_the_jobs_user() {
+    if !is_root() {
+        eprintln!("skipped: giving a file to the job's user needs root");
+        return;
+    }
     let n = node_with_counters();
     ok(&n.prolog(500, "mission-critical"));
     job_sent_off_its_level(&n);
-    let earlier = "qoslane: level mission-critical (QoS mission-critical) refused on n2: why";
-    epilog(&n, "500", &[("FAKE_SCONTROL_ADMIN_COMMENT", earlier)]);
-    let calls = n.scontrol_calls();
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!(calls[0], "show job 500");
-    let update = calls[1]
-        .strip_prefix(&format!("update JobId=500 AdminComment={earlier} | "))
-        .unwrap_or_else(|| panic!("the earlier reason kept, ours after it: {calls:?}"));
-    assert!(
-        update.starts_with(
-            "qoslane: 4096 bytes of this job left on SL 0 instead of level mission-critical's SL 3"
-        ),
-        "{update}"
+    epilog(&n, "500");
+    let told = n.path("/run/qoslane/told/500");
+    let md = std::fs::symlink_metadata(&told).expect("the notice");
+    assert_eq!(
+        (md.uid(), md.gid(), md.mode() & 0o777),
+        (65534, 65534, 0o400)
     );
-    assert!(!calls.iter().any(|c| c.ends_with("LOCKED")), "{calls:?}");
+    let dir = std::fs::metadata(n.path("/run/qoslane/told")).expect("its directory");
+    assert_eq!((dir.uid(), dir.mode() & 0o777), (0, 0o755));
+    let text = n.read("/run/qoslane/told/500");
+    assert!(
+        text.starts_with(
+            "qoslane: 4096 bytes of this job left on SL 0 instead of level mission-critical's SL 3"
+        ) && text.ends_with(")\n")
+            && text.lines().count() == 1,
+        "{text}"
+    );
     let notes = n.last_audit("epilog")["notes"].to_string();
     assert!(
-        notes.contains("the job's user is told in its AdminComment"),
+        notes.contains("the job's user is told in /run/qoslane/told/500"),
         "{notes}"
     );
-
-    // Told already (an Epilog run twice): read, and nothing written again.
-    let told = calls[1]
-        .strip_prefix("update JobId=500 AdminComment=")
-        .expect("the update")
-        .to_owned();
-    let n = node_with_counters();
-    ok(&n.prolog(502, "mission-critical"));
-    job_sent_off_its_level(&n);
-    epilog(&n, "502", &[("FAKE_SCONTROL_ADMIN_COMMENT", &told)]);
-    assert_eq!(n.scontrol_calls(), ["show job 502"]);
+    // At the Epilog, slurmctld takes no update of the job: no RPC.
+    assert!(n.scontrol_calls().is_empty(), "{:?}", n.scontrol_calls());
+    // Its user reads it; another user does not.
+    let read_as = |user: &str| {
+        Command::new("/usr/sbin/runuser")
+            .args(["-u", user, "--", "/bin/cat"])
+            .arg(&told)
+            .output()
+            .expect("runuser")
+    };
+    assert!(read_as("nobody").status.success());
+    assert!(!read_as("daemon").status.success());
 }
 
 #[test]
-fn nothing_to_tell_is_no_call_and_a_failed_call_is_a_note() {
+fn nothing_to_tell_leaves_no_file_and_old_notices_go_with_the_next() {
+    if !is_root() {
+        eprintln!("skipped: giving a file to the job's user needs root");
+        return;
+    }
     let n = node_with_counters();
     ok(&n.prolog(510, "mission-critical"));
-    // Nothing moved: no off-level bytes.
-    epilog(&n, "510", &[]);
-    assert!(n.scontrol_calls().is_empty(), "{:?}", n.scontrol_calls());
+    // Nothing moved: no off-level bytes, no notice.
+    epilog(&n, "510");
+    assert!(!n.path("/run/qoslane/told/510").exists());
 
+    // A notice of eight days ago, and one of yesterday.
+    n.write("/run/qoslane/told/400", "old\n");
+    n.write("/run/qoslane/told/401", "recent\n");
+    for (job, when) in [("400", "8 days ago"), ("401", "1 day ago")] {
+        let st = Command::new("/usr/bin/touch")
+            .args(["-d", when])
+            .arg(n.path(&format!("/run/qoslane/told/{job}")))
+            .status()
+            .expect("touch");
+        assert!(st.success());
+    }
     ok(&n.prolog(511, "mission-critical"));
     job_sent_off_its_level(&n);
-    epilog(&n, "511", &[("FAKE_SCONTROL_FAIL", "1")]);
-    let notes = n.last_audit("epilog")["notes"].to_string();
+    epilog(&n, "511");
+    assert!(n.path("/run/qoslane/told/511").exists());
     assert!(
-        notes.contains("the job's user was not told (AdminComment)"),
-        "{notes}"
+        !n.path("/run/qoslane/told/400").exists(),
+        "past a week: gone"
     );
+    assert!(
+        n.path("/run/qoslane/told/401").exists(),
+        "within a week: kept"
+    );
+    let notes = n.last_audit("epilog")["notes"].to_string();
+    assert!(notes.contains("old notices removed: 400"), "{notes}");
 }
