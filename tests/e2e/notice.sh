@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# notice.sh — the job's user is told, on a real Slurm: a job of a user (nobody) whose ports sent
+# notice.sh — the job's user is told, on a real Slurm: a job of a user (nobody; the chroot rigs' jobuser) whose ports sent
 # bytes on an SL other than its level's (the stand-in perfquery answering real-format outputs,
 # before and after the job) finds the bytes and the SL they went on in a file of its own that
 # its Epilog left (/run/qoslane/told/JOBID, mode 0400), which that user reads and another does
@@ -39,16 +39,17 @@ done
 # shellcheck disable=SC2016  # the hook's variables, at run time
 printf '#!/bin/sh\n/usr/bin/scontrol update JobId=$SLURM_JOB_ID AdminComment=probe >%s/out/ac.$SLURM_JOB_ID 2>&1\necho "rc=$?" >>%s/out/ac.$SLURM_JOB_ID\nexit 0\n' "$R" "$R" > "$CH$R/etc/slurm/epilog.d/95-admincomment"
 chmod 0755 "$CH$R/etc/slurm/epilog.d/95-admincomment"
-# The jobs' user: nobody (an association of the rig's account).
-export RIG_USERS="root nobody"
+# The jobs' user, an association of the rig's account: nobody on the host's rig, the chroot
+# rigs' own jobuser there.
+if [ -n "$CH" ]; then JOBUSER=jobuser; else JOBUSER=nobody; export RIG_USERS="root nobody"; fi
 
 say "starting the Slurm rig"
 start_slurm "$R"
 say "node $NODE up ($(slurm_cmd /usr/bin/sinfo -V))"
 
-# A job of nobody's that lasts until its release file appears (bounded), writing nothing.
-submit_as_nobody() {
-  slurm_cmd /usr/sbin/runuser -u nobody -- /usr/bin/sbatch --parsable --qos=mission-critical \
+# A job of $JOBUSER's that lasts until its release file appears (bounded), writing nothing.
+submit_as_user() {
+  slurm_cmd /usr/sbin/runuser -u "$JOBUSER" -- /usr/bin/sbatch --parsable --qos=mission-critical \
     -o /dev/null -e /dev/null --chdir=/tmp \
     --wrap "i=0; while [ ! -e $WORK/release.\$SLURM_JOB_ID ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i+1)); done"
 }
@@ -56,21 +57,21 @@ running() { [ "$(job_state "$1")" = RUNNING ]; }
 not() { ! "$@"; }
 audited() { [ "$(audit_of "$R" "$1" epilog outcome)" != "<none>" ]; }
 
-say "case: nobody's job alone on the node sends 4096 bytes on SL 0 instead of its level's SL 3"
-j=$(submit_as_nobody)
+say "case: $JOBUSER's job alone on the node sends 4096 bytes on SL 0 instead of its level's SL 3"
+j=$(submit_as_user)
 poll 30 "job $j running" running "$j"
 answer after
 release "$j"
 poll 60 "job $j gone" is_gone "$j"
 poll 30 "job $j's Epilog audited" audited "$j"
-told=$CH$R/run/qoslane/told/$j
-check "the notice is there" test -f "$told"
-check "it is nobody's and only they read it" eq "$(stat -c '%U %a' "$told" 2>/dev/null)" "nobody 400"
-as_nobody=$(runuser -u nobody -- cat "$told" 2>&1 || true)
-say "  nobody reads: $as_nobody"
-check "the bytes, the SL they went on and the level's SL" has_text "$as_nobody" \
+told=$R/run/qoslane/told/$j
+check "the notice is there" test -f "$CH$told"
+check "it is $JOBUSER's and only they read it" eq "$(slurm_cmd /usr/bin/stat -c '%U %a' "$told" 2>/dev/null)" "$JOBUSER 400"
+as_user=$(slurm_cmd /usr/sbin/runuser -u "$JOBUSER" -- /bin/cat "$told" 2>&1 || true)
+say "  $JOBUSER reads: $as_user"
+check "the bytes, the SL they went on and the level's SL" has_text "$as_user" \
   "qoslane: 4096 bytes of this job left on SL 0 instead of level mission-critical's SL 3"
-check "another user does not read it" not runuser -u daemon -- cat "$told"
+check "another user does not read it" not slurm_cmd /usr/sbin/runuser -u daemon -- /bin/cat "$told"
 check "the Epilog's audit says where" has_text "$(audit_of "$R" "$j" epilog notes)" \
   "the job's user is told in /run/qoslane/told/$j"
 ac=$(cat "$CH$R/out/ac.$j" 2>/dev/null || true)
@@ -80,7 +81,7 @@ check "  because the job has finished" has_text "$ac" "already finished"
 
 say "case: a job that sent only on its level's SL gets no notice"
 answer before
-j2=$(submit_as_nobody)
+j2=$(submit_as_user)
 poll 30 "job $j2 running" running "$j2"
 release "$j2"
 poll 60 "job $j2 gone" is_gone "$j2"
