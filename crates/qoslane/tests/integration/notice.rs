@@ -130,3 +130,72 @@ fn nothing_to_tell_leaves_no_file_and_old_notices_go_with_the_next() {
     let notes = n.last_audit("epilog")["notes"].to_string();
     assert!(notes.contains("old notices removed: 400"), "{notes}");
 }
+
+/// A job still running can be told in its `AdminComment` (slurmctld takes
+/// the update then): read, what was there kept, ours after it; not written
+/// twice; a failed call is said, not raised.
+#[test]
+fn a_running_job_is_told_in_its_admin_comment_after_what_was_there() {
+    use qoslane::job::JobId;
+    use qoslane::paths::{Overrides, Paths};
+    use qoslane::run::notice::tell_job;
+
+    let n = Node::new();
+    let earlier = "qoslane: level high (QoS high) refused on n2: why";
+    let paths = Paths::new(Overrides {
+        root: Some(n.root().to_owned()),
+        scontrol: Some(n.fake_scontrol(&[("FAKE_SCONTROL_ADMIN_COMMENT", earlier)])),
+        ..Overrides::default()
+    });
+    let deadline = qoslane::deadline::Deadline::after(std::time::Duration::from_secs(10));
+    let job = JobId::parse("600").expect("a job id");
+    let note = tell_job(
+        &paths,
+        &deadline,
+        job,
+        "qoslane: 4096 bytes of this job left on SL 0",
+    );
+    assert_eq!(
+        note.as_deref(),
+        Some("the job's user is told in its AdminComment")
+    );
+    assert_eq!(
+        n.scontrol_calls(),
+        [
+            "show job 600".to_owned(),
+            format!(
+                "update JobId=600 AdminComment={earlier} | qoslane: 4096 bytes of this job left on SL 0"
+            ),
+        ]
+    );
+
+    // What it says already: read, nothing written.
+    n.fake_scontrol(&[(
+        "FAKE_SCONTROL_ADMIN_COMMENT",
+        &format!("{earlier} | qoslane: 4096 bytes of this job left on SL 0"),
+    )]);
+    let note = tell_job(
+        &paths,
+        &deadline,
+        job,
+        "qoslane: 4096 bytes of this job left on SL 0",
+    );
+    assert_eq!(
+        note.as_deref(),
+        Some("the job's AdminComment already tells its user")
+    );
+    assert_eq!(n.scontrol_calls().len(), 3);
+
+    n.fake_scontrol(&[("FAKE_SCONTROL_FAIL", "1")]);
+    let note = tell_job(&paths, &deadline, job, "x").expect("a note");
+    assert!(
+        note.starts_with("the job's user was not told (AdminComment)"),
+        "{note}"
+    );
+
+    let without = Paths::new(Overrides {
+        root: Some(n.root().to_owned()),
+        ..Overrides::default()
+    });
+    assert_eq!(tell_job(&without, &deadline, job, "x"), None);
+}
