@@ -60,6 +60,8 @@ audited() { [ "$(audit_of "$R" "$1" epilog outcome)" != "<none>" ]; }
 say "case: $JOBUSER's job alone on the node sends 4096 bytes on SL 0 instead of its level's SL 3"
 j=$(submit_as_user)
 poll 30 "job $j running" running "$j"
+# RUNNING may be said before the Prolog (PrologFlags=Alloc) read the counters: wait for its snapshot.
+poll 30 "job $j's Prolog read the counters" test -s "$CH$R/run/qoslane/counters/$j.json"
 answer after
 release "$j"
 poll 60 "job $j gone" is_gone "$j"
@@ -83,6 +85,7 @@ say "case: a job that sent only on its level's SL gets no notice"
 answer before
 j2=$(submit_as_user)
 poll 30 "job $j2 running" running "$j2"
+poll 30 "job $j2's Prolog read the counters" test -s "$CH$R/run/qoslane/counters/$j2.json"
 release "$j2"
 poll 60 "job $j2 gone" is_gone "$j2"
 poll 30 "job $j2's Epilog audited" audited "$j2"
