@@ -19,7 +19,7 @@
 //! user owns and alone reads ([`tell_user`]: `/run/qoslane/told/JOBID`,
 //! mode 0400, in a directory of root's), not the root-only audit log. Not
 //! the job's `AdminComment`: slurmctld refuses to update a job whose
-//! Epilog runs ("Job has already finished", seen on Slurm 22.05 and 26.05
+//! Epilog runs ("Job has already finished", seen on Slurm 22.05, 24.11 and 26.05
 //! by tests/e2e/notice.sh). Every file has an owner: each write removes the
 //! notices older than [`TOLD_MAX_AGE`], and a reboot empties `/run`.
 //!
