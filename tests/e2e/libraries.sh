@@ -5,7 +5,8 @@
 # the host's UCX 1.13 and Open MPI 4.1 are crates/qoslane/tests/integration/libraries.rs).
 #
 # A mission-critical job's exports (SL 3, traffic class 106), from a real Prolog and TaskProlog
-# on a fixture node, go into the environment of `ucx_info -cf` and `ompi_info --all --parsable`
+# on a fixture node whose port is RoCE (on an InfiniBand port no traffic class is exported:
+# checked first), go into the environment of `ucx_info -cf` and `ompi_info --all --parsable`
 # run inside each chroot (its own mount namespace with /proc: nothing is left mounted). Per
 # version, what each library does with them:
 #   - UCX built with its InfiniBand transports (libuct_ib): every transport's SL is 3 and its
@@ -27,13 +28,23 @@ e2e_mapping "$WORK/mapping.yml"
 node_layout "$R" "$WORK/mapping.yml" 1 identity
 SLURM_JOB_ID=7 SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=mission-critical \
   QOSLANE_SMPQUERY=$R/bin/smpquery "$QL" --root "$R" prolog >/dev/null
-mapfile -t exports < <(SLURM_JOB_ID=7 "$QL" --root "$R" task-prolog | sed -n 's/^export //p')
+mapfile -t on_ib < <(SLURM_JOB_ID=7 "$QL" --root "$R" task-prolog | sed -n 's/^export //p')
+# The same HCA with its port on Ethernet (RoCE): the traffic classes are exported there only.
+R2=$WORK/roce
+node_layout "$R2" "$WORK/mapping.yml" 1 identity
+echo Ethernet > "$R2/sys/class/infiniband/mlx5_0/ports/1/link_layer"
+SLURM_JOB_ID=8 SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_QOS=mission-critical \
+  QOSLANE_SMPQUERY=$R2/bin/smpquery "$QL" --root "$R2" prolog >/dev/null
+mapfile -t exports < <(SLURM_JOB_ID=8 "$QL" --root "$R2" task-prolog | sed -n 's/^export //p')
 # all_are VALUE LINES : LINES is not empty and every line ends in =VALUE
 all_are() { [ -n "$2" ] && ! printf '%s\n' "$2" | grep -qv "=$1\$"; }
 # lacks WORD FILE : FILE never mentions WORD
 lacks() { ! grep -q "$1" "$2"; }
-check "the TaskProlog exports UCX_IB_SL=3" all_are 3 "$(printf '%s\n' "${exports[@]}" | grep '^UCX_IB_SL=')"
-say "exports: ${exports[*]}"
+check "the TaskProlog exports UCX_IB_SL=3 on InfiniBand" all_are 3 "$(printf '%s\n' "${on_ib[@]}" | grep '^UCX_IB_SL=')"
+check "and no traffic class there" eq "$(printf '%s\n' "${on_ib[@]}" | grep -cE '_TC=|TRAFFIC_CLASS=')" 0
+check "the TaskProlog exports UCX_IB_SL=3 on RoCE" all_are 3 "$(printf '%s\n' "${exports[@]}" | grep '^UCX_IB_SL=')"
+check "and UCX_IB_TRAFFIC_CLASS=106 there" all_are 106 "$(printf '%s\n' "${exports[@]}" | grep '^UCX_IB_TRAFFIC_CLASS=')"
+say "exports on RoCE (the libraries' input below): ${exports[*]}"
 
 # in_chroot CH CMD... : CMD inside CH with only the job's exports (and PATH, HOME) in its
 # environment, /proc mounted in a private mount namespace

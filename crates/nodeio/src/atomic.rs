@@ -122,12 +122,46 @@ pub fn persistent(fd: impl std::os::fd::AsFd) -> bool {
     rfs::fstatfs(fd).map_or(true, |st| !matches!(st.f_type, TMPFS_MAGIC | RAMFS_MAGIC))
 }
 
+/// [`write`] of a file another user owns (`owner`: uid, gid), made theirs
+/// before it is in place (`fchown` of the temp file this process created:
+/// no name is followed or changed hands on the way); mode `mode` (e.g.
+/// 0400: only its owner reads it). For a file a job's user reads (qoslane's
+/// notice of what the job did); the directory stays root's.
+pub fn write_owned(
+    root: &Path,
+    path: &Path,
+    data: &[u8],
+    (mode, owner): (u32, (u32, u32)),
+    judge: Judge,
+) -> Result<()> {
+    let (dir_path, name) = walk::split(path)?;
+    let dir = walk::open_dir(root, dir_path, judge, None)?;
+    let done = replace_in_as(dir, name, data, mode, Some(owner), Durability::Durable)?;
+    if done.persistent {
+        sync_dir(&done.dir)?;
+    }
+    Ok(())
+}
+
 /// [`replace`] into an already open directory.
 pub fn replace_in(
     dir: Dir,
     name: &OsStr,
     data: &[u8],
     mode: u32,
+    durability: Durability,
+) -> Result<Pending> {
+    replace_in_as(dir, name, data, mode, None, durability)
+}
+
+/// [`replace_in`], the file given to `owner` (uid, gid) before it is in
+/// place.
+fn replace_in_as(
+    dir: Dir,
+    name: &OsStr,
+    data: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
     durability: Durability,
 ) -> Result<Pending> {
     remove_leftovers(&dir);
@@ -161,6 +195,14 @@ pub fn replace_in(
     let res = (|| {
         // The create honoured the umask; set the mode we mean.
         rfs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Error::errno("chmod", &tmp_path))?;
+        if let Some((uid, gid)) = owner {
+            rfs::fchown(
+                &file,
+                Some(rfs::Uid::from_raw(uid)),
+                Some(rfs::Gid::from_raw(gid)),
+            )
+            .map_err(Error::errno("chown", &tmp_path))?;
+        }
         file.write_all(data)
             .map_err(Error::io("write", &tmp_path))?;
         if durability == Durability::Durable && on_disk {
@@ -247,6 +289,46 @@ mod tests {
     use super::*;
     use std::fs;
     use std::os::unix::fs::{MetadataExt, symlink};
+
+    /// A file given to another user: theirs and of the mode asked when it
+    /// appears, and a link planted at its name (by that user, say) is
+    /// replaced, never followed (root's file it points at keeps its owner).
+    #[test]
+    fn a_file_written_for_another_user_is_theirs_and_follows_no_link() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: giving a file away needs root");
+            return;
+        }
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir(root.join("told")).expect("mkdir");
+        let victim = root.join("victim");
+        fs::write(&victim, "root's").expect("write");
+        symlink(&victim, root.join("told/7")).expect("symlink");
+        write_owned(
+            root,
+            &root.join("told/7"),
+            b"what job 7 did\n",
+            (0o400, (65534, 65534)),
+            Judge::Trusted,
+        )
+        .expect("written");
+        let md = fs::symlink_metadata(root.join("told/7")).expect("md");
+        assert!(md.file_type().is_file());
+        assert_eq!(
+            (md.uid(), md.gid(), md.mode() & 0o777),
+            (65534, 65534, 0o400)
+        );
+        assert_eq!(
+            fs::read_to_string(root.join("told/7")).expect("read"),
+            "what job 7 did\n"
+        );
+        let v = fs::metadata(&victim).expect("md");
+        assert_eq!(
+            (v.uid(), fs::read_to_string(&victim).expect("read").as_str()),
+            (0, "root's")
+        );
+    }
 
     #[test]
     fn replaces_without_following_a_planted_temp_name() {

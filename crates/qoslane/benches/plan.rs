@@ -127,6 +127,7 @@ fn record(job: u32, rank: usize) -> JobRecord {
         traffic_class: None,
         settings,
         exports: vec![("UCX_IB_SL".into(), rank.to_string())],
+        unset: Vec::new(),
         mapping_sha256: "0".repeat(64),
     }
 }

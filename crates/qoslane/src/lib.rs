@@ -3,6 +3,7 @@
 //! The binary (`main.rs`) is a thin shell over these modules. Layers, from
 //! pure to effectful (CONTRIBUTING.md has the table, row by row, and
 //! `tests/integration/layers.rs` holds the code to it):
+//! - [`libraries`]: what the job's libraries read, the export table (pure);
 //! - [`mapping`]: the mapping file — parse, validate, typed (pure);
 //! - [`time`], [`paths`], [`exit_code`], [`error`]: leaves and the error type;
 //! - [`grant`]: the node's one decision per level, from every scope (pure);
@@ -34,6 +35,7 @@ pub mod fault;
 pub mod grant;
 pub mod http;
 pub mod job;
+pub mod libraries;
 pub mod log;
 pub mod manual;
 pub mod mapping;

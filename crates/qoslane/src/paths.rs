@@ -158,6 +158,16 @@ impl Paths {
     pub fn notices_dir(&self) -> PathBuf {
         self.run_dir.join("notices")
     }
+    /// What a job did that its user should know once it ended (bytes sent
+    /// on another SL than its level's): one file per job, the user's own
+    /// (mode 0400), in a directory of root's; `run::notice` writes it and
+    /// removes those past `notice::TOLD_MAX_AGE`; a reboot empties `/run`.
+    pub fn told_dir(&self) -> PathBuf {
+        self.run_dir.join("told")
+    }
+    pub fn job_told(&self, job: impl std::fmt::Display) -> PathBuf {
+        self.told_dir().join(job.to_string())
+    }
     /// The job's ports' counters as its Prolog read them (`fabric::pma`).
     pub fn counters_dir(&self) -> PathBuf {
         self.run_dir.join("counters")

@@ -12,24 +12,14 @@
 //!   write and a read unchanged;
 //! - what the TaskProlog would print for it
 //!   (`qoslane::commands::task_prolog::protocol_lines`) is only
-//!   `export NAME=VALUE` lines, NAME one of the seven documented variables,
-//!   VALUE plain `[A-Za-z0-9_.-]+` — never a line break, `unset`, `print`, or
-//!   another variable (LD_PRELOAD …), whatever a record says.
+//!   `export NAME=VALUE` lines, then `unset NAME` lines, NAME a variable of
+//!   the export table, `QOSLANE_LEVEL` or one a site may add (never
+//!   LD_PRELOAD, PATH, Slurm's …), VALUE plain `[A-Za-z0-9_.-]+` — never a
+//!   line break, `print`, or another variable, whatever a record says.
 
-use qoslane::commands::task_prolog::protocol_lines;
+use qoslane::commands::task_prolog::{allowed, protocol_lines};
 use qoslane::job::JobId;
 use qoslane::state::JobRecord;
-
-/// The TaskProlog's variables (docs/admin-guide.md, "What the job sees").
-const ALLOWED: [&str; 7] = [
-    "UCX_IB_SL",
-    "NCCL_IB_SL",
-    "OMPI_MCA_btl_openib_ib_service_level",
-    "MV2_DEFAULT_SERVICE_LEVEL",
-    "QOSLANE_LEVEL",
-    "UCX_IB_TRAFFIC_CLASS",
-    "NCCL_IB_TC",
-];
 
 pub fn check(data: &[u8]) {
     let Ok(record) = serde_json::from_slice::<JobRecord>(data) else {
@@ -46,12 +36,21 @@ pub fn check(data: &[u8]) {
             continue;
         }
         let mut printed = 0;
+        let mut unsets = false;
         for line in out.split_terminator('\n') {
+            if let Some(name) = line.strip_prefix("unset ") {
+                assert!(allowed(name), "variable {name:?}");
+                assert!(!name.contains(['=', ' ']), "unset {name:?}");
+                unsets = true;
+                printed += 1;
+                continue;
+            }
+            assert!(!unsets, "an export after the unsets: {line:?}");
             let (name, value) = line
                 .strip_prefix("export ")
                 .and_then(|l| l.split_once('='))
                 .unwrap_or_else(|| panic!("not an export line: {line:?}"));
-            assert!(ALLOWED.contains(&name), "variable {name:?}");
+            assert!(allowed(name), "variable {name:?}");
             assert!(
                 !value.is_empty()
                     && value
@@ -62,6 +61,9 @@ pub fn check(data: &[u8]) {
             printed += 1;
         }
         assert!(out.is_empty() || out.ends_with('\n'));
-        assert_eq!(printed + refused.len(), record.exports.len());
+        assert_eq!(
+            printed + refused.len(),
+            record.exports.len() + record.unset.len()
+        );
     }
 }

@@ -23,7 +23,7 @@ struct Explanation<'a> {
     loaded: &'a Loaded,
     level: &'a Level,
     how: LevelMatch,
-    exports: Vec<(&'static str, String)>,
+    exports: Vec<(String, String)>,
     policy: OnFailure,
     now: Option<FabricNow>,
     /// The node's recorded grant of the level (by `health`, `sync` or a
@@ -70,7 +70,12 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
         loaded: &loaded,
         level,
         how,
-        exports: exports::for_level(level),
+        exports: exports::for_level(
+            level,
+            &m.exports,
+            crate::run::job_grant::port_layers(&ctx.paths, m, None),
+        )
+        .set,
         policy: m.on_failure_for(level),
         now,
         from,

@@ -8,21 +8,21 @@
 use std::io::Write;
 
 use crate::exit_code::ExitClass;
-use crate::job::JobId;
+use crate::job::{JobId, exports};
+use crate::libraries;
 use crate::log;
 use crate::paths::Paths;
 use crate::state::{self, JobRecord};
 
-/// The variables the TaskProlog may set, whatever a record says.
-const ALLOWED: &[&str] = &[
-    "UCX_IB_SL",
-    "NCCL_IB_SL",
-    "OMPI_MCA_btl_openib_ib_service_level",
-    "MV2_DEFAULT_SERVICE_LEVEL",
-    "QOSLANE_LEVEL",
-    "UCX_IB_TRAFFIC_CLASS",
-    "NCCL_IB_TC",
-];
+/// Whether the TaskProlog may set or unset `name`, whatever a record says:
+/// a variable of the export table, `QOSLANE_LEVEL`, or a name a site may add
+/// (`exports.add`: one that changes nothing but a library's SL or traffic
+/// class, [`libraries::refuse_site_variable`]).
+pub fn allowed(name: &str) -> bool {
+    name == libraries::LEVEL_VARIABLE
+        || libraries::find(name).is_some()
+        || libraries::refuse_site_variable(name).is_none()
+}
 
 /// [`ExitClass::Ok`], except for a job this node's Prolog refused
 /// ([`ExitClass::Failed`]: a non-zero TaskProlog fails the task, and srun
@@ -43,7 +43,7 @@ pub fn run(paths: &Paths) -> ExitClass {
             // without its level; it fails, told why, and the node is not
             // drained (a failing Prolog would have drained it).
             if let Some(line) = refusal_on_this_node(paths, job) {
-                let out = format!("{}print {line}\n", unset_lines());
+                let out = format!("{}print {line}\n", unset_lines(paths));
                 let _ = std::io::stdout().lock().write_all(out.as_bytes());
                 log::warn(&format!("task-prolog: job {job}: refused here: {line}"));
                 return ExitClass::Failed;
@@ -53,7 +53,7 @@ pub fn run(paths: &Paths) -> ExitClass {
             // passes the batch step's environment, exported by another
             // node's TaskProlog, to every node of the job). Then say why, if
             // the Prolog left a notice (one `print` line, our own text).
-            let mut out = unset_lines();
+            let mut out = unset_lines(paths);
             if let Ok(Some(line)) = state::read_notice_as_user(paths, job) {
                 out.push_str(&format!("print {line}\n"));
             }
@@ -146,16 +146,26 @@ fn refusal_on_this_node(paths: &Paths, job: JobId) -> Option<String> {
 /// far above any real job's).
 const MAX_HET_COMPONENTS: u32 = 128;
 
-/// `unset NAME` for every variable the TaskProlog may set: what a task on a
-/// node that granted no level gets.
-pub fn unset_lines() -> String {
-    ALLOWED.iter().map(|k| format!("unset {k}\n")).collect()
+/// `unset NAME` for every variable the TaskProlog may set under the mapping
+/// in force (the export table with the site's edits, `QOSLANE_LEVEL`): what
+/// a task on a node that granted no level gets. A mapping that cannot be
+/// read: the table as shipped.
+pub fn unset_lines(paths: &Paths) -> String {
+    let edit = crate::config::load(paths)
+        .map(|l| l.mapping.exports)
+        .unwrap_or_default();
+    exports::ours(&edit)
+        .iter()
+        .map(|k| format!("unset {k}\n"))
+        .collect()
 }
 
 /// What the TaskProlog prints for `record` (Slurm's protocol: only `export
-/// NAME=VALUE` lines, NAME one of the allowed variables, VALUE plain
-/// `[A-Za-z0-9_.-]`), and what it refused. Pure, so that the record reader
-/// can be fuzzed end to end (fuzz/src/job_record.rs).
+/// NAME=VALUE` lines, NAME an [`allowed`] variable, VALUE plain
+/// `[A-Za-z0-9_.-]`, then `unset NAME` for the allowed variables the
+/// record holds back for this node's link layer), and what it refused.
+/// Pure, so that the record reader can be fuzzed end to end
+/// (fuzz/src/job_record.rs).
 pub fn protocol_lines(job: JobId, record: &JobRecord) -> (String, Vec<String>) {
     if record.job_id != job {
         return (
@@ -166,7 +176,7 @@ pub fn protocol_lines(job: JobId, record: &JobRecord) -> (String, Vec<String>) {
     let mut out = String::new();
     let mut refused = Vec::new();
     for (k, v) in &record.exports {
-        if ALLOWED.contains(&k.as_str())
+        if allowed(k)
             && !v.is_empty()
             && v.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
@@ -174,6 +184,13 @@ pub fn protocol_lines(job: JobId, record: &JobRecord) -> (String, Vec<String>) {
             out.push_str(&format!("export {k}={v}\n"));
         } else {
             refused.push(format!("refusing export {k:?}={v:?}"));
+        }
+    }
+    for k in &record.unset {
+        if allowed(k) && !record.exports.iter().any(|(e, _)| e == k) {
+            out.push_str(&format!("unset {k}\n"));
+        } else {
+            refused.push(format!("refusing unset {k:?}"));
         }
     }
     (out, refused)

@@ -50,7 +50,10 @@ impl Style {
             "top" => Place::Top,
             "level" => Place::Level,
             "node setting" => Place::NodeSetting,
+            "exports" => Place::Exports,
+            "export entry" => Place::ExportEntry,
             "words" if self == Self::Dict => return Some(dict_words()),
+            "libraries" if self == Self::Markdown => return Some(libraries_table()),
             _ => return None,
         };
         match self {
@@ -103,7 +106,15 @@ fn part_name(line: &str, style: Style) -> Option<&str> {
 /// the guide) or the words (the dictionary).
 pub fn parts(style: Style) -> &'static [&'static str] {
     match style {
-        Style::Roff | Style::Markdown => &["top", "level", "node setting"],
+        Style::Roff => &["top", "level", "node setting", "exports", "export entry"],
+        Style::Markdown => &[
+            "top",
+            "level",
+            "node setting",
+            "exports",
+            "export entry",
+            "libraries",
+        ],
         Style::Dict => &["words"],
     }
 }
@@ -259,6 +270,29 @@ pub fn guide_table(place: Place) -> String {
             cell(key.default.unwrap_or("—")),
             if key.required { "yes" } else { "no" },
             cell(key.about)
+        ));
+    }
+    out
+}
+
+/// The guide's table of what the job's libraries read
+/// ([`crate::libraries::TABLE`]): library, variable, what it carries, the
+/// link layers it is exported on, where its meaning was read.
+pub fn libraries_table() -> String {
+    let mut out = String::from(
+        "| library | variable | carries | exported on | read from |\n|---|---|---|---|---|\n",
+    );
+    for e in crate::libraries::TABLE {
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {} | {} |\n",
+            e.library,
+            e.variable,
+            match e.carries {
+                crate::libraries::Carries::ServiceLevel => "the level's `service_level`",
+                crate::libraries::Carries::TrafficClass => "the level's `traffic_class`",
+            },
+            e.layers,
+            e.source
         ));
     }
     out

@@ -20,10 +20,20 @@ pub enum Place {
     Level,
     /// An entry of a level's `node_settings`.
     NodeSetting,
+    /// The top-level `exports` map.
+    Exports,
+    /// An entry of `exports.add`.
+    ExportEntry,
 }
 
 impl Place {
-    pub const ALL: &[Place] = &[Self::Top, Self::Level, Self::NodeSetting];
+    pub const ALL: &[Place] = &[
+        Self::Top,
+        Self::Level,
+        Self::NodeSetting,
+        Self::Exports,
+        Self::ExportEntry,
+    ];
 
     /// The mapping that holds such keys, as a message names it.
     pub fn what(self) -> &'static str {
@@ -31,6 +41,8 @@ impl Place {
             Self::Top => "the mapping file",
             Self::Level => "a level",
             Self::NodeSetting => "a node setting",
+            Self::Exports => "`exports`",
+            Self::ExportEntry => "an `exports.add` entry",
         }
     }
 
@@ -40,6 +52,8 @@ impl Place {
             Self::Top => "the mapping file",
             Self::Level => "this level",
             Self::NodeSetting => "this node setting",
+            Self::Exports => "`exports`",
+            Self::ExportEntry => "this `exports.add` entry",
         }
     }
 }
@@ -57,6 +71,8 @@ pub enum Form {
     Text,
     /// A list (of names, devices, levels or node settings).
     List,
+    /// A map of the keys of a place of its own (`exports`).
+    Map,
 }
 
 /// One key of the mapping file, and its documentation: the man page's
@@ -169,6 +185,13 @@ keys! {
         value "list of `DEVICE` or `DEVICE/PORT`",
         "The HCA ports to check: a device (every port of it, e.g. `mlx5_0`) or one port of it \
          (e.g. `mlx5_0/1`, port 1 to 255).";
+    EXPORTS = "exports", Top, Form::Map, default "none (the table as shipped)",
+        value "map of `add` and `drop`",
+        "The site's edits of the environment the TaskProlog exports to a job's libraries \
+         (the table in §3, \"What the job's libraries read\"): variables to add \
+         (`add`) and the table's variables to drop (`drop`). A variable carries the level's SL \
+         or its traffic class, and is exported only when every one of the job's ports on the \
+         node is of a link layer it belongs on: a traffic class on RoCE ports only.";
     LEVELS = "levels", Top, Form::List, required,
         value "list of levels, not empty",
         "The levels, highest priority first: **the order ranks them**. It decides whose node \
@@ -183,8 +206,9 @@ keys! {
          lower case; an upper-case name is a warning and matches case-insensitively.";
     SERVICE_LEVEL = "service_level", Level, Form::Integer(15), required,
         value "integer 0 to 15",
-        "The InfiniBand SL of the job's traffic, distinct across levels (exported to UCX, NCCL, \
-         Open MPI and MVAPICH2 by the TaskProlog).";
+        "The InfiniBand SL of the job's traffic, distinct across levels (exported by the \
+         TaskProlog to the libraries of the export table: UCX, NCCL, Open MPI, MVAPICH2, \
+         NVSHMEM, UCC, Mooncake, TransferBench, DeepEP).";
     VIRTUAL_LANE = "virtual_lane", Level, Form::Integer(14), default "none (not checked)",
         value "integer 0 to 14",
         "The VL the Subnet Manager must map `service_level` to on every port checked. VL 15 is \
@@ -192,8 +216,9 @@ keys! {
          data VL the port runs.";
     TRAFFIC_CLASS = "traffic_class", Level, Form::Integer(255), default "none",
         value "integer 0 to 255",
-        "The RoCE/GRH traffic class, exported to the job's libraries as \
-         `UCX_IB_TRAFFIC_CLASS` and `NCCL_IB_TC`.";
+        "The RoCE/GRH traffic class, exported to the job's libraries (`UCX_IB_TRAFFIC_CLASS`, \
+         `NCCL_IB_TC`, `NVSHMEM_IB_TRAFFIC_CLASS`, …) on a node whose job's ports are all RoCE, \
+         never on a native InfiniBand port.";
     /// The level's own `on_failure`: the top-level one overridden.
     LEVEL_ON_FAILURE = "on_failure", Level, Form::Choice(OnFailure::NAMES),
         default "the top-level `on_failure`",
@@ -216,6 +241,31 @@ keys! {
          its `service-id` or `pkey`; `qos-class` is what rdma_cm sends as the connection's ToS. \
          A PKey must be a partition of OpenSM's partitions.conf. No two entries, on any levels, \
          may match the same query.";
+    EXPORTS_ADD = "add", Exports, Form::List, default "`[]`",
+        value "list of entries (`variable`, `value`, `link_layer`)",
+        "Variables of a library qoslane's table does not list, each exported with the level's \
+         SL or traffic class. A name must be an environment variable's (letters, digits, `_`), \
+         not one of the table's (drop it instead), not one that changes what a task loads or \
+         runs (`LD_*`, `PATH`, …), nor Slurm's or qoslane's own.";
+    EXPORTS_DROP = "drop", Exports, Form::List, default "`[]`",
+        value "list of variable names of the table",
+        "Variables of qoslane's table the TaskProlog must neither export nor unset (a site \
+         whose users set it themselves).";
+    EXPORT_VARIABLE = "variable", ExportEntry, Form::Name, required,
+        value "environment variable name",
+        "The variable's name, as the library reads it.";
+    EXPORT_VALUE = "value", ExportEntry, Form::Choice(crate::libraries::Carries::NAMES),
+        required,
+        value "",
+        "What it carries: `sl`, the level's `service_level`; `traffic_class`, the level's \
+         `traffic_class` (a level without one exports nothing).";
+    EXPORT_LINK_LAYER = "link_layer", ExportEntry,
+        Form::Choice(crate::libraries::Layers::NAMES),
+        default "`both` for `sl`, `roce` for `traffic_class`",
+        value "",
+        "The link layers it belongs on: exported only when every one of the job's ports on \
+         the node is of them. A traffic class must be `roce`: on a native InfiniBand port it \
+         is refused (NVSHMEM's IBGDA path fails with one).";
     PATH = "path", NodeSetting, Form::Text, required,
         value "string",
         "The setting's file: absolute, normalised, under `/sys/` or `/proc/sys/`, unique \

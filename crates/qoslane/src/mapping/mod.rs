@@ -1,12 +1,14 @@
 //! The QoS → SL/VL mapping file: parsing with positions ([`yaml`]), every
 //! key declared once ([`keys`]) and its documentation rendered from that
 //! ([`keydocs`]), checking ([`shape`], then [`validate`]),
-//! a level's lists (`node_settings`, `sm_traffic`: [`traffic`]), the
+//! a level's lists (`node_settings`, `sm_traffic`: [`traffic`]), the site's
+//! `exports:` edits (`exports.rs`), the
 //! validated types ([`types`]), diagnostics ([`diagnostic`]) and where a
 //! valid mapping's parts are written ([`places`]). Pure:
 //! reads a string, touches nothing.
 
 pub mod diagnostic;
+mod exports;
 pub mod keydocs;
 pub mod keys;
 mod node_settings;

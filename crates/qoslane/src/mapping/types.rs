@@ -238,6 +238,23 @@ pub struct Level {
     pub sm_traffic: Vec<SmTraffic>,
 }
 
+/// A variable a site adds to the exports (`exports.add`): a library
+/// qoslane's table does not list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteExport {
+    pub variable: String,
+    pub carries: crate::libraries::Carries,
+    pub layers: crate::libraries::Layers,
+}
+
+/// The site's edits of the export table (`exports:`): entries added, and
+/// the table's entries dropped by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportsEdit {
+    pub add: Vec<SiteExport>,
+    pub drop: Vec<String>,
+}
+
 /// A validated mapping file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapping {
@@ -251,6 +268,8 @@ pub struct Mapping {
     pub fail_job_max_probe_age: std::time::Duration,
     /// What a job whose QoS cannot be learnt gets.
     pub on_unknown_qos: OnUnknownQos,
+    /// The site's edits of the export table.
+    pub exports: ExportsEdit,
     /// Highest priority first.
     levels: Vec<Level>,
 }
@@ -282,6 +301,7 @@ impl Mapping {
             devices,
             fail_job_max_probe_age: Self::DEFAULT_FAIL_JOB_MAX_PROBE_AGE,
             on_unknown_qos: OnUnknownQos::DefaultLevel,
+            exports: ExportsEdit::default(),
             levels,
         }
     }

@@ -175,6 +175,10 @@ impl Cx {
             None => Some(Vec::new()),
             Some(n) => self.devices(n),
         };
+        let exports = match f.get(&keys::EXPORTS) {
+            None => Some(super::types::ExportsEdit::default()),
+            Some(n) => self.exports(n),
+        };
         let (levels, names) = f
             .get(&keys::LEVELS)
             .map_or((None, None), |n| self.levels(n));
@@ -202,6 +206,7 @@ impl Cx {
             Mapping::new_validated(default_index, fabric_check?, on_failure?, devices?, levels);
         m.fail_job_max_probe_age = max_probe_age?;
         m.on_unknown_qos = on_unknown_qos?;
+        m.exports = exports?;
         Some(m)
     }
 

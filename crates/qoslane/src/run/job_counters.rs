@@ -324,7 +324,10 @@ fn evidence(paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
     );
     if let Some(words) = r.job.level.as_deref().and_then(|l| e.off_level_words(l)) {
         crate::log::warn(&words);
+        // The job's user is told too, in a file of theirs.
+        let told = super::notice::tell_user(paths, job, &words);
         r.notes.push(words);
+        r.notes.push(told);
     }
     if let Payload::Epilog(run) = &mut r.payload {
         run.evidence = Some(e);

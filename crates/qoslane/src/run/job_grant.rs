@@ -13,11 +13,13 @@ use super::session::{Session, committed, txn_failed};
 use crate::config::Loaded;
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::fabric::LinkLayer;
 use crate::fabric::ProbeMode;
 use crate::fabric::policy::{self, Scope};
 use crate::grant::{Decision, Grant, GrantScope, MAX_RECORD_AGE_MS, ReadPort, Record, ScopeRead};
 use crate::job::qos::{self, JobQos};
 use crate::job::{JobId, exports};
+use crate::libraries::PortLayers;
 use crate::log;
 use crate::mapping::types::{TrafficClass, VirtualLane};
 use crate::mapping::{FabricCheck, Level, LevelMatch, Mapping, OnFailure, OnUnknownQos};
@@ -240,13 +242,13 @@ fn decide(
         tell_slurm(s, m, &loaded.sha256, &level.name, &decided, &mut r);
         return Err(r.fail(refusal, Exit::ByPolicy(policy)));
     }
+    let ports = port_layers(s.paths, m, fabric.assessment.as_ref());
     let record = job_record(
         job,
         crate::time::now_rfc3339(),
         r.job.user.clone(),
         q,
-        m,
-        level,
+        (m, level, ports),
         &loaded.sha256,
     );
     Ok(JobGrant {
@@ -421,17 +423,42 @@ fn tell_slurm(
     }
 }
 
+/// The link layers of the job's ports on this node: the ACTIVE ports the
+/// mapping's `devices:` selects, as the assessment sorted them, else (no
+/// assessment: `fabric_check: off`) as sysfs says. Ports that cannot be
+/// read are none known: nothing is held back.
+pub fn port_layers(
+    paths: &Paths,
+    m: &Mapping,
+    assessment: Option<&crate::fabric::Assessment>,
+) -> PortLayers {
+    if let Some(a) = assessment {
+        return PortLayers {
+            infiniband: !a.ib_ports.is_empty(),
+            roce: !a.roce_ports.is_empty(),
+        };
+    }
+    let Ok(found) = crate::fabric::gather::discover(paths, m) else {
+        return PortLayers::default();
+    };
+    let active = || found.ports.iter().filter(|p| p.active);
+    PortLayers {
+        infiniband: active().any(|p| p.link_layer == LinkLayer::InfiniBand),
+        roce: active().any(|p| p.link_layer == LinkLayer::Ethernet),
+    }
+}
+
 /// The record a Prolog puts for its job: the level's settings and exports
-/// under the mapping in force.
+/// under the mapping in force, for the node's link layers.
 fn job_record(
     job: JobId,
     time: String,
     user: Option<String>,
     q: &JobQos,
-    m: &Mapping,
-    level: &Level,
+    (m, level, ports): (&Mapping, &Level, PortLayers),
     mapping_sha256: &str,
 ) -> JobRecord {
+    let exports = exports::for_level(level, &m.exports, ports);
     JobRecord {
         job_id: job,
         time,
@@ -448,10 +475,8 @@ fn job_record(
             .iter()
             .map(|n| (n.path.as_str().to_owned(), n.value.clone()))
             .collect(),
-        exports: exports::for_level(level)
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
+        exports: exports.set,
+        unset: exports.unset,
         mapping_sha256: mapping_sha256.to_owned(),
     }
 }

@@ -60,6 +60,19 @@ pub fn atomic_write(paths: &Paths, path: &Path, data: &[u8], mode: u32) -> Resul
     Ok(())
 }
 
+/// Replaces a file of a state directory with one another user owns
+/// (`owner`: uid, gid) and reads (`mode`), durably (`nodeio::atomic::write_owned`).
+pub fn write_for_user(
+    paths: &Paths,
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    owner: (u32, u32),
+) -> Result<()> {
+    atomic::write_owned(&paths.root, path, data, (mode, owner), Judge::Trusted)?;
+    Ok(())
+}
+
 /// Replaces a state file, visible at once, durable on [`Pending::flush`].
 pub fn atomic_replace(paths: &Paths, path: &Path, data: &[u8], mode: u32) -> Result<Pending> {
     Ok(atomic::replace(

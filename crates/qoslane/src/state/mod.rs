@@ -40,6 +40,10 @@ pub struct JobRecord {
     pub settings: Vec<(String, String)>,
     /// The TaskProlog exports, fixed at job start.
     pub exports: Vec<(String, String)>,
+    /// The export table's variables held back for this node's link layer
+    /// (a traffic class on an InfiniBand port): the TaskProlog unsets them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
     pub mapping_sha256: String,
 }
 

@@ -507,17 +507,137 @@ fn spoofed_environment_in_the_task_prolog_is_ignored() {
     assert_eq!(Node::exports(&out)["QOSLANE_LEVEL"], "low");
 }
 
-/// The variables qoslane sets, as a TaskProlog on a node that granted no
+/// The variables qoslane sets (the export table, docs/admin-guide.md "What
+/// the job's libraries read"), as a TaskProlog on a node that granted no
 /// level unsets them.
-const OUR_VARIABLES: [&str; 7] = [
+const OUR_VARIABLES: [&str; 15] = [
     "UCX_IB_SL",
     "NCCL_IB_SL",
     "OMPI_MCA_btl_openib_ib_service_level",
     "MV2_DEFAULT_SERVICE_LEVEL",
+    "NVSHMEM_IB_SL",
+    "UCC_TL_MLX5_QP_SL",
+    "MC_IB_SL",
+    "NIC_SERVICE_LEVEL",
+    "EP_OVERRIDE_RDMA_SL",
     "QOSLANE_LEVEL",
     "UCX_IB_TRAFFIC_CLASS",
     "NCCL_IB_TC",
+    "NVSHMEM_IB_TRAFFIC_CLASS",
+    "MC_IB_TC",
+    "NIC_TRAFFIC_CLASS",
 ];
+
+/// The traffic-class variables of the export table.
+const TRAFFIC_CLASSES: [&str; 5] = [
+    "UCX_IB_TRAFFIC_CLASS",
+    "NCCL_IB_TC",
+    "NVSHMEM_IB_TRAFFIC_CLASS",
+    "MC_IB_TC",
+    "NIC_TRAFFIC_CLASS",
+];
+
+/// A job on a native InfiniBand port gets no traffic-class variable (on
+/// such a port NVSHMEM's IBGDA path fails with one: NVIDIA/nvshmem#45), and
+/// the TaskProlog unsets them there, so that a task never keeps one another
+/// node's TaskProlog exported; on RoCE ports it gets them, and no
+/// InfiniBand-only variable; on a node with both, none of either.
+#[test]
+fn traffic_classes_are_exported_on_roce_ports_only() {
+    let ib = Node::new();
+    ib.add_fabric("mlx5-quirks");
+    ok(&ib.prolog(80, "mission-critical"));
+    let out = ib.task_prolog(80, &[]);
+    ok(&out);
+    let ex = Node::exports(&out);
+    for v in TRAFFIC_CLASSES {
+        assert!(!ex.contains_key(v), "{v} on an InfiniBand port: {ex:?}");
+    }
+    for v in [
+        "UCX_IB_SL",
+        "NVSHMEM_IB_SL",
+        "UCC_TL_MLX5_QP_SL",
+        "MC_IB_SL",
+        "NIC_SERVICE_LEVEL",
+        "EP_OVERRIDE_RDMA_SL",
+    ] {
+        assert_eq!(ex.get(v).map(String::as_str), Some("3"), "{v}: {ex:?}");
+    }
+    assert_eq!(Node::unsets(&out), TRAFFIC_CLASSES, "{out:?}");
+    let record = ib.read("/run/qoslane/jobs/80.json");
+    assert!(record.contains("\"unset\""), "{record}");
+
+    let roce = Node::new();
+    roce.add_fabric("roce-only");
+    ok(&roce.prolog(81, "mission-critical"));
+    let out = roce.task_prolog(81, &[]);
+    ok(&out);
+    let ex = Node::exports(&out);
+    for v in TRAFFIC_CLASSES {
+        assert_eq!(ex.get(v).map(String::as_str), Some("106"), "{v}: {ex:?}");
+    }
+    assert!(!ex.contains_key("EP_OVERRIDE_RDMA_SL"), "{ex:?}");
+    assert_eq!(Node::unsets(&out), ["EP_OVERRIDE_RDMA_SL"]);
+    assert_eq!(ex["NVSHMEM_IB_SL"], "3");
+
+    // A level without a traffic class, on RoCE: nothing to export, and the
+    // user's own traffic class is left alone.
+    ok(&roce.prolog(82, "high"));
+    let out = roce.task_prolog(82, &[]);
+    assert!(
+        !Node::exports(&out)
+            .keys()
+            .any(|k| TRAFFIC_CLASSES.contains(&k.as_str()))
+    );
+    assert_eq!(Node::unsets(&out), ["EP_OVERRIDE_RDMA_SL"]);
+
+    let mixed = Node::new();
+    mixed.add_fabric("mlx4-vpi");
+    ok(&mixed.prolog(83, "mission-critical"));
+    let out = mixed.task_prolog(83, &[]);
+    let ex = Node::exports(&out);
+    assert!(
+        !ex.keys().any(|k| TRAFFIC_CLASSES.contains(&k.as_str())),
+        "{ex:?}"
+    );
+    assert!(!ex.contains_key("EP_OVERRIDE_RDMA_SL"), "{ex:?}");
+    assert_eq!(ex["UCX_IB_SL"], "3");
+}
+
+/// A site drops a variable of the table (its users set it) and adds its own
+/// library's: the TaskProlog exports the one and neither exports nor unsets
+/// the other, granted or on the baseline.
+#[test]
+fn a_site_adds_and_drops_exports_in_the_mapping() {
+    let mapping = util::MAPPING.replacen(
+        "levels:\n",
+        "exports:\n  drop: [NIC_SERVICE_LEVEL, NCCL_IB_TC]\n  add:\n    - variable: MYLIB_SL\n      value: sl\n    - variable: MYLIB_TC\n      value: traffic_class\nlevels:\n",
+        1,
+    );
+    let n = Node::with_mapping(&mapping);
+    n.add_fabric("roce-only");
+    ok(&n.prolog(84, "mission-critical"));
+    let ex = Node::exports(&n.task_prolog(84, &[]));
+    assert_eq!(ex.get("MYLIB_SL").map(String::as_str), Some("3"), "{ex:?}");
+    assert_eq!(
+        ex.get("MYLIB_TC").map(String::as_str),
+        Some("106"),
+        "{ex:?}"
+    );
+    assert!(!ex.contains_key("NIC_SERVICE_LEVEL") && !ex.contains_key("NCCL_IB_TC"));
+    assert_eq!(ex["UCX_IB_TRAFFIC_CLASS"], "106");
+
+    let out = n.task_prolog(85, &[]);
+    ok(&out);
+    let unsets = Node::unsets(&out);
+    assert!(unsets.contains(&"MYLIB_SL".to_owned()) && unsets.contains(&"MYLIB_TC".to_owned()));
+    assert!(
+        !unsets.contains(&"NIC_SERVICE_LEVEL".to_owned()),
+        "{unsets:?}"
+    );
+    assert!(!unsets.contains(&"NCCL_IB_TC".to_owned()), "{unsets:?}");
+    assert_eq!(unsets.len(), OUR_VARIABLES.len() - 2 + 2);
+}
 
 #[test]
 fn task_prolog_for_a_job_without_a_level_here_unsets_our_variables_and_succeeds() {

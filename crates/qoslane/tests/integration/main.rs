@@ -17,6 +17,7 @@ mod layers;
 mod libraries;
 mod mapping_in_force;
 mod metrics;
+mod notice;
 mod placement;
 mod planner;
 mod reliability;

@@ -383,6 +383,7 @@ fn record(job: u32, level: &Level) -> JobRecord {
             .map(|(p, v)| ((*p).to_owned(), (*v).to_owned()))
             .collect(),
         exports: Vec::new(),
+        unset: Vec::new(),
         mapping_sha256: "0".repeat(64),
     }
 }

@@ -170,6 +170,9 @@ bad_mappings! {
     setting_value_multiline => (1, 0),
     setting_value_leading_zero => (1, 0),
     setting_path_duplicate => (1, 0),
+    exports_traffic_class_on_infiniband => (1, 0),
+    exports_add_unsafe_and_known => (4, 0),
+    exports_drop_unknown => (3, 0),
     // Required keys.
     levels_empty => (1, 0),
     levels_missing => (1, 0),
@@ -598,6 +601,12 @@ fail_job_max_probe_age: 15
 on_failure: continue
 on_unknown_qos: default_level
 devices: []
+exports:
+  drop: [NIC_SERVICE_LEVEL]
+  add:
+    - variable: MYLIB_TC
+      value: traffic_class
+      link_layer: roce
 levels:
   - name: a
     qos: [a]
@@ -618,6 +627,8 @@ fn column(place: Place) -> usize {
         Place::Top => 0,
         Place::Level => 4,
         Place::NodeSetting => 8,
+        Place::Exports => 2,
+        Place::ExportEntry => 6,
     }
 }
 
@@ -674,6 +685,8 @@ fn every_declared_key_is_documented_fuzzed_and_in_the_examples() {
             Place::Top => "TOP-LEVEL KEYS",
             Place::Level => "LEVEL KEYS",
             Place::NodeSetting => "NODE SETTING KEYS",
+            Place::Exports => "EXPORTS KEYS",
+            Place::ExportEntry => "EXPORT ENTRY KEYS",
         };
         if !man_section(&man, title).contains(&format!(".BR {name} \"")) {
             missing.push(format!(
@@ -856,6 +869,7 @@ struct LevelSpec {
 const STRUCTURE: &[&str] = &[
     "default_level",
     "devices",
+    "exports",
     "levels",
     "name",
     "qos",

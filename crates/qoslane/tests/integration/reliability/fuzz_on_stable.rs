@@ -78,15 +78,20 @@ fn mutated_output() -> impl Strategy<Value = String> {
     })
 }
 
-fn record_json() -> impl Strategy<Value = String> {
-    let name = prop_oneof![
+fn variable_name() -> impl Strategy<Value = String> {
+    prop_oneof![
         Just("UCX_IB_SL".to_owned()),
         Just("QOSLANE_LEVEL".to_owned()),
         Just("NCCL_IB_TC".to_owned()),
         Just("LD_PRELOAD".to_owned()),
+        Just("PATH".to_owned()),
         "[A-Z_]{0,12}",
         any::<String>(),
-    ];
+    ]
+}
+
+fn record_json() -> impl Strategy<Value = String> {
+    let name = variable_name();
     let value = prop_oneof![
         Just("3".to_owned()),
         Just("3\nexport LD_PRELOAD=/tmp/x.so".to_owned()),
@@ -94,15 +99,21 @@ fn record_json() -> impl Strategy<Value = String> {
         "[a-z0-9._\\- ;$`]{0,10}",
         any::<String>(),
     ];
-    (prop::collection::vec((name, value), 0..6), 1..5u32).prop_map(|(exports, job)| {
-        serde_json::json!({
-            "job_id": job, "time": "t", "user": "alice", "qos": "high",
-            "qos_source": "squeue", "level": "high", "rank": 1,
-            "service_level": 2, "virtual_lane": 2, "traffic_class": null,
-            "settings": [], "exports": exports, "mapping_sha256": "x"
+    (
+        prop::collection::vec((name, value), 0..6),
+        prop::collection::vec(variable_name(), 0..3),
+        1..5u32,
+    )
+        .prop_map(|(exports, unset, job)| {
+            serde_json::json!({
+                "job_id": job, "time": "t", "user": "alice", "qos": "high",
+                "qos_source": "squeue", "level": "high", "rank": 1,
+                "service_level": 2, "virtual_lane": 2, "traffic_class": null,
+                "settings": [], "exports": exports, "unset": unset,
+                "mapping_sha256": "x"
+            })
+            .to_string()
         })
-        .to_string()
-    })
 }
 
 proptest! {
