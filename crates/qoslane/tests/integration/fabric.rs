@@ -25,6 +25,7 @@ use qoslane::paths::{Overrides, Paths};
 mod deadlock;
 mod names;
 mod page;
+mod page_view;
 mod parsers;
 mod path;
 mod reader;

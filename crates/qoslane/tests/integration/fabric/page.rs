@@ -29,7 +29,7 @@ use super::path::{PathRig, audit, write};
 use super::rig::rig_wanted;
 
 /// Chromium, or `None` (the test skips) when absent outside CI.
-fn chromium() -> Option<PathBuf> {
+pub(super) fn chromium() -> Option<PathBuf> {
     let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .iter()
         .map(PathBuf::from)

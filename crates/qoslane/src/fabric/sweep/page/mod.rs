@@ -89,7 +89,8 @@ pub fn render(p: &Page<'_>) -> String {
         s,
         "<header>\n<h1>Fabric audit <span class=\"verdict v-{v}\">{vt}</span></h1>\n<dl>\n\
          <dt>mapping</dt><dd>{m}</dd>\n<dt>sha256</dt><dd><code>{sha}</code></dd>\n\
-         <dt>time</dt><dd>{t}</dd>\n<dt>fabric</dt><dd id=\"size\">{sw} switches, {hc} HCAs, \
+         <dt>time</dt><dd><time id=\"audit-time\" datetime=\"{t}\">{t}</time> (UTC)\
+         <br><span id=\"local-time\"></span></dd>\n<dt>fabric</dt><dd id=\"size\">{sw} switches, {hc} HCAs, \
          {pr} egress ports read, {un} not read</dd>\n</dl>\n</header>\n",
         v = escape(p.verdict),
         vt = escape(&p.verdict.replace('_', " ")),
@@ -121,12 +122,14 @@ const SHELL: &str = "<nav aria-label=\"levels\"><div id=\"levels\" role=\"tablis
 <button type=\"button\" id=\"zoom-in\" aria-label=\"zoom in\">+</button>\n\
 <button type=\"button\" id=\"zoom-out\" aria-label=\"zoom out\">&minus;</button>\n\
 <button type=\"button\" id=\"zoom-fit\">fit</button>\n\
+<label><input type=\"checkbox\" id=\"only-failing\"> only what fails</label>\n\
+<span id=\"hidden-count\" role=\"status\"></span>\n\
 <label id=\"by-label\" hidden>Colour by <select id=\"by\"><option value=\"verdict\">verdict</option>\
 <option value=\"wait\">wait ticks</option></select></label>\n\
 </div>\n\
-<main>\n<svg id=\"fabric\" xmlns=\"http://www.w3.org/2000/svg\" role=\"group\" \
+<main>\n<div id=\"drawing\"><svg id=\"fabric\" xmlns=\"http://www.w3.org/2000/svg\" role=\"group\" \
 aria-label=\"the fabric by tier: spines at the top, HCAs grouped per leaf at the bottom\" \
-tabindex=\"0\"></svg>\n\
+tabindex=\"0\"></svg></div>\n\
 <aside id=\"details\" aria-live=\"polite\"><h2>Details</h2><p>Hover, click or press Enter on a \
 switch, a group of HCAs or a link.</p></aside>\n</main>\n\
 <noscript><p>The drawing needs JavaScript; the findings below are the audit's text.</p></noscript>\n";
@@ -145,9 +148,14 @@ fn legend(s: &mut String) {
         );
     }
     s.push_str(
-        "<li class=\"wait-legend\" hidden>wait: <span class=\"w w1\">low</span> \
-         <span class=\"w w2\">·</span> <span class=\"w w3\">·</span> \
-         <span class=\"w w4\">high</span> (ticks of the level's VL, the fabric's most = high)</li>\n",
+        "<li class=\"wait-legend\" hidden>wait ticks: <span class=\"w w0\">0</span> \
+         <span class=\"w w1\"></span> <span class=\"w w2\"></span> <span class=\"w w3\"></span> \
+         <span class=\"w w4\"></span><br>A link's colour is the most wait ticks on the level's VL \
+         at either of its ends (the counters since they were last cleared), on one scale for the \
+         whole fabric and every level: the top band ends at the fabric's most, <span id=\"wait-most\">\
+         </span> ticks. A wait tick is a unit of the port's own clock during which it had data queued \
+         on that VL and could not send it (no credit from the far end, or the arbiter served another \
+         VL); device-specific: compare ports of the same hardware.</li>\n",
     );
     s.push_str("</ul></section>\n");
 }

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::fabric::counters::pma::PortWait;
 use crate::fabric::judge::lane::Lane;
+use crate::fabric::sweep::reach::Reach;
 use crate::fabric::sweep::{InLane, PortLanes, Sweep};
 use crate::fabric::tables::{NodeType, Topology};
 
@@ -84,6 +85,11 @@ pub struct CableEnd {
     /// Wait ticks of the VLs the level lands on here (the most of them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub w: Option<u64>,
+    /// When the end fails the level (a state worse than `unread`): the
+    /// HCAs whose traffic of the level takes it (indices into `nodes`,
+    /// each once), as [`Reach::of_egress`] says for its failing groups.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub r: Vec<usize>,
 }
 
 /// How serious a state is: its place in [`STATES`] (lower: worse).
@@ -118,13 +124,21 @@ pub fn build(sweep: &Sweep, waits: &[PortWait]) -> PageModel {
             [at(l.a, l.ap), at(l.b, l.bp)]
         })
         .collect();
+    let reach = Reach::new(topo);
     let levels = sweep
         .levels
         .iter()
         .map(|level| {
             let read: HashMap<(u16, u32), &PortLanes> =
                 level.ports.iter().map(|p| ((p.lid, p.port), p)).collect();
-            let view = |at: (u16, u32)| end(read.get(&at).copied(), &wait_at, at);
+            let view = |at: (u16, u32)| {
+                let p = read.get(&at).copied();
+                let mut e = end(p, &wait_at, at);
+                if let Some(p) = p.filter(|_| fails(e.s)) {
+                    e.r = reached(&reach, p, &index);
+                }
+                e
+            };
             LevelView {
                 name: level.level.clone(),
                 sl: level.sl,
@@ -142,12 +156,37 @@ pub fn build(sweep: &Sweep, waits: &[PortWait]) -> PageModel {
     }
 }
 
+/// A state that fails the level (worse than `unread`).
+pub fn fails(state: &str) -> bool {
+    rank(state) < rank(UNREAD)
+}
+
+/// The HCAs (node indices, each once) the failing groups of `p` reach:
+/// their in ports, or every in port when one of them names none.
+fn reached(reach: &Reach<'_>, p: &PortLanes, index: &HashMap<String, usize>) -> Vec<usize> {
+    let failing: Vec<&InLane> = p.groups.iter().filter(|g| fails(g.lane.as_str())).collect();
+    let in_ports: Vec<u32> = if failing.iter().any(|g| g.in_ports.is_empty()) {
+        Vec::new()
+    } else {
+        failing.iter().flat_map(|g| g.in_ports.clone()).collect()
+    };
+    let mut v: Vec<usize> = reach
+        .of_egress(p.kind, &p.guid, p.port, &in_ports)
+        .iter()
+        .filter_map(|h| index.get(&h.guid).copied())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 fn end(p: Option<&PortLanes>, waits: &HashMap<(u16, u32), &PortWait>, at: (u16, u32)) -> CableEnd {
     let Some(p) = p else {
         return CableEnd {
             s: UNREAD,
             g: Vec::new(),
             w: None,
+            r: Vec::new(),
         };
     };
     let s = p
@@ -183,7 +222,12 @@ fn end(p: Option<&PortLanes>, waits: &HashMap<(u16, u32), &PortWait>, at: (u16, 
             .filter_map(|g| w.ticks.get(usize::from(g.vl)).copied().flatten())
             .max()
     });
-    CableEnd { s, g, w }
+    CableEnd {
+        s,
+        g,
+        w,
+        r: Vec::new(),
+    }
 }
 
 fn kind_word(k: NodeType) -> &'static str {

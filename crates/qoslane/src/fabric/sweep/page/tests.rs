@@ -284,3 +284,48 @@ fn names_sort_with_their_numbers_as_numbers() {
     v.sort_by(|a, b| model::natural(a, b));
     assert_eq!(v, ["leaf1", "leaf2", "leaf02x", "leaf10", "spine"]);
 }
+
+/// A failing end names the HCAs its level's traffic reaches (the sweep's
+/// reach rules); a carried or unread end names none.
+#[test]
+fn a_failing_end_names_the_hcas_it_reaches() {
+    let s = sweep();
+    let m = model::build(&s, &[]);
+    let reached: Vec<(&str, Vec<&str>)> = m.levels[0]
+        .ends
+        .iter()
+        .flatten()
+        .map(|e| (e.s, e.r.iter().map(|&i| m.nodes[i].name.as_str()).collect()))
+        .collect();
+    assert_eq!(
+        reached,
+        [
+            ("starved", vec!["node1 HCA-1"]),
+            ("carried", vec![]),
+            ("dropped", vec!["node1 HCA-1"]),
+            (model::UNREAD, vec![]),
+            ("carried", vec![]),
+            ("carried", vec![]),
+        ]
+    );
+    let html = page(&s, "", &[]);
+    assert!(html.contains("\"r\":[3]"), "{html}");
+}
+
+/// The header says the audit's time is UTC, and leaves the viewer's local
+/// time to the script; the wait legend says what a tick is and that one
+/// scale covers the fabric; "only what fails" is offered.
+#[test]
+fn the_header_and_legend_say_what_they_show() {
+    let html = page(&sweep(), "", &[]);
+    assert!(
+        html.contains(
+            "<time id=\"audit-time\" datetime=\"2026-12-03T13:00:00Z\">2026-12-03T13:00:00Z</time> (UTC)"
+        ),
+        "{html}"
+    );
+    assert!(html.contains("<span id=\"local-time\"></span>"));
+    assert!(html.contains("one scale for the whole fabric and every level"));
+    assert!(html.contains("A wait tick is a unit of the port's own clock"));
+    assert!(html.contains("<input type=\"checkbox\" id=\"only-failing\">"));
+}

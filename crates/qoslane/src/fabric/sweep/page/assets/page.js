@@ -53,7 +53,8 @@
   Object.keys(rows).forEach(function (t) { widest = Math.max(widest, rows[t].length); });
   var W = Math.max(600, widest * (BW + 16));
   // Tiers spread so that the whole drawing keeps about the box's shape.
-  ROW = Math.max(ROW, W * 0.5 / (top + 1));
+  // (At most 400: a wide fabric scrolls rather than grow that tall.)
+  ROW = Math.min(400, Math.max(ROW, W * 0.5 / (top + 1)));
   var MARK_SIZE = Math.max(12, W / 80);
   var pos = [];
   Object.keys(rows).forEach(function (t) {
@@ -109,10 +110,39 @@
     var e = levels[level].ends[li], w = [e[0].w, e[1].w].filter(function (x) { return x !== undefined; });
     return w.length ? Math.max.apply(null, w) : undefined;
   }
-  function waitClass(w, most) {
-    if (w === undefined) { return ''; }
-    if (w === 0 || !most) { return ' w0'; }
-    return ' w' + Math.min(4, 1 + Math.floor(3 * w / most));
+  // One wait scale for the whole fabric, every level: four bands up to
+  // the fabric's most ticks (0 a band of its own).
+  var most = 0;
+  levels.forEach(function (lv, level) {
+    links.forEach(function (l, li) { var w = linkWait(level, li); if (w > most) { most = w; } });
+  });
+  var edges = [0, 1, 2, 3, 4].map(function (b) { return Math.floor(b * most / 4); });
+  function band(w) { var b = 0; while (b < 4 && w > edges[b]) { b += 1; } return b; }
+  function waitClass(w) { return w === undefined ? '' : ' w' + band(w); }
+  function num(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
+  // What each failing end reaches: the HCAs whose traffic takes it.
+  function reachText(level, li, side) {
+    var r = levels[level].ends[li][side].r;
+    if (!r) { return ''; }
+    var names = r.slice(0, 12).map(function (i) { return nodes[i].name; });
+    return 'affects ' + r.length + (r.length === 1 ? ' HCA: ' : ' HCAs: ') + names.join(', ') +
+      (r.length > names.length ? ' and ' + (r.length - names.length) + ' more' : '');
+  }
+  function reachOf(level, lis) {
+    var out = [];
+    lis.forEach(function (li) {
+      levels[level].ends[li].forEach(function (e) { if (e.r) { out = out.concat(e.r); } });
+    });
+    return out;
+  }
+  function reachItems(level, li, ul) {
+    [0, 1].forEach(function (side) {
+      var t = reachText(level, li, side);
+      if (t) {
+        var l = links[li], at = side === 0 ? [l.a, l.ap] : [l.b, l.bp];
+        h('li', nodes[at[0]].name + ' port ' + at[1] + ' ' + t, ul).className = 'reach';
+      }
+    });
   }
   function mark(parent, x, y, state) {
     if (MARK[state]) {
@@ -127,20 +157,20 @@
     g.setAttribute('hidden', '');
     var marks = el('g', { class: 'marks' });
     var bad = {};
-    var most = 0;
-    links.forEach(function (l, li) { var w = linkWait(level, li); if (w > most) { most = w; } });
     links.forEach(function (l, li) {
       if (l.shift === undefined) { return; }
       var s = linkState(level, li), a = pos[l.a], b = pos[l.b];
       var up = a.y <= b.y ? [a, b] : [b, a], dx = l.shift * 5;
-      var line = el('line', { class: 'link s-' + s + waitClass(linkWait(level, li), most),
+      var line = el('line', { class: 'link s-' + s + waitClass(linkWait(level, li)),
         'data-ends': nodes[l.a].name + ':' + l.ap + ' ' + nodes[l.b].name + ':' + l.bp, 'data-state': s,
         x1: up[0].x + dx, y1: up[0].y + BH / 2, x2: up[1].x + dx, y2: up[1].y - BH / 2, tabindex: 0,
         role: 'button' }, g);
       var label = words(s) + ': ' + endText(level, li, 0) + ' | ' + endText(level, li, 1);
       line.setAttribute('aria-label', label);
       el('title', {}, line).textContent = label;
-      line.qlShow = function () { showLink(level, li); };
+      line.qlShow = function () { remember(function () { showLink(current, li); }); };
+      line.qlNodes = [l.a, l.b];
+      line.qlReach = reachOf(level, [li]);
       mark(marks, (a.x + b.x) / 2 + dx, (a.y + b.y) / 2, s);
       if (PROBLEM[levels[level].ends[li][0].s]) { bad[l.a] = true; }
       if (PROBLEM[levels[level].ends[li][1].s]) { bad[l.b] = true; }
@@ -160,14 +190,17 @@
         if (PROBLEM[levels[level].ends[li][1].s] && nodes[l2.b].kind !== 'hca') { bad[l2.b] = true; }
       });
       var gp = groups[j.group].pos, sp = pos[j.sw];
-      var line = el('line', { class: 'link grp s-' + s + waitClass(w, most),
+      var line = el('line', { class: 'link grp s-' + s + waitClass(w),
         'data-group': nodes[j.sw].name, 'data-state': s, 'data-failing': failing.join(' '),
         x1: sp.x, y1: sp.y + BH / 2, x2: gp.x, y2: gp.y - BH / 2, tabindex: 0, role: 'button' }, g);
       var label = j.links.length + ' HCA links of ' + nodes[j.sw].name + ': ' + words(s) +
         (failing.length ? ' (' + failing.join(', ') + ')' : '');
       line.setAttribute('aria-label', label);
       el('title', {}, line).textContent = label;
-      line.qlShow = function () { showJoined(level, j); };
+      line.qlShow = function () { remember(function () { showJoined(current, j); }); };
+      line.qlNodes = [j.sw];
+      line.qlGroup = j.group;
+      line.qlReach = reachOf(level, j.links);
       mark(marks, (sp.x + gp.x) / 2, (sp.y + gp.y) / 2, s);
     });
     // The worst drawn last, over the carried ones.
@@ -194,7 +227,7 @@
       el('rect', { x: p.x - BW / 2, y: p.y - BH / 2, width: BW, height: BH, rx: 4 }, g);
       el('text', { x: p.x, y: p.y }, g).textContent = short(n.name);
       el('title', {}, g).textContent = n.kind + ' ' + n.name + ' (lid ' + n.lid + ', ' + n.guid + ')';
-      g.qlShow = function () { showNode(i); };
+      g.qlShow = function () { remember(function () { showNode(i); }); };
       nodeEls[i] = g;
     });
   });
@@ -207,12 +240,14 @@
     el('rect', { x: gr.pos.x - BW / 2, y: gr.pos.y - BH / 2, width: BW, height: BH, rx: 10 }, g);
     el('text', { x: gr.pos.x, y: gr.pos.y }, g).textContent = gr.hcas.length + ' HCAs';
     el('title', {}, g).textContent = names.join(', ');
-    g.qlShow = function () { showGroup(k); };
+    g.qlShow = function () { remember(function () { showGroup(k); }); };
     groupEls[k] = g;
   });
 
-  // Details.
-  var current = 0;
+  // Details: what was last shown is shown again, of the level chosen,
+  // when the level changes.
+  var current = 0, again = null;
+  function remember(f) { again = f; f(); }
   function panel(title) {
     while (details.firstChild) { details.removeChild(details.firstChild); }
     h('h2', title, details);
@@ -224,26 +259,35 @@
     h('li', 'level ' + levels[level].name + ': ' + words(linkState(level, li)), ul);
     h('li', endText(level, li, 0), ul);
     h('li', endText(level, li, 1), ul);
+    reachItems(level, li, ul);
   }
   function showJoined(level, j) {
     var ul = panel(nodes[j.sw].name + ' ↔ its HCAs');
+    h('li', 'level ' + levels[level].name, ul);
     j.links.forEach(function (li) {
       h('li', endText(level, li, 0), ul);
       h('li', endText(level, li, 1), ul);
+      reachItems(level, li, ul);
     });
   }
   function showNode(i) {
     var n = nodes[i];
     var ul = panel(n.kind + ' ' + n.name);
     h('li', 'lid ' + n.lid + ', guid ' + n.guid + ', tier ' + n.tier, ul);
+    h('li', 'level ' + levels[current].name, ul);
     links.forEach(function (l, li) {
-      if (l.a === i) { h('li', endText(current, li, 0), ul); }
-      if (l.b === i) { h('li', endText(current, li, 1), ul); }
+      [l.a, l.b].forEach(function (at, side) {
+        if (at !== i) { return; }
+        h('li', endText(current, li, side), ul);
+        var t = reachText(current, li, side);
+        if (t) { h('li', 'port ' + (side === 0 ? l.ap : l.bp) + ' ' + t, ul).className = 'reach'; }
+      });
     });
   }
   function showGroup(k) {
     var ul = panel(groups[k].hcas.length + ' HCAs of ' +
       (groups[k].leaf >= 0 ? nodes[groups[k].leaf].name : 'no switch'));
+    h('li', 'level ' + levels[current].name, ul);
     groups[k].hcas.forEach(function (i) {
       links.forEach(function (l, li) {
         if (l.a === i || l.b === i) {
@@ -289,12 +333,48 @@
       b.tabIndex = k === level ? 0 : -1;
     });
     nodeEls.forEach(function (g, i) { if (g) { g.classList.toggle('bad', !!badNodes[level][i]); } });
+    quiet();
+    if (again) { again(); }
   }
 
+  // Only what fails: the links with no finding in the level shown hidden,
+  // and the switches and groups of HCAs with none left.
+  var only = document.getElementById('only-failing'), hiddenCount = document.getElementById('hidden-count');
+  function quiet() {
+    var on = only.checked, keep = {}, keepGroup = {}, n = { links: 0, switches: 0, groups: 0 };
+    Array.prototype.forEach.call(views[current] ? views[current].childNodes : [], function (line) {
+      var s = line.getAttribute('data-state');
+      if (!s) { return; }
+      var q = s === 'carried';
+      line.classList.toggle('quiet', on && q);
+      if (q) { n.links += 1; return; }
+      line.qlNodes.forEach(function (i) { keep[i] = true; });
+      if (line.qlGroup !== undefined) { keepGroup[line.qlGroup] = true; }
+      // The HCAs a failing link affects stay in view.
+      line.qlReach.forEach(function (i) { keepGroup[groupOf[nodes[i].leaf === undefined ? -1 : nodes[i].leaf]] = true; });
+    });
+    nodeEls.forEach(function (g, i) { if (g) { g.classList.toggle('quiet', on && !keep[i]); if (!keep[i]) { n.switches += 1; } } });
+    groupEls.forEach(function (g, k) { g.classList.toggle('quiet', on && !keepGroup[k]); if (!keepGroup[k]) { n.groups += 1; } });
+    svg.classList.toggle('only-failing', on);
+    hiddenCount.textContent = on ? 'hidden, no finding in level ' + levels[current].name + ': ' +
+      n.links + ' links, ' + n.switches + ' switches, ' + n.groups + ' groups of HCAs' : '';
+  }
+  only.addEventListener('change', quiet);
+
   // Zoom and pan.
+  // The whole drawing fits the box unless its labels would be drawn
+  // smaller than LABEL_MIN px: then it grows, and the box scrolls.
+  var LABEL = 11, LABEL_MIN = 11, drawing = document.getElementById('drawing');
   var view = { x: 0, y: 0, w: W, h: H };
   function apply() { svg.setAttribute('viewBox', [view.x, view.y, view.w, view.h].join(' ')); }
-  function fit() { view = { x: 0, y: 0, w: W, h: H }; apply(); }
+  function fit() {
+    view = { x: 0, y: 0, w: W, h: H };
+    var bw = drawing.clientWidth || 800, bh = drawing.clientHeight || 600;
+    var k = Math.max(Math.min(bw / W, bh / H), LABEL_MIN / LABEL);
+    svg.style.width = Math.max(bw, Math.ceil(W * k)) + 'px';
+    svg.style.height = Math.max(bh, Math.ceil(H * k)) + 'px';
+    apply();
+  }
   function zoom(f, cx, cy) {
     cx = cx === undefined ? view.x + view.w / 2 : cx;
     cy = cy === undefined ? view.y + view.h / 2 : cy;
@@ -305,7 +385,9 @@
   document.getElementById('zoom-in').addEventListener('click', function () { zoom(0.8); });
   document.getElementById('zoom-out').addEventListener('click', function () { zoom(1.25); });
   document.getElementById('zoom-fit').addEventListener('click', fit);
+  // The wheel scrolls the box; with Ctrl it zooms.
   svg.addEventListener('wheel', function (ev) {
+    if (!ev.ctrlKey) { return; }
     var r = svg.getBoundingClientRect();
     zoom(ev.deltaY < 0 ? 0.85 : 1.18, view.x + (ev.clientX - r.left) / r.width * view.w,
       view.y + (ev.clientY - r.top) / r.height * view.h);
@@ -352,10 +434,27 @@
   if (D.waits) {
     document.getElementById('by-label').removeAttribute('hidden');
     var wl = document.querySelector('.wait-legend');
+    [1, 2, 3, 4].forEach(function (b) {
+      var lo = edges[b - 1] + 1, hi = edges[b];
+      var e = wl.querySelector('.w' + b);
+      e.textContent = lo >= hi ? num(hi) : num(lo) + '–' + num(hi);
+      if (hi < lo) { e.hidden = true; }
+    });
+    document.getElementById('wait-most').textContent = num(most);
     document.getElementById('by').addEventListener('change', function (ev) {
       svg.classList.toggle('by-wait', ev.target.value === 'wait');
       if (wl) { wl.hidden = ev.target.value !== 'wait'; }
     });
+  }
+
+  // The audit's time in the viewer's own time zone too.
+  var at = document.getElementById('audit-time'), when = new Date(at.getAttribute('datetime'));
+  if (!isNaN(when.getTime())) {
+    var off = -when.getTimezoneOffset(), p2 = function (n) { return (n < 10 ? '0' : '') + n; };
+    document.getElementById('local-time').textContent = when.getFullYear() + '-' + p2(when.getMonth() + 1) +
+      '-' + p2(when.getDate()) + ' ' + p2(when.getHours()) + ':' + p2(when.getMinutes()) + ':' +
+      p2(when.getSeconds()) + ' (your local time, UTC' + (off < 0 ? '−' : '+') + p2(Math.floor(Math.abs(off) / 60)) +
+      ':' + p2(Math.abs(off) % 60) + ')';
   }
 
   var first = 0;
@@ -367,6 +466,23 @@
     return PROBLEM[e.getAttribute('data-state')];
   });
   if (failing.length) { failing[failing.length - 1].qlShow(); }
+  // The address may name a view: #level=NAME&failing&by=wait.
+  location.hash.slice(1).split('&').forEach(function (kv) {
+    var p = kv.split('='), v = decodeURIComponent(p[1] || '');
+    if (p[0] === 'level') {
+      levels.forEach(function (lv, k) { if (lv.name === v) { select(k); } });
+    } else if (p[0] === 'failing') {
+      only.checked = true;
+      quiet();
+    } else if (p[0] === 'by' && D.waits && (v === 'wait' || v === 'verdict')) {
+      var by = document.getElementById('by');
+      by.value = v;
+      by.dispatchEvent(new Event('change'));
+    }
+  });
+  // The size of a switch's label as drawn, in CSS pixels.
+  var ctm = svg.getScreenCTM();
+  if (ctm) { document.body.setAttribute('data-label-px', String(Math.round(ctm.a * LABEL * 10) / 10)); }
   document.body.setAttribute('data-drawn', String(nodes.length));
   document.body.setAttribute('data-drawn-ms', String(Math.round(window.performance.now() - started)));
 }());
