@@ -19,7 +19,7 @@ pub const REFUSAL_PREFIX: &str = "qoslane:";
 /// Whether a node carries a level, by its features.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Carries {
+pub enum Carriage {
     /// The level's feature is active: Slurm places the level's jobs here.
     Carried,
     /// Available but not active: the node does not grant the level now.
@@ -29,7 +29,7 @@ pub enum Carries {
     NotConfigured,
 }
 
-impl Carries {
+impl Carriage {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Carried => "carried",
@@ -54,7 +54,7 @@ pub struct NodeView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NodeLevel {
     pub level: String,
-    pub carries: Carries,
+    pub carries: Carriage,
 }
 
 /// A placed level across the cluster.
@@ -222,12 +222,12 @@ fn carriers(level: &str, real: &[&SlurmNode]) -> LevelCarriers {
     };
     for n in real {
         match carries(n, &feature) {
-            Carries::Carried => {
+            Carriage::Carried => {
                 l.carried_on.push(n.name.clone());
                 l.carried_in_service += usize::from(in_service(&n.state));
             }
-            Carries::NotCarried => l.not_carried_on.push(n.name.clone()),
-            Carries::NotConfigured => l.not_configured_on.push(n.name.clone()),
+            Carriage::NotCarried => l.not_carried_on.push(n.name.clone()),
+            Carriage::NotConfigured => l.not_configured_on.push(n.name.clone()),
         }
     }
     l.carried_nowhere = l.carried_in_service == 0;
@@ -283,13 +283,13 @@ fn pending(jobs: &[QueuedJob], levels: &[LevelCarriers]) -> (Vec<TurnedAway>, Ve
     (turned_away, waiting)
 }
 
-fn carries(n: &SlurmNode, feature: &str) -> Carries {
+fn carries(n: &SlurmNode, feature: &str) -> Carriage {
     if n.active.iter().any(|f| f == feature) {
-        Carries::Carried
+        Carriage::Carried
     } else if n.available.iter().any(|f| f == feature) {
-        Carries::NotCarried
+        Carriage::NotCarried
     } else {
-        Carries::NotConfigured
+        Carriage::NotConfigured
     }
 }
 
@@ -350,8 +350,8 @@ mod tests {
         );
         assert_eq!(mc.not_carried_on, ["n1"]);
         assert!(!v.needs_attention());
-        assert_eq!(v.nodes[0].levels[1].carries, Carries::NotCarried);
-        assert_eq!(v.nodes[3].levels[1].carries, Carries::NotConfigured);
+        assert_eq!(v.nodes[0].levels[1].carries, Carriage::NotCarried);
+        assert_eq!(v.nodes[3].levels[1].carries, Carriage::NotConfigured);
         assert!(!v.nodes[2].in_service);
 
         // n2 loses mc: only the drained n3 has it active

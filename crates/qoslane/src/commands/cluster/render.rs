@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Carries, ClusterView};
+use super::model::{Carriage, ClusterView};
 
 /// A text from Slurm on one line, its control characters shown as `?`
 /// (an AdminComment or a node name cannot move the terminal's cursor).
@@ -118,7 +118,7 @@ fn nodes(s: &mut String, v: &ClusterView) {
             l.level
                 .chars()
                 .count()
-                .max(Carries::NotConfigured.as_str().len())
+                .max(Carriage::NotConfigured.as_str().len())
         })
         .collect();
     let mut head = format!("\n{:<nw$}  {:<sw$}", "node", "state");
