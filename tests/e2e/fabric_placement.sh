@@ -251,49 +251,16 @@ check "nothing left pending" eq "$(slurm_cmd /usr/bin/squeue -h -t PD -o %i)" ""
 # ibnetdiscover and perfquery, on node5's HCA under leaf3: no node of the cluster's) writes the
 # verdict into the chroot's $WORK/fabric (the filesystem every node shares: root's, 0755; the
 # file root's, 0644), and every node's site options name it (QOSLANE_FABRIC_VERDICT). Each node's
-# HCA shows the simulated HCA's node GUID in its sysfs, so the node finds itself in the verdict.
+# HCA shows the simulated HCA's node GUID in its sysfs, so the node finds itself in the verdict
+# (lib.sh: verdict_host, fabric_audit, lost_by).
 VERDICT=$WORK/fabric/verdict.json
-AUDIT_TOOLS=$WORK/audit-tools        # the audit host's reader (on the host, beside the chroot's files)
-audit_host() {
-  local t
-  install -d -m 0755 "$CH$WORK/fabric" "$CH$AUDIT_TOOLS"
-  for t in smpquery ibnetdiscover perfquery; do
-    ln -sfn "$E2E_REPO/rigs/smpquery-sim" "$CH$AUDIT_TOOLS/$t"
-    printf 'export %s\n' "IBSIM_SOCKNAME=$(fenv IBSIM_SOCKNAME)" "RIG_UMAD2SIM=$(fenv RIG_UMAD2SIM)" \
-      "RIG_WORK=$CH$WORK/sim/audit" "SIM_HOST=node5" "SMPQUERY_SIM_LOCK=$CH$WORK/sim/slots.lock" \
-      "SMPQUERY_SIM_LOG=$CH$WORK/sim/audit.calls" > "$CH$AUDIT_TOOLS/$t.env"
-  done
-  # the nodes' HCAs as the kernel shows them: the simulated HCA's node GUID (RIG_NODES: name
-  # type lid guid nports)
-  local n g
-  for n in "${nodes[@]}"; do
-    g=$(awk -v h="$(hca_of "$n")" '$1 == h { print $4 }' "$(fenv RIG_NODES)")
-    g=${g#0x}; [ ${#g} -eq 16 ] || { say "no GUID for $(hca_of "$n")"; return 1; }
-    printf '%s:%s:%s:%s\n' "${g:0:4}" "${g:4:4}" "${g:8:4}" "${g:12:4}" \
-      > "$CH$(root_of "$n")/sys/class/infiniband/mlx5_0/node_guid"
-  done
-}
-# fabric_audit : one audit on the host writing the verdict; its exit code (0 carried, 1 not)
-fabric_audit() {
-  local rc=0
-  QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY=$CH$AUDIT_TOOLS/smpquery QOSLANE_IBNETDISCOVER=$CH$AUDIT_TOOLS/ibnetdiscover \
-    QOSLANE_PERFQUERY=$CH$AUDIT_TOOLS/perfquery timeout 120 "$HOST_QL" fabric audit --timeout 60 \
-    --config "$CH$WORK/mapping.yml" --verdict "$CH$VERDICT" >"$CH$WORK/audit.out" 2>&1 || rc=$?
-  echo "$rc"
-}
-# lost_by : the node descriptions that lose mission-critical in the verdict, sorted
-lost_by() {
-  python3 -c 'import json, sys
-v = json.load(open(sys.argv[1]))
-print(" ".join(sorted(p["node"] for l in v["levels"] if l["level"] == "mission-critical" for p in l["lost"])))' "$CH$VERDICT"
-}
 # trusted_verdict : the file as the nodes' trust rules want it (root's, not writable by others)
 trusted_verdict() { [ "$(stat -c '%u %a' "$CH$VERDICT")" = "0 644" ] && [ "$(stat -c '%u %a' "$CH$WORK/fabric")" = "0 755" ]; }
 spine_case() {
   local sp rc j k
-  audit_host
+  verdict_host "${nodes[@]}"
   rc=$(fabric_audit)
-  check "audit (every level carried): exit 0, the verdict written" eq "$rc:$(lost_by)" "0:"
+  check "audit (every level carried): exit 0, the verdict written" eq "$rc:$(lost_by mission-critical)" "0:"
   check "the verdict is root's, 0644, in a directory of root's (the nodes' trust rules)" trusted_verdict
   placement on        # now with QOSLANE_FABRIC_VERDICT=$VERDICT
   health_round
@@ -304,7 +271,7 @@ spine_case() {
   check "spine: before the audit, the nodes' own checks see nothing (all still carry it)" \
     eq "$(features)" "$(want_features "${nodes[@]}")"
   rc=$(fabric_audit)
-  check "audit: exit 1 (a level not carried), the verdict names $L2's HCAs" eq "$rc:$(lost_by)" \
+  check "audit: exit 1 (a level not carried), the verdict names $L2's HCAs" eq "$rc:$(lost_by mission-critical)" \
     "1:$(for n in "${N2[@]}"; do printf '%s HCA-1\n' "$(hca_of "$n")"; done | sort | paste -sd ' ')"
   check "the verdict names the spine port" grep -q 'fabric path: spine[12] port 2 -> leaf2: SL 3 -> VL 15' "$CH$VERDICT"
   health_round
@@ -326,7 +293,7 @@ spine_case() {
   say "case: the spines repaired (SMP Sets back): the next audit gives the level back"
   for sp in spine1 spine2; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$sp" 2 3 3 >/dev/null; done
   rc=$(fabric_audit)
-  check "audit after the repair: exit 0, the verdict names nobody" eq "$rc:$(lost_by)" "0:"
+  check "audit after the repair: exit 0, the verdict names nobody" eq "$rc:$(lost_by mission-critical)" "0:"
   health_round
   check "spine: ${N2[*]} sent the level on" sent_with "${N2[@]}"
   check "spine: slurmctld: every node carries mission-critical" eq "$(features)" "$(want_features "${nodes[@]}")"
