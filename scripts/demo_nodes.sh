@@ -8,7 +8,9 @@
 # to the controller), each Epilog put its node back. Then placement (`qoslane slurm-config` in
 # slurm.conf, QOSLANE_SCONTROL on the nodes): leaf1 drops mission-critical, each node's health
 # check tells slurmctld what it carries, a mission-critical job runs under leaf2; leaf1 repaired,
-# the level comes back. Stops what it started.
+# the level comes back; a spine drops it toward leaf2, the fabric audit's verdict (on the host,
+# QOSLANE_FABRIC_VERDICT on the nodes) takes it off the node under leaf2 alone. Stops what it
+# started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=../rigs/slurm_versions.sh
@@ -25,6 +27,7 @@ trap cleanup EXIT
 e2e_mapping "$CH$WORK/mapping.yml"
 # placement: what slurmctld needs, where an admin puts it; the nodes send their levels
 "$QL" slurm-config --config "$CH$WORK/mapping.yml" --placeholders 2 --cpus 2 --memory 1000 --output "$CH/etc/slurm" 2>/dev/null
+HOST_QL=$QL   # the fabric audit runs on the host (as on the SM's)
 e2e_binaries
 fabric_nodes 2 node1 node3 2>/dev/null
 for n in "${names[@]}"; do
@@ -81,3 +84,21 @@ leaf_sl "$(leaf_of "$a")" 3 3
 health
 echo "\$ scontrol show node $a | grep ActiveFeatures"
 slurm_cmd /usr/bin/scontrol show node "$a" | grep -o 'ActiveFeatures=[^ ]*' | sed 's/^/  /'
+
+# ------------------------------------------------------------------ a spine: the audit's verdict
+title "A spine drops mission-critical toward $(leaf_of "$b"): only the fabric audit sees it; its verdict reaches $b's grant"
+verdict_host "${nodes[@]}"
+for n in "${nodes[@]}"; do echo "QOSLANE_FABRIC_VERDICT=$WORK/fabric/verdict.json" >> "$CH$(root_of "$n")/etc/default/qoslane"; done
+for sp in spine1 spine2; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$sp" 2 3 15 >/dev/null 2>&1; done
+echo "\$ qoslane fabric audit --verdict /shared/fabric-verdict.json   (on the SM's host; exit $(fabric_audit))"
+echo "  the verdict, the HCAs that lose a level (the nodes read it in their health run):"
+python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+print("\n".join(sorted({"  %s: %s" % (p["node"], x) for l in v["levels"] for p in l["lost"] for x in p["lines"]})))' \
+  "$CH$WORK/fabric/verdict.json"
+health
+features
+for sp in spine1 spine2; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$sp" 2 3 3 >/dev/null 2>&1; done
+echo "spines repaired; the next audit (exit $(fabric_audit)) and health run give it back:"
+health
+features

@@ -21,9 +21,11 @@
 # over the change; every node loses it -> a job pends with Slurm's reason in squeue and runs once
 # leaf2 is repaired; leaf1 repaired -> a four-node job runs on leaf1's nodes too; placement off on
 # the nodes -> a job placed on a node that refuses it is requeued (not held, the reason in its
-# AdminComment) and runs by itself once the leaf is repaired. A spine's case waits for the fabric
-# audit's verdict to reach the grants (spine_case, below, not called yet). Bounded polls, no
-# guessed sleeps; ~2 minutes. Leaves both rigs stopped.
+# AdminComment) and runs by itself once the leaf is repaired; a spine drops it toward leaf2 ->
+# the fabric audit (on the host) writes its verdict where every node reads it -> leaf2's nodes
+# lose the feature at their next health run, jobs run under leaf1; repaired -> the next audit
+# gives it back (spine_case). Bounded polls, no guessed sleeps; ~3 minutes. Leaves both rigs
+# stopped.
 #
 #   tests/e2e/fabric_placement.sh [--slurm VERSION|SUITE]   (or SLURM_VERSION=...; a chroot's
 #                                                            row of rigs/slurm_versions.tsv;
@@ -50,6 +52,7 @@ trap fp_cleanup EXIT
 say "Slurm $SLURM_VERSION ($SLURM_SUITE), $NN nodes on the multi-switch fabric, placement on"
 e2e_mapping "$CH$WORK/mapping.yml"
 build_release
+HOST_QL=$QL   # the fabric audit runs on the host (the SM's / a service host), not in the chroot
 # What slurmctld needs, from the mapping, where an admin puts it (the placeholders: as many as
 # the largest job below asks nodes, each as big as a node)
 "$QL" slurm-config --config "$CH$WORK/mapping.yml" --placeholders "$NN" --cpus 2 --memory 1000 --output "$ETC" >/dev/null
@@ -62,7 +65,9 @@ placement() {
   local n f
   for n in "${names[@]}"; do
     f=$CH$(root_of "$n")/etc/default/qoslane
-    if [ "$1" = on ]; then install -d -m 0755 "$(dirname "$f")"; printf 'QOSLANE_SCONTROL=/usr/bin/scontrol\n' > "$f"
+    if [ "$1" = on ]; then
+      install -d -m 0755 "$(dirname "$f")"; printf 'QOSLANE_SCONTROL=/usr/bin/scontrol\n' > "$f"
+      [ -z "${VERDICT:-}" ] || printf 'QOSLANE_FABRIC_VERDICT=%s\n' "$VERDICT" >> "$f"
     else rm -f "$f"; fi
   done
 }
@@ -238,30 +243,68 @@ release_all "$r" "$f"
 check "all $NN nodes end in service" no_drain
 check "nothing left pending" eq "$(slurm_cmd /usr/bin/squeue -h -t PD -o %i)" ""
 
-# ------------------------------------------------------------ a spine (not yet)
+# ------------------------------------------------------------ a spine: the fabric audit's verdict
 # spine_case : a spine drops mission-critical toward leaf2 only (each spine's port toward leaf2,
 # SL 3 -> VL 15): the nodes' own ports and first hops still carry it; only the fabric audit sees
-# the path (issue 34, Build 4). NOT CALLED: the audit's verdict reaching the nodes' grants is
-# branch s11-a-audit's, not merged; once it is, run the audit the way that branch delivers its
-# verdict (marked below) and call this after the leaf cases.
+# the path (issue 34, Build 4). The audit runs on the host, as on the SM's or a service host:
+# `qoslane fabric audit --verdict` through the rig's reader (rigs/smpquery-sim as smpquery,
+# ibnetdiscover and perfquery, on node5's HCA under leaf3: no node of the cluster's) writes the
+# verdict into the chroot's $WORK/fabric (the filesystem every node shares: root's, 0755; the
+# file root's, 0644), and every node's site options name it (QOSLANE_FABRIC_VERDICT). Each node's
+# HCA shows the simulated HCA's node GUID in its sysfs, so the node finds itself in the verdict
+# (lib.sh: verdict_host, fabric_audit, lost_by).
+VERDICT=$WORK/fabric/verdict.json
+# trusted_verdict : the file as the nodes' trust rules want it (root's, not writable by others)
+trusted_verdict() { [ "$(stat -c '%u %a' "$CH$VERDICT")" = "0 644" ] && [ "$(stat -c '%u %a' "$CH$WORK/fabric")" = "0 755" ]; }
 spine_case() {
-  local sp
-  placement on
-  for sp in spine1 spine2; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$sp" 2 3 15 >/dev/null; done
-  # HERE: the fabric audit runs (on the SM's node) and its verdict reaches leaf2's nodes
+  local sp rc j k
+  verdict_host "${nodes[@]}"
+  rc=$(fabric_audit)
+  check "audit (every level carried): exit 0, the verdict written" eq "$rc:$(lost_by mission-critical)" "0:"
+  check "the verdict is root's, 0644, in a directory of root's (the nodes' trust rules)" trusted_verdict
+  placement on        # now with QOSLANE_FABRIC_VERDICT=$VERDICT
   health_round
-  check "spine: ${N2[*]} sent the level off" sent_without "${N2[@]}"
+  check "spine: the verdict read, every node still carries the level" eq "$(features)" "$(want_features "${nodes[@]}")"
+  say "case: spine1 and spine2 drop mission-critical toward $L2 (SL 3 -> VL 15 on their port 2): only the audit sees it"
+  for sp in spine1 spine2; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$sp" 2 3 15 >/dev/null; done
+  health_round
+  check "spine: before the audit, the nodes' own checks see nothing (all still carry it)" \
+    eq "$(features)" "$(want_features "${nodes[@]}")"
+  rc=$(fabric_audit)
+  check "audit: exit 1 (a level not carried), the verdict names $L2's HCAs" eq "$rc:$(lost_by mission-critical)" \
+    "1:$(for n in "${N2[@]}"; do printf '%s HCA-1\n' "$(hca_of "$n")"; done | sort | paste -sd ' ')"
+  check "the verdict names the spine port" grep -q 'fabric path: spine[12] port 2 -> leaf2: SL 3 -> VL 15' "$CH$VERDICT"
+  health_round
+  check "spine: ${N2[*]} sent the level off at their first health run after the audit" sent_without "${N2[@]}"
+  check "spine: ${N1[*]} still send it" sent_with "${N1[@]}"
   check "spine: slurmctld: only ${N1[*]} carry mission-critical" eq "$(features)" "$(want_features "${N1[@]}")"
-  local j; j=$(submit mission-critical)
+  j=$(submit mission-critical)
   poll 60 "job $j running" is_running "$j"
-  check "spine: a mission-critical job runs under $L1" in_set "$(nodes_of "$j")" "${N1[@]}"
+  check "spine: sbatch --qos=mission-critical runs under $L1" in_set "$(nodes_of "$j")" "${N1[@]}"
+  # shellcheck disable=SC2016  # the task's variable
+  out=$(slurm_cmd /usr/bin/timeout 60 /usr/bin/srun --qos=mission-critical -N1 /bin/sh -c 'echo $SLURM_JOB_ID $SLURMD_NODENAME')
+  k=${out%% *}
+  check "spine: srun --qos=mission-critical: its task ran under $L1" in_set "${out#* }" "${N1[@]}"
+  check "spine: nothing pending, nothing held" eq "$(slurm_cmd /usr/bin/squeue -h -t PD -o '%i %r')" ""
+  check "spine: no Prolog of them ran under $L2 (Slurm never placed them there)" \
+    eq "$(for x in "$j" "$k"; do for n in "${N2[@]}"; do prolog_of "$n" "$x"; done; done | sort -u | paste -sd ' ')" "<none>"
   check "spine: no node drained" no_drain
   release_all "$j"
+  say "case: the spines repaired (SMP Sets back): the next audit gives the level back"
   for sp in spine1 spine2; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$sp" 2 3 3 >/dev/null; done
-  # HERE: the next good audit gives the level back
+  rc=$(fabric_audit)
+  check "audit after the repair: exit 0, the verdict names nobody" eq "$rc:$(lost_by mission-critical)" "0:"
   health_round
   check "spine: ${N2[*]} sent the level on" sent_with "${N2[@]}"
+  check "spine: slurmctld: every node carries mission-critical" eq "$(features)" "$(want_features "${nodes[@]}")"
+  j=$(submit mission-critical -N2 -w "$(hostlist "${N2[@]}")")
+  poll 60 "job $j running" is_running "$j"
+  check "spine: a mission-critical job runs on ${N2[*]} again, nobody touching Slurm" eq "$(nodes_of "$j")" "$(hostlist "${N2[@]}")"
+  check "spine: granted there" eq "$(for n in "${N2[@]}"; do prolog_of "$n" "$j"; done | sort -u)" applied
+  release_all "$j"
+  check "spine: all $NN nodes end in service" no_drain
 }
+spine_case
 
 say "the cases took $(($(date +%s) - T0)) s"
 say "measured (Slurm $SLURM_VERSION, one health round of $NN nodes): the first: $ALLB; unchanged: REQUEST_UPDATE_NODE=$U0 (${ALL0:-no request}); a leaf's drop (${#N1[@]} nodes changed): REQUEST_UPDATE_NODE=$U1 ($ALL1)"

@@ -213,6 +213,50 @@ sl2vl_of() {
 # the SM's back: the SM keeps its copy); VL 15 drops the SL, VL = SL repairs it
 leaf_sl() { local out; for out in 3 4; do bash "$FABRIC_RIG" misalign "$FABRIC_ENV" "$1" "$out" "$2" "$3" >/dev/null; done; }
 
+# ------------------------------------------------------------ the fabric audit's verdict
+# The audit runs on the host, as on the SM's or a service host: `qoslane fabric audit --verdict`
+# through the rig's reader (rigs/smpquery-sim as smpquery, ibnetdiscover and perfquery, on
+# node5's HCA under leaf3, no node of the cluster's; one ibsim slot at a time with the nodes')
+# writes the verdict into the chroot's $WORK/fabric (the filesystem every node shares: root's,
+# 0755; the file root's, 0644); each node's site options name it (QOSLANE_FABRIC_VERDICT).
+# verdict_host NODE... : the audit host's reader, and each node's HCA showing the simulated HCA's
+# node GUID in its sysfs (as the kernel would), so the node finds itself in the verdict
+VERDICT_TOOLS=""
+verdict_host() {
+  local t n g
+  VERDICT_TOOLS=$CH$WORK/audit-tools
+  install -d -m 0755 "$CH$WORK/fabric" "$VERDICT_TOOLS"
+  for t in smpquery ibnetdiscover perfquery; do
+    ln -sfn "$E2E_REPO/rigs/smpquery-sim" "$VERDICT_TOOLS/$t"
+    printf 'export %s\n' "IBSIM_SOCKNAME=$(fenv IBSIM_SOCKNAME)" "RIG_UMAD2SIM=$(fenv RIG_UMAD2SIM)" \
+      "RIG_WORK=$CH$WORK/sim/audit" "SIM_HOST=node5" "SMPQUERY_SIM_LOCK=$CH$WORK/sim/slots.lock" \
+      "SMPQUERY_SIM_LOG=$CH$WORK/sim/audit.calls" > "$VERDICT_TOOLS/$t.env"
+  done
+  for n in "$@"; do   # RIG_NODES: name type lid guid nports
+    g=$(awk -v h="$(hca_of "$n")" '$1 == h { print $4 }' "$(fenv RIG_NODES)")
+    g=${g#0x}; [ ${#g} -eq 16 ] || { say "no GUID for $(hca_of "$n")"; return 1; }
+    printf '%s:%s:%s:%s\n' "${g:0:4}" "${g:4:4}" "${g:8:4}" "${g:12:4}" \
+      > "$CH$(root_of "$n")/sys/class/infiniband/mlx5_0/node_guid"
+  done
+}
+# fabric_audit : one audit on the host (HOST_QL: the host's qoslane) writing the verdict to
+# $CH$WORK/fabric/verdict.json; prints its exit code (0 carried, 1 not), its output in
+# $CH$WORK/audit.out
+fabric_audit() {
+  local rc=0
+  QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY=$VERDICT_TOOLS/smpquery QOSLANE_IBNETDISCOVER=$VERDICT_TOOLS/ibnetdiscover \
+    QOSLANE_PERFQUERY=$VERDICT_TOOLS/perfquery timeout 120 "$HOST_QL" fabric audit --timeout 60 \
+    --config "$CH$WORK/mapping.yml" --verdict "$CH$WORK/fabric/verdict.json" >"$CH$WORK/audit.out" 2>&1 || rc=$?
+  echo "$rc"
+}
+# lost_by LEVEL : the HCAs (node descriptions) that lose LEVEL in the verdict, sorted
+lost_by() {
+  python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+print(" ".join(sorted(p["node"] for l in v["levels"] if l["level"] == sys.argv[2] for p in l["lost"])))' \
+    "$CH$WORK/fabric/verdict.json" "$1"
+}
+
 # start_slurm ROOT [NNODES] : the rig with ROOT/bin/hookrun as Prolog, Epilog and TaskProlog
 # (ROOT "": no hooks; NNODES > 1: the chroot rigs only, NODE is the first node, NODES all of
 # them). E2E_EXTRA_CONF: more slurm.conf lines of the suite (before the node lines, so that a

@@ -50,6 +50,13 @@ impl Deadline {
         Self::after(self.remaining() / 2)
     }
 
+    /// A deadline for steps that must leave `reserve` of what remains to a
+    /// step after them (health's fabric reads, which leave the placement
+    /// send its share): it passes `reserve` before this one does.
+    pub fn leaving(&self, reserve: Duration) -> Self {
+        Self::after(self.remaining().saturating_sub(reserve))
+    }
+
     /// The instant it passes.
     pub fn instant(&self) -> Instant {
         self.start + self.budget

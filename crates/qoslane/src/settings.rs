@@ -125,6 +125,10 @@ pub fn check_writable(paths: &Paths, path: &str, deadline: &Deadline) -> Result<
 /// setting of the level checked with [`check_writable`]. One that cannot be
 /// written is a problem (every job of the level would roll back); one that
 /// is gone is a warning (nothing is applied there: the job runs without it).
+/// A check the run's deadline did not leave time for was not looked at: the
+/// level's scope is unread (a warning under every policy, `grant::decide`),
+/// never "cannot be written" — a slow fabric read before it must not refuse
+/// a `fail_job` level (its grant would flap with the node's load).
 pub fn check_levels(
     paths: &Paths,
     mapping: &crate::mapping::Mapping,
@@ -140,6 +144,12 @@ pub fn check_levels(
                 let path = s.path.as_str();
                 match check_writable(paths, path, deadline) {
                     Ok(()) => {}
+                    Err(e @ Error::Deadline { .. }) => {
+                        // The rest of the level's settings are not looked
+                        // at either: the deadline has passed for them too.
+                        found.unread = Some(e.to_string());
+                        break;
+                    }
                     Err(e) if is_gone(&e) => found
                         .warnings
                         .push(format!("node setting {path} does not exist: {e}")),

@@ -12,6 +12,7 @@ mod docs;
 mod fabric;
 mod fabric_verdict;
 mod grants;
+mod health_deadline;
 mod hooks;
 mod layers;
 mod libraries;

@@ -389,22 +389,30 @@ fn state_files(paths: &Paths) -> Option<Result<usize, String>> {
     )
 }
 
+/// The placement send's share of a health run's budget: one in this many
+/// (a quarter: 750 ms of the default 3 s, for at most two scontrol calls).
+const PLACEMENT_SHARE: u32 = 4;
+
 /// The fabric under the mapping in force (and the first hop's transmit
 /// wait), each level's grant from every scope, recorded for the
 /// Prologs, `status`, `explain` and the metrics.
+///
+/// With placement on, the reads leave [`PLACEMENT_SHARE`] of the run's
+/// budget to the placement send after them: a slow fabric read (a busy SM,
+/// a hung SMP query) costs a reading, never slurmctld's news of the grants.
 fn fabric(s: &Session<'_>, m: Mapping, sha: String) -> FabricFacts {
     let paths = s.paths;
-    let (judgement, first_hop_wait) = policy::judge_health(paths, &m, &s.deadline);
-    let settings = crate::settings::check_levels(paths, &m, &s.deadline);
+    let reads = if paths.scontrol.is_some() {
+        s.deadline.leaving(s.deadline.budget() / PLACEMENT_SHARE)
+    } else {
+        s.deadline
+    };
+    let (judgement, first_hop_wait) = policy::judge_health(paths, &m, &reads);
+    let settings = crate::settings::check_levels(paths, &m, &reads);
     // The fabric audit's verdict, when the site names one: read outside the
     // node lock (health gave it back), bounded (a shared filesystem).
-    let path = crate::fabric::gather::verdict::fabric_path(
-        paths,
-        &m,
-        &sha,
-        &judgement.ports(),
-        &s.deadline,
-    );
+    let path =
+        crate::fabric::gather::verdict::fabric_path(paths, &m, &sha, &judgement.ports(), &reads);
     let record = grant::Record {
         mapping_sha256: sha,
         by: "health".to_owned(),
