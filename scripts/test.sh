@@ -86,6 +86,8 @@ for v in $versions; do
 done
 # Placement (the Slurm side: node features, job_submit.lua, placeholders; ~20 s each)
 for v in $versions; do runs+=("tests/e2e/placement.sh --slurm $v"); done
+# The job's user told of off-level bytes (a file of their own; AdminComment refused at the Epilog)
+for v in $versions; do runs+=("tests/e2e/notice.sh --slurm $v"); done
 # The whole chain on the multi-switch fabric, four nodes (issue 34's "done when"; ~2 min each)
 for v in $versions; do [ "$(slurm_field "$v" where 2>/dev/null)" = host ] || runs+=("tests/e2e/fabric_placement.sh --slurm $v"); done
 # Prometheus (its alerts, the dashboard, slurmctld's OpenMetrics) on the newest version with
