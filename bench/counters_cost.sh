@@ -63,6 +63,7 @@ echo "QOSLANE_COUNTERS=off" > "$OFF/etc/default/qoslane"
 node "$PQ"
 mv "$PQ/sys/class/infiniband/ibsim0" "$PQ/sys/class/infiniband/mlx5_0"
 ln -s "$REPO/rigs/smpquery-sim" "$WORK/bin/perfquery"
+# shellcheck disable=SC2153  # RIG_WORK and the others come from the rig's env file ($ENVF)
 cat > "$WORK/bin/perfquery.env" <<ENV
 export IBSIM_SOCKNAME=$IBSIM_SOCKNAME RIG_UMAD2SIM=$RIG_UMAD2SIM RIG_WORK=$RIG_WORK RIG_CA=ibsim0
 export SMPQUERY_SIM_HOSTS=mlx5_0=node2
