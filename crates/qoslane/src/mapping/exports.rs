@@ -5,13 +5,12 @@
 //! a traffic class on RoCE only), `drop` names read (each one of the
 //! table's, once).
 
-use std::collections::HashMap;
-
 use super::diagnostic::Diagnostic;
 use super::keys::{self, Place};
+use super::once::Once;
 use super::shape::{Cx, nearest};
 use super::types::{ExportsEdit, SiteExport};
-use super::yaml::{Node, Span};
+use super::yaml::Node;
 use crate::libraries::{self, Carries, Layers};
 
 impl Cx {
@@ -36,7 +35,7 @@ impl Cx {
         let known: Vec<&str> = libraries::TABLE.iter().map(|e| e.variable).collect();
         let mut out = Vec::new();
         let mut ok = true;
-        let mut seen: HashMap<String, Span> = HashMap::new();
+        let mut seen = Once::new();
         for item in items {
             if self.budget.step() {
                 break;
@@ -62,16 +61,13 @@ impl Cx {
                 ok = false;
                 continue;
             }
-            if let Some(first) = seen.get(name) {
-                self.err(
-                    Diagnostic::error(item.span, format!("`{name}` is dropped twice"))
-                        .label("listed again here")
-                        .related(*first, "first listed here"),
-                );
+            if let Some(d) = seen.again(name, item.span, "listed", || {
+                format!("`{name}` is dropped twice")
+            }) {
+                self.err(d);
                 ok = false;
                 continue;
             }
-            seen.insert(name.to_owned(), item.span);
             out.push(name.to_owned());
         }
         ok.then_some(out)
@@ -81,7 +77,7 @@ impl Cx {
         let items = self.seq(node, "`add`")?;
         let mut out = Vec::new();
         let mut ok = true;
-        let mut seen: HashMap<String, Span> = HashMap::new();
+        let mut seen = Once::new();
         for item in items {
             if self.budget.step() {
                 break;
@@ -144,16 +140,13 @@ impl Cx {
                 continue;
             };
             let span = var_node.map_or(item.span, |n| n.span);
-            if let Some(first) = seen.get(&variable) {
-                self.err(
-                    Diagnostic::error(span, format!("`{variable}` is added twice"))
-                        .label("added again here")
-                        .related(*first, "first added here"),
-                );
+            if let Some(d) = seen.again(&variable, span, "added", || {
+                format!("`{variable}` is added twice")
+            }) {
+                self.err(d);
                 ok = false;
                 continue;
             }
-            seen.insert(variable.clone(), span);
             out.push(SiteExport {
                 variable,
                 carries,

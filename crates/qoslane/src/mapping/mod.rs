@@ -1,7 +1,8 @@
 //! The QoS → SL/VL mapping file: parsing with positions ([`yaml`]), every
 //! key declared once ([`keys`]) and its documentation rendered from that
 //! ([`keydocs`]), checking ([`shape`], then [`validate`]),
-//! a level's lists (`node_settings`, `sm_traffic`: [`traffic`]), the site's
+//! a level's lists (`node_settings`, `sm_traffic`: [`traffic`]; a name once
+//! per list: `once.rs`), the site's
 //! `exports:` edits (`exports.rs`), the
 //! validated types ([`types`]), diagnostics ([`diagnostic`]) and where a
 //! valid mapping's parts are written ([`places`]). Pure:
@@ -12,6 +13,7 @@ mod exports;
 pub mod keydocs;
 pub mod keys;
 mod node_settings;
+mod once;
 pub mod places;
 mod shape;
 mod traffic;

@@ -2,20 +2,19 @@
 //! read (absolute, normalised, under /sys/ or /proc/sys/; one line, no
 //! YAML 1.1 octal), each path once per level.
 
-use std::collections::HashMap;
-
 use super::diagnostic::Diagnostic;
 use super::keys::{self, Place};
+use super::once::Once;
 use super::shape::Cx;
 use super::types::{NodeSetting, SettingPath};
-use super::yaml::{Node, NodeKind, Span};
+use super::yaml::{Node, NodeKind};
 
 impl Cx {
     pub(super) fn node_settings(&mut self, node: &Node) -> Option<Vec<NodeSetting>> {
         let items = self.seq(node, "`node_settings`")?;
         let mut out = Vec::new();
         let mut ok = true;
-        let mut seen: HashMap<String, Span> = HashMap::new();
+        let mut seen = Once::new();
         for item in items {
             if self.budget.step() {
                 break;
@@ -78,19 +77,13 @@ impl Cx {
                 continue;
             };
             let span = path_node.map_or(item.span, |n| n.span);
-            if let Some(first) = seen.get(path.as_str()) {
-                self.err(
-                    Diagnostic::error(
-                        span,
-                        format!("node setting `{path}` is listed twice in this level"),
-                    )
-                    .label("listed again here")
-                    .related(*first, "first listed here"),
-                );
+            if let Some(d) = seen.again(path.as_str(), span, "listed", || {
+                format!("node setting `{path}` is listed twice in this level")
+            }) {
+                self.err(d);
                 ok = false;
                 continue;
             }
-            seen.insert(path.as_str().to_owned(), span);
             out.push(NodeSetting { path, value });
         }
         ok.then_some(out)

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::diagnostic::{Diagnostic, Severity};
 use super::keys::{self, Place};
+use super::once::Once;
 use super::shape::{Cx, MAX_NAME_LEN, is_name_byte, nearest};
 use super::types::{
     DeviceSelector, FabricCheck, Level, Mapping, OnFailure, OnUnknownQos, ServiceLevel, SmTraffic,
@@ -214,7 +215,7 @@ impl Cx {
         let items = self.seq(node, "`devices`")?;
         let mut out = Vec::new();
         let mut ok = true;
-        let mut seen: HashMap<String, Span> = HashMap::new();
+        let mut seen = Once::new();
         for item in items {
             if self.budget.step() {
                 break;
@@ -258,16 +259,13 @@ impl Cx {
                 ok = false;
                 continue;
             }
-            if let Some(first) = seen.get(s) {
-                self.err(
-                    Diagnostic::error(item.span, format!("device `{s}` is listed twice"))
-                        .label("listed again here")
-                        .related(*first, "first listed here"),
-                );
+            if let Some(d) = seen.again(s, item.span, "listed", || {
+                format!("device `{s}` is listed twice")
+            }) {
+                self.err(d);
                 ok = false;
                 continue;
             }
-            seen.insert(s.to_owned(), item.span);
             out.push(DeviceSelector {
                 device: dev.to_owned(),
                 port,
