@@ -310,6 +310,12 @@ slurm_qos_network_audit_env:
   QOSLANE_IBNETDISCOVER: $WORK/sim/ibnetdiscover
 slurm_qos_network_audit_textfile_dir: $WORK/textfile
 EOF
+# The periodic audit's verdict for the nodes' health and sync (in \$WORK: the
+# filesystem "every node mounts" of this one-host cluster).
+VERDICT=$WORK/shared/qoslane-fabric-verdict.json
+mkdir -p "$WORK/shared"
+sed -i "s|^slurm_qos_network_fabric_verdict: \"\"$|slurm_qos_network_fabric_verdict: $VERDICT|" "$CFG"
+grep -qx "slurm_qos_network_fabric_verdict: $VERDICT" "$CFG" || { say "could not set the fabric verdict in $CFG"; exit 1; }
 grep -q '^slurm_qos_network_audit_timer: true$' "$CFG" || { say "could not turn the periodic audit on in $CFG"; exit 1; }
 CRON=/etc/cron.d/qoslane-fabric-audit
 PROM=$WORK/textfile/qoslane-fabric-audit.prom
@@ -436,6 +442,10 @@ check "run 1: the periodic audit is a cron job (no systemd here)" grep -qF "fabr
 check "run 1: the cron job's command writes the textfile: every level carried" bash -c \
   "$(declare -f cron_run); CRON='$CRON'; cron_run; [ \$? = 0 ] && grep -qx 'qoslane_fabric_audit_success 1' '$PROM' &&
    grep -qx 'qoslane_fabric_audit_level_carried{level=\"mission-critical\"} 1' '$PROM'"
+check "run 1: the periodic audit writes the fabric verdict for the nodes" grep -qF -- "--verdict $VERDICT" "$CRON"
+check "run 1: the verdict the cron job's command wrote is of the mapping the nodes have" \
+  python3 "$E2E_REPO/tests/e2e/verdict_of.py" "$VERDICT" /etc/qoslane/qos-network.yml mission-critical
+check "run 1: the node's health and sync read it (QOSLANE_FABRIC_VERDICT)" grep -qx "QOSLANE_FABRIC_VERDICT=$VERDICT" /etc/default/qoslane
 
 cp /etc/qoslane/qos-network.yml "$WORK/mapping.run1"
 say "case: a --qos=high job gets the high level's SL"
@@ -583,6 +593,12 @@ check "health_check_node_state without IDLE: names the file, line $state_line an
 snapshot > "$WORK/after-state.sha"
 check "health_check_node_state without IDLE: /etc/qoslane and /etc/slurm byte-identical" cmp -s "$WORK/before.sha" "$WORK/after-state.sha"
 cp "$WORK/config.good" "$CFG"
+verdict_line=$(grep -n '^slurm_qos_network_fabric_verdict: ' "$CFG" | cut -d: -f1)
+sed -i 's|^slurm_qos_network_fabric_verdict: .*|slurm_qos_network_fabric_verdict: shared/verdict.json|' "$CFG"
+if play invalid-verdict slurm_qos_network.yml; then fail "a relative fabric verdict path: the playbook failed"; else pass "a relative fabric verdict path: the playbook failed"; fi
+check "a relative fabric verdict path: names the file, line $verdict_line and what it must be" \
+  grep -qF "slurm_qos_network_config.yml, line $verdict_line: slurm_qos_network_fabric_verdict must be \"\" or an absolute path" "$WORK/invalid-verdict.log"
+cp "$WORK/config.good" "$CFG"
 sed -i 's/^slurm_qos_network_enabled: true$/slurm_qos_network_enabled: false/' "$CFG"
 play disabled slurm_qos_network.yml || { tail -40 "$WORK/disabled.log" >&2; exit 1; }
 check "disabled: validated, then nothing changed" eq "$(recap disabled changed)/$(recap disabled failed)" 0/0
@@ -652,8 +668,9 @@ check "removal: qoslane's hooks, the adopted link and hookrun.conf gone" bash -c
   "! ls /etc/slurm/prolog.d /etc/slurm/task-prolog.d /etc/slurm/health.d /etc/slurm/hookrun.conf 2>/dev/null | grep -q . && [ ! -e /etc/slurm/epilog.d/50-qoslane ]"
 check "removal: epilog.d/logout_user.sh and the site Prolog stay" test -x /etc/slurm/epilog.d/logout_user.sh -a -x "$RIG_PROLOG_HOOK"
 check "removal: the audit log stays" test -s /var/log/qoslane/audit.jsonl
-check "removal: the periodic audit, its textfile and the staged mappings gone" \
-  test ! -e "$CRON" -a ! -e "$PROM" -a ! -e /var/lib/qoslane-fabric-audit
+check "removal: the periodic audit, its textfile, its verdict and the staged mappings gone" \
+  test ! -e "$CRON" -a ! -e "$PROM" -a ! -e /var/lib/qoslane-fabric-audit -a ! -e "$VERDICT"
+check "removal: the node's QOSLANE_FABRIC_VERDICT gone" bash -c "! grep -qs '^QOSLANE_FABRIC_VERDICT=' /etc/default/qoslane"
 if [ "$PKG_BEFORE" = 0 ]; then
   check "removal: both packages uninstalled" bash -c "! dpkg-query -W -f='\${Status}' qoslane hookrun 2>/dev/null | grep -q 'ok installed'"
 fi
