@@ -181,7 +181,10 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
             path: key.1,
         });
     }
-    let d = resolve(root, dir, judge, create)?;
+    let d = match resume(root, dir, create)? {
+        Some(d) => d,
+        None => resolve(root, dir, judge, create)?,
+    };
     if let Some((_, known)) = JUDGED
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -190,6 +193,78 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
         known.insert(key, Arc::clone(&d.fd));
     }
     Ok(d)
+}
+
+/// `dir` reached from the nearest directory above it that this run already
+/// judged [`Judge::Trusted`] (remembered: see [`remember_judged_dirs`]),
+/// judging each directory below it as [`resolve`] would: the walk from the
+/// root prefix to that ancestor is not made again. `None` when no ancestor
+/// is remembered, or the rest of the way is not plain names of directories
+/// (a `..`, a symlink: [`resolve`] walks it whole, from the root prefix).
+fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
+    let start = {
+        let judged = JUDGED.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((_, known)) = judged.as_ref() else {
+            return Ok(None);
+        };
+        let found = dir.ancestors().skip(1).find_map(|a| {
+            known
+                .get(&(root.to_path_buf(), a.to_path_buf()))
+                .map(|fd| (a.to_path_buf(), Arc::clone(fd)))
+        });
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        found
+    };
+    let (mut at, first) = start;
+    let Ok(rest) = dir.strip_prefix(&at) else {
+        return Ok(None);
+    };
+    let mut names = Vec::new();
+    for c in rest.components() {
+        match c {
+            Component::Normal(n) => names.push(n.to_os_string()),
+            _ => return Ok(None),
+        }
+    }
+    let mut fd: Option<OwnedFd> = None;
+    let mut k = 0;
+    while k < names.len() {
+        let name = &names[k];
+        let here = at.join(name);
+        let from = fd.as_ref().map_or_else(|| first.as_fd(), AsFd::as_fd);
+        let next = match rfs::openat(
+            from,
+            name.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(next) => next,
+            Err(Errno::NOENT) if create.is_some() => {
+                make_dir(from, name, create.unwrap_or(0o755), &here)?;
+                continue;
+            }
+            Err(e) => return Err(Error::errno("open directory", &here)(e)),
+        };
+        let st = rfs::fstat(&next).map_err(Error::errno("inspect", &here))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => {
+                if let Some(why) = judge_dir(st.st_uid, st.st_mode, true) {
+                    return Err(Error::untrusted(&here, why));
+                }
+            }
+            FileType::Symlink => return Ok(None),
+            _ => return Err(Error::untrusted(&here, "is not a directory")),
+        }
+        fd = Some(next);
+        at = here;
+        k += 1;
+    }
+    Ok(fd.map(|fd| Dir {
+        fd: Arc::new(fd),
+        path: dir.to_path_buf(),
+    }))
 }
 
 fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result<Dir> {
@@ -363,6 +438,10 @@ mod tests {
         fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
     }
 
+    /// The tests that take a [`Remembered`] guard, one at a time: the
+    /// memory is the process's, and one of them checks its absence.
+    static GUARDS: Mutex<()> = Mutex::new(());
+
     /// The check writes nothing (a regular file keeps its content), follows
     /// no symlink at the last component, creates nothing and refuses what
     /// the kernel would refuse to write.
@@ -447,6 +526,7 @@ mod tests {
     /// judged. Without a guard, or judged only NoFollow, every call resolves.
     #[test]
     fn trusted_directories_are_resolved_once_while_remembered() {
+        let _one = GUARDS.lock().unwrap_or_else(PoisonError::into_inner);
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path();
         fs::create_dir_all(root.join("run/q")).expect("mkdir");
@@ -488,6 +568,66 @@ mod tests {
             marker(&after),
             "second",
             "without a guard every call resolves"
+        );
+    }
+
+    /// While a guard lives, a directory below one already judged is reached
+    /// from it, not from the root prefix again: below the remembered (and
+    /// since replaced) ancestor; each directory on the rest of the way still
+    /// judged (a writable one refused), made with the mode asked; a symlink
+    /// on the rest of the way walked whole from the root prefix.
+    #[test]
+    fn a_directory_below_a_remembered_one_is_reached_from_it() {
+        let _one = GUARDS.lock().unwrap_or_else(PoisonError::into_inner);
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("run/q/jobs")).expect("mkdir");
+        fs::write(root.join("run/q/jobs/marker"), "first").expect("write");
+        let _remembered = remember_judged_dirs();
+        open_dir(root, &root.join("run/q"), Judge::Trusted, None).expect("dir");
+        fs::rename(root.join("run/q"), root.join("run/old")).expect("rename");
+        fs::create_dir_all(root.join("run/q/jobs")).expect("mkdir");
+        let jobs = open_dir(root, &root.join("run/q/jobs"), Judge::Trusted, None).expect("dir");
+        let fd = rfs::openat(
+            jobs.fd(),
+            "marker",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .expect("below the directory the run judged");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut fs::File::from(fd), &mut text).expect("read");
+        assert_eq!(text, "first");
+
+        fs::create_dir_all(root.join("run/old/open/x")).expect("mkdir");
+        chmod(&root.join("run/old/open"), 0o777);
+        let e = open_dir(root, &root.join("run/q/open/x"), Judge::Trusted, None).unwrap_err();
+        assert!(e.to_string().contains("mode 777"), "{e}");
+
+        use std::os::unix::fs::MetadataExt;
+        open_dir(
+            root,
+            &root.join("run/q/made/here"),
+            Judge::Trusted,
+            Some(0o750),
+        )
+        .expect("made");
+        for d in ["made", "made/here"] {
+            let mode = fs::metadata(root.join("run/old").join(d))
+                .expect("md")
+                .mode()
+                & 0o7777;
+            assert_eq!(mode, 0o750, "{d}: {mode:o}");
+        }
+
+        fs::create_dir_all(root.join("elsewhere")).expect("mkdir");
+        fs::write(root.join("elsewhere/marker"), "through the link").expect("write");
+        symlink(root.join("elsewhere"), root.join("run/old/link")).expect("symlink");
+        assert!(
+            open_dir(root, &root.join("run/q/link"), Judge::Trusted, None)
+                .unwrap_err()
+                .is_not_found(),
+            "walked whole from the root prefix: there run/q is the new directory, without the link"
         );
     }
 }
