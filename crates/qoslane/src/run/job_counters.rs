@@ -283,19 +283,31 @@ pub fn sweep(
 }
 
 /// The Epilog's reading: the evidence into the report (after its
-/// transaction, the node lock given back); the job's files gone whether
-/// counters are read or not.
-pub fn epilog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
+/// transaction, the node lock given back), the node's own traffic's SLs
+/// from `sm_traffic_sls` (the mapping in force, as the Epilog read it); the
+/// job's files gone whether counters are read or not.
+pub fn epilog(
+    paths: &Paths,
+    deadline: &Deadline,
+    result: &mut RunResult,
+    sm_traffic_sls: &dyn Fn() -> BTreeSet<u8>,
+) {
     let r = report_of(result);
     let Some(job) = r.job.job_id else { return };
     if paths.counters_on {
-        evidence(paths, deadline, r, job);
+        evidence(paths, deadline, r, job, sm_traffic_sls);
     }
     let errors = release(paths, job);
     r.notes.extend(errors);
 }
 
-fn evidence(paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
+fn evidence(
+    paths: &Paths,
+    deadline: &Deadline,
+    r: &mut Report,
+    job: JobId,
+    sm_traffic_sls: &dyn Fn() -> BTreeSet<u8>,
+) {
     let snap: Option<Snapshot> = match fsutil::read_json(paths, &paths.job_counters(job)) {
         Ok(s) => s,
         Err(e) => {
@@ -319,9 +331,7 @@ fn evidence(paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
         .collect();
     let (after, at) = read(paths, &ports, &share(deadline), Opened::new());
     // The node's own traffic's SLs, as the mapping in force declares them.
-    let sm_traffic_sls = crate::config::load(paths)
-        .map(|l| l.mapping.sm_traffic_sls())
-        .unwrap_or_default();
+    let sm_traffic_sls = sm_traffic_sls();
     let e = pma::evidence(
         &snap.readings,
         &after,
