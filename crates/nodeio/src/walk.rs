@@ -11,12 +11,13 @@
 //! shared with other programs (node_exporter's textfile directory belongs to
 //! the `prometheus` user on Debian).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -124,8 +125,12 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
 /// prefix and path.
 type Judged = (usize, HashMap<(PathBuf, PathBuf), Arc<OwnedFd>>);
 
-/// `None`: no [`Remembered`] guard lives, nothing is remembered.
-static JUDGED: Mutex<Option<Judged>> = Mutex::new(None);
+thread_local! {
+    /// `None`: no [`Remembered`] guard of this thread lives, nothing is
+    /// remembered. The thread's own: another thread (another test, a run's
+    /// helper thread) judges every directory afresh.
+    static JUDGED: RefCell<Option<Judged>> = const { RefCell::new(None) };
+}
 
 /// While it lives, [`open_dir`] resolves each directory it judges
 /// [`Judge::Trusted`] once and hands out the same descriptor after.
@@ -139,27 +144,29 @@ static JUDGED: Mutex<Option<Judged>> = Mutex::new(None);
 /// seen until the guard is dropped: a run takes one (`qoslane`'s session),
 /// a long-lived process must not keep one. Directories judged only
 /// [`Judge::NoFollow`] are others' to change and are resolved every time.
+/// The memory is the thread's that took the guard (the guard cannot move
+/// to another thread).
 #[derive(Debug)]
-pub struct Remembered(());
+pub struct Remembered(std::marker::PhantomData<*const ()>);
 
 pub fn remember_judged_dirs() -> Remembered {
-    let mut judged = JUDGED.lock().unwrap_or_else(PoisonError::into_inner);
-    match judged.as_mut() {
+    JUDGED.with_borrow_mut(|judged| match judged.as_mut() {
         Some((guards, _)) => *guards += 1,
         None => *judged = Some((1, HashMap::new())),
-    }
-    Remembered(())
+    });
+    Remembered(std::marker::PhantomData)
 }
 
 impl Drop for Remembered {
     fn drop(&mut self) {
-        let mut judged = JUDGED.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((guards, _)) = judged.as_mut() {
-            *guards -= 1;
-            if *guards == 0 {
-                *judged = None;
+        JUDGED.with_borrow_mut(|judged| {
+            if let Some((guards, _)) = judged.as_mut() {
+                *guards -= 1;
+                if *guards == 0 {
+                    *judged = None;
+                }
             }
-        }
+        });
     }
 }
 
@@ -170,28 +177,23 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
         return resolve(root, dir, judge, create);
     }
     let key = (root.to_path_buf(), dir.to_path_buf());
-    if let Some((_, known)) = JUDGED
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        && let Some(fd) = known.get(&key)
-    {
-        return Ok(Dir {
-            fd: Arc::clone(fd),
-            path: key.1,
-        });
+    let known = JUDGED.with_borrow(|judged| {
+        judged
+            .as_ref()
+            .and_then(|(_, known)| known.get(&key).map(Arc::clone))
+    });
+    if let Some(fd) = known {
+        return Ok(Dir { fd, path: key.1 });
     }
     let d = match resume(root, dir, create)? {
         Some(d) => d,
         None => resolve(root, dir, judge, create)?,
     };
-    if let Some((_, known)) = JUDGED
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_mut()
-    {
-        known.insert(key, Arc::clone(&d.fd));
-    }
+    JUDGED.with_borrow_mut(|judged| {
+        if let Some((_, known)) = judged.as_mut() {
+            known.insert(key, Arc::clone(&d.fd));
+        }
+    });
     Ok(d)
 }
 
@@ -202,20 +204,16 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
 /// is remembered, or the rest of the way is not plain names of directories
 /// (a `..`, a symlink: [`resolve`] walks it whole, from the root prefix).
 fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
-    let start = {
-        let judged = JUDGED.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((_, known)) = judged.as_ref() else {
-            return Ok(None);
-        };
-        let found = dir.ancestors().skip(1).find_map(|a| {
+    let found = JUDGED.with_borrow(|judged| {
+        let (_, known) = judged.as_ref()?;
+        dir.ancestors().skip(1).find_map(|a| {
             known
                 .get(&(root.to_path_buf(), a.to_path_buf()))
                 .map(|fd| (a.to_path_buf(), Arc::clone(fd)))
-        });
-        let Some(found) = found else {
-            return Ok(None);
-        };
-        found
+        })
+    });
+    let Some(start) = found else {
+        return Ok(None);
     };
     let (mut at, first) = start;
     let Ok(rest) = dir.strip_prefix(&at) else {
@@ -438,10 +436,6 @@ mod tests {
         fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
     }
 
-    /// The tests that take a [`Remembered`] guard, one at a time: the
-    /// memory is the process's, and one of them checks its absence.
-    static GUARDS: Mutex<()> = Mutex::new(());
-
     /// The check writes nothing (a regular file keeps its content), follows
     /// no symlink at the last component, creates nothing and refuses what
     /// the kernel would refuse to write.
@@ -526,7 +520,6 @@ mod tests {
     /// judged. Without a guard, or judged only NoFollow, every call resolves.
     #[test]
     fn trusted_directories_are_resolved_once_while_remembered() {
-        let _one = GUARDS.lock().unwrap_or_else(PoisonError::into_inner);
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path();
         fs::create_dir_all(root.join("run/q")).expect("mkdir");
@@ -578,7 +571,6 @@ mod tests {
     /// on the rest of the way walked whole from the root prefix.
     #[test]
     fn a_directory_below_a_remembered_one_is_reached_from_it() {
-        let _one = GUARDS.lock().unwrap_or_else(PoisonError::into_inner);
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path();
         fs::create_dir_all(root.join("run/q/jobs")).expect("mkdir");
