@@ -186,7 +186,10 @@ impl Umad {
         let port = unsafe { open_port(ca_ptr, port_num) };
         let what = via.map_or_else(|| "the default HCA port".to_owned(), ToString::to_string);
         if port < 0 {
-            return Err(format!("cannot open {what} for MADs: {}", errno(port)));
+            return Err(format!(
+                "cannot open {what} for SMPs and PMA Gets: {}",
+                errno(port)
+            ));
         }
         // SAFETY: no arguments.
         let header = unsafe { size() };
