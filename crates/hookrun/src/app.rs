@@ -42,7 +42,8 @@ pub fn on_terminal() -> bool {
 
 /// Entry point of the binary; returns the exit code.
 pub fn main() -> i32 {
-    let cli = match crate::cli::parse() {
+    let fast = crate::cli::hook_line(std::env::args_os().skip(1));
+    let cli = match fast.map_or_else(crate::cli::parse, Ok) {
         Ok(cli) => cli,
         Err(error) => {
             // --help and --version come through here too (exit 0); a bad

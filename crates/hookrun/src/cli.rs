@@ -74,6 +74,30 @@ pub fn parse() -> Result<Cli, clap::Error> {
     <Cli as clap::FromArgMatches>::from_arg_matches(&matches)
 }
 
+/// A hook's command line needs no parser: no argument (Slurm starts
+/// `Prolog=`, `Epilog=`, `TaskProlog=` and `HealthCheckProgram=` so) or
+/// only the phase's word. For these clap's command tree (a quarter of a
+/// hook run's instructions) is not built; `None`: anything else (options
+/// included), for clap. The tests below check that clap reads these lines
+/// the same way, as qoslane's `hook_line`.
+pub fn hook_line(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<Cli> {
+    let command = match (args.next(), args.next()) {
+        (None, _) => None,
+        (Some(word), None) => Some(match word.to_str()? {
+            "prolog" => Command::Prolog,
+            "epilog" => Command::Epilog,
+            "task-prolog" => Command::TaskProlog,
+            "health" => Command::Health,
+            _ => return None,
+        }),
+        (Some(_), Some(_)) => return None,
+    };
+    Some(Cli {
+        command,
+        options: Options::default(),
+    })
+}
+
 /// What to do.
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
@@ -165,5 +189,34 @@ mod tests {
         let error = Cli::try_parse_from(["hookrun", "--budget", "soon"]).expect_err("invalid");
         assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation);
         assert!(error.use_stderr());
+    }
+
+    /// What the fast path reads is what clap reads, for every line it
+    /// takes; every other line is left to clap.
+    #[test]
+    fn a_hook_line_is_read_as_clap_reads_it() {
+        let line = |args: &[&str]| hook_line(args.iter().map(std::ffi::OsString::from));
+        for args in [
+            &[][..],
+            &["prolog"],
+            &["epilog"],
+            &["task-prolog"],
+            &["health"],
+        ] {
+            let fast = line(args).expect("a hook line");
+            let clap = Cli::try_parse_from(std::iter::once("hookrun").chain(args.iter().copied()))
+                .expect("clap parses it");
+            assert_eq!(format!("{fast:?}"), format!("{clap:?}"), "{args:?}");
+        }
+        for args in [
+            &["prolog", "--root", "/x"][..],
+            &["--root", "/x"],
+            &["list"],
+            &["--help"],
+            &["prolog", "--help"],
+            &["Prolog"],
+        ] {
+            assert!(line(args).is_none(), "{args:?} must go to clap");
+        }
     }
 }

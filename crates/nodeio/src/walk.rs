@@ -11,12 +11,13 @@
 //! shared with other programs (node_exporter's textfile directory belongs to
 //! the `prometheus` user on Debian).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use rustix::fs::{self as rfs, FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -124,8 +125,12 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
 /// prefix and path.
 type Judged = (usize, HashMap<(PathBuf, PathBuf), Arc<OwnedFd>>);
 
-/// `None`: no [`Remembered`] guard lives, nothing is remembered.
-static JUDGED: Mutex<Option<Judged>> = Mutex::new(None);
+thread_local! {
+    /// `None`: no [`Remembered`] guard of this thread lives, nothing is
+    /// remembered. The thread's own: another thread (another test, a run's
+    /// helper thread) judges every directory afresh.
+    static JUDGED: RefCell<Option<Judged>> = const { RefCell::new(None) };
+}
 
 /// While it lives, [`open_dir`] resolves each directory it judges
 /// [`Judge::Trusted`] once and hands out the same descriptor after.
@@ -139,27 +144,29 @@ static JUDGED: Mutex<Option<Judged>> = Mutex::new(None);
 /// seen until the guard is dropped: a run takes one (`qoslane`'s session),
 /// a long-lived process must not keep one. Directories judged only
 /// [`Judge::NoFollow`] are others' to change and are resolved every time.
+/// The memory is the thread's that took the guard (the guard cannot move
+/// to another thread).
 #[derive(Debug)]
-pub struct Remembered(());
+pub struct Remembered(std::marker::PhantomData<*const ()>);
 
 pub fn remember_judged_dirs() -> Remembered {
-    let mut judged = JUDGED.lock().unwrap_or_else(PoisonError::into_inner);
-    match judged.as_mut() {
+    JUDGED.with_borrow_mut(|judged| match judged.as_mut() {
         Some((guards, _)) => *guards += 1,
         None => *judged = Some((1, HashMap::new())),
-    }
-    Remembered(())
+    });
+    Remembered(std::marker::PhantomData)
 }
 
 impl Drop for Remembered {
     fn drop(&mut self) {
-        let mut judged = JUDGED.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((guards, _)) = judged.as_mut() {
-            *guards -= 1;
-            if *guards == 0 {
-                *judged = None;
+        JUDGED.with_borrow_mut(|judged| {
+            if let Some((guards, _)) = judged.as_mut() {
+                *guards -= 1;
+                if *guards == 0 {
+                    *judged = None;
+                }
             }
-        }
+        });
     }
 }
 
@@ -170,26 +177,92 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
         return resolve(root, dir, judge, create);
     }
     let key = (root.to_path_buf(), dir.to_path_buf());
-    if let Some((_, known)) = JUDGED
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        && let Some(fd) = known.get(&key)
-    {
-        return Ok(Dir {
-            fd: Arc::clone(fd),
-            path: key.1,
-        });
+    let known = JUDGED.with_borrow(|judged| {
+        judged
+            .as_ref()
+            .and_then(|(_, known)| known.get(&key).map(Arc::clone))
+    });
+    if let Some(fd) = known {
+        return Ok(Dir { fd, path: key.1 });
     }
-    let d = resolve(root, dir, judge, create)?;
-    if let Some((_, known)) = JUDGED
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_mut()
-    {
-        known.insert(key, Arc::clone(&d.fd));
-    }
+    let d = match resume(root, dir, create)? {
+        Some(d) => d,
+        None => resolve(root, dir, judge, create)?,
+    };
+    JUDGED.with_borrow_mut(|judged| {
+        if let Some((_, known)) = judged.as_mut() {
+            known.insert(key, Arc::clone(&d.fd));
+        }
+    });
     Ok(d)
+}
+
+/// `dir` reached from the nearest directory above it that this run already
+/// judged [`Judge::Trusted`] (remembered: see [`remember_judged_dirs`]),
+/// judging each directory below it as [`resolve`] would: the walk from the
+/// root prefix to that ancestor is not made again. `None` when no ancestor
+/// is remembered, or the rest of the way is not plain names of directories
+/// (a `..`, a symlink: [`resolve`] walks it whole, from the root prefix).
+fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
+    let found = JUDGED.with_borrow(|judged| {
+        let (_, known) = judged.as_ref()?;
+        dir.ancestors().skip(1).find_map(|a| {
+            known
+                .get(&(root.to_path_buf(), a.to_path_buf()))
+                .map(|fd| (a.to_path_buf(), Arc::clone(fd)))
+        })
+    });
+    let Some(start) = found else {
+        return Ok(None);
+    };
+    let (mut at, first) = start;
+    let Ok(rest) = dir.strip_prefix(&at) else {
+        return Ok(None);
+    };
+    let mut names = Vec::new();
+    for c in rest.components() {
+        match c {
+            Component::Normal(n) => names.push(n.to_os_string()),
+            _ => return Ok(None),
+        }
+    }
+    let mut fd: Option<OwnedFd> = None;
+    let mut k = 0;
+    while k < names.len() {
+        let name = &names[k];
+        let here = at.join(name);
+        let from = fd.as_ref().map_or_else(|| first.as_fd(), AsFd::as_fd);
+        let next = match rfs::openat(
+            from,
+            name.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(next) => next,
+            Err(Errno::NOENT) if create.is_some() => {
+                make_dir(from, name, create.unwrap_or(0o755), &here)?;
+                continue;
+            }
+            Err(e) => return Err(Error::errno("open directory", &here)(e)),
+        };
+        let st = rfs::fstat(&next).map_err(Error::errno("inspect", &here))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => {
+                if let Some(why) = judge_dir(st.st_uid, st.st_mode, true) {
+                    return Err(Error::untrusted(&here, why));
+                }
+            }
+            FileType::Symlink => return Ok(None),
+            _ => return Err(Error::untrusted(&here, "is not a directory")),
+        }
+        fd = Some(next);
+        at = here;
+        k += 1;
+    }
+    Ok(fd.map(|fd| Dir {
+        fd: Arc::new(fd),
+        path: dir.to_path_buf(),
+    }))
 }
 
 fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result<Dir> {
@@ -488,6 +561,65 @@ mod tests {
             marker(&after),
             "second",
             "without a guard every call resolves"
+        );
+    }
+
+    /// While a guard lives, a directory below one already judged is reached
+    /// from it, not from the root prefix again: below the remembered (and
+    /// since replaced) ancestor; each directory on the rest of the way still
+    /// judged (a writable one refused), made with the mode asked; a symlink
+    /// on the rest of the way walked whole from the root prefix.
+    #[test]
+    fn a_directory_below_a_remembered_one_is_reached_from_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("run/q/jobs")).expect("mkdir");
+        fs::write(root.join("run/q/jobs/marker"), "first").expect("write");
+        let _remembered = remember_judged_dirs();
+        open_dir(root, &root.join("run/q"), Judge::Trusted, None).expect("dir");
+        fs::rename(root.join("run/q"), root.join("run/old")).expect("rename");
+        fs::create_dir_all(root.join("run/q/jobs")).expect("mkdir");
+        let jobs = open_dir(root, &root.join("run/q/jobs"), Judge::Trusted, None).expect("dir");
+        let fd = rfs::openat(
+            jobs.fd(),
+            "marker",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .expect("below the directory the run judged");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut fs::File::from(fd), &mut text).expect("read");
+        assert_eq!(text, "first");
+
+        fs::create_dir_all(root.join("run/old/open/x")).expect("mkdir");
+        chmod(&root.join("run/old/open"), 0o777);
+        let e = open_dir(root, &root.join("run/q/open/x"), Judge::Trusted, None).unwrap_err();
+        assert!(e.to_string().contains("mode 777"), "{e}");
+
+        use std::os::unix::fs::MetadataExt;
+        open_dir(
+            root,
+            &root.join("run/q/made/here"),
+            Judge::Trusted,
+            Some(0o750),
+        )
+        .expect("made");
+        for d in ["made", "made/here"] {
+            let mode = fs::metadata(root.join("run/old").join(d))
+                .expect("md")
+                .mode()
+                & 0o7777;
+            assert_eq!(mode, 0o750, "{d}: {mode:o}");
+        }
+
+        fs::create_dir_all(root.join("elsewhere")).expect("mkdir");
+        fs::write(root.join("elsewhere/marker"), "through the link").expect("write");
+        symlink(root.join("elsewhere"), root.join("run/old/link")).expect("symlink");
+        assert!(
+            open_dir(root, &root.join("run/q/link"), Judge::Trusted, None)
+                .unwrap_err()
+                .is_not_found(),
+            "walked whole from the root prefix: there run/q is the new directory, without the link"
         );
     }
 }

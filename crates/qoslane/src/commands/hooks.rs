@@ -15,8 +15,9 @@ use crate::deadline::Deadline;
 use crate::exit_code::ExitClass;
 use crate::job::JobId;
 use crate::job::qos;
-use crate::mapping::OnFailure;
-use crate::paths::Paths;
+use std::cell::OnceCell;
+
+use crate::mapping::{Mapping, OnFailure};
 use crate::report::{Event, Exit, Failure, Outcome, Report, RunResult};
 use crate::run::session::{Session, committed, txn_failed};
 use crate::run::{job_counters, job_grant, notice};
@@ -36,9 +37,19 @@ pub fn prolog(ctx: &Ctx) -> ExitClass {
 
 pub fn epilog(ctx: &Ctx) -> ExitClass {
     let mut s = Session::new(&ctx.paths, Event::Epilog, Deadline::after(ctx.timeout));
-    let mut result = epilog_body(ctx, &mut s, Report::new(Event::Epilog));
+    // The mapping in force, read once when first needed (the level's
+    // policy, before and under the lock; the node's own traffic's SLs for
+    // the evidence).
+    let mapping: OnceCell<Option<Mapping>> = OnceCell::new();
+    let mapping = || {
+        mapping
+            .get_or_init(|| crate::config::load(&ctx.paths).ok().map(|l| l.mapping))
+            .as_ref()
+    };
+    let mut result = epilog_body(ctx, &mut s, Report::new(Event::Epilog), &mapping);
     s.release();
-    job_counters::epilog(&ctx.paths, &s.deadline, &mut result);
+    let sm_traffic_sls = || mapping().map(Mapping::sm_traffic_sls).unwrap_or_default();
+    job_counters::epilog(&ctx.paths, &s.deadline, &mut result, &sm_traffic_sls);
     s.finish(result)
 }
 
@@ -116,18 +127,18 @@ fn no_usable_mapping(
 
 /// The `on_failure` of `level` under the mapping in force, if it still has
 /// the level; `continue` otherwise.
-fn level_policy(paths: &Paths, level: &str) -> OnFailure {
-    crate::config::load(paths)
-        .ok()
-        .and_then(|l| {
-            l.mapping
-                .level(level)
-                .map(|lv| l.mapping.on_failure_for(lv))
-        })
+fn level_policy(mapping: Option<&Mapping>, level: &str) -> OnFailure {
+    mapping
+        .and_then(|m| m.level(level).map(|lv| m.on_failure_for(lv)))
         .unwrap_or(OnFailure::Continue)
 }
 
-fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
+fn epilog_body<'m>(
+    ctx: &Ctx,
+    s: &mut Session<'_>,
+    mut r: Report,
+    mapping: &dyn Fn() -> Option<&'m Mapping>,
+) -> RunResult {
     let job = step!(r, job_of(&mut r), OnFailure::Continue);
     s.arm(&r, Exit::ByPolicy(OnFailure::Continue));
     // The job's baseline notice or refusal, if its Prolog left one, goes
@@ -144,7 +155,7 @@ fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         .ok()
         .flatten()
         .map_or(OnFailure::Continue, |rec| {
-            level_policy(&ctx.paths, &rec.level)
+            level_policy(mapping(), &rec.level)
         });
     let node = step!(r, s.node(), policy);
     let Some(record) = step!(r, node.store.record(job), policy) else {
@@ -153,7 +164,7 @@ fn epilog_body(ctx: &Ctx, s: &mut Session<'_>, mut r: Report) -> RunResult {
         );
         return Ok(r.with(Outcome::Unchanged));
     };
-    let policy = level_policy(&ctx.paths, &record.level);
+    let policy = level_policy(mapping(), &record.level);
     r.job.qos.clone_from(&record.qos);
     r.job.qos_source = Some(record.qos_source);
     r.job.level = Some(record.level.clone());

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::deadline::Deadline;
 use crate::fabric::pma::{self, PortReading, Reading};
-use crate::fabric::read::own_counters::{self, CountedPort};
+use crate::fabric::read::own_counters::{self, CountedPort, Opened};
 use crate::job::JobId;
 use crate::mapping::OnFailure;
 use crate::paths::Paths;
@@ -68,8 +68,13 @@ fn share(deadline: &Deadline) -> Deadline {
 /// Reads `ports` within `share`; what did not answer in it is said so.
 /// With the time the read ended (ms since the epoch): the metrics order
 /// two hooks' readings by it, not by when each recorded its run.
-fn read(paths: &Paths, ports: &[CountedPort], share: &Deadline) -> (Vec<PortReading>, u64) {
-    let mut readings = own_counters::read(paths, ports, paths.perfquery.as_deref(), share);
+fn read(
+    paths: &Paths,
+    ports: &[CountedPort],
+    share: &Deadline,
+    opened: Opened,
+) -> (Vec<PortReading>, u64) {
+    let mut readings = own_counters::read(paths, ports, paths.perfquery.as_deref(), share, opened);
     let at = crate::time::now_ms();
     if share.remaining().is_zero() {
         let ms = share.budget().as_millis();
@@ -116,7 +121,7 @@ fn snapshot(
     job: JobId,
 ) -> crate::error::Result<(Vec<PortReading>, u64)> {
     let ports = own_counters::active(paths)?;
-    let (readings, at) = read(paths, &ports, &share(deadline));
+    let (readings, at) = read(paths, &ports, &share(deadline), Opened::new());
     if readings
         .iter()
         .all(|p| p.readings.values().all(|r| *r == Reading::Unsupported))
@@ -185,8 +190,10 @@ fn snapshots(paths: &Paths) -> crate::error::Result<Vec<String>> {
 /// after the node lock was given back, within half of what remains of the
 /// run's time. The live transmit wait, and the job alone on the node (one
 /// snapshot, not shared, a level recorded) whose bytes off its level the
-/// metrics count meanwhile. `None`: counters off, or nothing read.
-pub fn live(paths: &Paths, deadline: &Deadline) -> Option<LiveCounters> {
+/// metrics count meanwhile; through the ports the run already `opened` (its
+/// first hop's), the others opened here. `None`: counters off, or nothing
+/// read.
+pub fn live(paths: &Paths, deadline: &Deadline, opened: Opened) -> Option<LiveCounters> {
     if !paths.counters_on {
         return None;
     }
@@ -195,7 +202,7 @@ pub fn live(paths: &Paths, deadline: &Deadline) -> Option<LiveCounters> {
         return None;
     }
     let jobs = snapshots(paths).unwrap_or_default();
-    let (readings, at_ms) = read(paths, &ports, &share(deadline));
+    let (readings, at_ms) = read(paths, &ports, &share(deadline), opened);
     if readings.is_empty() {
         return None;
     }
@@ -276,19 +283,31 @@ pub fn sweep(
 }
 
 /// The Epilog's reading: the evidence into the report (after its
-/// transaction, the node lock given back); the job's files gone whether
-/// counters are read or not.
-pub fn epilog(paths: &Paths, deadline: &Deadline, result: &mut RunResult) {
+/// transaction, the node lock given back), the node's own traffic's SLs
+/// from `sm_traffic_sls` (the mapping in force, as the Epilog read it); the
+/// job's files gone whether counters are read or not.
+pub fn epilog(
+    paths: &Paths,
+    deadline: &Deadline,
+    result: &mut RunResult,
+    sm_traffic_sls: &dyn Fn() -> BTreeSet<u8>,
+) {
     let r = report_of(result);
     let Some(job) = r.job.job_id else { return };
     if paths.counters_on {
-        evidence(paths, deadline, r, job);
+        evidence(paths, deadline, r, job, sm_traffic_sls);
     }
     let errors = release(paths, job);
     r.notes.extend(errors);
 }
 
-fn evidence(paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
+fn evidence(
+    paths: &Paths,
+    deadline: &Deadline,
+    r: &mut Report,
+    job: JobId,
+    sm_traffic_sls: &dyn Fn() -> BTreeSet<u8>,
+) {
     let snap: Option<Snapshot> = match fsutil::read_json(paths, &paths.job_counters(job)) {
         Ok(s) => s,
         Err(e) => {
@@ -310,11 +329,9 @@ fn evidence(paths: &Paths, deadline: &Deadline, r: &mut Report, job: JobId) {
             id: p.port.clone(),
         })
         .collect();
-    let (after, at) = read(paths, &ports, &share(deadline));
+    let (after, at) = read(paths, &ports, &share(deadline), Opened::new());
     // The node's own traffic's SLs, as the mapping in force declares them.
-    let sm_traffic_sls = crate::config::load(paths)
-        .map(|l| l.mapping.sm_traffic_sls())
-        .unwrap_or_default();
+    let sm_traffic_sls = sm_traffic_sls();
     let e = pma::evidence(
         &snap.readings,
         &after,

@@ -23,19 +23,15 @@
 //! by tests/e2e/notice.sh). Every file has an owner: each write removes the
 //! notices older than [`TOLD_MAX_AGE`], and a reboot empties `/run`.
 //!
-//! A job still running (a notice made during the job) can be told in its
-//! `AdminComment` ([`tell_job`]: `scontrol update JobId=N AdminComment=…`,
-//! read by its user in `scontrol show job` and, with accounting, `sacct -o
-//! AdminComment`), what is there kept (hookrun's refusal reason of an
-//! earlier run), the whole within [`MAX_ADMIN_COMMENT`]; two RPCs, only
-//! when there is something to tell, never under the node lock; nothing
-//! without `QOSLANE_SCONTROL`.
+//! Not during the job either: a running job's `AdminComment` could be
+//! appended to (two RPCs to slurmctld per node per health run that finds a
+//! lone job sending off its level), but what a health run counts during the
+//! job is the metric and its alert, for the admin; the user's account of
+//! the job is this file, once it ended.
 
 use std::io::Write;
 
-use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::exec;
 use crate::exit_code::ExitClass;
 use crate::job::JobId;
 use crate::mapping::OnFailure;
@@ -229,116 +225,4 @@ pub fn sweep_told(paths: &Paths, now: std::time::SystemTime) -> Vec<String> {
     }
     gone.sort();
     gone
-}
-
-/// The longest `AdminComment` qoslane leaves a job (bytes): what was there
-/// and what it appends. Slurm keeps more; a reader's terminal line and
-/// `sacct`'s column do not.
-pub const MAX_ADMIN_COMMENT: usize = 1024;
-
-/// Between what a job's `AdminComment` held and what is appended.
-const SEPARATOR: &str = " | ";
-
-/// Appends `words` (one line) to the job's `AdminComment`, for its user:
-/// reads the comment (`scontrol show job N`), leaves it as it is when it
-/// already says so (an Epilog run twice), else writes it back with `words`
-/// after it, cut to fit [`MAX_ADMIN_COMMENT`]. Must be called without the
-/// node lock (two RPCs to slurmctld). `None` without `QOSLANE_SCONTROL`;
-/// else what happened, as a note for the run's report.
-pub fn tell_job(paths: &Paths, deadline: &Deadline, job: JobId, words: &str) -> Option<String> {
-    let scontrol = paths.scontrol.as_ref()?;
-    let id = job.to_string();
-    let shown = match exec::run(scontrol, &["show", "job", &id], deadline) {
-        Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
-        Err(e) => return Some(format!("the job's user was not told (AdminComment): {e}")),
-    };
-    let old = admin_comment(&shown).unwrap_or_default();
-    let Some(new) = appended(&old, words) else {
-        return Some("the job's AdminComment already tells its user".to_owned());
-    };
-    let arg_job = format!("JobId={id}");
-    let arg_comment = format!("AdminComment={new}");
-    Some(
-        match exec::run(scontrol, &["update", &arg_job, &arg_comment], deadline) {
-            Ok(_) => "the job's user is told in its AdminComment".to_owned(),
-            Err(e) => format!("the job's user was not told (AdminComment): {e}"),
-        },
-    )
-}
-
-/// The `AdminComment` of `scontrol show job`'s output (its own line,
-/// `   AdminComment=TEXT `), if it has one.
-pub fn admin_comment(shown: &str) -> Option<String> {
-    shown.lines().find_map(|l| {
-        l.trim_start()
-            .strip_prefix("AdminComment=")
-            .map(|v| v.trim_end().to_owned())
-            .filter(|v| !v.is_empty() && v != "(null)")
-    })
-}
-
-/// `old` with `words` after it, on one line, at most [`MAX_ADMIN_COMMENT`]
-/// bytes (`words` cut at a character's end; `old` kept whole when it fits
-/// with something of `words`); `None` when `old` already holds `words` or
-/// leaves no room.
-pub fn appended(old: &str, words: &str) -> Option<String> {
-    let words: String = words
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if words.is_empty() || old.contains(&words) {
-        return None;
-    }
-    let head = if old.is_empty() {
-        String::new()
-    } else {
-        format!("{old}{SEPARATOR}")
-    };
-    let room = MAX_ADMIN_COMMENT.checked_sub(head.len())?;
-    let mut cut = words.len().min(room);
-    while !words.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    (cut > 0).then(|| format!("{head}{}", &words[..cut]))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_admin_comment_is_read_from_its_own_line() {
-        let shown = "JobId=7 JobName=x\n   UserId=alice(1000) GroupId=alice(1000)\n   \
-                     AdminComment=qoslane: level high refused on n1: why \n   Comment=mine \n";
-        assert_eq!(
-            admin_comment(shown).as_deref(),
-            Some("qoslane: level high refused on n1: why")
-        );
-        assert_eq!(admin_comment("JobId=7\n   Comment=x\n"), None);
-        assert_eq!(admin_comment("   AdminComment=(null)\n"), None);
-    }
-
-    #[test]
-    fn appending_keeps_what_was_there_once_and_within_the_bound() {
-        assert_eq!(appended("", "told").as_deref(), Some("told"));
-        assert_eq!(
-            appended("refused", "told").as_deref(),
-            Some("refused | told")
-        );
-        assert_eq!(
-            appended("refused | told", "told"),
-            None,
-            "an Epilog run twice"
-        );
-        assert_eq!(appended("a", "x\ny").as_deref(), Some("a | x y"));
-        let long = "é".repeat(2000);
-        let got = appended("old", &long).expect("room");
-        assert!(
-            got.len() <= MAX_ADMIN_COMMENT && got.starts_with("old | é"),
-            "{}",
-            got.len()
-        );
-        assert_eq!(appended(&"o".repeat(MAX_ADMIN_COMMENT), "told"), None);
-        assert_eq!(appended("", ""), None);
-    }
 }

@@ -54,6 +54,9 @@ pub struct Session<'p> {
     /// The run resolves each trusted state directory once
     /// (`nodeio::walk::remember_judged_dirs`).
     _dirs: nodeio::walk::Remembered,
+    /// The run reads the node's ports from sysfs once
+    /// (`fabric::read::sysfs::remember_for_run`).
+    _ports: crate::fabric::read::sysfs::PortsRemembered,
 }
 
 impl<'p> Session<'p> {
@@ -77,6 +80,7 @@ impl<'p> Session<'p> {
             released: false,
             armed,
             _dirs: nodeio::walk::remember_judged_dirs(),
+            _ports: crate::fabric::read::sysfs::remember_for_run(),
         }
     }
 

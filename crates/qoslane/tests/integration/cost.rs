@@ -256,3 +256,49 @@ fn a_run_beside_many_jobs_reads_no_other_record_and_walks_to_the_jobs_once() {
     }
     assert_eq!(n.records().len(), 30);
 }
+
+/// `health` opens each of the node's ports once: its first hop and its
+/// counters read through the one opening (before, each opened the port:
+/// libibumad loaded twice, the agents registered twice). The port opens
+/// through `bench/tools/umad-answer.c` built as libibumad (every Get
+/// answered at once, in process: no HCA here), found by the dynamic
+/// loader first; each load of the library is one `openat` of its file.
+#[test]
+fn health_opens_each_port_once_for_its_first_hop_and_its_counters() {
+    let Some(gcc) = util::tool(&["gcc", "cc"]) else {
+        return;
+    };
+    let mapping = util::MAPPING.replace("fabric_check: off", "fabric_check: enforce");
+    let Some((n, _run)) = node(&mapping, true) else {
+        return;
+    };
+    let lib = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/tools/umad-answer.c");
+    let built = Command::new(gcc)
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(lib.path().join("libibumad.so.3"))
+        .arg(&source)
+        .output_within();
+    ok(&built);
+    let smp = n.fake_smpquery().display().to_string();
+    let dir = lib.path().display().to_string();
+    let Some(text) = trace(
+        &n,
+        &["health"],
+        &[("QOSLANE_SMPQUERY", &smp), ("LD_LIBRARY_PATH", &dir)],
+    ) else {
+        return;
+    };
+    let loads = text
+        .lines()
+        .filter(|l| l.contains("openat(") && l.contains("libibumad.so.3\""))
+        .count();
+    assert_eq!(loads, 1, "libibumad loaded {loads} times:\n{text}");
+    // The counters were read through that opening: the port's wait counted.
+    let prom = n.textfile();
+    assert!(
+        prom.lines().any(|l| l
+            .starts_with("qoslane_xmit_wait_ticks_total{device=\"mlx5_0\",port=\"1\",vl=\"0\"")),
+        "{prom}"
+    );
+}

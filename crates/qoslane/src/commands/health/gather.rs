@@ -132,6 +132,9 @@ pub struct FabricFacts {
     pub store_error: Option<String>,
     /// The transmit wait of the first hop's port toward this node.
     pub first_hop_wait: Vec<crate::fabric::pma::PortWait>,
+    /// The node's ports the first hop's read opened in process, still open
+    /// for the run's counters.
+    pub opened: crate::fabric::read::own_counters::Opened,
 }
 
 /// Reads (and acts: see the module) in the order the checks are listed;
@@ -407,7 +410,7 @@ fn fabric(s: &Session<'_>, m: Mapping, sha: String) -> FabricFacts {
     } else {
         s.deadline
     };
-    let (judgement, first_hop_wait) = policy::judge_health(paths, &m, &reads);
+    let (judgement, first_hop_wait, opened) = policy::judge_health(paths, &m, &reads);
     let settings = crate::settings::check_levels(paths, &m, &reads);
     // The fabric audit's verdict, when the site names one: read outside the
     // node lock (health gave it back), bounded (a shared filesystem).
@@ -429,5 +432,6 @@ fn fabric(s: &Session<'_>, m: Mapping, sha: String) -> FabricFacts {
         record,
         store_error,
         first_hop_wait,
+        opened,
     }
 }

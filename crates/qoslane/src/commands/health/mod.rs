@@ -52,18 +52,21 @@ pub fn run(ctx: &Ctx, as_json: bool) -> ExitClass {
     };
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     let mut first_hop_wait = Vec::new();
+    let mut opened = Vec::new();
     if let Some(mut f) = facts.fabric {
         // The verdict and alignment for audit and metrics; health's own
         // lines are its checks.
         f.judgement.notes.clear();
         r.take_fabric(&mut f.judgement);
         first_hop_wait = f.first_hop_wait;
+        opened = f.opened;
     }
     let drain = health.drain().map(|d| d.detail.clone());
     // The node's own ports' counters, every run, the node lock given back
-    // (`gather` let it go): the live wait, a lone job's off-level bytes.
+    // (`gather` let it go): the live wait, a lone job's off-level bytes;
+    // through the ports the first hop's read opened (each opened once).
     s.release();
-    let counters = crate::run::job_counters::live(&ctx.paths, &s.deadline);
+    let counters = crate::run::job_counters::live(&ctx.paths, &s.deadline, opened);
     if let Payload::Health(h) = &mut r.payload {
         h.counters = counters;
         h.checks = health.checks;

@@ -30,8 +30,11 @@
 //!
 //! [`Scheduled`] is `health`'s [`Reader`]: the own ports and a full reading
 //! by the smpquery reader, the rows, full readings and the wait by the
-//! in-process one ([`InProcess`]), each read through the reader trait.
+//! in-process one ([`InProcess`]), each read through the reader trait. The
+//! ports it opened stay open for the run's counters
+//! ([`Scheduled::take_opened`]): each port opened once per run.
 
+use std::cell::RefCell;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -106,6 +109,9 @@ pub struct Scheduled<'a> {
     changed: std::sync::atomic::AtomicBool,
     /// The transmit wait of each first hop's port toward this node.
     waits: Mutex<Vec<PortWait>>,
+    /// The node's ports opened in process this run, kept open for the
+    /// run's counters.
+    opened: RefCell<Vec<(PortId, InProcess)>>,
 }
 
 impl<'a> Scheduled<'a> {
@@ -125,7 +131,15 @@ impl<'a> Scheduled<'a> {
             carried: Mutex::new(carried),
             changed: std::sync::atomic::AtomicBool::new(false),
             waits: Mutex::new(Vec::new()),
+            opened: RefCell::new(Vec::new()),
         }
+    }
+
+    /// The node's ports this run opened in process, still open: the
+    /// counters read through them (`own_counters::read`) rather than
+    /// opening each port a second time.
+    pub fn take_opened(&self) -> Vec<(PortId, InProcess)> {
+        std::mem::take(&mut *self.opened.borrow_mut())
     }
 
     /// The transmit wait this run read at each first hop's port toward
@@ -232,10 +246,18 @@ impl Reader for Scheduled<'_> {
         identity: &PortIdentity,
         deadline: &Deadline,
     ) -> (FirstHop, Option<u64>) {
-        let in_process = InProcess::open(Some(port), WINDOW).ok();
+        let taken = {
+            let mut opened = self.opened.borrow_mut();
+            opened
+                .iter()
+                .position(|(p, _)| p == port)
+                .map(|i| opened.swap_remove(i).1)
+        };
+        let in_process = taken.or_else(|| InProcess::open(Some(port), WINDOW).ok());
         let (hop, at) = self.hop_at(in_process.as_ref(), port, identity, deadline);
-        if let Some(in_process) = &in_process {
-            self.read_wait(in_process, &hop, deadline);
+        if let Some(in_process) = in_process {
+            self.read_wait(&in_process, &hop, deadline);
+            self.opened.borrow_mut().push((port.clone(), in_process));
         }
         (hop, at)
     }

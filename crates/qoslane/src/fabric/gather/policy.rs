@@ -12,6 +12,7 @@ use crate::fabric::first_hop::share::Scheduled;
 use crate::fabric::gather::{AssessOptions, assess_with, ports_not_active};
 use crate::fabric::judge::assessment::ProbeMode;
 use crate::fabric::judge::policy::{Gathered, Judgement, Scope, judge_gathered};
+use crate::fabric::read::own_counters::Opened;
 use crate::fabric::read::reader::Reader;
 use crate::fabric::read::smpquery::Smpquery;
 use crate::mapping::{FabricCheck, Mapping, OnFailure};
@@ -51,12 +52,14 @@ pub fn judge(
 /// first hop shared with the other nodes of its switch as
 /// `first_hop/share.rs` says (its own rows every run, the rest once per
 /// period); what it read in full is kept for the next run. Beside it, the
-/// transmit wait of each first hop's port toward this node, where read.
+/// transmit wait of each first hop's port toward this node, where read,
+/// and the node's ports it opened in process, still open (for the run's
+/// counters: each port opened once per run).
 pub fn judge_health(
     paths: &Paths,
     mapping: &Mapping,
     deadline: &Deadline,
-) -> (Judgement, Vec<PortWait>) {
+) -> (Judgement, Vec<PortWait>, Opened) {
     let smp = Smpquery::new(&paths.smpquery);
     let reader = Scheduled::new(&smp, paths);
     let gathered = gather(
@@ -70,12 +73,13 @@ pub fn judge_health(
     );
     let j = judge_gathered(mapping, Scope::Every, gathered);
     let waits = reader.take_waits();
+    let opened = reader.take_opened();
     if let Err(e) = reader.store(paths) {
         crate::log::warn(&format!(
             "first-hop readings not kept (the next health reads in full): {e}"
         ));
     }
-    (j, waits)
+    (j, waits, opened)
 }
 
 /// [`judge`] for a dry run (`explain --fabric`): a fresh probe and the

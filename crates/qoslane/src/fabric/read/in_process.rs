@@ -32,23 +32,40 @@ pub struct InProcess {
 }
 
 impl InProcess {
-    /// Opens `via` (the default port when `None`); why not, when it cannot
-    /// (no libibumad, no umad device, not root).
+    /// Opens `via` (the default port when `None`) for SMPs (the agents of
+    /// both SMP classes registered; the GMPs' at their first Get); why not,
+    /// when it cannot (no libibumad, no umad device, not root).
     pub fn open(via: Option<&PortId>, window: usize) -> std::result::Result<Self, String> {
+        Self::open_for(via, window, &[mad::CLASS_LID_ROUTED, mad::CLASS_DIRECTED])
+    }
+
+    fn open_for(
+        via: Option<&PortId>,
+        window: usize,
+        classes: &[u8],
+    ) -> std::result::Result<Self, String> {
         Ok(Self {
-            umad: RefCell::new(Umad::open(via)?),
+            umad: RefCell::new(Umad::open(via, classes)?),
             window: window.max(1),
             own: None,
         })
     }
 
     /// Opens the node's own `port`, whose LID is `lid`, for its counters
-    /// (PMA Gets to its own LID, PortSelect its number); why not, as
-    /// [`InProcess::open`].
+    /// (PMA Gets to its own LID, PortSelect its number; the PMA's agent
+    /// the only one registered); why not, as [`InProcess::open`].
     pub fn own(port: &PortId, lid: u16) -> std::result::Result<Self, String> {
-        let mut r = Self::open(Some(port), Kind::ALL.len())?;
-        r.own = Some((port.clone(), lid));
-        Ok(r)
+        Ok(Self::open_for(Some(port), Kind::ALL.len(), &[mad::CLASS_PERF])?.counting(port, lid))
+    }
+
+    /// This opening (of the node's own `port`, whose LID is `lid`) made the
+    /// reader of that port's counters too: a run that opened the port for
+    /// its first hop reads its counters through it.
+    #[must_use]
+    pub fn counting(mut self, port: &PortId, lid: u16) -> Self {
+        self.own = Some((port.clone(), lid));
+        self.window = self.window.max(Kind::ALL.len());
+        self
     }
 
     /// How many Gets are in flight at once.

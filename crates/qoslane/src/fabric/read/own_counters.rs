@@ -6,7 +6,9 @@
 //! fallback), else not at all. Either way through the
 //! [`Reader`](crate::fabric::read::reader::Reader) trait and
 //! the one memory of what a port does not serve
-//! (`perfquery::read_with`).
+//! (`perfquery::read_with`). A port the run already opened in process
+//! (`health`'s first hop: [`Opened`]) is read through that opening, not
+//! opened again; a port opened here registers the PMA's agent alone.
 
 use std::path::Path;
 
@@ -16,6 +18,10 @@ use crate::fabric::read::in_process::InProcess;
 use crate::fabric::read::perfquery::{self, Perfquery};
 use crate::fabric::tables::PortId;
 use crate::paths::Paths;
+
+/// The node's ports a run already opened in process, by port: the counters
+/// read through them.
+pub type Opened = Vec<(PortId, InProcess)>;
 
 /// One of the node's own ports and its LID (0: none yet).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,18 +44,24 @@ pub fn active(paths: &Paths) -> crate::error::Result<Vec<CountedPort>> {
 }
 
 /// Every attribute of each port (in order) that can be read: in process
-/// where the port opens, the rest with `perfquery` (all at once) when one
-/// is configured; a port neither reads is left out.
+/// where the port opens (through its opening in `opened`, if the run has
+/// one), the rest with `perfquery` (all at once) when one is configured; a
+/// port neither reads is left out.
 pub fn read(
     paths: &Paths,
     ports: &[CountedPort],
     perfquery: Option<&Path>,
     deadline: &Deadline,
+    mut opened: Opened,
 ) -> Vec<PortReading> {
     let mut out: Vec<(usize, PortReading)> = Vec::new();
     let mut by_program: Vec<(usize, PortId)> = Vec::new();
     for (i, p) in ports.iter().enumerate() {
-        match InProcess::own(&p.id, p.lid) {
+        let reader = match opened.iter().position(|(id, _)| *id == p.id) {
+            Some(k) => Ok(opened.swap_remove(k).1.counting(&p.id, p.lid)),
+            None => InProcess::own(&p.id, p.lid),
+        };
+        match reader {
             Ok(reader) => {
                 let got =
                     perfquery::read_with(&reader, paths, std::slice::from_ref(&p.id), deadline);

@@ -9,6 +9,7 @@
 //! newline, `link_layer` may carry a trailing blank line. `state` is the one
 //! that decides whether a port is ACTIVE.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::fs;
 use std::io;
@@ -71,7 +72,61 @@ pub struct Discovery {
 /// it is gone ([`nodeio::Absence`]: removed, or its device unregistered by an
 /// HCA reset or a driver reload) is not there, as if its directory had
 /// vanished first: a listed one is then `unmatched`.
+///
+/// While a run's [`PortsRemembered`] guard lives (the run's session), the ports
+/// are read once per `devices:` filter: a Prolog's fabric check and its
+/// counters, or a health run's checks and its counters, take the same
+/// reading, made milliseconds apart.
 pub fn discover(paths: &Paths, selectors: &[DeviceSelector]) -> Result<Discovery> {
+    let class = paths.sysfs_ib();
+    let known = RUN.with_borrow(|(guards, last)| {
+        last.as_ref()
+            .filter(|(c, s, _)| *guards > 0 && *c == class && s == selectors)
+            .map(|(_, _, d)| d.clone())
+    });
+    if let Some(d) = known {
+        return Ok(d);
+    }
+    let found = read_ports(paths, selectors)?;
+    RUN.with_borrow_mut(|(guards, last)| {
+        if *guards > 0 {
+            *last = Some((class, selectors.to_vec(), found.clone()));
+        }
+    });
+    Ok(found)
+}
+
+thread_local! {
+    /// The guards of this thread alive, and its last reading: the sysfs
+    /// directory, the `devices:` filter, what was found.
+    static RUN: RefCell<(usize, LastReading)> = const { RefCell::new((0, None)) };
+}
+
+type LastReading = Option<(PathBuf, Vec<DeviceSelector>, Discovery)>;
+
+/// While it lives, [`discover`] reads the ports once per filter (on the
+/// thread that holds it). One run's: a long-lived process must not keep one.
+#[derive(Debug)]
+pub struct PortsRemembered(std::marker::PhantomData<*const ()>);
+
+/// See [`PortsRemembered`].
+pub fn remember_for_run() -> PortsRemembered {
+    RUN.with_borrow_mut(|(guards, _)| *guards += 1);
+    PortsRemembered(std::marker::PhantomData)
+}
+
+impl Drop for PortsRemembered {
+    fn drop(&mut self) {
+        RUN.with_borrow_mut(|(guards, last)| {
+            *guards = guards.saturating_sub(1);
+            if *guards == 0 {
+                *last = None;
+            }
+        });
+    }
+}
+
+fn read_ports(paths: &Paths, selectors: &[DeviceSelector]) -> Result<Discovery> {
     let class = paths.sysfs_ib();
     let mut out = Discovery::default();
     let mut devices = match fs::read_dir(&class) {
@@ -357,5 +412,45 @@ mod tests {
         assert_eq!(parse_hex_u16("4"), None);
         assert_eq!(parse_hex_u16("0x"), None);
         assert_eq!(parse_hex_u16("0x10000"), None);
+    }
+
+    /// While a run's guard lives, the ports are read once per filter (a
+    /// port's LID changed meanwhile is not seen until the guard goes);
+    /// without one, every call reads them.
+    #[test]
+    fn a_run_reads_the_ports_once_while_its_guard_lives() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dev = tmp.path().join("sys/class/infiniband/mlx5_0");
+        let port = dev.join("ports/1");
+        fs::create_dir_all(&port).expect("mkdir");
+        fs::write(dev.join("node_guid"), "0002:c903:00a2:0b30\n").expect("write");
+        for (f, v) in [
+            ("state", "4: ACTIVE\n"),
+            ("phys_state", "5: LinkUp\n"),
+            ("link_layer", "InfiniBand\n"),
+            ("lid", "0x7\n"),
+            ("sm_lid", "0x1\n"),
+            ("sm_sl", "0\n"),
+            ("rate", "100 Gb/sec (4X EDR)\n"),
+        ] {
+            fs::write(port.join(f), v).expect("write");
+        }
+        let paths = Paths::new(crate::paths::Overrides {
+            root: Some(tmp.path().to_owned()),
+            ..crate::paths::Overrides::default()
+        });
+        let lid = |d: &Discovery| d.ports[0].identity.as_ref().map(|i| i.lid);
+        {
+            let _run = remember_for_run();
+            assert_eq!(lid(&discover(&paths, &[]).expect("ports")), Some(7));
+            fs::write(port.join("lid"), "0x9\n").expect("write");
+            assert_eq!(
+                lid(&discover(&paths, &[]).expect("ports")),
+                Some(7),
+                "the run's one reading"
+            );
+        }
+        assert_eq!(lid(&discover(&paths, &[]).expect("ports")), Some(9));
+        assert_eq!(lid(&discover(&paths, &[]).expect("ports")), Some(9));
     }
 }

@@ -1,6 +1,7 @@
 //! libibumad, loaded at run time: the one module with `unsafe` in qoslane.
-//! An HCA port opened for SMPs (LID-routed and directed-route agents), a
-//! MAD sent, a MAD received within a wait. Nothing else: what to send and
+//! An HCA port opened for MADs (an agent per management class, registered
+//! at open for the classes the caller names, else at its first MAD), a MAD
+//! sent, a MAD received within a wait. Nothing else: what to send and
 //! what the answers mean are [`super::mad`]'s and [`super::smp_batch`]'s.
 //!
 //! Loaded by `dlopen` (`libibumad.so.3`), so a host without it still runs
@@ -37,6 +38,7 @@ type RecvFn = unsafe extern "C" fn(c_int, *mut c_void, *mut c_int, c_int) -> c_i
 type StatusFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 
 struct Fns {
+    register: RegisterFn,
     close_port: ClosePortFn,
     get_mad: GetMadFn,
     set_addr: SetAddrFn,
@@ -45,14 +47,17 @@ struct Fns {
     status: StatusFn,
 }
 
-/// An HCA port open for SMPs.
+/// An HCA port open for MADs.
 pub struct Umad {
     lib: *mut c_void,
     f: Fns,
     port: c_int,
     /// The agents of the LID-routed and the directed-route SMP classes and
-    /// of Performance Management and Subnet Administration (GMPs; -1 when
-    /// it could not register).
+    /// of Performance Management and Subnet Administration (GMPs), in
+    /// [`CLASSES`]' order: registered when first needed ([`NOT_YET`] until
+    /// then; a negative errno when it could not register). A port opened
+    /// for its own counters registers the PMA's agent alone: each agent is a
+    /// kernel object made at registration and flushed at close.
     agents: [c_int; 4],
     /// A `struct ib_user_mad` and a MAD, 8-byte aligned as its header wants.
     buf: Vec<u64>,
@@ -66,6 +71,18 @@ impl fmt::Debug for Umad {
             .finish_non_exhaustive()
     }
 }
+
+/// The management classes of [`Umad`]'s agents, in its slots' order, and
+/// each one's class version.
+const CLASSES: [(u8, u8); 4] = [
+    (CLASS_LID_ROUTED, 1),
+    (CLASS_DIRECTED, 1),
+    (CLASS_PERF, 1),
+    (CLASS_SA, 2),
+];
+
+/// An agent slot not registered yet.
+const NOT_YET: c_int = c_int::MIN;
 
 /// What [`Umad::recv`] got.
 #[derive(Debug)]
@@ -113,9 +130,11 @@ unsafe fn symbol<T: Copy>(lib: *mut c_void, name: &CStr) -> Result<T, String> {
 
 impl Umad {
     /// Loads libibumad and opens `via` (or the first active port of the
-    /// first HCA) for SMPs. An error says why in-process reads are not
+    /// first HCA), with the agents of `classes` registered at once (an
+    /// error when one cannot be); the other classes' agents are registered
+    /// at their first MAD. An error says why in-process reads are not
     /// possible here (no library, no device, no permission).
-    pub fn open(via: Option<&PortId>) -> Result<Self, String> {
+    pub fn open(via: Option<&PortId>, classes: &[u8]) -> Result<Self, String> {
         let name = CString::new(LIBRARY).map_err(|e| e.to_string())?;
         // SAFETY: dlopen of a library by name; its constructors are
         // libibumad's (none that matter); the handle is closed in Drop.
@@ -123,7 +142,7 @@ impl Umad {
         if lib.is_null() {
             return Err(format!("cannot load {LIBRARY}: {}", dl_error()));
         }
-        match Self::open_with(lib, via) {
+        match Self::open_with(lib, via, classes) {
             Ok(u) => Ok(u),
             Err(e) => {
                 // SAFETY: the handle is live and nothing of it is kept.
@@ -133,15 +152,15 @@ impl Umad {
         }
     }
 
-    fn open_with(lib: *mut c_void, via: Option<&PortId>) -> Result<Self, String> {
+    fn open_with(lib: *mut c_void, via: Option<&PortId>, classes: &[u8]) -> Result<Self, String> {
         // SAFETY: each type is the function's prototype in umad.h (libibumad 3).
-        let (init, open_port, register, size, f) = unsafe {
+        let (init, open_port, size, f) = unsafe {
             (
                 symbol::<InitFn>(lib, c"umad_init")?,
                 symbol::<OpenPortFn>(lib, c"umad_open_port")?,
-                symbol::<RegisterFn>(lib, c"umad_register")?,
                 symbol::<SizeFn>(lib, c"umad_size")?,
                 Fns {
+                    register: symbol(lib, c"umad_register")?,
                     close_port: symbol(lib, c"umad_close_port")?,
                     get_mad: symbol(lib, c"umad_get_mad")?,
                     set_addr: symbol(lib, c"umad_set_addr")?,
@@ -167,37 +186,56 @@ impl Umad {
         let port = unsafe { open_port(ca_ptr, port_num) };
         let what = via.map_or_else(|| "the default HCA port".to_owned(), ToString::to_string);
         if port < 0 {
-            return Err(format!("cannot open {what} for SMPs: {}", errno(port)));
+            return Err(format!(
+                "cannot open {what} for SMPs and PMA Gets: {}",
+                errno(port)
+            ));
         }
-        let mut agents = [0, 0, -1, -1];
-        for (slot, class) in agents.iter_mut().zip([CLASS_LID_ROUTED, CLASS_DIRECTED]) {
-            // SAFETY: port is open; a NULL method mask registers no
-            // unsolicited methods (answers to our requests still arrive).
-            let a = unsafe { register(port, c_int::from(class), 1, 0, std::ptr::null_mut()) };
-            if a < 0 {
-                // SAFETY: port is open and is not used after this.
-                unsafe { (f.close_port)(port) };
-                return Err(format!(
-                    "cannot register an SMP agent (class {class:#04x}) on {what}: {}",
-                    errno(a)
-                ));
-            }
-            *slot = a;
-        }
-        // SAFETY: as above. A port without a PMA agent still reads SMPs: a
-        // failure here only makes its GMPs fail, named.
-        agents[2] = unsafe { register(port, c_int::from(CLASS_PERF), 1, 0, std::ptr::null_mut()) };
-        // SAFETY: as above (SA: class version 2).
-        agents[3] = unsafe { register(port, c_int::from(CLASS_SA), 2, 0, std::ptr::null_mut()) };
         // SAFETY: no arguments.
         let header = unsafe { size() };
-        Ok(Self {
+        // From here on, Drop closes the port.
+        let mut umad = Self {
             lib,
             f,
             port,
-            agents,
+            agents: [NOT_YET; 4],
             buf: vec![0; (header + MAD_SIZE).div_ceil(8)],
-        })
+        };
+        for &class in classes {
+            let a = umad.agent(class);
+            if a < 0 {
+                // The port is closed by Drop; the library stays loaded for
+                // the caller's dlclose.
+                umad.lib = std::ptr::null_mut();
+                return Err(format!(
+                    "cannot register an agent of management class {class:#04x} on {what}: {}",
+                    errno(a)
+                ));
+            }
+        }
+        Ok(umad)
+    }
+
+    /// The agent of management `class` (the LID-routed SMP's for a class
+    /// not in [`CLASSES`]), registered now when it was not yet: its id, or a
+    /// negative errno.
+    fn agent(&mut self, class: u8) -> c_int {
+        let slot = CLASSES.iter().position(|(c, _)| *c == class).unwrap_or(0);
+        if self.agents[slot] == NOT_YET {
+            let version = c_int::from(CLASSES[slot].1);
+            // SAFETY: the port is open; a NULL method mask registers no
+            // unsolicited methods (answers to our requests still arrive).
+            self.agents[slot] = unsafe {
+                (self.f.register)(
+                    self.port,
+                    c_int::from(CLASSES[slot].0),
+                    version,
+                    0,
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+        self.agents[slot]
     }
 
     /// Sends one MAD of management `class` to `dlid`: an SMP to QP0 (the
@@ -211,12 +249,11 @@ impl Umad {
         mad: &[u8; MAD_SIZE],
         timeout_ms: i32,
     ) -> Result<(), String> {
-        let (agent, qp, qkey) = match class {
-            CLASS_DIRECTED => (self.agents[1], 0, 0),
-            CLASS_PERF => (self.agents[2], 1, QP1_QKEY),
-            CLASS_SA => (self.agents[3], 1, QP1_QKEY),
-            _ => (self.agents[0], 0, 0),
+        let (qp, qkey) = match class {
+            CLASS_PERF | CLASS_SA => (1, QP1_QKEY),
+            _ => (0, 0),
         };
+        let agent = self.agent(class);
         if agent < 0 {
             return Err(format!(
                 "no agent of management class {class:#04x}: {}",
@@ -278,11 +315,14 @@ impl Umad {
 
 impl Drop for Umad {
     fn drop(&mut self) {
-        // SAFETY: the port is open and the handle live; neither is used
-        // after this (closing the port unregisters the agents).
+        // SAFETY: the port is open and the handle live (or NULL: the
+        // caller's, see `open_with`); neither is used after this (closing
+        // the port unregisters the agents).
         unsafe {
             (self.f.close_port)(self.port);
-            libc::dlclose(self.lib);
+            if !self.lib.is_null() {
+                libc::dlclose(self.lib);
+            }
         }
     }
 }
