@@ -393,6 +393,9 @@ fi
 check "dpkg --purge $PLUGIN" bash -c "dpkg --purge '$PLUGIN' >'$PW/plugin-purge.log' 2>&1 || { cat '$PW/plugin-purge.log' >&2; false; }"
 check "plugin purged: no library, no docs, not in the linker's cache, dpkg knows it not" bash -c \
   "! [ -e '$LIB' ] && ! [ -e /usr/share/doc/$PLUGIN ] && ! ldconfig -p | grep -q libqoslane_sm && ! dpkg-query -W '$PLUGIN' >/dev/null 2>&1"
+apt_sim -s upgrade >"$APT/upgrade-after.log" 2>&1
+check "apt: without the plugin, the same upgrade takes opensm $OSM_NEXT (the plugin held it back)" bash -c \
+  "grep -q '^Inst opensm ' '$APT/upgrade-after.log' || { cat '$APT/upgrade-after.log' >&2; false; }"
 
 # ------------------------------------------------------------ the packages' life on a real Slurm node
 . "$(dirname "$0")/packages_node.sh"
