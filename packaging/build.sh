@@ -2,7 +2,10 @@
 # build.sh — the packages: qoslane and hookrun, each a .deb and an .rpm of the
 # same version, from one build. hookrun (the Slurm hook framework slurm.conf
 # names) is its own package so that removing qoslane never removes what Slurm
-# runs as its Prolog; qoslane depends on the hookrun of its own version.
+# runs as its Prolog; qoslane depends on the hookrun of its own version. The
+# OpenSM event plugin (smplugin/) is a third, qoslane-opensm-plugin, for the
+# host that runs OpenSM: built here against the installed libopensm-dev and
+# pinned to that upstream OpenSM version.
 #
 #   packaging/build.sh                  every package into target/packages/
 #   packaging/build.sh --deb            only the .debs   (--rpm: only the .rpms)
@@ -25,7 +28,7 @@
 #                                       crate's build by name and version, not by
 #                                       path, so two trees of one version would
 #                                       take each other's builds as fresh.
-#   packaging/build.sh --cargo-tools    with cargo-deb / cargo-generate-rpm
+#   packaging/build.sh --cargo-tools    qoslane and hookrun with cargo-deb / cargo-generate-rpm
 #                                       (from [package.metadata.*] of
 #                                       crates/qoslane/Cargo.toml and
 #                                       crates/hookrun/Cargo.toml) instead
@@ -59,6 +62,15 @@
 #   (each a symlink to /usr/sbin/qoslane: no shell in between; qoslane picks
 #   the hook from SLURM_SCRIPT_CONTEXT or hookrun's HOOKRUN_PHASE and reads
 #   the site options file itself)
+# qoslane-opensm-plugin (Depends: opensm of the upstream version it was built
+# against, >= V and << the next, read from libopensm-dev's osm_version.h: OpenSM
+# loads a plugin only when its version string is its own, exactly):
+#   /usr/lib/<multiarch triplet>/libqoslane_sm.so   (.rpm: %{_libdir}; OpenSM
+#                                       dlopens lib<name>.so through the linker's
+#                                       path: an ldconfig trigger, .rpm scriptlets)
+#   /usr/share/doc/qoslane-opensm-plugin/README.md   (smplugin/README.md; copyright,
+#                                       changelog.Debian.gz; .rpm: licenses/)
+# It never edits opensm.conf: enabling it is the site's (smplugin/README.md).
 # Removing qoslane first releases the levels jobs hold (qoslane's Epilog:
 # the node settings back to the baseline), then drops its .prom textfile;
 # purge (rpm: erase) also /var/lib/qoslane and /run/qoslane. The audit
@@ -142,6 +154,30 @@ export QOSLANE_BUILD="${VERSION}-${REVISION} (git $COMMIT)"
 log "cargo build --release -p qoslane -p hookrun ($QOSLANE_BUILD)"
 cargo build --release -q -p qoslane -p hookrun
 REL=${CARGO_TARGET_DIR:-$REPO/target}/release
+
+# The OpenSM event plugin, against the installed libopensm-dev: the version string OpenSM
+# compares (osm_version.h's OSM_VERSION, "OpenSM 3.3.23") gives the Depends' range.
+OSM_VERSION_H=/usr/include/infiniband/opensm/osm_version.h
+[ -f "$OSM_VERSION_H" ] || die "$OSM_VERSION_H missing: the OpenSM plugin builds against libopensm-dev (scripts/install-deps.sh)"
+OSM_UPSTREAM=$(sed -n 's/^#define OSM_VERSION "OpenSM \([0-9][0-9.]*\)"$/\1/p' "$OSM_VERSION_H")
+[ -n "$OSM_UPSTREAM" ] || die "$OSM_VERSION_H: no OSM_VERSION \"OpenSM X.Y.Z\""
+# The package that holds the header must be of that upstream version (its epoch and revision
+# aside): a header of another OpenSM than the one installed would pin the wrong one.
+osm_dev=$(dpkg-query -W -f='${Version}' libopensm-dev 2>/dev/null || true)
+osm_dev=${osm_dev#*:}; osm_dev=${osm_dev%-*}; osm_dev=${osm_dev%%[+~]*}
+[ -z "$osm_dev" ] || [ "$osm_dev" = "$OSM_UPSTREAM" ] ||
+  die "libopensm-dev is upstream $osm_dev but its osm_version.h says OpenSM $OSM_UPSTREAM"
+# The next upstream version: the last number plus one (3.3.23 -> 3.3.24); "<< 3.3.24~" admits
+# every Debian revision and rebuild of 3.3.23 (3.3.23-2+b1 keeps the string), nothing later.
+OSM_NEXT=$(awk -F. -v OFS=. '{ $NF = $NF + 1; print }' <<<"$OSM_UPSTREAM")
+PLUGIN=qoslane-opensm-plugin
+PLUGIN_BUILD=$REPO/target/packaging/smplugin
+log "make -C smplugin libqoslane_sm.so (OpenSM $OSM_UPSTREAM, hardened as dpkg-buildflags says)"
+rm -rf "$PLUGIN_BUILD"
+flags() { DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1"; }
+make -s -C "$REPO/smplugin" O="$PLUGIN_BUILD" QSM_BUILD="$QOSLANE_BUILD" \
+  CFLAGS="$(flags CFLAGS)" CPPFLAGS="$(flags CPPFLAGS)" LDFLAGS="$(flags LDFLAGS)" \
+  "$PLUGIN_BUILD/libqoslane_sm.so" >&2 || die "the OpenSM plugin did not build (smplugin/)"
 # hookrun took /usr/sbin/hookrun over from the single qoslane package of 0.1.0 in release 0.2.0.
 REPLACES_BEFORE=0.2.0~
 SUMMARY="Slurm QoS to InfiniBand Service Level for jobs, on the node"
@@ -158,12 +194,22 @@ under its own deadline, with an exact environment, reports a failed hook as
 Slurm expects (the job requeued, held or the node drained, as configured)
 and reports and skips a hook whose link is broken. Its removal is refused
 while Slurm's configuration still runs it."
+PLUGIN_SUMMARY="OpenSM event plugin telling qoslane what the subnet manager changed"
+PLUGIN_DESCRIPTION="qoslane_sm is an OpenSM event plugin: for each sweep, routing change,
+forwarding-table (LFT) change and trap the subnet manager reports, it appends
+a 64-byte record to a bounded spool on a tmpfs (/run/qoslane-sm), where
+qoslane reads what changed instead of waiting for its next poll. It never
+blocks the SM. Installing it enables nothing: add event_plugin_name
+qoslane_sm to opensm.conf (see the README). It is built for one upstream
+OpenSM version, the one OpenSM checks when it loads a plugin."
 MAINTAINER="qoslane maintainers <qoslane@users.noreply.github.com>"
 HOMEPAGE=https://github.com/qoslane/qoslane
 mkdir -p "$OUT"
 # Installed into /usr/share/doc/qoslane (the man pages and --help name them).
 DOCS="admin-guide.md fabric.md hookrun.md metrics.md omnia.md"
 # (docs/PERFORMANCE.md and docs/RELIABILITY.md are engineering records, not shipped.)
+# Installed into /usr/share/doc/qoslane-opensm-plugin, from smplugin/.
+PLUGIN_DOCS="README.md"
 
 # ------------------------------------------------------------ generated files
 GEN=$REPO/target/packaging/generated
@@ -232,6 +278,15 @@ stage_qoslane() {
     install -d -m 0755 "$d/usr/lib/qoslane/hooks/${p%/*}"
     ln -s ../../../../sbin/qoslane "$d/usr/lib/qoslane/hooks/$p"
   done
+}
+
+# stage_plugin DIR LIBDIR: the plugin's installed tree under DIR (LIBDIR: where OpenSM's dlopen
+# finds it through the linker's path), stripped as distribution packages ship libraries
+stage_plugin() {
+  install -D -m 0644 "$PLUGIN_BUILD/libqoslane_sm.so" "$1$2/libqoslane_sm.so"
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$1$2/libqoslane_sm.so"
+  local p
+  for p in $PLUGIN_DOCS; do install -D -m 0644 "$REPO/smplugin/$p" "$1/usr/share/doc/$PLUGIN/$p"; done
 }
 
 # ------------------------------------------------------------ .deb
@@ -318,6 +373,21 @@ build_deb_native() {
   printf '/etc/default/qoslane\n/etc/logrotate.d/qoslane\n' > "$st/DEBIAN/conffiles"
   install -m 0755 "$REPO/packaging/maint/qoslane/prerm" "$REPO/packaging/maint/qoslane/postrm" "$st/DEBIAN/"
   deb_pack "$st" qoslane
+
+  st=$REPO/target/packaging/deb/${PLUGIN}_${VERSION}-${REVISION}_$arch
+  rm -rf "$st"
+  stage_plugin "$st" "/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)"
+  deb_docs "$st" "$PLUGIN"
+  find "$st/usr/share/doc/$PLUGIN" -maxdepth 1 -name '*.md' -size +4k -exec gzip -9n {} +
+  depends=$(shlibs "$st"/usr/lib/*/libqoslane_sm.so); [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies of the plugin"
+  install -d -m 0755 "$st/DEBIAN"
+  # The OpenSM it was built against, to the upstream version: OpenSM skips a plugin of another
+  # (its version string), so apt holds OpenSM back until the plugin of the next is installed.
+  deb_control "$st" "$PLUGIN" "$depends, opensm (>= $OSM_UPSTREAM), opensm (<< $OSM_NEXT~)" "" \
+    "$PLUGIN_SUMMARY" "$PLUGIN_DESCRIPTION"
+  # The linker's cache (OpenSM's dlopen finds lib<name>.so through it), as debhelper's ldconfig trigger.
+  echo 'activate-noawait ldconfig' > "$st/DEBIAN/triggers"; chmod 0644 "$st/DEBIAN/triggers"
+  deb_pack "$st" "$PLUGIN"
 }
 
 # ------------------------------------------------------------ .rpm
@@ -329,24 +399,28 @@ build_rpm_native() {
   # One tree, both packages: the spec's %files split it.
   stage_hookrun "$top/stage" /usr/share/zsh/site-functions
   stage_qoslane "$top/stage" /usr/share/zsh/site-functions sysconfig
-  for p in qoslane hookrun; do
+  stage_plugin "$top/stage" "$(rpm --eval '%{_libdir}')"
+  for p in qoslane hookrun "$PLUGIN"; do
     install -D -m 0644 "$REPO/packaging/debian/copyright" "$top/stage/usr/share/licenses/$p/copyright"
   done
   install -d -m 0750 "$top/stage/var/log/qoslane"
   sed -e "s|@VERSION@|$VERSION|" -e "s|@RELEASE@|$REVISION|" -e "s|@SUMMARY@|$SUMMARY|" \
       -e "s|@HOOKRUN_SUMMARY@|$HOOKRUN_SUMMARY|" -e "s|@REPLACES_BEFORE@|$REPLACES_BEFORE|" \
-      -e "s|@URL@|$HOMEPAGE|" -e "s|@PACKAGER@|$MAINTAINER|" "$REPO/packaging/rpm/qoslane.spec.in" > "$top/SPECS/qoslane.spec"
+      -e "s|@URL@|$HOMEPAGE|" -e "s|@PACKAGER@|$MAINTAINER|" -e "s|@PLUGIN_SUMMARY@|$PLUGIN_SUMMARY|" \
+      -e "s|@OSM_UPSTREAM@|$OSM_UPSTREAM|" -e "s|@OSM_NEXT@|$OSM_NEXT|" "$REPO/packaging/rpm/qoslane.spec.in" > "$top/SPECS/qoslane.spec"
   printf '%s\n' "$DESCRIPTION" > "$top/description"
   printf '%s\n' "$HOOKRUN_DESCRIPTION" > "$top/hookrun-description"
+  printf '%s\n' "$PLUGIN_DESCRIPTION" > "$top/plugin-description"
   # %changelog: the Debian changelog's entries, each release's, as rpm writes them.
   zcat "$GEN/changelog.Debian.gz" | bash "$REPO/packaging/changelog.sh" rpm > "$top/changelog"
   rpmbuild -bb --quiet \
     --define "_topdir $top" --define "_stagedir $top/stage" --define "_descfile $top/description" \
     --define "_hookrun_descfile $top/hookrun-description" --define "_changelogfile $top/changelog" \
+    --define "_plugin_descfile $top/plugin-description" \
     --define "_build_id_links none" --define "debug_package %{nil}" --define "__os_install_post %{nil}" \
     --target "$arch" "$top/SPECS/qoslane.spec" >"$top/rpmbuild.log" 2>&1 ||
     { tail -20 "$top/rpmbuild.log" >&2; die "rpmbuild failed (log: $top/rpmbuild.log)"; }
-  for p in qoslane hookrun; do
+  for p in qoslane hookrun "$PLUGIN"; do
     cp "$top/RPMS/$arch/$p-${VERSION}-${REVISION}.$arch.rpm" "$OUT/"
     log "built $OUT/$p-${VERSION}-${REVISION}.$arch.rpm"
   done

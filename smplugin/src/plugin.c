@@ -121,6 +121,11 @@ static void osm_logger(void *ctx, int error, const char *msg)
 	osm_log(ctx, error ? OSM_LOG_ERROR : OSM_LOG_INFO, "qoslane_sm: %s\n", msg);
 }
 
+/* packaging/build.sh names the package's build (QOSLANE_BUILD: version-revision and commit) */
+#ifndef QSM_BUILD
+#define QSM_BUILD "unpackaged"
+#endif
+
 struct qsm_handle {
 	void *spool;
 	osm_log_t *log;
@@ -138,6 +143,9 @@ static void *create(struct osm_opensm *osm)
 		free(h);
 		return NULL;
 	}
+	/* which build OpenSM loaded: the package's version, revision and commit */
+	osm_log(h->log, OSM_LOG_INFO, "qoslane_sm: build %s, for %s\n", QSM_BUILD,
+		OSM_VERSION);
 	return h;
 }
 

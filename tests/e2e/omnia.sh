@@ -148,7 +148,7 @@ check "deb: every hook is qoslane itself (a relative symlink, no shell)" eq \
        echo "lrwxrwxrwx ./usr/lib/qoslane/hooks/$h ../../../../sbin/qoslane"; done)"
 check "deb: version $VERSION, Depends on libc6" bash -c \
   "dpkg-deb -f '$DEB' Version | grep -qx '$VERSION-1' && dpkg-deb -f '$DEB' Depends | grep -q libc6"
-if RPM=$(ls "$WORK"/packages/qoslane-*.rpm 2>/dev/null); then
+if RPM=$(ls "$WORK"/packages/qoslane-[0-9]*.rpm 2>/dev/null); then
   rpm_files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$RPM" 2>/dev/null | awk '$1 !~ /^d/ {print $2}' | sort)
   check "rpm: holds exactly the expected files" eq "$rpm_files" "$(expected /usr/share/zsh/site-functions md /etc/sysconfig/qoslane /usr/share/licenses/qoslane/copyright)"
   HRPM=$(ls "$WORK"/packages/hookrun-*.rpm)

@@ -11,6 +11,15 @@
 # logrotate rule run by the real logrotate while real qoslane runs append to the audit log (no
 # line lost or doubled); `dpkg --remove qoslane` drops its .prom textfile and leaves hookrun;
 # `dpkg --purge` leaves nothing (files, state, metrics) but the audit history, and says so.
+# The OpenSM plugin's package (qoslane-opensm-plugin, smplugin/): its files, its Depends pinned to
+# the upstream OpenSM it was built against (read here from the installed opensm), the ldconfig
+# trigger, no maintainer script (it never edits opensm.conf); apt keeps a newer OpenSM back
+# (simulated: apt-get -s against a local repository holding one); installed on this machine, the
+# multi-switch rig's real OpenSM loads it through the linker's path (event_plugin_name
+# qoslane_sm, no LD_LIBRARY_PATH), its log names the build and the spool gets the first sweep's
+# records; the next revision installed under the running OpenSM, which sweeps on, and loaded by
+# the restarted one; purged, nothing left (always: the EXIT trap). OpenSM skipping a build of
+# another version is tests/e2e/smplugin.sh's.
 # Then on a real Slurm node (tests/e2e/packages_node.sh, the newest chroot rig): upgrade, remove
 # and purge (.deb, dpkg) and upgrade and erase (.rpm, the host's rpm --root the chroot) with jobs
 # running; hookrun's removal refused while slurm.conf runs it.
@@ -30,7 +39,8 @@ for tool in lintian rpmlint rpmbuild logrotate man dpkg-deb; do
   command -v "$tool" >/dev/null || { say "$tool missing (scripts/install-deps.sh)"; exit 1; }
 done
 rig_lock "$RIG_LOCK_WAIT" || { say "another suite holds the rig lock ($RIG_LOCK)"; exit 1; }
-for pkg in qoslane hookrun; do
+PLUGIN=qoslane-opensm-plugin
+for pkg in qoslane hookrun "$PLUGIN"; do
   if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed"; then
     say "$pkg is installed on this machine; not replacing it"; exit 1
   fi
@@ -51,11 +61,13 @@ PROM_DIR_BEFORE=$([ -d "$PROM" ] && echo 1 || echo 0)
 # The Slurm node's part (packages_node.sh) puts its own cleanup here.
 # shellcheck disable=SC2317  # called by cleanup (the EXIT trap)
 chroot_cleanup() { :; }
+SM_ENV=""   # the fabric rig of the plugin's part, stopped on exit
 cleanup() {
   local rc=$?
   set +e
   local pkg
-  for pkg in qoslane hookrun; do
+  [ -z "$SM_ENV" ] || "$E2E_REPO/rigs/fabric_path_rig.sh" stop "$SM_ENV" >/dev/null 2>&1
+  for pkg in qoslane hookrun "$PLUGIN"; do
     if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed\|config-files"; then
       dpkg --purge "$pkg" >/dev/null 2>&1
     fi
@@ -74,7 +86,8 @@ bash "$E2E_REPO/packaging/build.sh" --deb --out "$PW/out" 2>"$PW/build.log" ||
   { cat "$PW/build.log" >&2; exit 1; }
 DEB=$(ls "$PW"/out/qoslane_*.deb)
 HDEB=$(ls "$PW"/out/hookrun_*.deb)
-say "built $(basename "$DEB") and $(basename "$HDEB") in $(secs "$t")s"
+PDEB=$(ls "$PW"/out/${PLUGIN}_*.deb)
+say "built $(basename "$DEB"), $(basename "$HDEB") and $(basename "$PDEB") in $(secs "$t")s"
 files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}')
 hfiles=$(dpkg-deb -c "$HDEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}')
 has() { grep -qx -- "$1" <<<"$files" || { say "  not in the package: $1"; return 1; }; }
@@ -123,16 +136,17 @@ check "deb: conffiles are /etc/default/qoslane and the logrotate rule" eq \
     dpkg-deb --ctrl-tarfile \"\$d\" | tar -xOf - ./\$s | grep -qx 'set -e' || exit 1
   done; done"
 
-lintian -I --pedantic "$DEB" "$HDEB" >"$PW/lintian.txt" 2>"$PW/lintian.err"; lrc=$?
+lintian -I --pedantic "$DEB" "$HDEB" "$PDEB" >"$PW/lintian.txt" 2>"$PW/lintian.err"; lrc=$?
 check "lintian -I --pedantic: no tag left (exit $lrc)" bash -c "[ $lrc = 0 ] && ! [ -s '$PW/lintian.txt' ] || { cat '$PW/lintian.txt' >&2; false; }"
 
 # The .rpm of the same tree: rpmlint with the distribution settings and the
 # narrow filters of packaging/rpm/rpmlint.toml, each with its reason.
 bash "$E2E_REPO/packaging/build.sh" --rpm --out "$PW/out" 2>>"$PW/build.log" ||
   { cat "$PW/build.log" >&2; exit 1; }
-RPM=$(ls "$PW"/out/qoslane-*.rpm)
+RPM=$(ls "$PW"/out/qoslane-[0-9]*.rpm)
 HRPM=$(ls "$PW"/out/hookrun-*.rpm)
-rpmlint -c "$E2E_REPO/packaging/rpm/rpmlint.toml" "$RPM" "$HRPM" >"$PW/rpmlint.txt" 2>&1; rrc=$?
+PRPM=$(ls "$PW"/out/$PLUGIN-[0-9]*.rpm)
+rpmlint -c "$E2E_REPO/packaging/rpm/rpmlint.toml" "$RPM" "$HRPM" "$PRPM" >"$PW/rpmlint.txt" 2>&1; rrc=$?
 check "rpmlint: no error or warning left (exit $rrc)" bash -c \
   "[ $rrc = 0 ] && grep -q ' 0 errors, 0 warnings' '$PW/rpmlint.txt' || { cat '$PW/rpmlint.txt' >&2; false; }"
 check "rpm: Recommends infiniband-diags and logrotate" bash -c \
@@ -144,7 +158,10 @@ check "rpm: hookrun conflicts with the qoslane before 0.2.0 (whose /usr/sbin/hoo
   "$(rpm -qp --conflicts "$HRPM" 2>/dev/null)" "qoslane < 0.2.0~"
 check "rpm: the site options are /etc/sysconfig/qoslane, a noreplace conffile" bash -c \
   "rpm -qp --configfiles '$RPM' 2>/dev/null | grep -qx /etc/sysconfig/qoslane && ! rpm -qpl '$RPM' 2>/dev/null | grep -q /etc/default/"
-check "rpm: the systemd units" bash -c "rpm -qpl '$RPM' 2>/dev/null | grep -c '^/usr/lib/systemd/system/qoslane-' | grep -qx 3"
+# Every unit of packaging/systemd/, whatever their number.
+check "rpm: the systemd units (those of packaging/systemd/)" eq \
+  "$(rpm -qpl "$RPM" 2>/dev/null | grep '^/usr/lib/systemd/system/' | sort)" \
+  "$(find "$E2E_REPO/packaging/systemd" -type f -printf '/usr/lib/systemd/system/%f\n' | sort)"
 check "rpm: hookrun its own package, required by qoslane at its own version-release" bash -c \
   "rpm -qpl '$HRPM' 2>/dev/null | grep -qx /usr/sbin/hookrun && ! rpm -qpl '$RPM' 2>/dev/null | grep -q /usr/sbin/hookrun &&
    rpm -qp --requires '$RPM' 2>/dev/null | grep -qx \"hookrun = \$(rpm -qp --qf '%{VERSION}-%{RELEASE}' '$HRPM' 2>/dev/null)\""
@@ -281,6 +298,112 @@ left=$(for p in /etc/default/qoslane /etc/logrotate.d/qoslane /var/lib/qoslane /
 check "purged: nothing left" eq "$left" ""
 check "purged: dpkg knows neither package" bash -c "! dpkg-query -W qoslane >/dev/null 2>&1 && ! dpkg-query -W hookrun >/dev/null 2>&1"
 check "purge again is no error (nothing to purge)" bash -c "dpkg --purge qoslane hookrun >/dev/null 2>&1"
+
+# ------------------------------------------------------------ the OpenSM plugin's package
+# Revision 2 of the same version, for the upgrades (here the plugin's, on the node qoslane's).
+bash "$E2E_REPO/packaging/build.sh" --revision 2 --out "$PW/out2" 2>>"$PW/build.log" ||
+  { cat "$PW/build.log" >&2; exit 1; }
+PDEB2=$(ls "$PW"/out2/${PLUGIN}_*.deb)
+TRIPLET=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+LIB=/usr/lib/$TRIPLET/libqoslane_sm.so
+# The upstream OpenSM of this machine, as dpkg has it (the plugin must be pinned to it).
+OSM=$(dpkg-query -W -f='${Version}' opensm 2>/dev/null || true); OSM=${OSM#*:}; OSM=${OSM%-*}
+OSM_NEXT=$(awk -F. -v OFS=. '{ $NF = $NF + 1; print }' <<<"$OSM")
+pfiles=$(dpkg-deb -c "$PDEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort)
+check "plugin deb: the library in the multiarch directory, the README, copyright, changelog, overrides" eq "$pfiles" \
+  "$(printf '%s\n' "$LIB" /usr/share/doc/$PLUGIN/{README.md.gz,changelog.Debian.gz,copyright} \
+       /usr/share/lintian/overrides/$PLUGIN | sort)"
+check "plugin deb: the version and revision of qoslane's ($ver)" eq "$(dpkg-deb -f "$PDEB" Version)" "$ver"
+check "plugin deb: Depends on the upstream OpenSM installed here: opensm (>= $OSM), opensm (<< $OSM_NEXT~)" bash -c \
+  "[ -n '$OSM' ] && dpkg-deb -f '$PDEB' Depends | grep -qF 'opensm (>= $OSM), opensm (<< $OSM_NEXT~)'"
+check "plugin deb: the ldconfig trigger, no maintainer script (opensm.conf is the site's)" eq \
+  "$(dpkg-deb --ctrl-tarfile "$PDEB" | tar -t | sed 's|^\./||' | grep . | sort | tr '\n' ' '):$(dpkg-deb -I "$PDEB" triggers)" \
+  "control md5sums triggers :activate-noawait ldconfig"
+check "plugin rpm: %{_libdir}/libqoslane_sm.so (0755), the README, the license" eq \
+  "$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$PRPM" 2>/dev/null | grep -v '^d')" \
+  "$(printf '%s\n' "-rwxr-xr-x /usr/lib64/libqoslane_sm.so" "-rw-r--r-- /usr/share/doc/$PLUGIN/README.md" \
+       "-rw-r--r-- /usr/share/licenses/$PLUGIN/copyright")"
+check "plugin rpm: Requires opensm >= $OSM and < $OSM_NEXT~, ldconfig after install and erase, $ver" bash -c \
+  "rpm -qp --requires '$PRPM' 2>/dev/null | grep -qx 'opensm >= $OSM' && rpm -qp --requires '$PRPM' 2>/dev/null | grep -qx 'opensm < $OSM_NEXT~' &&
+   [ \"\$(rpm -qp --qf '%{POSTINPROG} %{POSTUNPROG} %{VERSION}-%{RELEASE}' '$PRPM' 2>/dev/null)\" = '/sbin/ldconfig /sbin/ldconfig $ver' ]"
+
+check "dpkg -i $PLUGIN (the opensm here satisfies it)" bash -c \
+  "dpkg -i '$PDEB' >'$PW/plugin-i.log' 2>&1 || { cat '$PW/plugin-i.log' >&2; false; }"
+# in_cache: the linker's cache names the library, by a path that is LIB (merged /usr: the cache
+# says /lib/TRIPLET/..., the same file)
+in_cache() {
+  local p
+  for p in $(ldconfig -p | awk '$1 == "libqoslane_sm.so" { print $NF }'); do
+    [ "$(readlink -f "$p")" = "$LIB" ] && return 0
+  done
+  return 1
+}
+check "plugin: the linker's cache has it (the trigger ran): $LIB" in_cache
+
+# apt keeps OpenSM back: a local repository (apt's state under PW) offers opensm $OSM_NEXT-1.
+APT=$PW/apt; mkdir -p "$APT/repo" "$APT/lists/partial" "$APT/cache/archives/partial" "$APT/fake/DEBIAN"
+printf '%s\n' "Package: opensm" "Version: $OSM_NEXT-1" "Architecture: $(dpkg --print-architecture)" \
+  "Maintainer: test <test@invalid>" "Description: a later OpenSM (a test's)" >"$APT/fake/DEBIAN/control"
+dpkg-deb --root-owner-group --build "$APT/fake" "$APT/repo/opensm_${OSM_NEXT}-1.deb" >/dev/null
+(cd "$APT/repo" && dpkg-scanpackages -m . /dev/null 2>/dev/null >Packages)
+echo "deb [trusted=yes] file:$APT/repo ./" >"$APT/sources.list"
+apt_sim() { apt-get -q -o Dir::Etc::SourceList="$APT/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+  -o Dir::State::Lists="$APT/lists" -o Dir::Cache="$APT/cache" -o Debug::NoLocking=1 "$@"; }
+apt_sim update >"$APT/update.log" 2>&1 || cat "$APT/update.log" >&2
+apt_sim -s upgrade >"$APT/upgrade.log" 2>&1
+apt_sim -s install opensm >"$APT/install.log" 2>&1
+check "apt: a plain upgrade keeps opensm $OSM_NEXT back while the plugin is installed" bash -c \
+  "grep -A1 'kept back:' '$APT/upgrade.log' | grep -qw opensm && ! grep -q '^Inst opensm' '$APT/upgrade.log' || { cat '$APT/upgrade.log' >&2; false; }"
+check "apt: installing opensm $OSM_NEXT would remove the plugin (the admin's no)" bash -c \
+  "grep -q '^Remv $PLUGIN ' '$APT/install.log' || { cat '$APT/install.log' >&2; false; }"
+
+# The multi-switch rig's real OpenSM, with no library path of ours: the installed plugin.
+FABRIC_RIG=$E2E_REPO/rigs/fabric_path_rig.sh
+SPOOL=$PW/sm-spool
+make -s -C "$E2E_REPO/smplugin" O="$PW/smplugin" "$PW/smplugin/qsm-dump" >&2
+dump_kinds() { "$PW/smplugin/qsm-dump" "$SPOOL/events" 2>/dev/null | sed -n 's/.*kind=\([A-Z_]*\).*/\1/p' | sort -u | tr '\n' ' '; }
+spool_has() { dump_kinds | grep -qw "$1"; }
+maps_installed() { grep -q " $LIB\$" "/proc/$RIG_OSM_PID/maps"; }
+RIG_WORK="" RIG_OSM_PID=""   # from the rig's env file, read again after restart-sm
+# shellcheck disable=SC1090  # the rig's env file, written by the rig
+sm_env() { . "$SM_ENV"; }
+first_sweep() { spool_has START && spool_has SUBNET_UP; }
+sweeps_on() { kill -0 "$osm_pid" && spool_has TRAP && spool_has SUBNET_UP; }
+if ! command -v ibsim >/dev/null; then
+  if [ "${QOSLANE_REQUIRE_TOOLS:-0}" = 1 ]; then fail "ibsim missing: the plugin's load not tested"
+  else say "SKIP the plugin's load on the rig: ibsim missing (scripts/install-deps.sh)"; fi
+else
+  SM_ENV=$(env -u LD_LIBRARY_PATH "$FABRIC_RIG" start -o event_plugin_name=qoslane_sm \
+    -o "event_plugin_options=qoslane_spool=$SPOOL" 2>"$PW/rig.log") || { cat "$PW/rig.log" >&2; exit 1; }
+  sm_env
+  check "plugin: OpenSM loaded the installed library (its maps: $LIB)" maps_installed
+  check "plugin: OpenSM's log says qoslane_sm: spooling to $SPOOL/events" bash -c \
+    "grep -q 'qoslane_sm: spooling to $SPOOL/events' '$RIG_WORK/opensm.log'"
+  check "plugin: ... and names the build, $ver, for OpenSM $OSM" bash -c \
+    "grep -Eq 'qoslane_sm: build ${ver//./[.]} \(git [0-9a-f]{12}(\+dirty)?\), for OpenSM ${OSM//./[.]}\$' '$RIG_WORK/opensm.log'"
+  check "plugin: the first sweep's records are in the spool (START, SUBNET_UP)" \
+    poll 10 "START and SUBNET_UP in $SPOOL/events" first_sweep
+  say "  the spool: $(dump_kinds)"
+  # The next revision under the running OpenSM: it keeps what it loaded and sweeps on.
+  osm_pid=$RIG_OSM_PID
+  mv "$SPOOL/events" "$SPOOL/taken"
+  check "plugin: dpkg -i revision 2 while OpenSM runs" bash -c \
+    "dpkg -i '$PDEB2' >'$PW/plugin-i2.log' 2>&1 || { cat '$PW/plugin-i2.log' >&2; false; }"
+  "$FABRIC_RIG" bounce "$SM_ENV" leaf1 3 >>"$PW/rig.log" 2>&1
+  check "plugin: ... the running OpenSM sweeps on with the plugin it loaded (a bounce's TRAP and SUBNET_UP spooled)" \
+    poll 10 "TRAP and SUBNET_UP after the upgrade" sweeps_on
+  "$FABRIC_RIG" restart-sm "$SM_ENV" >>"$PW/rig.log" 2>&1
+  sm_env
+  check "plugin: the restarted OpenSM loads revision 2 (its log names $(dpkg-deb -f "$PDEB2" Version))" bash -c \
+    "grep -q 'qoslane_sm: build ${ver%-*}-2 (git ' '$RIG_WORK/opensm.log' && grep -q ' $LIB\$' /proc/$RIG_OSM_PID/maps"
+  "$FABRIC_RIG" stop "$SM_ENV" >>"$PW/rig.log" 2>&1; SM_ENV=""
+fi
+check "dpkg --purge $PLUGIN" bash -c "dpkg --purge '$PLUGIN' >'$PW/plugin-purge.log' 2>&1 || { cat '$PW/plugin-purge.log' >&2; false; }"
+check "plugin purged: no library, no docs, not in the linker's cache, dpkg knows it not" bash -c \
+  "! [ -e '$LIB' ] && ! [ -e /usr/share/doc/$PLUGIN ] && ! ldconfig -p | grep -q libqoslane_sm && ! dpkg-query -W '$PLUGIN' >/dev/null 2>&1"
+apt_sim -s upgrade >"$APT/upgrade-after.log" 2>&1
+check "apt: without the plugin, the same upgrade takes opensm $OSM_NEXT (the plugin held it back)" bash -c \
+  "grep -q '^Inst opensm ' '$APT/upgrade-after.log' || { cat '$APT/upgrade-after.log' >&2; false; }"
 
 # ------------------------------------------------------------ the packages' life on a real Slurm node
 . "$(dirname "$0")/packages_node.sh"

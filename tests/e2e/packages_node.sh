@@ -14,7 +14,8 @@
 #     it; hookrun goes once slurm.conf no longer names it.
 #   .rpm (the host's rpm, --root the chroot: the scriptlets run there): the same life, erase
 #     being remove and purge at once.
-# Uses from packages.sh: PW, DEB, HDEB, RPM, HRPM, check/poll/say and lib.sh's job helpers.
+# Uses from packages.sh: PW, DEB, HDEB, RPM, HRPM, PW/out2 (revision 2), check/poll/say and lib.sh's
+# job helpers.
 
 slurm_select "$(slurm_newest chroot)"   # CH, SLURM_SUITE, RIG_LOCK: the chroot's
 exec 8>"$RIG_LOCK"
@@ -55,15 +56,13 @@ for p in qoslane hookrun; do
   if installed_deb "$p"; then say "the chroot has $p installed (an earlier run's); not replacing it"; exit 1; fi
 done
 
-# Revision 2 of the same version: the upgrade.
-bash "$E2E_REPO/packaging/build.sh" --revision 2 --out "$PW/out2" 2>>"$PW/build.log" ||
-  { cat "$PW/build.log" >&2; exit 1; }
+# Revision 2 of the same version (built by packages.sh into PW/out2): the upgrade.
 V1=$(dpkg-deb -f "$DEB" Version) V2=$(dpkg-deb -f "$(ls "$PW"/out2/qoslane_*.deb)" Version)
 install -d "$CH$WORK/r1" "$CH$WORK/r2"
 cp "$DEB" "$HDEB" "$RPM" "$HRPM" "$CH$WORK/r1/"
 cp "$PW"/out2/*.deb "$PW"/out2/*.rpm "$CH$WORK/r2/"
 deb_of() { echo "$WORK/$1/$(basename "$(ls "$CH$WORK/$1/$2"_*.deb)")"; }      # deb_of r1|r2 PKG
-rpm_of() { echo "$CH$WORK/$1/$(basename "$(ls "$CH$WORK/$1/$2"-*.rpm)")"; }  # rpm_of r1|r2 PKG
+rpm_of() { echo "$CH$WORK/$1/$(basename "$(ls "$CH$WORK/$1/$2"-[0-9]*.rpm)")"; }  # rpm_of r1|r2 PKG (qoslane: not qoslane-opensm-plugin)
 
 # The node as an admin sets it up: the mapping (no HCA here: fabric_check off), the hooks linked.
 install -d -m 0755 "$CH/etc/qoslane"

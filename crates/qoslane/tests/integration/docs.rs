@@ -19,20 +19,26 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The docs the packages install: `DOCS="…"` of packaging/build.sh.
+/// The docs the packages install: `DOCS="…"` of packaging/build.sh (from
+/// docs/), and `PLUGIN_DOCS="…"` (from smplugin/: the OpenSM plugin's package).
 fn shipped_docs() -> Vec<String> {
     let build = read(&repo().join("packaging/build.sh"));
-    let line = build
-        .lines()
-        .find_map(|l| l.strip_prefix("DOCS=\""))
-        .expect("packaging/build.sh sets DOCS=\"…\"");
-    let list = line.split('"').next().expect("a closing quote");
-    let docs: Vec<String> = list
-        .split_whitespace()
-        .map(|d| format!("docs/{d}"))
-        .collect();
+    let listed = |var: &str, dir: &str| -> Vec<String> {
+        let prefix = format!("{var}=\"");
+        let line = build
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("packaging/build.sh sets {var}=\"…\""));
+        let list = line.split('"').next().expect("a closing quote");
+        list.split_whitespace()
+            .map(|d| format!("{dir}/{d}"))
+            .collect()
+    };
+    let docs = listed("DOCS", "docs");
     assert!(docs.len() >= 5, "{docs:?}");
-    docs
+    let plugin = listed("PLUGIN_DOCS", "smplugin");
+    assert!(plugin.contains(&"smplugin/README.md".to_owned()), "{plugin:?}");
+    [docs, plugin].concat()
 }
 
 /// What an admin's doc must not cite: the word, and whether it is a
