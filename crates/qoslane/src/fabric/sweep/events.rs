@@ -1,6 +1,6 @@
 //! The OpenSM event plugin's records (`smplugin/`, `libqoslane_sm.so`), pure:
 //! the 64-byte record decoded and checked ([`decode`], the format of
-//! smplugin/README.md "Record format (version 1)"), and what `qoslane
+//! smplugin/README.md "SmRecord format (version 1)"), and what `qoslane
 //! fabric watch` makes of a stream of them ([`Tracker`]): a full audit, a
 //! re-audit of the switches named, or nothing yet.
 //!
@@ -42,7 +42,7 @@ pub const MAX_NAMED: usize = 65_536;
 
 /// The kinds of record (smplugin/src/record.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum SmKind {
     SubnetUp,
     HeavySweepStart,
     HeavySweepDone,
@@ -58,7 +58,7 @@ pub enum Kind {
     Unknown(u16),
 }
 
-impl Kind {
+impl SmKind {
     pub fn of(n: u16) -> Self {
         match n {
             1 => Self::SubnetUp,
@@ -79,8 +79,8 @@ impl Kind {
 
 /// One record, decoded and checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Record {
-    pub kind: Kind,
+pub struct SmRecord {
+    pub kind: SmKind,
     pub seq: u64,
     pub instance: u64,
     pub time_ns: u64,
@@ -123,7 +123,7 @@ pub enum Bad {
 }
 
 /// One record from 64 bytes: magic, format and check verified.
-pub fn decode(b: &[u8]) -> Result<Record, Bad> {
+pub fn decode(b: &[u8]) -> Result<SmRecord, Bad> {
     if b.len() < SIZE {
         return Err(Bad::Short);
     }
@@ -137,8 +137,8 @@ pub fn decode(b: &[u8]) -> Result<Record, Bad> {
     if format != FORMAT {
         return Err(Bad::Format(format));
     }
-    Ok(Record {
-        kind: Kind::of(le16(b, 6)),
+    Ok(SmRecord {
+        kind: SmKind::of(le16(b, 6)),
         seq: le64(b, 8),
         instance: le64(b, 16),
         time_ns: le64(b, 24),
@@ -154,7 +154,7 @@ pub fn decode(b: &[u8]) -> Result<Record, Bad> {
 /// The records of a stretch of bytes read from a spool file, in file
 /// order, and how many stretches did not check (each skipped to the next
 /// offset where a record checks: a torn write, garbage).
-pub fn decode_all(bytes: &[u8]) -> (Vec<Record>, usize) {
+pub fn decode_all(bytes: &[u8]) -> (Vec<SmRecord>, usize) {
     let mut out = Vec::with_capacity(bytes.len() / SIZE);
     let mut bad = 0;
     let mut at = 0;
@@ -235,7 +235,7 @@ pub enum Action {
 
 /// What a batch of records asked for, until it is acted on.
 #[derive(Clone, Debug, Default)]
-pub struct Pending {
+pub struct Batch {
     pub full: Option<Why>,
     pub named: BTreeSet<u64>,
     pub trap: bool,
@@ -249,7 +249,7 @@ pub struct Pending {
     pub records: u64,
 }
 
-impl Pending {
+impl Batch {
     fn is_empty(&self) -> bool {
         self.full.is_none() && self.named.is_empty() && !self.trap && !self.heavy
     }
@@ -274,7 +274,7 @@ pub struct Tracker {
     /// Holes already open at the end of the previous round.
     old_holes: BTreeSet<u64>,
     dropped: u64,
-    pending: Pending,
+    pending: Batch,
 }
 
 impl Tracker {
@@ -285,13 +285,13 @@ impl Tracker {
         t
     }
 
-    pub fn pending(&self) -> &Pending {
+    pub fn pending(&self) -> &Batch {
         &self.pending
     }
 
     /// Feeds one round's records (one read of the spool) and the count
     /// of stretches that did not check.
-    pub fn feed(&mut self, records: &[Record], bad: usize) {
+    pub fn feed(&mut self, records: &[SmRecord], bad: usize) {
         if bad > 0 {
             self.pending.full(Why::BadRecords(bad));
         }
@@ -312,15 +312,15 @@ impl Tracker {
         self.old_holes.clone_from(&self.holes);
     }
 
-    fn record(&mut self, r: &Record) {
-        if matches!(r.kind, Kind::Unknown(_)) {
+    fn record(&mut self, r: &SmRecord) {
+        if matches!(r.kind, SmKind::Unknown(_)) {
             self.sequence(r);
             return;
         }
         self.pending.records += 1;
         self.pending.first_ns.get_or_insert(r.time_ns);
         match r.kind {
-            Kind::Start => {
+            SmKind::Start => {
                 // Nothing before it is known: a new stream.
                 self.instance = Some(r.instance);
                 self.high = r.seq;
@@ -330,28 +330,28 @@ impl Tracker {
                 self.pending.full(Why::Start);
                 return;
             }
-            Kind::Overflow => self.pending.full(Why::Overflow),
-            Kind::LftChange => {
+            SmKind::Overflow => self.pending.full(Why::Overflow),
+            SmKind::LftChange => {
                 if self.pending.named.len() >= MAX_NAMED {
                     self.pending.full(Why::TooMuch);
                 } else {
                     self.pending.named.insert(r.guid);
                 }
             }
-            Kind::Trap => self.pending.trap = true,
-            Kind::HeavySweepStart | Kind::HeavySweepDone => self.pending.heavy = true,
-            Kind::SubnetUp | Kind::UcastRoutingDone => {
+            SmKind::Trap => self.pending.trap = true,
+            SmKind::HeavySweepStart | SmKind::HeavySweepDone => self.pending.heavy = true,
+            SmKind::SubnetUp | SmKind::UcastRoutingDone => {
                 self.pending.heavy = true;
                 self.pending.done = true;
                 self.pending.done_ns = Some(r.time_ns);
             }
-            Kind::StateChange | Kind::SaDbDumped | Kind::Stop | Kind::Unknown(_) => {}
+            SmKind::StateChange | SmKind::SaDbDumped | SmKind::Stop | SmKind::Unknown(_) => {}
         }
         self.sequence(r);
     }
 
     /// The instance, the sequence numbers and the drop count of `r`.
-    fn sequence(&mut self, r: &Record) {
+    fn sequence(&mut self, r: &SmRecord) {
         if self.instance != Some(r.instance) {
             if self.instance.is_some() {
                 self.pending.full(Why::NewInstance);
@@ -396,7 +396,7 @@ impl Tracker {
 
     /// What the batch asks for, and a fresh batch (the stream followed is
     /// kept).
-    pub fn take(&mut self) -> (Action, Pending) {
+    pub fn take(&mut self) -> (Action, Batch) {
         let p = std::mem::take(&mut self.pending);
         let action = if let Some(why) = p.full.clone() {
             Action::Full(why)
@@ -435,11 +435,11 @@ mod tests {
         b
     }
 
-    fn rec(kind: u16, seq: u64) -> Record {
+    fn rec(kind: u16, seq: u64) -> SmRecord {
         decode(&encode(kind, seq, INST, 0, 0)).unwrap()
     }
 
-    fn lft(seq: u64, guid: u64) -> Record {
+    fn lft(seq: u64, guid: u64) -> SmRecord {
         decode(&encode(6, seq, INST, guid, 0)).unwrap()
     }
 
@@ -456,7 +456,7 @@ mod tests {
     fn a_record_decodes_field_for_field() {
         let b = encode(6, 42, INST, 0x0002_c903_0000_1234, 3);
         let r = decode(&b).unwrap();
-        assert_eq!(r.kind, Kind::LftChange);
+        assert_eq!(r.kind, SmKind::LftChange);
         assert_eq!(
             (r.seq, r.instance, r.time_ns, r.guid, r.block, r.flags, r.dropped),
             (42, INST, 1_042, 0x0002_c903_0000_1234, 7, 2, 3)
