@@ -71,14 +71,14 @@ pub struct Passed {
 }
 
 /// The remembering reader (see the module's text).
-pub struct Memo<R: Reader> {
-    inner: R,
+pub struct Memo<R: Reader + ?Sized> {
+    inner: Box<R>,
     scope: RefCell<MemoScope>,
     store: RefCell<MemoStore>,
     passed: RefCell<Passed>,
 }
 
-impl<R: Reader> std::fmt::Debug for Memo<R> {
+impl<R: Reader + ?Sized> std::fmt::Debug for Memo<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Memo")
             .field("scope", &self.scope)
@@ -86,8 +86,8 @@ impl<R: Reader> std::fmt::Debug for Memo<R> {
     }
 }
 
-impl<R: Reader> Memo<R> {
-    pub fn new(inner: R) -> Self {
+impl<R: Reader + ?Sized> Memo<R> {
+    pub fn new(inner: Box<R>) -> Self {
         Self {
             inner,
             scope: RefCell::new(MemoScope::All),
@@ -132,7 +132,7 @@ impl<R: Reader> Memo<R> {
     }
 }
 
-impl<R: Reader> Reader for Memo<R> {
+impl<R: Reader + ?Sized> Reader for Memo<R> {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
@@ -394,7 +394,7 @@ mod tests {
 
     #[test]
     fn only_the_nodes_named_are_read_again_the_rest_is_kept() {
-        let memo = Memo::new(Counting::default());
+        let memo = Memo::new(Box::new(Counting::default()));
         let d = Deadline::after(std::time::Duration::from_secs(5));
         let ports = [item(0xa, 1, 1), item(0xa, 1, 2), item(0xb, 2, 1)];
         let ins = vec![Vec::new(); 3];
@@ -428,7 +428,7 @@ mod tests {
 
     #[test]
     fn a_port_never_read_is_read_whatever_the_scope() {
-        let memo = Memo::new(Counting::default());
+        let memo = Memo::new(Box::new(Counting::default()));
         let d = Deadline::after(std::time::Duration::from_secs(5));
         memo.egress(&[item(0xa, 1, 1)], &[Vec::new()], &d);
         memo.only(&BTreeSet::new(), &Topology::default());

@@ -201,6 +201,10 @@ pub enum Why {
     /// More switches named than the bound (or the file was larger than
     /// what is read at once).
     TooMuch,
+    /// `--full-every` passed since the last full audit.
+    Timer,
+    /// The last audit failed: the next is whole.
+    Failed,
 }
 
 impl std::fmt::Display for Why {
@@ -217,6 +221,8 @@ impl std::fmt::Display for Why {
             Self::BadRecords(n) => write!(f, "{n} stretches of the spool did not check"),
             Self::UntoldSweep => f.write_str("a heavy sweep no trap started (SIGHUP, the SM's own)"),
             Self::TooMuch => f.write_str("more changes than the watcher keeps"),
+            Self::Timer => f.write_str("--full-every passed"),
+            Self::Failed => f.write_str("the last audit failed"),
         }
     }
 }
@@ -287,6 +293,11 @@ impl Tracker {
 
     pub fn pending(&self) -> &Batch {
         &self.pending
+    }
+
+    /// The next act is a full audit (the first reason given stays).
+    pub fn insist(&mut self, why: Why) {
+        self.pending.full(why);
     }
 
     /// Feeds one round's records (one read of the spool) and the count

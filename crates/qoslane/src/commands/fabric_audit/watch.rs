@@ -1,0 +1,461 @@
+//! `qoslane fabric watch`: the fabric verdict kept current from the OpenSM
+//! event plugin's records (`smplugin/`), on the SM host.
+//!
+//! Every `--poll-ms` the spool file is taken (`nodeio::spool`: rename,
+//! bounded read, the late tail read at the next round), its records decoded
+//! and followed (`fabric/sweep/events.rs`: what they ask for); when the
+//! SM's sweep ended (`SUBNET_UP`, `UCAST_ROUTING_DONE`), or records came
+//! and then nothing for `--quiet-ms`, the watcher acts:
+//!
+//! - a **full audit** (the same sweep as `fabric audit`), at start and
+//!   when the records ask for one (the SM restarted, records were lost or
+//!   did not check, a heavy sweep no trap started), when the mapping in
+//!   force changed, and every `--full-every` seconds when asked;
+//! - else a **re-audit**: the topology read again when a trap was seen,
+//!   and only the switches the SM changed (`LFT_CHANGE`) and the nodes
+//!   whose links changed read again — their PortInfo, SL2VL rows, VLArb
+//!   and forwarding tables — through the remembering reader
+//!   (`fabric/read/memo.rs`), everything else answered from the last
+//!   reading. The sweep, the judges and the verdict are the audit's own:
+//!   one decision, whatever read the facts.
+//!
+//! Then the verdict is written where `fabric audit --verdict` writes it
+//! (atomically), so the nodes' `health`/`sync` take it in, and one JSON line
+//! says what was done: why, what was read and kept, SMPs sent, and the time
+//! from the SM's record to the verdict written. Memory stays bounded: one
+//! reading per port of the fabric, the records of one round (at most
+//! [`READ_LIMIT`] bytes), a bounded set of switches named.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nodeio::prom::{Kind as PromKind, Writer};
+use nodeio::spool::Spool;
+
+use super::{Ctx, mapping, reader, via, write_verdict};
+use crate::cli::WatchArgs;
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+use crate::exit_code::ExitClass;
+use crate::fabric::read::memo::{Memo, guid_value};
+use crate::fabric::read::smp_batch;
+use crate::fabric::sweep::events::{self, Action, Tracker, Why};
+use crate::fabric::sweep::{self, Sweep, verdict};
+use crate::fabric::tables::Topology;
+use crate::fabric::{PortId, Reader};
+use crate::log;
+
+/// The live file the plugin appends to, and the name a reader renames it to.
+pub const LIVE: &str = "events";
+pub const TAKEN: &str = "taken";
+/// The most bytes of records read in one round (the plugin's default cap
+/// is 1 MiB; more than this is a full audit).
+pub const READ_LIMIT: usize = 8 << 20;
+/// How long after a failed audit the next is tried.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// What the watcher remembers between acts.
+struct Last {
+    topology: Topology,
+    mapping_sha256: String,
+    full_at: Instant,
+}
+
+/// What one act did (the JSON line, the log line, the metrics).
+#[derive(Debug, serde::Serialize)]
+struct Acted {
+    /// `full` or `switches`.
+    audit: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+    records: u64,
+    switches_named: usize,
+    topology_read: bool,
+    nodes_read: usize,
+    egress_read: usize,
+    egress_kept: usize,
+    forwarding_read: usize,
+    forwarding_kept: usize,
+    smps: u64,
+    audit_ms: u64,
+    /// From the SM's record (`time_ns` of the sweep's end, else of the
+    /// first record of the batch) to the verdict written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sm_to_verdict_ms: Option<f64>,
+    /// Per level, the HCA ports the verdict says lose it.
+    lost: BTreeMap<String, usize>,
+    unread: usize,
+}
+
+pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
+    let via = via(args.ca.as_ref(), args.ca_port);
+    let (inner, fallback) = reader(ctx, args.reader, args.workers, via.as_ref())?;
+    if let Some(why) = fallback {
+        log::warn(&format!(
+            "fabric watch: reading by smpquery (in process unavailable: {why})"
+        ));
+    }
+    let memo = Memo::new(inner);
+    let spool_dir = args.spool.clone().unwrap_or_else(|| ctx.paths.sm_spool());
+    let mut spool = Spool::new(&ctx.paths.root, &spool_dir);
+    let mut tracker = Tracker::new();
+    let mut last: Option<Last> = None;
+    let mut heard = Instant::now().checked_sub(Duration::from_millis(args.quiet_ms));
+    let mut not_before = Instant::now();
+    let mut counts = Counts::default();
+    let poll = Duration::from_millis(args.poll_ms);
+    let quiet = Duration::from_millis(args.quiet_ms);
+    log::info(&format!(
+        "fabric watch: following {} (every {} ms), verdict {}",
+        spool_dir.display(),
+        args.poll_ms,
+        args.verdict.display()
+    ));
+    loop {
+        let round = take(&mut spool, &mut tracker);
+        if round {
+            heard = Some(Instant::now());
+        }
+        if let (Some(l), true) = (&last, args.full_every > 0)
+            && l.full_at.elapsed() >= Duration::from_secs(args.full_every)
+        {
+            tracker.insist(Why::Timer);
+        }
+        let is_quiet = heard.is_none_or(|h| h.elapsed() >= quiet);
+        if tracker.due(is_quiet) && Instant::now() >= not_before {
+            let (action, batch) = tracker.take();
+            match act(ctx, args, &memo, via.as_ref(), &mut last, &action, &batch) {
+                Ok((acted, sweep)) => {
+                    counts.add(&acted);
+                    say(&acted);
+                    if let Some(file) = &args.textfile {
+                        let text = format!(
+                            "{}{}",
+                            super::render(Some(&sweep), SystemTime::now()),
+                            counts.render(&acted)
+                        );
+                        if let Err(e) = publish(ctx, file, &text) {
+                            log::warn(&format!("fabric watch: the textfile: {e}"));
+                        }
+                    }
+                    if args.once {
+                        return Ok(ExitClass::Ok);
+                    }
+                }
+                Err(e) => {
+                    counts.failed += 1;
+                    log::error(&format!("fabric watch: the audit failed: {e}"));
+                    if args.once {
+                        return Err(e);
+                    }
+                    // Nothing of this batch is lost: the next act is a
+                    // full audit, after a pause.
+                    tracker.insist(Why::Failed);
+                    not_before = Instant::now() + RETRY;
+                }
+            }
+        }
+        std::thread::sleep(poll);
+    }
+}
+
+/// One round of the spool: its records fed to the tracker; whether any
+/// came.
+fn take(spool: &mut Spool, tracker: &mut Tracker) -> bool {
+    match spool.take(LIVE, TAKEN, READ_LIMIT) {
+        Ok(round) => {
+            // The last file's tail, then the file taken now: each decoded
+            // from its own start (a record never spans the two).
+            let (a, bad_a) = events::decode_all(&round.bytes[..round.start]);
+            let (b, bad_b) = events::decode_all(&round.bytes[round.start..]);
+            if round.truncated {
+                tracker.insist(Why::TooMuch);
+            }
+            tracker.feed(&a, bad_a);
+            tracker.feed(&b, bad_b);
+            !a.is_empty() || !b.is_empty() || bad_a + bad_b > 0
+        }
+        Err(e) => {
+            log::warn(&format!("fabric watch: the spool: {e}"));
+            tracker.insist(Why::BadRecords(1));
+            true
+        }
+    }
+}
+
+/// A full audit or a re-audit, and the verdict written.
+fn act(
+    ctx: &Ctx,
+    args: &WatchArgs,
+    memo: &Memo<dyn Reader>,
+    via: Option<&PortId>,
+    last: &mut Option<Last>,
+    action: &Action,
+    batch: &events::Batch,
+) -> Result<(Acted, Sweep)> {
+    let started = Instant::now();
+    let started_at = SystemTime::now();
+    let smps = smp_batch::sent();
+    let deadline = Deadline::after(Duration::from_secs(args.timeout));
+    let (loaded, _) = mapping(ctx)?;
+    let mut why = match action {
+        Action::Full(why) => Some(why.to_string()),
+        Action::Switches { .. } => None,
+    };
+    let previous = last.take();
+    let previous = match previous {
+        Some(p) if p.mapping_sha256 != loaded.sha256 => {
+            why = Some("the mapping in force changed".into());
+            None
+        }
+        None if why.is_none() => {
+            why = Some("no audit yet".into());
+            None
+        }
+        p => p,
+    };
+    let (topology, named, topology_read, nodes) = match (action, previous) {
+        (Action::Switches { guids, topology }, Some(p)) if why.is_none() => {
+            let topo = if *topology {
+                memo.topology(&ctx.paths.ibnetdiscover, via, &deadline)?
+            } else {
+                p.topology.clone()
+            };
+            let mut read: BTreeSet<u64> = guids.clone();
+            read.extend(changed_nodes(&p.topology, &topo));
+            memo.only(&read, &topo);
+            (topo, guids.len(), *topology, read.len())
+        }
+        _ => {
+            memo.all();
+            let topo = memo.topology(&ctx.paths.ibnetdiscover, via, &deadline)?;
+            (topo, 0, true, 0)
+        }
+    };
+    let full = why.is_some();
+    let sweep = sweep::sweep(
+        &topology,
+        memo,
+        &loaded.mapping,
+        usize::from(args.workers),
+        &deadline,
+    );
+    let passed = memo.counted();
+    write_verdict(ctx, &args.verdict, &sweep, &loaded.sha256, started_at)?;
+    let written_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let sm_ns = batch.done_ns.or(batch.first_ns);
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "nanoseconds between two records of one day fit an f64 to the microsecond"
+    )]
+    let sm_to_verdict_ms = sm_ns
+        .filter(|&t| t > 0 && u128::from(t) <= written_ns)
+        .map(|t| (written_ns - u128::from(t)) as f64 / 1e6);
+    let v = verdict::build(
+        &sweep,
+        &verdict::Made {
+            time: "",
+            ms: 0,
+            host: "",
+            mapping_sha256: &loaded.sha256,
+        },
+    );
+    let acted = Acted {
+        audit: if full { "full" } else { "switches" },
+        why,
+        records: batch.records,
+        switches_named: named,
+        topology_read,
+        nodes_read: nodes,
+        egress_read: passed.egress,
+        egress_kept: passed.egress_kept,
+        forwarding_read: passed.forwarding,
+        forwarding_kept: passed.forwarding_kept,
+        smps: smp_batch::sent() - smps,
+        audit_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        sm_to_verdict_ms,
+        lost: v
+            .levels
+            .iter()
+            .map(|l| (l.level.clone(), l.lost.len()))
+            .collect(),
+        unread: sweep.unread.len(),
+    };
+    *last = Some(Last {
+        topology,
+        mapping_sha256: loaded.sha256.clone(),
+        full_at: if full {
+            Instant::now()
+        } else {
+            // kept from the last full audit (the timer counts from it)
+            last_full(last.as_ref())
+        },
+    });
+    Ok((acted, sweep))
+}
+
+fn last_full(last: Option<&Last>) -> Instant {
+    last.map_or_else(Instant::now, |l| l.full_at)
+}
+
+/// The nodes (GUIDs) with a link in one topology and not in the other:
+/// both ends of a cable added, removed or moved.
+pub fn changed_nodes(old: &Topology, new: &Topology) -> BTreeSet<u64> {
+    let links = |t: &Topology| -> BTreeSet<(String, u32, String, u32)> {
+        t.ports
+            .iter()
+            .filter_map(|p| {
+                p.remote
+                    .as_ref()
+                    .map(|r| (p.end.guid.clone(), p.end.port, r.guid.clone(), r.port))
+            })
+            .collect()
+    };
+    let (a, b) = (links(old), links(new));
+    a.symmetric_difference(&b)
+        .flat_map(|(g, _, r, _)| [guid_value(g), guid_value(r)])
+        .flatten()
+        .collect()
+}
+
+/// The act's JSON line on stdout, and its words in the log.
+fn say(a: &Acted) {
+    let line = serde_json::to_string(a).unwrap_or_default();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+    let lost: Vec<String> = a
+        .lost
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(l, n)| format!("{l} lost on {n} HCA ports"))
+        .collect();
+    log::info(&format!(
+        "fabric watch: {} audit{} ({} switches named, {} nodes re-read): {} egress ports read, \
+         {} kept; {} forwarding tables read, {} kept; {} SMPs; {} ms{}; {}",
+        a.audit,
+        a.why
+            .as_deref()
+            .map_or_else(String::new, |w| format!(" ({w})")),
+        a.switches_named,
+        a.nodes_read,
+        a.egress_read,
+        a.egress_kept,
+        a.forwarding_read,
+        a.forwarding_kept,
+        a.smps,
+        a.audit_ms,
+        a.sm_to_verdict_ms
+            .map_or_else(String::new, |ms| format!(", {ms:.0} ms after the SM's record")),
+        if lost.is_empty() {
+            "every level carried".to_owned()
+        } else {
+            lost.join(", ")
+        }
+    ));
+}
+
+/// The watcher's counts since it started.
+#[derive(Debug, Default)]
+struct Counts {
+    full: u64,
+    switches: u64,
+    failed: u64,
+    smps: u64,
+}
+
+impl Counts {
+    fn add(&mut self, a: &Acted) {
+        if a.audit == "full" {
+            self.full += 1;
+        } else {
+            self.switches += 1;
+        }
+        self.smps += a.smps;
+    }
+
+    fn render(&self, a: &Acted) -> String {
+        let mut w = Writer::new();
+        w.family(
+            "qoslane_fabric_watch_audits_total",
+            PromKind::Counter,
+            "Audits fabric watch made since it started, by kind (full; switches: only what the SM changed) or failed.",
+        );
+        w.sample("qoslane_fabric_watch_audits_total", &[("audit", "full")], self.full);
+        w.sample(
+            "qoslane_fabric_watch_audits_total",
+            &[("audit", "switches")],
+            self.switches,
+        );
+        w.sample(
+            "qoslane_fabric_watch_audits_total",
+            &[("audit", "failed")],
+            self.failed,
+        );
+        w.family(
+            "qoslane_fabric_watch_smps_total",
+            PromKind::Counter,
+            "MADs fabric watch sent since it started.",
+        );
+        w.sample("qoslane_fabric_watch_smps_total", &[], self.smps);
+        w.family(
+            "qoslane_fabric_watch_last_egress_read",
+            PromKind::Gauge,
+            "Egress ports the last audit of fabric watch read (the rest kept from the last reading).",
+        );
+        w.sample("qoslane_fabric_watch_last_egress_read", &[], a.egress_read);
+        if let Some(ms) = a.sm_to_verdict_ms {
+            w.family(
+                "qoslane_fabric_watch_last_latency_seconds",
+                PromKind::Gauge,
+                "From the SM's record to the fabric verdict written, in the last audit of fabric watch.",
+            );
+            w.sample(
+                "qoslane_fabric_watch_last_latency_seconds",
+                &[],
+                (ms / 1000.0 * 1e6).round() / 1e6,
+            );
+        }
+        w.finish()
+    }
+}
+
+fn publish(ctx: &Ctx, file: &std::path::Path, text: &str) -> Result<()> {
+    let file = std::path::absolute(file).map_err(Error::io("resolve", file))?;
+    crate::state::fsutil::publish(&ctx.paths, &file, text, crate::state::PUBLIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::tables::{DiscoveredPort, LinkEnd, NodeType};
+
+    fn link(a: u64, ap: u32, b: u64, bp: u32) -> DiscoveredPort {
+        let end = |g: u64, p: u32| LinkEnd {
+            kind: NodeType::Switch,
+            lid: 1,
+            port: p,
+            guid: format!("{g:#018x}"),
+            name: String::new(),
+        };
+        DiscoveredPort {
+            end: end(a, ap),
+            remote: Some(end(b, bp)),
+        }
+    }
+
+    #[test]
+    fn a_cable_gone_names_both_ends() {
+        let old = Topology {
+            ports: vec![link(1, 3, 2, 1), link(2, 1, 1, 3), link(1, 4, 3, 1)],
+        };
+        let new = Topology {
+            ports: vec![link(1, 4, 3, 1)],
+        };
+        assert_eq!(changed_nodes(&old, &new), [1, 2].into());
+        assert!(changed_nodes(&old, &old).is_empty());
+    }
+}
