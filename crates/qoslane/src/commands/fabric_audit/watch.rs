@@ -58,6 +58,10 @@ const RETRY: Duration = Duration::from_secs(5);
 /// What the watcher remembers between acts.
 struct Last {
     topology: Topology,
+    /// The nodes where the last audit found a level not carried (or a
+    /// port unread): read again at every re-audit, since the SM's sweep
+    /// may have repaired them (see [`problem_nodes`]).
+    problems: BTreeSet<u64>,
     mapping_sha256: String,
     full_at: Instant,
 }
@@ -73,6 +77,8 @@ struct Acted {
     switches_named: usize,
     topology_read: bool,
     nodes_read: usize,
+    /// Of them, nodes read again because the last audit found a problem there.
+    problem_nodes: usize,
     egress_read: usize,
     egress_kept: usize,
     forwarding_read: usize,
@@ -215,6 +221,7 @@ fn act(
         }
         p => p,
     };
+    let mut problems_read = 0;
     let (topology, named, topology_read, nodes) = match (action, previous) {
         (Action::Switches { guids, topology }, Some(p)) if why.is_none() => {
             let topo = if *topology {
@@ -224,6 +231,8 @@ fn act(
             };
             let mut read: BTreeSet<u64> = guids.clone();
             read.extend(changed_nodes(&p.topology, &topo));
+            read.extend(p.problems.iter().copied());
+            problems_read = p.problems.len();
             memo.only(&read, &topo);
             (topo, guids.len(), *topology, read.len())
         }
@@ -270,6 +279,7 @@ fn act(
         switches_named: named,
         topology_read,
         nodes_read: nodes,
+        problem_nodes: problems_read,
         egress_read: passed.egress,
         egress_kept: passed.egress_kept,
         forwarding_read: passed.forwarding,
@@ -284,7 +294,9 @@ fn act(
             .collect(),
         unread: sweep.unread.len(),
     };
+    let problems = problem_nodes(&sweep, &topology);
     *last = Some(Last {
+        problems,
         topology,
         mapping_sha256: loaded.sha256.clone(),
         full_at: if full {
@@ -299,6 +311,35 @@ fn act(
 
 fn last_full(last: Option<&Last>) -> Instant {
     last.map_or_else(Instant::now, |l| l.full_at)
+}
+
+/// The nodes (GUIDs) where the sweep found a level not carried, or a port
+/// it could not read. OpenSM names no port whose SL2VL or VLArb it set,
+/// and its heavy sweep writes every port's tables from one configuration:
+/// with the options unchanged (a change is a restart, START, or a SIGHUP,
+/// a sweep no trap started: both full audits), a port where every level
+/// was carried stays so, and what a sweep can change is where the fabric
+/// differed from the SM's configuration — where the last audit found a
+/// problem (a table broken behind the SM's back, OperVLs that did not
+/// follow `max_op_vls` until the link retrained), besides the links that
+/// changed and the switches it rerouted. Measured on the rig
+/// (tests/e2e/smreader.sh, b): a bounce's sweep rewrote the SL2VL of a
+/// spine it named in no `LFT_CHANGE`, one the last audit had found wrong.
+pub fn problem_nodes(sweep: &Sweep, topo: &Topology) -> BTreeSet<u64> {
+    let guid = |kind, lid| {
+        topo.ports
+            .iter()
+            .find(|p| p.end.kind == kind && p.end.lid == lid)
+            .and_then(|p| guid_value(&p.end.guid))
+    };
+    let findings = sweep
+        .levels
+        .iter()
+        .flat_map(|l| l.findings.iter())
+        .filter(|f| f.lane.is_problem())
+        .filter_map(|f| guid(f.kind, f.lid));
+    let unread = sweep.unread.iter().filter_map(|u| guid(u.kind, u.lid));
+    findings.chain(unread).collect()
 }
 
 /// The nodes (GUIDs) with a link in one topology and not in the other:
