@@ -528,9 +528,10 @@ pub struct AuditArgs {
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
     /// The fabric verdict to keep current (JSON, atomically replaced; the nodes read it as
-    /// QOSLANE_FABRIC_VERDICT)
+    /// QOSLANE_FABRIC_VERDICT) [default: QOSLANE_FABRIC_VERDICT, from the environment or the
+    /// site options file]
     #[arg(long, value_name = "FILE")]
-    pub verdict: PathBuf,
+    pub verdict: Option<PathBuf>,
     /// The plugin's spool directory (its qoslane_spool) [default: /run/qoslane-sm]
     #[arg(long, value_name = "DIR")]
     pub spool: Option<PathBuf>,

@@ -66,6 +66,12 @@ struct Last {
     full_at: Instant,
 }
 
+/// Where an act writes its verdict and sends its SMPs from.
+struct Target<'a> {
+    verdict: &'a std::path::Path,
+    via: Option<&'a PortId>,
+}
+
 /// What one act did (the JSON line, the log line, the metrics).
 #[derive(Debug, serde::Serialize)]
 struct Acted {
@@ -95,6 +101,17 @@ struct Acted {
 }
 
 pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
+    let verdict_file = args
+        .verdict
+        .clone()
+        .or_else(|| ctx.paths.fabric_verdict.clone())
+        .ok_or_else(|| {
+            Error::Usage(
+                "fabric watch: no verdict to write: give --verdict FILE or set \
+                 QOSLANE_FABRIC_VERDICT"
+                    .into(),
+            )
+        })?;
     let via = via(args.ca.as_ref(), args.ca_port);
     let (inner, fallback) = reader(ctx, args.reader, args.workers, via.as_ref())?;
     if let Some(why) = fallback {
@@ -116,7 +133,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
         "fabric watch: following {} (every {} ms), verdict {}",
         spool_dir.display(),
         args.poll_ms,
-        args.verdict.display()
+        verdict_file.display()
     ));
     loop {
         let round = take(&mut spool, &mut tracker);
@@ -131,7 +148,11 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
         let is_quiet = heard.is_none_or(|h| h.elapsed() >= quiet);
         if tracker.due(is_quiet) && Instant::now() >= not_before {
             let (action, batch) = tracker.take();
-            match act(ctx, args, &memo, via.as_ref(), &mut last, &action, &batch) {
+            let to = Target {
+                verdict: &verdict_file,
+                via: via.as_ref(),
+            };
+            match act(ctx, args, &memo, &to, &mut last, &action, &batch) {
                 Ok((acted, sweep)) => {
                     counts.add(&acted);
                     say(&acted);
@@ -195,11 +216,12 @@ fn act(
     ctx: &Ctx,
     args: &WatchArgs,
     memo: &Memo<dyn Reader>,
-    via: Option<&PortId>,
+    to: &Target<'_>,
     last: &mut Option<Last>,
     action: &Action,
     batch: &events::Batch,
 ) -> Result<(Acted, Sweep)> {
+    let via = to.via;
     let started = Instant::now();
     let started_at = SystemTime::now();
     let smps = smp_batch::sent();
@@ -251,7 +273,7 @@ fn act(
         &deadline,
     );
     let passed = memo.counted();
-    write_verdict(ctx, &args.verdict, &sweep, &loaded.sha256, started_at)?;
+    write_verdict(ctx, to.verdict, &sweep, &loaded.sha256, started_at)?;
     let written_ns = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
