@@ -123,8 +123,10 @@ for t in smpquery ibnetdiscover; do
 done
 
 # qoslane in process as node2 (umad2sim keeps its emulated sysfs in the working directory)
+# (exec: the subshell becomes qoslane, so `$!` of `q … &` is qoslane's own pid and stop_watcher's
+# kill reaches it; without it the watcher outlived the test, holding the rig lock it inherited.)
 q() {
-  (cd "$WORK/cwd" && env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$WORK/bin/smpquery" \
+  (cd "$WORK/cwd" && exec env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$WORK/bin/smpquery" \
     QOSLANE_IBNETDISCOVER="$WORK/bin/ibnetdiscover" LD_PRELOAD="$RIG_UMAD2SIM" \
     IBSIM_SOCKNAME="$IBSIM_SOCKNAME" SIM_HOST=node2 "$BIN" --config "$WORK/m.yml" "$@")
 }
