@@ -57,6 +57,11 @@ const RETRY: Duration = Duration::from_secs(5);
 
 /// What the watcher remembers between acts.
 struct Last {
+    /// The last audit found SL2VL rows that differ by port pair.
+    per_pair: bool,
+    /// Per Slurm node, the placed levels' features `fabric watch` took
+    /// off its ActiveFeatures (sent again only when more are lost).
+    withdrawn: BTreeMap<String, BTreeSet<String>>,
     topology: Topology,
     /// The nodes where the last audit found a level not carried (or a
     /// port unread): read again at every re-audit, since the SM's sweep
@@ -86,6 +91,9 @@ struct Acted {
     /// Of them, nodes read again because the last audit found a problem there.
     problem_nodes: usize,
     egress_read: usize,
+    /// Ports of the switches named checked by a sentinel read (PortInfo,
+    /// one SL2VL row, VLArb): kept when it agreed, else read whole.
+    egress_checked: usize,
     egress_kept: usize,
     forwarding_read: usize,
     forwarding_kept: usize,
@@ -97,6 +105,10 @@ struct Acted {
     sm_to_verdict_ms: Option<f64>,
     /// Per level, the HCA ports the verdict says lose it.
     lost: BTreeMap<String, usize>,
+    /// Nodes whose ActiveFeatures were sent without a lost level's feature
+    /// (`QOSLANE_SCONTROL` set), and sends that failed.
+    placement_sent: usize,
+    placement_failed: usize,
     unread: usize,
 }
 
@@ -232,6 +244,10 @@ fn act(
         Action::Switches { .. } => None,
     };
     let previous = last.take();
+    let withdrawn_before = previous
+        .as_ref()
+        .map(|p| p.withdrawn.clone())
+        .unwrap_or_default();
     let previous = match previous {
         Some(p) if p.mapping_sha256 != loaded.sha256 => {
             why = Some("the mapping in force changed".into());
@@ -251,12 +267,21 @@ fn act(
             } else {
                 p.topology.clone()
             };
-            let mut read: BTreeSet<u64> = guids.clone();
-            read.extend(changed_nodes(&p.topology, &topo));
+            // Read whole: the ends of links that changed, where the last
+            // audit found a problem, and — when the SL2VL layout varies by
+            // port pair (one row is no sentinel then) — the switches named.
+            let mut read: BTreeSet<u64> = changed_nodes(&p.topology, &topo);
             read.extend(p.problems.iter().copied());
             problems_read = p.problems.len();
-            memo.only(&read, &topo);
-            (topo, guids.len(), *topology, read.len())
+            if p.per_pair {
+                read.extend(guids.iter().copied());
+            }
+            // The switches the SM rerouted: their forwarding tables read,
+            // their ports checked (PortInfo, one SL2VL row, VLArb) and read
+            // whole where they differ.
+            let checked: BTreeSet<u64> = guids.difference(&read).copied().collect();
+            memo.only(&read, &checked, &topo);
+            (topo, guids.len(), *topology, read.len() + checked.len())
         }
         _ => {
             memo.all();
@@ -294,7 +319,7 @@ fn act(
             mapping_sha256: &loaded.sha256,
         },
     );
-    let acted = Acted {
+    let mut acted = Acted {
         audit: if full { "full" } else { "switches" },
         why,
         records: batch.records,
@@ -303,6 +328,7 @@ fn act(
         nodes_read: nodes,
         problem_nodes: problems_read,
         egress_read: passed.egress,
+        egress_checked: passed.egress_checked,
         egress_kept: passed.egress_kept,
         forwarding_read: passed.forwarding,
         forwarding_kept: passed.forwarding_kept,
@@ -315,9 +341,17 @@ fn act(
             .map(|l| (l.level.clone(), l.lost.len()))
             .collect(),
         unread: sweep.unread.len(),
+        placement_sent: 0,
+        placement_failed: 0,
     };
     let problems = problem_nodes(&sweep, &topology);
+    let (withdrawn, placement_sent, placement_failed) =
+        place(ctx, &loaded.mapping, &v, withdrawn_before);
+    acted.placement_sent = placement_sent;
+    acted.placement_failed = placement_failed;
     *last = Some(Last {
+        per_pair: !sweep.deadlock.per_pair_sl2vl.is_empty(),
+        withdrawn,
         problems,
         topology,
         mapping_sha256: loaded.sha256.clone(),
@@ -329,6 +363,70 @@ fn act(
         },
     });
     Ok((acted, sweep))
+}
+
+/// Nodes sent per act at most; the rest follow at their own `health` run.
+pub const MAX_PLACEMENT_SENDS: usize = 64;
+
+/// With `QOSLANE_SCONTROL`: each Slurm node (the first word of its HCA's
+/// node description, the host name the kernel gives it) the verdict says
+/// lost a placed level gets its ActiveFeatures without that level's feature
+/// at once (`run/placement.rs`, `withdraw`), so that slurmctld stops placing
+/// the level there within seconds, not at the node's next `health` run;
+/// sent again only when it loses more. Never a feature added: the node's
+/// own `health` run gives it back with its grant. Returns what is withdrawn
+/// now, the nodes sent and the sends that failed.
+fn place(
+    ctx: &Ctx,
+    mapping: &crate::mapping::Mapping,
+    v: &verdict::PathVerdict,
+    before: BTreeMap<String, BTreeSet<String>>,
+) -> (BTreeMap<String, BTreeSet<String>>, usize, usize) {
+    let Some(scontrol) = &ctx.paths.scontrol else {
+        return (BTreeMap::new(), 0, 0);
+    };
+    let placed = crate::slurm_config::placed_levels(mapping);
+    let mut now: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for l in &v.levels {
+        let Some(p) = placed.iter().find(|p| p.level == l.level) else {
+            continue;
+        };
+        for loss in &l.lost {
+            if let Some(node) = loss.at.node.split_whitespace().next() {
+                let host = node.split('.').next().unwrap_or(node);
+                now.entry(host.to_owned())
+                    .or_default()
+                    .insert(p.feature.clone());
+            }
+        }
+    }
+    let deadline = Deadline::after(Duration::from_secs(15));
+    let (mut sent, mut failed) = (0, 0);
+    let mut kept = BTreeMap::new();
+    for (node, features) in now {
+        let known = before.get(&node);
+        if known.is_some_and(|k| features.is_subset(k)) {
+            kept.insert(node, features);
+            continue;
+        }
+        if sent + failed >= MAX_PLACEMENT_SENDS {
+            continue;
+        }
+        let list: Vec<String> = features.iter().cloned().collect();
+        match crate::run::placement::withdraw(scontrol, &node, &list, &deadline) {
+            Ok(_) => {
+                sent += 1;
+                kept.insert(node, features);
+            }
+            Err(e) => {
+                failed += 1;
+                log::warn(&format!(
+                    "fabric watch: placement of {node} not sent ({e}): its health run sends it"
+                ));
+            }
+        }
+    }
+    (kept, sent, failed)
 }
 
 fn last_full(last: Option<&Last>) -> Instant {
@@ -398,7 +496,7 @@ fn say(a: &Acted) {
         .collect();
     log::info(&format!(
         "fabric watch: {} audit{} ({} switches named, {} nodes re-read): {} egress ports read, \
-         {} kept; {} forwarding tables read, {} kept; {} SMPs; {} ms{}; {}",
+         {} checked, {} kept; {} forwarding tables read, {} kept; {} SMPs; {} ms{}; {}",
         a.audit,
         a.why
             .as_deref()
@@ -406,6 +504,7 @@ fn say(a: &Acted) {
         a.switches_named,
         a.nodes_read,
         a.egress_read,
+        a.egress_checked,
         a.egress_kept,
         a.forwarding_read,
         a.forwarding_kept,

@@ -44,8 +44,39 @@ enum MemoScope {
     /// The nodes of these GUIDs, and these switch LIDs' forwarding tables.
     Only {
         guids: BTreeSet<u64>,
+        /// Nodes whose kept ports are checked (PortInfo, one SL2VL row,
+        /// VLArb) and read whole only when they differ.
+        checked: BTreeSet<u64>,
         lids: BTreeSet<u16>,
     },
+}
+
+/// How a port is answered in a re-audit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum How {
+    Read,
+    Check,
+    Keep,
+}
+
+/// The key of a port in the store.
+fn key(p: &EgressPort) -> (u64, u32, u16) {
+    (guid_value(&p.guid).unwrap_or(0), p.port, p.lid)
+}
+
+/// A sentinel read agrees with what was kept: the same PortInfo fields,
+/// VLArb and SL2VL row of the in port read.
+fn agrees(r: &EgressRead, kept: &EgressRead, first: Option<u32>) -> bool {
+    let row = |e: &EgressRead| {
+        e.rows
+            .iter()
+            .find(|(i, _)| first.is_none_or(|f| *i == f))
+            .map(|(_, t)| *t)
+    };
+    r.active == kept.active
+        && r.oper_vls == kept.oper_vls
+        && r.vlarb == kept.vlarb
+        && row(r) == row(kept)
 }
 
 /// What was kept.
@@ -62,8 +93,10 @@ struct MemoStore {
 /// What was passed on since [`Memo::counted`] was last asked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Passed {
-    /// Egress ports read (and answered from the store).
+    /// Egress ports read whole, checked by a sentinel read, and answered
+    /// from the store (checked ones that agreed included).
     pub egress: usize,
+    pub egress_checked: usize,
     pub egress_kept: usize,
     /// Switches whose forwarding table was read (and kept).
     pub forwarding: usize,
@@ -101,18 +134,23 @@ impl<R: Reader + ?Sized> Memo<R> {
         *self.scope.borrow_mut() = MemoScope::All;
     }
 
-    /// The next reads pass on only the nodes of `guids` (and the
-    /// forwarding tables of the switches among them, by `topo`'s LIDs);
-    /// the rest from the store.
-    pub fn only(&self, guids: &BTreeSet<u64>, topo: &Topology) {
+    /// The next reads pass on the nodes of `guids` whole, check those of
+    /// `checked` (PortInfo, one SL2VL row and VLArb per port, read whole
+    /// when they differ from what was kept), read the forwarding tables
+    /// of the switches among both (by `topo`'s LIDs), and answer the rest
+    /// from the store.
+    pub fn only(&self, guids: &BTreeSet<u64>, checked: &BTreeSet<u64>, topo: &Topology) {
         let lids = topo
             .ports
             .iter()
-            .filter(|p| guid_value(&p.end.guid).is_some_and(|g| guids.contains(&g)))
+            .filter(|p| {
+                guid_value(&p.end.guid).is_some_and(|g| guids.contains(&g) || checked.contains(&g))
+            })
             .map(|p| p.end.lid)
             .collect();
         *self.scope.borrow_mut() = MemoScope::Only {
             guids: guids.clone(),
+            checked: checked.clone(),
             lids,
         };
     }
@@ -169,25 +207,55 @@ impl<R: Reader + ?Sized> Reader for Memo<R> {
         ins: &[Vec<u32>],
         deadline: &Deadline,
     ) -> Vec<Result<EgressRead>> {
-        let all = self.is_all();
-        let mut store = self.store.borrow_mut();
-        if all {
-            store.egress.clear();
+        if self.is_all() {
+            self.store.borrow_mut().egress.clear();
         }
-        let key = |p: &EgressPort| (guid_value(&p.guid).unwrap_or(0), p.port, p.lid);
-        let named = |p: &EgressPort| match &*self.scope.borrow() {
-            MemoScope::All => true,
-            MemoScope::Only { guids, .. } => guid_value(&p.guid).is_none_or(|g| guids.contains(&g)),
+        let how: Vec<How> = {
+            let store = self.store.borrow();
+            let scope = self.scope.borrow();
+            ports
+                .iter()
+                .map(|p| {
+                    let kept = store.egress.get(&key(p));
+                    let g = guid_value(&p.guid);
+                    match (&*scope, kept) {
+                        (_, None) | (MemoScope::All, _) => How::Read,
+                        (MemoScope::Only { guids, .. }, Some(_))
+                            if g.is_none_or(|g| guids.contains(&g)) =>
+                        {
+                            How::Read
+                        }
+                        (MemoScope::Only { checked, .. }, Some(_))
+                            if g.is_some_and(|g| checked.contains(&g)) =>
+                        {
+                            How::Check
+                        }
+                        (_, Some(_)) => How::Keep,
+                    }
+                })
+                .collect()
         };
-        let mut out: Vec<Option<Result<EgressRead>>> = ports
-            .iter()
-            .map(|p| {
-                (!named(p))
-                    .then(|| store.egress.get(&key(p)).cloned().map(Ok))
-                    .flatten()
-            })
-            .collect();
-        let ask: Vec<usize> = (0..ports.len()).filter(|&i| out[i].is_none()).collect();
+        // The sentinel: PortInfo, the first in port's SL2VL row and VLArb,
+        // against what was kept; a port that differs is read whole.
+        let check: Vec<usize> = (0..ports.len()).filter(|&i| how[i] == How::Check).collect();
+        let mut how = how;
+        if !check.is_empty() {
+            let sub: Vec<EgressPort> = check.iter().map(|&i| ports[i].clone()).collect();
+            let first: Vec<Vec<u32>> = check
+                .iter()
+                .map(|&i| ins[i].first().map(|&p| vec![p]).unwrap_or_default())
+                .collect();
+            let read = self.inner.egress(&sub, &first, deadline);
+            let store = self.store.borrow();
+            for ((&i, r), first) in check.iter().zip(read).zip(&first) {
+                let same = match (r, store.egress.get(&key(&ports[i]))) {
+                    (Ok(r), Some(k)) => agrees(&r, k, first.first().copied()),
+                    _ => false,
+                };
+                how[i] = if same { How::Keep } else { How::Read };
+            }
+        }
+        let ask: Vec<usize> = (0..ports.len()).filter(|&i| how[i] == How::Read).collect();
         let sub: Vec<EgressPort> = ask.iter().map(|&i| ports[i].clone()).collect();
         let sub_ins: Vec<Vec<u32>> = ask.iter().map(|&i| ins[i].clone()).collect();
         let read = if sub.is_empty() {
@@ -195,6 +263,15 @@ impl<R: Reader + ?Sized> Reader for Memo<R> {
         } else {
             self.inner.egress(&sub, &sub_ins, deadline)
         };
+        let mut store = self.store.borrow_mut();
+        let mut out: Vec<Option<Result<EgressRead>>> = ports
+            .iter()
+            .zip(&how)
+            .map(|(p, h)| match h {
+                How::Keep => store.egress.get(&key(p)).cloned().map(Ok),
+                _ => None,
+            })
+            .collect();
         for (&i, r) in ask.iter().zip(read) {
             match &r {
                 Ok(got) => {
@@ -208,6 +285,7 @@ impl<R: Reader + ?Sized> Reader for Memo<R> {
         }
         let mut passed = self.passed.borrow_mut();
         passed.egress += ask.len();
+        passed.egress_checked += check.len();
         passed.egress_kept += ports.len() - ask.len();
         out.into_iter()
             .map(|r| r.unwrap_or_else(|| Err(crate::error::Error::Internal("memo: unread".into()))))
@@ -347,18 +425,23 @@ mod tests {
         fn egress(
             &self,
             ports: &[EgressPort],
-            _ins: &[Vec<u32>],
+            ins: &[Vec<u32>],
             _d: &Deadline,
         ) -> Vec<Result<EgressRead>> {
             self.egress.set(self.egress.get() + ports.len());
             let vl = self.rows.get();
-            ports
-                .iter()
-                .map(|_| {
+            let table = Sl2Vl::new([vl; 16]).unwrap();
+            ins.iter()
+                .map(|ins| {
+                    let rows = if ins.is_empty() {
+                        vec![(0, table)]
+                    } else {
+                        ins.iter().map(|&i| (i, table)).collect()
+                    };
                     Ok(EgressRead {
                         active: true,
                         oper_vls: VlRange::from_code(4).unwrap(),
-                        rows: vec![(0, Sl2Vl::new([vl; 16]).unwrap())],
+                        rows,
                         vlarb: VlArbState::Unavailable("not read".into()),
                     })
                 })
@@ -408,7 +491,7 @@ mod tests {
                 remote: None,
             }],
         };
-        memo.only(&[0xb].into(), &topo);
+        memo.only(&[0xb].into(), &BTreeSet::new(), &topo);
         let again = memo.egress(&ports, &ins, &d);
         assert_eq!(memo.inner.egress.get(), 4, "only 0xb's port read");
         assert_eq!(again[0].as_ref().unwrap(), first[0].as_ref().unwrap());
@@ -416,7 +499,7 @@ mod tests {
         // forwarding: LID 2 (0xb) read again, LID 1 kept; another top: all
         memo.all();
         memo.forwarding(&[1, 2], 10, &d);
-        memo.only(&[0xb].into(), &topo);
+        memo.only(&[0xb].into(), &BTreeSet::new(), &topo);
         memo.forwarding(&[1, 2], 10, &d);
         assert_eq!(memo.inner.lft.get(), 3);
         memo.forwarding(&[1, 2], 11, &d);
@@ -431,9 +514,31 @@ mod tests {
         let memo = Memo::new(Box::new(Counting::default()));
         let d = Deadline::after(std::time::Duration::from_secs(5));
         memo.egress(&[item(0xa, 1, 1)], &[Vec::new()], &d);
-        memo.only(&BTreeSet::new(), &Topology::default());
+        memo.only(&BTreeSet::new(), &BTreeSet::new(), &Topology::default());
         memo.egress(&[item(0xa, 1, 1), item(0xc, 3, 1)], &[Vec::new(), Vec::new()], &d);
         assert_eq!(memo.inner.egress.get(), 2, "the new port only");
+    }
+
+    #[test]
+    fn a_checked_node_is_read_whole_only_where_the_sentinel_differs() {
+        let memo = Memo::new(Box::new(Counting::default()));
+        let d = Deadline::after(std::time::Duration::from_secs(5));
+        let ports = [item(0xa, 1, 1), item(0xa, 1, 2)];
+        let ins = vec![vec![2, 3], vec![1, 3]];
+        memo.egress(&ports, &ins, &d);
+        assert_eq!(memo.inner.egress.get(), 2);
+        memo.counted();
+        memo.only(&BTreeSet::new(), &[0xa].into(), &Topology::default());
+        memo.egress(&ports, &ins, &d);
+        assert_eq!(memo.inner.egress.get(), 4, "two sentinel reads, both agree");
+        let c = memo.counted();
+        assert_eq!((c.egress, c.egress_checked, c.egress_kept), (0, 2, 2));
+        memo.inner.rows.set(5);
+        let got = memo.egress(&ports, &ins, &d);
+        assert_eq!(memo.inner.egress.get(), 8, "two sentinels, then both read whole");
+        assert_eq!(got[1].as_ref().unwrap().rows[0].1, Sl2Vl::new([5; 16]).unwrap());
+        let c = memo.counted();
+        assert_eq!((c.egress, c.egress_checked, c.egress_kept), (2, 2, 0));
     }
 
     #[test]
