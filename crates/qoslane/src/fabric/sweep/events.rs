@@ -257,7 +257,8 @@ pub struct Batch {
 
 impl Batch {
     fn is_empty(&self) -> bool {
-        self.full.is_none() && self.named.is_empty() && !self.trap && !self.heavy
+        // A trap alone waits for its sweep.
+        self.full.is_none() && self.named.is_empty() && !self.heavy
     }
 
     fn full(&mut self, why: Why) {
@@ -280,6 +281,9 @@ pub struct Tracker {
     /// Holes already open at the end of the previous round.
     old_holes: BTreeSet<u64>,
     dropped: u64,
+    /// A trap came after the last sweep started: the next sweep is its
+    /// (it may come in the next batch).
+    trap_unswept: bool,
     pending: Batch,
 }
 
@@ -349,8 +353,15 @@ impl Tracker {
                     self.pending.named.insert(r.guid);
                 }
             }
-            SmKind::Trap => self.pending.trap = true,
-            SmKind::HeavySweepStart | SmKind::HeavySweepDone => self.pending.heavy = true,
+            SmKind::Trap => {
+                self.pending.trap = true;
+                self.trap_unswept = true;
+            }
+            SmKind::HeavySweepStart => {
+                self.pending.heavy = true;
+                self.trap_unswept = false;
+            }
+            SmKind::HeavySweepDone => self.pending.heavy = true,
             SmKind::SubnetUp | SmKind::UcastRoutingDone => {
                 self.pending.heavy = true;
                 self.pending.done = true;
@@ -409,6 +420,8 @@ impl Tracker {
     /// kept).
     pub fn take(&mut self) -> (Action, Batch) {
         let p = std::mem::take(&mut self.pending);
+        // A trap after the last sweep started explains the sweep to come.
+        self.pending.trap = self.trap_unswept;
         let action = if let Some(why) = p.full.clone() {
             Action::Full(why)
         } else if p.heavy && !p.trap {
@@ -604,6 +617,26 @@ mod tests {
         // a jump past the bound is a gap at once
         t.feed(&[rec(8, 10 + MAX_HOLES as u64 + 5)], 0);
         assert!(matches!(t.take().0, Action::Full(Why::Gap { .. })));
+    }
+
+    #[test]
+    fn a_trap_explains_the_sweep_that_follows_in_the_next_batch() {
+        let mut t = following();
+        // unlink: trap, sweep, done; the relink's trap before the act
+        t.feed(&[rec(8, 2), rec(2, 3), lft(4, 0xa), rec(1, 5), rec(8, 6)], 0);
+        assert!(matches!(t.take().0, Action::Switches { .. }));
+        // the relink's sweep, in the next batch: still trap-driven
+        t.feed(&[rec(2, 7), lft(8, 0xb), rec(1, 9)], 0);
+        assert_eq!(
+            t.take().0,
+            Action::Switches {
+                guids: [0xb].into(),
+                topology: true
+            }
+        );
+        // and the sweep after that, with no trap: a full audit
+        t.feed(&[rec(2, 10), rec(1, 11)], 0);
+        assert_eq!(t.take().0, Action::Full(Why::UntoldSweep));
     }
 
     #[test]
