@@ -17,9 +17,12 @@
 //!   links, so the topology is read again (one `ibnetdiscover`) and the
 //!   nodes whose links changed are re-read too;
 //! - `SUBNET_UP`, `UCAST_ROUTING_DONE`: the SM finished its sweep: act on
-//!   what was gathered since the last act. **A heavy sweep that no `TRAP`
-//!   started** (a SIGHUP, which may reload the QoS options and rewrite
-//!   every port's tables; OpenSM's own heavy sweep) → a full audit: OpenSM
+//!   what was gathered since the last act. A heavy sweep that rerouted
+//!   (`LFT_CHANGE`) reads the topology again too (a relinked port's sweep
+//!   comes with no trap of its own on the rig). **A heavy sweep that no
+//!   `TRAP` started and that changed no forwarding table** (a SIGHUP,
+//!   which may reload the QoS options and rewrite every port's tables;
+//!   OpenSM's own heavy sweep) → a full audit: OpenSM
 //!   names no port whose SL2VL or VLArb it set, and re-reading every
 //!   switch's QoS tables is most of a full audit's SMPs anyway (the switch
 //!   ports' SL2VL rows are 94% of them on the 1,008-HCA tree);
@@ -424,12 +427,12 @@ impl Tracker {
         self.pending.trap = self.trap_unswept;
         let action = if let Some(why) = p.full.clone() {
             Action::Full(why)
-        } else if p.heavy && !p.trap {
+        } else if p.heavy && !p.trap && p.named.is_empty() {
             Action::Full(Why::UntoldSweep)
         } else {
             Action::Switches {
                 guids: p.named.clone(),
-                topology: p.trap,
+                topology: p.trap || p.heavy,
             }
         };
         (action, p)
