@@ -115,7 +115,10 @@ impl Spool {
         if st.st_mode & 0o022 != 0 {
             return Err(Error::untrusted(
                 &path,
-                format!("is writable by group or others (mode {:o})", st.st_mode & 0o7777),
+                format!(
+                    "is writable by group or others (mode {:o})",
+                    st.st_mode & 0o7777
+                ),
             ));
         }
         let mut file = File::from(fd);

@@ -151,8 +151,15 @@ mod tests {
             withdrawn(line, &["qoslane_mc".into()]),
             Some(vec!["qoslane".into(), "gpu".into()])
         );
-        assert_eq!(withdrawn(line, &["qoslane_high".into()]), None, "not active: nothing to send");
-        assert_eq!(withdrawn("NodeName=n3 State=IDLE", &["qoslane_mc".into()]), None);
+        assert_eq!(
+            withdrawn(line, &["qoslane_high".into()]),
+            None,
+            "not active: nothing to send"
+        );
+        assert_eq!(
+            withdrawn("NodeName=n3 State=IDLE", &["qoslane_mc".into()]),
+            None
+        );
     }
 
     fn sent(active: &[&str], site: &[&str], at_unix: u64) -> Sent {

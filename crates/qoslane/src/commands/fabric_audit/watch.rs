@@ -510,8 +510,9 @@ fn say(a: &Acted) {
         a.forwarding_kept,
         a.smps,
         a.audit_ms,
-        a.sm_to_verdict_ms
-            .map_or_else(String::new, |ms| format!(", {ms:.0} ms after the SM's record")),
+        a.sm_to_verdict_ms.map_or_else(String::new, |ms| format!(
+            ", {ms:.0} ms after the SM's record"
+        )),
         if lost.is_empty() {
             "every level carried".to_owned()
         } else {
@@ -546,7 +547,11 @@ impl Counts {
             PromKind::Counter,
             "Audits fabric watch made since it started, by kind (full; switches: only what the SM changed) or failed.",
         );
-        w.sample("qoslane_fabric_watch_audits_total", &[("audit", "full")], self.full);
+        w.sample(
+            "qoslane_fabric_watch_audits_total",
+            &[("audit", "full")],
+            self.full,
+        );
         w.sample(
             "qoslane_fabric_watch_audits_total",
             &[("audit", "switches")],

@@ -370,10 +370,7 @@ impl<R: Reader + ?Sized> Reader for Memo<R> {
         if self.is_all() {
             let (waits, unread) = self.inner.xmit_wait(ports, deadline);
             let mut store = self.store.borrow_mut();
-            store.waits = waits
-                .iter()
-                .map(|w| ((w.lid, w.port), w.clone()))
-                .collect();
+            store.waits = waits.iter().map(|w| ((w.lid, w.port), w.clone())).collect();
             return (waits, unread);
         }
         let store = self.store.borrow();
@@ -409,9 +406,7 @@ mod tests {
     use std::cell::Cell;
 
     use super::*;
-    use crate::fabric::tables::{
-        DiscoveredPort, LinkEnd, NodeType, Sl2Vl, VlArbState, VlRange,
-    };
+    use crate::fabric::tables::{DiscoveredPort, LinkEnd, NodeType, Sl2Vl, VlArbState, VlRange};
 
     /// A reader whose every answer says how often it was asked.
     #[derive(Default)]
@@ -495,7 +490,10 @@ mod tests {
         let again = memo.egress(&ports, &ins, &d);
         assert_eq!(memo.inner.egress.get(), 4, "only 0xb's port read");
         assert_eq!(again[0].as_ref().unwrap(), first[0].as_ref().unwrap());
-        assert_eq!(again[2].as_ref().unwrap().rows[0].1, Sl2Vl::new([7; 16]).unwrap());
+        assert_eq!(
+            again[2].as_ref().unwrap().rows[0].1,
+            Sl2Vl::new([7; 16]).unwrap()
+        );
         // forwarding: LID 2 (0xb) read again, LID 1 kept; another top: all
         memo.all();
         memo.forwarding(&[1, 2], 10, &d);
@@ -515,7 +513,11 @@ mod tests {
         let d = Deadline::after(std::time::Duration::from_secs(5));
         memo.egress(&[item(0xa, 1, 1)], &[Vec::new()], &d);
         memo.only(&BTreeSet::new(), &BTreeSet::new(), &Topology::default());
-        memo.egress(&[item(0xa, 1, 1), item(0xc, 3, 1)], &[Vec::new(), Vec::new()], &d);
+        memo.egress(
+            &[item(0xa, 1, 1), item(0xc, 3, 1)],
+            &[Vec::new(), Vec::new()],
+            &d,
+        );
         assert_eq!(memo.inner.egress.get(), 2, "the new port only");
     }
 
@@ -535,15 +537,25 @@ mod tests {
         assert_eq!((c.egress, c.egress_checked, c.egress_kept), (0, 2, 2));
         memo.inner.rows.set(5);
         let got = memo.egress(&ports, &ins, &d);
-        assert_eq!(memo.inner.egress.get(), 8, "two sentinels, then both read whole");
-        assert_eq!(got[1].as_ref().unwrap().rows[0].1, Sl2Vl::new([5; 16]).unwrap());
+        assert_eq!(
+            memo.inner.egress.get(),
+            8,
+            "two sentinels, then both read whole"
+        );
+        assert_eq!(
+            got[1].as_ref().unwrap().rows[0].1,
+            Sl2Vl::new([5; 16]).unwrap()
+        );
         let c = memo.counted();
         assert_eq!((c.egress, c.egress_checked, c.egress_kept), (2, 2, 0));
     }
 
     #[test]
     fn guids_read_as_numbers() {
-        assert_eq!(guid_value("0x0002c90300001234"), Some(0x0002_c903_0000_1234));
+        assert_eq!(
+            guid_value("0x0002c90300001234"),
+            Some(0x0002_c903_0000_1234)
+        );
         assert_eq!(guid_value("0002c90300001234"), None);
     }
 }

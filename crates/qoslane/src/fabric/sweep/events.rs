@@ -222,7 +222,9 @@ impl std::fmt::Display for Why {
             }
             Self::Gap { missing } => write!(f, "{missing} sequence numbers missing"),
             Self::BadRecords(n) => write!(f, "{n} stretches of the spool did not check"),
-            Self::UntoldSweep => f.write_str("a heavy sweep no trap started (SIGHUP, the SM's own)"),
+            Self::UntoldSweep => {
+                f.write_str("a heavy sweep no trap started (SIGHUP, the SM's own)")
+            }
             Self::TooMuch => f.write_str("more changes than the watcher keeps"),
             Self::Timer => f.write_str("--full-every passed"),
             Self::Failed => f.write_str("the last audit failed"),
@@ -485,7 +487,9 @@ mod tests {
         let r = decode(&b).unwrap();
         assert_eq!(r.kind, SmKind::LftChange);
         assert_eq!(
-            (r.seq, r.instance, r.time_ns, r.guid, r.block, r.flags, r.dropped),
+            (
+                r.seq, r.instance, r.time_ns, r.guid, r.block, r.flags, r.dropped
+            ),
             (42, INST, 1_042, 0x0002_c903_0000_1234, 7, 2, 3)
         );
     }
@@ -541,7 +545,10 @@ mod tests {
     #[test]
     fn a_trap_driven_sweep_names_its_switches() {
         let mut t = following();
-        t.feed(&[rec(8, 2), rec(3, 3), lft(4, 0xa), lft(5, 0xb), lft(6, 0xa)], 0);
+        t.feed(
+            &[rec(8, 2), rec(3, 3), lft(4, 0xa), lft(5, 0xb), lft(6, 0xa)],
+            0,
+        );
         assert!(!t.due(false), "the sweep has not ended");
         t.feed(&[rec(4, 7), rec(1, 8)], 0);
         assert!(t.due(false));
@@ -582,10 +589,7 @@ mod tests {
 
         let mut t = following();
         t.feed(&[decode(&encode(8, 2, INST, 0, 5)).unwrap()], 0);
-        assert_eq!(
-            t.take().0,
-            Action::Full(Why::Dropped { before: 0, now: 5 })
-        );
+        assert_eq!(t.take().0, Action::Full(Why::Dropped { before: 0, now: 5 }));
 
         let mut t = following();
         t.feed(&[rec(8, 2)], 1);
@@ -596,7 +600,10 @@ mod tests {
         assert_eq!(t.take().0, Action::Full(Why::NewInstance));
 
         let mut t = following();
-        t.feed(&[rec(66, 2), decode(&encode(64, 1, INST + 1, 0, 0)).unwrap()], 0);
+        t.feed(
+            &[rec(66, 2), decode(&encode(64, 1, INST + 1, 0, 0)).unwrap()],
+            0,
+        );
         assert_eq!(t.take().0, Action::Full(Why::Start));
     }
 
@@ -626,7 +633,10 @@ mod tests {
     fn a_trap_explains_the_sweep_that_follows_in_the_next_batch() {
         let mut t = following();
         // unlink: trap, sweep, done; the relink's trap before the act
-        t.feed(&[rec(8, 2), rec(2, 3), lft(4, 0xa), rec(1, 5), rec(8, 6)], 0);
+        t.feed(
+            &[rec(8, 2), rec(2, 3), lft(4, 0xa), rec(1, 5), rec(8, 6)],
+            0,
+        );
         assert!(matches!(t.take().0, Action::Switches { .. }));
         // the relink's sweep, in the next batch: still trap-driven
         t.feed(&[rec(2, 7), lft(8, 0xb), rec(1, 9)], 0);
