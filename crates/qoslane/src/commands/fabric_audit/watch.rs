@@ -223,6 +223,62 @@ fn take(spool: &mut Spool, tracker: &mut Tracker) -> bool {
     }
 }
 
+/// What a re-audit reads, set on the memo.
+struct Scoped {
+    topology: Topology,
+    named: usize,
+    topology_read: bool,
+    nodes: usize,
+    problems: usize,
+}
+
+/// The memo's scope for this act, and the topology to sweep: everything
+/// (a full audit: `previous` is `None`), or what a re-audit reads.
+fn scope(
+    ctx: &Ctx,
+    memo: &Memo<dyn Reader>,
+    via: Option<&PortId>,
+    deadline: &Deadline,
+    action: &Action,
+    previous: Option<Last>,
+) -> Result<Scoped> {
+    let (Action::Switches { guids, topology }, Some(p)) = (action, previous) else {
+        memo.all();
+        return Ok(Scoped {
+            topology: memo.topology(&ctx.paths.ibnetdiscover, via, deadline)?,
+            named: 0,
+            topology_read: true,
+            nodes: 0,
+            problems: 0,
+        });
+    };
+    let topo = if *topology {
+        memo.topology(&ctx.paths.ibnetdiscover, via, deadline)?
+    } else {
+        p.topology.clone()
+    };
+    // Read whole: the ends of links that changed, where the last audit
+    // found a problem, and — when the SL2VL layout varies by port pair
+    // (one row is no sentinel then) — the switches named.
+    let mut read: BTreeSet<u64> = changed_nodes(&p.topology, &topo);
+    read.extend(p.problems.iter().copied());
+    if p.per_pair {
+        read.extend(guids.iter().copied());
+    }
+    // The switches the SM rerouted: their forwarding tables read, their
+    // ports checked (PortInfo, one SL2VL row, VLArb) and read whole where
+    // they differ.
+    let checked: BTreeSet<u64> = guids.difference(&read).copied().collect();
+    memo.only(&read, &checked, &topo);
+    Ok(Scoped {
+        topology: topo,
+        named: guids.len(),
+        topology_read: *topology,
+        nodes: read.len() + checked.len(),
+        problems: p.problems.len(),
+    })
+}
+
 /// A full audit or a re-audit, and the verdict written.
 fn act(
     ctx: &Ctx,
@@ -239,56 +295,21 @@ fn act(
     let smps = smp_batch::sent();
     let deadline = Deadline::after(Duration::from_secs(args.timeout));
     let (loaded, _) = mapping(ctx)?;
-    let mut why = match action {
-        Action::Full(why) => Some(why.to_string()),
-        Action::Switches { .. } => None,
-    };
     let previous = last.take();
     let withdrawn_before = previous
         .as_ref()
         .map(|p| p.withdrawn.clone())
         .unwrap_or_default();
-    let previous = match previous {
-        Some(p) if p.mapping_sha256 != loaded.sha256 => {
-            why = Some("the mapping in force changed".into());
-            None
-        }
-        None if why.is_none() => {
-            why = Some("no audit yet".into());
-            None
-        }
-        p => p,
-    };
-    let mut problems_read = 0;
-    let (topology, named, topology_read, nodes) = match (action, previous) {
-        (Action::Switches { guids, topology }, Some(p)) if why.is_none() => {
-            let topo = if *topology {
-                memo.topology(&ctx.paths.ibnetdiscover, via, &deadline)?
-            } else {
-                p.topology.clone()
-            };
-            // Read whole: the ends of links that changed, where the last
-            // audit found a problem, and — when the SL2VL layout varies by
-            // port pair (one row is no sentinel then) — the switches named.
-            let mut read: BTreeSet<u64> = changed_nodes(&p.topology, &topo);
-            read.extend(p.problems.iter().copied());
-            problems_read = p.problems.len();
-            if p.per_pair {
-                read.extend(guids.iter().copied());
-            }
-            // The switches the SM rerouted: their forwarding tables read,
-            // their ports checked (PortInfo, one SL2VL row, VLArb) and read
-            // whole where they differ.
-            let checked: BTreeSet<u64> = guids.difference(&read).copied().collect();
-            memo.only(&read, &checked, &topo);
-            (topo, guids.len(), *topology, read.len() + checked.len())
-        }
-        _ => {
-            memo.all();
-            let topo = memo.topology(&ctx.paths.ibnetdiscover, via, &deadline)?;
-            (topo, 0, true, 0)
-        }
-    };
+    let full_before = previous.as_ref().map(|p| p.full_at);
+    let (why, previous) = reason(action, previous, &loaded.sha256);
+    let scoped = scope(ctx, memo, via, &deadline, action, previous)?;
+    let (topology, named, topology_read, nodes, problems_read) = (
+        scoped.topology,
+        scoped.named,
+        scoped.topology_read,
+        scoped.nodes,
+        scoped.problems,
+    );
     let full = why.is_some();
     let sweep = sweep::sweep(
         &topology,
@@ -299,17 +320,7 @@ fn act(
     );
     let passed = memo.counted();
     write_verdict(ctx, to.verdict, &sweep, &loaded.sha256, started_at)?;
-    let written_ns = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let sm_ns = batch.done_ns.or(batch.first_ns);
-    #[expect(
-        clippy::cast_precision_loss,
-        reason = "nanoseconds between two records of one day fit an f64 to the microsecond"
-    )]
-    let sm_to_verdict_ms = sm_ns
-        .filter(|&t| t > 0 && u128::from(t) <= written_ns)
-        .map(|t| (written_ns - u128::from(t)) as f64 / 1e6);
+    let sm_to_verdict_ms = since_sm(batch);
     let v = verdict::build(
         &sweep,
         &verdict::Made {
@@ -355,12 +366,9 @@ fn act(
         problems,
         topology,
         mapping_sha256: loaded.sha256.clone(),
-        full_at: if full {
-            Instant::now()
-        } else {
-            // kept from the last full audit (the timer counts from it)
-            last_full(last.as_ref())
-        },
+        // a re-audit keeps the last full audit's time (the timer counts
+        // from it)
+        full_at: full_before.filter(|_| !full).unwrap_or_else(Instant::now),
     });
     Ok((acted, sweep))
 }
@@ -429,8 +437,39 @@ fn place(
     (kept, sent, failed)
 }
 
-fn last_full(last: Option<&Last>) -> Instant {
-    last.map_or_else(Instant::now, |l| l.full_at)
+/// Why a full audit (`None`: a re-audit), and the last audit's memory a
+/// re-audit starts from: none at the first act or when the mapping in
+/// force changed.
+fn reason(action: &Action, previous: Option<Last>, sha256: &str) -> (Option<String>, Option<Last>) {
+    let why = match action {
+        Action::Full(why) => Some(why.to_string()),
+        Action::Switches { .. } => None,
+    };
+    match previous {
+        Some(p) if p.mapping_sha256 != sha256 => {
+            (Some("the mapping in force changed".into()), None)
+        }
+        None => (why.or_else(|| Some("no audit yet".into())), None),
+        Some(_) if why.is_some() => (why, None),
+        p => (None, p),
+    }
+}
+
+/// Milliseconds from the SM's record (the sweep's end, else the batch's
+/// first record) to now, the verdict just written.
+fn since_sm(batch: &events::Batch) -> Option<f64> {
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "nanoseconds between two records of one day fit an f64 to the microsecond"
+    )]
+    batch
+        .done_ns
+        .or(batch.first_ns)
+        .filter(|&t| t > 0 && u128::from(t) <= now_ns)
+        .map(|t| (now_ns - u128::from(t)) as f64 / 1e6)
 }
 
 /// The nodes (GUIDs) where the sweep found a level not carried, or a port
