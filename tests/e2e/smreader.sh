@@ -138,7 +138,7 @@ start_watcher() {
     >"$OUT" 2>>"$WORK/watch.err" &
   WATCHER=$!
 }
-acts() { [ -s "$OUT" ] && wc -l <"$OUT" || echo 0; }
+acts() { if [ -s "$OUT" ]; then wc -l <"$OUT"; else echo 0; fi; }
 after() { [ "$(acts)" -gt "$1" ]; }
 # wait_act N SECONDS: until the watcher acted more than N times; the last act's line
 wait_act() {
@@ -164,7 +164,7 @@ same_as_full() {
   q fabric audit --reader in-process --format json --timeout 600 --verdict "$WORK/full-verdict.json" \
     >"$WORK/full.json" 2>"$WORK/full.err" || rc=$?
   [ "$rc" -le 1 ] || { say "  fabric audit exit $rc: $(tail -3 "$WORK/full.err")"; return 1; }
-  [ -s "$WV" ] && [ -s "$WORK/full-verdict.json" ] || { say "  a verdict file is missing"; return 1; }
+  if [ ! -s "$WV" ] || [ ! -s "$WORK/full-verdict.json" ]; then say "  a verdict file is missing"; return 1; fi
   diff <(jq -S 'del(.made, .made_ms, .host)' "$WV") \
     <(jq -S 'del(.made, .made_ms, .host)' "$WORK/full-verdict.json") >"$WORK/diff.txt" ||
     { say "  the verdicts differ: $(head -20 "$WORK/diff.txt")"; return 1; }
@@ -249,7 +249,7 @@ b_lost=$(lost "$WV" mission-critical)
 say "b: after the bounce, mission-critical is lost by '${b_lost}' (the SM rewrote the bounced link's tables: '' when it repaired spine1)"
 check "b: the other levels are kept everywhere" bash -c "
   [ -z \"\$(jq -r '.levels[] | select(.level != \"mission-critical\") | .lost[]' '$WV')\" ]"
-say "b: SM record -> verdict after the unlink: $(( ($(jq -s '.[0].sm_to_verdict_ms // 0 | floor' "$WORK/b.acts")) )) ms (the bounce started $(( ($(now_ns) - t_b) / 1000000 )) ms ago)"
+say "b: SM record -> verdict after the unlink: $(jq -s '.[0].sm_to_verdict_ms // 0 | floor' "$WORK/b.acts") ms (the bounce started $(( ($(now_ns) - t_b) / 1000000 )) ms ago)"
 # repaired for c (a fresh SM rewrites every table)
 n=$(acts)
 "$RIG" restart-sm "$ENV" >&2

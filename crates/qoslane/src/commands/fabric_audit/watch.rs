@@ -30,8 +30,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nodeio::prom::{Kind as PromKind, Writer};
 use nodeio::spool::Spool;
+
+mod acted;
+mod placement;
+
+use acted::{Acted, Counts};
+use placement::place;
 
 use super::{Ctx, mapping, reader, via, write_verdict};
 use crate::cli::WatchArgs;
@@ -75,41 +80,6 @@ struct Last {
 struct Target<'a> {
     verdict: &'a std::path::Path,
     via: Option<&'a PortId>,
-}
-
-/// What one act did (the JSON line, the log line, the metrics).
-#[derive(Debug, serde::Serialize)]
-struct Acted {
-    /// `full` or `switches`.
-    audit: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    why: Option<String>,
-    records: u64,
-    switches_named: usize,
-    topology_read: bool,
-    nodes_read: usize,
-    /// Of them, nodes read again because the last audit found a problem there.
-    problem_nodes: usize,
-    egress_read: usize,
-    /// Ports of the switches named checked by a sentinel read (PortInfo,
-    /// one SL2VL row, VLArb): kept when it agreed, else read whole.
-    egress_checked: usize,
-    egress_kept: usize,
-    forwarding_read: usize,
-    forwarding_kept: usize,
-    smps: u64,
-    audit_ms: u64,
-    /// From the SM's record (`time_ns` of the sweep's end, else of the
-    /// first record of the batch) to the verdict written.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sm_to_verdict_ms: Option<f64>,
-    /// Per level, the HCA ports the verdict says lose it.
-    lost: BTreeMap<String, usize>,
-    /// Nodes whose ActiveFeatures were sent without a lost level's feature
-    /// (`QOSLANE_SCONTROL` set), and sends that failed.
-    placement_sent: usize,
-    placement_failed: usize,
-    unread: usize,
 }
 
 pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
@@ -373,70 +343,6 @@ fn act(
     Ok((acted, sweep))
 }
 
-/// Nodes sent per act at most; the rest follow at their own `health` run.
-pub const MAX_PLACEMENT_SENDS: usize = 64;
-
-/// With `QOSLANE_SCONTROL`: each Slurm node (the first word of its HCA's
-/// node description, the host name the kernel gives it) the verdict says
-/// lost a placed level gets its ActiveFeatures without that level's feature
-/// at once (`run/placement.rs`, `withdraw`), so that slurmctld stops placing
-/// the level there within seconds, not at the node's next `health` run;
-/// sent again only when it loses more. Never a feature added: the node's
-/// own `health` run gives it back with its grant. Returns what is withdrawn
-/// now, the nodes sent and the sends that failed.
-fn place(
-    ctx: &Ctx,
-    mapping: &crate::mapping::Mapping,
-    v: &verdict::PathVerdict,
-    before: BTreeMap<String, BTreeSet<String>>,
-) -> (BTreeMap<String, BTreeSet<String>>, usize, usize) {
-    let Some(scontrol) = &ctx.paths.scontrol else {
-        return (BTreeMap::new(), 0, 0);
-    };
-    let placed = crate::slurm_config::placed_levels(mapping);
-    let mut now: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for l in &v.levels {
-        let Some(p) = placed.iter().find(|p| p.level == l.level) else {
-            continue;
-        };
-        for loss in &l.lost {
-            if let Some(node) = loss.at.node.split_whitespace().next() {
-                let host = node.split('.').next().unwrap_or(node);
-                now.entry(host.to_owned())
-                    .or_default()
-                    .insert(p.feature.clone());
-            }
-        }
-    }
-    let deadline = Deadline::after(Duration::from_secs(15));
-    let (mut sent, mut failed) = (0, 0);
-    let mut kept = BTreeMap::new();
-    for (node, features) in now {
-        let known = before.get(&node);
-        if known.is_some_and(|k| features.is_subset(k)) {
-            kept.insert(node, features);
-            continue;
-        }
-        if sent + failed >= MAX_PLACEMENT_SENDS {
-            continue;
-        }
-        let list: Vec<String> = features.iter().cloned().collect();
-        match crate::run::placement::withdraw(scontrol, &node, &list, &deadline) {
-            Ok(_) => {
-                sent += 1;
-                kept.insert(node, features);
-            }
-            Err(e) => {
-                failed += 1;
-                log::warn(&format!(
-                    "fabric watch: placement of {node} not sent ({e}): its health run sends it"
-                ));
-            }
-        }
-    }
-    (kept, sent, failed)
-}
-
 /// Why a full audit (`None`: a re-audit), and the last audit's memory a
 /// re-audit starts from: none at the first act or when the mapping in
 /// force changed.
@@ -558,75 +464,6 @@ fn say(a: &Acted) {
             lost.join(", ")
         }
     ));
-}
-
-/// The watcher's counts since it started.
-#[derive(Debug, Default)]
-struct Counts {
-    full: u64,
-    switches: u64,
-    failed: u64,
-    smps: u64,
-}
-
-impl Counts {
-    fn add(&mut self, a: &Acted) {
-        if a.audit == "full" {
-            self.full += 1;
-        } else {
-            self.switches += 1;
-        }
-        self.smps += a.smps;
-    }
-
-    fn render(&self, a: &Acted) -> String {
-        let mut w = Writer::new();
-        w.family(
-            "qoslane_fabric_watch_audits_total",
-            PromKind::Counter,
-            "Audits fabric watch made since it started, by kind (full; switches: only what the SM changed) or failed.",
-        );
-        w.sample(
-            "qoslane_fabric_watch_audits_total",
-            &[("audit", "full")],
-            self.full,
-        );
-        w.sample(
-            "qoslane_fabric_watch_audits_total",
-            &[("audit", "switches")],
-            self.switches,
-        );
-        w.sample(
-            "qoslane_fabric_watch_audits_total",
-            &[("audit", "failed")],
-            self.failed,
-        );
-        w.family(
-            "qoslane_fabric_watch_smps_total",
-            PromKind::Counter,
-            "MADs fabric watch sent since it started.",
-        );
-        w.sample("qoslane_fabric_watch_smps_total", &[], self.smps);
-        w.family(
-            "qoslane_fabric_watch_last_egress_read",
-            PromKind::Gauge,
-            "Egress ports the last audit of fabric watch read (the rest kept from the last reading).",
-        );
-        w.sample("qoslane_fabric_watch_last_egress_read", &[], a.egress_read);
-        if let Some(ms) = a.sm_to_verdict_ms {
-            w.family(
-                "qoslane_fabric_watch_last_latency_seconds",
-                PromKind::Gauge,
-                "From the SM's record to the fabric verdict written, in the last audit of fabric watch.",
-            );
-            w.sample(
-                "qoslane_fabric_watch_last_latency_seconds",
-                &[],
-                (ms / 1000.0 * 1e6).round() / 1e6,
-            );
-        }
-        w.finish()
-    }
 }
 
 fn publish(ctx: &Ctx, file: &std::path::Path, text: &str) -> Result<()> {
