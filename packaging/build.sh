@@ -48,7 +48,7 @@
 #   /usr/sbin/qoslane
 #   /usr/share/man/man8/qoslane*.8.gz, man5/qoslane-mapping.5.gz
 #   /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia}.md (.md.gz in the .deb)
-#   /usr/lib/systemd/system/qoslane-metrics.service, qoslane-fabric-audit.{service,timer} (disabled)
+#   /usr/lib/systemd/system/qoslane-metrics.service, qoslane-fabric-audit.{service,timer}, qoslane-fabric-watch.service (disabled)
 #   /usr/share/qoslane/prometheus/{qoslane-alerts,scrape-qoslane}.yml, grafana/grafana-qoslane.json
 #   /usr/share/bash-completion/completions/qoslane
 #   /usr/share/zsh/vendor-completions/_qoslane   (.deb; .rpm: zsh/site-functions)

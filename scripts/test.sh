@@ -66,6 +66,9 @@ bash rigs/selftest_fabric_path.sh
 step "the OpenSM event plugin on the rig's real OpenSM, fuzzed and measured (tests/e2e/smplugin.sh, ~12 s)"
 bash tests/e2e/smplugin.sh
 
+step "fabric watch reading the plugin's spool on the rig's real OpenSM: an SM restart, a bounce, an LFT change, each verdict a full audit's (tests/e2e/smreader.sh, ~30 s)"
+bash tests/e2e/smreader.sh
+
 step "Prometheus rules and metrics (promtool)"
 promtool check rules deploy/prometheus/qoslane-alerts.yml
 (cd deploy/prometheus && promtool test rules qoslane-alerts.test.yml)

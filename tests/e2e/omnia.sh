@@ -119,7 +119,7 @@ expected() { # expected ZSH_DIR DOC_EXT [FILE...]: qoslane's common list, plus e
       /usr/lib/qoslane/remove-state \
       /etc/logrotate.d/qoslane \
       /usr/lib/systemd/system/qoslane-metrics.service /usr/lib/systemd/system/qoslane-fabric-audit.service \
-      /usr/lib/systemd/system/qoslane-fabric-audit.timer \
+      /usr/lib/systemd/system/qoslane-fabric-audit.timer /usr/lib/systemd/system/qoslane-fabric-watch.service \
       /usr/share/qoslane/prometheus/qoslane-alerts.yml /usr/share/qoslane/prometheus/scrape-qoslane.yml \
       /usr/share/qoslane/grafana/grafana-qoslane.json
     for d in admin-guide fabric hookrun metrics omnia; do

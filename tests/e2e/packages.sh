@@ -93,8 +93,8 @@ hfiles=$(dpkg-deb -c "$HDEB" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}')
 has() { grep -qx -- "$1" <<<"$files" || { say "  not in the package: $1"; return 1; }; }
 has_all() { local f; for f in "$@"; do has "$f" || return 1; done; }
 check "deb: the docs, compressed (policy 12.3)" has_all /usr/share/doc/qoslane/{admin-guide,fabric,hookrun,metrics,omnia}.md.gz
-check "deb: systemd units (metrics server, fabric-audit service and timer)" has_all \
-  /usr/lib/systemd/system/{qoslane-metrics.service,qoslane-fabric-audit.service,qoslane-fabric-audit.timer}
+check "deb: systemd units (metrics server, fabric-audit service and timer, fabric-watch service)" has_all \
+  /usr/lib/systemd/system/{qoslane-metrics.service,qoslane-fabric-audit.service,qoslane-fabric-audit.timer,qoslane-fabric-watch.service}
 check "deb: Recommends what fabric_check and the audit log's rotation need" bash -c \
   "dpkg-deb -f '$DEB' Recommends | grep -q 'infiniband-diags' && dpkg-deb -f '$DEB' Recommends | grep -q logrotate"
 check "deb: alert rules, scrape config and dashboard" has_all /usr/share/qoslane/prometheus/qoslane-alerts.yml \
@@ -187,7 +187,7 @@ names_build() { grep -Eqx "$(basename "$1") ${ver//./[.]} \(git [0-9a-f]{12}(\+d
 check "--version names the build: $(/usr/sbin/qoslane --version)" names_build /usr/sbin/qoslane
 check "hookrun --version too" names_build /usr/sbin/hookrun
 check "systemd-analyze verify accepts the units" bash -c \
-  "systemd-analyze verify /usr/lib/systemd/system/qoslane-metrics.service /usr/lib/systemd/system/qoslane-fabric-audit.service /usr/lib/systemd/system/qoslane-fabric-audit.timer 2>'$PW/verify.err' && ! grep -i qoslane '$PW/verify.err' || { cat '$PW/verify.err' >&2; false; }"
+  "systemd-analyze verify /usr/lib/systemd/system/qoslane-metrics.service /usr/lib/systemd/system/qoslane-fabric-audit.service /usr/lib/systemd/system/qoslane-fabric-audit.timer /usr/lib/systemd/system/qoslane-fabric-watch.service 2>'$PW/verify.err' && ! grep -i qoslane '$PW/verify.err' || { cat '$PW/verify.err' >&2; false; }"
 check "the units are installed disabled (no wants/ link)" bash -c \
   "! ls /etc/systemd/system/*.wants/qoslane-* >/dev/null 2>&1"
 check "man finds qoslane(8) and qoslane-mapping(5)" bash -c \

@@ -22,6 +22,9 @@
 //! - [`log`]: journald, else syslog, else stderr only; never blocks past the
 //!   run's deadline, counts what it had to drop.
 //!
+//! - [`spool`]: taking a spool file another program appends to (rename,
+//!   bounded read, the tail read again next round), never through a symlink;
+//!
 //! - [`build`]: which build this is (package version, revision, commit).
 //!
 //! Nothing here knows about Slurm or InfiniBand.
@@ -37,6 +40,7 @@ pub mod lock;
 pub mod log;
 pub mod prom;
 pub mod sigmask;
+pub mod spool;
 pub mod trusted;
 pub mod walk;
 

@@ -380,6 +380,17 @@ pub enum FabricCommand {
         after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 every level carried, 1 some level is not, 2 the mapping is invalid, 64 usage, 66 no mapping, 69 the fabric could not be (wholly) read"
     )]
     Audit(AuditArgs),
+    /// Follow the OpenSM event plugin's spool (smplugin/, `event_plugin_name qoslane_sm`) and keep
+    /// the fabric verdict current within seconds of the SM's sweep: a full audit at start (and
+    /// when the SM restarts, records were lost or a sweep is not explained), else only the
+    /// switches the SM changed (LFT_CHANGE) and the nodes whose links changed are read again,
+    /// the rest of the last audit kept in memory; the verdict written as `fabric audit
+    /// --verdict` writes it. One JSON line per re-audit on stdout. Runs until stopped (a
+    /// systemd service on the SM host), or once with --once
+    #[command(
+        after_help = "Mapping: --config FILE (default: the installed one, /etc/qoslane/qos-network.yml)\nExit status: 0 stopped (or --once: the verdict written), 2 the mapping is invalid, 64 usage, 66 no mapping, 69 the fabric could not be read (--once)"
+    )]
+    Watch(WatchArgs),
     /// Print the OpenSM QoS options that carry the mapping: SL2VL for HCA ports, switch
     /// external ports and switch port 0 consistent with each level's virtual_lane; VL
     /// arbitration in the mapping's order (top tiers in the high-priority table);
@@ -512,6 +523,54 @@ pub struct AuditArgs {
     /// shows the wait since this one
     #[arg(long)]
     pub reset_wait: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// The fabric verdict to keep current (JSON, atomically replaced; the nodes read it as
+    /// QOSLANE_FABRIC_VERDICT) [default: QOSLANE_FABRIC_VERDICT, from the environment or the
+    /// site options file]
+    #[arg(long, value_name = "FILE")]
+    pub verdict: Option<PathBuf>,
+    /// The plugin's spool directory (its qoslane_spool) [default: /run/qoslane-sm]
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+    /// Also write the audit's and the watcher's metrics as a Prometheus textfile
+    #[arg(long, value_name = "FILE")]
+    pub textfile: Option<PathBuf>,
+    /// How often the spool is looked at, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(10..=5000))]
+    pub poll_ms: u64,
+    /// Act on records when no sweep end came and nothing more for this long, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(100..=60000))]
+    pub quiet_ms: u64,
+    /// A full audit at least this often, in seconds (0: only when the records ask for one;
+    /// the audit's timer stays the safety net)
+    #[arg(long, value_name = "SECS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=604_800))]
+    pub full_every: u64,
+    /// Take the spool once, audit the whole fabric, write the verdict and exit
+    #[arg(long)]
+    pub once: bool,
+    /// smpquery processes at once (1-16); in process, 4 × N SMPs in flight
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub workers: u8,
+    /// How the SMP queries are sent
+    #[arg(long, value_enum, default_value_t, env = "QOSLANE_FABRIC_READER")]
+    pub reader: FabricReader,
+    /// Each audit's deadline, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// The local HCA to send the queries from (e.g. mlx5_0) [default: the first]
+    #[arg(long = "ca", value_name = "DEVICE", requires = "ca_port")]
+    pub ca: Option<String>,
+    /// The local HCA port to send the queries from
+    #[arg(long = "ca-port", value_name = "PORT", requires = "ca")]
+    pub ca_port: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -150,6 +150,9 @@ fn main() -> ExitCode {
             what: FabricCommand::Audit(args),
         }) => commands::fabric_audit::run(&ctx, &args),
         Mode::Other(Command::Fabric {
+            what: FabricCommand::Watch(args),
+        }) => commands::fabric_audit::watch::run(&ctx, &args),
+        Mode::Other(Command::Fabric {
             what: FabricCommand::SmConfig(args),
         }) => commands::sm_config::run(&ctx, &args),
         Mode::Other(Command::Cluster(args)) => commands::cluster::run(&ctx, &args),

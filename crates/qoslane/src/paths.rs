@@ -12,6 +12,8 @@ pub mod defaults {
     pub const AUDIT_LOG: &str = "var/log/qoslane/audit.jsonl";
     pub const TEXTFILE_DIR: &str = "var/lib/prometheus/node-exporter";
     pub const SYSFS_IB: &str = "sys/class/infiniband";
+    /// The OpenSM event plugin's spool (`smplugin/`: `qoslane_spool`'s default).
+    pub const SM_SPOOL: &str = "run/qoslane-sm";
     /// Programs are absolute and never rerooted: Slurm hooks have no PATH.
     pub const SMPQUERY: &str = "/usr/sbin/smpquery";
     pub const IBNETDISCOVER: &str = "/usr/sbin/ibnetdiscover";
@@ -124,6 +126,12 @@ impl Paths {
     /// `/sys/class/infiniband` under the root.
     pub fn sysfs_ib(&self) -> PathBuf {
         self.root.join(defaults::SYSFS_IB)
+    }
+
+    /// The OpenSM event plugin's spool directory under the root
+    /// (`fabric watch`'s default `--spool`).
+    pub fn sm_spool(&self) -> PathBuf {
+        self.root.join(defaults::SM_SPOOL)
     }
 
     pub fn lock_file(&self) -> PathBuf {

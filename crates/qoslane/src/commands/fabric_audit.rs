@@ -19,32 +19,14 @@ use crate::fabric::sweep::page::{self, Page};
 use crate::fabric::sweep::{self, Sweep, verdict};
 use crate::fabric::{InProcess, PortId, Reader, Smpquery};
 
+pub mod watch;
+
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
-    // `--config FILE` (or its older spelling `--mapping`, folded into it
-    // by `Cli::one_mapping`) is read as a draft; else the mapping in force.
-    let loaded = if ctx.config_given {
-        config::read_for_dry_run(&ctx.paths.config)?
-    } else {
-        config::load(&ctx.paths)?
-    };
-    let from = match loaded.source {
-        Source::Config => ctx.paths.config.display().to_string(),
-        Source::LastKnownGood => format!(
-            "{} (the configured file is unusable: {})",
-            ctx.paths.last_known_good().display(),
-            loaded.problem.as_deref().unwrap_or("?")
-        ),
-    };
-    let via = match (&args.ca, args.ca_port) {
-        (Some(device), Some(port)) => Some(PortId {
-            device: device.clone(),
-            port,
-        }),
-        _ => None,
-    };
+    let (loaded, from) = mapping(ctx)?;
+    let via = via(args.ca.as_ref(), args.ca_port);
     let deadline = Deadline::after(std::time::Duration::from_secs(args.timeout));
     let started = std::time::SystemTime::now();
-    let (reader, fallback) = reader(ctx, args, via.as_ref())?;
+    let (reader, fallback) = reader(ctx, args.reader, args.workers, via.as_ref())?;
     let result = reader
         .topology(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline)
         .map(|topo| {
@@ -111,15 +93,47 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     })
 }
 
+/// The mapping to judge and where it came from: `--config FILE` (or its
+/// older spelling `--mapping`, folded into it by `Cli::one_mapping`) is
+/// read as a draft; else the mapping in force.
+fn mapping(ctx: &Ctx) -> Result<(config::Loaded, String)> {
+    let loaded = if ctx.config_given {
+        config::read_for_dry_run(&ctx.paths.config)?
+    } else {
+        config::load(&ctx.paths)?
+    };
+    let from = match loaded.source {
+        Source::Config => ctx.paths.config.display().to_string(),
+        Source::LastKnownGood => format!(
+            "{} (the configured file is unusable: {})",
+            ctx.paths.last_known_good().display(),
+            loaded.problem.as_deref().unwrap_or("?")
+        ),
+    };
+    Ok((loaded, from))
+}
+
+/// The local port to send from (`--ca`, `--ca-port`), when given.
+fn via(ca: Option<&String>, port: Option<u32>) -> Option<PortId> {
+    match (ca, port) {
+        (Some(device), Some(port)) => Some(PortId {
+            device: device.clone(),
+            port,
+        }),
+        _ => None,
+    }
+}
+
 /// The reader asked for: in process when it can start (`auto`: else
 /// smpquery, and why), or the one named. The program reader reads the
 /// transmit wait by `perfquery` when it has one (`QOSLANE_PERFQUERY`).
 fn reader(
     ctx: &Ctx,
-    args: &AuditArgs,
+    kind: FabricReader,
+    workers: u8,
     via: Option<&PortId>,
 ) -> Result<(Box<dyn Reader>, Option<String>)> {
-    let workers = usize::from(args.workers);
+    let workers = usize::from(workers);
     let smpquery = || -> Box<dyn Reader> {
         Box::new(
             Smpquery::new(&ctx.paths.smpquery)
@@ -129,7 +143,7 @@ fn reader(
         )
     };
     let in_process = || InProcess::open(via, sweep::window(workers));
-    Ok(match args.reader {
+    Ok(match kind {
         FabricReader::Smpquery => (smpquery(), None),
         FabricReader::InProcess => (
             Box::new(in_process().map_err(|e| Error::Program {

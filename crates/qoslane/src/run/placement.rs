@@ -110,3 +110,31 @@ pub fn sync(paths: &Paths, mapping: &Mapping, record: &Record, deadline: &Deadli
         )),
     }
 }
+
+/// What `fabric watch` sends for a node the fabric verdict says lost a
+/// placed level: its ActiveFeatures less the lost levels' features (never
+/// one added: what a node carries is its own `health` run's to say, and
+/// it sends them back when its grants give them back). One `scontrol show
+/// node` and, when a feature is to go, one `scontrol update`, as [`sync`]
+/// sends. `Ok(None)`: nothing of it was active.
+///
+/// # Errors
+/// scontrol failed or did not answer within the deadline.
+pub fn withdraw(
+    scontrol: &std::path::Path,
+    node: &str,
+    features: &[String],
+    deadline: &Deadline,
+) -> Result<Option<Vec<String>>, String> {
+    let line = exec::run(scontrol, &["show", "node", "-o", node], deadline)
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .map_err(|e| e.to_string())?;
+    let Some(active) = slurm_config::withdrawn(&line, features) else {
+        return Ok(None);
+    };
+    let arg_node = format!("NodeName={node}");
+    let arg_active = format!("ActiveFeatures={}", active.join(","));
+    exec::run(scontrol, &["update", &arg_node, &arg_active], deadline)
+        .map_err(|e| e.to_string())?;
+    Ok(Some(active))
+}

@@ -34,7 +34,9 @@ pub use lua::{
     LUA_FILE, LUA_FIRST_LINE, LUA_TEMPLATE, MODULE_FILE, MODULE_FIRST_LINE, MODULE_TEMPLATE,
     SiteScript, site_lines, site_script,
 };
-pub use node::{Due, PLACEMENT_REFRESH_SECS, Sent, active_set, due, our_active, site_features};
+pub use node::{
+    Due, PLACEMENT_REFRESH_SECS, Sent, active_set, due, our_active, site_features, withdrawn,
+};
 pub use qos_check::{QosCheck, compare_qos, slurm_qos_names};
 
 /// The placeholder nodes' name: `qoslane-wait1`…

@@ -116,9 +116,51 @@ pub fn site_features(show_node: &str) -> Option<Vec<String>> {
     )
 }
 
+/// A node's ActiveFeatures without `withdrawn` (the features of levels the
+/// fabric verdict says it lost), from `scontrol show node -o NAME`'s line;
+/// `None` when the line has none, or none of them is active (nothing to
+/// send).
+pub fn withdrawn(show_node: &str, withdrawn: &[String]) -> Option<Vec<String>> {
+    let value = show_node
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("ActiveFeatures="))?;
+    let active: Vec<&str> = value
+        .split(',')
+        .filter(|f| !f.is_empty() && *f != "(null)")
+        .collect();
+    active
+        .iter()
+        .any(|f| withdrawn.iter().any(|w| w == f))
+        .then(|| {
+            active
+                .iter()
+                .filter(|f| !withdrawn.iter().any(|w| w == *f))
+                .map(|f| (*f).to_owned())
+                .collect()
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_levels_feature_is_withdrawn_the_rest_kept() {
+        let line = "NodeName=n3 AvailableFeatures=qoslane,qoslane_mc,gpu ActiveFeatures=qoslane,qoslane_mc,gpu State=IDLE";
+        assert_eq!(
+            withdrawn(line, &["qoslane_mc".into()]),
+            Some(vec!["qoslane".into(), "gpu".into()])
+        );
+        assert_eq!(
+            withdrawn(line, &["qoslane_high".into()]),
+            None,
+            "not active: nothing to send"
+        );
+        assert_eq!(
+            withdrawn("NodeName=n3 State=IDLE", &["qoslane_mc".into()]),
+            None
+        );
+    }
 
     fn sent(active: &[&str], site: &[&str], at_unix: u64) -> Sent {
         Sent {

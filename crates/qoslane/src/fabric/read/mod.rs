@@ -17,6 +17,7 @@
 pub mod cache;
 pub mod in_process;
 pub mod mad;
+pub mod memo;
 pub mod own_counters;
 pub mod parse;
 pub mod perfquery;

@@ -7,7 +7,7 @@
 //! [`EgressRead`] the `smpquery` path produces.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::deadline::Deadline;
@@ -42,6 +42,15 @@ struct Flight<'a, D> {
 /// late answer to an earlier batch never matches a Get of this one.
 static NEXT_TID: AtomicU32 = AtomicU32::new(1);
 
+/// MADs (SMP and PMA Gets, first sends and retries) this process sent:
+/// what `fabric watch` reports per re-audit (the difference around it).
+static SENT: AtomicU64 = AtomicU64::new(0);
+
+/// MADs sent by this process so far.
+pub fn sent() -> u64 {
+    SENT.load(Ordering::Relaxed)
+}
+
 impl<D: AttrData> Flight<'_, D> {
     fn fail(&self, index: usize, e: impl std::fmt::Display) -> Error {
         Error::Fabric(format!("{}: {e}", self.gets[index]))
@@ -59,6 +68,7 @@ impl<D: AttrData> Flight<'_, D> {
             });
         match sent {
             Ok(()) => {
+                SENT.fetch_add(1, Ordering::Relaxed);
                 let p = Pending {
                     index,
                     sent: Instant::now(),

@@ -24,6 +24,7 @@
 //! is wrong is one line, not one per in port (`judge.rs`); `page/` draws
 //! the result as one HTML page.
 
+pub mod events;
 pub mod judge;
 pub mod page;
 pub mod reach;
