@@ -176,6 +176,20 @@ fn deadlock_lines(r: &Sweep, s: &mut String) {
     }
 }
 
+/// Per declared `sm_traffic` entry, the SL the SA answered its path
+/// record with (`FAIL` when not the level's).
+fn sm_policy_lines(r: &Sweep, s: &mut String) {
+    use crate::fabric::sweep::sm_classes::ClassVerdict;
+    use std::fmt::Write as _;
+    for c in &r.sm_policy.classes {
+        let mark = match c.verdict {
+            ClassVerdict::Mismatch => "FAIL ",
+            _ => "",
+        };
+        let _ = writeln!(s, "sm policy: {mark}{}", c.words());
+    }
+}
+
 /// Per level, where its lane waited most (and where it is saturated).
 fn wait_lines(r: &Sweep, s: &mut String) {
     use std::fmt::Write as _;
@@ -299,6 +313,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
         }
     }
     deadlock_lines(r, &mut s);
+    sm_policy_lines(r, &mut s);
     wait_lines(r, &mut s);
     for u in &r.unread {
         let _ = writeln!(
@@ -314,7 +329,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
     let failing: Vec<&str> = r
         .levels
         .iter()
-        .filter(|l| !l.carried() || r.cycle(&l.level))
+        .filter(|l| r.level_fails(l))
         .map(|l| l.level.as_str())
         .collect();
     let _ = if failing.is_empty() && r.unread.is_empty() {

@@ -420,6 +420,7 @@ mod tests {
             xmit_wait: Vec::new(),
             wait_levels: Vec::new(),
             deadlock: super::super::routes::Routes::default(),
+            sm_policy: super::super::sm_classes::ClassCheck::default(),
             xmit_wait_unread: Vec::new(),
             wait_ports: Vec::new(),
         }
