@@ -151,16 +151,11 @@ fn deadlock_lines(r: &Sweep, s: &mut String) {
     use std::fmt::Write as _;
     let d = &r.deadlock;
     for l in &d.levels {
-        let mark = if l
-            .safety
-            .as_ref()
-            .is_some_and(crate::fabric::judge::deadlock::Safety::is_cycle)
-        {
-            "FAIL "
-        } else {
-            ""
-        };
+        let mark = if d.refuses(l) { "FAIL " } else { "" };
         let _ = writeln!(s, "deadlock: {mark}{}", l.words());
+        if let Some(note) = d.path_note(l) {
+            let _ = writeln!(s, "  note: {note}");
+        }
     }
     if let Some(first) = d.unjudged.first() {
         let _ = writeln!(

@@ -270,7 +270,8 @@ keys! {
         required,
         value "",
         "What it carries: `sl`, the level's `service_level`; `traffic_class`, the level's \
-         `traffic_class` (a level without one exports nothing).";
+         `traffic_class` (a level without one exports nothing); `path_record`, `1` when the \
+         level takes each path record's SL (`path_sl`), when no SL is exported.";
     EXPORT_LINK_LAYER = "link_layer", ExportEntry,
         Form::Choice(crate::libraries::Layers::NAMES),
         default "`both` for `sl`, `roce` for `traffic_class`",

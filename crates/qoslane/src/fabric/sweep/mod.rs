@@ -116,13 +116,12 @@ impl Sweep {
     }
 
     /// The level's routes close a credit loop on its SL.
+    /// (Not a level switched to each path record's SL: `routes::Routes::switched`.)
     pub fn cycle(&self, level: &str) -> bool {
-        self.deadlock.levels.iter().any(|l| {
-            l.level == level
-                && l.safety
-                    .as_ref()
-                    .is_some_and(crate::fabric::judge::deadlock::Safety::is_cycle)
-        })
+        self.deadlock
+            .levels
+            .iter()
+            .any(|l| l.level == level && self.deadlock.refuses(l))
     }
 }
 
