@@ -154,51 +154,7 @@ fn deadlock_a_ring_routed_by_minhop_or_lash_names_its_loop_and_updn_breaks_it() 
         human.contains("routing: the SM assigns SLs per path (its path records: SL 0 on"),
         "{human}"
     );
-    // What it means for each level: a pinned one is refused for its loop
-    // (above); mission-critical with `path_sl: path_record` is switched to
-    // each path record's SL, its loop in a note, in the audit and in the
-    // verdict file the nodes read.
-    let switched = write(
-        rig.dir.path(),
-        "m-path.yml",
-        &MAPPING.replacen(
-            "    virtual_lane: 3\n",
-            "    virtual_lane: 3\n    path_sl: path_record\n",
-            1,
-        ),
-    );
-    let verdict_file = rig.dir.path().join("verdict.json");
-    let node = rig.node2_as("ibsim0");
-    let out = super::reader::audit_in_process_with(
-        &rig,
-        &node,
-        &switched,
-        &["--verdict", verdict_file.to_str().unwrap()],
-    );
-    assert_eq!(out.status.code(), Some(1), "the pinned levels still loop");
-    let vf: Value = serde_json::from_str(&std::fs::read_to_string(&verdict_file).unwrap()).unwrap();
-    let levels = vf["levels"].as_array().unwrap();
-    assert_eq!(levels[0]["level"], "mission-critical");
-    assert_eq!(levels[0]["path_record_sl"], true, "{vf:#}");
-    assert!(levels[0]["credit_loop"].is_null(), "{vf:#}");
-    let note = levels[0]["path_note"].as_str().unwrap();
-    assert!(
-        note.contains("SL 3 of level mission-critical: credit loop (deadlock risk): sw")
-            && note.contains("path_sl: path_record"),
-        "{note}"
-    );
-    for l in &levels[1..] {
-        assert!(l["credit_loop"].as_str().is_some(), "{l:#}");
-        assert!(l["path_record_sl"].is_null(), "{l:#}");
-    }
-    let human = String::from_utf8(human_audit(&rig, &switched)).unwrap();
-    assert!(
-        human.contains("deadlock: level mission-critical (SL 3): credit loop")
-            && human.contains("  note: the SM routes by path SLs; SL 3 of level mission-critical")
-            && human.contains("deadlock: FAIL level high (SL 2): credit loop"),
-        "{human}"
-    );
-    assert!(!human.contains("not carried: mission-critical"), "{human}");
+    lash_switches_a_path_record_level(&rig);
 
     // One switch's hop of the first level moved to another VL: the loop
     // goes on across both (an SL2VL change is followed hop by hop).
@@ -244,6 +200,54 @@ fn deadlock_a_ring_routed_by_minhop_or_lash_names_its_loop_and_updn_breaks_it() 
         "{:#}",
         v["report"]["deadlock"]
     );
+}
+
+/// On LASH's ring, what the loop means for each level: a pinned one is
+/// refused for it; mission-critical with `path_sl: path_record` is switched
+/// to each path record's SL, its loop in a note, in the audit and in the
+/// verdict file the nodes read.
+fn lash_switches_a_path_record_level(rig: &PathRig) {
+    let switched = write(
+        rig.dir.path(),
+        "m-path.yml",
+        &MAPPING.replacen(
+            "    virtual_lane: 3\n",
+            "    virtual_lane: 3\n    path_sl: path_record\n",
+            1,
+        ),
+    );
+    let verdict_file = rig.dir.path().join("verdict.json");
+    let node = rig.node2_as("ibsim0");
+    let out = super::reader::audit_in_process_with(
+        rig,
+        &node,
+        &switched,
+        &["--verdict", verdict_file.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1), "the pinned levels still loop");
+    let vf: Value = serde_json::from_str(&std::fs::read_to_string(&verdict_file).unwrap()).unwrap();
+    let levels = vf["levels"].as_array().unwrap();
+    assert_eq!(levels[0]["level"], "mission-critical");
+    assert_eq!(levels[0]["path_record_sl"], true, "{vf:#}");
+    assert!(levels[0]["credit_loop"].is_null(), "{vf:#}");
+    let note = levels[0]["path_note"].as_str().unwrap();
+    assert!(
+        note.contains("SL 3 of level mission-critical: credit loop (deadlock risk): sw")
+            && note.contains("path_sl: path_record"),
+        "{note}"
+    );
+    for l in &levels[1..] {
+        assert!(l["credit_loop"].as_str().is_some(), "{l:#}");
+        assert!(l["path_record_sl"].is_null(), "{l:#}");
+    }
+    let human = String::from_utf8(human_audit(rig, &switched)).unwrap();
+    assert!(
+        human.contains("deadlock: level mission-critical (SL 3): credit loop")
+            && human.contains("  note: the SM routes by path SLs; SL 3 of level mission-critical")
+            && human.contains("deadlock: FAIL level high (SL 2): credit loop"),
+        "{human}"
+    );
+    assert!(!human.contains("not carried: mission-critical"), "{human}");
 }
 
 /// The human text of the in-process audit.
