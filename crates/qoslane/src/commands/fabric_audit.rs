@@ -125,6 +125,7 @@ fn reader(
             Smpquery::new(&ctx.paths.smpquery)
                 .via(via.cloned())
                 .perfquery(ctx.paths.perfquery.clone())
+                .ibroute(Some(ctx.paths.ibroute.clone()))
                 .with_window(workers),
         )
     };
