@@ -104,7 +104,46 @@ fn deadlock_a_fat_tree_routed_by_ftree_or_updn_is_free_on_every_level() {
         // The leaves' up and the spines' down ports carry dependencies.
         let deps = d["levels"][0]["safety"]["dependencies"].as_u64().unwrap();
         assert!(deps > 0, "{d:#}");
+        // One SL on every path.
+        assert_eq!(
+            d["path_sls"].as_object().unwrap().len(),
+            1,
+            "{engine}: {d:#}"
+        );
     }
+    sl_assigning_engines_on_the_fat_tree(&rig, &m);
+}
+
+/// DFSSSP gives the fat tree's paths their own SLs (its path records
+/// disagree): recognised, and since up/down routes cannot loop, every level
+/// is granted on its SL with a note that the SM routes by path SLs. LASH
+/// needs one layer on a tree: every path on SL 0, nothing to recognise and
+/// nothing at risk.
+fn sl_assigning_engines_on_the_fat_tree(rig: &PathRig, m: &Path) {
+    rig.lever("reconf", &["routing_engine", "dfsssp"]);
+    rig.lever("restart-sm", &[]);
+    let (v, code) = audit(rig, m);
+    let d = &v["report"]["deadlock"];
+    assert_eq!(code, Some(0), "{d:#}");
+    assert!(d["path_sls"].as_object().unwrap().len() > 1, "{d:#}");
+    assert!(verdicts(&v).iter().all(|w| w == "deadlock_free"), "{d:#}");
+    let human = String::from_utf8(human_audit(rig, m)).unwrap();
+    assert!(
+        human.contains("routing: the SM assigns SLs per path")
+            && human.contains(
+                "  note: the SM routes by path SLs: SL 3 of level mission-critical is \
+                 deadlock-free on this routing, granted on it"
+            )
+            && human.contains("verdict: every level carried on every data port"),
+        "{human}"
+    );
+    rig.lever("reconf", &["routing_engine", "lash"]);
+    rig.lever("restart-sm", &[]);
+    let (v, code) = audit(rig, m);
+    let d = &v["report"]["deadlock"];
+    assert_eq!(code, Some(0), "{d:#}");
+    assert_eq!(d["path_sls"].as_object().unwrap().len(), 1, "{d:#}");
+    assert!(verdicts(&v).iter().all(|w| w == "deadlock_free"), "{d:#}");
 }
 
 #[test]
@@ -173,6 +212,22 @@ fn deadlock_a_ring_routed_by_minhop_or_lash_names_its_loop_and_updn_breaks_it() 
     let moved: Vec<&(String, u64, u64)> = hops.iter().filter(|h| h.2 == other).collect();
     assert_eq!(moved.len(), 1, "{hops:?}");
     assert_eq!(moved[0].0, sw, "{hops:?}");
+
+    // DFSSSP on the ring: recognised too; a pinned SL takes every route.
+    rig.lever("restart-sm", &[]);
+    rig.lever("reconf", &["routing_engine", "dfsssp"]);
+    rig.lever("restart-sm", &[]);
+    let (v, code) = audit(&rig, &m);
+    assert_eq!(code, Some(1), "{v:#}");
+    assert!(
+        v["report"]["deadlock"]["path_sls"]
+            .as_object()
+            .unwrap()
+            .len()
+            > 1,
+        "{v:#}"
+    );
+    assert!(verdicts(&v).iter().all(|w| w == "cycle"), "{v:#}");
 
     // updn from a root: up/down routes, no loop on any level.
     let roots = rig.dir.path().join("roots");
