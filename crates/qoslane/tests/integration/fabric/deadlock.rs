@@ -305,6 +305,72 @@ fn lash_switches_a_path_record_level(rig: &PathRig) {
     assert!(!human.contains("not carried: mission-critical"), "{human}");
 }
 
+/// Torus-2QoS on the 4x4 torus `rigs/net.torus4`: OpenSM routes it (its
+/// torus-2QoS.conf names t00's links, written from the rig's GUIDs), its
+/// path records carry several SLs and its SL2VL rows differ by port pair
+/// (the datelines): recognised both ways; each level's SL stays
+/// deadlock-free across the datelines, granted with the path-SL note.
+#[test]
+fn deadlock_torus_2qos_is_recognised_and_its_datelines_keep_each_level_free() {
+    if !rig_wanted("deadlock_torus") {
+        return;
+    }
+    let net = repo().join("rigs/net.torus4");
+    let rig = PathRig::start(&["-t", net.to_str().unwrap(), "-o", "routing_engine=minhop"]);
+    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    let nodes = std::fs::read_to_string(rig.var("RIG_NODES")).unwrap();
+    let guid = |name: &str| {
+        nodes
+            .lines()
+            .map(|l| l.split('\t').collect::<Vec<_>>())
+            .find(|c| c[0] == name)
+            .map(|c| c[3].to_owned())
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let conf = write(
+        rig.dir.path(),
+        "torus-2QoS.conf",
+        &format!(
+            "torus 4 4 1\nxp_link {0} {1}\nxm_link {0} {2}\nyp_link {0} {3}\nym_link {0} {4}\n",
+            guid("t00"),
+            guid("t10"),
+            guid("t30"),
+            guid("t01"),
+            guid("t03")
+        ),
+    );
+    rig.lever(
+        "reconf",
+        &[
+            "routing_engine",
+            "torus-2QoS",
+            "torus_config",
+            conf.to_str().unwrap(),
+        ],
+    );
+    rig.lever("restart-sm", &[]);
+    let log = std::fs::read_to_string(std::path::Path::new(rig.var("RIG_WORK")).join("opensm.log"))
+        .unwrap();
+    assert!(
+        log.contains("torus-2QoS tables configured on all switches"),
+        "OpenSM did not route by torus-2QoS"
+    );
+    let (v, _) = audit(&rig, &m);
+    let d = &v["report"]["deadlock"];
+    assert!(d["path_sls"].as_object().unwrap().len() > 1, "{d:#}");
+    assert_eq!(d["per_pair_sl2vl"].as_array().unwrap().len(), 16, "{d:#}");
+    assert!(verdicts(&v).iter().all(|w| w == "deadlock_free"), "{d:#}");
+    let human = String::from_utf8(human_audit(&rig, &m)).unwrap();
+    assert!(
+        human.contains("routing: SL2VL differs by port pair on 16 switches")
+            && human.contains(
+                "  note: the SM routes by path SLs: SL 3 of level mission-critical is \
+                 deadlock-free on this routing, granted on it"
+            ),
+        "{human}"
+    );
+}
+
 /// The human text of the in-process audit.
 fn human_audit(rig: &PathRig, m: &Path) -> Vec<u8> {
     let node = rig.node2_as("ibsim0");
