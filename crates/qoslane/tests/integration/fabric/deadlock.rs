@@ -324,8 +324,7 @@ fn deadlock_torus_2qos_is_recognised_and_its_datelines_keep_each_level_free() {
             .lines()
             .map(|l| l.split('\t').collect::<Vec<_>>())
             .find(|c| c[0] == name)
-            .map(|c| c[3].to_owned())
-            .unwrap_or_else(|| panic!("no {name}"))
+            .map_or_else(|| panic!("no {name}"), |c| c[3].to_owned())
     };
     let conf = write(
         rig.dir.path(),
