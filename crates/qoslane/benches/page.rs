@@ -119,6 +119,7 @@ fn sweep() -> Sweep {
         wait_levels: Vec::new(),
         xmit_wait_unread: Vec::new(),
         deadlock: qoslane::fabric::sweep::routes::Routes::default(),
+        sm_policy: qoslane::fabric::sweep::sm_classes::ClassCheck::default(),
         wait_ports: Vec::new(),
     }
 }

@@ -105,6 +105,11 @@ pub struct Findings {
     /// Why the scope could not be looked at, when it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unread: Option<String>,
+    /// The level takes each path record's SL, not its pinned one (the
+    /// fabric path: `path_sl: path_record` on a fabric whose SM gives paths
+    /// their own SLs, its pinned SL closing a credit loop).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub path_record_sl: bool,
 }
 
 /// One scope's finding for a level, and when it was made.
@@ -148,6 +153,11 @@ pub struct Grant {
     pub notes: Vec<String>,
     /// The scopes it was decided from.
     pub scopes: Vec<Seen>,
+    /// Granted with each path record's SL instead of the level's pinned
+    /// one (the fabric path said so): the TaskProlog exports the
+    /// path-record switches, no SL.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub path_record_sl: bool,
 }
 
 impl Grant {
@@ -208,11 +218,13 @@ pub fn decide(check: FabricCheck, on_failure: OnFailure, evidence: &[Evidence]) 
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
     let mut scopes = Vec::new();
+    let mut path_record_sl = false;
     for e in evidence {
         let fabric = e.scope != GrantScope::Settings;
         if fabric && check == FabricCheck::Off {
             continue;
         }
+        path_record_sl |= e.scope == GrantScope::FabricPath && e.found.path_record_sl;
         scopes.push(Seen {
             scope: e.scope,
             at_ms: e.at_ms,
@@ -270,6 +282,7 @@ pub fn decide(check: FabricCheck, on_failure: OnFailure, evidence: &[Evidence]) 
         warnings,
         notes,
         scopes,
+        path_record_sl,
     }
 }
 
@@ -437,8 +450,27 @@ mod tests {
                 problems: problems.iter().map(|s| (*s).to_owned()).collect(),
                 warnings: warnings.iter().map(|s| (*s).to_owned()).collect(),
                 unread: None,
+                path_record_sl: false,
             },
         }
+    }
+
+    /// The fabric path's switch to each path record's SL reaches the grant
+    /// (the TaskProlog's exports follow it), not under `fabric_check: off`,
+    /// and from no other scope.
+    #[test]
+    fn the_fabric_path_switches_a_level_to_the_path_record_sl() {
+        let mut path = ev(GrantScope::FabricPath, &[], &["the SM routes by path SLs"]);
+        path.found.path_record_sl = true;
+        let g = decide(FabricCheck::Enforce, OnFailure::FailJob, &[path.clone()]);
+        assert_eq!(g.decision, Decision::Granted);
+        assert!(g.path_record_sl);
+        assert_eq!(g.notes, ["fabric: the SM routes by path SLs"]);
+        let g = decide(FabricCheck::Off, OnFailure::FailJob, &[path.clone()]);
+        assert!(!g.path_record_sl);
+        let mut own = path;
+        own.scope = GrantScope::OwnPorts;
+        assert!(!decide(FabricCheck::Enforce, OnFailure::FailJob, &[own]).path_record_sl);
     }
 
     #[test]

@@ -22,16 +22,22 @@ pub enum Carries {
     ServiceLevel,
     /// The level's `traffic_class` (a level without one exports nothing).
     TrafficClass,
+    /// `1`, only when the level takes each path record's SL (`path_sl:
+    /// path_record` on a fabric whose SM gives paths their own SLs, its
+    /// pinned SL closing a credit loop): the library asks the SA for the
+    /// SL of each connection's path; no pinned SL is exported then.
+    PathRecord,
 }
 
 impl Carries {
     /// The words the mapping's `exports.add[].value` takes.
-    pub const NAMES: &[&str] = &["sl", "traffic_class"];
+    pub const NAMES: &[&str] = &["sl", "traffic_class", "path_record"];
 
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "sl" => Some(Self::ServiceLevel),
             "traffic_class" => Some(Self::TrafficClass),
+            "path_record" => Some(Self::PathRecord),
             _ => None,
         }
     }
@@ -40,6 +46,7 @@ impl Carries {
         match self {
             Self::ServiceLevel => "sl",
             Self::TrafficClass => "traffic_class",
+            Self::PathRecord => "path_record",
         }
     }
 }
@@ -123,7 +130,8 @@ pub struct Export {
 pub const LEVEL_VARIABLE: &str = "QOSLANE_LEVEL";
 
 /// Every variable qoslane exports by default, in the order the TaskProlog
-/// prints them (service levels first, then traffic classes).
+/// prints them (service levels first, then traffic classes, then the
+/// path-record switches).
 pub const TABLE: &[Export] = &[
     // openucx/ucx src/uct/ib/base/ib_iface.c: "SL" of uct_ib_iface_config_table
     // (prefix UCX_IB_): "IB Service Level / RoCEv2 Ethernet Priority".
@@ -255,6 +263,27 @@ pub const TABLE: &[Export] = &[
         carries: Carries::TrafficClass,
         layers: Layers::Roce,
         source: "ROCm/TransferBench src/client/EnvVars.hpp",
+    },
+    // MVAPICH2 src/mpid/ch3/channels/mrail/src/gen2/ibv_param.c:
+    // getenv("MV2_PATH_SL_QUERY") → rdma_path_sl_query (ENABLE_QOS_SUPPORT);
+    // rdma_iba_priv.c looks each connection's SL up in the SA's path record
+    // when it is set, never on RoCE (`!use_iboeth`).
+    Export {
+        library: "MVAPICH2",
+        variable: "MV2_PATH_SL_QUERY",
+        carries: Carries::PathRecord,
+        layers: Layers::InfiniBand,
+        source: "MVAPICH2 src/mpid/ch3/channels/mrail/src/gen2/ibv_param.c",
+    },
+    // open-mpi/ompi (v4.1.x) opal/mca/btl/openib/btl_openib_mca.c:
+    // reg "ib_path_record_service_level", "Enable getting InfiniBand service
+    // level from PathRecord" (built with --enable-openib-dynamic-sl).
+    Export {
+        library: "Open MPI (openib BTL)",
+        variable: "OMPI_MCA_btl_openib_ib_path_record_service_level",
+        carries: Carries::PathRecord,
+        layers: Layers::InfiniBand,
+        source: "open-mpi/ompi opal/mca/btl/openib/btl_openib_mca.c",
     },
 ];
 

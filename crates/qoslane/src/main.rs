@@ -216,6 +216,7 @@ fn context_of(cli: &Cli, trust_env: bool, context: Option<String>) -> Result<Ctx
         textfile_dir: opt("QOSLANE_TEXTFILE_DIR"),
         smpquery: opt("QOSLANE_SMPQUERY"),
         ibnetdiscover: opt("QOSLANE_IBNETDISCOVER"),
+        ibroute: opt("QOSLANE_IBROUTE"),
         squeue: opt("QOSLANE_SQUEUE"),
         perfquery: opt("QOSLANE_PERFQUERY"),
         scontrol: opt("QOSLANE_SCONTROL"),

@@ -163,6 +163,9 @@ Absolute path of smpquery (default: /usr/sbin/smpquery).
 .B QOSLANE_IBNETDISCOVER
 Absolute path of ibnetdiscover (default: /usr/sbin/ibnetdiscover).
 .TP
+.B QOSLANE_IBROUTE
+Absolute path of ibroute, which the smpquery reader of fabric audit reads the switches' forwarding tables with (default: /usr/sbin/ibroute).
+.TP
 .B QOSLANE_FABRIC_READER
 How fabric audit sends its SMP queries: auto (in process through libibumad.so.3 when it can start, else smpquery; the default), in-process, or smpquery.
 .TP

@@ -17,6 +17,7 @@ pub mod defaults {
     /// Programs are absolute and never rerooted: Slurm hooks have no PATH.
     pub const SMPQUERY: &str = "/usr/sbin/smpquery";
     pub const IBNETDISCOVER: &str = "/usr/sbin/ibnetdiscover";
+    pub const IBROUTE: &str = "/usr/sbin/ibroute";
     pub const SQUEUE: &str = "/usr/bin/squeue";
     /// How old the fabric audit's verdict may be and still stand: four
     /// runs of the Omnia role's 15-minute audit timer (three missed runs
@@ -43,6 +44,9 @@ pub struct Paths {
     pub smpquery: PathBuf,
     /// `ibnetdiscover`: the topology, for `fabric audit`.
     pub ibnetdiscover: PathBuf,
+    /// `ibroute`: the switches' forwarding tables, for `fabric audit`'s
+    /// deadlock check by the smpquery reader.
+    pub ibroute: PathBuf,
     /// `squeue`: where the QoS comes from when slurmd does not pass it.
     pub squeue: PathBuf,
     /// `perfquery`: the node's ports' counters where a port does not open
@@ -80,6 +84,7 @@ pub struct Overrides {
     pub textfile_dir: Option<PathBuf>,
     pub smpquery: Option<PathBuf>,
     pub ibnetdiscover: Option<PathBuf>,
+    pub ibroute: Option<PathBuf>,
     pub squeue: Option<PathBuf>,
     pub perfquery: Option<PathBuf>,
     pub scontrol: Option<PathBuf>,
@@ -104,6 +109,7 @@ impl Paths {
             ibnetdiscover: o
                 .ibnetdiscover
                 .unwrap_or_else(|| defaults::IBNETDISCOVER.into()),
+            ibroute: o.ibroute.unwrap_or_else(|| defaults::IBROUTE.into()),
             squeue: o.squeue.unwrap_or_else(|| defaults::SQUEUE.into()),
             perfquery: o.perfquery,
             counters_on: !o.counters_off,

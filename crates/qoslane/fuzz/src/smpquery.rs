@@ -20,8 +20,9 @@
 //!   the same values (from bytes, for the fuzzer: `check_roundtrip`).
 
 use qoslane::fabric::read::parse::{
-    PARSERS, ParseError, parse_lid, parse_nodedesc, parse_nodeinfo, parse_path_record_sl,
-    parse_perfquery, parse_portinfo, parse_sl2vl, parse_switch_sl2vl, parse_topology, parse_vlarb,
+    PARSERS, ParseError, parse_forwarding, parse_lid, parse_nodedesc, parse_nodeinfo,
+    parse_path_record_sl, parse_perfquery, parse_portinfo, parse_sl2vl, parse_switch_sl2vl,
+    parse_topology, parse_vlarb,
 };
 use qoslane::fabric::tables::{NodeType, VlArbEntry, VlRange};
 
@@ -132,6 +133,11 @@ pub fn check_parser(name: &str, text: &str) {
         "parse_perfquery" => check_perfquery(text),
         "parse_path_record_sl" => match parse_path_record_sl(text) {
             Ok(sl) => assert!(sl <= 15),
+            Err(e) => check_error(text, &e),
+        },
+        "parse_forwarding" => match parse_forwarding(text) {
+            // Every pair is one line of the text.
+            Ok(pairs) => assert!(pairs.len() <= text.lines().count()),
             Err(e) => check_error(text, &e),
         },
         other => panic!("parser {other} of fabric::parse::PARSERS is not fuzzed: add it here"),

@@ -63,6 +63,7 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
             let when = format!("{} {}", r.by, r.time);
             r.grants.get(&level.name).map(|g| (g.clone(), when))
         });
+    let path_record = recorded.as_ref().is_some_and(|(g, _)| g.path_record_sl);
     let explanation = Explanation {
         counters: crate::audit::evidence::recent(&ctx.paths, &level.name),
         recorded,
@@ -74,6 +75,7 @@ pub fn run(ctx: &Ctx, qos: &str, fabric: bool, format: Format) -> Result<ExitCla
             level,
             &m.exports,
             crate::run::job_grant::port_layers(&ctx.paths, m, None),
+            path_record,
         )
         .set,
         policy: m.on_failure_for(level),

@@ -139,6 +139,7 @@ fn reader(
             Smpquery::new(&ctx.paths.smpquery)
                 .via(via.cloned())
                 .perfquery(ctx.paths.perfquery.clone())
+                .ibroute(Some(ctx.paths.ibroute.clone()))
                 .with_window(workers),
         )
     };
@@ -165,16 +166,11 @@ fn deadlock_lines(r: &Sweep, s: &mut String) {
     use std::fmt::Write as _;
     let d = &r.deadlock;
     for l in &d.levels {
-        let mark = if l
-            .safety
-            .as_ref()
-            .is_some_and(crate::fabric::judge::deadlock::Safety::is_cycle)
-        {
-            "FAIL "
-        } else {
-            ""
-        };
+        let mark = if d.refuses(l) { "FAIL " } else { "" };
         let _ = writeln!(s, "deadlock: {mark}{}", l.words());
+        if let Some(note) = d.path_note(l) {
+            let _ = writeln!(s, "  note: {note}");
+        }
     }
     if let Some(first) = d.unjudged.first() {
         let _ = writeln!(
@@ -187,6 +183,20 @@ fn deadlock_lines(r: &Sweep, s: &mut String) {
     }
     for note in d.routing_notes() {
         let _ = writeln!(s, "routing: {note}");
+    }
+}
+
+/// Per declared `sm_traffic` entry, the SL the SA answered its path
+/// record with (`FAIL` when not the level's).
+fn sm_policy_lines(r: &Sweep, s: &mut String) {
+    use crate::fabric::sweep::sm_classes::ClassVerdict;
+    use std::fmt::Write as _;
+    for c in &r.sm_policy.classes {
+        let mark = match c.verdict {
+            ClassVerdict::Mismatch => "FAIL ",
+            _ => "",
+        };
+        let _ = writeln!(s, "sm policy: {mark}{}", c.words());
     }
 }
 
@@ -313,6 +323,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
         }
     }
     deadlock_lines(r, &mut s);
+    sm_policy_lines(r, &mut s);
     wait_lines(r, &mut s);
     for u in &r.unread {
         let _ = writeln!(
@@ -328,7 +339,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
     let failing: Vec<&str> = r
         .levels
         .iter()
-        .filter(|l| !l.carried() || r.cycle(&l.level))
+        .filter(|l| r.level_fails(l))
         .map(|l| l.level.as_str())
         .collect();
     let _ = if failing.is_empty() && r.unread.is_empty() {

@@ -50,8 +50,15 @@ pub struct Exports {
 }
 
 /// The exports of `level` under `edit` on a node whose job's ports are
-/// `ports`.
-pub fn for_level(level: &Level, edit: &ExportsEdit, ports: PortLayers) -> Exports {
+/// `ports`; `path_record`: the level takes each path record's SL (its
+/// grant says so: `grant::Grant::path_record_sl`), so the SL variables are
+/// unset and the path-record switches set to `1` instead.
+pub fn for_level(
+    level: &Level,
+    edit: &ExportsEdit,
+    ports: PortLayers,
+    path_record: bool,
+) -> Exports {
     let mut out = Exports::default();
     let vars = table(edit);
     let push = |carries: Carries, value: Option<String>, out: &mut Exports| {
@@ -65,11 +72,19 @@ pub fn for_level(level: &Level, edit: &ExportsEdit, ports: PortLayers) -> Export
             }
         }
     };
-    push(
-        Carries::ServiceLevel,
-        Some(level.service_level.to_string()),
-        &mut out,
-    );
+    if path_record {
+        out.unset.extend(
+            vars.iter()
+                .filter(|v| v.carries == Carries::ServiceLevel)
+                .map(|v| v.name.clone()),
+        );
+    } else {
+        push(
+            Carries::ServiceLevel,
+            Some(level.service_level.to_string()),
+            &mut out,
+        );
+    }
     out.set
         .push((libraries::LEVEL_VARIABLE.to_owned(), level.name.clone()));
     push(
@@ -77,6 +92,9 @@ pub fn for_level(level: &Level, edit: &ExportsEdit, ports: PortLayers) -> Export
         level.traffic_class.map(|tc| tc.to_string()),
         &mut out,
     );
+    if path_record {
+        push(Carries::PathRecord, Some("1".to_owned()), &mut out);
+    }
     out
 }
 
@@ -84,13 +102,13 @@ pub fn for_level(level: &Level, edit: &ExportsEdit, ports: PortLayers) -> Export
 /// `QOSLANE_LEVEL` and the table in force.
 pub fn ours(edit: &ExportsEdit) -> Vec<String> {
     let vars = table(edit);
-    let (sl, tc): (Vec<_>, Vec<_>) = vars
+    let (sl, rest): (Vec<_>, Vec<_>) = vars
         .into_iter()
         .partition(|v| v.carries == Carries::ServiceLevel);
     sl.into_iter()
         .map(|v| v.name)
         .chain(std::iter::once(libraries::LEVEL_VARIABLE.to_owned()))
-        .chain(tc.into_iter().map(|v| v.name))
+        .chain(rest.into_iter().map(|v| v.name))
         .collect()
 }
 
@@ -140,7 +158,7 @@ mod tests {
 
     #[test]
     fn an_infiniband_node_gets_no_traffic_class_and_unsets_them() {
-        let x = for_level(&level(Some(106)), &ExportsEdit::default(), IB);
+        let x = for_level(&level(Some(106)), &ExportsEdit::default(), IB, false);
         assert!(
             x.set
                 .iter()
@@ -160,9 +178,41 @@ mod tests {
         assert!(!x.unset.contains(&"UCX_IB_SL".to_owned()));
     }
 
+    /// A level switched to each path record's SL: no SL exported (every SL
+    /// variable unset, so that none another node exported survives), the
+    /// path-record switches `1` on InfiniBand; a pinned level sets none.
+    #[test]
+    fn a_level_on_path_record_sls_exports_the_switches_and_no_sl() {
+        let x = for_level(&level(None), &ExportsEdit::default(), IB, true);
+        assert_eq!(
+            x.set,
+            [
+                ("QOSLANE_LEVEL".to_owned(), "a".to_owned()),
+                ("MV2_PATH_SL_QUERY".to_owned(), "1".to_owned()),
+                (
+                    "OMPI_MCA_btl_openib_ib_path_record_service_level".to_owned(),
+                    "1".to_owned()
+                ),
+            ]
+        );
+        for v in ["UCX_IB_SL", "NCCL_IB_SL", "MV2_DEFAULT_SERVICE_LEVEL"] {
+            assert!(x.unset.contains(&v.to_owned()), "{v}: {x:?}");
+        }
+        let pinned = for_level(&level(None), &ExportsEdit::default(), IB, false);
+        assert!(!names(&pinned.set).contains(&"MV2_PATH_SL_QUERY"));
+        assert!(
+            !pinned.unset.iter().any(|v| v.contains("PATH")),
+            "{pinned:?}"
+        );
+        // On RoCE the switches belong nowhere: unset.
+        let roce = for_level(&level(None), &ExportsEdit::default(), ROCE, true);
+        assert!(roce.unset.contains(&"MV2_PATH_SL_QUERY".to_owned()));
+        assert!(ours(&ExportsEdit::default()).contains(&"MV2_PATH_SL_QUERY".to_owned()));
+    }
+
     #[test]
     fn a_roce_node_gets_the_traffic_class_and_no_infiniband_only_sl() {
-        let x = for_level(&level(Some(106)), &ExportsEdit::default(), ROCE);
+        let x = for_level(&level(Some(106)), &ExportsEdit::default(), ROCE, false);
         for v in [
             "UCX_IB_TRAFFIC_CLASS",
             "NCCL_IB_TC",
@@ -184,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_level_without_a_traffic_class_exports_none_and_unsets_none_on_roce() {
-        let x = for_level(&level(None), &ExportsEdit::default(), ROCE);
+        let x = for_level(&level(None), &ExportsEdit::default(), ROCE, false);
         assert!(
             !names(&x.set)
                 .iter()
@@ -199,10 +249,19 @@ mod tests {
             &level(Some(7)),
             &ExportsEdit::default(),
             PortLayers::default(),
+            false,
         );
-        assert_eq!(x.set.len(), libraries::TABLE.len() + 1);
+        // All but the path-record switches, which only a level on path
+        // record SLs sets.
+        let switches = libraries::TABLE
+            .iter()
+            .filter(|e| e.carries == Carries::PathRecord)
+            .count();
+        assert_eq!(switches, 2);
+        assert_eq!(x.set.len(), libraries::TABLE.len() + 1 - switches);
         assert!(x.unset.is_empty());
-        assert_eq!(names(&x.set), ours(&ExportsEdit::default()));
+        let all = ours(&ExportsEdit::default());
+        assert_eq!(names(&x.set), all[..all.len() - switches]);
     }
 
     #[test]
@@ -222,12 +281,12 @@ mod tests {
             ],
             drop: vec!["NIC_SERVICE_LEVEL".into(), "NCCL_IB_TC".into()],
         };
-        let x = for_level(&level(Some(9)), &edit, ROCE);
+        let x = for_level(&level(Some(9)), &edit, ROCE, false);
         assert!(x.set.contains(&("MY_SL".to_owned(), "3".to_owned())));
         assert!(x.set.contains(&("MY_TC".to_owned(), "9".to_owned())));
         assert!(!names(&x.set).contains(&"NIC_SERVICE_LEVEL"));
         assert!(!names(&x.set).contains(&"NCCL_IB_TC"));
-        let x = for_level(&level(Some(9)), &edit, IB);
+        let x = for_level(&level(Some(9)), &edit, IB, false);
         assert!(x.unset.contains(&"MY_TC".to_owned()));
         assert!(
             !x.unset.contains(&"NCCL_IB_TC".to_owned()),

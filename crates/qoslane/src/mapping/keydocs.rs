@@ -290,6 +290,9 @@ pub fn libraries_table() -> String {
             match e.carries {
                 crate::libraries::Carries::ServiceLevel => "the level's `service_level`",
                 crate::libraries::Carries::TrafficClass => "the level's `traffic_class`",
+                crate::libraries::Carries::PathRecord => {
+                    "`1` when the level takes each path record's SL (`path_sl`)"
+                }
             },
             e.layers,
             e.source

@@ -225,6 +225,18 @@ keys! {
         value "",
         "This level's own `on_failure` (e.g. `fail_job` for mission-critical: better requeue \
          than run unprotected).";
+    PATH_SL = "path_sl", Level, Form::Choice(super::types::PathSl::NAMES),
+        default "`pinned`",
+        value "",
+        "What the level does on a fabric whose Subnet Manager gives paths their own SLs \
+         (LASH, DFSSSP, Torus-2QoS: the fabric audit recognises it by the SA's path records) \
+         when the level's SL closes a credit loop on the routes in use. `pinned`: the level is \
+         not granted (refused or run on the baseline, per `on_failure`), the loop named. \
+         `path_record`: the level is granted with the SL of each path's record: the job's \
+         libraries that can ask the SM for it are told to (`MV2_PATH_SL_QUERY`, \
+         `OMPI_MCA_btl_openib_ib_path_record_service_level`, InfiniBand only) and no pinned SL \
+         is exported. Where the level's routes are deadlock-free it keeps its SL either way, \
+         granted with a note that the SM routes by path SLs.";
     NODE_SETTINGS = "node_settings", Level, Form::List, default "`[]`",
         value "list of settings (`path`, `value`)",
         "Kernel settings written in the Prolog when a job of the level starts and restored from \
@@ -258,7 +270,8 @@ keys! {
         required,
         value "",
         "What it carries: `sl`, the level's `service_level`; `traffic_class`, the level's \
-         `traffic_class` (a level without one exports nothing).";
+         `traffic_class` (a level without one exports nothing); `path_record`, `1` when the \
+         level takes each path record's SL (`path_sl`), when no SL is exported.";
     EXPORT_LINK_LAYER = "link_layer", ExportEntry,
         Form::Choice(crate::libraries::Layers::NAMES),
         default "`both` for `sl`, `roce` for `traffic_class`",

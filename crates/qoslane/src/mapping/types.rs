@@ -70,6 +70,35 @@ pub enum FabricCheck {
     Off,
 }
 
+/// Where a level's SL comes from on a fabric whose SM gives paths their
+/// own SLs, when its pinned SL closes a credit loop (`path_sl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathSl {
+    /// The level's `service_level`, or not granted.
+    #[default]
+    Pinned,
+    /// The SL of each path's record, asked by the libraries that can.
+    PathRecord,
+}
+
+impl PathSl {
+    pub const NAMES: &[&str] = &["pinned", "path_record"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pinned => "pinned",
+            Self::PathRecord => "path_record",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pinned" => Some(Self::Pinned),
+            "path_record" => Some(Self::PathRecord),
+            _ => None,
+        }
+    }
+}
+
 /// What a failed prolog does to the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnFailure {
@@ -232,6 +261,9 @@ pub struct Level {
     pub virtual_lane: Option<VirtualLane>,
     pub traffic_class: Option<TrafficClass>,
     pub on_failure: Option<OnFailure>,
+    /// On a fabric whose SM gives paths their own SLs, where a credit loop
+    /// on its pinned SL sends the level (`path_sl`).
+    pub path_sl: PathSl,
     pub node_settings: Vec<NodeSetting>,
     /// The traffic the Subnet Manager must answer with this level's SL
     /// beyond the job's own (`sm_traffic`): no two levels share any of it.

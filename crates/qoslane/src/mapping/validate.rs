@@ -13,8 +13,8 @@ use super::keys::{self, Place};
 use super::once::Once;
 use super::shape::{Cx, MAX_NAME_LEN, is_name_byte, nearest};
 use super::types::{
-    DeviceSelector, FabricCheck, Level, Mapping, OnFailure, OnUnknownQos, ServiceLevel, SmTraffic,
-    TrafficClass, VirtualLane,
+    DeviceSelector, FabricCheck, Level, Mapping, OnFailure, OnUnknownQos, PathSl, ServiceLevel,
+    SmTraffic, TrafficClass, VirtualLane,
 };
 use super::yaml::{self, Budget, Node, NodeKind, Span};
 
@@ -412,6 +412,10 @@ impl Cx {
                 .choice(n, &keys::LEVEL_ON_FAILURE, OnFailure::parse)
                 .map(Some),
         };
+        let path_sl = match f.get(&keys::PATH_SL) {
+            None => Some(PathSl::default()),
+            Some(n) => self.choice(n, &keys::PATH_SL, PathSl::parse),
+        };
         let node_settings = match f.get(&keys::NODE_SETTINGS) {
             None => Some(Vec::new()),
             Some(n) => self.node_settings(n),
@@ -421,7 +425,7 @@ impl Cx {
             .map_or((Vec::new(), true), |n| self.sm_traffic(n));
         let level = match (&name, qos_ok, sl, vl, tc, on_failure, node_settings) {
             (Some((name, _)), true, Some((sl, _)), Some(vl), Some(tc), Some(of), Some(ns))
-                if traffic_ok =>
+                if traffic_ok && path_sl.is_some() =>
             {
                 Some(Level {
                     name: name.clone(),
@@ -430,6 +434,7 @@ impl Cx {
                     virtual_lane: vl,
                     traffic_class: tc,
                     on_failure: of,
+                    path_sl: path_sl.unwrap_or_default(),
                     node_settings: ns,
                     sm_traffic: sm_traffic.iter().map(|(t, _)| t.clone()).collect(),
                 })

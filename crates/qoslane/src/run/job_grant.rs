@@ -248,7 +248,7 @@ fn decide(
         crate::time::now_rfc3339(),
         r.job.user.clone(),
         q,
-        (m, level, ports),
+        (m, level, ports, decided.path_record_sl),
         &loaded.sha256,
     );
     Ok(JobGrant {
@@ -455,10 +455,10 @@ fn job_record(
     time: String,
     user: Option<String>,
     q: &JobQos,
-    (m, level, ports): (&Mapping, &Level, PortLayers),
+    (m, level, ports, path_record): (&Mapping, &Level, PortLayers, bool),
     mapping_sha256: &str,
 ) -> JobRecord {
-    let exports = exports::for_level(level, &m.exports, ports);
+    let exports = exports::for_level(level, &m.exports, ports, path_record);
     JobRecord {
         job_id: job,
         time,

@@ -510,7 +510,7 @@ fn spoofed_environment_in_the_task_prolog_is_ignored() {
 /// The variables qoslane sets (the export table, docs/admin-guide.md "What
 /// the job's libraries read"), as a TaskProlog on a node that granted no
 /// level unsets them.
-const OUR_VARIABLES: [&str; 15] = [
+const OUR_VARIABLES: [&str; 17] = [
     "UCX_IB_SL",
     "NCCL_IB_SL",
     "OMPI_MCA_btl_openib_ib_service_level",
@@ -526,6 +526,8 @@ const OUR_VARIABLES: [&str; 15] = [
     "NVSHMEM_IB_TRAFFIC_CLASS",
     "MC_IB_TC",
     "NIC_TRAFFIC_CLASS",
+    "MV2_PATH_SL_QUERY",
+    "OMPI_MCA_btl_openib_ib_path_record_service_level",
 ];
 
 /// The traffic-class variables of the export table.

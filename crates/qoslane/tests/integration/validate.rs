@@ -219,6 +219,7 @@ bad_mappings! {
     on_failure_dash => (1, 0),
     on_unknown_qos_dash => (1, 0),
     level_on_failure_unknown => (1, 0),
+    level_path_sl_dash => (1, 0),
     devices_bad_port => (1, 0),
     devices_space => (1, 0),
     devices_duplicate => (1, 0),
@@ -614,6 +615,7 @@ levels:
     virtual_lane: 1
     traffic_class: 1
     on_failure: continue
+    path_sl: path_record
     node_settings:
       - path: /proc/sys/net/core/rmem_max
         value: \"1\"
@@ -934,6 +936,7 @@ fn read_level(l: &Level, key: &Key) -> Option<String> {
         "virtual_lane" => l.virtual_lane.map(|v| v.get().to_string()),
         "traffic_class" => l.traffic_class.map(|t| t.get().to_string()),
         "on_failure" => l.on_failure.map(|o| o.as_str().to_owned()),
+        "path_sl" => Some(l.path_sl.as_str().to_owned()),
         other => panic!("`{other}`: teach the round trip (read_level) where a level holds it"),
     }
 }

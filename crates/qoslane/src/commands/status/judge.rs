@@ -470,6 +470,7 @@ mod tests {
                 warnings: Vec::new(),
                 notes: Vec::new(),
                 scopes: Vec::new(),
+                path_record_sl: false,
             },
         );
         f.grants = Ok(Some(record.clone()));

@@ -207,6 +207,7 @@ impl Judgement {
                 problems: a.own_problems(level),
                 warnings: a.own_warnings(level),
                 unread: None,
+                path_record_sl: false,
             },
         }];
         if a.read_first_hop() {
@@ -217,6 +218,7 @@ impl Judgement {
                     problems: a.hop_problems(level),
                     warnings: a.hop_warnings(level),
                     unread: None,
+                    path_record_sl: false,
                 },
             });
         }
@@ -254,6 +256,7 @@ impl Judgement {
                         problems: a.hop_problems(&l.name),
                         warnings: a.hop_warnings(&l.name),
                         unread: None,
+                        path_record_sl: false,
                     };
                     (l.name.clone(), found)
                 })

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::fabric::counters::pma::{Kind, PortWait, Reading};
 use crate::fabric::counters::wait::{self, WaitPort};
 use crate::fabric::first_hop::read as first_hop_read;
-use crate::fabric::read::mad::{self, Attr, Get, PmaData, Route};
+use crate::fabric::read::mad::{self, Attr, Get, PathKey, PmaData, Route};
 use crate::fabric::read::reader::Reader;
 use crate::fabric::read::smp_batch;
 use crate::fabric::read::umad::Umad;
@@ -71,6 +71,44 @@ impl InProcess {
     /// How many Gets are in flight at once.
     pub fn window(&self) -> usize {
         self.window
+    }
+
+    /// The SM's LID from the first source's PortInfo (MasterSMLID), then
+    /// one SA PathRecord Get per (source LID, destination LID, attribute):
+    /// the SL of each answer.
+    fn path_records(&self, asks: &[(u16, u16, Attr)], deadline: &Deadline) -> Vec<Result<u8>> {
+        let Some(&(first, _, _)) = asks.first() else {
+            return Vec::new();
+        };
+        let info = Get {
+            route: Route::Lid(first),
+            attr: Attr::PortInfo,
+            modifier: 0,
+        };
+        let mut umad = self.umad.borrow_mut();
+        let sm = match smp_batch::get_all(&mut umad, &[info], 1, deadline).pop() {
+            Some(Ok(d)) => u16::from_be_bytes([d[18], d[19]]),
+            Some(Err(e)) => {
+                let e = e.to_string();
+                return asks
+                    .iter()
+                    .map(|_| Err(Error::Fabric(format!("the SM's LID: {e}"))))
+                    .collect();
+            }
+            None => return Vec::new(),
+        };
+        let gets: Vec<Get> = asks
+            .iter()
+            .map(|&(s, d, attr)| Get {
+                route: Route::Sa(sm),
+                attr,
+                modifier: (u32::from(s) << 16) | u32::from(d),
+            })
+            .collect();
+        smp_batch::get_all(&mut umad, &gets, self.window, deadline)
+            .into_iter()
+            .map(|r| r.map(|d| mad::path_record_sl(&d)))
+            .collect()
     }
 }
 
@@ -148,41 +186,22 @@ impl Reader for InProcess {
             .collect()
     }
 
-    /// The SM's LID from the first source's PortInfo (MasterSMLID), then
-    /// one SA PathRecord Get per pair.
+    /// One SA PathRecord Get per pair ([`InProcess::path_records`]).
     fn path_sls(&self, pairs: &[(u16, u16)], deadline: &Deadline) -> Vec<Result<u8>> {
-        let Some(&(first, _)) = pairs.first() else {
-            return Vec::new();
-        };
-        let info = Get {
-            route: Route::Lid(first),
-            attr: Attr::PortInfo,
-            modifier: 0,
-        };
-        let mut umad = self.umad.borrow_mut();
-        let sm = match smp_batch::get_all(&mut umad, &[info], 1, deadline).pop() {
-            Some(Ok(d)) => u16::from_be_bytes([d[18], d[19]]),
-            Some(Err(e)) => {
-                let e = e.to_string();
-                return pairs
-                    .iter()
-                    .map(|_| Err(crate::error::Error::Fabric(format!("the SM's LID: {e}"))))
-                    .collect();
-            }
-            None => return Vec::new(),
-        };
-        let gets: Vec<Get> = pairs
+        let asks: Vec<(u16, u16, Attr)> = pairs
             .iter()
-            .map(|&(s, d)| Get {
-                route: Route::Sa(sm),
-                attr: Attr::PathRecord,
-                modifier: (u32::from(s) << 16) | u32::from(d),
-            })
+            .map(|&(s, d)| (s, d, Attr::PathRecord))
             .collect();
-        smp_batch::get_all(&mut umad, &gets, self.window, deadline)
-            .into_iter()
-            .map(|r| r.map(|d| mad::path_record_sl(&d)))
-            .collect()
+        self.path_records(&asks, deadline)
+    }
+
+    /// One SA PathRecord Get per query, each carrying its key.
+    fn class_sls(&self, queries: &[(u16, u16, PathKey)], deadline: &Deadline) -> Vec<Result<u8>> {
+        let asks: Vec<(u16, u16, Attr)> = queries
+            .iter()
+            .map(|&(s, d, k)| (s, d, Attr::PathRecordBy(k)))
+            .collect();
+        self.path_records(&asks, deadline)
     }
 
     /// One PMA Get per (port, attribute) of the port opened

@@ -101,6 +101,9 @@ pub enum Attr {
     /// An SA PathRecord (a GMP: [`Route::Sa`]; the modifier: SLID << 16 |
     /// DLID).
     PathRecord,
+    /// The same, the query also carrying one field an SM's QoS policy
+    /// matches (a level's `sm_traffic`).
+    PathRecordBy(PathKey),
     /// PortVLXmitWaitCounters (a PMA attribute: [`Route::Perf`]).
     VlXmitWait,
     /// PortXmitDataSL (a PMA attribute): data sent per SL.
@@ -121,7 +124,7 @@ impl Attr {
             Self::SlToVl => 0x0017,
             Self::VlArbitration => 0x0018,
             Self::LinearForwarding => 0x0019,
-            Self::PathRecord => 0x0035,
+            Self::PathRecord | Self::PathRecordBy(_) => 0x0035,
             Self::VlXmitWait | Self::VlXmitWaitClear => 0x001C,
             Self::XmitDataSl => 0x0036,
             Self::RcvDataSl => 0x0037,
@@ -137,11 +140,55 @@ impl Attr {
             Self::SlToVl => "sl2vl",
             Self::VlArbitration => "vlarb",
             Self::LinearForwarding => "lft",
-            Self::PathRecord => "pathrecord",
+            Self::PathRecord | Self::PathRecordBy(_) => "pathrecord",
             Self::VlXmitWait => "vlxmitcounters",
             Self::VlXmitWaitClear => "vlxmitcounters (clear)",
             Self::XmitDataSl => "xmtsl",
             Self::RcvDataSl => "rcvsl",
+        }
+    }
+}
+
+/// A path record query's field an SM's QoS policy matches (OpenSM
+/// doc/QoS_management_in_OpenSM.txt): what the audit asks the SA with for
+/// each declared `sm_traffic` entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PathKey {
+    ServiceId(u64),
+    /// With its membership bit, as a query carries it.
+    Pkey(u16),
+    /// 12 bits.
+    QosClass(u16),
+}
+
+impl PathKey {
+    /// The PathRecord component mask bits (IBA 15.2.5.16: ServiceID 0-1,
+    /// P_Key 13, QoSClass 14) and where the field lies in the record.
+    fn encode(self, record: &mut [u8]) -> u64 {
+        match self {
+            Self::ServiceId(v) => {
+                record[0..8].copy_from_slice(&v.to_be_bytes());
+                0b11
+            }
+            Self::Pkey(v) => {
+                record[50..52].copy_from_slice(&v.to_be_bytes());
+                1 << 13
+            }
+            Self::QosClass(v) => {
+                // QoSClass is the upper 12 bits of the 16 it shares with SL.
+                record[52..54].copy_from_slice(&((v & 0xfff) << 4).to_be_bytes());
+                1 << 14
+            }
+        }
+    }
+}
+
+impl fmt::Display for PathKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ServiceId(v) => write!(f, "service ID {v:#x}"),
+            Self::Pkey(v) => write!(f, "PKey {v:#06x}"),
+            Self::QosClass(v) => write!(f, "QoS class {v}"),
         }
     }
 }
@@ -272,7 +319,11 @@ pub fn encode_get(get: &Get, tid: u64) -> Result<[u8; MAD_SIZE], MadError> {
         // SA header: SM_Key 0, the component mask at 48; the PathRecord
         // at 56: DLID at +40, SLID at +42.
         m[2] = SA_CLASS_VERSION;
-        m[48..56].copy_from_slice(&PR_COMPMASK_DLID_SLID.to_be_bytes());
+        let mut mask = PR_COMPMASK_DLID_SLID;
+        if let Attr::PathRecordBy(key) = get.attr {
+            mask |= key.encode(&mut m[SA_DATA..]);
+        }
+        m[48..56].copy_from_slice(&mask.to_be_bytes());
         let [s1, s0, d1, d0] = get.modifier.to_be_bytes();
         m[SA_DATA + 40..SA_DATA + 44].copy_from_slice(&[d1, d0, s1, s0]);
     }

@@ -18,7 +18,9 @@ use crate::error::{Error, Result};
 use crate::fabric::counters::pma::PortWait;
 use crate::fabric::counters::wait::WaitPort;
 use crate::fabric::first_hop::read as first_hop_read;
-use crate::fabric::read::parse::{ParseError, parse_portinfo, parse_sl2vl, parse_switch_sl2vl};
+use crate::fabric::read::parse::{
+    ParseError, parse_forwarding, parse_portinfo, parse_sl2vl, parse_switch_sl2vl,
+};
 use crate::fabric::read::reader::Reader;
 use crate::fabric::read::smpquery::{Smpquery, vlarb_state};
 use crate::fabric::tables::{
@@ -76,6 +78,49 @@ impl Reader for Smpquery {
         deadline: &Deadline,
     ) -> Vec<Result<EgressRead>> {
         read_egress(self, ports, deadline)
+    }
+
+    /// `ibroute LID` per switch, a window at once (from the port the
+    /// queries leave by); none without an `ibroute` (`QOSLANE_IBROUTE`).
+    fn forwarding(&self, switches: &[u16], top: u16, deadline: &Deadline) -> Vec<Result<Vec<u8>>> {
+        let Some(program) = self.ibroute_program() else {
+            return switches
+                .iter()
+                .map(|_| {
+                    Err(Error::Fabric(
+                        "the smpquery reader reads forwarding tables with ibroute: none \
+                         configured (QOSLANE_IBROUTE)"
+                            .into(),
+                    ))
+                })
+                .collect();
+        };
+        let via_port = self.via_port().map(|v| v.port.to_string());
+        let lids: Vec<String> = switches.iter().map(u16::to_string).collect();
+        let argvs: Vec<Vec<&str>> = lids
+            .iter()
+            .map(|lid| {
+                let mut argv = Vec::with_capacity(5);
+                if let (Some(v), Some(p)) = (self.via_port(), via_port.as_deref()) {
+                    argv.extend(["-C", v.device.as_str(), "-P", p]);
+                }
+                argv.push(lid.as_str());
+                argv
+            })
+            .collect();
+        let refs: Vec<&[&str]> = argvs.iter().map(Vec::as_slice).collect();
+        crate::exec::run_window(program, &refs, self.window(), deadline)
+            .into_iter()
+            .zip(&lids)
+            .map(|(r, lid)| {
+                let out = r?;
+                let text = String::from_utf8(out.stdout)
+                    .map_err(|_| Error::Fabric(format!("ibroute {lid}: output is not UTF-8")))?;
+                let pairs = parse_forwarding(&text)
+                    .map_err(|e| Error::Fabric(format!("ibroute {lid}: {e}")))?;
+                Ok(forwarding_table(&pairs, top))
+            })
+            .collect()
     }
 
     /// By its `perfquery`, when it has one.
@@ -221,4 +266,16 @@ fn in_egress(item: &EgressPort, what: &str, e: &ParseError) -> Error {
         item.kind.as_str(),
         item.name
     ))
+}
+
+/// The table as the deadlock check takes it: LIDs `0..=top`, each its out
+/// port, `0xFF` where `ibroute` listed none.
+fn forwarding_table(pairs: &[(u16, u8)], top: u16) -> Vec<u8> {
+    let mut lft = vec![0xFF; usize::from(top) + 1];
+    for &(lid, port) in pairs {
+        if let Some(slot) = lft.get_mut(usize::from(lid)) {
+            *slot = port;
+        }
+    }
+    lft
 }

@@ -39,6 +39,7 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::fabric::counters::pma::{Kind, PortWait, Reading};
 use crate::fabric::counters::wait::WaitPort;
+use crate::fabric::read::mad::PathKey;
 use crate::fabric::read::topology;
 use crate::fabric::tables::{
     EgressPort, EgressRead, FirstHop, PortId, PortIdentity, PortTables, Topology,
@@ -164,6 +165,21 @@ pub trait Reader {
     /// they differ).
     fn path_sls(&self, pairs: &[(u16, u16)], _deadline: &Deadline) -> Vec<Result<u8>> {
         pairs
+            .iter()
+            .map(|_| {
+                Err(Error::Fabric(format!(
+                    "the {} reader does not query path records",
+                    self.name()
+                )))
+            })
+            .collect()
+    }
+
+    /// The SL the SA's path record gives each (source LID, destination
+    /// LID) query carrying a field an SM's QoS policy matches (a level's
+    /// `sm_traffic`: `fabric/sweep/sm_classes.rs`), in order.
+    fn class_sls(&self, queries: &[(u16, u16, PathKey)], _deadline: &Deadline) -> Vec<Result<u8>> {
+        queries
             .iter()
             .map(|_| {
                 Err(Error::Fabric(format!(

@@ -38,6 +38,8 @@ pub struct Smpquery {
     via: Option<PortId>,
     /// `perfquery`, for the PMA counters (`None`: counters are not read).
     perfquery: Option<PathBuf>,
+    /// `ibroute`: the switches' forwarding tables (the deadlock check).
+    ibroute: Option<PathBuf>,
     window: usize,
 }
 
@@ -47,6 +49,7 @@ impl Smpquery {
             program: program.into(),
             via: None,
             perfquery: None,
+            ibroute: None,
             window: DEFAULT_WINDOW,
         }
     }
@@ -66,6 +69,18 @@ impl Smpquery {
     }
 
     /// At most `window` programs at once (1..=[`MAX_WINDOW`]).
+    /// The forwarding tables read by `ibroute` at `program`.
+    #[must_use]
+    pub fn ibroute(mut self, program: Option<PathBuf>) -> Self {
+        self.ibroute = program;
+        self
+    }
+
+    /// The `ibroute` it reads forwarding tables with, if any.
+    pub fn ibroute_program(&self) -> Option<&Path> {
+        self.ibroute.as_deref()
+    }
+
     #[must_use]
     pub fn with_window(mut self, window: usize) -> Self {
         self.window = window.clamp(1, MAX_WINDOW);

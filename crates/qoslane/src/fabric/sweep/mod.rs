@@ -29,6 +29,7 @@ pub mod judge;
 pub mod page;
 pub mod reach;
 pub mod routes;
+pub mod sm_classes;
 pub mod verdict;
 
 use serde::Serialize;
@@ -89,6 +90,9 @@ pub struct Sweep {
     /// Per level, its deadlock safety on the routes the switches'
     /// forwarding tables give (`routes.rs`).
     pub deadlock: routes::Routes,
+    /// The SA's path records for each level's `sm_traffic`
+    /// (`sm_classes.rs`).
+    pub sm_policy: sm_classes::ClassCheck,
     /// Why some ports' wait counters were not read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub xmit_wait_unread: Vec<String>,
@@ -100,17 +104,25 @@ pub struct Sweep {
 impl Sweep {
     /// Some level is dropped, starved or misrouted somewhere.
     pub fn any_problem(&self) -> bool {
-        self.levels.iter().any(|l| !l.carried()) || self.deadlock.any_cycle()
+        self.levels.iter().any(|l| !l.carried())
+            || self.deadlock.any_cycle()
+            || self.sm_policy.any_mismatch()
+    }
+
+    /// The level fails somewhere: not carried on a port pair, its routes
+    /// close a credit loop, or the SA answers a class of its `sm_traffic`
+    /// with another SL.
+    pub fn level_fails(&self, level: &LevelSweep) -> bool {
+        !level.carried() || self.cycle(&level.level) || self.sm_policy.mismatch(&level.level)
     }
 
     /// The level's routes close a credit loop on its SL.
+    /// (Not a level switched to each path record's SL: `routes::Routes::switched`.)
     pub fn cycle(&self, level: &str) -> bool {
-        self.deadlock.levels.iter().any(|l| {
-            l.level == level
-                && l.safety
-                    .as_ref()
-                    .is_some_and(crate::fabric::judge::deadlock::Safety::is_cycle)
-        })
+        self.deadlock
+            .levels
+            .iter()
+            .any(|l| l.level == level && self.deadlock.refuses(l))
     }
 }
 
@@ -157,6 +169,7 @@ pub fn sweep(
         .map(|level| judge::sweep_level(topo, &ok, level))
         .collect();
     let deadlock = routes::check(topo, &ok, reader, mapping, deadline);
+    let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
     let wait_ports = wait_ports(&ok);
     // The program reader reads them by perfquery when it has one.
     let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
@@ -176,6 +189,7 @@ pub fn sweep(
         wait_levels,
         xmit_wait_unread,
         deadlock,
+        sm_policy,
         wait_ports,
     }
 }

@@ -14,7 +14,7 @@ use crate::deadline::Deadline;
 use crate::fabric::judge::deadlock::{self, Fabric, Hca, Peer, Safety, Switch};
 use crate::fabric::read::reader::Reader;
 use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology};
-use crate::mapping::Mapping;
+use crate::mapping::{Mapping, PathSl};
 
 /// One level's deadlock safety on the routes read.
 #[derive(Clone, Debug, Serialize)]
@@ -23,9 +23,16 @@ pub struct LevelSafety {
     pub sl: u8,
     /// `None`: not judged (`Routes::unjudged` says why).
     pub safety: Option<Safety>,
+    /// The level's `path_sl`: where a credit loop on its SL sends it on a
+    /// fabric whose SM gives paths their own SLs.
+    pub path_sl: PathSl,
 }
 
 impl LevelSafety {
+    pub fn is_cycle(&self) -> bool {
+        self.safety.as_ref().is_some_and(Safety::is_cycle)
+    }
+
     pub fn words(&self) -> String {
         match &self.safety {
             Some(s) => format!("level {} (SL {}): {}", self.level, self.sl, s.words()),
@@ -64,11 +71,48 @@ pub struct Routes {
 }
 
 impl Routes {
-    /// A level whose routes close a credit loop.
+    /// A level whose routes close a credit loop on the SL it would run on
+    /// (not one switched to each path record's SL).
     pub fn any_cycle(&self) -> bool {
-        self.levels
-            .iter()
-            .any(|l| l.safety.as_ref().is_some_and(Safety::is_cycle))
+        self.levels.iter().any(|l| self.refuses(l))
+    }
+
+    /// The level's pinned SL closes a credit loop and it runs on it: not
+    /// granted (refused or on the baseline, per its `on_failure`).
+    pub fn refuses(&self, l: &LevelSafety) -> bool {
+        l.is_cycle() && !self.switched(l)
+    }
+
+    /// The level's pinned SL closes a credit loop, the SM gives paths
+    /// their own SLs and the level says `path_sl: path_record`: it takes
+    /// each path record's SL instead (its libraries told to ask for it).
+    pub fn switched(&self, l: &LevelSafety) -> bool {
+        l.is_cycle() && self.sl_per_path() && l.path_sl == PathSl::PathRecord
+    }
+
+    /// On a fabric whose SM gives paths their own SLs: what that means for
+    /// the level — granted on its SL, deadlock-free on this routing, or
+    /// switched to each path record's SL. `None` elsewhere, and for a
+    /// level refused for its loop (its loop says it).
+    pub fn path_note(&self, l: &LevelSafety) -> Option<String> {
+        if !self.sl_per_path() {
+            return None;
+        }
+        match &l.safety {
+            Some(Safety::DeadlockFree { .. }) => Some(format!(
+                "the SM routes by path SLs: SL {} of level {} is deadlock-free on this routing, \
+                 granted on it",
+                l.sl, l.level
+            )),
+            Some(s @ Safety::Cycle { .. }) if self.switched(l) => Some(format!(
+                "the SM routes by path SLs; SL {} of level {}: {}; the level takes each path \
+                 record's SL instead (path_sl: path_record: its libraries are told to ask the SM)",
+                l.sl,
+                l.level,
+                s.words()
+            )),
+            _ => None,
+        }
     }
 
     /// The SM gives paths their own SLs: its path records disagree.
@@ -165,6 +209,7 @@ pub fn check(
                 level: level.name.clone(),
                 sl,
                 safety,
+                path_sl: level.path_sl,
             }
         })
         .collect();

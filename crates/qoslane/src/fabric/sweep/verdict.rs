@@ -64,6 +64,16 @@ pub struct PathLevel {
     /// named switch by switch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credit_loop: Option<String>,
+    /// On a fabric whose SM gives paths their own SLs: what it means for
+    /// the level (deadlock-free on its SL, or switched), a note on the
+    /// nodes' grants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_note: Option<String>,
+    /// The level takes each path record's SL (`path_sl: path_record`, its
+    /// pinned SL closing a credit loop): the nodes grant it so, their
+    /// TaskProlog exporting the path-record switches and no SL.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub path_record_sl: bool,
 }
 
 /// An HCA port and the lines that name where its traffic is not carried
@@ -140,6 +150,9 @@ pub fn build(sweep: &Sweep, made: &Made<'_>) -> PathVerdict {
                 lost: losses(lost),
                 unread: losses(unread.clone()),
                 credit_loop: credit_loop(sweep, &l.level),
+                path_note: safety_of(sweep, &l.level).and_then(|x| sweep.deadlock.path_note(x)),
+                path_record_sl: safety_of(sweep, &l.level)
+                    .is_some_and(|x| sweep.deadlock.switched(x)),
             }
         })
         .collect();
@@ -154,15 +167,17 @@ pub fn build(sweep: &Sweep, made: &Made<'_>) -> PathVerdict {
     }
 }
 
-/// The level's credit loop, in the deadlock check's words, when it has one.
+/// The level's credit loop, in the deadlock check's words, when it has one
+/// and runs on it (not switched to each path record's SL).
 fn credit_loop(sweep: &Sweep, level: &str) -> Option<String> {
-    sweep
-        .deadlock
-        .levels
-        .iter()
-        .filter(|l| l.level == level)
-        .find_map(|l| l.safety.as_ref().filter(|s| s.is_cycle()))
+    safety_of(sweep, level)
+        .filter(|l| sweep.deadlock.refuses(l))
+        .and_then(|l| l.safety.as_ref())
         .map(crate::fabric::judge::deadlock::Safety::words)
+}
+
+fn safety_of<'a>(sweep: &'a Sweep, level: &str) -> Option<&'a super::routes::LevelSafety> {
+    sweep.deadlock.levels.iter().find(|l| l.level == level)
 }
 
 fn losses(m: BTreeMap<PathPort, Vec<String>>) -> Vec<PathLoss> {
@@ -279,6 +294,10 @@ pub fn take_in(
                         x.sl
                     ));
                 }
+                if let Some(note) = &x.path_note {
+                    found.warnings.push(format!("fabric path: {note}"));
+                }
+                found.path_record_sl = x.path_record_sl;
                 for loss in x.lost.iter().filter(|e| is_mine(&e.at)) {
                     found.problems.extend(loss.lines.iter().cloned());
                 }
@@ -420,6 +439,7 @@ mod tests {
             xmit_wait: Vec::new(),
             wait_levels: Vec::new(),
             deadlock: super::super::routes::Routes::default(),
+            sm_policy: super::super::sm_classes::ClassCheck::default(),
             xmit_wait_unread: Vec::new(),
             wait_ports: Vec::new(),
         }
@@ -510,6 +530,7 @@ mod tests {
                 hops: vec![hop("sw1", 2), hop("sw2", 2), hop("sw3", 2)],
                 unknown_rows: 0,
             }),
+            path_sl: crate::mapping::PathSl::Pinned,
         });
         let v = build(&s, &MADE);
         let cycle = v.levels[0].credit_loop.clone().unwrap();
@@ -541,6 +562,97 @@ mod tests {
             );
             assert_eq!(got.levels["bulk"], Findings::default());
         }
+    }
+
+    /// On a fabric whose SM gives paths their own SLs (its path records
+    /// disagree): a pinned level with a loop is refused as before, with
+    /// `path_sl: path_record` it is switched (no problem, the nodes told to
+    /// take each path record's SL), and an acyclic one is granted with a
+    /// note that the SM routes by path SLs.
+    #[test]
+    fn on_sl_per_path_routing_a_loop_refuses_a_pinned_level_switches_the_other_and_notes_the_free()
+    {
+        use crate::fabric::judge::deadlock::{Hop, Safety};
+        use crate::fabric::sweep::routes::LevelSafety;
+        use crate::mapping::PathSl;
+        let t = rig("net.ring5");
+        let mut s = sweep(t, Vec::new(), Vec::new());
+        let hops: Vec<Hop> = ["sw1", "sw2", "sw3"]
+            .iter()
+            .map(|n| Hop {
+                switch: (*n).to_owned(),
+                lid: 1,
+                port: 2,
+                vl: 0,
+            })
+            .collect();
+        let cycle = Safety::Cycle {
+            hops,
+            unknown_rows: 0,
+        };
+        let free = Safety::DeadlockFree {
+            channels: 5,
+            dependencies: 4,
+            unknown_rows: 0,
+        };
+        let mut level = |name: &str, safety: &Safety, path_sl| {
+            s.deadlock.levels.push(LevelSafety {
+                level: name.into(),
+                sl: 3,
+                safety: Some(safety.clone()),
+                path_sl,
+            });
+        };
+        level("mission-critical", &cycle, PathSl::PathRecord);
+        level("bulk", &free, PathSl::Pinned);
+        // One SL on every path: the loop refuses even a path_record level.
+        s.deadlock.path_sls.insert(0, 10);
+        let v = build(&s, &MADE);
+        assert!(v.levels[0].credit_loop.is_some() && !v.levels[0].path_record_sl);
+        assert_eq!(v.levels[1].path_note, None);
+        // The SM assigns SLs per path.
+        s.deadlock.path_sls.insert(1, 4);
+        let v = build(&s, &MADE);
+        let (mc, bulk) = (&v.levels[0], &v.levels[1]);
+        assert_eq!(mc.credit_loop, None);
+        assert!(mc.path_record_sl);
+        assert!(
+            mc.path_note
+                .as_deref()
+                .is_some_and(|n| n.contains("credit loop")
+                    && n.contains("sw1 port 2")
+                    && n.contains("path_sl: path_record")),
+            "{mc:?}"
+        );
+        assert_eq!(
+            bulk.path_note.as_deref(),
+            Some(
+                "the SM routes by path SLs: SL 3 of level bulk is deadlock-free on this \
+                 routing, granted on it"
+            )
+        );
+        assert!(!s.any_problem(), "a switched level is no failure");
+        let mine = [OwnPort {
+            guid: v.hcas[0].guid.clone(),
+            port: v.hcas[0].port,
+        }];
+        let got = take_in(
+            Ok(v.clone()),
+            &mine,
+            MADE.mapping_sha256,
+            &["mission-critical", "bulk"],
+            MADE.ms,
+            60_000,
+        );
+        let mc = &got.levels["mission-critical"];
+        assert!(mc.problems.is_empty() && mc.path_record_sl, "{mc:?}");
+        assert_eq!(got.levels["bulk"].warnings.len(), 1);
+        assert!(!got.levels["bulk"].path_record_sl);
+        // The same loop on a pinned level: refused, named.
+        s.deadlock.levels[0].path_sl = PathSl::Pinned;
+        let v = build(&s, &MADE);
+        assert!(v.levels[0].credit_loop.is_some() && !v.levels[0].path_record_sl);
+        assert!(s.any_problem());
     }
 
     fn own(v: &PathVerdict, name: &str) -> Vec<OwnPort> {

@@ -104,7 +104,46 @@ fn deadlock_a_fat_tree_routed_by_ftree_or_updn_is_free_on_every_level() {
         // The leaves' up and the spines' down ports carry dependencies.
         let deps = d["levels"][0]["safety"]["dependencies"].as_u64().unwrap();
         assert!(deps > 0, "{d:#}");
+        // One SL on every path.
+        assert_eq!(
+            d["path_sls"].as_object().unwrap().len(),
+            1,
+            "{engine}: {d:#}"
+        );
     }
+    sl_assigning_engines_on_the_fat_tree(&rig, &m);
+}
+
+/// DFSSSP gives the fat tree's paths their own SLs (its path records
+/// disagree): recognised, and since up/down routes cannot loop, every level
+/// is granted on its SL with a note that the SM routes by path SLs. LASH
+/// needs one layer on a tree: every path on SL 0, nothing to recognise and
+/// nothing at risk.
+fn sl_assigning_engines_on_the_fat_tree(rig: &PathRig, m: &Path) {
+    rig.lever("reconf", &["routing_engine", "dfsssp"]);
+    rig.lever("restart-sm", &[]);
+    let (v, code) = audit(rig, m);
+    let d = &v["report"]["deadlock"];
+    assert_eq!(code, Some(0), "{d:#}");
+    assert!(d["path_sls"].as_object().unwrap().len() > 1, "{d:#}");
+    assert!(verdicts(&v).iter().all(|w| w == "deadlock_free"), "{d:#}");
+    let human = String::from_utf8(human_audit(rig, m)).unwrap();
+    assert!(
+        human.contains("routing: the SM assigns SLs per path")
+            && human.contains(
+                "  note: the SM routes by path SLs: SL 3 of level mission-critical is \
+                 deadlock-free on this routing, granted on it"
+            )
+            && human.contains("verdict: every level carried on every data port"),
+        "{human}"
+    );
+    rig.lever("reconf", &["routing_engine", "lash"]);
+    rig.lever("restart-sm", &[]);
+    let (v, code) = audit(rig, m);
+    let d = &v["report"]["deadlock"];
+    assert_eq!(code, Some(0), "{d:#}");
+    assert_eq!(d["path_sls"].as_object().unwrap().len(), 1, "{d:#}");
+    assert!(verdicts(&v).iter().all(|w| w == "deadlock_free"), "{d:#}");
 }
 
 #[test]
@@ -154,6 +193,7 @@ fn deadlock_a_ring_routed_by_minhop_or_lash_names_its_loop_and_updn_breaks_it() 
         human.contains("routing: the SM assigns SLs per path (its path records: SL 0 on"),
         "{human}"
     );
+    lash_switches_a_path_record_level(&rig);
 
     // One switch's hop of the first level moved to another VL: the loop
     // goes on across both (an SL2VL change is followed hop by hop).
@@ -172,6 +212,22 @@ fn deadlock_a_ring_routed_by_minhop_or_lash_names_its_loop_and_updn_breaks_it() 
     let moved: Vec<&(String, u64, u64)> = hops.iter().filter(|h| h.2 == other).collect();
     assert_eq!(moved.len(), 1, "{hops:?}");
     assert_eq!(moved[0].0, sw, "{hops:?}");
+
+    // DFSSSP on the ring: recognised too; a pinned SL takes every route.
+    rig.lever("restart-sm", &[]);
+    rig.lever("reconf", &["routing_engine", "dfsssp"]);
+    rig.lever("restart-sm", &[]);
+    let (v, code) = audit(&rig, &m);
+    assert_eq!(code, Some(1), "{v:#}");
+    assert!(
+        v["report"]["deadlock"]["path_sls"]
+            .as_object()
+            .unwrap()
+            .len()
+            > 1,
+        "{v:#}"
+    );
+    assert!(verdicts(&v).iter().all(|w| w == "cycle"), "{v:#}");
 
     // updn from a root: up/down routes, no loop on any level.
     let roots = rig.dir.path().join("roots");
@@ -198,6 +254,119 @@ fn deadlock_a_ring_routed_by_minhop_or_lash_names_its_loop_and_updn_breaks_it() 
         verdicts(&v).iter().all(|w| w == "deadlock_free"),
         "{:#}",
         v["report"]["deadlock"]
+    );
+}
+
+/// On LASH's ring, what the loop means for each level: a pinned one is
+/// refused for it; mission-critical with `path_sl: path_record` is switched
+/// to each path record's SL, its loop in a note, in the audit and in the
+/// verdict file the nodes read.
+fn lash_switches_a_path_record_level(rig: &PathRig) {
+    let switched = write(
+        rig.dir.path(),
+        "m-path.yml",
+        &MAPPING.replacen(
+            "    virtual_lane: 3\n",
+            "    virtual_lane: 3\n    path_sl: path_record\n",
+            1,
+        ),
+    );
+    let verdict_file = rig.dir.path().join("verdict.json");
+    let node = rig.node2_as("ibsim0");
+    let out = super::reader::audit_in_process_with(
+        rig,
+        &node,
+        &switched,
+        &["--verdict", verdict_file.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1), "the pinned levels still loop");
+    let vf: Value = serde_json::from_str(&std::fs::read_to_string(&verdict_file).unwrap()).unwrap();
+    let levels = vf["levels"].as_array().unwrap();
+    assert_eq!(levels[0]["level"], "mission-critical");
+    assert_eq!(levels[0]["path_record_sl"], true, "{vf:#}");
+    assert!(levels[0]["credit_loop"].is_null(), "{vf:#}");
+    let note = levels[0]["path_note"].as_str().unwrap();
+    assert!(
+        note.contains("SL 3 of level mission-critical: credit loop (deadlock risk): sw")
+            && note.contains("path_sl: path_record"),
+        "{note}"
+    );
+    for l in &levels[1..] {
+        assert!(l["credit_loop"].as_str().is_some(), "{l:#}");
+        assert!(l["path_record_sl"].is_null(), "{l:#}");
+    }
+    let human = String::from_utf8(human_audit(rig, &switched)).unwrap();
+    assert!(
+        human.contains("deadlock: level mission-critical (SL 3): credit loop")
+            && human.contains("  note: the SM routes by path SLs; SL 3 of level mission-critical")
+            && human.contains("deadlock: FAIL level high (SL 2): credit loop"),
+        "{human}"
+    );
+    assert!(!human.contains("not carried: mission-critical"), "{human}");
+}
+
+/// Torus-2QoS on the 4x4 torus `rigs/net.torus4`: OpenSM routes it (its
+/// torus-2QoS.conf names t00's links, written from the rig's GUIDs), its
+/// path records carry several SLs and its SL2VL rows differ by port pair
+/// (the datelines): recognised both ways; each level's SL stays
+/// deadlock-free across the datelines, granted with the path-SL note.
+#[test]
+fn deadlock_torus_2qos_is_recognised_and_its_datelines_keep_each_level_free() {
+    if !rig_wanted("deadlock_torus") {
+        return;
+    }
+    let net = repo().join("rigs/net.torus4");
+    let rig = PathRig::start(&["-t", net.to_str().unwrap(), "-o", "routing_engine=minhop"]);
+    let m = write(rig.dir.path(), "m.yml", MAPPING);
+    let nodes = std::fs::read_to_string(rig.var("RIG_NODES")).unwrap();
+    let guid = |name: &str| {
+        nodes
+            .lines()
+            .map(|l| l.split('\t').collect::<Vec<_>>())
+            .find(|c| c[0] == name)
+            .map_or_else(|| panic!("no {name}"), |c| c[3].to_owned())
+    };
+    let conf = write(
+        rig.dir.path(),
+        "torus-2QoS.conf",
+        &format!(
+            "torus 4 4 1\nxp_link {0} {1}\nxm_link {0} {2}\nyp_link {0} {3}\nym_link {0} {4}\n",
+            guid("t00"),
+            guid("t10"),
+            guid("t30"),
+            guid("t01"),
+            guid("t03")
+        ),
+    );
+    rig.lever(
+        "reconf",
+        &[
+            "routing_engine",
+            "torus-2QoS",
+            "torus_config",
+            conf.to_str().unwrap(),
+        ],
+    );
+    rig.lever("restart-sm", &[]);
+    let log = std::fs::read_to_string(std::path::Path::new(rig.var("RIG_WORK")).join("opensm.log"))
+        .unwrap();
+    assert!(
+        log.contains("torus-2QoS tables configured on all switches"),
+        "OpenSM did not route by torus-2QoS"
+    );
+    let (v, _) = audit(&rig, &m);
+    let d = &v["report"]["deadlock"];
+    assert!(d["path_sls"].as_object().unwrap().len() > 1, "{d:#}");
+    assert_eq!(d["per_pair_sl2vl"].as_array().unwrap().len(), 16, "{d:#}");
+    assert!(verdicts(&v).iter().all(|w| w == "deadlock_free"), "{d:#}");
+    let human = String::from_utf8(human_audit(&rig, &m)).unwrap();
+    assert!(
+        human.contains("routing: SL2VL differs by port pair on 16 switches")
+            && human.contains(
+                "  note: the SM routes by path SLs: SL 3 of level mission-critical is \
+                 deadlock-free on this routing, granted on it"
+            ),
+        "{human}"
     );
 }
 

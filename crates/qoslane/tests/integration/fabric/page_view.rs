@@ -113,6 +113,7 @@ fn sweep(topology: Topology, levels: &[Level<'_>]) -> Sweep {
         wait_levels: Vec::new(),
         xmit_wait_unread: Vec::new(),
         deadlock: qoslane::fabric::sweep::routes::Routes::default(),
+        sm_policy: qoslane::fabric::sweep::sm_classes::ClassCheck::default(),
         wait_ports: Vec::new(),
     }
 }

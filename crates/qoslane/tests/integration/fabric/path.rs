@@ -212,6 +212,7 @@ pub(super) fn audit_command(node: &SimNode, mapping_file: &Path) -> Command {
         .env("QOSLANE_SMPQUERY", &node.paths.smpquery)
         .env("QOSLANE_IBNETDISCOVER", &node.paths.ibnetdiscover)
         .env("QOSLANE_PERFQUERY", node.paths.perfquery.as_ref().unwrap())
+        .env("QOSLANE_IBROUTE", &node.paths.ibroute)
         .args(["fabric", "audit", "--mapping"])
         .arg(mapping_file);
     c

@@ -243,12 +243,16 @@ impl SimNode {
         // And perfquery (the job's and the audit's counters).
         let perfquery = bin.join("perfquery");
         std::os::unix::fs::symlink(repo().join("rigs/smpquery-sim"), &perfquery).unwrap();
+        // And ibroute (the switches' forwarding tables, the deadlock check).
+        let ibroute = bin.join("ibroute");
+        std::os::unix::fs::symlink(repo().join("rigs/smpquery-sim"), &ibroute).unwrap();
         let calls = dir.path().join("calls.log");
         let paths = Paths::new(Overrides {
             root: Some(dir.path().join("root")),
             smpquery: Some(smpquery),
             ibnetdiscover: Some(ibnetdiscover),
             perfquery: Some(perfquery),
+            ibroute: Some(ibroute),
             ..Default::default()
         });
         let mut lines = vec![
@@ -260,6 +264,7 @@ impl SimNode {
         fs::write(bin.join("smpquery.env"), lines.join("\n") + "\n").unwrap();
         fs::write(bin.join("ibnetdiscover.env"), lines.join("\n") + "\n").unwrap();
         fs::write(bin.join("perfquery.env"), lines.join("\n") + "\n").unwrap();
+        fs::write(bin.join("ibroute.env"), lines.join("\n") + "\n").unwrap();
         for p in ports {
             write_port(&paths, p);
         }

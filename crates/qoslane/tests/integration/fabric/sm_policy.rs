@@ -195,3 +195,91 @@ fn rig_a_rewritten_policy_is_read_again_on_sighup() {
     assert_eq!(path_sl(&rig, &["--qos_class", "106"]), Some(4));
     assert_eq!(path_sl(&rig, &["--service_id", "0x10603db"]), Some(4));
 }
+
+/// The audit's own check of the policy (`fabric/sweep/sm_classes.rs`): in
+/// process, an SA path record query per declared class carrying it; the
+/// generated policy passes, a line edited by hand (a class moved to
+/// another SL) is a finding on its level, named, and fails the audit.
+#[test]
+fn rig_the_audit_checks_each_class_against_the_sa_and_names_a_hand_edited_line() {
+    if !rig_wanted("rig_the_audit_checks_each_class") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = write(dir.path(), "m.yml", SM_TRAFFIC);
+    let (options, _) = generate(dir.path(), &mapping);
+    let partitions = write(
+        dir.path(),
+        "partitions.conf",
+        "Default=0x7fff, ipoib : ALL=full ;\nstorage=0x8001 : ALL=full ;\n",
+    );
+    let rig = PathRig::start(&[
+        "-c",
+        options.to_str().unwrap(),
+        "-o",
+        &format!("partition_config_file={}", partitions.display()),
+    ]);
+    let node = rig.node2_as("ibsim0");
+    let audit = |extra: &[&str]| super::reader::audit_in_process_with(&rig, &node, &mapping, extra);
+    let verdicts = |v: &serde_json::Value| -> Vec<(String, String)> {
+        v["report"]["sm_policy"]["classes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v:#}"))
+            .iter()
+            .map(|c| {
+                (
+                    c["traffic"].as_str().unwrap().to_owned(),
+                    c["verdict"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let out = audit(&[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = verdicts(&v);
+    assert_eq!(all.len(), 8, "{all:?}");
+    for (traffic, verdict) in &all {
+        let want = if traffic.starts_with("srp") {
+            "not_asked"
+        } else {
+            "ok"
+        };
+        assert_eq!(verdict, want, "{traffic}: {:#}", v["report"]["sm_policy"]);
+    }
+    assert_eq!(out.status.code(), Some(0), "{:#}", v["report"]);
+
+    // gold.rt's storage service ID moved to SL 0 by hand, read again.
+    let policy = dir.path().join("qos-policy.conf");
+    let text = read(&policy);
+    let edited = text.replace("service-id 0x10603db : 3", "service-id 0x10603db : 0");
+    assert_ne!(edited, text);
+    std::fs::write(&policy, edited).unwrap();
+    rig.lever("reconf", &["qos_policy_file", policy.to_str().unwrap()]);
+    let out = audit(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bad: Vec<(String, String)> = verdicts(&v)
+        .into_iter()
+        .filter(|(_, w)| w != "ok" && w != "not_asked")
+        .collect();
+    assert_eq!(
+        bad,
+        [("service-id 0x10603db".to_owned(), "mismatch".to_owned())]
+    );
+    let human = super::path::audit_command(&node, &mapping)
+        .env("LD_PRELOAD", rig.var("RIG_UMAD2SIM"))
+        .env("IBSIM_SOCKNAME", rig.var("IBSIM_SOCKNAME"))
+        .env("SIM_HOST", "node2")
+        .current_dir(rig.dir.path())
+        .args(["--reader", "in-process"])
+        .output_within();
+    let human = String::from_utf8(human.stdout).unwrap();
+    assert!(
+        human.contains(
+            "sm policy: FAIL level gold.rt (SL 3): service-id 0x10603db: the SA answers its \
+             path record with SL 0, not the level's 3"
+        ),
+        "{human}"
+    );
+    assert!(human.contains("not carried: gold.rt"), "{human}");
+}

@@ -191,8 +191,8 @@ fn every_parser_of_parse_rs_is_fuzzed() {
     assert_eq!(pub_fns, listed, "fabric/read/parse/: pub fns vs PARSERS");
     assert_eq!(
         listed.len(),
-        10,
-        "the parsers of smpquery, ibnetdiscover, perfquery and saquery"
+        11,
+        "the parsers of smpquery, ibnetdiscover, perfquery, saquery and ibroute"
     );
     for name in qoslane::fabric::read::parse::PARSERS {
         fuzz_smpquery::check_parser(name, "");

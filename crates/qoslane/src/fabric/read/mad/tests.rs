@@ -460,3 +460,27 @@ fn the_recorded_pma_gets_are_what_the_encoder_makes_and_the_answer_reads_back() 
     }
     assert!(text("node2.lid5.xmtsl.1").contains("cannot query PortXmitDataSL"));
 }
+
+/// A path record query carrying a class, a service ID or a PKey: its
+/// component mask bit and the field where IBA 15.2.5.16 puts it (the
+/// bytes saquery sends for `--qos_class`, `--service_id`, `--pkey`).
+#[test]
+fn an_sa_path_record_get_carries_its_key() {
+    let get = |key| Get {
+        route: Route::Sa(1),
+        attr: Attr::PathRecordBy(key),
+        modifier: (0x16 << 16) | 0x52,
+    };
+    let mask = |m: &[u8; MAD_SIZE]| u64::from_be_bytes(m[48..56].try_into().unwrap());
+    let m = encode_get(&get(PathKey::QosClass(106)), 1).unwrap();
+    assert_eq!(mask(&m), 0x30 | (1 << 14));
+    assert_eq!(&m[108..110], &[0x06, 0xa0], "QoSClass 106 above SL 0");
+    assert_eq!(&m[96..100], &[0, 82, 0, 22], "DLID, SLID kept");
+    let m = encode_get(&get(PathKey::ServiceId(0x0106_03db)), 1).unwrap();
+    assert_eq!(mask(&m), 0x33);
+    assert_eq!(&m[56..64], &[0, 0, 0, 0, 0x01, 0x06, 0x03, 0xdb]);
+    let m = encode_get(&get(PathKey::Pkey(0xffff)), 1).unwrap();
+    assert_eq!(mask(&m), 0x30 | (1 << 13));
+    assert_eq!(&m[106..108], &[0xff, 0xff]);
+    assert_eq!(Attr::PathRecordBy(PathKey::Pkey(1)).id(), 0x35);
+}

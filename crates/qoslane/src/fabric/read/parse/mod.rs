@@ -1,6 +1,7 @@
 //! Every parser of what the fabric tools print: `smpquery`'s tables and
 //! nodes ([`smp`]), `perfquery`'s counters ([`counters`]) and
-//! `ibnetdiscover -p`'s topology ([`topology`]), strictly, on one way of
+//! `ibnetdiscover -p`'s topology ([`topology`]), `ibroute`'s forwarding
+//! table ([`route`]), strictly, on one way of
 //! reading lines ([`lines`]). Pure (text in, `fabric/tables.rs` out, no
 //! I/O); the program reader (`programs.rs`, `perfquery.rs`) and the first
 //! hop call them.
@@ -18,12 +19,14 @@
 
 pub mod counters;
 pub mod lines;
+pub mod route;
 pub mod sa;
 pub mod smp;
 pub mod topology;
 
 pub use counters::parse_perfquery;
 pub use lines::ParseError;
+pub use route::parse_forwarding;
 pub use sa::parse_path_record_sl;
 pub use smp::{
     parse_lid, parse_nodedesc, parse_nodeinfo, parse_portinfo, parse_sl2vl, parse_switch_sl2vl,
@@ -33,7 +36,7 @@ pub use topology::parse_topology;
 
 /// Every parser of this folder, by name: the fuzz target runs each (and
 /// panics on a name it does not know).
-pub const PARSERS: [&str; 10] = [
+pub const PARSERS: [&str; 11] = [
     "parse_sl2vl",
     "parse_switch_sl2vl",
     "parse_portinfo",
@@ -44,4 +47,5 @@ pub const PARSERS: [&str; 10] = [
     "parse_topology",
     "parse_perfquery",
     "parse_path_record_sl",
+    "parse_forwarding",
 ];

@@ -115,6 +115,7 @@ fn sweep() -> Sweep {
         wait_levels: Vec::new(),
         xmit_wait_unread: Vec::new(),
         deadlock: crate::fabric::sweep::routes::Routes::default(),
+        sm_policy: crate::fabric::sweep::sm_classes::ClassCheck::default(),
         wait_ports: Vec::new(),
     }
 }
