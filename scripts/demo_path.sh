@@ -4,7 +4,9 @@
 # real OpenSM on a multi-switch simulated fabric (rigs/fabric_path_rig.sh:
 # 3 leaves, 2 spines, 6 HCAs); `qoslane fabric audit` proves every level on
 # every data port; one spine is then misaligned behind the SM's back, and the
-# audit names it; then the ports' own counters: the switch port where a tier
+# audit names it; OpenSM's event plugin then wakes `qoslane fabric watch` when the
+# SM re-sweeps after a link bounce (only the switches it changed audited again);
+# then the ports' own counters: the switch port where a tier
 # waited, and a job's evidence line. A few seconds; everything it starts, it stops.
 #
 #   scripts/demo_path.sh [QOSLANE_BINARY]     (default: target/release/qoslane)
@@ -15,15 +17,28 @@ REPO=$PWD
 [ -x "$QL" ] || { echo "demo_path: no $QL (cargo build --release)" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/qoslane-path-demo.XXXXXX)
 ENV=""
-cleanup() { [ -z "$ENV" ] || bash rigs/fabric_path_rig.sh stop "$ENV"; rm -rf "$WORK"; }
+WATCHER=""
+cleanup() {
+  [ -z "$WATCHER" ] || { kill "$WATCHER" 2>/dev/null; wait "$WATCHER" 2>/dev/null || true; }
+  [ -z "$ENV" ] || bash rigs/fabric_path_rig.sh stop "$ENV"; rm -rf "$WORK"
+}
 trap cleanup EXIT
 title() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; "$@"; }
 
 title "The path: the SM's QoS options for the mapping (qoslane fabric sm-config, abridged)"
-"$QL" fabric sm-config --config examples/qos-network.yml >"$WORK/sm.conf"
+"$QL" fabric sm-config --config examples/qos-network.yml --qos-policy-file "$WORK/qos-policy.conf" >"$WORK/sm.conf"
+# The SM's QoS policy for the traffic no environment variable reaches (rdma_cm, IPoIB, storage):
+# the levels' sm_traffic, in the qos-policy.conf the options name.
+"$QL" fabric sm-config --config examples/qos-network.yml --qos-policy >"$WORK/qos-policy.conf"
 grep -E '^#   [^ ]+ +SL |^(qos|max_op_vls|qos_swe_sl2vl|qos_swe_vlarb_high|qos_swe_vlarb_low) ' "$WORK/sm.conf" | sed 's/^/  /'
-ENV=$(bash rigs/fabric_path_rig.sh start -c "$WORK/sm.conf")
+printf '$ qoslane fabric sm-config --qos-policy   (abridged: the SL each declared class gets)\n'
+grep -E '^ +(qos-class|qos-level-name):|^ +[a-z].* : [0-9]+ # level' "$WORK/qos-policy.conf" | sed 's/^ */  /'
+# OpenSM loads qoslane's event plugin (smplugin/, built here; found through the linker's path as an
+# installed qoslane-opensm-plugin is): its records of what the SM changed go to a spool.
+make -s -C smplugin O="$WORK/smplugin" all >/dev/null
+ENV=$(LD_LIBRARY_PATH=$WORK/smplugin bash rigs/fabric_path_rig.sh start -c "$WORK/sm.conf" \
+  -o event_plugin_name=qoslane_sm -o "event_plugin_options=qoslane_spool=$WORK/spool")
 # The audit's SMPs leave from node2's HCA, through the simulator.
 # shellcheck disable=SC1090  # the env file the rig just wrote
 . "$ENV"
@@ -46,6 +61,40 @@ printf '$ qoslane fabric audit\n'; audit | sed 's/^/  /'
 title "spine1 maps SL 3 to VL 15 on port 2 (SMP Set, behind the SM): the node's own port still looks fine"
 bash rigs/fabric_path_rig.sh misalign "$ENV" spine1 2 3 15 >/dev/null
 printf '$ qoslane fabric audit\n'; { audit || echo "  (exit $?)"; } | sed 's/^/  /'
+# Drift seen when the SM makes it (issue 40): the plugin's records wake `qoslane fabric watch`,
+# which audits again only what the SM changed and rewrites the verdict the nodes read.
+title "Drift seen in seconds: OpenSM's event plugin tells qoslane fabric watch what the SM changed"
+(cd "$RIG_WORK" && exec env LD_PRELOAD="$RIG_UMAD2SIM" IBSIM_SOCKNAME="$IBSIM_SOCKNAME" SIM_HOST=node2 \
+  QOSLANE_SMPQUERY="$WORK/smpquery" QOSLANE_IBNETDISCOVER="$WORK/ibnetdiscover" \
+  "$QL" --config "$REPO/examples/qos-network.yml" fabric watch --reader in-process \
+  --spool "$WORK/spool" --verdict "$WORK/verdict.json") >"$WORK/watch.out" 2>"$WORK/watch.err" &
+WATCHER=$!
+acts() { if [ -s "$WORK/watch.out" ]; then wc -l <"$WORK/watch.out"; else echo 0; fi; }
+wait_acts() { # wait_acts N: until the watcher acted N times, at most 60 s
+  local i; for i in $(seq 600); do [ "$(acts)" -ge "$1" ] && return 0; sleep 0.1; done; return 1
+}
+cat >"$WORK/acts.py" <<'EOF'
+import json, sys
+for line in sys.stdin:
+    a = json.loads(line)
+    lost = ", ".join(f"{l}: {n} HCA ports" for l, n in a["lost"].items() if n) or "none"
+    ms = a.get("sm_to_verdict_ms")
+    took = "-" if ms is None else f"{ms:.0f} ms"
+    why = a.get("why", "the switches the SM named")
+    print(f"  {a['audit']} audit ({why}): {a['switches_named']} switches named, {a['smps']} SMPs, "
+          f"SM record -> verdict {took}; levels lost: {lost}")
+EOF
+show_acts() { sed -n "$1,\$p" "$WORK/watch.out" | python3 "$WORK/acts.py"; }
+printf '$ qoslane fabric watch --spool /run/qoslane-sm --verdict FILE   (the SM host)\n'
+if wait_acts 1; then
+  show_acts 1
+  printf '$ (leaf2 port 4, toward a spine, bounced: the SM re-sweeps and reroutes)\n'
+  bash rigs/fabric_path_rig.sh bounce "$ENV" leaf2 4 >/dev/null
+  wait_acts 2 && { sleep 1; show_acts 2; } || echo "  (no act within 60 s: $(tail -2 "$WORK/watch.err"))"
+else
+  echo "  (the watcher did not act within 60 s: $(tail -2 "$WORK/watch.err"))"
+fi
+kill "$WATCHER" 2>/dev/null; wait "$WATCHER" 2>/dev/null || true; WATCHER=""
 
 # The first switch, not the node's port: node1's leaf drops the mission-critical tier. The node's
 # health records the tier as not granted; the Prolog obeys it and refuses the job (exit 100:

@@ -42,6 +42,8 @@ PKGS=(
   lua5.1
   # misc used by scripts
   procps psmisc python3
+  # JSON in the shell: tests/e2e/smreader.sh and bench/fabric_audit.sh read reports and verdicts with jq
+  jq
 )
 
 missing=()
