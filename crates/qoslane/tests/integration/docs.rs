@@ -37,7 +37,10 @@ fn shipped_docs() -> Vec<String> {
     let docs = listed("DOCS", "docs");
     assert!(docs.len() >= 5, "{docs:?}");
     let plugin = listed("PLUGIN_DOCS", "smplugin");
-    assert!(plugin.contains(&"smplugin/README.md".to_owned()), "{plugin:?}");
+    assert!(
+        plugin.contains(&"smplugin/README.md".to_owned()),
+        "{plugin:?}"
+    );
     [docs, plugin].concat()
 }
 
