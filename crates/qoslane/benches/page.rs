@@ -146,7 +146,7 @@ fn bench(c: &mut Criterion) {
     let render = |waits: &[PortWait]| {
         page::render(&Page {
             sweep: &s,
-            summary: "verdict: 2 of 4 levels not carried: mission-critical, high\n",
+            summary: "verdict: 2 of 4 levels fail: mission-critical (not carried), high (not carried)\n",
             mapping: "/etc/qoslane/qos-network.yml",
             mapping_sha256: "0",
             time: "2026-12-03T13:00:00Z",

@@ -336,11 +336,13 @@ pub fn human(r: &Sweep, from: &str) -> String {
             u.error
         );
     }
-    let failing: Vec<&str> = r
+    let failing: Vec<String> = r
         .levels
         .iter()
-        .filter(|l| r.level_fails(l))
-        .map(|l| l.level.as_str())
+        .filter_map(|l| {
+            let faults = r.level_faults(l);
+            (!faults.is_empty()).then(|| format!("{} ({})", l.level, faults.join(", ")))
+        })
         .collect();
     let _ = if failing.is_empty() && r.unread.is_empty() {
         writeln!(s, "verdict: every level carried on every data port")
@@ -353,7 +355,7 @@ pub fn human(r: &Sweep, from: &str) -> String {
     } else {
         writeln!(
             s,
-            "verdict: {} of {} levels not carried: {}",
+            "verdict: {} of {} levels fail: {}",
             failing.len(),
             r.levels.len(),
             failing.join(", ")

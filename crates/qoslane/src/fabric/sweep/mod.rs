@@ -113,7 +113,24 @@ impl Sweep {
     /// close a credit loop, or the SA answers a class of its `sm_traffic`
     /// with another SL.
     pub fn level_fails(&self, level: &LevelSweep) -> bool {
-        !level.carried() || self.cycle(&level.level) || self.sm_policy.mismatch(&level.level)
+        !self.level_faults(level).is_empty()
+    }
+
+    /// Why the level fails, in the verdict line's words (none: it
+    /// passes). A class the SM puts on another SL is not "not carried":
+    /// the level's own traffic may be carried everywhere.
+    pub fn level_faults(&self, level: &LevelSweep) -> Vec<&'static str> {
+        let mut faults = Vec::new();
+        if !level.carried() {
+            faults.push("not carried");
+        }
+        if self.cycle(&level.level) {
+            faults.push("a credit loop");
+        }
+        if self.sm_policy.mismatch(&level.level) {
+            faults.push("the SM's QoS policy differs");
+        }
+        faults
     }
 
     /// The level's routes close a credit loop on its SL.

@@ -287,7 +287,7 @@ fn path_audit_names_the_spine_that_drops_and_the_leaf_that_starves() {
     );
     let human = String::from_utf8(out.stdout).unwrap();
     assert!(
-        human.contains("verdict: 1 of 4 levels not carried: mission-critical"),
+        human.contains("verdict: 1 of 4 levels fail: mission-critical (not carried)"),
         "{human}"
     );
 
@@ -422,7 +422,7 @@ fn path_sm_config_is_carried_by_a_real_opensm_and_a_broken_line_is_caught() {
         ),
         "{human}"
     );
-    assert!(human.contains("verdict: 1 of 4 levels not carried: mission-critical"));
+    assert!(human.contains("verdict: 1 of 4 levels fail: mission-critical (not carried)"));
 }
 
 #[test]

@@ -257,7 +257,7 @@ fn wait_ticks_are_those_of_the_vl_the_level_lands_on_at_each_end() {
 fn the_findings_table_is_the_text_line_for_line() {
     let text = "mapping: m.yml\nlevel gold (SL 3 -> VL 3): NOT CARRIED on 1 of 4 port pairs (1 dropped)\n  \
                 FAIL level gold: SL 3 -> VL 15 (dropped) at switch spine1 (lid 2) every in port -> 1\n\
-                verdict: 1 of 1 levels not carried: gold\n";
+                verdict: 1 of 1 levels fail: gold (not carried)\n";
     let html = page(&sweep(), text, &[]);
     let rows: Vec<String> = html
         .split("<tr")
