@@ -95,6 +95,7 @@ levels:
     qos: [mission-critical]
     service_level: 3
     virtual_lane: 3
+    on_failure: fail_job
   - name: high
     qos: [high]
     service_level: 2
@@ -122,11 +123,22 @@ for t in smpquery ibnetdiscover; do
   } >"$WORK/bin/$t.env"
 done
 
+# Placement from the watcher (QOSLANE_SCONTROL): the stand-in scontrol answers `show node` with
+# the node carrying mission-critical (a fail_job level: placed) and records every call.
+ln -s "$REPO/crates/qoslane/tests/fixtures/bin/scontrol" "$WORK/bin/scontrol"
+# updates_without LEVEL: the nodes sent ActiveFeatures without qoslane_LEVEL, sorted, comma-joined
+updates_without() {
+  [ -s "$WORK/bin/scontrol.calls" ] || return 0
+  sed -n 's/^update NodeName=\([^ ]*\) ActiveFeatures=\(.*\)$/\1 \2/p' "$WORK/bin/scontrol.calls" |
+    awk -v f="qoslane_$1" '{ n = split($2, a, ","); has = 0; for (i = 1; i <= n; i++) if (a[i] == f) has = 1; if (!has) print $1 }' |
+    sort -u | paste -sd,
+}
 # qoslane in process as node2 (umad2sim keeps its emulated sysfs in the working directory)
 # (exec: the subshell becomes qoslane, so `$!` of `q … &` is qoslane's own pid and stop_watcher's
 # kill reaches it; without it the watcher outlived the test, holding the rig lock it inherited.)
 q() {
   (cd "$WORK/cwd" && exec env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$WORK/bin/smpquery" \
+    QOSLANE_SCONTROL="$WORK/bin/scontrol" \
     QOSLANE_IBNETDISCOVER="$WORK/bin/ibnetdiscover" LD_PRELOAD="$RIG_UMAD2SIM" \
     IBSIM_SOCKNAME="$IBSIM_SOCKNAME" SIM_HOST=node2 "$BIN" --config "$WORK/m.yml" "$@")
 }
@@ -215,6 +227,10 @@ check "a: every node loses mission-critical (SL 3 on VL 7)" is_lost "$WV" missio
 check "a: every node loses high (SL 2 on VL 6)" is_lost "$WV" high "$all6"
 check "a: every node keeps normal" is_lost "$WV" normal ""
 check "a: every node keeps low" is_lost "$WV" low ""
+check "a: slurmctld told at once: every node's ActiveFeatures sent without mission-critical's (a fail_job level)" \
+  test "$(updates_without mission-critical)" = "node1,node2,node3,node4,node5,node6"
+check "a: the watcher's acts say 6 nodes sent, none failed" \
+  test "$(jq -s 'map(.placement_sent) | add' "$OUT")/$(jq -s 'map(.placement_failed) | add' "$OUT")" = 6/0
 check "a: the watcher's verdict equals a fresh full audit's" same_as_full
 n=$(acts)
 sed -i -e "s|^qos_swe_sl2vl .*|$swe|" "$RIG_WORK/opensm.conf"
