@@ -336,6 +336,14 @@ pub fn human(r: &Sweep, from: &str) -> String {
             u.error
         );
     }
+    verdict_line(r, &mut s);
+    s
+}
+
+/// The audit's last line: every level carried, or which fail and why
+/// (`Sweep::level_faults`).
+fn verdict_line(r: &Sweep, s: &mut String) {
+    use std::fmt::Write as _;
     let failing: Vec<String> = r
         .levels
         .iter()
@@ -361,7 +369,6 @@ pub fn human(r: &Sweep, from: &str) -> String {
             failing.join(", ")
         )
     };
-    s
 }
 
 /// The audit as a Prometheus textfile; on a failed read only the success
