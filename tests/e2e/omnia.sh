@@ -596,8 +596,10 @@ cp "$WORK/config.good" "$CFG"
 verdict_line=$(grep -n '^slurm_qos_network_fabric_verdict: ' "$CFG" | cut -d: -f1)
 sed -i 's|^slurm_qos_network_fabric_verdict: .*|slurm_qos_network_fabric_verdict: shared/verdict.json|' "$CFG"
 if play invalid-verdict slurm_qos_network.yml; then fail "a relative fabric verdict path: the playbook failed"; else pass "a relative fabric verdict path: the playbook failed"; fi
-check "a relative fabric verdict path: names the file, line $verdict_line and what it must be" \
-  grep -qF "slurm_qos_network_config.yml, line $verdict_line: slurm_qos_network_fabric_verdict must be \"\" or an absolute path" "$WORK/invalid-verdict.log"
+# (ansible prints the message in JSON: its quotes come escaped, so the check leaves them out)
+check "a relative fabric verdict path: names the file, line $verdict_line and what it must be" bash -c \
+  "grep -qF 'slurm_qos_network_config.yml, line $verdict_line: slurm_qos_network_fabric_verdict must be ' '$WORK/invalid-verdict.log' &&
+   grep -qF 'or an absolute path, and needs slurm_qos_network_audit_timer: true' '$WORK/invalid-verdict.log'"
 cp "$WORK/config.good" "$CFG"
 sed -i 's/^slurm_qos_network_enabled: true$/slurm_qos_network_enabled: false/' "$CFG"
 play disabled slurm_qos_network.yml || { tail -40 "$WORK/disabled.log" >&2; exit 1; }
