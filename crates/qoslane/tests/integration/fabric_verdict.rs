@@ -231,7 +231,7 @@ fn a_stale_or_other_mappings_verdict_is_ignored_with_a_warning() {
 }
 
 #[test]
-fn an_unreadable_or_hung_verdict_is_unread_not_a_refusal() {
+fn an_unreadable_verdict_is_unread_not_a_refusal() {
     let n = node();
     run(&n, &["health"], &[]);
     // Not JSON.
@@ -256,9 +256,17 @@ fn an_unreadable_or_hung_verdict_is_unread_not_a_refusal() {
         grant(&n, "mission-critical")["decision"],
         "granted_with_warnings"
     );
-    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    // A read that hangs (a shared filesystem gone): the run ends in time,
-    // the level is not lost, the node not drained.
+}
+
+/// A read that hangs (a shared filesystem gone): the run ends in time, the
+/// level is not lost, the node not drained.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_hung_verdict_read_ends_in_time_and_costs_no_level() {
+    let n = node();
+    run(&n, &["health"], &[]);
+    let sha = sha(&n);
+    n.write(VERDICT, &verdict(&sha, 1_000, true));
     let hold = tempfile::tempdir().unwrap();
     let fault = format!("hold:fabric-verdict-read:{}", hold.path().display());
     let out = run(

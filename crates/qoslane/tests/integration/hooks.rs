@@ -1053,6 +1053,7 @@ mod faults {
 /// A job whose level is refused under `on_failure: continue` runs on the
 /// baseline: its TaskProlog unsets qoslane's variables and tells it so with
 /// Slurm's `print` line, and the Epilog removes the notice.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_job_on_the_baseline_is_told_why() {
     let n = Node::new();

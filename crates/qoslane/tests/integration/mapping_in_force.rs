@@ -228,6 +228,7 @@ fn a_fail_job_level_never_relies_on_an_old_probe() {
 /// the old text promoted back, a change back to it audited, the job granted
 /// the old settings. The Prolog is held between its reading and its
 /// promotion (`QOSLANE_FAULT=hold:promote:DIR`) while the rollout lands.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_prolog_that_read_the_mapping_before_a_sync_never_undoes_it() {
     let n = Node::new();
@@ -274,6 +275,7 @@ fn a_prolog_that_read_the_mapping_before_a_sync_never_undoes_it() {
 /// Two rollouts at once: a `sync` that judged a mapping while another one
 /// was put in force fails and changes nothing (it never puts its older text
 /// back); last-known-good stays what the other `sync` promoted.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_sync_overtaken_by_another_rollout_puts_nothing_back() {
     let n = Node::new();
@@ -296,6 +298,7 @@ fn a_sync_overtaken_by_another_rollout_puts_nothing_back() {
 
 /// A run of `cmd` held at its promotion (`QOSLANE_FAULT=hold:promote:DIR`),
 /// returned once it holds, with a deadline long enough to wait.
+#[cfg(feature = "fault-injection")]
 fn held(n: &Node, env: &[(&str, &str)], cmd: &str) -> Held {
     let dir = n.path(&format!("/hold-{cmd}"));
     std::fs::create_dir_all(&dir).expect("the hold directory");
@@ -320,11 +323,13 @@ fn held(n: &Node, env: &[(&str, &str)], cmd: &str) -> Held {
     Held { proc, dir }
 }
 
+#[cfg(feature = "fault-injection")]
 struct Held {
     proc: util::Proc,
     dir: std::path::PathBuf,
 }
 
+#[cfg(feature = "fault-injection")]
 impl Held {
     /// Lets the run go on; its exit status.
     fn go(&mut self) -> std::process::ExitStatus {

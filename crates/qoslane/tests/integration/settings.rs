@@ -4,9 +4,12 @@
 //! or an HCA reset) is `gone`, never a reason to fail another job, another
 //! level, an Epilog or `recover`.
 
+#[cfg(feature = "fault-injection")]
 use rustix::io::Errno;
 
-use crate::util::{BASE_RMEM, Node, RMEM, TOS, killed_mid_prolog, ok, stderr};
+#[cfg(feature = "fault-injection")]
+use crate::util::killed_mid_prolog;
+use crate::util::{BASE_RMEM, Node, RMEM, TOS, ok, stderr};
 
 const SCHED: &str = "/sys/block/nvme0n1/queue/scheduler";
 const TCP_RMEM: &str = "/proc/sys/net/ipv4/tcp_rmem";
@@ -104,6 +107,7 @@ fn a_vanished_setting_file_is_gone_and_blocks_nothing() {
 
 /// Regression: with an interrupted transaction whose setting then vanished,
 /// `recover` (and every later run) failed with exit 74 for ever.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn recover_makes_progress_when_a_journaled_setting_vanished() {
     let n = killed_mid_prolog();
@@ -128,6 +132,7 @@ fn recover_makes_progress_when_a_journaled_setting_vanished() {
 /// `recover` failed. A real device node answering each errno stands in for
 /// the setting: the Prolog, the Epilog and `recover` succeed and say it is
 /// gone.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_setting_whose_device_vanished_is_gone_and_blocks_nothing() {
     for errno in [Errno::NODEV, Errno::NXIO] {
@@ -308,6 +313,7 @@ fn squeue_options_in_the_callers_environment_do_not_reach_squeue() {
 /// transaction point, then the setting's file vanishes (driver reload), then
 /// each kind of next run. The node always makes progress: the journal is
 /// done with, no record is left for the killed job, later jobs are served.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_crash_at_every_point_then_a_vanished_setting_never_strands_the_node() {
     let points = [

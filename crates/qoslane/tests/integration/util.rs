@@ -780,6 +780,7 @@ impl Node {
     /// Replaces the setting file `p` with a real kernel object whose open
     /// answers `errno` ([`dead_device`]), what a setting of a device that
     /// vanished answers.
+    #[cfg(feature = "fault-injection")]
     pub fn replace_with_dead_device(&self, p: &str, errno: rustix::io::Errno) -> bool {
         dead_device(&self.path(p), errno)
     }
@@ -960,6 +961,7 @@ pub fn dead_device(f: &Path, errno: rustix::io::Errno) -> bool {
 
 /// A node whose mission-critical Prolog (job 1) was killed after its first
 /// setting was written: its journal left for the next run.
+#[cfg(feature = "fault-injection")]
 pub fn killed_mid_prolog() -> Node {
     let n = Node::new();
     let out = n.run(

@@ -454,6 +454,7 @@ fn fault_node_lock_held_past_the_deadline() {
 /// 60 s a warning, past 10 min a drain, and the gauge
 /// `qoslane_node_lock_held_seconds` says how long. The stuck writer here:
 /// a killed Prolog's journal, aged, and the lock held by this test.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn fault_node_lock_held_far_past_any_deadline_is_reported_by_health() {
     use rustix::fs::{FlockOperation, flock};
