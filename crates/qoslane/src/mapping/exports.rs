@@ -7,7 +7,7 @@
 
 use super::diagnostic::Diagnostic;
 use super::keys::{self, Place};
-use super::once::Once;
+use super::once::{ListWords, Named};
 use super::shape::{Cx, nearest};
 use super::types::{ExportsEdit, SiteExport};
 use super::yaml::Node;
@@ -31,21 +31,16 @@ impl Cx {
     }
 
     fn export_drops(&mut self, node: &Node) -> Option<Vec<String>> {
-        let items = self.seq(node, "`drop`")?;
         let known: Vec<&str> = libraries::TABLE.iter().map(|e| e.variable).collect();
-        let mut out = Vec::new();
-        let mut ok = true;
-        let mut seen = Once::new();
-        for item in items {
-            if self.budget.step() {
-                break;
-            }
-            let Some(name) = self.string(item, "a variable to drop") else {
-                ok = false;
-                continue;
-            };
+        let words = ListWords {
+            what: "`drop`",
+            verb: "listed",
+            twice: |name| format!("`{name}` is dropped twice"),
+        };
+        self.named_list(node, &words, |cx, item| {
+            let name = cx.string(item, "a variable to drop")?;
             if libraries::find(name).is_none() {
-                let mut d = Diagnostic::error(
+                let d = Diagnostic::error(
                     item.span,
                     format!(
                         "`{}` is not a variable of qoslane's export table: nothing to drop",
@@ -53,48 +48,37 @@ impl Cx {
                     ),
                 )
                 .label("not in the table");
-                d = match nearest(name, &known) {
+                cx.err(match nearest(name, &known) {
                     Some(s) => d.help(format!("did you mean `{s}`?")),
                     None => d.help(format!("the table: {}", known.join(", "))),
-                };
-                self.err(d);
-                ok = false;
-                continue;
+                });
+                return None;
             }
-            if let Some(d) = seen.again(name, item.span, "listed", || {
-                format!("`{name}` is dropped twice")
-            }) {
-                self.err(d);
-                ok = false;
-                continue;
-            }
-            out.push(name.to_owned());
-        }
-        ok.then_some(out)
+            Some(Named {
+                value: name.to_owned(),
+                name: name.to_owned(),
+                span: item.span,
+            })
+        })
     }
 
     fn export_adds(&mut self, node: &Node) -> Option<Vec<SiteExport>> {
-        let items = self.seq(node, "`add`")?;
-        let mut out = Vec::new();
-        let mut ok = true;
-        let mut seen = Once::new();
-        for item in items {
-            if self.budget.step() {
-                break;
-            }
-            let Some(f) = self.fields(item, Place::ExportEntry) else {
-                ok = false;
-                continue;
-            };
+        let words = ListWords {
+            what: "`add`",
+            verb: "added",
+            twice: |name| format!("`{name}` is added twice"),
+        };
+        self.named_list(node, &words, |cx, item| {
+            let f = cx.fields(item, Place::ExportEntry)?;
             let var_node = f.get(&keys::EXPORT_VARIABLE);
             let variable = var_node.and_then(|n| {
-                let s = self.string(n, "`variable`")?;
+                let s = cx.string(n, "`variable`")?;
                 if let Some(why) = libraries::refuse_site_variable(s) {
-                    self.err(Diagnostic::error(n.span, why).label("not exported"));
+                    cx.err(Diagnostic::error(n.span, why).label("not exported"));
                     return None;
                 }
                 if let Some(e) = libraries::find(s) {
-                    self.err(
+                    cx.err(
                         Diagnostic::error(
                             n.span,
                             format!("`{s}` is in qoslane's export table already ({})", e.library),
@@ -108,15 +92,15 @@ impl Cx {
             });
             let carries = f
                 .get(&keys::EXPORT_VALUE)
-                .and_then(|n| self.choice(n, &keys::EXPORT_VALUE, Carries::parse));
+                .and_then(|n| cx.choice(n, &keys::EXPORT_VALUE, Carries::parse));
             let layers = match (f.get(&keys::EXPORT_LINK_LAYER), carries) {
                 (None, Some(Carries::ServiceLevel)) => Some(Layers::Both),
                 (None, _) => Some(Layers::Roce),
-                (Some(n), c) => self
+                (Some(n), c) => cx
                     .choice(n, &keys::EXPORT_LINK_LAYER, Layers::parse)
                     .and_then(|l| {
                         if c == Some(Carries::TrafficClass) && l != Layers::Roce {
-                            self.err(
+                            cx.err(
                                 Diagnostic::error(
                                     n.span,
                                     format!(
@@ -136,23 +120,17 @@ impl Cx {
                     }),
             };
             let (Some(variable), Some(carries), Some(layers)) = (variable, carries, layers) else {
-                ok = false;
-                continue;
+                return None;
             };
-            let span = var_node.map_or(item.span, |n| n.span);
-            if let Some(d) = seen.again(&variable, span, "added", || {
-                format!("`{variable}` is added twice")
-            }) {
-                self.err(d);
-                ok = false;
-                continue;
-            }
-            out.push(SiteExport {
-                variable,
-                carries,
-                layers,
-            });
-        }
-        ok.then_some(out)
+            Some(Named {
+                name: variable.clone(),
+                span: var_node.map_or(item.span, |n| n.span),
+                value: SiteExport {
+                    variable,
+                    carries,
+                    layers,
+                },
+            })
+        })
     }
 }

@@ -4,32 +4,27 @@
 
 use super::diagnostic::Diagnostic;
 use super::keys::{self, Place};
-use super::once::Once;
+use super::once::{ListWords, Named};
 use super::shape::Cx;
 use super::types::{NodeSetting, SettingPath};
 use super::yaml::{Node, NodeKind};
 
 impl Cx {
     pub(super) fn node_settings(&mut self, node: &Node) -> Option<Vec<NodeSetting>> {
-        let items = self.seq(node, "`node_settings`")?;
-        let mut out = Vec::new();
-        let mut ok = true;
-        let mut seen = Once::new();
-        for item in items {
-            if self.budget.step() {
-                break;
-            }
-            let Some(f) = self.fields(item, Place::NodeSetting) else {
-                ok = false;
-                continue;
-            };
+        let words = ListWords {
+            what: "`node_settings`",
+            verb: "listed",
+            twice: |name| format!("node setting `{name}` is listed twice in this level"),
+        };
+        self.named_list(node, &words, |cx, item| {
+            let f = cx.fields(item, Place::NodeSetting)?;
             let path_node = f.get(&keys::PATH);
             let path = path_node.and_then(|n| {
-                let s = self.string(n, "`path`")?;
+                let s = cx.string(n, "`path`")?;
                 match SettingPath::new(s) {
                     Ok(p) => Some(p),
                     Err(msg) => {
-                        self.err(
+                        cx.err(
                             Diagnostic::error(n.span, msg)
                                 .label("bad path")
                                 .help("node settings are absolute, normalised paths under /sys/ or /proc/sys/"),
@@ -41,7 +36,7 @@ impl Cx {
             let value = f
                 .get(&keys::VALUE)
                 .and_then(|n| {
-                    let s = self.string(n, "`value`")?;
+                    let s = cx.string(n, "`value`")?;
                     // A plain number with a leading zero is octal to YAML 1.1
                     // (Ansible, which templates this file) and decimal here.
                     let plain = matches!(n.kind, NodeKind::Scalar { plain: true, .. });
@@ -50,7 +45,7 @@ impl Cx {
                         && s.starts_with('0')
                         && s.bytes().all(|b| b.is_ascii_digit())
                     {
-                        self.err(
+                        cx.err(
                             Diagnostic::error(
                                 n.span,
                                 format!("`value: {s}` has a leading zero: YAML 1.1 (Ansible) reads it as octal"),
@@ -61,7 +56,7 @@ impl Cx {
                         return None;
                     }
                     if s.contains(['\n', '\r', '\0']) {
-                        self.err(
+                        cx.err(
                             Diagnostic::error(
                                 n.span,
                                 "a node setting value must be one line with no NUL",
@@ -73,19 +68,13 @@ impl Cx {
                     Some(s.to_owned())
                 });
             let (Some(path), Some(value)) = (path, value) else {
-                ok = false;
-                continue;
+                return None;
             };
-            let span = path_node.map_or(item.span, |n| n.span);
-            if let Some(d) = seen.again(path.as_str(), span, "listed", || {
-                format!("node setting `{path}` is listed twice in this level")
-            }) {
-                self.err(d);
-                ok = false;
-                continue;
-            }
-            out.push(NodeSetting { path, value });
-        }
-        ok.then_some(out)
+            Some(Named {
+                name: path.as_str().to_owned(),
+                span: path_node.map_or(item.span, |n| n.span),
+                value: NodeSetting { path, value },
+            })
+        })
     }
 }

@@ -1,13 +1,66 @@
 //! "A name once per list", decided in one place: the first time a name is
 //! seen its place is kept; the second time, the diagnostic names both places
-//! (`VERB again here`, `first VERB here`). Used by every list of the mapping
-//! whose entries are named: `devices`, a level's `node_settings`, the
-//! `exports:` drops and adds.
+//! (`VERB again here`, `first VERB here`). Every list of the mapping whose
+//! entries are named (`devices`, a level's `node_settings`, the `exports:`
+//! drops and adds) is read by [`Cx::named_list`]: each entry by its own
+//! reader, then its name checked here.
 
 use std::collections::HashMap;
 
 use super::diagnostic::Diagnostic;
-use super::yaml::Span;
+use super::shape::Cx;
+use super::yaml::{Node, Span};
+
+/// One entry of a named list as its reader read it: the value, its name and
+/// where to point when the name comes again.
+pub struct Named<T> {
+    pub value: T,
+    pub name: String,
+    pub span: Span,
+}
+
+/// How a named list says itself: `what` in "expected a list for WHAT", the
+/// list's own verb (`listed`, `dropped`, `added`) and the message for a name
+/// written twice.
+pub struct ListWords<'a> {
+    pub what: &'a str,
+    pub verb: &'a str,
+    pub twice: fn(&str) -> String,
+}
+
+impl Cx {
+    /// Reads the list `node`, each item by `entry` (`None`: it said why),
+    /// each name once (a second is an error naming both places). The whole
+    /// list is `None` when any item failed, every item's diagnostics said;
+    /// the item budget stops the walk of a huge list.
+    pub(super) fn named_list<T>(
+        &mut self,
+        node: &Node,
+        words: &ListWords<'_>,
+        mut entry: impl FnMut(&mut Self, &Node) -> Option<Named<T>>,
+    ) -> Option<Vec<T>> {
+        let items = self.seq(node, words.what)?;
+        let mut out = Vec::new();
+        let mut ok = true;
+        let mut seen = Once::new();
+        for item in items {
+            if self.budget.step() {
+                break;
+            }
+            let Some(n) = entry(self, item) else {
+                ok = false;
+                continue;
+            };
+            if let Some(d) = seen.again(&n.name, n.span, words.verb, || (words.twice)(&n.name)) {
+                self.err(d);
+                ok = false;
+                continue;
+            }
+            out.push(n.value);
+        }
+        ok.then_some(out)
+    }
+}
 
 /// The names of one list seen so far, with where each was first written.
 #[derive(Debug, Default)]

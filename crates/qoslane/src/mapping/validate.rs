@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::diagnostic::{Diagnostic, Severity};
 use super::keys::{self, Place};
-use super::once::Once;
+use super::once::{ListWords, Named};
 use super::shape::{Cx, MAX_NAME_LEN, is_name_byte, nearest};
 use super::types::{
     DeviceSelector, FabricCheck, Level, Mapping, OnFailure, OnUnknownQos, PathSl, ServiceLevel,
@@ -212,25 +212,20 @@ impl Cx {
     }
 
     fn devices(&mut self, node: &Node) -> Option<Vec<DeviceSelector>> {
-        let items = self.seq(node, "`devices`")?;
-        let mut out = Vec::new();
-        let mut ok = true;
-        let mut seen = Once::new();
-        for item in items {
-            if self.budget.step() {
-                break;
-            }
-            let Some(s) = self.string(item, "a device") else {
-                ok = false;
-                continue;
-            };
+        let words = ListWords {
+            what: "`devices`",
+            verb: "listed",
+            twice: |name| format!("device `{name}` is listed twice"),
+        };
+        self.named_list(node, &words, |cx, item| {
+            let s = cx.string(item, "a device")?;
             let (dev, port) = match s.split_once('/') {
                 None => (s, None),
                 Some((d, p)) => (d, Some(p)),
             };
             let port = match port.map(|p| p.parse::<u32>().ok().filter(|n| (1..=255).contains(n))) {
                 Some(None) => {
-                    self.err(
+                    cx.err(
                         Diagnostic::error(
                             item.span,
                             format!(
@@ -239,14 +234,13 @@ impl Cx {
                         )
                         .label("bad port"),
                     );
-                    ok = false;
-                    continue;
+                    return None;
                 }
                 Some(Some(p)) => Some(p),
                 None => None,
             };
             if dev.is_empty() || dev.len() > MAX_NAME_LEN || !dev.bytes().all(is_name_byte) {
-                self.err(
+                cx.err(
                     Diagnostic::error(
                         item.span,
                         format!(
@@ -256,22 +250,17 @@ impl Cx {
                     )
                     .label("bad device"),
                 );
-                ok = false;
-                continue;
+                return None;
             }
-            if let Some(d) = seen.again(s, item.span, "listed", || {
-                format!("device `{s}` is listed twice")
-            }) {
-                self.err(d);
-                ok = false;
-                continue;
-            }
-            out.push(DeviceSelector {
-                device: dev.to_owned(),
-                port,
-            });
-        }
-        ok.then_some(out)
+            Some(Named {
+                value: DeviceSelector {
+                    device: dev.to_owned(),
+                    port,
+                },
+                name: s.to_owned(),
+                span: item.span,
+            })
+        })
     }
 
     /// The levels, when all are valid; and their names, when every level
