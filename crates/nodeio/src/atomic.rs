@@ -38,6 +38,14 @@ pub use leftovers::{remove_leftovers, temp_file_writer};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// This process's pid, asked of the kernel once (every temp name and every
+/// look for leftovers needs it; no code of these crates forks without
+/// `exec`, so it cannot change under a writer).
+pub(crate) fn own_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
 /// A replacement already visible to readers whose data may not be on disk.
 #[derive(Debug)]
 #[must_use = "flush it, unless the file need not survive a crash"]
@@ -168,7 +176,7 @@ fn replace_in_as(
     let on_disk = persistent(dir.fd());
     let tmp = temp_name(
         name,
-        std::process::id(),
+        own_pid(),
         SEQ.fetch_add(1, Ordering::Relaxed),
     );
     let tmp_path = dir.path().join(&tmp);

@@ -12,7 +12,7 @@
 //! the `prometheus` user on Debian).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -126,6 +126,9 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
 type Judged = (usize, HashMap<(PathBuf, PathBuf), Arc<OwnedFd>>);
 
 thread_local! {
+    /// The directories whose leftovers this run already removed
+    /// ([`first_look_for_leftovers`]); `None` without a guard, as `JUDGED`.
+    static SWEPT: RefCell<Option<HashSet<PathBuf>>> = const { RefCell::new(None) };
     /// `None`: no [`Remembered`] guard of this thread lives, nothing is
     /// remembered. The thread's own: another thread (another test, a run's
     /// helper thread) judges every directory afresh.
@@ -152,7 +155,10 @@ pub struct Remembered(std::marker::PhantomData<*const ()>);
 pub fn remember_judged_dirs() -> Remembered {
     JUDGED.with_borrow_mut(|judged| match judged.as_mut() {
         Some((guards, _)) => *guards += 1,
-        None => *judged = Some((1, HashMap::new())),
+        None => {
+            *judged = Some((1, HashMap::new()));
+            SWEPT.set(Some(HashSet::new()));
+        }
     });
     Remembered(std::marker::PhantomData)
 }
@@ -164,10 +170,23 @@ impl Drop for Remembered {
                 *guards -= 1;
                 if *guards == 0 {
                     *judged = None;
+                    SWEPT.set(None);
                 }
             }
         });
     }
+}
+
+/// Whether `dir`'s dead writers' temp files are to be looked for now: always
+/// without a [`Remembered`] guard; with one, the first time in the run only
+/// (a run writes several files into the same directory: one look is
+/// enough, a writer killed since is the next run's to clear).
+pub(crate) fn first_look_for_leftovers(dir: &Dir) -> bool {
+    SWEPT.with_borrow_mut(|swept| {
+        swept
+            .as_mut()
+            .is_none_or(|swept| swept.insert(dir.path.clone()))
+    })
 }
 
 /// Opens `dir` (absolute) from the root prefix `root`; with `create`, makes
