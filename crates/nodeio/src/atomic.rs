@@ -174,11 +174,7 @@ fn replace_in_as(
 ) -> Result<Pending> {
     remove_leftovers(&dir);
     let on_disk = persistent(dir.fd());
-    let tmp = temp_name(
-        name,
-        own_pid(),
-        SEQ.fetch_add(1, Ordering::Relaxed),
-    );
+    let tmp = temp_name(name, own_pid(), SEQ.fetch_add(1, Ordering::Relaxed));
     let tmp_path = dir.path().join(&tmp);
     let final_path = dir.path().join(name);
     let create = || {

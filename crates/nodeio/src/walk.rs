@@ -122,13 +122,14 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
 }
 
 /// The guards alive, and the directories judged [`Judge::Trusted`] by root
-/// prefix and path.
-type Judged = (usize, HashMap<(PathBuf, PathBuf), Arc<OwnedFd>>);
+/// prefix and path: their bytes (a `PathBuf` hashes component by component,
+/// several times the cost, and a run looks them up at every access).
+type Judged = (usize, HashMap<(OsString, OsString), Arc<OwnedFd>>);
 
 thread_local! {
     /// The directories whose leftovers this run already removed
     /// ([`first_look_for_leftovers`]); `None` without a guard, as `JUDGED`.
-    static SWEPT: RefCell<Option<HashSet<PathBuf>>> = const { RefCell::new(None) };
+    static SWEPT: RefCell<Option<HashSet<OsString>>> = const { RefCell::new(None) };
     /// `None`: no [`Remembered`] guard of this thread lives, nothing is
     /// remembered. The thread's own: another thread (another test, a run's
     /// helper thread) judges every directory afresh.
@@ -185,7 +186,7 @@ pub(crate) fn first_look_for_leftovers(dir: &Dir) -> bool {
     SWEPT.with_borrow_mut(|swept| {
         swept
             .as_mut()
-            .is_none_or(|swept| swept.insert(dir.path.clone()))
+            .is_none_or(|swept| swept.insert(dir.path.clone().into_os_string()))
     })
 }
 
@@ -195,14 +196,17 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
     if judge != Judge::Trusted {
         return resolve(root, dir, judge, create);
     }
-    let key = (root.to_path_buf(), dir.to_path_buf());
+    let key = (root.as_os_str().to_owned(), dir.as_os_str().to_owned());
     let known = JUDGED.with_borrow(|judged| {
         judged
             .as_ref()
             .and_then(|(_, known)| known.get(&key).map(Arc::clone))
     });
     if let Some(fd) = known {
-        return Ok(Dir { fd, path: key.1 });
+        return Ok(Dir {
+            fd,
+            path: PathBuf::from(key.1),
+        });
     }
     let d = match resume(root, dir, create)? {
         Some(d) => d,
@@ -227,7 +231,7 @@ fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
         let (_, known) = judged.as_ref()?;
         dir.ancestors().skip(1).find_map(|a| {
             known
-                .get(&(root.to_path_buf(), a.to_path_buf()))
+                .get(&(root.as_os_str().to_owned(), a.as_os_str().to_owned()))
                 .map(|fd| (a.to_path_buf(), Arc::clone(fd)))
         })
     });
