@@ -34,17 +34,10 @@ use crate::error::{Error, Result};
 use crate::walk::{self, Dir, Judge};
 
 mod leftovers;
+use leftovers::own_pid;
 pub use leftovers::{remove_leftovers, temp_file_writer};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
-
-/// This process's pid, asked of the kernel once (every temp name and every
-/// look for leftovers needs it; no code of these crates forks without
-/// `exec`, so it cannot change under a writer).
-pub(crate) fn own_pid() -> u32 {
-    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *PID.get_or_init(std::process::id)
-}
 
 /// A replacement already visible to readers whose data may not be on disk.
 #[derive(Debug)]

@@ -12,6 +12,14 @@ use rustix::io::Errno;
 
 use crate::walk::Dir;
 
+/// This process's pid, asked of the kernel once (every temp name and every
+/// look for leftovers needs it; no code of these crates forks without
+/// `exec`, so it cannot change under a writer).
+pub(super) fn own_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
 /// Whether `name` is a temp file of [`replace`](super::replace): its writer's pid.
 pub fn temp_file_writer(name: &str) -> Option<i32> {
     let rest = name.strip_prefix('.')?;
@@ -42,7 +50,7 @@ pub fn remove_leftovers(dir: &Dir) {
     let Ok(mut entries) = rfs::Dir::new(fd) else {
         return;
     };
-    let me = crate::atomic::own_pid();
+    let me = own_pid();
     let mut dead = Vec::new();
     while let Some(Ok(e)) = entries.next() {
         let name = e.file_name().to_bytes();
