@@ -164,9 +164,10 @@ thread_local! {
 pub struct Remembered(std::marker::PhantomData<*const ()>);
 
 pub fn remember_judged_dirs() -> Remembered {
-    JUDGED.with_borrow_mut(|judged| match judged.as_mut() {
-        Some((guards, _)) => *guards += 1,
-        None => {
+    JUDGED.with_borrow_mut(|judged| {
+        if let Some((guards, _)) = judged.as_mut() {
+            *guards += 1;
+        } else {
             *judged = Some((1, Vec::new()));
             SWEPT.set(Some(Vec::new()));
         }
