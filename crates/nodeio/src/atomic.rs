@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::walk::{self, Dir, Judge};
 
 mod leftovers;
+use leftovers::own_pid;
 pub use leftovers::{remove_leftovers, temp_file_writer};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -166,11 +167,7 @@ fn replace_in_as(
 ) -> Result<Pending> {
     remove_leftovers(&dir);
     let on_disk = persistent(dir.fd());
-    let tmp = temp_name(
-        name,
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed),
-    );
+    let tmp = temp_name(name, own_pid(), SEQ.fetch_add(1, Ordering::Relaxed));
     let tmp_path = dir.path().join(&tmp);
     let final_path = dir.path().join(name);
     let create = || {

@@ -34,6 +34,10 @@ pub const MAX_BYTES: u64 = 4 << 20;
 #[must_use = "release the lock"]
 pub struct Updated<T> {
     pub value: T,
+    /// The file's content as written (compact JSON): what a reader compares
+    /// with the file now, byte for byte, to learn whether anyone updated it
+    /// since, without parsing it ([`load_bytes`]).
+    pub written: Vec<u8>,
     /// Set when the old file could not be read and counting started over.
     pub restarted: Option<String>,
     pending: Pending,
@@ -86,7 +90,8 @@ where
         Err(e) => return Err(e),
     };
     f(&mut value);
-    let mut data = serde_json::to_vec_pretty(&value).map_err(|e| Error::Io {
+    // Compact: a short-lived process reads and writes it at every run.
+    let mut data = serde_json::to_vec(&value).map_err(|e| Error::Io {
         op: "serialise",
         path: path.clone(),
         source: std::io::Error::other(e),
@@ -95,16 +100,28 @@ where
     let pending = atomic::replace_in(d, name.as_ref(), &data, mode, Durability::Visible)?;
     Ok(Updated {
         value,
+        written: data,
         restarted,
         pending,
         lock,
     })
 }
 
+/// The file's bytes, judged as [`load`] judges them, unparsed; `Ok(None)`
+/// when absent.
+pub fn load_bytes(root: &Path, path: &Path) -> Result<Option<Vec<u8>>> {
+    trusted::read(root, path, Symlink::Refuse, MAX_BYTES)
+}
+
 /// Reads the file (no lock needed); `Ok(None)` when absent. Content that is
 /// not a `T` is an `InvalidData` I/O error.
 pub fn load<T: DeserializeOwned>(root: &Path, path: &Path) -> Result<Option<T>> {
-    match trusted::read(root, path, Symlink::Refuse, MAX_BYTES)? {
+    parse(path, load_bytes(root, path)?)
+}
+
+/// [`load`] of bytes already read.
+pub fn parse<T: DeserializeOwned>(path: &Path, bytes: Option<Vec<u8>>) -> Result<Option<T>> {
+    match bytes {
         None => Ok(None),
         Some(bytes) => serde_json::from_slice(&bytes)
             .map(Some)

@@ -34,13 +34,26 @@ pub struct Writer {
 
 impl Writer {
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            // A node's textfile is ~15 KB: grown a few times, not a dozen.
+            out: String::with_capacity(16 << 10),
+            les: (Vec::new(), Vec::new()),
+        }
     }
 
     /// Starts a family: its help (one line) and type.
     pub fn family(&mut self, name: &str, kind: Kind, help: &str) -> &mut Self {
-        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
+        for part in ["# HELP ", name, " "] {
+            self.out.push_str(part);
+        }
+        if help.contains(['\\', '\n']) {
+            self.out.push_str(&escape_help(help));
+        } else {
+            self.out.push_str(help);
+        }
+        for part in ["\n# TYPE ", name, " ", kind.as_str(), "\n"] {
+            self.out.push_str(part);
+        }
         self
     }
 
@@ -89,7 +102,9 @@ impl Writer {
         self.out.push_str(name);
         self.out.push_str("_bucket");
         self.labels(labels, Some(le));
-        let _ = writeln!(self.out, " {count}");
+        self.out.push(' ');
+        push_u64(&mut self.out, count);
+        self.out.push('\n');
     }
 
     fn suffixed(
@@ -152,6 +167,24 @@ fn escape_into(out: &mut String, value: &str) {
     }
 }
 
+/// `n` in decimal, as `Display` writes it, without the formatting machinery
+/// (a textfile has hundreds of counts).
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for d in &digits[i..] {
+        out.push(char::from(*d));
+    }
+}
+
 fn escape_help(help: &str) -> String {
     help.replace('\\', "\\\\").replace('\n', "\\n")
 }
@@ -174,5 +207,17 @@ mod tests {
              d_seconds_bucket{e=\"p\",le=\"0.5\"} 1\nd_seconds_bucket{e=\"p\",le=\"1\"} 1\n\
              d_seconds_bucket{e=\"p\",le=\"+Inf\"} 3\nd_seconds_sum{e=\"p\"} 7.25\nd_seconds_count{e=\"p\"} 3\n"
         );
+    }
+
+    #[test]
+    fn counts_are_written_as_display_writes_them() {
+        for n in [0, 7, 10, 99, 1_000_000, u64::MAX] {
+            let mut s = String::new();
+            push_u64(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
+        let mut w = Writer::new();
+        w.family("h", Kind::Gauge, "a\\b\nc");
+        assert_eq!(w.finish(), "# HELP h a\\\\b\\nc\n# TYPE h gauge\n");
     }
 }

@@ -12,7 +12,7 @@
 //! the `prometheus` user on Debian).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -121,11 +121,25 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
     None
 }
 
-/// The guards alive, and the directories judged [`Judge::Trusted`] by root
-/// prefix and path.
-type Judged = (usize, HashMap<(PathBuf, PathBuf), Arc<OwnedFd>>);
+/// The guards alive, and the directories judged [`Judge::Trusted`]: root
+/// prefix, path, descriptor. A run judges a handful and looks them up at
+/// every access: a list compared byte for byte costs less than hashing
+/// (a `PathBuf` hashes component by component).
+type Judged = (usize, Vec<(OsString, OsString, Arc<OwnedFd>)>);
+
+/// The remembered descriptor of `dir` under `root`.
+fn known(judged: &Judged, root: &Path, dir: &Path) -> Option<Arc<OwnedFd>> {
+    judged
+        .1
+        .iter()
+        .find(|(r, d, _)| d.as_os_str() == dir.as_os_str() && r.as_os_str() == root.as_os_str())
+        .map(|(_, _, fd)| Arc::clone(fd))
+}
 
 thread_local! {
+    /// The directories whose leftovers this run already removed
+    /// ([`first_look_for_leftovers`]); `None` without a guard, as `JUDGED`.
+    static SWEPT: RefCell<Option<Vec<OsString>>> = const { RefCell::new(None) };
     /// `None`: no [`Remembered`] guard of this thread lives, nothing is
     /// remembered. The thread's own: another thread (another test, a run's
     /// helper thread) judges every directory afresh.
@@ -150,9 +164,13 @@ thread_local! {
 pub struct Remembered(std::marker::PhantomData<*const ()>);
 
 pub fn remember_judged_dirs() -> Remembered {
-    JUDGED.with_borrow_mut(|judged| match judged.as_mut() {
-        Some((guards, _)) => *guards += 1,
-        None => *judged = Some((1, HashMap::new())),
+    JUDGED.with_borrow_mut(|judged| {
+        if let Some((guards, _)) = judged.as_mut() {
+            *guards += 1;
+        } else {
+            *judged = Some((1, Vec::new()));
+            SWEPT.set(Some(Vec::new()));
+        }
     });
     Remembered(std::marker::PhantomData)
 }
@@ -164,10 +182,27 @@ impl Drop for Remembered {
                 *guards -= 1;
                 if *guards == 0 {
                     *judged = None;
+                    SWEPT.set(None);
                 }
             }
         });
     }
+}
+
+/// Whether `dir`'s dead writers' temp files are to be looked for now: always
+/// without a [`Remembered`] guard; with one, the first time in the run only
+/// (a run writes several files into the same directory: one look is
+/// enough, a writer killed since is the next run's to clear).
+pub(crate) fn first_look_for_leftovers(dir: &Dir) -> bool {
+    SWEPT.with_borrow_mut(|swept| {
+        swept.as_mut().is_none_or(|swept| {
+            let first = !swept.iter().any(|d| d.as_os_str() == dir.path.as_os_str());
+            if first {
+                swept.push(dir.path.clone().into_os_string());
+            }
+            first
+        })
+    })
 }
 
 /// Opens `dir` (absolute) from the root prefix `root`; with `create`, makes
@@ -176,14 +211,12 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
     if judge != Judge::Trusted {
         return resolve(root, dir, judge, create);
     }
-    let key = (root.to_path_buf(), dir.to_path_buf());
-    let known = JUDGED.with_borrow(|judged| {
-        judged
-            .as_ref()
-            .and_then(|(_, known)| known.get(&key).map(Arc::clone))
-    });
-    if let Some(fd) = known {
-        return Ok(Dir { fd, path: key.1 });
+    let remembered = JUDGED.with_borrow(|judged| known(judged.as_ref()?, root, dir));
+    if let Some(fd) = remembered {
+        return Ok(Dir {
+            fd,
+            path: dir.to_path_buf(),
+        });
     }
     let d = match resume(root, dir, create)? {
         Some(d) => d,
@@ -191,7 +224,11 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
     };
     JUDGED.with_borrow_mut(|judged| {
         if let Some((_, known)) = judged.as_mut() {
-            known.insert(key, Arc::clone(&d.fd));
+            known.push((
+                root.as_os_str().to_owned(),
+                dir.as_os_str().to_owned(),
+                Arc::clone(&d.fd),
+            ));
         }
     });
     Ok(d)
@@ -205,12 +242,10 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
 /// (a `..`, a symlink: [`resolve`] walks it whole, from the root prefix).
 fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
     let found = JUDGED.with_borrow(|judged| {
-        let (_, known) = judged.as_ref()?;
-        dir.ancestors().skip(1).find_map(|a| {
-            known
-                .get(&(root.to_path_buf(), a.to_path_buf()))
-                .map(|fd| (a.to_path_buf(), Arc::clone(fd)))
-        })
+        let judged = judged.as_ref()?;
+        dir.ancestors()
+            .skip(1)
+            .find_map(|a| known(judged, root, a).map(|fd| (a.to_path_buf(), fd)))
     });
     let Some(start) = found else {
         return Ok(None);

@@ -57,11 +57,24 @@ impl Loaded {
     }
 }
 
+/// The SHA-256 of `data` in lower-case hex. A text the process validated
+/// before ([`memo`]: the mapping a run reads several times) is not hashed
+/// again: its hash was kept with it.
 pub fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    if let Some(sha) = memo::sha256_of(data) {
+        return sha;
+    }
+    hex(&Sha256::digest(data))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
 }
 
 /// Reads and validates a mapping file. The error for an invalid file carries
@@ -89,7 +102,7 @@ pub fn read_valid(paths: &Paths, path: &Path) -> Result<(Mapping, String, String
         });
     };
     if let Some(m) = v.mapping {
-        let sha = sha256_hex(text.as_bytes());
+        let sha = hex(&Sha256::digest(text.as_bytes()));
         memo::put(&text, &m, &sha);
         Ok((m, sha, text))
     } else {
@@ -365,7 +378,9 @@ pub fn last_known_good_sha(paths: &Paths) -> Option<String> {
 /// A run reads the same mapping text several times (the admin's file, the
 /// last-known-good copy, the metrics' view of it, the Epilog's policy): the
 /// last valid text, with its mapping and hash, is kept for the process, so a
-/// text identical byte for byte is validated and hashed once. Keyed by
+/// text identical byte for byte is validated and hashed once (the hashes of
+/// the installed file and the last-known-good copy the run compares too:
+/// [`sha256_hex`]). Keyed by
 /// the content, never by the path or a timestamp: a changed file is always
 /// read and validated anew.
 mod memo {
@@ -385,6 +400,13 @@ mod memo {
         let last = LAST.lock().ok()?;
         let e = last.as_ref().filter(|e| e.text == text)?;
         Some((e.mapping.clone(), e.sha256.clone()))
+    }
+
+    /// The kept hash of `data`, when it is the kept text byte for byte.
+    pub fn sha256_of(data: &[u8]) -> Option<String> {
+        let last = LAST.lock().ok()?;
+        let e = last.as_ref().filter(|e| e.text.as_bytes() == data)?;
+        Some(e.sha256.clone())
     }
 
     pub fn put(text: &str, mapping: &Mapping, sha256: &str) {

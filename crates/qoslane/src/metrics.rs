@@ -40,9 +40,9 @@ pub fn load(paths: &Paths) -> Result<Counters> {
 /// Adds `run` to the counters, then brings the textfile up to date. The
 /// counters have their own lock, so this is safe with or without the node
 /// lock. Under that lock only the read-add-replace of `counters.json`
-/// happens; the file is not flushed (a node crash costs at most the last
-/// counts: `nodeio::counter_file`). Errors are returned for logging;
-/// callers never fail a hook on them.
+/// happens (and a try of the publish lock); the file is not flushed (a node
+/// crash costs at most the last counts: `nodeio::counter_file`). Errors are
+/// returned for logging; callers never fail a hook on them.
 pub fn record_and_publish(
     paths: &Paths,
     run: &Run<'_>,
@@ -50,7 +50,7 @@ pub fn record_and_publish(
     gauges: &dyn Fn() -> Gauges,
 ) -> Result<()> {
     fsutil::ensure_dir(paths, &paths.lib_dir)?;
-    let updated = nodeio::counter_file::update::<Counters, _>(
+    let mut updated = nodeio::counter_file::update::<Counters, _>(
         &paths.root,
         &paths.lib_dir,
         COUNTERS_FILE,
@@ -63,44 +63,83 @@ pub fn record_and_publish(
         // Prometheus' rate() takes a reset in its stride.
         crate::log::warn(&format!("metrics: {note}"));
     }
-    // Visible at once, not flushed: see nodeio::counter_file.
-    updated.release()?;
-    publish_latest(paths, gauges)
-}
-
-/// Rewrites the textfile from the counters and the gauges as the node's
-/// state has them now (`gauges` reads them: the caller knows where) — once for many runs when they finish together.
-///
-/// One run publishes at a time (`publish.lock`, never waited for). A run
-/// that finds another one publishing leaves it to that one: when done, a
-/// publisher looks at the counters again and publishes again if any run
-/// counted meanwhile. Every run counts after its transaction committed, so
-/// the last textfile written shows every count and the final state, while
-/// N jobs ending at once read the N job records far fewer than N times.
-fn publish_latest(paths: &Paths, gauges: &dyn Fn() -> Gauges) -> Result<()> {
-    let dir = nodeio::walk::open_dir(
+    // The publish lock, tried before the counters' lock goes: holding both,
+    // the counters are what this run just wrote, so it publishes them as it
+    // has them (no read of the file), and nothing published before can be
+    // newer (a publisher reads the counters under the publish lock).
+    let publishing = nodeio::walk::open_dir(
         &paths.root,
         &paths.lib_dir,
         nodeio::walk::Judge::Trusted,
         None,
-    )?;
+    )
+    .map_err(crate::error::Error::from)
+    .and_then(|dir| try_publish_lock(&dir));
+    let written = std::mem::take(&mut updated.written);
+    // Visible at once, not flushed: see nodeio::counter_file.
+    let counted = updated.release()?;
+    match publishing? {
+        Some(lock) => publish_latest(paths, gauges, lock, counted, written),
+        // Another run is publishing: it looks at the counters again when done.
+        None => Ok(()),
+    }
+}
+
+/// The publish lock, never waited for: `None` while another run holds it.
+fn try_publish_lock(dir: &nodeio::walk::Dir) -> Result<Option<nodeio::lock::Lock>> {
+    match nodeio::lock::acquire(dir, PUBLISH_LOCK, std::time::Instant::now()) {
+        Ok(l) => Ok(Some(l)),
+        Err(nodeio::Error::LockTimeout { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Rewrites the textfile from the counters (`counted`, the file's content
+/// `bytes`, as read or written under the publish lock this run holds) and
+/// the gauges as the node's state has them now (`gauges` reads them: the
+/// caller knows where) — once for many runs when they finish together.
+///
+/// One run publishes at a time (`publish.lock`, never waited for). A run
+/// that finds another one publishing leaves it to that one: when done, a
+/// publisher looks at the counters again (their bytes, compared with what it
+/// published: no parse when nobody counted meanwhile) and publishes again if
+/// any run counted meanwhile. Every run counts after its transaction
+/// committed, so the last textfile written shows every count and the final
+/// state, while N jobs ending at once read the N job records far fewer than
+/// N times.
+fn publish_latest(
+    paths: &Paths,
+    gauges: &dyn Fn() -> Gauges,
+    mut publishing: nodeio::lock::Lock,
+    mut counted: Counters,
+    mut bytes: Vec<u8>,
+) -> Result<()> {
+    let path = paths.counters();
     // The counters are read under the publish lock, so what is published
     // never goes back (a run publishing the value it counted, after another
     // published a later one, made a counter drop for a scrape: a reset to
     // Prometheus). Bounded: each round is a few milliseconds.
     for _ in 0..64 {
-        let publishing = match nodeio::lock::acquire(&dir, PUBLISH_LOCK, std::time::Instant::now())
-        {
-            Ok(l) => l,
-            Err(nodeio::Error::LockTimeout { .. }) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        let c = load(paths)?;
-        publish(paths, &c, &gauges())?;
+        publish(paths, &counted, &gauges())?;
         drop(publishing);
-        if load(paths).is_ok_and(|now| now == c) {
+        if nodeio::counter_file::load_bytes(&paths.root, &path)
+            .is_ok_and(|now| now.as_deref() == Some(bytes.as_slice()))
+        {
             return Ok(());
         }
+        let dir = nodeio::walk::open_dir(
+            &paths.root,
+            &paths.lib_dir,
+            nodeio::walk::Judge::Trusted,
+            None,
+        )?;
+        publishing = match try_publish_lock(&dir)? {
+            Some(l) => l,
+            None => return Ok(()),
+        };
+        let now = nodeio::counter_file::load_bytes(&paths.root, &path)?;
+        bytes = now.clone().unwrap_or_default();
+        counted = nodeio::counter_file::parse(&path, now)?.unwrap_or_default();
     }
     Ok(())
 }

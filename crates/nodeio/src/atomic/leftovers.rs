@@ -12,6 +12,14 @@ use rustix::io::Errno;
 
 use crate::walk::Dir;
 
+/// This process's pid, asked of the kernel once (every temp name and every
+/// look for leftovers needs it; no code of these crates forks without
+/// `exec`, so it cannot change under a writer).
+pub(super) fn own_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
 /// Whether `name` is a temp file of [`replace`](super::replace): its writer's pid.
 pub fn temp_file_writer(name: &str) -> Option<i32> {
     let rest = name.strip_prefix('.')?;
@@ -24,7 +32,12 @@ pub fn temp_file_writer(name: &str) -> Option<i32> {
 /// create and rename: Slurm's timeout kill, the OOM killer), also when
 /// its pid is still taken, by its zombie or by a process that reused it
 /// ([`writer_gone`]). A live writer's file is never touched. Best effort.
+/// A run (a [`Remembered`](crate::walk::Remembered) guard) looks in each
+/// directory once.
 pub fn remove_leftovers(dir: &Dir) {
+    if !crate::walk::first_look_for_leftovers(dir) {
+        return;
+    }
     let Ok(fd) = rfs::openat(
         dir.fd(),
         c".",
@@ -33,10 +46,11 @@ pub fn remove_leftovers(dir: &Dir) {
     ) else {
         return;
     };
-    let Ok(mut entries) = rfs::Dir::read_from(&fd) else {
+    // The descriptor is the stream's own (`read_from` would open "." again).
+    let Ok(mut entries) = rfs::Dir::new(fd) else {
         return;
     };
-    let me = std::process::id();
+    let me = own_pid();
     let mut dead = Vec::new();
     while let Some(Ok(e)) = entries.next() {
         let name = e.file_name().to_bytes();

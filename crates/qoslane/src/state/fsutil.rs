@@ -135,13 +135,15 @@ pub fn read_json<T: serde::de::DeserializeOwned>(paths: &Paths, path: &Path) -> 
     }
 }
 
+/// Writes a state file as compact JSON (one line): the hooks write and read
+/// them at every run; `qoslane status` shows them to people.
 pub fn write_json<T: serde::Serialize>(
     paths: &Paths,
     path: &Path,
     value: &T,
     mode: u32,
 ) -> Result<()> {
-    let mut data = serde_json::to_vec_pretty(value)
+    let mut data = serde_json::to_vec(value)
         .map_err(|e| Error::Internal(format!("serialise {}: {e}", path.display())))?;
     data.push(b'\n');
     atomic_write(paths, path, &data, mode)
