@@ -3,7 +3,7 @@
 //! lane, the findings grouped per (level, node, out port, verdict), and per
 //! port what the level gets there ([`PortLanes`], what the page draws).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -113,9 +113,49 @@ impl LevelSweep {
     }
 }
 
+/// The connected ports of every node of a topology, by GUID: what
+/// [`Topology::data_ports`] says of each, gathered in one pass (asking it
+/// per port is a pass over the whole topology each: quadratic in the
+/// fabric).
+#[derive(Debug, Default)]
+pub struct DataPorts<'t>(HashMap<&'t str, Vec<u32>>);
+
+impl<'t> DataPorts<'t> {
+    pub fn of(topo: &'t Topology) -> Self {
+        let mut by: HashMap<&str, Vec<u32>> = HashMap::new();
+        for p in topo.ports.iter().filter(|p| p.remote.is_some()) {
+            by.entry(p.end.guid.as_str()).or_default().push(p.end.port);
+        }
+        for v in by.values_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
+        Self(by)
+    }
+
+    /// The connected ports of the node `guid` (none: not in the topology).
+    pub fn of_node(&self, guid: &str) -> &[u32] {
+        self.0.get(guid).map_or(&[], Vec::as_slice)
+    }
+
+    /// A switch egress port's data in ports: its node's other connected
+    /// ports.
+    pub fn ins(&self, guid: &str, out: u32) -> Vec<u32> {
+        self.of_node(guid)
+            .iter()
+            .copied()
+            .filter(|&p| p != out)
+            .collect()
+    }
+}
+
 /// One level judged on every port that was read: the count of each lane
 /// and the findings, one line per problem.
-pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Level) -> LevelSweep {
+pub fn sweep_level(
+    data: &DataPorts<'_>,
+    ok: &[(&EgressPort, EgressRead)],
+    level: &Level,
+) -> LevelSweep {
     let sl = level.service_level.get();
     let want = level
         .virtual_lane
@@ -159,7 +199,7 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
             });
             continue;
         }
-        let groups = judge_port(topo, item, r, sl, want, &mut pairs);
+        let groups = judge_port(data, item, r, sl, want, &mut pairs);
         at.groups = groups
             .iter()
             .map(|(vl, lane, ins)| InLane {
@@ -173,7 +213,7 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
             })
             .collect();
         ports.push(at);
-        add_findings(topo, item, r, sl, groups, &mut findings);
+        add_findings(data, item, r, sl, groups, &mut findings);
     }
     for f in &mut findings {
         f.message = f.render(&level.name, want);
@@ -191,7 +231,7 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
 /// The in ports of an egress port grouped by the (VL, lane) the level gets
 /// from each; every in port is counted in `pairs`.
 fn judge_port(
-    topo: &Topology,
+    data: &DataPorts<'_>,
     item: &EgressPort,
     r: &EgressRead,
     sl: u8,
@@ -199,11 +239,7 @@ fn judge_port(
     pairs: &mut BTreeMap<Lane, u64>,
 ) -> Vec<(u8, Lane, Vec<u32>)> {
     let ins: Vec<u32> = match item.kind {
-        NodeType::Switch => topo
-            .data_ports(&item.guid)
-            .into_iter()
-            .filter(|&i| i != item.port)
-            .collect(),
+        NodeType::Switch => data.ins(&item.guid, item.port),
         _ => vec![0],
     };
     let mut groups: Vec<(u8, Lane, Vec<u32>)> = Vec::new();
@@ -233,7 +269,7 @@ fn judge_port(
 /// A finding per group that is not carried; a group of every in port joins
 /// the same verdict on the switch's other out ports (one line per switch).
 fn add_findings(
-    topo: &Topology,
+    data: &DataPorts<'_>,
     item: &EgressPort,
     r: &EgressRead,
     sl: u8,
@@ -241,7 +277,7 @@ fn add_findings(
     findings: &mut Vec<Finding>,
 ) {
     let data_ins = match item.kind {
-        NodeType::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
+        NodeType::Switch => data.of_node(&item.guid).len().saturating_sub(1),
         _ => 1,
     };
     for (vl, lane, in_ports) in groups {

@@ -32,6 +32,8 @@ pub mod routes;
 pub mod sm_classes;
 pub mod verdict;
 
+use std::collections::HashSet;
+
 use serde::Serialize;
 
 use crate::deadline::Deadline;
@@ -154,14 +156,11 @@ pub fn sweep(
 ) -> Sweep {
     let started = std::time::Instant::now();
     let items = egress_items(topo);
+    let data = judge::DataPorts::of(topo);
     let ins: Vec<Vec<u32>> = items
         .iter()
         .map(|i| match i.kind {
-            NodeType::Switch => topo
-                .data_ports(&i.guid)
-                .into_iter()
-                .filter(|&p| p != i.port)
-                .collect(),
+            NodeType::Switch => data.ins(&i.guid, i.port),
             _ => Vec::new(),
         })
         .collect();
@@ -183,7 +182,7 @@ pub fn sweep(
     let levels = mapping
         .levels()
         .iter()
-        .map(|level| judge::sweep_level(topo, &ok, level))
+        .map(|level| judge::sweep_level(&data, &ok, level))
         .collect();
     let deadlock = routes::check(topo, &ok, reader, mapping, deadline);
     let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
@@ -239,15 +238,13 @@ pub const WINDOW_PER_WORKER: usize = 4;
 /// HCAs), each once, ordered by kind, name and port.
 fn egress_items(topo: &Topology) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
+    let mut seen: HashSet<(&str, u32, u16)> = HashSet::new();
     for p in topo
         .connected(NodeType::Switch)
         .chain(topo.connected(NodeType::Hca))
     {
         let e = &p.end;
-        if items
-            .iter()
-            .any(|i| i.guid == e.guid && i.port == e.port && i.lid == e.lid)
-        {
+        if !seen.insert((e.guid.as_str(), e.port, e.lid)) {
             continue;
         }
         items.push(Item {

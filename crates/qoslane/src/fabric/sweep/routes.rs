@@ -193,22 +193,32 @@ pub fn check(
     let read_ms = millis(started);
     let started = std::time::Instant::now();
     let judged = read_all && !fabric.switches.is_empty();
-    let mut by_sl: HashMap<u8, Safety> = HashMap::new();
+    // One verdict per distinct SL, the SLs whose VLs renumber alike
+    // sharing one graph (`deadlock::judge_all`).
+    let mut sls: Vec<u8> = mapping
+        .levels()
+        .iter()
+        .map(|l| l.service_level.get())
+        .collect();
+    sls.sort_unstable();
+    sls.dedup();
+    let by_sl: HashMap<u8, Safety> = if judged {
+        sls.iter()
+            .copied()
+            .zip(deadlock::judge_all(&fabric, &sls))
+            .collect()
+    } else {
+        HashMap::new()
+    };
     let levels = mapping
         .levels()
         .iter()
         .map(|level| {
             let sl = level.service_level.get();
-            let safety = judged.then(|| {
-                by_sl
-                    .entry(sl)
-                    .or_insert_with(|| deadlock::judge(&fabric, sl))
-                    .clone()
-            });
             LevelSafety {
                 level: level.name.clone(),
                 sl,
-                safety,
+                safety: by_sl.get(&sl).cloned(),
                 path_sl: level.path_sl,
             }
         })
