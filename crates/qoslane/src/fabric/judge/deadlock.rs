@@ -38,7 +38,7 @@ pub enum Peer {
 }
 
 /// One switch as read: its cabling, forwarding table and SL2VL rows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Switch {
     pub name: String,
     pub lid: u16,
@@ -52,7 +52,7 @@ pub struct Switch {
 
 /// One HCA port: its LID, the switch port it is cabled to, its own SL2VL
 /// table (the VL its traffic leaves on; `None`: not read).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hca {
     pub name: String,
     pub lid: u16,
@@ -62,7 +62,7 @@ pub struct Hca {
 }
 
 /// The fabric as the deadlock check sees it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Fabric {
     pub switches: Vec<Switch>,
     pub hcas: Vec<Hca>,

@@ -149,21 +149,92 @@ impl<'t> DataPorts<'t> {
     }
 }
 
+/// One level's groups on one egress port: (VL, lane, in ports).
+type Groups = Vec<(u8, Lane, Vec<u32>)>;
+
+/// A port as the sweep keys it: GUID, port, LID.
+type PortKey = (String, u32, u16);
+
+/// The last sweep's judgements per port, for the next to reuse where a
+/// port's reading and in ports are the same (`fabric watch`'s re-audits:
+/// the lane rules are pure, so the same reading gives the same groups).
+/// One reading per port of the fabric, and per level (SL, VL) its groups.
+#[derive(Debug, Default)]
+pub struct KeptLanes {
+    reads: HashMap<PortKey, (EgressRead, Vec<u32>)>,
+    groups: HashMap<(u8, Option<u8>), HashMap<PortKey, Groups>>,
+}
+
+fn port_key(item: &EgressPort) -> PortKey {
+    (item.guid.clone(), item.port, item.lid)
+}
+
+/// Every level judged on every port that was read: per port whose
+/// reading and in ports are the ones `kept` holds, the level's groups
+/// taken from it; `kept` then holds this sweep's. Returns the levels
+/// and how many ports were judged again.
+pub fn sweep_levels(
+    data: &DataPorts<'_>,
+    ok: &[(&EgressPort, EgressRead)],
+    ins: &[Vec<u32>],
+    levels: &[Level],
+    kept: &mut KeptLanes,
+) -> (Vec<LevelSweep>, usize) {
+    let before = std::mem::take(kept);
+    let same: Vec<bool> = ok
+        .iter()
+        .zip(ins)
+        .map(|((item, r), ins)| {
+            before
+                .reads
+                .get(&port_key(item))
+                .is_some_and(|(read, i)| read == r && i == ins)
+        })
+        .collect();
+    let judged = same.iter().filter(|s| !**s).count();
+    let swept = levels
+        .iter()
+        .map(|level| {
+            let key = level_key(level);
+            let (sweep, groups) = sweep_level(data, ok, level, &same, before.groups.get(&key));
+            kept.groups.insert(key, groups);
+            sweep
+        })
+        .collect();
+    kept.reads = ok
+        .iter()
+        .zip(ins)
+        .map(|((item, r), ins)| (port_key(item), (r.clone(), ins.clone())))
+        .collect();
+    (swept, judged)
+}
+
+fn level_key(level: &Level) -> (u8, Option<u8>) {
+    (
+        level.service_level.get(),
+        level
+            .virtual_lane
+            .map(crate::mapping::types::VirtualLane::get),
+    )
+}
+
 /// One level judged on every port that was read: the count of each lane
-/// and the findings, one line per problem.
-pub fn sweep_level(
+/// and the findings, one line per problem; a port whose `same` is true
+/// takes its groups from `before` (when it holds them); the groups of
+/// every Active port, for the next sweep.
+fn sweep_level(
     data: &DataPorts<'_>,
     ok: &[(&EgressPort, EgressRead)],
     level: &Level,
-) -> LevelSweep {
-    let sl = level.service_level.get();
-    let want = level
-        .virtual_lane
-        .map(crate::mapping::types::VirtualLane::get);
+    same: &[bool],
+    before: Option<&HashMap<PortKey, Groups>>,
+) -> (LevelSweep, HashMap<PortKey, Groups>) {
+    let (sl, want) = level_key(level);
+    let mut kept: HashMap<PortKey, Groups> = HashMap::with_capacity(ok.len());
     let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
     let mut findings: Vec<Finding> = Vec::new();
     let mut ports: Vec<PortLanes> = Vec::with_capacity(ok.len());
-    for (item, r) in ok {
+    for ((item, r), same) in ok.iter().zip(same) {
         let mut at = PortLanes {
             kind: item.kind,
             guid: item.guid.clone(),
@@ -199,7 +270,17 @@ pub fn sweep_level(
             });
             continue;
         }
-        let groups = judge_port(data, item, r, sl, want, &mut pairs);
+        let key = port_key(item);
+        let groups = match before.filter(|_| *same).and_then(|b| b.get(&key)) {
+            Some(g) => {
+                for (_, lane, ins) in g {
+                    *pairs.entry(*lane).or_default() += u64::try_from(ins.len()).unwrap_or(u64::MAX);
+                }
+                g.clone()
+            }
+            None => judge_port(data, item, r, sl, want, &mut pairs),
+        };
+        kept.insert(key, groups.clone());
         at.groups = groups
             .iter()
             .map(|(vl, lane, ins)| InLane {
@@ -218,14 +299,15 @@ pub fn sweep_level(
     for f in &mut findings {
         f.message = f.render(&level.name, want);
     }
-    LevelSweep {
+    let sweep = LevelSweep {
         level: level.name.clone(),
         sl,
         virtual_lane: want,
         pairs,
         findings,
         ports,
-    }
+    };
+    (sweep, kept)
 }
 
 /// The in ports of an egress port grouped by the (VL, lane) the level gets
