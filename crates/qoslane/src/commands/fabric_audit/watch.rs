@@ -135,7 +135,15 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
                 verdict: &verdict_file,
                 via: via.as_ref(),
             };
-            match act(ctx, args, &memo, &to, (&mut last, &mut kept), &action, &batch) {
+            match act(
+                ctx,
+                args,
+                &memo,
+                &to,
+                (&mut last, &mut kept),
+                &action,
+                &batch,
+            ) {
                 Ok((acted, sweep)) => {
                     counts.add(&acted);
                     say(&acted);

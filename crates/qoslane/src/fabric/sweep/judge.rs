@@ -274,7 +274,8 @@ fn sweep_level(
         let groups = match before.filter(|_| *same).and_then(|b| b.get(&key)) {
             Some(g) => {
                 for (_, lane, ins) in g {
-                    *pairs.entry(*lane).or_default() += u64::try_from(ins.len()).unwrap_or(u64::MAX);
+                    *pairs.entry(*lane).or_default() +=
+                        u64::try_from(ins.len()).unwrap_or(u64::MAX);
                 }
                 g.clone()
             }

@@ -176,7 +176,14 @@ pub fn sweep(
     workers: usize,
     deadline: &Deadline,
 ) -> Sweep {
-    sweep_again(topo, reader, mapping, workers, deadline, &mut Kept::default())
+    sweep_again(
+        topo,
+        reader,
+        mapping,
+        workers,
+        deadline,
+        &mut Kept::default(),
+    )
 }
 
 /// [`sweep`], reusing what `kept` holds of the last sweep where the
@@ -305,3 +312,6 @@ fn egress_items(topo: &Topology) -> Vec<Item> {
     items.sort_by(|a, b| (a.kind, &a.name, a.port).cmp(&(b.kind, &b.name, b.port)));
     items
 }
+
+#[cfg(test)]
+mod tests;
