@@ -32,6 +32,8 @@ pub mod routes;
 pub mod sm_classes;
 pub mod verdict;
 
+use std::collections::HashSet;
+
 use serde::Serialize;
 
 use crate::deadline::Deadline;
@@ -44,6 +46,26 @@ use crate::mapping::Mapping;
 
 pub use crate::fabric::read::topology::TOPOLOGY_MAX_OUTPUT;
 pub use judge::{Finding, InLane, LevelSweep, PortLanes};
+
+/// What the last sweep judged, kept for the next (`fabric watch`): per
+/// port its reading and each level's groups, and the deadlock check's
+/// fabric and verdicts. A sweep reuses a judgement only where its inputs
+/// are the same, so its verdict is the one a fresh sweep would give.
+#[derive(Debug, Default)]
+pub struct Kept {
+    lanes: judge::KeptLanes,
+    routes: Option<routes::KeptRoutes>,
+}
+
+/// What a sweep judged again, and in how long.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Judging {
+    /// Egress ports whose levels were judged again (the rest: their
+    /// reading and in ports as the last sweep's, its judgements kept).
+    pub ports_judged: usize,
+    /// The levels on every port, in milliseconds.
+    pub ms: u64,
+}
 
 /// Workers by default: enough to hide each query's latency, few enough to
 /// leave the switches' SMAs (and ibsim's 10 client slots) room. For the
@@ -93,6 +115,8 @@ pub struct Sweep {
     /// The SA's path records for each level's `sm_traffic`
     /// (`sm_classes.rs`).
     pub sm_policy: sm_classes::ClassCheck,
+    /// The levels judged on the ports: how many again, how long.
+    pub judging: Judging,
     /// Why some ports' wait counters were not read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub xmit_wait_unread: Vec<String>,
@@ -152,23 +176,42 @@ pub fn sweep(
     workers: usize,
     deadline: &Deadline,
 ) -> Sweep {
+    sweep_again(
+        topo,
+        reader,
+        mapping,
+        workers,
+        deadline,
+        &mut Kept::default(),
+    )
+}
+
+/// [`sweep`], reusing what `kept` holds of the last sweep where the
+/// inputs are the same, and keeping this one's there.
+pub fn sweep_again(
+    topo: &Topology,
+    reader: &dyn Reader,
+    mapping: &Mapping,
+    workers: usize,
+    deadline: &Deadline,
+    kept: &mut Kept,
+) -> Sweep {
     let started = std::time::Instant::now();
     let items = egress_items(topo);
+    let data = judge::DataPorts::of(topo);
     let ins: Vec<Vec<u32>> = items
         .iter()
         .map(|i| match i.kind {
-            NodeType::Switch => topo
-                .data_ports(&i.guid)
-                .into_iter()
-                .filter(|&p| p != i.port)
-                .collect(),
+            NodeType::Switch => data.ins(&i.guid, i.port),
             _ => Vec::new(),
         })
         .collect();
     let reads = reader.egress(&items, &ins, deadline);
     let mut unread = Vec::new();
     let mut ok: Vec<(&Item, Read)> = Vec::new();
+    let mut ok_of: Vec<bool> = Vec::with_capacity(items.len());
     for (item, r) in items.iter().zip(reads) {
+        ok_of.push(r.is_ok());
         match r {
             Ok(r) => ok.push((item, r)),
             Err(e) => unread.push(Unread {
@@ -180,12 +223,21 @@ pub fn sweep(
             }),
         }
     }
-    let levels = mapping
-        .levels()
+    let judging_started = std::time::Instant::now();
+    let ok_ins: Vec<Vec<u32>> = items
         .iter()
-        .map(|level| judge::sweep_level(topo, &ok, level))
+        .zip(&ins)
+        .zip(&ok_of)
+        .filter(|(_, k)| **k)
+        .map(|((_, i), _)| i.clone())
         .collect();
-    let deadlock = routes::check(topo, &ok, reader, mapping, deadline);
+    let (levels, ports_judged) =
+        judge::sweep_levels(&data, &ok, &ok_ins, mapping.levels(), &mut kept.lanes);
+    let judging = Judging {
+        ports_judged,
+        ms: u64::try_from(judging_started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    let deadlock = routes::check(topo, &ok, reader, mapping, deadline, &mut kept.routes);
     let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
     let wait_ports = wait_ports(&ok);
     // The program reader reads them by perfquery when it has one.
@@ -207,6 +259,7 @@ pub fn sweep(
         xmit_wait_unread,
         deadlock,
         sm_policy,
+        judging,
         wait_ports,
     }
 }
@@ -239,15 +292,13 @@ pub const WINDOW_PER_WORKER: usize = 4;
 /// HCAs), each once, ordered by kind, name and port.
 fn egress_items(topo: &Topology) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
+    let mut seen: HashSet<(&str, u32, u16)> = HashSet::new();
     for p in topo
         .connected(NodeType::Switch)
         .chain(topo.connected(NodeType::Hca))
     {
         let e = &p.end;
-        if items
-            .iter()
-            .any(|i| i.guid == e.guid && i.port == e.port && i.lid == e.lid)
-        {
+        if !seen.insert((e.guid.as_str(), e.port, e.lid)) {
             continue;
         }
         items.push(Item {
@@ -261,3 +312,6 @@ fn egress_items(topo: &Topology) -> Vec<Item> {
     items.sort_by(|a, b| (a.kind, &a.name, a.port).cmp(&(b.kind, &b.name, b.port)));
     items
 }
+
+#[cfg(test)]
+mod tests;

@@ -66,6 +66,10 @@ pub struct Routes {
     /// How long reading the forwarding tables took, and judging.
     pub read_ms: u64,
     pub judge_ms: u64,
+    /// The verdicts were the last sweep's: its fabric (forwarding tables,
+    /// SL2VL rows, cabling) and SLs the same (`fabric watch`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
     /// How long the path records took.
     pub path_ms: u64,
 }
@@ -160,13 +164,25 @@ impl Routes {
     }
 }
 
-/// Reads every switch's forwarding table and judges every level's SL.
+/// The last check's fabric, its SLs and their verdicts: the next check
+/// on the same fabric and SLs takes them (the check is pure).
+#[derive(Debug)]
+pub struct KeptRoutes {
+    fabric: Fabric,
+    sls: Vec<u8>,
+    safeties: Vec<Safety>,
+}
+
+/// Reads every switch's forwarding table and judges every level's SL
+/// (the verdicts `kept` holds when the fabric and SLs are the same; the
+/// new ones kept there).
 pub fn check(
     topo: &Topology,
     ok: &[(&EgressPort, EgressRead)],
     reader: &dyn Reader,
     mapping: &Mapping,
     deadline: &Deadline,
+    kept: &mut Option<KeptRoutes>,
 ) -> Routes {
     let started = std::time::Instant::now();
     let mut fabric = fabric(topo, ok);
@@ -193,22 +209,34 @@ pub fn check(
     let read_ms = millis(started);
     let started = std::time::Instant::now();
     let judged = read_all && !fabric.switches.is_empty();
-    let mut by_sl: HashMap<u8, Safety> = HashMap::new();
+    // One verdict per distinct SL, the SLs whose VLs renumber alike
+    // sharing one graph (`deadlock::judge_all`).
+    let mut sls: Vec<u8> = mapping
+        .levels()
+        .iter()
+        .map(|l| l.service_level.get())
+        .collect();
+    sls.sort_unstable();
+    sls.dedup();
+    let before = kept
+        .take()
+        .filter(|k| judged && k.sls == sls && k.fabric == fabric);
+    let was_kept = before.is_some();
+    let safeties = match before {
+        Some(k) => k.safeties,
+        None if judged => deadlock::judge_all(&fabric, &sls),
+        None => Vec::new(),
+    };
+    let by_sl: HashMap<u8, Safety> = sls.iter().copied().zip(safeties.iter().cloned()).collect();
     let levels = mapping
         .levels()
         .iter()
         .map(|level| {
             let sl = level.service_level.get();
-            let safety = judged.then(|| {
-                by_sl
-                    .entry(sl)
-                    .or_insert_with(|| deadlock::judge(&fabric, sl))
-                    .clone()
-            });
             LevelSafety {
                 level: level.name.clone(),
                 sl,
-                safety,
+                safety: by_sl.get(&sl).cloned(),
                 path_sl: level.path_sl,
             }
         })
@@ -220,15 +248,25 @@ pub fn check(
     let judge_ms = millis(started);
     let started = std::time::Instant::now();
     let (path_sls, path_sls_unread) = path_sls(&fabric, reader, deadline);
+    let per_pair_sl2vl = per_pair(&fabric);
+    let path_ms = millis(started);
+    if judged {
+        *kept = Some(KeptRoutes {
+            fabric,
+            sls,
+            safeties,
+        });
+    }
     Routes {
         levels,
         unjudged,
-        per_pair_sl2vl: per_pair(&fabric),
+        per_pair_sl2vl,
         path_sls,
         path_sls_unread,
         read_ms,
         judge_ms,
-        path_ms: millis(started),
+        kept: was_kept,
+        path_ms,
     }
 }
 

@@ -114,6 +114,7 @@ fn sweep(topology: Topology, levels: &[Level<'_>]) -> Sweep {
         xmit_wait_unread: Vec::new(),
         deadlock: qoslane::fabric::sweep::routes::Routes::default(),
         sm_policy: qoslane::fabric::sweep::sm_classes::ClassCheck::default(),
+        judging: qoslane::fabric::sweep::Judging::default(),
         wait_ports: Vec::new(),
     }
 }
