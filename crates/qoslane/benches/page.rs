@@ -120,6 +120,7 @@ fn sweep() -> Sweep {
         xmit_wait_unread: Vec::new(),
         deadlock: qoslane::fabric::sweep::routes::Routes::default(),
         sm_policy: qoslane::fabric::sweep::sm_classes::ClassCheck::default(),
+        cost: qoslane::fabric::sweep::Cost::default(),
         wait_ports: Vec::new(),
     }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::fabric::judge::lane::{self, Egress, Lane};
-use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology, VlArbState, VlRange};
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, VlArbState, VlRange};
 use crate::mapping::Level;
 
 /// One level's verdict on a group of in ports of one egress port.
@@ -113,9 +113,10 @@ impl LevelSweep {
     }
 }
 
-/// One level judged on every port that was read: the count of each lane
-/// and the findings, one line per problem.
-pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Level) -> LevelSweep {
+/// One level judged on every port that was read (`ins[i]`: the in ports
+/// of `ok[i]`, a switch's data ports but the egress; an HCA port's, `[0]`):
+/// the count of each lane and the findings, one line per problem.
+pub fn sweep_level(ok: &[(&EgressPort, EgressRead)], ins: &[&[u32]], level: &Level) -> LevelSweep {
     let sl = level.service_level.get();
     let want = level
         .virtual_lane
@@ -123,7 +124,7 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
     let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
     let mut findings: Vec<Finding> = Vec::new();
     let mut ports: Vec<PortLanes> = Vec::with_capacity(ok.len());
-    for (item, r) in ok {
+    for ((item, r), &in_ports) in ok.iter().zip(ins) {
         let mut at = PortLanes {
             kind: item.kind,
             guid: item.guid.clone(),
@@ -159,7 +160,7 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
             });
             continue;
         }
-        let groups = judge_port(topo, item, r, sl, want, &mut pairs);
+        let groups = judge_port(in_ports, r, sl, want, &mut pairs);
         at.groups = groups
             .iter()
             .map(|(vl, lane, ins)| InLane {
@@ -173,7 +174,7 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
             })
             .collect();
         ports.push(at);
-        add_findings(topo, item, r, sl, groups, &mut findings);
+        add_findings(item, in_ports.len(), r, sl, groups, &mut findings);
     }
     for f in &mut findings {
         f.message = f.render(&level.name, want);
@@ -191,25 +192,22 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
 /// The in ports of an egress port grouped by the (VL, lane) the level gets
 /// from each; every in port is counted in `pairs`.
 fn judge_port(
-    topo: &Topology,
-    item: &EgressPort,
+    ins: &[u32],
     r: &EgressRead,
     sl: u8,
     want: Option<u8>,
     pairs: &mut BTreeMap<Lane, u64>,
 ) -> Vec<(u8, Lane, Vec<u32>)> {
-    let ins: Vec<u32> = match item.kind {
-        NodeType::Switch => topo
-            .data_ports(&item.guid)
-            .into_iter()
-            .filter(|&i| i != item.port)
-            .collect(),
-        _ => vec![0],
-    };
     let mut groups: Vec<(u8, Lane, Vec<u32>)> = Vec::new();
-    for i in ins {
-        let Some((_, row)) = r.rows.iter().find(|(n, _)| *n == i) else {
-            continue;
+    for (k, &i) in ins.iter().enumerate() {
+        // The rows come in the order asked (both readers): the k-th is
+        // in port i's, else it is looked for.
+        let row = match r.rows.get(k) {
+            Some((n, row)) if *n == i => row,
+            _ => match r.rows.iter().find(|(n, _)| *n == i) {
+                Some((_, row)) => row,
+                None => continue,
+            },
         };
         let (vl, lane) = lane::judge(
             &Egress {
@@ -233,17 +231,13 @@ fn judge_port(
 /// A finding per group that is not carried; a group of every in port joins
 /// the same verdict on the switch's other out ports (one line per switch).
 fn add_findings(
-    topo: &Topology,
     item: &EgressPort,
+    data_ins: usize,
     r: &EgressRead,
     sl: u8,
     groups: Vec<(u8, Lane, Vec<u32>)>,
     findings: &mut Vec<Finding>,
 ) {
-    let data_ins = match item.kind {
-        NodeType::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
-        _ => 1,
-    };
     for (vl, lane, in_ports) in groups {
         if lane == Lane::Carried {
             continue;

@@ -32,12 +32,16 @@ pub mod routes;
 pub mod sm_classes;
 pub mod verdict;
 
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
 use serde::Serialize;
 
 use crate::deadline::Deadline;
 use crate::fabric::counters::pma::PortWait;
 use crate::fabric::counters::wait::{self, LevelWait, WaitPort};
 use crate::fabric::read::reader::Reader;
+use crate::fabric::read::smp_batch;
 use crate::fabric::read::smpquery::MAX_WINDOW;
 use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology};
 use crate::mapping::Mapping;
@@ -93,6 +97,8 @@ pub struct Sweep {
     /// The SA's path records for each level's `sm_traffic`
     /// (`sm_classes.rs`).
     pub sm_policy: sm_classes::ClassCheck,
+    /// Where the time and the MADs went.
+    pub cost: Cost,
     /// Why some ports' wait counters were not read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub xmit_wait_unread: Vec<String>,
@@ -143,6 +149,29 @@ impl Sweep {
     }
 }
 
+/// Where an audit's time and MADs went (the bench's breakdown; timings,
+/// so never compared between runs).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Cost {
+    /// `ibnetdiscover -p` and its parsing (the command's, before the sweep).
+    pub topology_ms: u64,
+    /// Every egress port's tables read.
+    pub egress_ms: u64,
+    /// Every level judged on every port pair read (the lane rules).
+    pub judge_ms: u64,
+    /// The SM-policy check and the transmit wait (the deadlock check's
+    /// parts are `deadlock.read_ms`, `judge_ms` and `path_ms`).
+    pub sm_policy_ms: u64,
+    pub wait_ms: u64,
+    /// MADs this process sent during the sweep by kind (in process; the
+    /// program reader's are its programs', not counted), retries included.
+    pub mads: BTreeMap<&'static str, u64>,
+}
+
+fn ms_since(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Reads every egress port of `topo` and judges every level of `mapping`.
 /// `workers` is what the report says the reader was given (`--workers`).
 pub fn sweep(
@@ -152,25 +181,42 @@ pub fn sweep(
     workers: usize,
     deadline: &Deadline,
 ) -> Sweep {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
+    let mads_before = smp_batch::sent_by_kind();
     let items = egress_items(topo);
+    let data_ports = data_ports(topo);
     let ins: Vec<Vec<u32>> = items
         .iter()
         .map(|i| match i.kind {
-            NodeType::Switch => topo
-                .data_ports(&i.guid)
+            NodeType::Switch => data_ports
+                .get(i.guid.as_str())
                 .into_iter()
+                .flatten()
+                .copied()
                 .filter(|&p| p != i.port)
                 .collect(),
             _ => Vec::new(),
         })
         .collect();
     let reads = reader.egress(&items, &ins, deadline);
+    let mut cost = Cost {
+        egress_ms: ms_since(started),
+        ..Cost::default()
+    };
     let mut unread = Vec::new();
     let mut ok: Vec<(&Item, Read)> = Vec::new();
-    for (item, r) in items.iter().zip(reads) {
+    // The in ports judged of each port read (an HCA port: its one table).
+    let mut ok_ins: Vec<&[u32]> = Vec::new();
+    for ((item, r), in_ports) in items.iter().zip(reads).zip(&ins) {
         match r {
-            Ok(r) => ok.push((item, r)),
+            Ok(r) => {
+                ok.push((item, r));
+                ok_ins.push(if item.kind == NodeType::Switch {
+                    in_ports
+                } else {
+                    &[0]
+                });
+            }
             Err(e) => unread.push(Unread {
                 kind: item.kind,
                 name: item.name.clone(),
@@ -180,24 +226,36 @@ pub fn sweep(
             }),
         }
     }
+    let t = Instant::now();
     let levels = mapping
         .levels()
         .iter()
-        .map(|level| judge::sweep_level(topo, &ok, level))
+        .map(|level| judge::sweep_level(&ok, &ok_ins, level))
         .collect();
+    cost.judge_ms = ms_since(t);
     let deadlock = routes::check(topo, &ok, reader, mapping, deadline);
+    let t = Instant::now();
     let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
+    cost.sm_policy_ms = ms_since(t);
+    let t = Instant::now();
     let wait_ports = wait_ports(&ok);
     // The program reader reads them by perfquery when it has one.
     let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
     let wait_levels = wait::peaks(&wait::levels_of(mapping), &wait_ports, &xmit_wait);
+    cost.wait_ms = ms_since(t);
+    let mads_after = smp_batch::sent_by_kind();
+    cost.mads = smp_batch::KINDS
+        .iter()
+        .zip(mads_before.iter().zip(mads_after))
+        .map(|(k, (b, a))| (*k, a - b))
+        .collect();
     Sweep {
         switches: topo.count(NodeType::Switch),
         hcas: topo.count(NodeType::Hca),
         ports_read: ok.len(),
         unread,
         levels,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_ms: ms_since(started),
         workers: workers.clamp(1, MAX_WINDOW),
         reader: reader.name(),
         fallback: None,
@@ -207,6 +265,7 @@ pub fn sweep(
         xmit_wait_unread,
         deadlock,
         sm_policy,
+        cost,
         wait_ports,
     }
 }
@@ -235,19 +294,32 @@ pub fn window(workers: usize) -> usize {
 /// In-process SMPs in flight per `--workers`.
 pub const WINDOW_PER_WORKER: usize = 4;
 
+/// Every switch's connected ports (by GUID), sorted, each once: in one
+/// pass over the topology ([`Topology::data_ports`] of one switch is a pass
+/// each).
+fn data_ports(topo: &Topology) -> HashMap<&str, Vec<u32>> {
+    let mut by: HashMap<&str, Vec<u32>> = HashMap::new();
+    for p in topo.connected(NodeType::Switch) {
+        by.entry(p.end.guid.as_str()).or_default().push(p.end.port);
+    }
+    for v in by.values_mut() {
+        v.sort_unstable();
+        v.dedup();
+    }
+    by
+}
+
 /// The egress ports to read: every connected port's far end (switches, then
 /// HCAs), each once, ordered by kind, name and port.
 fn egress_items(topo: &Topology) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
+    let mut seen: HashSet<(&str, u32, u16)> = HashSet::new();
     for p in topo
         .connected(NodeType::Switch)
         .chain(topo.connected(NodeType::Hca))
     {
         let e = &p.end;
-        if items
-            .iter()
-            .any(|i| i.guid == e.guid && i.port == e.port && i.lid == e.lid)
-        {
+        if !seen.insert((e.guid.as_str(), e.port, e.lid)) {
             continue;
         }
         items.push(Item {

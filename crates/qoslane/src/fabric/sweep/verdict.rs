@@ -440,6 +440,7 @@ mod tests {
             wait_levels: Vec::new(),
             deadlock: super::super::routes::Routes::default(),
             sm_policy: super::super::sm_classes::ClassCheck::default(),
+            cost: super::super::Cost::default(),
             xmit_wait_unread: Vec::new(),
             wait_ports: Vec::new(),
         }

@@ -116,6 +116,7 @@ fn sweep() -> Sweep {
         xmit_wait_unread: Vec::new(),
         deadlock: crate::fabric::sweep::routes::Routes::default(),
         sm_policy: crate::fabric::sweep::sm_classes::ClassCheck::default(),
+        cost: crate::fabric::sweep::Cost::default(),
         wait_ports: Vec::new(),
     }
 }
