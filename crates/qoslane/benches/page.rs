@@ -103,6 +103,7 @@ fn sweep() -> Sweep {
         switches: usize::try_from(LEAVES + SPINES).expect("small"),
         hcas: usize::try_from(LEAVES * HCAS).expect("small"),
         ports_read: topology.ports.len(),
+        not_routed: None,
         unread: Vec::new(),
         levels: vec![
             level("mission-critical", 3, Some((spine, 8, Lane::Dropped))),

@@ -281,6 +281,21 @@ pub fn human(r: &Sweep, from: &str) -> String {
     if let Some(why) = &r.fallback {
         let _ = writeln!(s, "reader: smpquery (in process unavailable: {why})");
     }
+    if let Some(n) = &r.not_routed {
+        let _ = writeln!(
+            s,
+            "not read nor judged: {} port pairs of {} switches ({}{}): {}",
+            n.pairs,
+            n.switches,
+            n.examples.join(", "),
+            if n.switches > n.examples.len() {
+                ", …"
+            } else {
+                ""
+            },
+            n.why
+        );
+    }
     for l in &r.levels {
         let total: u64 = l.pairs.values().sum();
         let bad: u64 = l

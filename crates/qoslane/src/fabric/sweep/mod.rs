@@ -67,6 +67,37 @@ pub struct Unread {
     pub error: String,
 }
 
+/// The port pairs no route takes, not read (the forwarding tables say so).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NotRouted {
+    pub pairs: u64,
+    /// Switches with such pairs, and a few of them by name.
+    pub switches: usize,
+    pub examples: Vec<String>,
+    pub why: &'static str,
+    #[serde(skip)]
+    last: Option<u16>,
+}
+
+impl NotRouted {
+    const EXAMPLES: usize = 3;
+
+    fn add(&mut self, at: &Item, pairs: usize) {
+        self.pairs += pairs as u64;
+        self.why = "no route from an HCA to another HCA's LID enters and leaves a switch by \
+                    these ports (its forwarding table read first; on a fat tree, a leaf's \
+                    up→up pairs): no job's traffic crosses them";
+        // The ports come switch by switch (`egress_items`' order).
+        if self.last != Some(at.lid) {
+            self.last = Some(at.lid);
+            self.switches += 1;
+            if self.examples.len() < Self::EXAMPLES {
+                self.examples.push(format!("{} (lid {})", at.name, at.lid));
+            }
+        }
+    }
+}
+
 /// What the sweep found.
 #[derive(Clone, Debug, Serialize)]
 pub struct Sweep {
@@ -74,6 +105,10 @@ pub struct Sweep {
     pub hcas: usize,
     /// Egress ports read (connected switch ports and HCA ports).
     pub ports_read: usize,
+    /// The (in, out) pairs of Active switch ports whose SL2VL rows were
+    /// not read nor judged: no route takes them (`routes::routed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_routed: Option<NotRouted>,
     pub unread: Vec<Unread>,
     pub levels: Vec<LevelSweep>,
     pub duration_ms: u64,
@@ -198,18 +233,38 @@ pub fn sweep(
             _ => Vec::new(),
         })
         .collect();
-    let reads = reader.egress(&items, &ins, deadline);
+    // The forwarding tables first: the rows read are those of the pairs
+    // some route takes (all of them when a table could not be read).
+    let lft = routes::forwarding(topo, reader, deadline);
+    let routed = lft.read_all.then(|| routes::routed(&lft));
+    let taken: Vec<Vec<u32>> = match &routed {
+        Some(r) => items
+            .iter()
+            .zip(&ins)
+            .map(|(i, all)| match i.kind {
+                NodeType::Switch => r.ins(i.lid, i.port, all),
+                _ => Vec::new(),
+            })
+            .collect(),
+        None => ins.clone(),
+    };
+    let t = Instant::now();
+    let reads = reader.egress(&items, &taken, deadline);
     let mut cost = Cost {
-        egress_ms: ms_since(started),
+        egress_ms: ms_since(t),
         ..Cost::default()
     };
     let mut unread = Vec::new();
     let mut ok: Vec<(&Item, Read)> = Vec::new();
+    let mut not_routed = NotRouted::default();
     // The in ports judged of each port read (an HCA port: its one table).
     let mut ok_ins: Vec<&[u32]> = Vec::new();
-    for ((item, r), in_ports) in items.iter().zip(reads).zip(&ins) {
+    for (((item, r), in_ports), all) in items.iter().zip(reads).zip(&taken).zip(&ins) {
         match r {
             Ok(r) => {
+                if r.active && all.len() > in_ports.len() {
+                    not_routed.add(item, all.len() - in_ports.len());
+                }
                 ok.push((item, r));
                 ok_ins.push(if item.kind == NodeType::Switch {
                     in_ports
@@ -233,7 +288,7 @@ pub fn sweep(
         .map(|level| judge::sweep_level(&ok, &ok_ins, level))
         .collect();
     cost.judge_ms = ms_since(t);
-    let deadlock = routes::check(topo, &ok, reader, mapping, deadline);
+    let deadlock = routes::check(topo, lft, &ok, reader, mapping, deadline);
     let t = Instant::now();
     let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
     cost.sm_policy_ms = ms_since(t);
@@ -253,6 +308,7 @@ pub fn sweep(
         switches: topo.count(NodeType::Switch),
         hcas: topo.count(NodeType::Hca),
         ports_read: ok.len(),
+        not_routed: (not_routed.pairs > 0).then_some(not_routed),
         unread,
         levels,
         duration_ms: ms_since(started),

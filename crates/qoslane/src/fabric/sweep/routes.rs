@@ -6,14 +6,14 @@
 //! routing engine that assigns SLs or VLs per path, as Torus-2QoS's
 //! datelines), said.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
 use crate::deadline::Deadline;
 use crate::fabric::judge::deadlock::{self, Fabric, Hca, Peer, Safety, Switch};
 use crate::fabric::read::reader::Reader;
-use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology};
+use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Sl2Vl, Topology};
 use crate::mapping::{Mapping, PathSl};
 
 /// One level's deadlock safety on the routes read.
@@ -160,16 +160,25 @@ impl Routes {
     }
 }
 
-/// Reads every switch's forwarding table and judges every level's SL.
-pub fn check(
-    topo: &Topology,
-    ok: &[(&EgressPort, EgressRead)],
-    reader: &dyn Reader,
-    mapping: &Mapping,
-    deadline: &Deadline,
-) -> Routes {
+/// The forwarding tables as read, before the egress ports: the fabric's
+/// cabling with every switch's table ([`Fabric`], no SL2VL rows yet), how
+/// long they took and what was not read.
+#[derive(Debug)]
+pub struct Forwarding {
+    pub fabric: Fabric,
+    /// Every switch's table was read (the routes are known).
+    pub read_all: bool,
+    unjudged: Vec<String>,
+    read_ms: u64,
+    /// Switch LID → its index in `fabric.switches`.
+    by_lid: HashMap<u16, usize>,
+}
+
+/// Reads every switch's forwarding table (LIDs up to the highest of the
+/// topology) into the fabric's cabling.
+pub fn forwarding(topo: &Topology, reader: &dyn Reader, deadline: &Deadline) -> Forwarding {
     let started = std::time::Instant::now();
-    let mut fabric = fabric(topo, ok);
+    let mut fabric = fabric(topo, &[]);
     let top = fabric
         .hcas
         .iter()
@@ -190,20 +199,138 @@ pub fn check(
             }
         }
     }
-    let read_ms = millis(started);
+    let by_lid = fabric
+        .switches
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.lid, i))
+        .collect();
+    Forwarding {
+        read_all: read_all && !fabric.switches.is_empty(),
+        fabric,
+        unjudged,
+        read_ms: millis(started),
+        by_lid,
+    }
+}
+
+/// The (in port, out port) pairs of each switch that some route from an
+/// HCA to another HCA's LID takes, by the forwarding tables read: the
+/// pairs whose SL2VL rows the audit reads and judges (a pair no route
+/// takes carries no job's traffic: on a fat tree, a leaf's up→up pairs).
+/// Every hop the deadlock check can walk is one of them (its walk is this
+/// one, stopped earlier where an SL is dropped).
+#[derive(Debug)]
+pub struct Routed {
+    /// Per switch (by index), the pairs taken: `in * width + out`.
+    pairs: Vec<HashSet<u32>>,
+    by_lid: HashMap<u16, usize>,
+}
+
+/// The widest port number a pair key holds (ports are 8-bit).
+const WIDTH: u32 = 256;
+
+impl Routed {
+    /// Of `ins`, the in ports some route takes to `out` on the switch of
+    /// LID `lid` (a switch not in the tables: every one of them).
+    pub fn ins(&self, lid: u16, out: u32, ins: &[u32]) -> Vec<u32> {
+        match self.by_lid.get(&lid) {
+            Some(&s) => ins
+                .iter()
+                .copied()
+                .filter(|&i| self.pairs[s].contains(&(i * WIDTH + out)))
+                .collect(),
+            None => ins.to_vec(),
+        }
+    }
+}
+
+/// The pairs the routes take ([`Routed`]), walked destination by
+/// destination (the routes to one LID form a tree: a walk stops where it
+/// joins one already walked toward it).
+pub fn routed(f: &Forwarding) -> Routed {
+    let fabric = &f.fabric;
+    let mut pairs: Vec<HashSet<u32>> = vec![HashSet::new(); fabric.switches.len()];
+    let mut walked: HashSet<(usize, u32)> = HashSet::new();
+    for dst in &fabric.hcas {
+        walked.clear();
+        for src in &fabric.hcas {
+            if src.lid == dst.lid {
+                continue;
+            }
+            let Some((mut sw, mut in_port)) = src.switch else {
+                continue;
+            };
+            // Every (switch, in port) at most once per destination: a
+            // forwarding loop ends too.
+            while walked.insert((sw, in_port)) {
+                let s = &fabric.switches[sw];
+                let out = s
+                    .lft
+                    .get(usize::from(dst.lid))
+                    .copied()
+                    .unwrap_or(deadlock::NO_PORT);
+                if out == deadlock::NO_PORT || u32::from(out) == in_port || out == 0 {
+                    break;
+                }
+                let out = u32::from(out);
+                pairs[sw].insert(in_port * WIDTH + out);
+                match s.peers.get(&out) {
+                    Some(Peer::Switch(next, port)) => (sw, in_port) = (*next, *port),
+                    _ => break,
+                }
+            }
+        }
+    }
+    Routed {
+        pairs,
+        by_lid: f.by_lid.clone(),
+    }
+}
+
+/// Judges every level's SL on the forwarding tables read and the SL2VL
+/// rows of the egress ports read.
+pub fn check(
+    topo: &Topology,
+    lft: Forwarding,
+    ok: &[(&EgressPort, EgressRead)],
+    reader: &dyn Reader,
+    mapping: &Mapping,
+    deadline: &Deadline,
+) -> Routes {
+    let Forwarding {
+        mut fabric,
+        read_all,
+        mut unjudged,
+        read_ms,
+        ..
+    } = lft;
+    add_rows(&mut fabric, topo, ok);
     let started = std::time::Instant::now();
-    let judged = read_all && !fabric.switches.is_empty();
+    let judged = read_all;
     let mut by_sl: HashMap<u8, Safety> = HashMap::new();
+    let mut sls: Vec<u8> = Vec::new();
     let levels = mapping
         .levels()
         .iter()
         .map(|level| {
             let sl = level.service_level.get();
             let safety = judged.then(|| {
-                by_sl
-                    .entry(sl)
-                    .or_insert_with(|| deadlock::judge(&fabric, sl))
-                    .clone()
+                if let Some(s) = by_sl.get(&sl) {
+                    return s.clone();
+                }
+                // An SL whose VLs are another's renamed, hop by hop, has
+                // the same graph renamed: a deadlock-free one's verdict
+                // holds for it word for word (a loop is searched for
+                // again: its hops name VLs).
+                let same = sls.iter().find_map(|o| {
+                    let s = &by_sl[o];
+                    (!s.is_cycle() && renamed(&fabric, *o, sl)).then(|| s.clone())
+                });
+                let s = same.unwrap_or_else(|| deadlock::judge(&fabric, sl));
+                sls.push(sl);
+                by_sl.insert(sl, s.clone());
+                s
             });
             LevelSafety {
                 level: level.name.clone(),
@@ -213,7 +340,7 @@ pub fn check(
             }
         })
         .collect();
-    if !read_all {
+    if !unjudged.is_empty() {
         unjudged.truncate(4);
         unjudged.insert(0, "not every forwarding table was read".into());
     }
@@ -230,6 +357,34 @@ pub fn check(
         judge_ms,
         path_ms: millis(started),
     }
+}
+
+/// SL `b`'s VL on every row read (every switch pair's and HCA table's) is
+/// SL `a`'s through one bijection of the VLs that keeps VL 15 (dropped)
+/// VL 15: the channel dependency graphs of `a` and `b` are the same graph,
+/// its channels renamed (the walk stops at the same hops).
+fn renamed(f: &Fabric, a: u8, b: u8) -> bool {
+    let mut to: [Option<u8>; 16] = [None; 16];
+    let mut from: [Option<u8>; 16] = [None; 16];
+    let rows = f
+        .switches
+        .iter()
+        .flat_map(|s| s.sl2vl.values())
+        .chain(f.hcas.iter().filter_map(|h| h.sl2vl.as_ref()));
+    for row in rows {
+        let (va, vb) = (row.vl(a), row.vl(b));
+        if (va == Sl2Vl::VL15) != (vb == Sl2Vl::VL15) {
+            return false;
+        }
+        let (Some(t), Some(r)) = (to.get_mut(usize::from(va)), from.get_mut(usize::from(vb)))
+        else {
+            return false;
+        };
+        if *t.get_or_insert(vb) != vb || *r.get_or_insert(va) != va {
+            return false;
+        }
+    }
+    true
 }
 
 fn millis(t: std::time::Instant) -> u64 {
@@ -295,6 +450,32 @@ pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
             _ => {}
         }
     }
+    add_rows(&mut f, topo, ok);
+    f
+}
+
+/// The SL2VL rows of the egress ports read, into the fabric.
+fn add_rows(f: &mut Fabric, topo: &Topology, ok: &[(&EgressPort, EgressRead)]) {
+    if ok.is_empty() {
+        return;
+    }
+    let mut switch_of: HashMap<&str, usize> = HashMap::new();
+    let mut hca_of: HashMap<(&str, u32), usize> = HashMap::new();
+    // The same numbering `fabric` gave, from the same walk of the ports.
+    for p in &topo.ports {
+        let e = &p.end;
+        match e.kind {
+            NodeType::Switch => {
+                let n = switch_of.len();
+                switch_of.entry(e.guid.as_str()).or_insert(n);
+            }
+            NodeType::Hca if p.remote.is_some() => {
+                let n = hca_of.len();
+                hca_of.entry((e.guid.as_str(), e.port)).or_insert(n);
+            }
+            _ => {}
+        }
+    }
     for (item, read) in ok {
         if !read.active {
             continue;
@@ -315,7 +496,6 @@ pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
             NodeType::Router => {}
         }
     }
-    f
 }
 
 /// Sources of the path records asked: the first HCAs of the fabric.
@@ -366,3 +546,6 @@ fn per_pair(f: &Fabric) -> Vec<String> {
         .map(|s| format!("{} (lid {})", s.name, s.lid))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

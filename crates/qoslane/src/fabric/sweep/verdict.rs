@@ -426,6 +426,7 @@ mod tests {
             switches: 5,
             hcas: 6,
             ports_read: 0,
+            not_routed: None,
             unread,
             levels: vec![
                 level("mission-critical", 3, findings),

@@ -97,6 +97,7 @@ fn sweep() -> Sweep {
         switches: 3,
         hcas: 1,
         ports_read: ports.len(),
+        not_routed: None,
         unread: Vec::new(),
         levels: vec![LevelSweep {
             level: "gold".into(),
