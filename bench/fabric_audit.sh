@@ -105,7 +105,7 @@ breakdown() {
     local sim osm
     read -r sim osm <"$work/$1.sim"
     jq -r --arg cpu "$(cat "$work/$1.cpu")" --arg sim "$sim" --arg osm "$osm" '.report as $r |
-        "  \($r.reader): topology \($r.cost.topology_ms) ms, egress read \($r.cost.egress_ms) ms, "
+        "  \($r.reader): topology \($r.cost.topology_ms) ms, routes walked \($r.cost.routed_ms // 0) ms, egress read \($r.cost.egress_ms) ms, "
         + "lanes judged \($r.cost.judge_ms) ms, deadlock: LFT read \($r.deadlock.read_ms) ms, "
         + "judged \($r.deadlock.judge_ms) ms, path records \($r.deadlock.path_ms) ms; "
         + "sm-policy \($r.cost.sm_policy_ms) ms, wait \($r.cost.wait_ms) ms; "

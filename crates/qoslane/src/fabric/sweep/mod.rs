@@ -190,6 +190,8 @@ impl Sweep {
 pub struct Cost {
     /// `ibnetdiscover -p` and its parsing (the command's, before the sweep).
     pub topology_ms: u64,
+    /// The pairs the routes take, from the forwarding tables read.
+    pub routed_ms: u64,
     /// Every egress port's tables read.
     pub egress_ms: u64,
     /// Every level judged on every port pair read (the lane rules).
@@ -236,7 +238,9 @@ pub fn sweep(
     // The forwarding tables first: the rows read are those of the pairs
     // some route takes (all of them when a table could not be read).
     let lft = routes::forwarding(topo, reader, deadline);
+    let t = Instant::now();
     let routed = lft.read_all.then(|| routes::routed(&lft));
+    let routed_ms = ms_since(t);
     let taken: Vec<Vec<u32>> = match &routed {
         Some(r) => items
             .iter()
@@ -252,6 +256,7 @@ pub fn sweep(
     let reads = reader.egress(&items, &taken, deadline);
     let mut cost = Cost {
         egress_ms: ms_since(t),
+        routed_ms,
         ..Cost::default()
     };
     let mut unread = Vec::new();

@@ -6,7 +6,7 @@
 //! routing engine that assigns SLs or VLs per path, as Torus-2QoS's
 //! datelines), said.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -222,13 +222,12 @@ pub fn forwarding(topo: &Topology, reader: &dyn Reader, deadline: &Deadline) -> 
 /// one, stopped earlier where an SL is dropped).
 #[derive(Debug)]
 pub struct Routed {
-    /// Per switch (by index), the pairs taken: `in * width + out`.
-    pairs: Vec<HashSet<u32>>,
+    /// Per switch (by index), the pairs taken: `in * width + out`, each
+    /// switch's ports `0..width`.
+    pairs: Vec<Vec<bool>>,
+    width: Vec<usize>,
     by_lid: HashMap<u16, usize>,
 }
-
-/// The widest port number a pair key holds (ports are 8-bit).
-const WIDTH: u32 = 256;
 
 impl Routed {
     /// Of `ins`, the in ports some route takes to `out` on the switch of
@@ -238,10 +237,16 @@ impl Routed {
             Some(&s) => ins
                 .iter()
                 .copied()
-                .filter(|&i| self.pairs[s].contains(&(i * WIDTH + out)))
+                .filter(|&i| self.taken(s, i, out))
                 .collect(),
             None => ins.to_vec(),
         }
+    }
+
+    fn taken(&self, s: usize, i: u32, o: u32) -> bool {
+        let w = self.width[s];
+        let (i, o) = (i as usize, o as usize);
+        i < w && o < w && self.pairs[s][i * w + o]
     }
 }
 
@@ -250,10 +255,28 @@ impl Routed {
 /// joins one already walked toward it).
 pub fn routed(f: &Forwarding) -> Routed {
     let fabric = &f.fabric;
-    let mut pairs: Vec<HashSet<u32>> = vec![HashSet::new(); fabric.switches.len()];
-    let mut walked: HashSet<(usize, u32)> = HashSet::new();
-    for dst in &fabric.hcas {
-        walked.clear();
+    // Each switch's ports 0..width (its cabled ports and the HCAs' ports on
+    // it); a (switch, in port) is `base[s] + in` in `walked`.
+    let mut width: Vec<usize> = fabric
+        .switches
+        .iter()
+        .map(|s| s.peers.keys().max().map_or(1, |&p| p as usize + 1))
+        .collect();
+    for h in &fabric.hcas {
+        if let Some((s, p)) = h.switch {
+            width[s] = width[s].max(p as usize + 1);
+        }
+    }
+    let mut base = Vec::with_capacity(width.len());
+    let mut states = 0usize;
+    for w in &width {
+        base.push(states);
+        states += w;
+    }
+    let mut pairs: Vec<Vec<bool>> = width.iter().map(|w| vec![false; w * w]).collect();
+    // The destination (its number + 1) each state was last walked toward.
+    let mut walked: Vec<usize> = vec![0; states];
+    for (stamp, dst) in fabric.hcas.iter().enumerate().map(|(i, d)| (i + 1, d)) {
         for src in &fabric.hcas {
             if src.lid == dst.lid {
                 continue;
@@ -263,7 +286,13 @@ pub fn routed(f: &Forwarding) -> Routed {
             };
             // Every (switch, in port) at most once per destination: a
             // forwarding loop ends too.
-            while walked.insert((sw, in_port)) {
+            loop {
+                let w = width[sw];
+                let state = base[sw] + in_port as usize;
+                if in_port as usize >= w || walked[state] == stamp {
+                    break;
+                }
+                walked[state] = stamp;
                 let s = &fabric.switches[sw];
                 let out = s
                     .lft
@@ -273,9 +302,10 @@ pub fn routed(f: &Forwarding) -> Routed {
                 if out == deadlock::NO_PORT || u32::from(out) == in_port || out == 0 {
                     break;
                 }
-                let out = u32::from(out);
-                pairs[sw].insert(in_port * WIDTH + out);
-                match s.peers.get(&out) {
+                if usize::from(out) < w {
+                    pairs[sw][in_port as usize * w + usize::from(out)] = true;
+                }
+                match s.peers.get(&u32::from(out)) {
                     Some(Peer::Switch(next, port)) => (sw, in_port) = (*next, *port),
                     _ => break,
                 }
@@ -284,6 +314,7 @@ pub fn routed(f: &Forwarding) -> Routed {
     }
     Routed {
         pairs,
+        width,
         by_lid: f.by_lid.clone(),
     }
 }

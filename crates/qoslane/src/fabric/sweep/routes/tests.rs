@@ -92,8 +92,7 @@ fn the_pairs_read_are_those_a_route_takes() {
     // routed rows alone is the verdict on every row.
     let mut only = f.fabric.clone();
     for (s, sw) in only.switches.iter_mut().enumerate() {
-        sw.sl2vl
-            .retain(|&(i, o), _| r.pairs[s].contains(&(i * WIDTH + o)));
+        sw.sl2vl.retain(|&(i, o), _| r.taken(s, i, o));
     }
     assert!(only.switches[0].sl2vl.len() < f.fabric.switches[0].sl2vl.len());
     for sl in 0..4 {
