@@ -174,9 +174,8 @@ fn port_key(item: &EgressPort) -> PortKey {
 /// taken from it; `kept` then holds this sweep's. Returns the levels
 /// and how many ports were judged again.
 pub fn sweep_levels(
-    data: &DataPorts<'_>,
     ok: &[(&EgressPort, EgressRead)],
-    ins: &[Vec<u32>],
+    ins: &[&[u32]],
     levels: &[Level],
     kept: &mut KeptLanes,
 ) -> (Vec<LevelSweep>, usize) {
@@ -188,7 +187,7 @@ pub fn sweep_levels(
             before
                 .reads
                 .get(&port_key(item))
-                .is_some_and(|(read, i)| read == r && i == ins)
+                .is_some_and(|(read, i)| read == r && i.as_slice() == *ins)
         })
         .collect();
     let judged = same.iter().filter(|s| !**s).count();
@@ -196,7 +195,7 @@ pub fn sweep_levels(
         .iter()
         .map(|level| {
             let key = level_key(level);
-            let (sweep, groups) = sweep_level(data, ok, level, &same, before.groups.get(&key));
+            let (sweep, groups) = sweep_level(ok, ins, level, &same, before.groups.get(&key));
             kept.groups.insert(key, groups);
             sweep
         })
@@ -204,7 +203,7 @@ pub fn sweep_levels(
     kept.reads = ok
         .iter()
         .zip(ins)
-        .map(|((item, r), ins)| (port_key(item), (r.clone(), ins.clone())))
+        .map(|((item, r), ins)| (port_key(item), (r.clone(), ins.to_vec())))
         .collect();
     (swept, judged)
 }
@@ -218,13 +217,15 @@ fn level_key(level: &Level) -> (u8, Option<u8>) {
     )
 }
 
-/// One level judged on every port that was read: the count of each lane
-/// and the findings, one line per problem; a port whose `same` is true
+/// One level judged on every port that was read (`ins[i]`: the in ports
+/// of `ok[i]` judged, a switch's data ports but the egress that some route
+/// takes; an HCA port's, `[0]`): the count of each lane and the findings,
+/// one line per problem; a port whose `same` is true
 /// takes its groups from `before` (when it holds them); the groups of
 /// every Active port, for the next sweep.
 fn sweep_level(
-    data: &DataPorts<'_>,
     ok: &[(&EgressPort, EgressRead)],
+    ins: &[&[u32]],
     level: &Level,
     same: &[bool],
     before: Option<&HashMap<PortKey, Groups>>,
@@ -234,7 +235,7 @@ fn sweep_level(
     let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
     let mut findings: Vec<Finding> = Vec::new();
     let mut ports: Vec<PortLanes> = Vec::with_capacity(ok.len());
-    for ((item, r), same) in ok.iter().zip(same) {
+    for (((item, r), same), &in_ports) in ok.iter().zip(same).zip(ins) {
         let mut at = PortLanes {
             kind: item.kind,
             guid: item.guid.clone(),
@@ -279,7 +280,7 @@ fn sweep_level(
                 }
                 g.clone()
             }
-            None => judge_port(data, item, r, sl, want, &mut pairs),
+            None => judge_port(in_ports, r, sl, want, &mut pairs),
         };
         kept.insert(key, groups.clone());
         at.groups = groups
@@ -295,7 +296,7 @@ fn sweep_level(
             })
             .collect();
         ports.push(at);
-        add_findings(data, item, r, sl, groups, &mut findings);
+        add_findings(item, in_ports.len(), r, sl, groups, &mut findings);
     }
     for f in &mut findings {
         f.message = f.render(&level.name, want);
@@ -314,21 +315,22 @@ fn sweep_level(
 /// The in ports of an egress port grouped by the (VL, lane) the level gets
 /// from each; every in port is counted in `pairs`.
 fn judge_port(
-    data: &DataPorts<'_>,
-    item: &EgressPort,
+    ins: &[u32],
     r: &EgressRead,
     sl: u8,
     want: Option<u8>,
     pairs: &mut BTreeMap<Lane, u64>,
 ) -> Vec<(u8, Lane, Vec<u32>)> {
-    let ins: Vec<u32> = match item.kind {
-        NodeType::Switch => data.ins(&item.guid, item.port),
-        _ => vec![0],
-    };
     let mut groups: Vec<(u8, Lane, Vec<u32>)> = Vec::new();
-    for i in ins {
-        let Some((_, row)) = r.rows.iter().find(|(n, _)| *n == i) else {
-            continue;
+    for (k, &i) in ins.iter().enumerate() {
+        // The rows come in the order asked (both readers): the k-th is
+        // in port i's, else it is looked for.
+        let row = match r.rows.get(k) {
+            Some((n, row)) if *n == i => row,
+            _ => match r.rows.iter().find(|(n, _)| *n == i) {
+                Some((_, row)) => row,
+                None => continue,
+            },
         };
         let (vl, lane) = lane::judge(
             &Egress {
@@ -352,17 +354,13 @@ fn judge_port(
 /// A finding per group that is not carried; a group of every in port joins
 /// the same verdict on the switch's other out ports (one line per switch).
 fn add_findings(
-    data: &DataPorts<'_>,
     item: &EgressPort,
+    data_ins: usize,
     r: &EgressRead,
     sl: u8,
     groups: Vec<(u8, Lane, Vec<u32>)>,
     findings: &mut Vec<Finding>,
 ) {
-    let data_ins = match item.kind {
-        NodeType::Switch => data.of_node(&item.guid).len().saturating_sub(1),
-        _ => 1,
-    };
     for (vl, lane, in_ports) in groups {
         if lane == Lane::Carried {
             continue;

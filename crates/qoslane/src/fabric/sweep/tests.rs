@@ -130,14 +130,14 @@ fn a_sweep_again_judges_only_what_changed_and_gives_a_fresh_sweeps_verdict() {
 
     let first = again(&mut kept);
     assert_eq!(judged(&first), judged(&fresh()));
-    assert_eq!(first.judging.ports_judged, 12, "every port, nothing kept");
+    assert_eq!(first.cost.ports_judged, 12, "every port, nothing kept");
     assert!(!first.deadlock.kept);
     assert!(first.deadlock.levels.iter().all(|l| l.safety.is_some()));
 
     // Nothing changed: nothing judged again.
     let same = again(&mut kept);
     assert_eq!(judged(&same), judged(&first));
-    assert_eq!(same.judging.ports_judged, 0);
+    assert_eq!(same.cost.ports_judged, 0);
     assert!(same.deadlock.kept);
 
     // leafA's uplink drops SL 3 from in port 1: that port judged again,
@@ -151,24 +151,25 @@ fn a_sweep_again_judges_only_what_changed_and_gives_a_fresh_sweeps_verdict() {
         .insert((2, 3, 1), Sl2Vl::new(row).unwrap());
     let dropped = again(&mut kept);
     assert_eq!(judged(&dropped), judged(&fresh()));
-    assert_eq!(dropped.judging.ports_judged, 1);
+    assert_eq!(dropped.cost.ports_judged, 1);
     assert!(!dropped.deadlock.kept);
     assert!(!dropped.levels[0].carried() && dropped.levels[1].carried());
 
-    // A forwarding table changed alone: no port judged again, the
-    // deadlock check run again.
+    // A forwarding table changed alone: the one port whose in ports a
+    // route no longer takes judged again (the pairs read are the routed
+    // ones), the deadlock check run again.
     let mut t = reader.forwarding(&[1], 13, &d).remove(0).unwrap();
     t[10] = NO_PORT;
     reader.lfts.borrow_mut().insert(1, t);
     let rerouted = again(&mut kept);
     assert_eq!(judged(&rerouted), judged(&fresh()));
-    assert_eq!(rerouted.judging.ports_judged, 0);
+    assert_eq!(rerouted.cost.ports_judged, 1);
     assert!(!rerouted.deadlock.kept);
 
     // The repair: judged again, carried, as fresh.
     reader.rows.borrow_mut().clear();
     let repaired = again(&mut kept);
     assert_eq!(judged(&repaired), judged(&fresh()));
-    assert_eq!(repaired.judging.ports_judged, 1);
+    assert_eq!(repaired.cost.ports_judged, 1);
     assert!(repaired.levels.iter().all(LevelSweep::carried));
 }
