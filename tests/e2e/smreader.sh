@@ -158,7 +158,7 @@ wait_act() {
 }
 last_act() { tail -1 "$OUT"; }
 figures() { # figures LABEL: the last act's figures
-  last_act | jq -r --arg l "$1" '"measured: \($l): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read; egress ports \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; forwarding tables \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; audit \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms"' >&2
+  last_act | jq -r --arg l "$1" '"measured: \($l): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read; egress ports \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; forwarding tables \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; audit \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms; topology \(.topology_ms // "-") ms, levels judged again on \(.ports_judged // "-") ports in \(.judge_ms // "-") ms, deadlock check \(.deadlock_ms // "-") ms\(if .deadlock_kept then " (kept)" else "" end)"' >&2
 }
 # lost FILE LEVEL: the node descriptions that lose LEVEL in a verdict file, sorted, one line
 lost() { jq -r --arg l "$2" '.levels[] | select(.level == $l) | [.lost[].node] | sort | join(",")' "$1"; }
@@ -200,7 +200,7 @@ if [ -n "$TOPO" ]; then
   check "the bounce's sweeps are seen" wait_act "$n" 120
   poll_for 10 after $((n + 1)) || true
   sed -n "$((n + 1)),\$p" "$OUT" | while read -r line; do
-    jq -r '"measured: bounce: \(.audit) audit: \(.switches_named) switches named, \(.nodes_read) nodes re-read; egress ports \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; forwarding tables \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; audit \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms"' <<<"$line" >&2
+    jq -r '"measured: bounce: \(.audit) audit: \(.switches_named) switches named, \(.nodes_read) nodes re-read; egress ports \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; forwarding tables \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; audit \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms; topology \(.topology_ms // "-") ms, levels judged again on \(.ports_judged // "-") ports in \(.judge_ms // "-") ms, deadlock check \(.deadlock_ms // "-") ms\(if .deadlock_kept then " (kept)" else "" end)"' <<<"$line" >&2
   done
   check "after the bounce, the watcher's verdict equals a fresh full audit's" same_as_full
   say "measured: the full audit beside it: $(jq -r '.report.duration_ms' "$WORK/full.json") ms (sweep)"
@@ -256,7 +256,7 @@ poll_for 10 after $((n + 1)) || true
 sleep 2
 sed -n "$((n + 1)),\$p" "$OUT" >"$WORK/b.acts"
 while read -r line; do
-  jq -r '"measured: b (bounce leaf2 3): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read (\(.problem_nodes) where the last audit found a problem); egress \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; LFT \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms"' <<<"$line" >&2
+  jq -r '"measured: b (bounce leaf2 3): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read (\(.problem_nodes) where the last audit found a problem); egress \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; LFT \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms; topology \(.topology_ms // "-") ms, levels judged again on \(.ports_judged // "-") ports in \(.judge_ms // "-") ms, deadlock check \(.deadlock_ms // "-") ms\(if .deadlock_kept then " (kept)" else "" end)"' <<<"$line" >&2
 done <"$WORK/b.acts"
 check "b: the re-sweeps were re-audits of what changed, not full audits" \
   bash -c "jq -se 'length > 0 and all(.audit == \"switches\" and .egress_kept > 0)' '$WORK/b.acts' >/dev/null"
@@ -280,7 +280,7 @@ check "c: the reroute after a cut is seen" wait_act "$n" 60
 sleep 2
 sed -n "$((n + 1)),\$p" "$OUT" >"$WORK/c.acts"
 while read -r line; do
-  jq -r '"measured: c (leaf1 port 3 cut): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read (\(.problem_nodes) where the last audit found a problem); egress \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; LFT \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms"' <<<"$line" >&2
+  jq -r '"measured: c (leaf1 port 3 cut): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read (\(.problem_nodes) where the last audit found a problem); egress \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; LFT \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms; topology \(.topology_ms // "-") ms, levels judged again on \(.ports_judged // "-") ports in \(.judge_ms // "-") ms, deadlock check \(.deadlock_ms // "-") ms\(if .deadlock_kept then " (kept)" else "" end)"' <<<"$line" >&2
 done <"$WORK/c.acts"
 check "c: a re-audit of the switches the SM named (LFT_CHANGE)" \
   bash -c "jq -se 'length > 0 and any(.audit == \"switches\" and .switches_named > 0)' '$WORK/c.acts' >/dev/null"
