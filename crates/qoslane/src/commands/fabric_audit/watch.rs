@@ -46,7 +46,7 @@ use crate::exit_code::ExitClass;
 use crate::fabric::read::memo::{Memo, guid_value};
 use crate::fabric::read::smp_batch;
 use crate::fabric::sweep::events::{self, Action, Tracker, Why};
-use crate::fabric::sweep::{self, Kept, Sweep, verdict};
+use crate::fabric::sweep::{self, Judged, Sweep, verdict};
 use crate::fabric::tables::Topology;
 use crate::fabric::{PortId, Reader};
 use crate::log;
@@ -106,7 +106,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
     let mut spool = Spool::new(&ctx.paths.root, &spool_dir);
     let mut tracker = Tracker::new();
     let mut last: Option<Last> = None;
-    let mut kept = Kept::default();
+    let mut kept = Judged::default();
     let mut heard = Instant::now().checked_sub(Duration::from_millis(args.quiet_ms));
     let mut not_before = Instant::now();
     let mut counts = Counts::default();
@@ -275,7 +275,7 @@ fn act(
     args: &WatchArgs,
     memo: &Memo<dyn Reader>,
     to: &Target<'_>,
-    (last, kept): (&mut Option<Last>, &mut Kept),
+    (last, kept): (&mut Option<Last>, &mut Judged),
     action: &Action,
     batch: &events::Batch,
 ) -> Result<(Acted, Sweep)> {
@@ -302,7 +302,7 @@ fn act(
     );
     let full = why.is_some();
     if full {
-        *kept = Kept::default();
+        *kept = Judged::default();
     }
     let sweep = sweep::sweep_again(
         &topology,

@@ -52,7 +52,7 @@ pub use judge::{Finding, InLane, LevelSweep, PortLanes};
 /// fabric and verdicts. A sweep reuses a judgement only where its inputs
 /// are the same, so its verdict is the one a fresh sweep would give.
 #[derive(Debug, Default)]
-pub struct Kept {
+pub struct Judged {
     lanes: judge::KeptLanes,
     routes: Option<routes::KeptRoutes>,
 }
@@ -182,7 +182,7 @@ pub fn sweep(
         mapping,
         workers,
         deadline,
-        &mut Kept::default(),
+        &mut Judged::default(),
     )
 }
 
@@ -194,7 +194,7 @@ pub fn sweep_again(
     mapping: &Mapping,
     workers: usize,
     deadline: &Deadline,
-    kept: &mut Kept,
+    kept: &mut Judged,
 ) -> Sweep {
     let started = std::time::Instant::now();
     let items = egress_items(topo);
