@@ -134,20 +134,20 @@ updates_without() {
     sort -u | paste -sd,
 }
 # qoslane in process as node2 (umad2sim keeps its emulated sysfs in the working directory)
-# (exec: the subshell becomes qoslane, so `$!` of `q … &` is qoslane's own pid and stop_watcher's
-# kill reaches it; without it the watcher outlived the test, holding the rig lock it inherited.)
+QENV=(QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$WORK/bin/smpquery" QOSLANE_SCONTROL="$WORK/bin/scontrol"
+  QOSLANE_IBNETDISCOVER="$WORK/bin/ibnetdiscover" LD_PRELOAD="$RIG_UMAD2SIM"
+  IBSIM_SOCKNAME="$IBSIM_SOCKNAME" SIM_HOST=node2)
 q() {
-  (cd "$WORK/cwd" && exec env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$WORK/bin/smpquery" \
-    QOSLANE_SCONTROL="$WORK/bin/scontrol" \
-    QOSLANE_IBNETDISCOVER="$WORK/bin/ibnetdiscover" LD_PRELOAD="$RIG_UMAD2SIM" \
-    IBSIM_SOCKNAME="$IBSIM_SOCKNAME" SIM_HOST=node2 "$BIN" --config "$WORK/m.yml" "$@")
+  (cd "$WORK/cwd" && exec env -i "${QENV[@]}" "$BIN" --config "$WORK/m.yml" "$@")
 }
 WV=$WORK/watch-verdict.json
 OUT=$WORK/watch.out
+# Not through q: `q … &` forks a subshell for the function, and `$!` is that subshell, not
+# qoslane (the watcher outlived the test, holding the rig lock); the subshell written here execs.
 start_watcher() {
   : >"$OUT"
-  q fabric watch --spool "$SPOOL" --verdict "$WV" --reader in-process --timeout 600 \
-    >"$OUT" 2>>"$WORK/watch.err" &
+  (cd "$WORK/cwd" && exec env -i "${QENV[@]}" "$BIN" --config "$WORK/m.yml" fabric watch \
+    --spool "$SPOOL" --verdict "$WV" --reader in-process --timeout 600) >"$OUT" 2>>"$WORK/watch.err" &
   WATCHER=$!
 }
 acts() { if [ -s "$OUT" ]; then wc -l <"$OUT"; else echo 0; fi; }
