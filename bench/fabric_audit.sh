@@ -81,7 +81,7 @@ audit() {
 }
 # .report.deadlock: both judge it (the smpquery reader by ibroute); only the
 # in-process reader asks the SA for path records; the timings differ.
-same() { jq -S 'del(.report.duration_ms, .report.reader, .report.workers, .report.deadlock.read_ms, .report.deadlock.judge_ms, .report.deadlock.path_ms, .report.deadlock.path_sls, .report.deadlock.path_sls_unread)' "$1"; }
+same() { jq -S 'del(.report.duration_ms, .report.reader, .report.workers, .report.judging.ms, .report.deadlock.read_ms, .report.deadlock.judge_ms, .report.deadlock.path_ms, .report.deadlock.path_sls, .report.deadlock.path_sls_unread)' "$1"; }
 
 echo "| fabric | egress ports | --workers | smpquery | in process | floor | in process / floor | smpquery / in process | reports |"
 echo "|---|---|---|---|---|---|---|---|---|"
