@@ -22,9 +22,14 @@
 //! Then the verdict is written where `fabric audit --verdict` writes it
 //! (atomically), so the nodes' `health`/`sync` take it in, and one JSON line
 //! says what was done: why, what was read and kept, SMPs sent, and the time
-//! from the SM's record to the verdict written. Memory stays bounded: one
-//! reading per port of the fabric, the records of one round (at most
-//! [`READ_LIMIT`] bytes), a bounded set of switches named.
+//! from the SM's record to the verdict written. A re-audit also reuses the
+//! last act's judgements where their inputs are the same (`sweep::Judged`:
+//! a port's levels when its reading is the last one's, the deadlock check
+//! when no forwarding table, SL2VL row or cable changed); a full audit
+//! judges afresh. Memory stays bounded: per port of the fabric one reading
+//! (the memo's, and the judgements' copy) and each level's groups, the
+//! records of one round (at most [`READ_LIMIT`] bytes), a bounded set of
+//! switches named.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
