@@ -22,9 +22,14 @@
 //! Then the verdict is written where `fabric audit --verdict` writes it
 //! (atomically), so the nodes' `health`/`sync` take it in, and one JSON line
 //! says what was done: why, what was read and kept, SMPs sent, and the time
-//! from the SM's record to the verdict written. Memory stays bounded: one
-//! reading per port of the fabric, the records of one round (at most
-//! [`READ_LIMIT`] bytes), a bounded set of switches named.
+//! from the SM's record to the verdict written. A re-audit also reuses the
+//! last act's judgements where their inputs are the same (`sweep::Judged`:
+//! a port's levels when its reading is the last one's, the deadlock check
+//! when no forwarding table, SL2VL row or cable changed); a full audit
+//! judges afresh. Memory stays bounded: per port of the fabric one reading
+//! (the memo's, and the judgements' copy) and each level's groups, the
+//! records of one round (at most [`READ_LIMIT`] bytes), a bounded set of
+//! switches named.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -46,7 +51,7 @@ use crate::exit_code::ExitClass;
 use crate::fabric::read::memo::{Memo, guid_value};
 use crate::fabric::read::smp_batch;
 use crate::fabric::sweep::events::{self, Action, Tracker, Why};
-use crate::fabric::sweep::{self, Kept, Sweep, verdict};
+use crate::fabric::sweep::{self, Judged, Sweep, verdict};
 use crate::fabric::tables::Topology;
 use crate::fabric::{PortId, Reader};
 use crate::log;
@@ -106,7 +111,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
     let mut spool = Spool::new(&ctx.paths.root, &spool_dir);
     let mut tracker = Tracker::new();
     let mut last: Option<Last> = None;
-    let mut kept = Kept::default();
+    let mut kept = Judged::default();
     let mut heard = Instant::now().checked_sub(Duration::from_millis(args.quiet_ms));
     let mut not_before = Instant::now();
     let mut counts = Counts::default();
@@ -275,7 +280,7 @@ fn act(
     args: &WatchArgs,
     memo: &Memo<dyn Reader>,
     to: &Target<'_>,
-    (last, kept): (&mut Option<Last>, &mut Kept),
+    (last, kept): (&mut Option<Last>, &mut Judged),
     action: &Action,
     batch: &events::Batch,
 ) -> Result<(Acted, Sweep)> {
@@ -302,7 +307,7 @@ fn act(
     );
     let full = why.is_some();
     if full {
-        *kept = Kept::default();
+        *kept = Judged::default();
     }
     let sweep = sweep::sweep_again(
         &topology,

@@ -211,9 +211,13 @@ impl<'a> Dense<'a> {
         let symmetric = (0..n).all(|s| {
             (0..ports[s]).all(|p| {
                 let (t, q) = peer[pbase[s] + p];
+                let back = (u32::try_from(s).ok(), u32::try_from(p).ok());
                 t == u32::MAX || {
-                    let t = t as usize;
-                    (q as usize) < ports[t] && peer[pbase[t] + q as usize] == (s as u32, p as u32)
+                    let (t, q) = (t as usize, q as usize);
+                    q < ports[t] && {
+                        let (bt, bq) = peer[pbase[t] + q];
+                        (Some(bt), Some(bq)) == back
+                    }
                 }
             })
         });
@@ -354,6 +358,10 @@ pub fn judge(f: &Fabric, sl: u8) -> Safety {
     verdict(&d, &g, |vl| vl)
 }
 
+/// What a graph is built from: a label table renumbered, and the HCAs
+/// whose own table drops the SL.
+type Shape = (Vec<u8>, Vec<bool>);
+
 /// The verdicts for each of `sls` (in their order, repeats judged once):
 /// the fabric compiled once, and one graph for all the SLs whose label
 /// tables renumber alike (an SL on the same VL at every hop is the link
@@ -361,21 +369,20 @@ pub fn judge(f: &Fabric, sl: u8) -> Safety {
 /// its SL's VLs. The same verdicts as [`judge`] of each.
 pub fn judge_all(f: &Fabric, sls: &[u8]) -> Vec<Safety> {
     let d = Dense::new(f);
-    // (renumbered labels, dropped HCAs) → its graph
-    let mut graphs: Vec<((Vec<u8>, Vec<bool>), Graph)> = Vec::new();
+    let mut graphs: Vec<(Shape, Graph)> = Vec::new();
     sls.iter()
         .map(|&sl| {
             let (labels, dropped) = d.labels(sl);
             let (labels, vls) = renumbered(&labels);
             let key = (labels, dropped);
-            let i = match graphs.iter().position(|(k, _)| *k == key) {
-                Some(i) => i,
-                None => {
+            let i = graphs
+                .iter()
+                .position(|(k, _)| *k == key)
+                .unwrap_or_else(|| {
                     let g = build(&d, &key.0, &key.1);
                     graphs.push((key, g));
                     graphs.len() - 1
-                }
-            };
+                });
             verdict(&d, &graphs[i].1, |n| {
                 vls.get(usize::from(n)).copied().unwrap_or(n)
             })

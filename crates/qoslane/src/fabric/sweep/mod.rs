@@ -54,7 +54,7 @@ pub use judge::{Finding, InLane, LevelSweep, PortLanes};
 /// fabric and verdicts. A sweep reuses a judgement only where its inputs
 /// are the same, so its verdict is the one a fresh sweep would give.
 #[derive(Debug, Default)]
-pub struct Kept {
+pub struct Judged {
     lanes: judge::KeptLanes,
     routes: Option<routes::KeptRoutes>,
 }
@@ -238,7 +238,7 @@ pub fn sweep(
         mapping,
         workers,
         deadline,
-        &mut Kept::default(),
+        &mut Judged::default(),
     )
 }
 
@@ -250,7 +250,7 @@ pub fn sweep_again(
     mapping: &Mapping,
     workers: usize,
     deadline: &Deadline,
-    kept: &mut Kept,
+    kept: &mut Judged,
 ) -> Sweep {
     let started = Instant::now();
     let mads_before = smp_batch::sent_by_kind();

@@ -124,8 +124,8 @@ fn a_sweep_again_judges_only_what_changed_and_gives_a_fresh_sweeps_verdict() {
     let mapping = validate_str(MAPPING).mapping.unwrap();
     let reader = Tables::default();
     let d = Deadline::after(std::time::Duration::from_secs(5));
-    let mut kept = Kept::default();
-    let again = |kept: &mut Kept| sweep_again(&topo, &reader, &mapping, 1, &d, kept);
+    let mut kept = Judged::default();
+    let again = |kept: &mut Judged| sweep_again(&topo, &reader, &mapping, 1, &d, kept);
     let fresh = || sweep(&topo, &reader, &mapping, 1, &d);
 
     let first = again(&mut kept);

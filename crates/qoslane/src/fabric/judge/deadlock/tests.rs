@@ -253,7 +253,7 @@ fn deadlock_bench_on_a_1008_hca_fat_tree() {
             assert!(v.iter().all(|s| !s.is_cycle()));
         }
         runs.sort_by(f64::total_cmp);
-        println!(
+        eprintln!(
             "deadlock check, 1,008 HCAs, 4 SLs, {what}: median {:.1} ms (min {:.1}, max {:.1}; 5 runs)",
             runs[2], runs[0], runs[4]
         );
