@@ -221,37 +221,13 @@ pub fn sweep(
     let started = Instant::now();
     let mads_before = smp_batch::sent_by_kind();
     let items = egress_items(topo);
-    let data_ports = data_ports(topo);
-    let ins: Vec<Vec<u32>> = items
-        .iter()
-        .map(|i| match i.kind {
-            NodeType::Switch => data_ports
-                .get(i.guid.as_str())
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|&p| p != i.port)
-                .collect(),
-            _ => Vec::new(),
-        })
-        .collect();
+    let ins = in_ports(topo, &items);
     // The forwarding tables first: the rows read are those of the pairs
     // some route takes (all of them when a table could not be read).
     let lft = routes::forwarding(topo, reader, deadline);
     let t = Instant::now();
-    let routed = lft.read_all.then(|| routes::routed(&lft));
+    let taken = taken(&lft, &items, &ins);
     let routed_ms = ms_since(t);
-    let taken: Vec<Vec<u32>> = match &routed {
-        Some(r) => items
-            .iter()
-            .zip(&ins)
-            .map(|(i, all)| match i.kind {
-                NodeType::Switch => r.ins(i.lid, i.port, all),
-                _ => Vec::new(),
-            })
-            .collect(),
-        None => ins.clone(),
-    };
     let t = Instant::now();
     let reads = reader.egress(&items, &taken, deadline);
     let mut cost = Cost {
@@ -354,6 +330,42 @@ pub fn window(workers: usize) -> usize {
 
 /// In-process SMPs in flight per `--workers`.
 pub const WINDOW_PER_WORKER: usize = 4;
+
+/// The in ports of each egress port: a switch's data ports but the egress
+/// (an HCA port's one table: none).
+fn in_ports(topo: &Topology, items: &[Item]) -> Vec<Vec<u32>> {
+    let data_ports = data_ports(topo);
+    items
+        .iter()
+        .map(|i| match i.kind {
+            NodeType::Switch => data_ports
+                .get(i.guid.as_str())
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&p| p != i.port)
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Of each egress port's in ports, those some route takes to it by the
+/// forwarding tables read (every one when a table was not read).
+fn taken(lft: &routes::Forwarding, items: &[Item], ins: &[Vec<u32>]) -> Vec<Vec<u32>> {
+    if !lft.read_all {
+        return ins.to_vec();
+    }
+    let r = routes::routed(lft);
+    items
+        .iter()
+        .zip(ins)
+        .map(|(i, all)| match i.kind {
+            NodeType::Switch => r.ins(i.lid, i.port, all),
+            _ => Vec::new(),
+        })
+        .collect()
+}
 
 /// Every switch's connected ports (by GUID), sorted, each once: in one
 /// pass over the topology ([`Topology::data_ports`] of one switch is a pass
