@@ -84,9 +84,9 @@ impl NotRouted {
 
     fn add(&mut self, at: &Item, pairs: usize) {
         self.pairs += pairs as u64;
-        self.why = "no route from an HCA to another HCA's LID enters and leaves a switch by \
-                    these ports (its forwarding table read first; on a fat tree, a leaf's \
-                    up→up pairs): no job's traffic crosses them";
+        self.why = "no route from an HCA to the LID of another HCA enters and leaves a switch \
+                    by these ports (the forwarding tables read first; on a fat tree, the up→up \
+                    pairs of a leaf): the traffic of no job crosses them";
         // The ports come switch by switch (`egress_items`' order).
         if self.last != Some(at.lid) {
             self.last = Some(at.lid);
