@@ -143,6 +143,7 @@ for ((i = 1; i <= runs; i++)); do
             verdict="(smpquery not run)"
         elif ! diff <(same "$work/smpquery.json") <(same "$work/in-process.json") >"$work/diff.txt"; then
             verdict="FAIL: the reports differ ($work/diff.txt)"
+            head -n 60 "$work/diff.txt" >&2
         fi
         if [ -n "$old_bin" ]; then
             say "run $i: in process, --workers $w, the old build $old_bin"
@@ -150,6 +151,7 @@ for ((i = 1; i <= runs; i++)); do
             say "run $i: the old build: $old s"
             if ! diff <(every_pair "$work/old.json" | same /dev/stdin) <(every_pair "$work/in-process.json" | same /dev/stdin) >"$work/diff-old.txt"; then
                 verdict="$verdict; FAIL: the old build's report differs ($work/diff-old.txt)"
+                head -n 60 "$work/diff-old.txt" >&2
             else
                 verdict="$verdict; the old build's (${old} s): same"
             fi

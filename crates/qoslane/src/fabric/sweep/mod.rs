@@ -94,9 +94,9 @@ impl NotRouted {
 
     fn add(&mut self, at: &Item, pairs: usize) {
         self.pairs += pairs as u64;
-        self.why = "no route from an HCA to another HCA's LID enters and leaves a switch by \
-                    these ports (its forwarding table read first; on a fat tree, a leaf's \
-                    up→up pairs): no job's traffic crosses them";
+        self.why = "no route from an HCA to the LID of another HCA enters and leaves a switch \
+                    by these ports (the forwarding tables read first; on a fat tree, the up→up \
+                    pairs of a leaf): the traffic of no job crosses them";
         // The ports come switch by switch (`egress_items`' order).
         if self.last != Some(at.lid) {
             self.last = Some(at.lid);
@@ -255,31 +255,13 @@ pub fn sweep_again(
     let started = Instant::now();
     let mads_before = smp_batch::sent_by_kind();
     let items = egress_items(topo);
-    let data = judge::DataPorts::of(topo);
-    let ins: Vec<Vec<u32>> = items
-        .iter()
-        .map(|i| match i.kind {
-            NodeType::Switch => data.ins(&i.guid, i.port),
-            _ => Vec::new(),
-        })
-        .collect();
+    let ins = in_ports(&judge::DataPorts::of(topo), &items);
     // The forwarding tables first: the rows read are those of the pairs
     // some route takes (all of them when a table could not be read).
     let lft = routes::forwarding(topo, reader, deadline);
     let t = Instant::now();
-    let routed = lft.read_all.then(|| routes::routed(&lft));
+    let taken = taken(&lft, &items, &ins);
     let routed_ms = ms_since(t);
-    let taken: Vec<Vec<u32>> = match &routed {
-        Some(r) => items
-            .iter()
-            .zip(&ins)
-            .map(|(i, all)| match i.kind {
-                NodeType::Switch => r.ins(i.lid, i.port, all),
-                _ => Vec::new(),
-            })
-            .collect(),
-        None => ins.clone(),
-    };
     let t = Instant::now();
     let reads = reader.egress(&items, &taken, deadline);
     let mut cost = Cost {
@@ -380,6 +362,35 @@ pub fn window(workers: usize) -> usize {
 
 /// In-process SMPs in flight per `--workers`.
 pub const WINDOW_PER_WORKER: usize = 4;
+
+/// The in ports of each egress port: a switch's data ports but the egress
+/// (an HCA port's one table: none).
+fn in_ports(data: &judge::DataPorts<'_>, items: &[Item]) -> Vec<Vec<u32>> {
+    items
+        .iter()
+        .map(|i| match i.kind {
+            NodeType::Switch => data.ins(&i.guid, i.port),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Of each egress port's in ports, those some route takes to it by the
+/// forwarding tables read (every one when a table was not read).
+fn taken(lft: &routes::Forwarding, items: &[Item], ins: &[Vec<u32>]) -> Vec<Vec<u32>> {
+    if !lft.read_all {
+        return ins.to_vec();
+    }
+    let r = routes::routed(lft);
+    items
+        .iter()
+        .zip(ins)
+        .map(|(i, all)| match i.kind {
+            NodeType::Switch => r.ins(i.lid, i.port, all),
+            _ => Vec::new(),
+        })
+        .collect()
+}
 
 /// The egress ports to read: every connected port's far end (switches, then
 /// HCAs), each once, ordered by kind, name and port.

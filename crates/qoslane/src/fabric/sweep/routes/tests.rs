@@ -44,7 +44,11 @@ fn two_leaves() -> Forwarding {
         let (dl, dp) = d.switch.unwrap();
         let up = 3 + u8::try_from(d.lid % 2).unwrap();
         for l in 0..2 {
-            f.switches[l].lft[usize::from(d.lid)] = if l == dl { dp as u8 } else { up };
+            f.switches[l].lft[usize::from(d.lid)] = if l == dl {
+                u8::try_from(dp).unwrap()
+            } else {
+                up
+            };
         }
         for k in 2..4 {
             f.switches[k].lft[usize::from(d.lid)] = u8::try_from(dl + 1).unwrap();
