@@ -12,7 +12,7 @@
 # ways, or the row is marked FAIL. Times are wall clock of the whole command
 # (the topology read by ibnetdiscover included).
 #
-#   bench/fabric_audit.sh [-t ft:L:H:S] [-r RUNS] [-o FILE] [-S] [-w 'N...']
+#   bench/fabric_audit.sh [-t ft:L:H:S] [-r RUNS] [-o FILE] [-S] [-w 'N...'] [-b OLD_BIN]
 #
 # -t  the topology (default ft:56:18:18: 56 leaves of 18 HCAs, 18 spines,
 #     1,008 HCAs); -r runs of each (default 2); -o also append the rows as
@@ -23,6 +23,12 @@
 #     The binary: $QOSLANE_BIN, else
 #     ${CARGO_TARGET_DIR:-target}/release/qoslane (build it first). Big trees
 #     take long to come up: RIG_UP_TIMEOUT (seconds, default here 600).
+# -b  also audit in process with OLD_BIN (an earlier build, same --workers)
+#     and compare the two reports (less timing and cost) as above.
+# Each in-process audit also prints where its time went: the report's
+# `cost` (topology, egress reading, judging, MADs by kind) and `deadlock`
+# times, and the CPU seconds (utime+stime, /proc/PID/stat) ibsim, OpenSM
+# and qoslane spent during it.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,14 +38,16 @@ runs=2
 out=""
 skip_smpquery=""
 workers=4
-while getopts t:r:o:Sw: opt; do
+old_bin=""
+while getopts t:r:o:Sw:b: opt; do
     case $opt in
     t) topo=$OPTARG ;;
     r) runs=$OPTARG ;;
     o) out=$OPTARG ;;
     S) skip_smpquery=1 ;;
     w) workers=$OPTARG ;;
-    *) echo "usage: $0 [-t TOPO] [-r RUNS] [-o FILE] [-S] [-w 'N...']" >&2; exit 2 ;;
+    b) old_bin=$OPTARG ;;
+    *) echo "usage: $0 [-t TOPO] [-r RUNS] [-o FILE] [-S] [-w 'N...'] [-b OLD_BIN]" >&2; exit 2 ;;
     esac
 done
 bin=${QOSLANE_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/qoslane}
@@ -66,22 +74,53 @@ mapping=$repo/examples/qos-network.yml
 cd "$work/cwd"
 mapfile -t lids < <(cut -f3 "$RIG_NODES")
 
+# cpu PID: its utime+stime so far, in clock ticks.
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
 # audit READER WORKERS [PRELOAD...] : the wall seconds; the report in
-# $work/READER.json
+# $work/READER.json ($AUDIT_BIN and $AUDIT_OUT override the binary and the
+# report's name), qoslane's CPU seconds in $work/READER.cpu and ibsim's and
+# OpenSM's in $work/READER.sim.
 audit() {
-    local reader=$1 workers=$2 t0 t1
+    local reader=$1 workers=$2 t0 t1 sim0 osm0 name=${AUDIT_OUT:-$1}
     shift 2
+    sim0=$(cpu "$RIG_IBSIM_PID")
+    osm0=$(cpu "$RIG_OSM_PID")
     t0=$(date +%s.%N)
     env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$work/bin/smpquery" \
         QOSLANE_IBNETDISCOVER="$work/bin/ibnetdiscover" QOSLANE_IBROUTE="$work/bin/ibroute" "$@" \
-        "$bin" fabric audit --config "$mapping" --format json --timeout 3600 \
-        --workers "$workers" --reader "$reader" >"$work/$reader.json" || [ $? -eq 1 ]
+        /usr/bin/time -f '%U %S' -o "$work/$name.time" \
+        "${AUDIT_BIN:-$bin}" fabric audit --config "$mapping" --format json --timeout 3600 \
+        --workers "$workers" --reader "$reader" >"$work/$name.json" || [ $? -eq 1 ]
     t1=$(date +%s.%N)
+    awk '{ print $1 + $2 }' "$work/$name.time" >"$work/$name.cpu"
+    echo "$(( $(cpu "$RIG_IBSIM_PID") - sim0 )) $(( $(cpu "$RIG_OSM_PID") - osm0 ))" |
+        awk -v hz="$hz" '{ printf "%.2f %.2f\n", $1 / hz, $2 / hz }' >"$work/$name.sim"
     echo "$t1 - $t0" | bc
 }
+
+# breakdown NAME: where an in-process audit's time went, one line.
+breakdown() {
+    local sim osm
+    read -r sim osm <"$work/$1.sim"
+    jq -r --arg cpu "$(cat "$work/$1.cpu")" --arg sim "$sim" --arg osm "$osm" '.report as $r |
+        "  \($r.reader): topology \($r.cost.topology_ms) ms, routes walked \($r.cost.routed_ms // 0) ms, egress read \($r.cost.egress_ms) ms, "
+        + "lanes judged \($r.cost.judge_ms) ms, deadlock: LFT read \($r.deadlock.read_ms) ms, "
+        + "judged \($r.deadlock.judge_ms) ms, path records \($r.deadlock.path_ms) ms; "
+        + "sm-policy \($r.cost.sm_policy_ms) ms, wait \($r.cost.wait_ms) ms; "
+        + "MADs \($r.cost.mads | to_entries | map("\(.key) \(.value)") | join(", ")) "
+        + "(\($r.cost.mads | add)); port pairs \([$r.levels[0].pairs[]] | add); "
+        + "CPU s: qoslane \($cpu), ibsim \($sim), opensm \($osm)"' "$work/$1.json" >&2
+}
+# A report whose routed-only read left pairs out (.report.not_routed) as an
+# earlier build that read and judged every pair would have it: those pairs
+# counted carried (the rows of the pairs no route takes read by the old
+# build, and carried there too, or the reports differ).
+every_pair() { jq '(.report.not_routed.pairs // 0) as $n | del(.report.not_routed) | .report.levels |= map(.pairs.carried += $n)' "$1"; }
 # .report.deadlock: both judge it (the smpquery reader by ibroute); only the
 # in-process reader asks the SA for path records; the timings differ.
-same() { jq -S 'del(.report.duration_ms, .report.reader, .report.workers, .report.deadlock.read_ms, .report.deadlock.judge_ms, .report.deadlock.path_ms, .report.deadlock.path_sls, .report.deadlock.path_sls_unread)' "$1"; }
+same() { jq -S 'del(.report.cost, .report.duration_ms, .report.reader, .report.workers, .report.deadlock.read_ms, .report.deadlock.judge_ms, .report.deadlock.path_ms, .report.deadlock.path_sls, .report.deadlock.path_sls_unread)' "$1"; }
 
 echo "| fabric | egress ports | --workers | smpquery | in process | floor | in process / floor | smpquery / in process | reports |"
 echo "|---|---|---|---|---|---|---|---|---|"
@@ -97,11 +136,25 @@ for ((i = 1; i <= runs; i++)); do
     for w in $workers; do
         say "run $i: in process, --workers $w"
         inp=$(audit in-process "$w" LD_PRELOAD="$RIG_UMAD2SIM" SIM_HOST=node2 IBSIM_SOCKNAME="$IBSIM_SOCKNAME")
+        say "run $i: in process, --workers $w: $inp s"
+        breakdown in-process
         verdict=same
         if [ -n "$skip_smpquery" ]; then
             verdict="(smpquery not run)"
         elif ! diff <(same "$work/smpquery.json") <(same "$work/in-process.json") >"$work/diff.txt"; then
             verdict="FAIL: the reports differ ($work/diff.txt)"
+            head -n 60 "$work/diff.txt" >&2
+        fi
+        if [ -n "$old_bin" ]; then
+            say "run $i: in process, --workers $w, the old build $old_bin"
+            old=$(AUDIT_BIN=$old_bin AUDIT_OUT=old audit in-process "$w" LD_PRELOAD="$RIG_UMAD2SIM" SIM_HOST=node2 IBSIM_SOCKNAME="$IBSIM_SOCKNAME")
+            say "run $i: the old build: $old s"
+            if ! diff <(every_pair "$work/old.json" | same /dev/stdin) <(every_pair "$work/in-process.json" | same /dev/stdin) >"$work/diff-old.txt"; then
+                verdict="$verdict; FAIL: the old build's report differs ($work/diff-old.txt)"
+                head -n 60 "$work/diff-old.txt" >&2
+            else
+                verdict="$verdict; the old build's (${old} s): same"
+            fi
         fi
         ports=$(jq '.report.ports_read' "$work/in-process.json")
         unread=$(jq '.report.unread | length' "$work/in-process.json")

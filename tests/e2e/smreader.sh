@@ -134,20 +134,20 @@ updates_without() {
     sort -u | paste -sd,
 }
 # qoslane in process as node2 (umad2sim keeps its emulated sysfs in the working directory)
-# (exec: the subshell becomes qoslane, so `$!` of `q … &` is qoslane's own pid and stop_watcher's
-# kill reaches it; without it the watcher outlived the test, holding the rig lock it inherited.)
+QENV=(QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$WORK/bin/smpquery" QOSLANE_SCONTROL="$WORK/bin/scontrol"
+  QOSLANE_IBNETDISCOVER="$WORK/bin/ibnetdiscover" LD_PRELOAD="$RIG_UMAD2SIM"
+  IBSIM_SOCKNAME="$IBSIM_SOCKNAME" SIM_HOST=node2)
 q() {
-  (cd "$WORK/cwd" && exec env -i QOSLANE_NO_JOURNAL=1 QOSLANE_SMPQUERY="$WORK/bin/smpquery" \
-    QOSLANE_SCONTROL="$WORK/bin/scontrol" \
-    QOSLANE_IBNETDISCOVER="$WORK/bin/ibnetdiscover" LD_PRELOAD="$RIG_UMAD2SIM" \
-    IBSIM_SOCKNAME="$IBSIM_SOCKNAME" SIM_HOST=node2 "$BIN" --config "$WORK/m.yml" "$@")
+  (cd "$WORK/cwd" && exec env -i "${QENV[@]}" "$BIN" --config "$WORK/m.yml" "$@")
 }
 WV=$WORK/watch-verdict.json
 OUT=$WORK/watch.out
+# Not through q: `q … &` forks a subshell for the function, and `$!` is that subshell, not
+# qoslane (the watcher outlived the test, holding the rig lock); the subshell written here execs.
 start_watcher() {
   : >"$OUT"
-  q fabric watch --spool "$SPOOL" --verdict "$WV" --reader in-process --timeout 600 \
-    >"$OUT" 2>>"$WORK/watch.err" &
+  (cd "$WORK/cwd" && exec env -i "${QENV[@]}" "$BIN" --config "$WORK/m.yml" fabric watch \
+    --spool "$SPOOL" --verdict "$WV" --reader in-process --timeout 600) >"$OUT" 2>>"$WORK/watch.err" &
   WATCHER=$!
 }
 acts() { if [ -s "$OUT" ]; then wc -l <"$OUT"; else echo 0; fi; }
@@ -158,7 +158,7 @@ wait_act() {
 }
 last_act() { tail -1 "$OUT"; }
 figures() { # figures LABEL: the last act's figures
-  last_act | jq -r --arg l "$1" '"measured: \($l): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read; egress ports \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; forwarding tables \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; audit \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms"' >&2
+  last_act | jq -r --arg l "$1" '"measured: \($l): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read; egress ports \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; forwarding tables \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; audit \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms; topology \(.topology_ms // "-") ms, levels judged again on \(.ports_judged // "-") ports in \(.judge_ms // "-") ms, deadlock check \(.deadlock_ms // "-") ms\(if .deadlock_kept then " (kept)" else "" end)"' >&2
 }
 # lost FILE LEVEL: the node descriptions that lose LEVEL in a verdict file, sorted, one line
 lost() { jq -r --arg l "$2" '.levels[] | select(.level == $l) | [.lost[].node] | sort | join(",")' "$1"; }
@@ -200,7 +200,7 @@ if [ -n "$TOPO" ]; then
   check "the bounce's sweeps are seen" wait_act "$n" 120
   poll_for 10 after $((n + 1)) || true
   sed -n "$((n + 1)),\$p" "$OUT" | while read -r line; do
-    jq -r '"measured: bounce: \(.audit) audit: \(.switches_named) switches named, \(.nodes_read) nodes re-read; egress ports \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; forwarding tables \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; audit \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms"' <<<"$line" >&2
+    jq -r '"measured: bounce: \(.audit) audit: \(.switches_named) switches named, \(.nodes_read) nodes re-read; egress ports \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; forwarding tables \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; audit \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms; topology \(.topology_ms // "-") ms, levels judged again on \(.ports_judged // "-") ports in \(.judge_ms // "-") ms, deadlock check \(.deadlock_ms // "-") ms\(if .deadlock_kept then " (kept)" else "" end)"' <<<"$line" >&2
   done
   check "after the bounce, the watcher's verdict equals a fresh full audit's" same_as_full
   say "measured: the full audit beside it: $(jq -r '.report.duration_ms' "$WORK/full.json") ms (sweep)"
@@ -256,7 +256,7 @@ poll_for 10 after $((n + 1)) || true
 sleep 2
 sed -n "$((n + 1)),\$p" "$OUT" >"$WORK/b.acts"
 while read -r line; do
-  jq -r '"measured: b (bounce leaf2 3): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read (\(.problem_nodes) where the last audit found a problem); egress \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; LFT \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms"' <<<"$line" >&2
+  jq -r '"measured: b (bounce leaf2 3): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read (\(.problem_nodes) where the last audit found a problem); egress \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; LFT \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms; topology \(.topology_ms // "-") ms, levels judged again on \(.ports_judged // "-") ports in \(.judge_ms // "-") ms, deadlock check \(.deadlock_ms // "-") ms\(if .deadlock_kept then " (kept)" else "" end)"' <<<"$line" >&2
 done <"$WORK/b.acts"
 check "b: the re-sweeps were re-audits of what changed, not full audits" \
   bash -c "jq -se 'length > 0 and all(.audit == \"switches\" and .egress_kept > 0)' '$WORK/b.acts' >/dev/null"
@@ -280,7 +280,7 @@ check "c: the reroute after a cut is seen" wait_act "$n" 60
 sleep 2
 sed -n "$((n + 1)),\$p" "$OUT" >"$WORK/c.acts"
 while read -r line; do
-  jq -r '"measured: c (leaf1 port 3 cut): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read (\(.problem_nodes) where the last audit found a problem); egress \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; LFT \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms"' <<<"$line" >&2
+  jq -r '"measured: c (leaf1 port 3 cut): \(.audit) audit\(if .why then " (" + .why + ")" else "" end): \(.switches_named) switches named, \(.nodes_read) nodes re-read (\(.problem_nodes) where the last audit found a problem); egress \(.egress_read) read / \(.egress_checked) checked / \(.egress_kept) kept; LFT \(.forwarding_read) read / \(.forwarding_kept) kept; \(.smps) SMPs; \(.audit_ms) ms; SM record -> verdict \(.sm_to_verdict_ms // "-") ms; topology \(.topology_ms // "-") ms, levels judged again on \(.ports_judged // "-") ports in \(.judge_ms // "-") ms, deadlock check \(.deadlock_ms // "-") ms\(if .deadlock_kept then " (kept)" else "" end)"' <<<"$line" >&2
 done <"$WORK/c.acts"
 check "c: a re-audit of the switches the SM named (LFT_CHANGE)" \
   bash -c "jq -se 'length > 0 and any(.audit == \"switches\" and .switches_named > 0)' '$WORK/c.acts' >/dev/null"

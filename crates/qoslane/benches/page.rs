@@ -103,6 +103,7 @@ fn sweep() -> Sweep {
         switches: usize::try_from(LEAVES + SPINES).expect("small"),
         hcas: usize::try_from(LEAVES * HCAS).expect("small"),
         ports_read: topology.ports.len(),
+        not_routed: None,
         unread: Vec::new(),
         levels: vec![
             level("mission-critical", 3, Some((spine, 8, Lane::Dropped))),
@@ -120,6 +121,7 @@ fn sweep() -> Sweep {
         xmit_wait_unread: Vec::new(),
         deadlock: qoslane::fabric::sweep::routes::Routes::default(),
         sm_policy: qoslane::fabric::sweep::sm_classes::ClassCheck::default(),
+        cost: qoslane::fabric::sweep::Cost::default(),
         wait_ports: Vec::new(),
     }
 }

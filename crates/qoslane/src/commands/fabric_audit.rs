@@ -27,9 +27,11 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     let deadline = Deadline::after(std::time::Duration::from_secs(args.timeout));
     let started = std::time::SystemTime::now();
     let (reader, fallback) = reader(ctx, args.reader, args.workers, via.as_ref())?;
+    let discovering = std::time::Instant::now();
     let result = reader
         .topology(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline)
         .map(|topo| {
+            let topology_ms = u64::try_from(discovering.elapsed().as_millis()).unwrap_or(u64::MAX);
             let mut s = sweep::sweep(
                 &topo,
                 reader.as_ref(),
@@ -38,6 +40,7 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
                 &deadline,
             );
             s.fallback = fallback;
+            s.cost.topology_ms = topology_ms;
             if args.reset_wait {
                 // Every wait counter that was read, cleared by the same reader;
                 // what could not be, with the counters not read.
@@ -277,6 +280,21 @@ pub fn human(r: &Sweep, from: &str) -> String {
     );
     if let Some(why) = &r.fallback {
         let _ = writeln!(s, "reader: smpquery (in process unavailable: {why})");
+    }
+    if let Some(n) = &r.not_routed {
+        let _ = writeln!(
+            s,
+            "not read nor judged: {} port pairs of {} switches ({}{}): {}",
+            n.pairs,
+            n.switches,
+            n.examples.join(", "),
+            if n.switches > n.examples.len() {
+                ", …"
+            } else {
+                ""
+            },
+            n.why
+        );
     }
     for l in &r.levels {
         let total: u64 = l.pairs.values().sum();

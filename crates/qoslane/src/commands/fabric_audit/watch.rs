@@ -22,9 +22,14 @@
 //! Then the verdict is written where `fabric audit --verdict` writes it
 //! (atomically), so the nodes' `health`/`sync` take it in, and one JSON line
 //! says what was done: why, what was read and kept, SMPs sent, and the time
-//! from the SM's record to the verdict written. Memory stays bounded: one
-//! reading per port of the fabric, the records of one round (at most
-//! [`READ_LIMIT`] bytes), a bounded set of switches named.
+//! from the SM's record to the verdict written. A re-audit also reuses the
+//! last act's judgements where their inputs are the same (`sweep::Judged`:
+//! a port's levels when its reading is the last one's, the deadlock check
+//! when no forwarding table, SL2VL row or cable changed); a full audit
+//! judges afresh. Memory stays bounded: per port of the fabric one reading
+//! (the memo's, and the judgements' copy) and each level's groups, the
+//! records of one round (at most [`READ_LIMIT`] bytes), a bounded set of
+//! switches named.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -46,7 +51,7 @@ use crate::exit_code::ExitClass;
 use crate::fabric::read::memo::{Memo, guid_value};
 use crate::fabric::read::smp_batch;
 use crate::fabric::sweep::events::{self, Action, Tracker, Why};
-use crate::fabric::sweep::{self, Sweep, verdict};
+use crate::fabric::sweep::{self, Judged, Sweep, verdict};
 use crate::fabric::tables::Topology;
 use crate::fabric::{PortId, Reader};
 use crate::log;
@@ -106,6 +111,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
     let mut spool = Spool::new(&ctx.paths.root, &spool_dir);
     let mut tracker = Tracker::new();
     let mut last: Option<Last> = None;
+    let mut kept = Judged::default();
     let mut heard = Instant::now().checked_sub(Duration::from_millis(args.quiet_ms));
     let mut not_before = Instant::now();
     let mut counts = Counts::default();
@@ -134,7 +140,15 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
                 verdict: &verdict_file,
                 via: via.as_ref(),
             };
-            match act(ctx, args, &memo, &to, &mut last, &action, &batch) {
+            match act(
+                ctx,
+                args,
+                &memo,
+                &to,
+                (&mut last, &mut kept),
+                &action,
+                &batch,
+            ) {
                 Ok((acted, sweep)) => {
                     counts.add(&acted);
                     say(&acted);
@@ -196,6 +210,8 @@ fn take(spool: &mut Spool, tracker: &mut Tracker) -> bool {
 /// What a re-audit reads, set on the memo.
 struct Scoped {
     topology: Topology,
+    /// How long the topology took to read (0: kept).
+    topology_ms: u64,
     named: usize,
     topology_read: bool,
     nodes: usize,
@@ -212,10 +228,12 @@ fn scope(
     action: &Action,
     previous: Option<Last>,
 ) -> Result<Scoped> {
+    let started = Instant::now();
     let (Action::Switches { guids, topology }, Some(p)) = (action, previous) else {
         memo.all();
         return Ok(Scoped {
             topology: memo.topology(&ctx.paths.ibnetdiscover, via, deadline)?,
+            topology_ms: millis(started),
             named: 0,
             topology_read: true,
             nodes: 0,
@@ -227,6 +245,7 @@ fn scope(
     } else {
         p.topology.clone()
     };
+    let topology_ms = if *topology { millis(started) } else { 0 };
     // Read whole: the ends of links that changed, where the last audit
     // found a problem, and — when the SL2VL layout varies by port pair
     // (one row is no sentinel then) — the switches named.
@@ -242,6 +261,7 @@ fn scope(
     memo.only(&read, &checked, &topo);
     Ok(Scoped {
         topology: topo,
+        topology_ms,
         named: guids.len(),
         topology_read: *topology,
         nodes: read.len() + checked.len(),
@@ -249,13 +269,18 @@ fn scope(
     })
 }
 
-/// A full audit or a re-audit, and the verdict written.
+fn millis(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A full audit or a re-audit, and the verdict written. `kept`: the last
+/// sweep's judgements (a full audit starts without them).
 fn act(
     ctx: &Ctx,
     args: &WatchArgs,
     memo: &Memo<dyn Reader>,
     to: &Target<'_>,
-    last: &mut Option<Last>,
+    (last, kept): (&mut Option<Last>, &mut Judged),
     action: &Action,
     batch: &events::Batch,
 ) -> Result<(Acted, Sweep)> {
@@ -281,12 +306,16 @@ fn act(
         scoped.problems,
     );
     let full = why.is_some();
-    let sweep = sweep::sweep(
+    if full {
+        *kept = Judged::default();
+    }
+    let sweep = sweep::sweep_again(
         &topology,
         memo,
         &loaded.mapping,
         usize::from(args.workers),
         &deadline,
+        kept,
     );
     let passed = memo.counted();
     write_verdict(ctx, to.verdict, &sweep, &loaded.sha256, started_at)?;
@@ -314,7 +343,12 @@ fn act(
         forwarding_read: passed.forwarding,
         forwarding_kept: passed.forwarding_kept,
         smps: smp_batch::sent() - smps,
-        audit_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        topology_ms: scoped.topology_ms,
+        ports_judged: sweep.cost.ports_judged,
+        judge_ms: sweep.cost.judge_ms,
+        deadlock_kept: sweep.deadlock.kept,
+        deadlock_ms: sweep.deadlock.judge_ms,
+        audit_ms: millis(started),
         sm_to_verdict_ms,
         lost: v
             .levels

@@ -19,7 +19,7 @@
 //! fabric's switch ports per destination, not its pairs of HCAs. The
 //! acyclicity proof is an iterative depth-first search (no recursion).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::Serialize;
 
@@ -38,7 +38,7 @@ pub enum Peer {
 }
 
 /// One switch as read: its cabling, forwarding table and SL2VL rows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Switch {
     pub name: String,
     pub lid: u16,
@@ -52,7 +52,7 @@ pub struct Switch {
 
 /// One HCA port: its LID, the switch port it is cabled to, its own SL2VL
 /// table (the VL its traffic leaves on; `None`: not read).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hca {
     pub name: String,
     pub lid: u16,
@@ -62,7 +62,7 @@ pub struct Hca {
 }
 
 /// The fabric as the deadlock check sees it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Fabric {
     pub switches: Vec<Switch>,
     pub hcas: Vec<Hca>,
@@ -141,40 +141,120 @@ pub fn cycle_words(hops: &[Hop]) -> String {
     )
 }
 
-/// The channel dependency graph of one SL: channel ids are
-/// `base[switch] + port * 16 + vl`.
-struct Graph {
+/// A hop whose SL2VL row was not read (in a label table).
+const UNKNOWN: u8 = 0xFF;
+
+/// The fabric in dense arrays, compiled once for every SL judged: per
+/// switch its ports (`ports`: the highest port cabled or with a row, plus
+/// one), what each port is cabled to (`peer`, flat by `pbase`), and its
+/// SL2VL rows as one flat table by `hbase[switch] + in * ports + out`.
+struct Dense<'a> {
+    f: &'a Fabric,
+    ports: Vec<usize>,
+    /// Per switch, its first port's index in `peer` (and the walk's
+    /// states, one per (switch, in port)); the total last.
+    pbase: Vec<usize>,
+    /// (switch, port) → the switch it leads to and that switch's port
+    /// (`u32::MAX`: not a switch).
+    peer: Vec<(u32, u32)>,
+    /// Per switch, its first (in, out) pair's index in `rows`; the total
+    /// last.
+    hbase: Vec<usize>,
+    rows: Vec<Option<Sl2Vl>>,
+    /// Per switch, its first channel: `base[switch] + port * 16 + vl`.
     base: Vec<usize>,
-    edges: Vec<Vec<u32>>,
-    unknown_rows: usize,
+    /// Every switch link is read the same from both ends: the (switch, in
+    /// port) a route arrives at names the channel it came on, so an edge
+    /// is known by the hop it ends on and the VL it came on.
+    symmetric: bool,
 }
 
-impl Graph {
-    fn new(f: &Fabric) -> Self {
-        let mut base = Vec::with_capacity(f.switches.len() + 1);
-        let mut n = 0usize;
-        for s in &f.switches {
-            base.push(n);
-            let ports = s.peers.keys().max().map_or(0, |&p| p as usize + 1);
-            n += ports * 16;
+impl<'a> Dense<'a> {
+    fn new(f: &'a Fabric) -> Self {
+        let n = f.switches.len();
+        let ports: Vec<usize> = f
+            .switches
+            .iter()
+            .map(|s| {
+                let peers = s.peers.keys().copied();
+                let rows = s.sl2vl.keys().flat_map(|&(i, o)| [i, o]);
+                peers.chain(rows).max().map_or(0, |p| p as usize + 1)
+            })
+            .collect();
+        let prefix = |each: &dyn Fn(usize) -> usize| {
+            let mut v = Vec::with_capacity(n + 1);
+            let mut at = 0usize;
+            for s in 0..n {
+                v.push(at);
+                at += each(s);
+            }
+            v.push(at);
+            v
+        };
+        let pbase = prefix(&|s| ports[s]);
+        let hbase = prefix(&|s| ports[s] * ports[s]);
+        let base = prefix(&|s| ports[s] * 16);
+        let mut peer = vec![(u32::MAX, 0); pbase[n]];
+        let mut rows = vec![None; hbase[n]];
+        for (s, sw) in f.switches.iter().enumerate() {
+            for (&p, what) in &sw.peers {
+                if let Peer::Switch(next, port) = *what
+                    && next < n
+                {
+                    peer[pbase[s] + p as usize] = (u32::try_from(next).unwrap_or(u32::MAX), port);
+                }
+            }
+            for (&(i, o), row) in &sw.sl2vl {
+                rows[hbase[s] + i as usize * ports[s] + o as usize] = Some(*row);
+            }
         }
-        base.push(n);
+        let symmetric = (0..n).all(|s| {
+            (0..ports[s]).all(|p| {
+                let (t, q) = peer[pbase[s] + p];
+                let back = (u32::try_from(s).ok(), u32::try_from(p).ok());
+                t == u32::MAX || {
+                    let (t, q) = (t as usize, q as usize);
+                    q < ports[t] && {
+                        let (bt, bq) = peer[pbase[t] + q];
+                        (Some(bt), Some(bq)) == back
+                    }
+                }
+            })
+        });
         Self {
+            f,
+            ports,
+            pbase,
+            peer,
+            hbase,
+            rows,
             base,
-            edges: vec![Vec::new(); n],
-            unknown_rows: 0,
+            symmetric,
         }
     }
 
-    fn id(&self, switch: usize, port: u32, vl: u8) -> u32 {
-        u32::try_from(self.base[switch] + port as usize * 16 + usize::from(vl)).unwrap_or(u32::MAX)
+    /// The VL each hop gives `sl` ([`UNKNOWN`]: the row not read), flat
+    /// as `rows`; and per HCA whether its own table drops `sl`.
+    fn labels(&self, sl: u8) -> (Vec<u8>, Vec<bool>) {
+        let labels = self
+            .rows
+            .iter()
+            .map(|r| r.map_or(UNKNOWN, |t| t.vl(sl)))
+            .collect();
+        let dropped = self
+            .f
+            .hcas
+            .iter()
+            .map(|h| h.sl2vl.is_some_and(|t| t.vl(sl) == Sl2Vl::VL15))
+            .collect();
+        (labels, dropped)
     }
 
-    fn hop(&self, f: &Fabric, id: u32) -> Hop {
+    fn hop(&self, id: u32) -> Hop {
         let id = id as usize;
         let s = self.base.partition_point(|&b| b <= id) - 1;
         let off = id - self.base[s];
-        let sw = &f.switches[s];
+        let sw = &self.f.switches[s];
         Hop {
             switch: sw.name.clone(),
             lid: sw.lid,
@@ -184,107 +264,244 @@ impl Graph {
     }
 }
 
+/// A label table with its VLs renumbered in order (the lowest VL used
+/// becomes 0, the next 1, …; VL 15 and [`UNKNOWN`] kept), and the VLs by
+/// their new number. Two SLs whose tables renumber alike have the same
+/// graph, channel for channel, in the same order (the renumbering keeps
+/// the order of channel ids, hence the search's): judged once, each names
+/// the loop with its own VLs.
+fn renumbered(labels: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut used = [false; 16];
+    for &l in labels {
+        if l < Sl2Vl::VL15 {
+            used[usize::from(l)] = true;
+        }
+    }
+    let vls: Vec<u8> = (0..Sl2Vl::VL15).filter(|&v| used[usize::from(v)]).collect();
+    let mut to = [0u8; 16];
+    for (n, &v) in vls.iter().enumerate() {
+        to[usize::from(v)] = u8::try_from(n).unwrap_or(u8::MAX);
+    }
+    let labels = labels
+        .iter()
+        .map(|&l| {
+            if l < Sl2Vl::VL15 {
+                to[usize::from(l)]
+            } else {
+                l
+            }
+        })
+        .collect();
+    (labels, vls)
+}
+
+/// The channel dependency graph of one label table, as adjacency lists
+/// in one array (`to[start[c]..start[c + 1]]`, each sorted).
+struct Graph {
+    start: Vec<usize>,
+    to: Vec<u32>,
+    unknown_rows: usize,
+}
+
+impl Graph {
+    fn out(&self, c: usize) -> &[u32] {
+        &self.to[self.start[c]..self.start[c + 1]]
+    }
+
+    fn len(&self) -> usize {
+        self.start.len() - 1
+    }
+
+    /// From adjacency lists (each sorted).
+    #[cfg(test)]
+    fn of_lists(lists: &[Vec<u32>], unknown_rows: usize) -> Self {
+        let mut start = vec![0usize];
+        let mut to = Vec::new();
+        for l in lists {
+            to.extend_from_slice(l);
+            start.push(to.len());
+        }
+        Self {
+            start,
+            to,
+            unknown_rows,
+        }
+    }
+
+    /// From (channel, next channel) pairs, in any order, repeats allowed.
+    fn of_pairs(channels: usize, mut pairs: Vec<u64>, unknown_rows: usize) -> Self {
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut start = vec![0usize; channels + 1];
+        for &p in &pairs {
+            start[(p >> 32) as usize + 1] += 1;
+        }
+        for c in 0..channels {
+            start[c + 1] += start[c];
+        }
+        // Sorted by (from, to): each list is in order, a deterministic
+        // search — the same loop named on every run.
+        let to = pairs.iter().map(|&p| (p & 0xFFFF_FFFF) as u32).collect();
+        Self {
+            start,
+            to,
+            unknown_rows,
+        }
+    }
+}
+
 /// The verdict for `sl`: every route from every HCA to every other HCA.
 pub fn judge(f: &Fabric, sl: u8) -> Safety {
-    let g = build(f, sl);
-    let channels = g.edges.iter().filter(|e| !e.is_empty()).count();
-    match find_cycle(&g.edges) {
+    let d = Dense::new(f);
+    let (labels, dropped) = d.labels(sl);
+    let g = build(&d, &labels, &dropped);
+    verdict(&d, &g, |vl| vl)
+}
+
+/// What a graph is built from: a label table renumbered, and the HCAs
+/// whose own table drops the SL.
+type Shape = (Vec<u8>, Vec<bool>);
+
+/// The verdicts for each of `sls` (in their order, repeats judged once):
+/// the fabric compiled once, and one graph for all the SLs whose label
+/// tables renumber alike (an SL on the same VL at every hop is the link
+/// graph, whichever VL: SLs on uniform VLs share it), each loop named with
+/// its SL's VLs. The same verdicts as [`judge`] of each.
+pub fn judge_all(f: &Fabric, sls: &[u8]) -> Vec<Safety> {
+    let d = Dense::new(f);
+    let mut graphs: Vec<(Shape, Graph)> = Vec::new();
+    sls.iter()
+        .map(|&sl| {
+            let (labels, dropped) = d.labels(sl);
+            let (labels, vls) = renumbered(&labels);
+            let key = (labels, dropped);
+            let i = graphs
+                .iter()
+                .position(|(k, _)| *k == key)
+                .unwrap_or_else(|| {
+                    let g = build(&d, &key.0, &key.1);
+                    graphs.push((key, g));
+                    graphs.len() - 1
+                });
+            verdict(&d, &graphs[i].1, |n| {
+                vls.get(usize::from(n)).copied().unwrap_or(n)
+            })
+        })
+        .collect()
+}
+
+/// The graph's verdict, each hop's VL given by `vl` of its number.
+fn verdict(d: &Dense, g: &Graph, vl: impl Fn(u8) -> u8) -> Safety {
+    match find_cycle(g) {
         Some(ids) => Safety::Cycle {
-            hops: ids.into_iter().map(|i| g.hop(f, i)).collect(),
+            hops: ids
+                .into_iter()
+                .map(|i| {
+                    let mut h = d.hop(i);
+                    h.vl = vl(h.vl);
+                    h
+                })
+                .collect(),
             unknown_rows: g.unknown_rows,
         },
         None => Safety::DeadlockFree {
-            channels,
-            dependencies: g.edges.iter().map(Vec::len).sum(),
+            channels: (0..g.len()).filter(|&c| !g.out(c).is_empty()).count(),
+            dependencies: g.to.len(),
             unknown_rows: g.unknown_rows,
         },
     }
 }
 
-/// The channel dependency graph of `sl` on the routes in use.
-fn build(f: &Fabric, sl: u8) -> Graph {
-    let mut g = Graph::new(f);
-    let mut edges: HashSet<(u32, u32)> = HashSet::new();
+/// The channel dependency graph of a label table on the routes in use.
+fn build(d: &Dense, labels: &[u8], dropped: &[bool]) -> Graph {
+    let f = d.f;
+    let channels = *d.base.last().unwrap_or(&0);
+    let mut pairs: Vec<u64> = Vec::new();
+    let mut unknown_rows = 0usize;
+    // An edge is known by the hop it ends on and the VL it came on (on a
+    // symmetric fabric): a bit each, so each edge is kept once.
+    let mut seen = vec![0u64; (d.hbase.last().unwrap_or(&0) * 16).div_ceil(64)];
     // (switch, in port) already walked toward the current destination:
-    // the destination's number + 1, by `base / 16 + port`.
-    let mut walked: Vec<usize> = vec![0; g.base.last().map_or(0, |n| n / 16)];
+    // the destination's number + 1.
+    let mut walked: Vec<usize> = vec![0; *d.pbase.last().unwrap_or(&0)];
     for (stamp, dst) in f.hcas.iter().enumerate().map(|(i, d)| (i + 1, d)) {
-        for src in &f.hcas {
-            if src.lid == dst.lid {
+        let to = usize::from(dst.lid);
+        for (src, gone) in f.hcas.iter().zip(dropped) {
+            if src.lid == dst.lid || *gone {
                 continue;
             }
-            let Some((mut sw, mut in_port)) = src.switch else {
+            let Some((mut sw, in_port)) = src.switch else {
                 continue;
             };
-            if src.sl2vl.is_some_and(|t| t.vl(sl) == Sl2Vl::VL15) {
-                continue;
-            }
-            let mut prev: Option<u32> = None;
+            let mut in_port = in_port as usize;
+            // (channel, its VL) the route came on
+            let mut prev: Option<(u32, u8)> = None;
             // A forwarding loop cannot go on forever: at most every
             // (switch, in port) once.
             for _ in 0..=f.switches.len() * 2 + 2 {
-                let s = &f.switches[sw];
-                let out = s.lft.get(usize::from(dst.lid)).copied().unwrap_or(NO_PORT);
-                if out == NO_PORT || u32::from(out) == in_port || out == 0 {
+                let out = f.switches[sw].lft.get(to).copied().unwrap_or(NO_PORT);
+                if out == NO_PORT || usize::from(out) == in_port || out == 0 {
                     break;
                 }
-                let out = u32::from(out);
-                let Some(row) = s.sl2vl.get(&(in_port, out)) else {
-                    g.unknown_rows += 1;
-                    break;
+                let (out, ports) = (usize::from(out), d.ports[sw]);
+                let hop = d.hbase[sw] + in_port * ports + out;
+                let vl = if out < ports && in_port < ports {
+                    labels[hop]
+                } else {
+                    UNKNOWN
                 };
-                let vl = row.vl(sl);
+                if vl == UNKNOWN {
+                    unknown_rows += 1;
+                    break;
+                }
                 if vl == Sl2Vl::VL15 {
                     break;
                 }
-                let ch = g.id(sw, out, vl);
-                if let Some(p) = prev {
-                    edges.insert((p, ch));
+                let ch = u32::try_from(d.base[sw] + out * 16 + usize::from(vl)).unwrap_or(u32::MAX);
+                if let Some((p, pvl)) = prev {
+                    let bit = hop * 16 + usize::from(pvl);
+                    let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+                    if !d.symmetric || seen[word] & mask == 0 {
+                        seen[word] |= mask;
+                        pairs.push((u64::from(p) << 32) | u64::from(ch));
+                    }
                 }
-                let state = g.base[sw] / 16 + in_port as usize;
-                match walked.get_mut(state) {
+                match walked.get_mut(d.pbase[sw] + in_port) {
                     Some(w) if *w == stamp => break,
                     Some(w) => *w = stamp,
                     None => break,
                 }
-                match s.peers.get(&out) {
-                    Some(Peer::Switch(next, port)) => {
-                        prev = Some(ch);
-                        (sw, in_port) = (*next, *port);
+                match d.peer[d.pbase[sw] + out] {
+                    (next, port) if next != u32::MAX => {
+                        prev = Some((ch, vl));
+                        (sw, in_port) = (next as usize, port as usize);
                     }
                     _ => break,
                 }
             }
         }
     }
-    for (a, b) in edges {
-        g.edges[a as usize].push(b);
-    }
-    // A deterministic search order: the same loop named on every run.
-    for e in &mut g.edges {
-        e.sort_unstable();
-    }
-    g
+    Graph::of_pairs(channels, pairs, unknown_rows)
 }
 
 /// One cycle of the graph, in order, or `None`: an iterative depth-first
 /// search (white/grey/black), the grey path kept as an explicit stack.
-fn find_cycle(edges: &[Vec<u32>]) -> Option<Vec<u32>> {
+fn find_cycle(g: &Graph) -> Option<Vec<u32>> {
     const WHITE: u8 = 0;
     const GREY: u8 = 1;
     const BLACK: u8 = 2;
-    let mut colour = vec![WHITE; edges.len()];
+    let mut colour = vec![WHITE; g.len()];
     // (vertex, next edge index)
     let mut stack: Vec<(u32, usize)> = Vec::new();
-    for root in 0..edges.len() {
-        if colour[root] != WHITE || edges[root].is_empty() {
+    for root in 0..g.len() {
+        if colour[root] != WHITE || g.out(root).is_empty() {
             continue;
         }
         stack.push((u32::try_from(root).ok()?, 0));
         colour[root] = GREY;
         while let Some(top) = stack.last_mut() {
             let v = top.0 as usize;
-            if let Some(&w) = edges[v].get(top.1) {
+            if let Some(&w) = g.out(v).get(top.1) {
                 top.1 += 1;
                 match colour[w as usize] {
                     WHITE => {

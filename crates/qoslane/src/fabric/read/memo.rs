@@ -79,6 +79,12 @@ fn agrees(r: &EgressRead, kept: &EgressRead, first: Option<u32>) -> bool {
         && row(r) == row(kept)
 }
 
+/// The kept read holds the row of every in port asked (an Active port's;
+/// a port not Active has none to hold).
+fn covers(kept: &EgressRead, ins: &[u32]) -> bool {
+    !kept.active || ins.iter().all(|i| kept.rows.iter().any(|(n, _)| n == i))
+}
+
 /// What was kept.
 #[derive(Debug, Default)]
 struct MemoStore {
@@ -215,11 +221,15 @@ impl<R: Reader + ?Sized> Reader for Memo<R> {
             let scope = self.scope.borrow();
             ports
                 .iter()
-                .map(|p| {
+                .zip(ins)
+                .map(|(p, ins)| {
                     let kept = store.egress.get(&key(p));
                     let g = guid_value(&p.guid);
                     match (&*scope, kept) {
                         (_, None) | (MemoScope::All, _) => How::Read,
+                        // A pair a route takes now whose row was not kept
+                        // (the sweep reads the routed pairs only).
+                        (_, Some(k)) if !covers(k, ins) => How::Read,
                         (MemoScope::Only { guids, .. }, Some(_))
                             if g.is_none_or(|g| guids.contains(&g)) =>
                         {
@@ -548,6 +558,24 @@ mod tests {
         );
         let c = memo.counted();
         assert_eq!((c.egress, c.egress_checked, c.egress_kept), (2, 2, 0));
+    }
+
+    /// The sweep reads the rows of the pairs some route takes: a pair a
+    /// route starts taking (new forwarding tables) is read, though its
+    /// node was not named; one no route takes any more is kept.
+    #[test]
+    fn a_pair_a_route_starts_taking_is_read_though_its_node_is_kept() {
+        let memo = Memo::new(Box::new(Counting::default()));
+        let d = Deadline::after(std::time::Duration::from_secs(5));
+        let ports = [item(0xa, 1, 1), item(0xa, 1, 2)];
+        memo.egress(&ports, &[vec![2], vec![1]], &d);
+        memo.only(&BTreeSet::new(), &BTreeSet::new(), &Topology::default());
+        let got = memo.egress(&ports, &[vec![2, 3], vec![1]], &d);
+        assert_eq!(memo.inner.egress.get(), 3, "port 1 read again, port 2 kept");
+        let rows: Vec<u32> = got[0].as_ref().unwrap().rows.iter().map(|r| r.0).collect();
+        assert_eq!(rows, [2, 3]);
+        memo.egress(&ports, &[vec![3], vec![1]], &d);
+        assert_eq!(memo.inner.egress.get(), 3, "a pair left: nothing to read");
     }
 
     #[test]

@@ -51,6 +51,30 @@ pub fn sent() -> u64 {
     SENT.load(Ordering::Relaxed)
 }
 
+/// The kinds of MAD [`sent_by_kind`] counts apart (the audit's cost by
+/// table), in its order.
+pub const KINDS: [&str; 6] = ["portinfo", "sl2vl", "vlarb", "lft", "pathrecord", "other"];
+
+/// MADs sent so far per [`KINDS`] entry (first sends and retries).
+static SENT_BY: [AtomicU64; KINDS.len()] = [const { AtomicU64::new(0) }; KINDS.len()];
+
+/// The [`KINDS`] slot of an attribute.
+fn kind_of(attr: Attr) -> usize {
+    match attr {
+        Attr::PortInfo => 0,
+        Attr::SlToVl => 1,
+        Attr::VlArbitration => 2,
+        Attr::LinearForwarding => 3,
+        Attr::PathRecord | Attr::PathRecordBy(_) => 4,
+        _ => 5,
+    }
+}
+
+/// MADs sent by this process so far, per [`KINDS`] entry.
+pub fn sent_by_kind() -> [u64; KINDS.len()] {
+    std::array::from_fn(|i| SENT_BY[i].load(Ordering::Relaxed))
+}
+
 impl<D: AttrData> Flight<'_, D> {
     fn fail(&self, index: usize, e: impl std::fmt::Display) -> Error {
         Error::Fabric(format!("{}: {e}", self.gets[index]))
@@ -69,6 +93,7 @@ impl<D: AttrData> Flight<'_, D> {
         match sent {
             Ok(()) => {
                 SENT.fetch_add(1, Ordering::Relaxed);
+                SENT_BY[kind_of(get.attr)].fetch_add(1, Ordering::Relaxed);
                 let p = Pending {
                     index,
                     sent: Instant::now(),

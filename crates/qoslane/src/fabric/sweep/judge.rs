@@ -3,7 +3,7 @@
 //! lane, the findings grouped per (level, node, out port, verdict), and per
 //! port what the level gets there ([`PortLanes`], what the page draws).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -113,17 +113,129 @@ impl LevelSweep {
     }
 }
 
-/// One level judged on every port that was read: the count of each lane
-/// and the findings, one line per problem.
-pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Level) -> LevelSweep {
-    let sl = level.service_level.get();
-    let want = level
-        .virtual_lane
-        .map(crate::mapping::types::VirtualLane::get);
+/// The connected ports of every node of a topology, by GUID: what
+/// [`Topology::data_ports`] says of each, gathered in one pass (asking it
+/// per port is a pass over the whole topology each: quadratic in the
+/// fabric).
+#[derive(Debug, Default)]
+pub struct DataPorts<'t>(HashMap<&'t str, Vec<u32>>);
+
+impl<'t> DataPorts<'t> {
+    pub fn of(topo: &'t Topology) -> Self {
+        let mut by: HashMap<&str, Vec<u32>> = HashMap::new();
+        for p in topo.ports.iter().filter(|p| p.remote.is_some()) {
+            by.entry(p.end.guid.as_str()).or_default().push(p.end.port);
+        }
+        for v in by.values_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
+        Self(by)
+    }
+
+    /// The connected ports of the node `guid` (none: not in the topology).
+    pub fn of_node(&self, guid: &str) -> &[u32] {
+        self.0.get(guid).map_or(&[], Vec::as_slice)
+    }
+
+    /// A switch egress port's data in ports: its node's other connected
+    /// ports.
+    pub fn ins(&self, guid: &str, out: u32) -> Vec<u32> {
+        self.of_node(guid)
+            .iter()
+            .copied()
+            .filter(|&p| p != out)
+            .collect()
+    }
+}
+
+/// One level's groups on one egress port: (VL, lane, in ports).
+type Groups = Vec<(u8, Lane, Vec<u32>)>;
+
+/// A port as the sweep keys it: GUID, port, LID.
+type PortKey = (String, u32, u16);
+
+/// The last sweep's judgements per port, for the next to reuse where a
+/// port's reading and in ports are the same (`fabric watch`'s re-audits:
+/// the lane rules are pure, so the same reading gives the same groups).
+/// One reading per port of the fabric, and per level (SL, VL) its groups.
+#[derive(Debug, Default)]
+pub struct KeptLanes {
+    reads: HashMap<PortKey, (EgressRead, Vec<u32>)>,
+    groups: HashMap<(u8, Option<u8>), HashMap<PortKey, Groups>>,
+}
+
+fn port_key(item: &EgressPort) -> PortKey {
+    (item.guid.clone(), item.port, item.lid)
+}
+
+/// Every level judged on every port that was read: per port whose
+/// reading and in ports are the ones `kept` holds, the level's groups
+/// taken from it; `kept` then holds this sweep's. Returns the levels
+/// and how many ports were judged again.
+pub fn sweep_levels(
+    ok: &[(&EgressPort, EgressRead)],
+    ins: &[&[u32]],
+    levels: &[Level],
+    kept: &mut KeptLanes,
+) -> (Vec<LevelSweep>, usize) {
+    let before = std::mem::take(kept);
+    let same: Vec<bool> = ok
+        .iter()
+        .zip(ins)
+        .map(|((item, r), ins)| {
+            before
+                .reads
+                .get(&port_key(item))
+                .is_some_and(|(read, i)| read == r && i.as_slice() == *ins)
+        })
+        .collect();
+    let judged = same.iter().filter(|s| !**s).count();
+    let swept = levels
+        .iter()
+        .map(|level| {
+            let key = level_key(level);
+            let (sweep, groups) = sweep_level(ok, ins, level, &same, before.groups.get(&key));
+            kept.groups.insert(key, groups);
+            sweep
+        })
+        .collect();
+    kept.reads = ok
+        .iter()
+        .zip(ins)
+        .map(|((item, r), ins)| (port_key(item), (r.clone(), ins.to_vec())))
+        .collect();
+    (swept, judged)
+}
+
+fn level_key(level: &Level) -> (u8, Option<u8>) {
+    (
+        level.service_level.get(),
+        level
+            .virtual_lane
+            .map(crate::mapping::types::VirtualLane::get),
+    )
+}
+
+/// One level judged on every port that was read (`ins[i]`: the in ports
+/// of `ok[i]` judged, a switch's data ports but the egress that some route
+/// takes; an HCA port's, `[0]`): the count of each lane and the findings,
+/// one line per problem; a port whose `same` is true
+/// takes its groups from `before` (when it holds them); the groups of
+/// every Active port, for the next sweep.
+fn sweep_level(
+    ok: &[(&EgressPort, EgressRead)],
+    ins: &[&[u32]],
+    level: &Level,
+    same: &[bool],
+    before: Option<&HashMap<PortKey, Groups>>,
+) -> (LevelSweep, HashMap<PortKey, Groups>) {
+    let (sl, want) = level_key(level);
+    let mut kept: HashMap<PortKey, Groups> = HashMap::with_capacity(ok.len());
     let mut pairs: BTreeMap<Lane, u64> = BTreeMap::new();
     let mut findings: Vec<Finding> = Vec::new();
     let mut ports: Vec<PortLanes> = Vec::with_capacity(ok.len());
-    for (item, r) in ok {
+    for (((item, r), same), &in_ports) in ok.iter().zip(same).zip(ins) {
         let mut at = PortLanes {
             kind: item.kind,
             guid: item.guid.clone(),
@@ -159,7 +271,18 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
             });
             continue;
         }
-        let groups = judge_port(topo, item, r, sl, want, &mut pairs);
+        let key = port_key(item);
+        let groups = match before.filter(|_| *same).and_then(|b| b.get(&key)) {
+            Some(g) => {
+                for (_, lane, ins) in g {
+                    *pairs.entry(*lane).or_default() +=
+                        u64::try_from(ins.len()).unwrap_or(u64::MAX);
+                }
+                g.clone()
+            }
+            None => judge_port(in_ports, r, sl, want, &mut pairs),
+        };
+        kept.insert(key, groups.clone());
         at.groups = groups
             .iter()
             .map(|(vl, lane, ins)| InLane {
@@ -173,43 +296,41 @@ pub fn sweep_level(topo: &Topology, ok: &[(&EgressPort, EgressRead)], level: &Le
             })
             .collect();
         ports.push(at);
-        add_findings(topo, item, r, sl, groups, &mut findings);
+        add_findings(item, in_ports.len(), r, sl, groups, &mut findings);
     }
     for f in &mut findings {
         f.message = f.render(&level.name, want);
     }
-    LevelSweep {
+    let sweep = LevelSweep {
         level: level.name.clone(),
         sl,
         virtual_lane: want,
         pairs,
         findings,
         ports,
-    }
+    };
+    (sweep, kept)
 }
 
 /// The in ports of an egress port grouped by the (VL, lane) the level gets
 /// from each; every in port is counted in `pairs`.
 fn judge_port(
-    topo: &Topology,
-    item: &EgressPort,
+    ins: &[u32],
     r: &EgressRead,
     sl: u8,
     want: Option<u8>,
     pairs: &mut BTreeMap<Lane, u64>,
 ) -> Vec<(u8, Lane, Vec<u32>)> {
-    let ins: Vec<u32> = match item.kind {
-        NodeType::Switch => topo
-            .data_ports(&item.guid)
-            .into_iter()
-            .filter(|&i| i != item.port)
-            .collect(),
-        _ => vec![0],
-    };
     let mut groups: Vec<(u8, Lane, Vec<u32>)> = Vec::new();
-    for i in ins {
-        let Some((_, row)) = r.rows.iter().find(|(n, _)| *n == i) else {
-            continue;
+    for (k, &i) in ins.iter().enumerate() {
+        // The rows come in the order asked (both readers): the k-th is
+        // in port i's, else it is looked for.
+        let row = match r.rows.get(k) {
+            Some((n, row)) if *n == i => row,
+            _ => match r.rows.iter().find(|(n, _)| *n == i) {
+                Some((_, row)) => row,
+                None => continue,
+            },
         };
         let (vl, lane) = lane::judge(
             &Egress {
@@ -233,17 +354,13 @@ fn judge_port(
 /// A finding per group that is not carried; a group of every in port joins
 /// the same verdict on the switch's other out ports (one line per switch).
 fn add_findings(
-    topo: &Topology,
     item: &EgressPort,
+    data_ins: usize,
     r: &EgressRead,
     sl: u8,
     groups: Vec<(u8, Lane, Vec<u32>)>,
     findings: &mut Vec<Finding>,
 ) {
-    let data_ins = match item.kind {
-        NodeType::Switch => topo.data_ports(&item.guid).len().saturating_sub(1),
-        _ => 1,
-    };
     for (vl, lane, in_ports) in groups {
         if lane == Lane::Carried {
             continue;

@@ -32,18 +32,32 @@ pub mod routes;
 pub mod sm_classes;
 pub mod verdict;
 
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
 use serde::Serialize;
 
 use crate::deadline::Deadline;
 use crate::fabric::counters::pma::PortWait;
 use crate::fabric::counters::wait::{self, LevelWait, WaitPort};
 use crate::fabric::read::reader::Reader;
+use crate::fabric::read::smp_batch;
 use crate::fabric::read::smpquery::MAX_WINDOW;
 use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology};
 use crate::mapping::Mapping;
 
 pub use crate::fabric::read::topology::TOPOLOGY_MAX_OUTPUT;
 pub use judge::{Finding, InLane, LevelSweep, PortLanes};
+
+/// What the last sweep judged, kept for the next (`fabric watch`): per
+/// port its reading and each level's groups, and the deadlock check's
+/// fabric and verdicts. A sweep reuses a judgement only where its inputs
+/// are the same, so its verdict is the one a fresh sweep would give.
+#[derive(Debug, Default)]
+pub struct Judged {
+    lanes: judge::KeptLanes,
+    routes: Option<routes::KeptRoutes>,
+}
 
 /// Workers by default: enough to hide each query's latency, few enough to
 /// leave the switches' SMAs (and ibsim's 10 client slots) room. For the
@@ -63,6 +77,37 @@ pub struct Unread {
     pub error: String,
 }
 
+/// The port pairs no route takes, not read (the forwarding tables say so).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NotRouted {
+    pub pairs: u64,
+    /// Switches with such pairs, and a few of them by name.
+    pub switches: usize,
+    pub examples: Vec<String>,
+    pub why: &'static str,
+    #[serde(skip)]
+    last: Option<u16>,
+}
+
+impl NotRouted {
+    const EXAMPLES: usize = 3;
+
+    fn add(&mut self, at: &Item, pairs: usize) {
+        self.pairs += pairs as u64;
+        self.why = "no route from an HCA to the LID of another HCA enters and leaves a switch \
+                    by these ports (the forwarding tables read first; on a fat tree, the up→up \
+                    pairs of a leaf): the traffic of no job crosses them";
+        // The ports come switch by switch (`egress_items`' order).
+        if self.last != Some(at.lid) {
+            self.last = Some(at.lid);
+            self.switches += 1;
+            if self.examples.len() < Self::EXAMPLES {
+                self.examples.push(format!("{} (lid {})", at.name, at.lid));
+            }
+        }
+    }
+}
+
 /// What the sweep found.
 #[derive(Clone, Debug, Serialize)]
 pub struct Sweep {
@@ -70,6 +115,10 @@ pub struct Sweep {
     pub hcas: usize,
     /// Egress ports read (connected switch ports and HCA ports).
     pub ports_read: usize,
+    /// The (in, out) pairs of Active switch ports whose SL2VL rows were
+    /// not read nor judged: no route takes them (`routes::routed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_routed: Option<NotRouted>,
     pub unread: Vec<Unread>,
     pub levels: Vec<LevelSweep>,
     pub duration_ms: u64,
@@ -93,6 +142,8 @@ pub struct Sweep {
     /// The SA's path records for each level's `sm_traffic`
     /// (`sm_classes.rs`).
     pub sm_policy: sm_classes::ClassCheck,
+    /// Where the time and the MADs went.
+    pub cost: Cost,
     /// Why some ports' wait counters were not read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub xmit_wait_unread: Vec<String>,
@@ -143,6 +194,35 @@ impl Sweep {
     }
 }
 
+/// Where an audit's time and MADs went (the bench's breakdown; timings,
+/// so never compared between runs).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Cost {
+    /// `ibnetdiscover -p` and its parsing (the command's, before the sweep).
+    pub topology_ms: u64,
+    /// The pairs the routes take, from the forwarding tables read.
+    pub routed_ms: u64,
+    /// Every egress port's tables read.
+    pub egress_ms: u64,
+    /// Every level judged on every port pair read (the lane rules).
+    pub judge_ms: u64,
+    /// Egress ports whose levels were judged again (the rest: their
+    /// reading and in ports as the last sweep's, its judgements kept:
+    /// `fabric watch`'s re-audits).
+    pub ports_judged: usize,
+    /// The SM-policy check and the transmit wait (the deadlock check's
+    /// parts are `deadlock.read_ms`, `judge_ms` and `path_ms`).
+    pub sm_policy_ms: u64,
+    pub wait_ms: u64,
+    /// MADs this process sent during the sweep by kind (in process; the
+    /// program reader's are its programs', not counted), retries included.
+    pub mads: BTreeMap<&'static str, u64>,
+}
+
+fn ms_since(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Reads every egress port of `topo` and judges every level of `mapping`.
 /// `workers` is what the report says the reader was given (`--workers`).
 pub fn sweep(
@@ -152,25 +232,61 @@ pub fn sweep(
     workers: usize,
     deadline: &Deadline,
 ) -> Sweep {
-    let started = std::time::Instant::now();
+    sweep_again(
+        topo,
+        reader,
+        mapping,
+        workers,
+        deadline,
+        &mut Judged::default(),
+    )
+}
+
+/// [`sweep`], reusing what `kept` holds of the last sweep where the
+/// inputs are the same, and keeping this one's there.
+pub fn sweep_again(
+    topo: &Topology,
+    reader: &dyn Reader,
+    mapping: &Mapping,
+    workers: usize,
+    deadline: &Deadline,
+    kept: &mut Judged,
+) -> Sweep {
+    let started = Instant::now();
+    let mads_before = smp_batch::sent_by_kind();
     let items = egress_items(topo);
-    let ins: Vec<Vec<u32>> = items
-        .iter()
-        .map(|i| match i.kind {
-            NodeType::Switch => topo
-                .data_ports(&i.guid)
-                .into_iter()
-                .filter(|&p| p != i.port)
-                .collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    let reads = reader.egress(&items, &ins, deadline);
+    let ins = in_ports(&judge::DataPorts::of(topo), &items);
+    // The forwarding tables first: the rows read are those of the pairs
+    // some route takes (all of them when a table could not be read).
+    let lft = routes::forwarding(topo, reader, deadline);
+    let t = Instant::now();
+    let taken = taken(&lft, &items, &ins);
+    let routed_ms = ms_since(t);
+    let t = Instant::now();
+    let reads = reader.egress(&items, &taken, deadline);
+    let mut cost = Cost {
+        egress_ms: ms_since(t),
+        routed_ms,
+        ..Cost::default()
+    };
     let mut unread = Vec::new();
     let mut ok: Vec<(&Item, Read)> = Vec::new();
-    for (item, r) in items.iter().zip(reads) {
+    let mut not_routed = NotRouted::default();
+    // The in ports judged of each port read (an HCA port: its one table).
+    let mut ok_ins: Vec<&[u32]> = Vec::new();
+    for (((item, r), in_ports), all) in items.iter().zip(reads).zip(&taken).zip(&ins) {
         match r {
-            Ok(r) => ok.push((item, r)),
+            Ok(r) => {
+                if r.active && all.len() > in_ports.len() {
+                    not_routed.add(item, all.len() - in_ports.len());
+                }
+                ok.push((item, r));
+                ok_ins.push(if item.kind == NodeType::Switch {
+                    in_ports
+                } else {
+                    &[0]
+                });
+            }
             Err(e) => unread.push(Unread {
                 kind: item.kind,
                 name: item.name.clone(),
@@ -180,24 +296,35 @@ pub fn sweep(
             }),
         }
     }
-    let levels = mapping
-        .levels()
-        .iter()
-        .map(|level| judge::sweep_level(topo, &ok, level))
-        .collect();
-    let deadlock = routes::check(topo, &ok, reader, mapping, deadline);
+    let t = Instant::now();
+    let (levels, ports_judged) =
+        judge::sweep_levels(&ok, &ok_ins, mapping.levels(), &mut kept.lanes);
+    cost.judge_ms = ms_since(t);
+    cost.ports_judged = ports_judged;
+    let deadlock = routes::check(topo, lft, &ok, reader, mapping, deadline, &mut kept.routes);
+    let t = Instant::now();
     let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
+    cost.sm_policy_ms = ms_since(t);
+    let t = Instant::now();
     let wait_ports = wait_ports(&ok);
     // The program reader reads them by perfquery when it has one.
     let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
     let wait_levels = wait::peaks(&wait::levels_of(mapping), &wait_ports, &xmit_wait);
+    cost.wait_ms = ms_since(t);
+    let mads_after = smp_batch::sent_by_kind();
+    cost.mads = smp_batch::KINDS
+        .iter()
+        .zip(mads_before.iter().zip(mads_after))
+        .map(|(k, (b, a))| (*k, a - b))
+        .collect();
     Sweep {
         switches: topo.count(NodeType::Switch),
         hcas: topo.count(NodeType::Hca),
         ports_read: ok.len(),
+        not_routed: (not_routed.pairs > 0).then_some(not_routed),
         unread,
         levels,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_ms: ms_since(started),
         workers: workers.clamp(1, MAX_WINDOW),
         reader: reader.name(),
         fallback: None,
@@ -207,6 +334,7 @@ pub fn sweep(
         xmit_wait_unread,
         deadlock,
         sm_policy,
+        cost,
         wait_ports,
     }
 }
@@ -235,19 +363,46 @@ pub fn window(workers: usize) -> usize {
 /// In-process SMPs in flight per `--workers`.
 pub const WINDOW_PER_WORKER: usize = 4;
 
+/// The in ports of each egress port: a switch's data ports but the egress
+/// (an HCA port's one table: none).
+fn in_ports(data: &judge::DataPorts<'_>, items: &[Item]) -> Vec<Vec<u32>> {
+    items
+        .iter()
+        .map(|i| match i.kind {
+            NodeType::Switch => data.ins(&i.guid, i.port),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Of each egress port's in ports, those some route takes to it by the
+/// forwarding tables read (every one when a table was not read).
+fn taken(lft: &routes::Forwarding, items: &[Item], ins: &[Vec<u32>]) -> Vec<Vec<u32>> {
+    if !lft.read_all {
+        return ins.to_vec();
+    }
+    let r = routes::routed(lft);
+    items
+        .iter()
+        .zip(ins)
+        .map(|(i, all)| match i.kind {
+            NodeType::Switch => r.ins(i.lid, i.port, all),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
 /// The egress ports to read: every connected port's far end (switches, then
 /// HCAs), each once, ordered by kind, name and port.
 fn egress_items(topo: &Topology) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
+    let mut seen: HashSet<(&str, u32, u16)> = HashSet::new();
     for p in topo
         .connected(NodeType::Switch)
         .chain(topo.connected(NodeType::Hca))
     {
         let e = &p.end;
-        if items
-            .iter()
-            .any(|i| i.guid == e.guid && i.port == e.port && i.lid == e.lid)
-        {
+        if !seen.insert((e.guid.as_str(), e.port, e.lid)) {
             continue;
         }
         items.push(Item {
@@ -261,3 +416,6 @@ fn egress_items(topo: &Topology) -> Vec<Item> {
     items.sort_by(|a, b| (a.kind, &a.name, a.port).cmp(&(b.kind, &b.name, b.port)));
     items
 }
+
+#[cfg(test)]
+mod tests;

@@ -66,6 +66,10 @@ pub struct Routes {
     /// How long reading the forwarding tables took, and judging.
     pub read_ms: u64,
     pub judge_ms: u64,
+    /// The verdicts were the last sweep's: its fabric (forwarding tables,
+    /// SL2VL rows, cabling) and SLs the same (`fabric watch`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
     /// How long the path records took.
     pub path_ms: u64,
 }
@@ -160,16 +164,34 @@ impl Routes {
     }
 }
 
-/// Reads every switch's forwarding table and judges every level's SL.
-pub fn check(
-    topo: &Topology,
-    ok: &[(&EgressPort, EgressRead)],
-    reader: &dyn Reader,
-    mapping: &Mapping,
-    deadline: &Deadline,
-) -> Routes {
+/// The last check's fabric, its SLs and their verdicts: the next check
+/// on the same fabric and SLs takes them (the check is pure).
+#[derive(Debug)]
+pub struct KeptRoutes {
+    fabric: Fabric,
+    sls: Vec<u8>,
+    safeties: Vec<Safety>,
+}
+
+/// The forwarding tables as read, before the egress ports: the fabric's
+/// cabling with every switch's table ([`Fabric`], no SL2VL rows yet), how
+/// long they took and what was not read.
+#[derive(Debug)]
+pub struct Forwarding {
+    pub fabric: Fabric,
+    /// Every switch's table was read (the routes are known).
+    pub read_all: bool,
+    unjudged: Vec<String>,
+    read_ms: u64,
+    /// Switch LID → its index in `fabric.switches`.
+    by_lid: HashMap<u16, usize>,
+}
+
+/// Reads every switch's forwarding table (LIDs up to the highest of the
+/// topology) into the fabric's cabling.
+pub fn forwarding(topo: &Topology, reader: &dyn Reader, deadline: &Deadline) -> Forwarding {
     let started = std::time::Instant::now();
-    let mut fabric = fabric(topo, ok);
+    let mut fabric = fabric(topo, &[]);
     let top = fabric
         .hcas
         .iter()
@@ -190,45 +212,205 @@ pub fn check(
             }
         }
     }
-    let read_ms = millis(started);
+    let by_lid = fabric
+        .switches
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.lid, i))
+        .collect();
+    Forwarding {
+        read_all: read_all && !fabric.switches.is_empty(),
+        fabric,
+        unjudged,
+        read_ms: millis(started),
+        by_lid,
+    }
+}
+
+/// The (in port, out port) pairs of each switch that some route from an
+/// HCA to another HCA's LID takes, by the forwarding tables read: the
+/// pairs whose SL2VL rows the audit reads and judges (a pair no route
+/// takes carries no job's traffic: on a fat tree, a leaf's up→up pairs).
+/// Every hop the deadlock check can walk is one of them (its walk is this
+/// one, stopped earlier where an SL is dropped).
+#[derive(Debug)]
+pub struct Routed {
+    /// Per switch (by index), the pairs taken: `in * width + out`, each
+    /// switch's ports `0..width`.
+    pairs: Vec<Vec<bool>>,
+    width: Vec<usize>,
+    by_lid: HashMap<u16, usize>,
+}
+
+impl Routed {
+    /// Of `ins`, the in ports some route takes to `out` on the switch of
+    /// LID `lid` (a switch not in the tables: every one of them).
+    pub fn ins(&self, lid: u16, out: u32, ins: &[u32]) -> Vec<u32> {
+        match self.by_lid.get(&lid) {
+            Some(&s) => ins
+                .iter()
+                .copied()
+                .filter(|&i| self.taken(s, i, out))
+                .collect(),
+            None => ins.to_vec(),
+        }
+    }
+
+    fn taken(&self, s: usize, i: u32, o: u32) -> bool {
+        let w = self.width[s];
+        let (i, o) = (i as usize, o as usize);
+        i < w && o < w && self.pairs[s][i * w + o]
+    }
+}
+
+/// The pairs the routes take ([`Routed`]), walked destination by
+/// destination (the routes to one LID form a tree: a walk stops where it
+/// joins one already walked toward it).
+pub fn routed(f: &Forwarding) -> Routed {
+    let fabric = &f.fabric;
+    // Each switch's ports 0..width (its cabled ports and the HCAs' ports on
+    // it); a (switch, in port) is `base[s] + in` in `walked`.
+    let mut width: Vec<usize> = fabric
+        .switches
+        .iter()
+        .map(|s| s.peers.keys().max().map_or(1, |&p| p as usize + 1))
+        .collect();
+    for h in &fabric.hcas {
+        if let Some((s, p)) = h.switch {
+            width[s] = width[s].max(p as usize + 1);
+        }
+    }
+    let mut base = Vec::with_capacity(width.len());
+    let mut states = 0usize;
+    for w in &width {
+        base.push(states);
+        states += w;
+    }
+    let mut pairs: Vec<Vec<bool>> = width.iter().map(|w| vec![false; w * w]).collect();
+    // The destination (its number + 1) each state was last walked toward.
+    let mut walked: Vec<usize> = vec![0; states];
+    for (stamp, dst) in fabric.hcas.iter().enumerate().map(|(i, d)| (i + 1, d)) {
+        for src in &fabric.hcas {
+            if src.lid == dst.lid {
+                continue;
+            }
+            let Some((mut sw, mut in_port)) = src.switch else {
+                continue;
+            };
+            // Every (switch, in port) at most once per destination: a
+            // forwarding loop ends too.
+            loop {
+                let w = width[sw];
+                let state = base[sw] + in_port as usize;
+                if in_port as usize >= w || walked[state] == stamp {
+                    break;
+                }
+                walked[state] = stamp;
+                let s = &fabric.switches[sw];
+                let out = s
+                    .lft
+                    .get(usize::from(dst.lid))
+                    .copied()
+                    .unwrap_or(deadlock::NO_PORT);
+                if out == deadlock::NO_PORT || u32::from(out) == in_port || out == 0 {
+                    break;
+                }
+                if usize::from(out) < w {
+                    pairs[sw][in_port as usize * w + usize::from(out)] = true;
+                }
+                match s.peers.get(&u32::from(out)) {
+                    Some(Peer::Switch(next, port)) => (sw, in_port) = (*next, *port),
+                    _ => break,
+                }
+            }
+        }
+    }
+    Routed {
+        pairs,
+        width,
+        by_lid: f.by_lid.clone(),
+    }
+}
+
+/// Judges every level's SL on the forwarding tables read and the SL2VL
+/// rows of the egress ports read.
+pub fn check(
+    topo: &Topology,
+    lft: Forwarding,
+    ok: &[(&EgressPort, EgressRead)],
+    reader: &dyn Reader,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    kept: &mut Option<KeptRoutes>,
+) -> Routes {
+    let Forwarding {
+        mut fabric,
+        read_all,
+        mut unjudged,
+        read_ms,
+        ..
+    } = lft;
+    add_rows(&mut fabric, topo, ok);
     let started = std::time::Instant::now();
-    let judged = read_all && !fabric.switches.is_empty();
-    let mut by_sl: HashMap<u8, Safety> = HashMap::new();
+    let judged = read_all;
+    // One verdict per distinct SL, the SLs whose VLs renumber alike
+    // sharing one graph (`deadlock::judge_all`).
+    let mut sls: Vec<u8> = mapping
+        .levels()
+        .iter()
+        .map(|l| l.service_level.get())
+        .collect();
+    sls.sort_unstable();
+    sls.dedup();
+    let before = kept
+        .take()
+        .filter(|k| judged && k.sls == sls && k.fabric == fabric);
+    let was_kept = before.is_some();
+    let safeties = match before {
+        Some(k) => k.safeties,
+        None if judged => deadlock::judge_all(&fabric, &sls),
+        None => Vec::new(),
+    };
+    let by_sl: HashMap<u8, Safety> = sls.iter().copied().zip(safeties.iter().cloned()).collect();
     let levels = mapping
         .levels()
         .iter()
         .map(|level| {
             let sl = level.service_level.get();
-            let safety = judged.then(|| {
-                by_sl
-                    .entry(sl)
-                    .or_insert_with(|| deadlock::judge(&fabric, sl))
-                    .clone()
-            });
             LevelSafety {
                 level: level.name.clone(),
                 sl,
-                safety,
+                safety: by_sl.get(&sl).cloned(),
                 path_sl: level.path_sl,
             }
         })
         .collect();
-    if !read_all {
+    if !unjudged.is_empty() {
         unjudged.truncate(4);
         unjudged.insert(0, "not every forwarding table was read".into());
     }
     let judge_ms = millis(started);
     let started = std::time::Instant::now();
     let (path_sls, path_sls_unread) = path_sls(&fabric, reader, deadline);
+    let per_pair_sl2vl = per_pair(&fabric);
+    let path_ms = millis(started);
+    if judged {
+        *kept = Some(KeptRoutes {
+            fabric,
+            sls,
+            safeties,
+        });
+    }
     Routes {
         levels,
         unjudged,
-        per_pair_sl2vl: per_pair(&fabric),
+        per_pair_sl2vl,
         path_sls,
         path_sls_unread,
         read_ms,
         judge_ms,
-        path_ms: millis(started),
+        kept: was_kept,
+        path_ms,
     }
 }
 
@@ -295,6 +477,32 @@ pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
             _ => {}
         }
     }
+    add_rows(&mut f, topo, ok);
+    f
+}
+
+/// The SL2VL rows of the egress ports read, into the fabric.
+fn add_rows(f: &mut Fabric, topo: &Topology, ok: &[(&EgressPort, EgressRead)]) {
+    if ok.is_empty() {
+        return;
+    }
+    let mut switch_of: HashMap<&str, usize> = HashMap::new();
+    let mut hca_of: HashMap<(&str, u32), usize> = HashMap::new();
+    // The same numbering `fabric` gave, from the same walk of the ports.
+    for p in &topo.ports {
+        let e = &p.end;
+        match e.kind {
+            NodeType::Switch => {
+                let n = switch_of.len();
+                switch_of.entry(e.guid.as_str()).or_insert(n);
+            }
+            NodeType::Hca if p.remote.is_some() => {
+                let n = hca_of.len();
+                hca_of.entry((e.guid.as_str(), e.port)).or_insert(n);
+            }
+            _ => {}
+        }
+    }
     for (item, read) in ok {
         if !read.active {
             continue;
@@ -315,7 +523,6 @@ pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
             NodeType::Router => {}
         }
     }
-    f
 }
 
 /// Sources of the path records asked: the first HCAs of the fabric.
@@ -366,3 +573,6 @@ fn per_pair(f: &Fabric) -> Vec<String> {
         .map(|s| format!("{} (lid {})", s.name, s.lid))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

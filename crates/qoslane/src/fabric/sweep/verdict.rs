@@ -426,6 +426,7 @@ mod tests {
             switches: 5,
             hcas: 6,
             ports_read: 0,
+            not_routed: None,
             unread,
             levels: vec![
                 level("mission-critical", 3, findings),
@@ -440,6 +441,7 @@ mod tests {
             wait_levels: Vec::new(),
             deadlock: super::super::routes::Routes::default(),
             sm_policy: super::super::sm_classes::ClassCheck::default(),
+            cost: super::super::Cost::default(),
             xmit_wait_unread: Vec::new(),
             wait_ports: Vec::new(),
         }

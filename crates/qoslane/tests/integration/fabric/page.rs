@@ -418,6 +418,7 @@ fn attack_sweep() -> Sweep {
         switches: 2,
         hcas: 1,
         ports_read: 2,
+        not_routed: None,
         unread: Vec::new(),
         levels: vec![LevelSweep {
             level: ATTACK2.into(),
@@ -440,6 +441,7 @@ fn attack_sweep() -> Sweep {
         xmit_wait_unread: Vec::new(),
         deadlock: qoslane::fabric::sweep::routes::Routes::default(),
         sm_policy: qoslane::fabric::sweep::sm_classes::ClassCheck::default(),
+        cost: qoslane::fabric::sweep::Cost::default(),
         wait_ports: Vec::new(),
     }
 }

@@ -102,6 +102,7 @@ fn sweep(topology: Topology, levels: &[Level<'_>]) -> Sweep {
         switches: 0,
         hcas: 0,
         ports_read: topology.ports.len(),
+        not_routed: None,
         unread: Vec::new(),
         levels,
         duration_ms: 1,
@@ -114,6 +115,7 @@ fn sweep(topology: Topology, levels: &[Level<'_>]) -> Sweep {
         xmit_wait_unread: Vec::new(),
         deadlock: qoslane::fabric::sweep::routes::Routes::default(),
         sm_policy: qoslane::fabric::sweep::sm_classes::ClassCheck::default(),
+        cost: qoslane::fabric::sweep::Cost::default(),
         wait_ports: Vec::new(),
     }
 }

@@ -45,7 +45,8 @@ fn report(out: &Output) -> serde_json::Value {
         )
     });
     let r = v["report"].as_object_mut().unwrap();
-    for k in ["duration_ms", "reader", "workers"] {
+    // `cost`: timings, and MADs counted in process only.
+    for k in ["duration_ms", "reader", "workers", "cost"] {
         r.remove(k);
     }
     // The deadlock check: both read every forwarding table (smpquery's

@@ -26,6 +26,17 @@ pub(super) struct Acted {
     pub(super) forwarding_read: usize,
     pub(super) forwarding_kept: usize,
     pub(super) smps: u64,
+    /// Reading the topology (`ibnetdiscover`; 0: kept from the last act).
+    pub(super) topology_ms: u64,
+    /// Egress ports whose levels were judged again (the others' reading
+    /// the same as the last act's: its judgements kept), and how long
+    /// judging every level on every port took.
+    pub(super) ports_judged: usize,
+    pub(super) judge_ms: u64,
+    /// The deadlock check's verdicts kept from the last act (forwarding
+    /// tables, SL2VL rows and cabling the same), and how long it took.
+    pub(super) deadlock_kept: bool,
+    pub(super) deadlock_ms: u64,
     pub(super) audit_ms: u64,
     /// From the SM's record (`time_ns` of the sweep's end, else of the
     /// first record of the batch) to the verdict written.

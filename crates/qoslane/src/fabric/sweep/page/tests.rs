@@ -97,6 +97,7 @@ fn sweep() -> Sweep {
         switches: 3,
         hcas: 1,
         ports_read: ports.len(),
+        not_routed: None,
         unread: Vec::new(),
         levels: vec![LevelSweep {
             level: "gold".into(),
@@ -116,6 +117,7 @@ fn sweep() -> Sweep {
         xmit_wait_unread: Vec::new(),
         deadlock: crate::fabric::sweep::routes::Routes::default(),
         sm_policy: crate::fabric::sweep::sm_classes::ClassCheck::default(),
+        cost: crate::fabric::sweep::Cost::default(),
         wait_ports: Vec::new(),
     }
 }
