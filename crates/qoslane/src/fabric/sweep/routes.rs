@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::deadline::Deadline;
 use crate::fabric::judge::deadlock::{self, Fabric, Hca, Peer, Safety, Switch};
 use crate::fabric::read::reader::Reader;
-use crate::fabric::tables::{EgressPort, EgressRead, NodeType, Topology};
+use crate::fabric::tables::{EgressPort, EgressRead, LinkEnd, NodeType, Topology};
 use crate::mapping::{Mapping, PathSl};
 
 /// One level's deadlock safety on the routes read.
@@ -350,7 +350,7 @@ pub fn check(
         read_ms,
         ..
     } = lft;
-    add_rows(&mut fabric, topo, ok);
+    add_rows(&mut fabric, &numbering(topo), ok);
     let started = std::time::Instant::now();
     let judged = read_all;
     // One verdict per distinct SL, the SLs whose VLs renumber alike
@@ -418,39 +418,72 @@ fn millis(t: std::time::Instant) -> u64 {
     u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The fabric from the topology and the SL2VL rows read (forwarding tables
-/// empty).
-pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
-    let mut f = Fabric::default();
-    let mut switch_of: HashMap<&str, usize> = HashMap::new();
-    let mut hca_of: HashMap<(&str, u32), usize> = HashMap::new();
+/// Where each node of the topology sits in a [`Fabric`]: switches by GUID,
+/// cabled HCA ports by (GUID, port), numbered in the order of the
+/// topology's ports, with the end that named each first.
+struct Numbering<'t> {
+    switch_of: HashMap<&'t str, usize>,
+    hca_of: HashMap<(&'t str, u32), usize>,
+    switches: Vec<&'t LinkEnd>,
+    hcas: Vec<&'t LinkEnd>,
+}
+
+fn numbering(topo: &Topology) -> Numbering<'_> {
+    let mut n = Numbering {
+        switch_of: HashMap::new(),
+        hca_of: HashMap::new(),
+        switches: Vec::new(),
+        hcas: Vec::new(),
+    };
     for p in &topo.ports {
         let e = &p.end;
         match e.kind {
             NodeType::Switch => {
-                switch_of.entry(e.guid.as_str()).or_insert_with(|| {
-                    f.switches.push(Switch {
-                        name: e.name.clone(),
-                        lid: e.lid,
-                        ..Switch::default()
-                    });
-                    f.switches.len() - 1
+                n.switch_of.entry(e.guid.as_str()).or_insert_with(|| {
+                    n.switches.push(e);
+                    n.switches.len() - 1
                 });
             }
             NodeType::Hca if p.remote.is_some() => {
-                hca_of.entry((e.guid.as_str(), e.port)).or_insert_with(|| {
-                    f.hcas.push(Hca {
-                        name: e.name.clone(),
-                        lid: e.lid,
-                        switch: None,
-                        sl2vl: None,
+                n.hca_of
+                    .entry((e.guid.as_str(), e.port))
+                    .or_insert_with(|| {
+                        n.hcas.push(e);
+                        n.hcas.len() - 1
                     });
-                    f.hcas.len() - 1
-                });
             }
             _ => {}
         }
     }
+    n
+}
+
+/// The fabric from the topology and the SL2VL rows read (forwarding tables
+/// empty).
+pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
+    let num = numbering(topo);
+    let (switch_of, hca_of) = (&num.switch_of, &num.hca_of);
+    let mut f = Fabric {
+        switches: num
+            .switches
+            .iter()
+            .map(|e| Switch {
+                name: e.name.clone(),
+                lid: e.lid,
+                ..Switch::default()
+            })
+            .collect(),
+        hcas: num
+            .hcas
+            .iter()
+            .map(|e| Hca {
+                name: e.name.clone(),
+                lid: e.lid,
+                switch: None,
+                sl2vl: None,
+            })
+            .collect(),
+    };
     for p in &topo.ports {
         let (e, Some(r)) = (&p.end, &p.remote) else {
             continue;
@@ -477,32 +510,14 @@ pub fn fabric(topo: &Topology, ok: &[(&EgressPort, EgressRead)]) -> Fabric {
             _ => {}
         }
     }
-    add_rows(&mut f, topo, ok);
+    add_rows(&mut f, &num, ok);
     f
 }
 
-/// The SL2VL rows of the egress ports read, into the fabric.
-fn add_rows(f: &mut Fabric, topo: &Topology, ok: &[(&EgressPort, EgressRead)]) {
-    if ok.is_empty() {
-        return;
-    }
-    let mut switch_of: HashMap<&str, usize> = HashMap::new();
-    let mut hca_of: HashMap<(&str, u32), usize> = HashMap::new();
-    // The same numbering `fabric` gave, from the same walk of the ports.
-    for p in &topo.ports {
-        let e = &p.end;
-        match e.kind {
-            NodeType::Switch => {
-                let n = switch_of.len();
-                switch_of.entry(e.guid.as_str()).or_insert(n);
-            }
-            NodeType::Hca if p.remote.is_some() => {
-                let n = hca_of.len();
-                hca_of.entry((e.guid.as_str(), e.port)).or_insert(n);
-            }
-            _ => {}
-        }
-    }
+/// The SL2VL rows of the egress ports read, into the fabric numbered by
+/// `num`.
+fn add_rows(f: &mut Fabric, num: &Numbering<'_>, ok: &[(&EgressPort, EgressRead)]) {
+    let (switch_of, hca_of) = (&num.switch_of, &num.hca_of);
     for (item, read) in ok {
         if !read.active {
             continue;
