@@ -502,23 +502,8 @@ pub struct AuditArgs {
     /// QOSLANE_FABRIC_VERDICT)
     #[arg(long, value_name = "FILE")]
     pub verdict: Option<PathBuf>,
-    /// smpquery processes at once (1-16); in process, 4 × N SMPs in flight
-    #[arg(long, value_name = "N", default_value_t = 4,
-          value_parser = clap::value_parser!(u8).range(1..=16))]
-    pub workers: u8,
-    /// How the SMP queries are sent
-    #[arg(long, value_enum, default_value_t, env = "QOSLANE_FABRIC_READER")]
-    pub reader: FabricReader,
-    /// The whole audit's deadline, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub timeout: u64,
-    /// The local HCA to send the queries from (e.g. mlx5_0) [default: the first]
-    #[arg(long = "ca", value_name = "DEVICE", requires = "ca_port")]
-    pub ca: Option<String>,
-    /// The local HCA port to send the queries from
-    #[arg(long = "ca-port", value_name = "PORT", requires = "ca")]
-    pub ca_port: Option<u32>,
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Clear each switch port's transmit wait counters after reading them, so the next audit
     /// shows the wait since this one
     #[arg(long)]
@@ -554,6 +539,13 @@ pub struct WatchArgs {
     /// Take the spool once, audit the whole fabric, write the verdict and exit
     #[arg(long)]
     pub once: bool,
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// How an audit reads the fabric: the options `fabric audit` and `fabric watch` share.
+#[derive(Debug, clap::Args)]
+pub struct ReadArgs {
     /// smpquery processes at once (1-16); in process, 4 × N SMPs in flight
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u8).range(1..=16))]
@@ -561,7 +553,7 @@ pub struct WatchArgs {
     /// How the SMP queries are sent
     #[arg(long, value_enum, default_value_t, env = "QOSLANE_FABRIC_READER")]
     pub reader: FabricReader,
-    /// Each audit's deadline, in seconds
+    /// An audit's deadline, in seconds (the watcher's: each audit's)
     #[arg(long, value_name = "SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,

@@ -8,7 +8,7 @@ use std::io::Write;
 use nodeio::prom::{Kind as PromKind, Writer};
 
 use super::Ctx;
-use crate::cli::{AuditArgs, AuditFormat, FabricReader};
+use crate::cli::{AuditArgs, AuditFormat, FabricReader, ReadArgs};
 use crate::config::{self, Source};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
@@ -23,10 +23,10 @@ pub mod watch;
 
 pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     let (loaded, from) = mapping(ctx)?;
-    let via = via(args.ca.as_ref(), args.ca_port);
-    let deadline = Deadline::after(std::time::Duration::from_secs(args.timeout));
+    let via = via(&args.read);
+    let deadline = Deadline::after(std::time::Duration::from_secs(args.read.timeout));
     let started = std::time::SystemTime::now();
-    let (reader, fallback) = reader(ctx, args.reader, args.workers, via.as_ref())?;
+    let (reader, fallback) = reader(ctx, &args.read, via.as_ref())?;
     let discovering = std::time::Instant::now();
     let result = reader
         .topology(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline)
@@ -36,7 +36,7 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
                 &topo,
                 reader.as_ref(),
                 &loaded.mapping,
-                usize::from(args.workers),
+                usize::from(args.read.workers),
                 &deadline,
             );
             s.fallback = fallback;
@@ -117,8 +117,8 @@ fn mapping(ctx: &Ctx) -> Result<(config::Loaded, String)> {
 }
 
 /// The local port to send from (`--ca`, `--ca-port`), when given.
-fn via(ca: Option<&String>, port: Option<u32>) -> Option<PortId> {
-    match (ca, port) {
+fn via(read: &ReadArgs) -> Option<PortId> {
+    match (&read.ca, read.ca_port) {
         (Some(device), Some(port)) => Some(PortId {
             device: device.clone(),
             port,
@@ -132,11 +132,10 @@ fn via(ca: Option<&String>, port: Option<u32>) -> Option<PortId> {
 /// transmit wait by `perfquery` when it has one (`QOSLANE_PERFQUERY`).
 fn reader(
     ctx: &Ctx,
-    kind: FabricReader,
-    workers: u8,
+    read: &ReadArgs,
     via: Option<&PortId>,
 ) -> Result<(Box<dyn Reader>, Option<String>)> {
-    let workers = usize::from(workers);
+    let (kind, workers) = (read.reader, usize::from(read.workers));
     let smpquery = || -> Box<dyn Reader> {
         Box::new(
             Smpquery::new(&ctx.paths.smpquery)

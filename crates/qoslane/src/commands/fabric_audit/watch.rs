@@ -99,8 +99,8 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
                     .into(),
             )
         })?;
-    let via = via(args.ca.as_ref(), args.ca_port);
-    let (inner, fallback) = reader(ctx, args.reader, args.workers, via.as_ref())?;
+    let via = via(&args.read);
+    let (inner, fallback) = reader(ctx, &args.read, via.as_ref())?;
     if let Some(why) = fallback {
         log::warn(&format!(
             "fabric watch: reading by smpquery (in process unavailable: {why})"
@@ -288,7 +288,7 @@ fn act(
     let started = Instant::now();
     let started_at = SystemTime::now();
     let smps = smp_batch::sent();
-    let deadline = Deadline::after(Duration::from_secs(args.timeout));
+    let deadline = Deadline::after(Duration::from_secs(args.read.timeout));
     let (loaded, _) = mapping(ctx)?;
     let previous = last.take();
     let withdrawn_before = previous
@@ -313,7 +313,7 @@ fn act(
         &topology,
         memo,
         &loaded.mapping,
-        usize::from(args.workers),
+        usize::from(args.read.workers),
         &deadline,
         kept,
     );
