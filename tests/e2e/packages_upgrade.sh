@@ -10,8 +10,9 @@
 #   - a downgrade to that layout: the .deb works (qoslane 0.1.0 beside hookrun 0.2.0, which keeps
 #     /usr/sbin/hookrun: it replaces that file of the old qoslane), and back up again; the .rpm
 #     is refused (the file conflicts), the installed release untouched, the job's level held;
-#   - a downgrade to the previous release of the current layout (OLD_SPLIT, 0.1.0): works;
-#   - from that release back up to this one.
+#   - a downgrade to the first release of the current layout (OLD_SPLIT, 0.1.0): works;
+#   - from that release back up to this one;
+#   - a downgrade to the previous release (OLD_PREV, 0.2.0) and back up to this one.
 # After each: the running job's level held and its Epilog (the installed qoslane's) restoring the
 # baseline, the next job granted and released, the node never drained (sinfo sampled every
 # 0.2 s from before the command to the next job's end), the audit history before the change a
@@ -23,9 +24,11 @@
 # still_holds, end_job, released, epilog_audited, in_service, logged, refused, deb_state.
 
 # The last commit of the single-package layout: the first parent of e4a36d0 ("Merge s8-package",
-# which made hookrun its own package). The previous release of the current layout: 0.1.0.
+# which made hookrun its own package). The first release of the current layout: 0.1.0. The
+# previous release: 0.2.0.
 OLD_SINGLE=e14e30c5f308bb99a54ae7468054cdc964fc62e0
 OLD_SPLIT=a030725bff23229c47984f3862e4de15bc4f60b3
+OLD_PREV=68792356a0bbedf6720ef8bbe532bf74853b35ff
 PROM_CH=/var/lib/prometheus/node-exporter
 
 old_packages() { # old_packages COMMIT DIR: its packages (cached) into the chroot's WORK/DIR
@@ -38,7 +41,8 @@ old_packages() { # old_packages COMMIT DIR: its packages (cached) into the chroo
 t=$(date +%s.%N)
 old_packages "$OLD_SINGLE" single || exit 1
 old_packages "$OLD_SPLIT" split || exit 1
-say "the packages of ${OLD_SINGLE:0:12} (one package) and ${OLD_SPLIT:0:12} (0.1.0) in $(secs "$t")s (cached by commit)"
+old_packages "$OLD_PREV" prev || exit 1
+say "the packages of ${OLD_SINGLE:0:12} (one package), ${OLD_SPLIT:0:12} (0.1.0) and ${OLD_PREV:0:12} (0.2.0) in $(secs "$t")s (cached by commit)"
 check "the single-package layout: one qoslane package holding /usr/sbin/hookrun, no hookrun package" bash -c \
   "dpkg-deb -c '$(ls "$CH$WORK"/single/qoslane_*.deb)' | grep -c ' ./usr/sbin/hookrun$' >/dev/null &&
    ! ls '$CH$WORK'/single/hookrun* >/dev/null 2>&1"
@@ -164,7 +168,8 @@ install -d -m 0755 "$CH$PROM_CH"
 SHIPPED_DEFAULT=$E2E_REPO/packaging/default/qoslane
 
 # deb_upgrade_paths: from the single package to this release (an edited /etc/default/qoslane),
-# the downgrades, and from 0.1.0 back to this release; ends with this release (r1) installed
+# the downgrades, and from 0.1.0 and 0.2.0 back to this release; ends with this release (r1)
+# installed
 deb_upgrade_paths() {
   PM=deb
   check "deb: the single-package qoslane of ${OLD_SINGLE:0:12} installed (dpkg -i)" \
@@ -200,6 +205,10 @@ deb_upgrade_paths() {
   changes_with_job "deb: downgrade $NEW_VERSION -> 0.1.0-1 (${OLD_SPLIT:0:12})" deb-to-split.log \
     0.1.0-1 "${OLD_SPLIT:0:12}" deb_install split
   changes_with_job "deb: upgrade 0.1.0-1 (${OLD_SPLIT:0:12}) -> $NEW_VERSION" deb-from-split.log \
+    "$NEW_VERSION" "$NEW_COMMIT" deb_install r1
+  changes_with_job "deb: downgrade $NEW_VERSION -> 0.2.0-1 (${OLD_PREV:0:12})" deb-to-prev.log \
+    0.2.0-1 "${OLD_PREV:0:12}" deb_install prev
+  changes_with_job "deb: upgrade 0.2.0-1 (${OLD_PREV:0:12}) -> $NEW_VERSION" deb-from-prev.log \
     "$NEW_VERSION" "$NEW_COMMIT" deb_install r1
   check "deb: through every change, the admin's /etc/default/qoslane kept" \
     cmp -s "$CH$WORK/default.edited" "$CH/etc/default/qoslane"
@@ -249,5 +258,9 @@ rpm_upgrade_paths() {
   changes_with_job "rpm: downgrade $NEW_VERSION -> 0.1.0-1 (${OLD_SPLIT:0:12}, rpm -U --oldpackage)" \
     rpm-to-split.log 0.1.0-1 "${OLD_SPLIT:0:12}" rpm_upgrade split --oldpackage
   changes_with_job "rpm: upgrade 0.1.0-1 (${OLD_SPLIT:0:12}) -> $NEW_VERSION" rpm-from-split.log \
+    "$NEW_VERSION" "$NEW_COMMIT" rpm_upgrade r1
+  changes_with_job "rpm: downgrade $NEW_VERSION -> 0.2.0-1 (${OLD_PREV:0:12}, rpm -U --oldpackage)" \
+    rpm-to-prev.log 0.2.0-1 "${OLD_PREV:0:12}" rpm_upgrade prev --oldpackage
+  changes_with_job "rpm: upgrade 0.2.0-1 (${OLD_PREV:0:12}) -> $NEW_VERSION" rpm-from-prev.log \
     "$NEW_VERSION" "$NEW_COMMIT" rpm_upgrade r1
 }
