@@ -3,9 +3,11 @@
 # packaging/build.sh:
 #
 #   changelog.sh debian CHANGELOG.md MAINTAINER [VERSION-REVISION]
-#       the Debian changelog on stdout: one entry per release (`## VERSION (YYYY-MM-DD)`), as
-#       revision 1 of it, newest first, each item of its `###` parts a `*` line wrapped at 76
-#       columns (the Upgrading part's items begin "Upgrade:"), dated the release's day. With
+#       the Debian changelog on stdout: one entry per release (`## VERSION (YYYY-MM-DD)`, or
+#       `## VERSION (YYYY-MM-DD HH:MM UTC)` for a second release of a day: Debian wants each entry
+#       newer than the one below it), as revision 1 of it, newest first, each item of its `###`
+#       parts a `*` line wrapped at 76 columns (the Upgrading part's items begin "Upgrade:"),
+#       dated the release's day (and time). With
 #       VERSION-REVISION of a local rebuild (revision 2 and up), an entry for it on top, dated now.
 #   changelog.sh rpm
 #       a Debian changelog on stdin as an RPM %changelog on stdout, entry for entry.
@@ -46,9 +48,9 @@ debian() {
     }
     /^## / {
       if (ver != "") { trailer(); print "" }
-      if (!match($0, /^## [0-9][^ ]* \([0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]\)$/))
-        fail("a release heading is \"## VERSION (YYYY-MM-DD)\": " $0)
-      ver = $2; date = $3; gsub(/[()]/, "", date)
+      if (!match($0, /^## [0-9][^ ]* \([0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]( [0-2][0-9]:[0-5][0-9] UTC)?\)$/))
+        fail("a release heading is \"## VERSION (YYYY-MM-DD)\" or \"## VERSION (YYYY-MM-DD HH:MM UTC)\": " $0)
+      ver = $2; date = $0; sub(/^[^(]*\(/, "", date); sub(/\)$/, "", date); date = "\"" date "\""
       printf "qoslane (%s-1) unstable; urgency=medium\n\n", ver
       part = ""; next
     }
