@@ -94,7 +94,8 @@ audit() {
         "${AUDIT_BIN:-$bin}" fabric audit --config "$mapping" --format json --timeout 3600 \
         --workers "$workers" --reader "$reader" >"$work/$name.json" || [ $? -eq 1 ]
     t1=$(date +%s.%N)
-    awk '{ print $1 + $2 }' "$work/$name.time" >"$work/$name.cpu"
+    # the last line: time's first says when the command exited non-zero.
+    tail -n 1 "$work/$name.time" | awk '{ print $1 + $2 }' >"$work/$name.cpu"
     echo "$(( $(cpu "$RIG_IBSIM_PID") - sim0 )) $(( $(cpu "$RIG_OSM_PID") - osm0 ))" |
         awk -v hz="$hz" '{ printf "%.2f %.2f\n", $1 / hz, $2 / hz }' >"$work/$name.sim"
     echo "$t1 - $t0" | bc
