@@ -94,7 +94,8 @@ audit() {
         "${AUDIT_BIN:-$bin}" fabric audit --config "$mapping" --format json --timeout 3600 \
         --workers "$workers" --reader "$reader" >"$work/$name.json" || [ $? -eq 1 ]
     t1=$(date +%s.%N)
-    awk '{ print $1 + $2 }' "$work/$name.time" >"$work/$name.cpu"
+    # the last line: time's first says when the command exited non-zero.
+    tail -n 1 "$work/$name.time" | awk '{ print $1 + $2 }' >"$work/$name.cpu"
     echo "$(( $(cpu "$RIG_IBSIM_PID") - sim0 )) $(( $(cpu "$RIG_OSM_PID") - osm0 ))" |
         awk -v hz="$hz" '{ printf "%.2f %.2f\n", $1 / hz, $2 / hz }' >"$work/$name.sim"
     echo "$t1 - $t0" | bc
@@ -104,8 +105,8 @@ audit() {
 breakdown() {
     local sim osm
     read -r sim osm <"$work/$1.sim"
-    jq -r --arg cpu "$(cat "$work/$1.cpu")" --arg sim "$sim" --arg osm "$osm" '.report as $r |
-        "  \($r.reader): topology \($r.cost.topology_ms) ms, routes walked \($r.cost.routed_ms // 0) ms, egress read \($r.cost.egress_ms) ms, "
+    jq -r --arg name "$1" --arg cpu "$(cat "$work/$1.cpu")" --arg sim "$sim" --arg osm "$osm" '.report as $r |
+        "  \($name) (\($r.reader)): topology \($r.cost.topology_ms) ms, routes walked \($r.cost.routed_ms // 0) ms, egress read \($r.cost.egress_ms) ms, "
         + "lanes judged \($r.cost.judge_ms) ms, deadlock: LFT read \($r.deadlock.read_ms) ms, "
         + "judged \($r.deadlock.judge_ms) ms, path records \($r.deadlock.path_ms) ms; "
         + "sm-policy \($r.cost.sm_policy_ms) ms, wait \($r.cost.wait_ms) ms; "
@@ -120,7 +121,7 @@ breakdown() {
 every_pair() { jq '(.report.not_routed.pairs // 0) as $n | del(.report.not_routed) | .report.levels |= map(.pairs.carried += $n)' "$1"; }
 # .report.deadlock: both judge it (the smpquery reader by ibroute); only the
 # in-process reader asks the SA for path records; the timings differ.
-same() { jq -S 'del(.report.cost, .report.duration_ms, .report.reader, .report.workers, .report.deadlock.read_ms, .report.deadlock.judge_ms, .report.deadlock.path_ms, .report.deadlock.path_sls, .report.deadlock.path_sls_unread)' "$1"; }
+same() { jq -S 'del(.report.cost, .report.duration_ms, .report.sm_policy.ms, .report.reader, .report.workers, .report.deadlock.read_ms, .report.deadlock.judge_ms, .report.deadlock.path_ms, .report.deadlock.path_sls, .report.deadlock.path_sls_unread)' "$1"; }
 
 echo "| fabric | egress ports | --workers | smpquery | in process | floor | in process / floor | smpquery / in process | reports |"
 echo "|---|---|---|---|---|---|---|---|---|"
@@ -149,6 +150,7 @@ for ((i = 1; i <= runs; i++)); do
             say "run $i: in process, --workers $w, the old build $old_bin"
             old=$(AUDIT_BIN=$old_bin AUDIT_OUT=old audit in-process "$w" LD_PRELOAD="$RIG_UMAD2SIM" SIM_HOST=node2 IBSIM_SOCKNAME="$IBSIM_SOCKNAME")
             say "run $i: the old build: $old s"
+            breakdown old
             if ! diff <(every_pair "$work/old.json" | same /dev/stdin) <(every_pair "$work/in-process.json" | same /dev/stdin) >"$work/diff-old.txt"; then
                 verdict="$verdict; FAIL: the old build's report differs ($work/diff-old.txt)"
                 head -n 60 "$work/diff-old.txt" >&2

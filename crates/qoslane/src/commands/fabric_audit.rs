@@ -272,7 +272,10 @@ pub fn human(r: &Sweep, from: &str) -> String {
         r.hcas,
         r.ports_read,
         match r.reader {
-            "in-process" => format!("in process ({} SMPs in flight)", sweep::window(r.workers)),
+            "in-process" => format!(
+                "in process ({} SMPs in flight per LID)",
+                sweep::window(r.workers)
+            ),
             _ => format!("by smpquery ({} programs at once)", r.workers),
         },
         r.duration_ms

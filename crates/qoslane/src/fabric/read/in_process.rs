@@ -1,6 +1,7 @@
 //! The in-process reader: SMP and PMA Gets through libibumad ([`Umad`]),
-//! at most a window of them in flight under one deadline
-//! ([`smp_batch`]), on the caller's thread. It reads by LID (the audit's
+//! at most a window of them in flight to any one destination LID (and
+//! `smp_batch::IN_FLIGHT` in all) under one deadline ([`smp_batch`]), on
+//! the caller's thread. It reads by LID (the audit's
 //! egress ports and their transmit wait, clearing it on request), by
 //! directed route (the first hop, in full or its own rows:
 //! `first_hop/read.rs`) and, opened on one of the node's own ports with its
@@ -21,7 +22,8 @@ use crate::fabric::read::smp_batch;
 use crate::fabric::read::umad::Umad;
 use crate::fabric::tables::{EgressPort, EgressRead, FirstHop, PortId};
 
-/// A port opened for Gets, and how many may be in flight at once.
+/// A port opened for Gets, and how many may be in flight at once to one
+/// destination LID.
 #[derive(Debug)]
 pub struct InProcess {
     umad: RefCell<Umad>,
@@ -68,7 +70,7 @@ impl InProcess {
         self
     }
 
-    /// How many Gets are in flight at once.
+    /// How many Gets are in flight at once to one destination LID.
     pub fn window(&self) -> usize {
         self.window
     }

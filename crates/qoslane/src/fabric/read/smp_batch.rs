@@ -1,19 +1,22 @@
-//! SMP Gets in process, many at once: [`get_all`] keeps a window of Gets in
-//! flight on one [`Umad`] port, matches each answer to its Get by
-//! transaction id, retries a Get left unanswered, and gives up what is still
-//! unanswered at the run's deadline. [`read_egress`] is the audit's read of
+//! SMP Gets in process, many at once: [`get_all`] keeps Gets in flight on
+//! one [`Umad`] port — at most `window` to any one destination LID, the
+//! destinations taken in turn, and at most [`IN_FLIGHT`] in all —, takes
+//! every answer already come without waiting (one blocking receive only
+//! when none has), matches each answer to its Get by transaction id,
+//! retries a Get left unanswered, and gives up what is still unanswered at
+//! the run's deadline. [`read_egress`] is the audit's read of
 //! every egress port with it: PortInfo of every port, then the SL2VL rows
 //! and VLArb blocks of the Active ones, each table once, into the same
 //! [`EgressRead`] the `smpquery` path produces.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::fabric::read::mad::{self, Attr, AttrData, Get, PmaData, Route, SmpData};
-use crate::fabric::read::umad::{Received, Umad};
+use crate::fabric::read::mad::{self, Attr, AttrData, Get, MAD_SIZE, PmaData, Route, SmpData};
+use crate::fabric::read::umad::Umad;
 use crate::fabric::tables::{EgressPort, EgressRead, NodeType, VlArb, VlArbState};
 
 /// How long one Get waits for its answer before it is sent again.
@@ -24,18 +27,21 @@ pub const ATTEMPTS: u32 = 4;
 /// One Get in flight.
 struct Pending {
     index: usize,
-    sent: Instant,
     attempt: u32,
 }
 
 /// The Gets of one [`get_all`]: what is in flight, what came back (the
 /// attribute data of the Gets' class, `D`).
 struct Flight<'a, D> {
-    umad: &'a mut Umad,
     gets: &'a [Get],
     results: Vec<Option<Result<D>>>,
     /// By the low half of the transaction id (the kernel owns the high half).
     pending: HashMap<u32, Pending>,
+    /// The transaction ids in flight and when each was sent, in the order
+    /// they were sent (an answered one is dropped when it reaches the
+    /// front): the front's is the oldest Get in flight, the next due.
+    sent: VecDeque<(u32, Instant)>,
+    turns: Turns,
 }
 
 /// The low half of the next transaction id: unique across batches, so a
@@ -75,38 +81,134 @@ pub fn sent_by_kind() -> [u64; KINDS.len()] {
     std::array::from_fn(|i| SENT_BY[i].load(Ordering::Relaxed))
 }
 
+/// Gets in flight at once on a port, whatever their destinations (the
+/// window is per destination LID): enough to keep the other end busy
+/// while this process waits to run on a loaded machine, within the
+/// kernel's MAD send queue (`ib_mad`'s `send_queue_size`, 128) so none
+/// waits in its overflow list.
+pub const IN_FLIGHT: usize = 128;
+
+/// The Gets of a batch grouped by destination LID, the destinations taken
+/// in turn, none with more than `cap` in flight.
+struct Turns {
+    /// The Gets' indices, grouped by destination (in order within each).
+    order: Vec<usize>,
+    /// Per destination: its next place in `order`, its end there, and how
+    /// many of its Gets are in flight.
+    dests: Vec<Dest>,
+    /// The destination (its index in `dests`) of each Get.
+    dest_of: Vec<usize>,
+    /// The destinations with Gets left and room: the next send's is the
+    /// front's.
+    ready: VecDeque<usize>,
+    cap: usize,
+}
+
+struct Dest {
+    next: usize,
+    end: usize,
+    in_flight: usize,
+}
+
+impl Turns {
+    fn new(gets: &[Get], cap: usize) -> Self {
+        let mut index: HashMap<u16, usize> = HashMap::new();
+        let mut counts: Vec<usize> = Vec::new();
+        let dest_of: Vec<usize> = gets
+            .iter()
+            .map(|g| {
+                let n = index.len();
+                let d = *index.entry(g.route.dlid()).or_insert(n);
+                if d == counts.len() {
+                    counts.push(0);
+                }
+                counts[d] += 1;
+                d
+            })
+            .collect();
+        let mut dests = Vec::with_capacity(counts.len());
+        let mut start = 0;
+        for c in counts {
+            dests.push(Dest {
+                next: start,
+                end: start,
+                in_flight: 0,
+            });
+            start += c;
+        }
+        let mut order = vec![0; gets.len()];
+        for (i, &d) in dest_of.iter().enumerate() {
+            order[dests[d].end] = i;
+            dests[d].end += 1;
+        }
+        Self {
+            order,
+            ready: (0..dests.len()).collect(),
+            dests,
+            dest_of,
+            cap: cap.max(1),
+        }
+    }
+
+    /// The next Get to send, its destination's turn taken.
+    fn next(&mut self) -> Option<usize> {
+        let d = self.ready.pop_front()?;
+        let dest = &mut self.dests[d];
+        let i = self.order[dest.next];
+        dest.next += 1;
+        dest.in_flight += 1;
+        if dest.next < dest.end && dest.in_flight < self.cap {
+            self.ready.push_back(d);
+        }
+        Some(i)
+    }
+
+    /// Get `i` is done (answered or given up): room for its destination.
+    fn done(&mut self, i: usize) {
+        let d = self.dest_of[i];
+        let dest = &mut self.dests[d];
+        let full = dest.in_flight >= self.cap;
+        dest.in_flight = dest.in_flight.saturating_sub(1);
+        if full && dest.next < dest.end {
+            self.ready.push_back(d);
+        }
+    }
+}
+
 impl<D: AttrData> Flight<'_, D> {
     fn fail(&self, index: usize, e: impl std::fmt::Display) -> Error {
         Error::Fabric(format!("{}: {e}", self.gets[index]))
     }
 
-    fn send(&mut self, index: usize, attempt: u32) {
+    /// Get `index`'s result: its destination has room again.
+    fn finish(&mut self, index: usize, r: Result<D>) {
+        self.results[index] = Some(r);
+        self.turns.done(index);
+    }
+
+    fn send(&mut self, umad: &mut Umad, index: usize, attempt: u32) {
         let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
         let get = &self.gets[index];
         let wait_ms = i32::try_from(ANSWER_WAIT.as_millis()).unwrap_or(1000);
         let sent = mad::encode_get(get, u64::from(tid))
             .map_err(|e| e.to_string())
-            .and_then(|m| {
-                self.umad
-                    .send(get.route.dlid(), get.route.class(), &m, wait_ms)
-            });
+            .and_then(|m| umad.send(get.route.dlid(), get.route.class(), &m, wait_ms));
         match sent {
             Ok(()) => {
                 SENT.fetch_add(1, Ordering::Relaxed);
                 SENT_BY[kind_of(get.attr)].fetch_add(1, Ordering::Relaxed);
-                let p = Pending {
-                    index,
-                    sent: Instant::now(),
-                    attempt,
-                };
-                self.pending.insert(tid, p);
+                self.pending.insert(tid, Pending { index, attempt });
+                self.sent.push_back((tid, Instant::now()));
             }
-            Err(e) => self.results[index] = Some(Err(self.fail(index, e))),
+            Err(e) => {
+                let e = self.fail(index, e);
+                self.finish(index, Err(e));
+            }
         }
     }
 
     /// Unanswered: sent again, or given up after [`ATTEMPTS`].
-    fn again(&mut self, p: Pending) {
+    fn again(&mut self, umad: &mut Umad, p: Pending) {
         if p.attempt >= ATTEMPTS {
             let e = self.fail(
                 p.index,
@@ -115,30 +217,31 @@ impl<D: AttrData> Flight<'_, D> {
                     ANSWER_WAIT.as_millis()
                 ),
             );
-            self.results[p.index] = Some(Err(e));
+            self.finish(p.index, Err(e));
         } else {
-            self.send(p.index, p.attempt + 1);
+            self.send(umad, p.index, p.attempt + 1);
         }
     }
 
-    fn answered(&mut self, got: &Received) {
-        let Some(t) = got
-            .mad
+    /// A MAD received (`status`: the kernel's), matched to its Get by
+    /// transaction id; one of no Get in flight (not ours, or a late answer
+    /// to a Get sent again) is ignored. A request the kernel gave back
+    /// unanswered is sent again.
+    fn answered(&mut self, umad: &mut Umad, status: i32, mad: &[u8]) {
+        let Some(t) = mad
             .get(12..16)
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
         else {
             return;
         };
-        // Not ours, or a late answer to a Get sent again: ignored.
         let Some(p) = self.pending.remove(&t) else {
             return;
         };
-        if got.status != 0 {
-            // The kernel gave the request back unanswered.
-            return self.again(p);
+        if status != 0 {
+            return self.again(umad, p);
         }
         let get = &self.gets[p.index];
-        let data = mad::decode_answer::<D>(&got.mad).and_then(|a| {
+        let data = mad::decode_answer::<D>(mad).and_then(|a| {
             if a.attr_id == get.attr.id() && a.modifier == get.wire_modifier() {
                 Ok(a.data)
             } else {
@@ -148,34 +251,79 @@ impl<D: AttrData> Flight<'_, D> {
                 )))
             }
         });
-        self.results[p.index] = Some(data.map_err(|e| self.fail(p.index, e)));
+        let r = data.map_err(|e| self.fail(p.index, e));
+        self.finish(p.index, r);
+    }
+
+    /// The oldest Get in flight: its transaction id and when it was sent
+    /// (the answered ones before it dropped).
+    fn oldest(&mut self) -> Option<(u32, Instant)> {
+        while let Some(&(t, at)) = self.sent.front() {
+            if self.pending.contains_key(&t) {
+                return Some((t, at));
+            }
+            self.sent.pop_front();
+        }
+        None
     }
 
     /// Gets unanswered for [`ANSWER_WAIT`]: again, or given up.
-    fn expire(&mut self) {
+    fn expire(&mut self, umad: &mut Umad) {
         let now = Instant::now();
-        let late: Vec<u32> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| now.duration_since(p.sent) >= ANSWER_WAIT)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in late {
+        while let Some((t, at)) = self.oldest() {
+            if now.duration_since(at) < ANSWER_WAIT {
+                break;
+            }
+            self.sent.pop_front();
             if let Some(p) = self.pending.remove(&t) {
-                self.again(p);
+                self.again(umad, p);
             }
         }
     }
 
-    /// When the next Get in flight is due.
-    fn due(&self) -> Option<Instant> {
-        self.pending.values().map(|p| p.sent + ANSWER_WAIT).min()
+    /// Every MAD already received, without waiting: how many, or the
+    /// receive's error.
+    fn drain(&mut self, umad: &mut Umad) -> std::result::Result<usize, String> {
+        let mut n = 0;
+        loop {
+            let Some(got) = umad.recv(0)? else {
+                return Ok(n);
+            };
+            n += 1;
+            let (status, mad) = (got.status, copy_mad(got.mad));
+            self.answered(umad, status, &mad);
+        }
+    }
+}
+
+/// A received MAD out of the port's buffer (the port is needed again to
+/// send a retry while it is read).
+fn copy_mad(mad: &[u8]) -> Mad {
+    let mut m = Mad {
+        bytes: [0; MAD_SIZE],
+        len: mad.len().min(MAD_SIZE),
+    };
+    m.bytes[..m.len].copy_from_slice(&mad[..m.len]);
+    m
+}
+
+/// A MAD on the stack: its bytes and length.
+struct Mad {
+    bytes: [u8; MAD_SIZE],
+    len: usize,
+}
+
+impl std::ops::Deref for Mad {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
 /// The attribute data of each SMP (or SA) Get, in order, or why not. At
-/// most `window` Gets are in flight at once; what is unanswered at the
-/// deadline is a deadline error.
+/// most `window` Gets are in flight to one destination LID at once (and
+/// [`IN_FLIGHT`] in all); what is unanswered at the deadline is a deadline
+/// error.
 pub fn get_all(
     umad: &mut Umad,
     gets: &[Get],
@@ -201,42 +349,58 @@ fn get_all_of<D: AttrData>(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<Result<D>> {
+    let in_flight = IN_FLIGHT.max(window);
     let mut f = Flight {
-        umad,
         gets,
         results: gets.iter().map(|_| None).collect(),
-        pending: HashMap::new(),
+        pending: HashMap::with_capacity(in_flight.min(gets.len())),
+        sent: VecDeque::with_capacity(in_flight.min(gets.len())),
+        turns: Turns::new(gets, window),
     };
-    let mut next = 0usize;
     loop {
-        while f.pending.len() < window.max(1) && next < gets.len() {
-            f.send(next, 1);
-            next += 1;
+        while f.pending.len() < in_flight {
+            let Some(i) = f.turns.next() else { break };
+            f.send(umad, i, 1);
         }
-        let Some(due) = f.due() else { break };
+        let Some((_, oldest)) = f.oldest() else {
+            break;
+        };
         if deadline.remaining().is_zero() {
-            let left = f
-                .pending
-                .drain()
-                .map(|(_, p)| p.index)
-                .chain(next..gets.len());
-            for i in left.collect::<Vec<_>>() {
-                f.results[i] = Some(Err(deadline.passed(gets[i].to_string())));
+            f.pending.clear();
+            for (i, r) in f.results.iter_mut().enumerate() {
+                if r.is_none() {
+                    *r = Some(Err(deadline.passed(gets[i].to_string())));
+                }
             }
             break;
         }
-        let until = due.min(deadline.instant());
-        let wait = until.saturating_duration_since(Instant::now()).as_millis();
-        match f.umad.recv(i32::try_from(wait).unwrap_or(1000)) {
-            Err(e) => {
-                for p in f.pending.drain().map(|(_, p)| p).collect::<Vec<_>>() {
-                    f.results[p.index] = Some(Err(f.fail(p.index, &e)));
+        // Every answer already come; when none has, one wait for the next
+        // (until the oldest Get is due or the deadline).
+        let received = match f.drain(umad) {
+            Ok(0) => {
+                let until = (oldest + ANSWER_WAIT).min(deadline.instant());
+                let wait = until.saturating_duration_since(Instant::now()).as_millis();
+                match umad.recv(i32::try_from(wait).unwrap_or(1000).max(1)) {
+                    Ok(Some(got)) => {
+                        let (status, mad) = (got.status, copy_mad(got.mad));
+                        f.answered(umad, status, &mad);
+                        Ok(())
+                    }
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
                 }
             }
-            Ok(Some(got)) => f.answered(&got),
-            Ok(None) => {}
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = received {
+            let left: Vec<usize> = f.pending.drain().map(|(_, p)| p.index).collect();
+            for i in left {
+                let e = f.fail(i, &e);
+                f.finish(i, Err(e));
+            }
         }
-        f.expire();
+        f.expire(umad);
     }
     f.results
         .into_iter()
@@ -398,5 +562,89 @@ fn vlarb(
         Some(e @ Error::Deadline { .. }) => Err(e),
         Some(e) => Ok(VlArbState::Unavailable(e.to_string())),
         None => Ok(VlArbState::Read(out)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(lid: u16, modifier: u32) -> Get {
+        Get {
+            route: Route::Lid(lid),
+            attr: Attr::SlToVl,
+            modifier,
+        }
+    }
+
+    /// The destinations are taken in turn, each Get once, in its own
+    /// order within its destination; none has more than the cap in flight,
+    /// and one at its cap is taken again when a Get of it is done.
+    #[test]
+    fn the_destinations_take_turns_none_past_its_cap() {
+        // LID 1: Gets 0, 1, 2, 5; LID 2: 3, 6; LID 3: 4.
+        let gets = [
+            get(1, 0),
+            get(1, 1),
+            get(1, 2),
+            get(2, 0),
+            get(3, 0),
+            get(1, 3),
+            get(2, 1),
+        ];
+        let mut t = Turns::new(&gets, 2);
+        let mut sent = Vec::new();
+        while let Some(i) = t.next() {
+            sent.push(i);
+        }
+        // Two of LID 1 and of LID 2, one of LID 3 (it has one), in turn.
+        assert_eq!(sent, [0, 3, 4, 1, 6]);
+        assert_eq!(t.next(), None, "LID 1 is at its cap");
+        // LID 2's done: it has nothing left, LID 1 still at its cap.
+        t.done(3);
+        assert_eq!(t.next(), None);
+        // One of LID 1's done: its next two, one at a time.
+        t.done(0);
+        assert_eq!(t.next(), Some(2));
+        assert_eq!(t.next(), None);
+        t.done(1);
+        assert_eq!(t.next(), Some(5));
+        assert_eq!(t.next(), None);
+        for i in [2, 4, 5, 6] {
+            t.done(i);
+        }
+        assert_eq!(t.next(), None, "every Get was taken once");
+    }
+
+    /// Directed-route Gets share the permissive LID: one destination, so
+    /// the cap is the window of them all, as before destinations took
+    /// turns.
+    #[test]
+    fn directed_route_gets_are_one_destination() {
+        let gets: Vec<Get> = (0..5)
+            .map(|i| Get {
+                route: Route::Directed(vec![1, i]),
+                attr: Attr::NodeInfo,
+                modifier: 0,
+            })
+            .collect();
+        let mut t = Turns::new(&gets, 3);
+        let firsts: Vec<usize> = std::iter::from_fn(|| t.next()).collect();
+        assert_eq!(firsts, [0, 1, 2]);
+        t.done(1);
+        assert_eq!(t.next(), Some(3));
+        assert_eq!(t.next(), None);
+    }
+
+    /// A batch of none, and a cap of 0 taken as 1.
+    #[test]
+    fn no_gets_and_a_zero_cap() {
+        assert_eq!(Turns::new(&[], 4).next(), None);
+        let gets = [get(7, 0), get(7, 1)];
+        let mut t = Turns::new(&gets, 0);
+        assert_eq!(t.next(), Some(0));
+        assert_eq!(t.next(), None);
+        t.done(0);
+        assert_eq!(t.next(), Some(1));
     }
 }

@@ -59,8 +59,12 @@ pub struct Umad {
     /// for its own counters registers the PMA's agent alone: each agent is a
     /// kernel object made at registration and flushed at close.
     agents: [c_int; 4],
-    /// A `struct ib_user_mad` and a MAD, 8-byte aligned as its header wants.
-    buf: Vec<u64>,
+    /// A `struct ib_user_mad` and a MAD to send, 8-byte aligned as its
+    /// header wants: zeroed once; each send writes the MAD, the address
+    /// and the send fields, nothing else of the header is ever set.
+    send_buf: Vec<u64>,
+    /// The same, for the MAD received.
+    recv_buf: Vec<u64>,
 }
 
 impl fmt::Debug for Umad {
@@ -86,11 +90,12 @@ const NOT_YET: c_int = c_int::MIN;
 
 /// What [`Umad::recv`] got.
 #[derive(Debug)]
-pub struct Received {
+pub struct Received<'a> {
     /// The kernel's status: 0, or an errno (ETIMEDOUT: the request, back
     /// unanswered).
     pub status: i32,
-    pub mad: Vec<u8>,
+    /// The MAD, in the port's receive buffer.
+    pub mad: &'a [u8],
 }
 
 /// A libibumad return value (a negative errno) as words.
@@ -199,7 +204,8 @@ impl Umad {
             f,
             port,
             agents: [NOT_YET; 4],
-            buf: vec![0; (header + MAD_SIZE).div_ceil(8)],
+            send_buf: vec![0; (header + MAD_SIZE).div_ceil(8)],
+            recv_buf: vec![0; (header + MAD_SIZE).div_ceil(8)],
         };
         for &class in classes {
             let a = umad.agent(class);
@@ -263,11 +269,11 @@ impl Umad {
         // The Q_Key's bits as the C int umad_set_addr takes (it is stored
         // as a 32-bit big-endian value).
         let qkey = c_int::from_ne_bytes(qkey.to_ne_bytes());
-        self.buf.fill(0);
-        let umad = self.buf.as_mut_ptr().cast::<c_void>();
-        // SAFETY: umad points to a zeroed, 8-byte aligned buffer of
-        // umad_size() + MAD_SIZE bytes; umad_get_mad returns the MAD inside
-        // it, MAD_SIZE bytes long.
+        let umad = self.send_buf.as_mut_ptr().cast::<c_void>();
+        // SAFETY: umad points to an 8-byte aligned buffer of umad_size() +
+        // MAD_SIZE bytes (its header zeroed at open; umad_set_addr and
+        // umad_send set the same fields at every send); umad_get_mad
+        // returns the MAD inside it, MAD_SIZE bytes long.
         let r = unsafe {
             let dst = (self.f.get_mad)(umad).cast::<u8>();
             std::ptr::copy_nonoverlapping(mad.as_ptr(), dst, MAD_SIZE);
@@ -287,13 +293,17 @@ impl Umad {
         Ok(())
     }
 
-    /// The next MAD within `wait_ms` (at least 1), or `None` when none came.
-    pub fn recv(&mut self, wait_ms: i32) -> Result<Option<Received>, String> {
-        let umad = self.buf.as_mut_ptr().cast::<c_void>();
+    /// The next MAD within `wait_ms` (0: only one already come, without
+    /// waiting), or `None` when none came. The MAD is borrowed until the
+    /// next receive.
+    pub fn recv(&mut self, wait_ms: i32) -> Result<Option<Received<'_>>, String> {
+        let umad = self.recv_buf.as_mut_ptr().cast::<c_void>();
         let mut len: c_int = c_int::try_from(MAD_SIZE).unwrap_or(256);
         // SAFETY: the buffer holds umad_size() + len bytes; umad_recv writes
-        // at most that and sets len to the MAD's length.
-        let r = unsafe { (self.f.recv)(self.port, umad, &raw mut len, wait_ms.max(1)) };
+        // at most that and sets len to the MAD's length. With a wait of 0
+        // it does not poll: the port is open non-blocking, a read with
+        // nothing come returns EAGAIN.
+        let r = unsafe { (self.f.recv)(self.port, umad, &raw mut len, wait_ms.max(0)) };
         if r == -libc::ETIMEDOUT || r == -libc::EINTR || r == -libc::EAGAIN {
             return Ok(None);
         }
@@ -301,13 +311,11 @@ impl Umad {
             return Err(format!("umad_recv: {}", errno(r)));
         }
         let n = usize::try_from(len).unwrap_or(0).min(MAD_SIZE);
-        // SAFETY: as above; the MAD inside the buffer has n <= MAD_SIZE bytes.
+        // SAFETY: as above; the MAD inside the buffer has n <= MAD_SIZE
+        // bytes and lives as long as the borrow of self.
         let (status, mad) = unsafe {
             let src = (self.f.get_mad)(umad).cast::<u8>();
-            (
-                (self.f.status)(umad),
-                std::slice::from_raw_parts(src, n).to_vec(),
-            )
+            ((self.f.status)(umad), std::slice::from_raw_parts(src, n))
         };
         Ok(Some(Received { status, mad }))
     }
