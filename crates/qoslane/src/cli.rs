@@ -546,7 +546,7 @@ pub struct WatchArgs {
 /// How an audit reads the fabric: the options `fabric audit` and `fabric watch` share.
 #[derive(Debug, clap::Args)]
 pub struct ReadArgs {
-    /// smpquery processes at once (1-16); in process, 4 × N SMPs in flight
+    /// smpquery processes at once (1-16); in process, 4 × N SMPs in flight per LID, 128 in all
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u8).range(1..=16))]
     pub workers: u8,
