@@ -5,19 +5,28 @@
 # statement, an env file, one setting, a log line with `date`; no squeue, no
 # smpquery), for the same job on the same fixture node, as a node has it:
 # `/run` on a tmpfs this script mounts, `/var` on the disk (ext4 under
-# /var/tmp). qoslane runs as the packaged hook runs it: a symlink to the
-# binary, no argument, the hook picked by SLURM_SCRIPT_CONTEXT.
+# /var/tmp). qoslane runs as it ships (side `shipped`): slurmd starts the
+# packaged entry (/usr/lib/qoslane/hookrun: a link to the binary named
+# hookrun, so the binary is hookrun), whose hook directory holds qoslane's
+# hook (prolog.d/10-qoslane, epilog.d/50-qoslane: links to the binary), run
+# built in (a fork, no second exec); and directly (side `qoslane`): the hook
+# link run by itself, no argument, the hook picked by SLURM_SCRIPT_CONTEXT,
+# as a slurm.conf naming qoslane would run it.
 #
 #   1. whole prolog+epilog cycles, interleaved run by run with the shell's
 #      (bench/tools/cycle.rs), on a quiet machine;
 #   2. the same with both cores busy (two spinning processes at normal
 #      priority, as a node's running jobs keep its cores);
-#   3. where a cycle's cost goes, for both sides: syscalls (strace -f -c),
+#   3. where a cycle's cost goes, for every side: syscalls (strace -f -c),
 #      CPU time (perf stat), processes started;
 #   4. with --before OLD_QOSLANE: OLD against this qoslane, interleaved the
-#      same way, quiet (the change's own before/after in this run's load).
+#      same way, quiet (the change's own before/after in this run's load):
+#      run directly, and, with --before-hookrun OLD_HOOKRUN, as shipped
+#      before (the plain OLD_HOOKRUN exec'ing OLD_QOSLANE's hook link)
+#      against as shipped now.
 #
 #   bench/yardstick.sh [--cycles N] [--bin QOSLANE] [--before OLD_QOSLANE]
+#                      [--before-hookrun OLD_HOOKRUN]
 #                      [--rt] [--wait-quiet S] [--update-doc]
 #
 # --rt: the quiet cycles (1 and 4) run at a real-time priority (chrt -f 20,
@@ -31,16 +40,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-CYCLES=150 BIN="" BEFORE="" WAIT_QUIET=0 UPDATE_DOC=0 RT=()
+CYCLES=150 BIN="" BEFORE="" BEFORE_HOOKRUN="" WAIT_QUIET=0 UPDATE_DOC=0 RT=()
 while [ $# -gt 0 ]; do
   case $1 in
     --cycles) CYCLES=$2; shift ;;
     --bin) BIN=$2; shift ;;
     --before) BEFORE=$2; shift ;;
+    --before-hookrun) BEFORE_HOOKRUN=$2; shift ;;
     --rt) RT=(chrt -f 20) ;;
     --wait-quiet) WAIT_QUIET=$2; shift ;;
     --update-doc) UPDATE_DOC=1 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 64 ;;
   esac
   shift
@@ -67,9 +77,21 @@ QL=$WORK/bin/qoslane
 # The packaged hook: a symlink to the binary (prolog.d/10-qoslane, epilog.d/50-qoslane).
 ln -s "$QL" "$WORK/bin/10-qoslane"
 HOOK=$WORK/bin/10-qoslane
+# The packaged entry slurm.conf names: a link to the binary named hookrun.
+install -d -m 0755 "$WORK/bin/entry"
+ln -s "$QL" "$WORK/bin/entry/hookrun"
+ENTRY=$WORK/bin/entry/hookrun
 
 R=$WORK/node
 bench_node "$R" 4 5 1 "$REPO/examples/qos-network.yml"
+# hookrun's tree on the node: its hook directories under etc/slurm, qoslane's
+# hooks in them as the packages and the Omnia role link them (to the binary).
+export HOOKRUN_ROOT=$R
+hook_links() { # hook_links DIR BINARY
+  install -d -m 0755 "$1/prolog.d" "$1/epilog.d"
+  ln -sfn "$2" "$1/prolog.d/10-qoslane"; ln -sfn "$2" "$1/epilog.d/50-qoslane"
+}
+hook_links "$R/etc/slurm" "$QL"
 # A node's /run is a mount, not a symlink: the tmpfs's directory mounted at
 # the node's run/ (a symlink there cost qoslane a walk from / at every
 # access — ~110 syscalls and ~0.2 ms per hook — that no node makes).
@@ -87,6 +109,10 @@ warm_cache "$R"
 SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=1 "$HOOK" >/dev/null 2>&1
 SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=1 "$HOOK" >/dev/null 2>&1
 node_is_baseline "$R" || nok "the first cycle did not end at the baseline"
+# The entry's first cycle: hookrun's state directory and metrics made.
+SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=2 "$ENTRY" >/dev/null 2>&1
+SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=2 "$ENTRY" >/dev/null 2>&1
+node_is_baseline "$R" || nok "the entry's first cycle did not end at the baseline"
 
 if [ "$WAIT_QUIET" -gt 0 ]; then bsay "waiting for a quiet machine: $(wait_quiet "$WAIT_QUIET" 0.5)"; fi
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -94,6 +120,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 cycles() { # cycles NAME FIRST_JOB [PRIORITY...]
   local name=$1 first=$2; shift 2
   "$@" "$WORK/bin/cycle" "$CYCLES" "$first" \
+    shipped "$ENTRY" "$ENTRY" \
     qoslane "$HOOK" "$HOOK" \
     shell "/bin/sh $REPO/bench/min-prolog.sh" "/bin/sh $REPO/bench/min-epilog.sh" > "$OUT/raw/$name.txt"
   node_is_baseline "$R" || nok "$name: node not at baseline after the cycles"
@@ -102,14 +129,14 @@ cycles() { # cycles NAME FIRST_JOB [PRIORITY...]
 bsay "1. $CYCLES interleaved cycles each, quiet machine (load $(load1)${RT[*]:+; ${RT[*]}})"
 from=$(alines "$R")
 cycles quiet 1000 "${RT[@]}"
-check_audit yardstick-quiet "$R" "$from" prolog applied --source env --min "$CYCLES" >/dev/null
+check_audit yardstick-quiet "$R" "$from" prolog applied --source env --min "$((2 * CYCLES))" >/dev/null
 
 bsay "2. the same with both cores busy (two spinning processes at normal priority)"
 for _ in 1 2; do sh -c 'while :; do :; done' & SPIN+=($!); done
 sleep 1
 from=$(alines "$R")
 cycles busy 100000
-check_audit yardstick-busy "$R" "$from" prolog applied --source env --min "$CYCLES" >/dev/null
+check_audit yardstick-busy "$R" "$from" prolog applied --source env --min "$((2 * CYCLES))" >/dev/null
 for p in "${SPIN[@]}"; do kill "$p" 2>/dev/null || true; done; SPIN=()
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -126,16 +153,23 @@ cost() { # cost NAME PROLOG... -- EPILOG...
     SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=$((600 + j)) perf stat -x, -e task-clock -o "$OUT/raw/perf-$name-epilog.txt" "${epi[@]}" >/dev/null 2>&1
   done
 }
+cost shipped "$ENTRY" -- "$ENTRY"
 cost qoslane "$HOOK" -- "$HOOK"
 if [ -n "$BEFORE" ]; then
   bsay "4. the binary before (--before) against this one, interleaved, quiet"
   cp "$BEFORE" "$WORK/bin/qoslane-before"; ln -s "$WORK/bin/qoslane-before" "$WORK/bin/10-qoslane-before"
+  sides=(before "$WORK/bin/10-qoslane-before" "$WORK/bin/10-qoslane-before" qoslane "$HOOK" "$HOOK")
+  if [ -n "$BEFORE_HOOKRUN" ]; then
+    # As shipped before: the plain hookrun, exec'ing the hook link (its own hook tree).
+    cp "$BEFORE_HOOKRUN" "$WORK/bin/hookrun-before"
+    hook_links "$R/etc/slurm-before" "$WORK/bin/qoslane-before"
+    sides=(shipped-before "$WORK/bin/hookrun-before --hook-dir $R/etc/slurm-before" "$WORK/bin/hookrun-before --hook-dir $R/etc/slurm-before"
+           shipped "$ENTRY" "$ENTRY" "${sides[@]}")
+  fi
   from=$(alines "$R")
-  "${RT[@]}" "$WORK/bin/cycle" "$CYCLES" 200000 \
-    before "$WORK/bin/10-qoslane-before" "$WORK/bin/10-qoslane-before" \
-    qoslane "$HOOK" "$HOOK" > "$OUT/raw/before-after.txt"
+  "${RT[@]}" "$WORK/bin/cycle" "$CYCLES" 200000 "${sides[@]}" > "$OUT/raw/before-after.txt"
   node_is_baseline "$R" || nok "before/after: node not at baseline after the cycles"
-  check_audit yardstick-before-after "$R" "$from" prolog applied --source env --min "$((2 * CYCLES))" >/dev/null
+  check_audit yardstick-before-after "$R" "$from" prolog applied --source env --min "$(( ${#sides[@]} / 3 * CYCLES))" >/dev/null
 fi
 cost shell /bin/sh "$REPO/bench/min-prolog.sh" -- /bin/sh "$REPO/bench/min-epilog.sh"
 node_is_baseline "$R" || nok "cost: node not at baseline"
