@@ -169,7 +169,7 @@ if [ -n "$BEFORE" ]; then
   from=$(alines "$R")
   "${RT[@]}" "$WORK/bin/cycle" "$CYCLES" 200000 "${sides[@]}" > "$OUT/raw/before-after.txt"
   node_is_baseline "$R" || nok "before/after: node not at baseline after the cycles"
-  check_audit yardstick-before-after "$R" "$from" prolog applied --source env --min "$(( ${#sides[@]} / 3 * CYCLES))" >/dev/null
+  check_audit yardstick-before-after "$R" "$from" prolog applied --source env --min "$(( ${#sides[@]} * CYCLES / 3 ))" >/dev/null
 fi
 cost shell /bin/sh "$REPO/bench/min-prolog.sh" -- /bin/sh "$REPO/bench/min-epilog.sh"
 node_is_baseline "$R" || nok "cost: node not at baseline"
