@@ -25,8 +25,15 @@
 #      before (the plain OLD_HOOKRUN exec'ing OLD_QOSLANE's hook link)
 #      against as shipped now.
 #
+#   5. with --resident: a fourth side in 1 and 2, the prototype of a resident
+#      per-node process the hooks talk to (not shipped: qoslane's example
+#      resident_prototype, which forks its warm self per request and runs
+#      qoslane's hook, and bench/tools/resident-client.c, the small program
+#      slurmd would start, built here with gcc): what such a design gives;
+#      and a fifth, the same server running the hook in itself, no fork.
+#
 #   bench/yardstick.sh [--cycles N] [--bin QOSLANE] [--before OLD_QOSLANE]
-#                      [--before-hookrun OLD_HOOKRUN]
+#                      [--before-hookrun OLD_HOOKRUN] [--resident]
 #                      [--rt] [--wait-quiet S] [--update-doc]
 #
 # --rt: the quiet cycles (1 and 4) run at a real-time priority (chrt -f 20,
@@ -40,17 +47,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-CYCLES=150 BIN="" BEFORE="" BEFORE_HOOKRUN="" WAIT_QUIET=0 UPDATE_DOC=0 RT=()
+CYCLES=150 BIN="" BEFORE="" BEFORE_HOOKRUN="" RESIDENT=0 WAIT_QUIET=0 UPDATE_DOC=0 RT=()
 while [ $# -gt 0 ]; do
   case $1 in
     --cycles) CYCLES=$2; shift ;;
     --bin) BIN=$2; shift ;;
     --before) BEFORE=$2; shift ;;
     --before-hookrun) BEFORE_HOOKRUN=$2; shift ;;
+    --resident) RESIDENT=1 ;;
     --rt) RT=(chrt -f 20) ;;
     --wait-quiet) WAIT_QUIET=$2; shift ;;
     --update-doc) UPDATE_DOC=1 ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 64 ;;
   esac
   shift
@@ -59,9 +67,10 @@ export BENCH_REPO=$REPO
 . bench/lib.sh
 WORK=${BENCH_WORK:-/var/tmp/qoslane-yardstick}
 OUT=${BENCH_OUT:-$REPO/bench/results/yardstick}
-SPIN=()
+SPIN=() SERVER="" SERVER2=""
 cleanup() {
   for p in "${SPIN[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in $SERVER $SERVER2; do kill "$p" 2>/dev/null || true; done
   if mountpoint -q "$WORK/node/run"; then umount "$WORK/node/run"; fi
   if mountpoint -q "$WORK/tmpfs"; then umount "$WORK/tmpfs"; fi
 }
@@ -114,6 +123,31 @@ SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=2 "$ENTRY" >/dev/null 2>&1
 SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=2 "$ENTRY" >/dev/null 2>&1
 node_is_baseline "$R" || nok "the entry's first cycle did not end at the baseline"
 
+RESIDENT_SIDE=()
+if [ "$RESIDENT" = 1 ]; then
+  bsay "the resident prototype: its server (qoslane's example) and its client (gcc)"
+  cargo build --release -q -p qoslane --example resident_prototype
+  cp "${CARGO_TARGET_DIR:-target}/release/examples/resident_prototype" "$WORK/bin/"
+  gcc -O2 -o "$WORK/bin/resident-client" bench/tools/resident-client.c
+  # As a daemon would be started: with the node's environment (QOSLANE_ROOT, ...),
+  # given each job's by the client. $! is the server itself (exec).
+  ( exec "$WORK/bin/resident_prototype" "$WORK/resident.sock" fork ) >"$OUT/raw/resident.log" 2>&1 &
+  SERVER=$!
+  ( exec "$WORK/bin/resident_prototype" "$WORK/resident-in.sock" in-process ) >"$OUT/raw/resident-in.log" 2>&1 &
+  SERVER2=$!
+  job=3
+  for sock in "$WORK/resident.sock" "$WORK/resident-in.sock"; do
+    for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+    [ -S "$sock" ] || nok "the resident prototype did not listen on $sock"
+    SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=$job "$WORK/bin/resident-client" "$sock" || nok "resident: first prolog failed"
+    SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=$job "$WORK/bin/resident-client" "$sock" || nok "resident: first epilog failed"
+    node_is_baseline "$R" || nok "the resident's first cycle did not end at the baseline"
+    job=$((job + 1))
+  done
+  RESIDENT_SIDE=(resident "$WORK/bin/resident-client $WORK/resident.sock" "$WORK/bin/resident-client $WORK/resident.sock"
+                 resident-in "$WORK/bin/resident-client $WORK/resident-in.sock" "$WORK/bin/resident-client $WORK/resident-in.sock")
+fi
+
 if [ "$WAIT_QUIET" -gt 0 ]; then bsay "waiting for a quiet machine: $(wait_quiet "$WAIT_QUIET" 0.5)"; fi
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -122,21 +156,26 @@ cycles() { # cycles NAME FIRST_JOB [PRIORITY...]
   "$@" "$WORK/bin/cycle" "$CYCLES" "$first" \
     shipped "$ENTRY" "$ENTRY" \
     qoslane "$HOOK" "$HOOK" \
-    shell "/bin/sh $REPO/bench/min-prolog.sh" "/bin/sh $REPO/bench/min-epilog.sh" > "$OUT/raw/$name.txt"
+    shell "/bin/sh $REPO/bench/min-prolog.sh" "/bin/sh $REPO/bench/min-epilog.sh" \
+    "${RESIDENT_SIDE[@]}" > "$OUT/raw/$name.txt"
   node_is_baseline "$R" || nok "$name: node not at baseline after the cycles"
 }
 
 bsay "1. $CYCLES interleaved cycles each, quiet machine (load $(load1)${RT[*]:+; ${RT[*]}})"
 from=$(alines "$R")
+# The resident server runs its hooks at the priority the clients have (its forks inherit it).
+server_like() { local p; for p in $SERVER $SERVER2; do "$@" "$p"; done; }
+if [ ${#RT[@]} -gt 0 ]; then server_like chrt -f -p 20; fi
 cycles quiet 1000 "${RT[@]}"
-check_audit yardstick-quiet "$R" "$from" prolog applied --source env --min "$((2 * CYCLES))" >/dev/null
+server_like chrt -o -p 0
+check_audit yardstick-quiet "$R" "$from" prolog applied --source env --min "$(((2 + 2 * RESIDENT) * CYCLES))" >/dev/null
 
 bsay "2. the same with both cores busy (two spinning processes at normal priority)"
 for _ in 1 2; do sh -c 'while :; do :; done' & SPIN+=($!); done
 sleep 1
 from=$(alines "$R")
 cycles busy 100000
-check_audit yardstick-busy "$R" "$from" prolog applied --source env --min "$((2 * CYCLES))" >/dev/null
+check_audit yardstick-busy "$R" "$from" prolog applied --source env --min "$(((2 + 2 * RESIDENT) * CYCLES))" >/dev/null
 for p in "${SPIN[@]}"; do kill "$p" 2>/dev/null || true; done; SPIN=()
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 

@@ -25,7 +25,9 @@ SIDES = ("shipped", "qoslane", "shell")
 LABEL = {"shipped": "qoslane as shipped (hookrun entry, hook built in)",
          "qoslane": "qoslane run directly (no hookrun)", "shell": "the minimal shell Prolog",
          "shipped-before": "as shipped before (hookrun exec'ing qoslane)",
-         "before": "qoslane before, run directly"}
+         "before": "qoslane before, run directly",
+         "resident": "prototype: a resident process forking per hook, its small client started per hook",
+         "resident-in": "prototype: the resident process running the hook in itself (no fork)"}
 
 
 def sides(case):
@@ -73,12 +75,14 @@ s += ["| case | side | cycle median ms | p95 ms | p99 ms | prolog median ms | ep
 ratio = {}
 for case, label in (("quiet", "quiet machine"), ("busy", "both cores busy")):
     by = sides(case)
-    for side in SIDES:
+    for side in SIDES + tuple(r for r in ("resident", "resident-in") if r in by):
         c = by[side]["cycle"]
         s.append(f"| {label} | {LABEL[side]} | {f(st.median(c))} | {f(pct(c, 95))} | {f(pct(c, 99))} | "
                  f"{f(st.median(by[side]['prolog']))} | {f(st.median(by[side]['epilog']))} |")
     h = by["shell"]["cycle"]
-    for side in ("shipped", "qoslane"):
+    for side in ("shipped", "qoslane", "resident", "resident-in"):
+        if side not in by:
+            continue
         q = by[side]["cycle"]
         ratio[(case, side)] = {"median": st.median(q) / st.median(h), "p95": pct(q, 95) / pct(h, 95)}
 
@@ -91,6 +95,13 @@ s.append(f"| quiet: cycle median ≤ 0.6× | {q['median']:.2f}× (p95 {q['p95']:
 q, d = ratio[("busy", "shipped")], ratio[("busy", "qoslane")]
 s.append(f"| both cores busy: cycle p95 ≤ 0.8× | {q['p95']:.2f}× (median {q['median']:.2f}×) "
          f"| {met(q['p95'] <= 0.8)} | {d['p95']:.2f}× (median {d['median']:.2f}×) |")
+
+if ("quiet", "resident") in ratio:
+    s += ["", "| the resident prototypes ÷ the minimal shell Prolog | quiet: cycle median (target ≤ 0.6×) | both cores busy: cycle p95 (target ≤ 0.8×) |",
+          "|---|---:|---:|"]
+    for side in ("resident", "resident-in"):
+        q, b = ratio[("quiet", side)], ratio[("busy", side)]
+        s.append(f"| {LABEL[side]} | {q['median']:.2f}× (p95 {q['p95']:.2f}×) | {b['p95']:.2f}× (median {b['median']:.2f}×) |")
 
 s += ["", "| one run | syscalls (strace -f -c) | programs exec'd | CPU ms (task-clock) |",
       "|---|---:|---:|---:|"]

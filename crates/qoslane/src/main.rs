@@ -111,7 +111,7 @@ fn main() -> ExitCode {
 /// qoslane as a hook, built into hookrun's runner: called in the fork that
 /// runs a hook file that is this binary, with the argv an exec would have
 /// given it (the hook's path, then its arguments: none, for a hook).
-fn hook(argv: &[OsString]) -> i32 {
+pub(crate) fn hook(argv: &[OsString]) -> i32 {
     run(argv.iter().skip(1).cloned().collect()).code()
 }
 
