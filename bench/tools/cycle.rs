@@ -46,7 +46,7 @@ fn run(cmd: &str, job: &str, ctx: &str) -> u128 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() < 9 || (args.len() - 3) % 3 != 0 {
+    if args.len() < 9 || !(args.len() - 3).is_multiple_of(3) {
         eprintln!(
             "usage: cycle N FIRST_JOB NAME_A PROLOG_A EPILOG_A NAME_B PROLOG_B EPILOG_B [NAME PROLOG EPILOG]..."
         );
@@ -54,10 +54,8 @@ fn main() {
     }
     let n: u64 = args[1].parse().expect("N");
     let first: u64 = args[2].parse().expect("FIRST_JOB");
-    let sides: Vec<(&String, &String, &String)> = args[3..]
-        .chunks(3)
-        .map(|s| (&s[0], &s[1], &s[2]))
-        .collect();
+    let sides: Vec<(&String, &String, &String)> =
+        args[3..].chunks(3).map(|s| (&s[0], &s[1], &s[2])).collect();
     let count = sides.len() as u64;
     for i in 0..n {
         for k in 0..count {

@@ -15,6 +15,11 @@
 //! - `exit:N`: exit N;
 //! - `panic`: panic.
 
+#![expect(
+    clippy::print_stdout,
+    reason = "what the hook prints is what hookrun's tests read"
+)]
+
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;

@@ -178,23 +178,22 @@ pub fn scan(root: &Path, dir: &Path) -> Result<Listing, ScanError> {
     for file_name in names {
         let name = file_name.to_string_lossy().into_owned();
         let path = dir.join(&file_name);
-        match classify(&file_name, &path) {
-            Some(reason) => listing.ignored.push((name, reason)),
-            None => {
-                let (file, refused) = match crate::trust::check_file(root, &path) {
-                    Ok(file) => (Some(file), None),
-                    Err(why) => (None, Some(why)),
-                };
-                listing.hooks.push(Hook {
-                    required: !is_optional(&file_name),
-                    refused,
-                    file,
-                    file_name,
-                    name,
-                    path,
-                });
-            }
+        if let Some(reason) = classify(&file_name, &path) {
+            listing.ignored.push((name, reason));
+            continue;
         }
+        let (file, refused) = match crate::trust::check_file(root, &path) {
+            Ok(file) => (Some(file), None),
+            Err(why) => (None, Some(why)),
+        };
+        listing.hooks.push(Hook {
+            required: !is_optional(&file_name),
+            refused,
+            file,
+            file_name,
+            name,
+            path,
+        });
     }
     Ok(listing)
 }

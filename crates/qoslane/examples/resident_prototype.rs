@@ -34,7 +34,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use nodeio::child::{self, Env, Ending, Output, Program, Timing};
+use nodeio::child::{self, Ending, Env, Output, Program, Timing};
 
 #[path = "../src/main.rs"]
 mod binary;
