@@ -348,8 +348,10 @@ check "as shipped: the site's Epilog hook ran" grep -qx "$j" "$CH$R/out/logout_u
 check "as shipped: baseline after it ends" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
 if [ -n "$STRACE" ]; then
   execs() { cat "$CH$R/out/strace.$1".* 2>/dev/null | grep -E 'execve\(.* = 0$' | sed -E 's/^[0-9]+ +execve\("([^"]*)".*/\1/'; }
-  check "as shipped: the Prolog started one program, the entry; qoslane's hook ran built in" eq \
-    "$(execs prolog_slurmd | sort -u)" "$R/bin/entry/hookrun"
+  # (and squeue, which qoslane asks for the QoS where this Slurm gives the Prolog none: $QSRC)
+  sq=""; [ "$QSRC" = squeue ] && sq="/usr/bin/squeue "
+  check "as shipped: the Prolog started the entry${sq:+ and squeue}, no second program; qoslane's hook ran built in" eq \
+    "$(execs prolog_slurmd | tr '\n' ' ')" "$R/bin/entry/hookrun $sq"
   check "as shipped: the Epilog started the entry and the site's script only" eq \
     "$(execs epilog_slurmd | sort | tr '\n' ' ')" "$R/bin/entry/hookrun $R/etc/slurm/epilog.d/90-logout_user.sh "
   check "as shipped: the TaskProlog's script hook was started (a plain hook still runs)" bash -c \
