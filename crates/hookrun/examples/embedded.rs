@@ -12,6 +12,8 @@
 //!   write its own pid and the sleep's to the file `EMBEDDED_PIDS` names,
 //!   one a line, then sleep until killed;
 //! - `export`: a TaskProlog protocol line, `export EMBEDDED=built-in`;
+//! - `refuse`: `embedded: job refused (HOW)`, then exit 100 (hookrun's
+//!   "refuse this job, the node is fine");
 //! - `exit:N`: exit N;
 //! - `panic`: panic.
 
@@ -73,6 +75,10 @@ fn behave(how: &str, argv: &[OsString]) -> i32 {
             }
         }
         "export" => println!("export EMBEDDED=built-in"),
+        "refuse" => {
+            println!("embedded: job refused ({how})");
+            return 100;
+        }
         "panic" => panic!("the embedded hook panics"),
         other => {
             if let Some(code) = other.strip_prefix("exit:").and_then(|c| c.parse().ok()) {

@@ -169,3 +169,36 @@ fn a_built_in_task_prolog_s_exports_reach_slurm_and_its_failures_are_a_hook_s() 
         );
     }
 }
+
+/// A built-in Prolog hook's refusal (exit 100) is a hook's: the job requeued
+/// with the hook's first line as its AdminComment, the node never drained.
+#[test]
+fn a_built_in_hook_s_refusal_requeues_the_job_and_keeps_the_node() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.set_node(crate::util::NODE_IDLE);
+    fx.embedded_hook("prolog", "10-embedded");
+    fx.recording_hook("prolog", "20-after", "");
+    let run = fx
+        .embedded_hookrun()
+        .args(["prolog"])
+        .env("SLURM_JOB_ID", "4242")
+        .env("SLURMD_NODENAME", "c1")
+        .env("EMBEDDED_DO", "refuse")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(
+        fx.scontrol_calls(),
+        [
+            vec![
+                "update",
+                "JobId=4242",
+                "AdminComment=embedded: job refused (built in)"
+            ],
+            vec!["requeue", "4242"]
+        ]
+    );
+    assert!(fx.ran().is_empty(), "the Prolog stopped at the refusal");
+    assert_eq!(fx.node(), format!("{}\n", crate::util::NODE_IDLE));
+    assert_eq!(fx.runs("prolog", "10-embedded", "refused"), Some(1.0));
+}

@@ -22,15 +22,41 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_hookrun");
 
 /// The example program `examples/embedded.rs`, built beside the binary by
 /// `cargo test -p hookrun` and `cargo build --all-targets` (not by a build
-/// of the integration tests alone: then this fails, naming the command).
+/// of the integration tests alone: then this fails when it is missing or
+/// stale, naming the command).
 pub fn embedded() -> PathBuf {
     let path = Path::new(BIN)
         .parent()
         .expect("the binary's directory")
         .join("examples/embedded");
+    // Older than a source of what it embeds (hookrun's, nodeio's) or its
+    // own: a build of the tests alone (`--test integration`) left it stale.
+    fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+        fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .filter_map(|e| {
+                let p = e.path();
+                if p.is_dir() {
+                    newest(&p)
+                } else {
+                    fs::metadata(&p).and_then(|m| m.modified()).ok()
+                }
+            })
+            .max()
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = [
+        manifest.join("src"),
+        manifest.join("examples"),
+        manifest.join("../nodeio/src"),
+    ];
+    let fresh = fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|at| sources.iter().filter_map(|d| newest(d)).all(|s| at >= s));
     assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build -p hookrun --examples` (`cargo test -p hookrun` builds it)",
+        fresh,
+        "{} is missing or older than the sources it is built from: build it with `cargo build -p hookrun --examples` (`cargo test -p hookrun` builds it)",
         path.display()
     );
     path
