@@ -62,6 +62,15 @@
 #   (each a symlink to /usr/sbin/qoslane: no shell in between; qoslane picks
 #   the hook from SLURM_SCRIPT_CONTEXT or hookrun's HOOKRUN_PHASE and reads
 #   the site options file itself)
+#   /usr/lib/qoslane/hookrun                       (a symlink to /usr/sbin/qoslane
+#   named hookrun: the program slurm.conf names as Prolog, Epilog, TaskProlog
+#   and HealthCheckProgram. Run so, the binary is hookrun with qoslane's hook
+#   built in: a hook file that is the binary itself runs in a fork of it, one
+#   process start per hook instead of two; every other hook is exec'd as
+#   /usr/sbin/hookrun execs it. qoslane's removal is refused while
+#   slurm.conf runs it, as hookrun's is for /usr/sbin/hookrun. The
+#   cargo-deb/cargo-generate-rpm packages have no such link: there
+#   slurm.conf names /usr/sbin/hookrun)
 # qoslane-opensm-plugin (Depends: opensm of the upstream version it was built
 # against, >= V and << the next, read from libopensm-dev's osm_version.h: OpenSM
 # loads a plugin only when its version string is its own, exactly):
@@ -278,6 +287,8 @@ stage_qoslane() {
     install -d -m 0755 "$d/usr/lib/qoslane/hooks/${p%/*}"
     ln -s ../../../../sbin/qoslane "$d/usr/lib/qoslane/hooks/$p"
   done
+  # The entry slurm.conf names: the binary under hookrun's name, its hooks built in.
+  ln -s ../../sbin/qoslane "$d/usr/lib/qoslane/hookrun"
 }
 
 # stage_plugin DIR LIBDIR: the plugin's installed tree under DIR (LIBDIR: where OpenSM's dlopen

@@ -1,10 +1,11 @@
 //! The side-by-side driver (bench/cycle.sh builds it with cargo and runs
-//! it): whole prolog+epilog cycles of two implementations of the same job,
-//! interleaved run by run (A then B, then B then A, …) so that whatever else
-//! the machine does hits both alike. std only, so the driver's own cost per
-//! process is small next to what it measures.
+//! it): whole prolog+epilog cycles of two or more implementations of the
+//! same job, interleaved run by run (A then B, then B then A, …; with more
+//! sides each cycle starts one side further: A B C, B C A, C A B) so that
+//! whatever else the machine does hits all alike. std only, so the driver's
+//! own cost per process is small next to what it measures.
 //!
-//!   cycle N FIRST_JOB NAME_A PROLOG_A EPILOG_A NAME_B PROLOG_B EPILOG_B
+//!   cycle N FIRST_JOB NAME_A PROLOG_A EPILOG_A NAME_B PROLOG_B EPILOG_B [NAME PROLOG EPILOG]...
 //!
 //! Each PROLOG/EPILOG is a command line split on spaces (no shell); it runs
 //! with the inherited environment plus SLURM_JOB_ID (a new id per cycle) and
@@ -45,21 +46,21 @@ fn run(cmd: &str, job: &str, ctx: &str) -> u128 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 9 {
-        eprintln!("usage: cycle N FIRST_JOB NAME_A PROLOG_A EPILOG_A NAME_B PROLOG_B EPILOG_B");
+    if args.len() < 9 || !(args.len() - 3).is_multiple_of(3) {
+        eprintln!(
+            "usage: cycle N FIRST_JOB NAME_A PROLOG_A EPILOG_A NAME_B PROLOG_B EPILOG_B [NAME PROLOG EPILOG]..."
+        );
         std::process::exit(64);
     }
     let n: u64 = args[1].parse().expect("N");
     let first: u64 = args[2].parse().expect("FIRST_JOB");
-    let sides = [
-        (&args[3], &args[4], &args[5]),
-        (&args[6], &args[7], &args[8]),
-    ];
+    let sides: Vec<(&String, &String, &String)> =
+        args[3..].chunks(3).map(|s| (&s[0], &s[1], &s[2])).collect();
+    let count = sides.len() as u64;
     for i in 0..n {
-        let order: [usize; 2] = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-        for (k, &s) in order.iter().enumerate() {
-            let (name, prolog, epilog) = sides[s];
-            let job = (first + 2 * i + k as u64).to_string();
+        for k in 0..count {
+            let (name, prolog, epilog) = sides[usize::try_from((i + k) % count).expect("index")];
+            let job = (first + count * i + k).to_string();
             let p = run(prolog, &job, "prolog_slurmd");
             let e = run(epilog, &job, "epilog_slurmd");
             println!("{name} {} {p} {e}", p + e);

@@ -116,7 +116,7 @@ expected() { # expected ZSH_DIR DOC_EXT [FILE...]: qoslane's common list, plus e
       /usr/share/doc/qoslane/examples/qos-network.yml \
       /usr/lib/qoslane/hooks/prolog.d/10-qoslane /usr/lib/qoslane/hooks/epilog.d/50-qoslane \
       /usr/lib/qoslane/hooks/task-prolog.d/10-qoslane /usr/lib/qoslane/hooks/health.d/10-qoslane \
-      /usr/lib/qoslane/remove-state \
+      /usr/lib/qoslane/hookrun /usr/lib/qoslane/remove-state \
       /etc/logrotate.d/qoslane \
       /usr/lib/systemd/system/qoslane-metrics.service /usr/lib/systemd/system/qoslane-fabric-audit.service \
       /usr/lib/systemd/system/qoslane-fabric-audit.timer /usr/lib/systemd/system/qoslane-fabric-watch.service \
@@ -146,6 +146,9 @@ check "deb: every hook is qoslane itself (a relative symlink, no shell)" eq \
   "$(dpkg-deb -c "$DEB" | awk '$6 ~ /^\.\/usr\/lib\/qoslane\/hooks\/.*\.d\/./ {print $1, $6, $8}' | sort)" \
   "$(for h in epilog.d/50-qoslane health.d/10-qoslane prolog.d/10-qoslane task-prolog.d/10-qoslane; do
        echo "lrwxrwxrwx ./usr/lib/qoslane/hooks/$h ../../../../sbin/qoslane"; done)"
+check "deb: slurm.conf's entry is qoslane under hookrun's name (a relative symlink)" eq \
+  "$(dpkg-deb -c "$DEB" | awk '$6 == "./usr/lib/qoslane/hookrun" {print $1, $6, $8}')" \
+  "lrwxrwxrwx ./usr/lib/qoslane/hookrun ../../sbin/qoslane"
 check "deb: version $VERSION, Depends on libc6" bash -c \
   "dpkg-deb -f '$DEB' Version | grep -qx '$VERSION-1' && dpkg-deb -f '$DEB' Depends | grep -q libc6"
 if RPM=$(ls "$WORK"/packages/qoslane-[0-9]*.rpm 2>/dev/null); then
@@ -179,9 +182,9 @@ printf '%s\n' ClusterName=omnia SlurmctldHost=head '#Prolog=' '#Epilog=' \
   '#HealthCheckProgram=' '#HealthCheckInterval=' 'NodeName=node[001-004] CPUs=64 State=UNKNOWN' \
   'PartitionName=normal Nodes=ALL Default=YES State=UP' > "$WORK/omnia-slurm.conf"
 cp "$WORK/omnia-slurm.conf" "$WORK/omnia-slurm.conf.orig"
-printf '%s\n' ClusterName=omnia SlurmctldHost=head '#Prolog=' Prolog=/usr/sbin/hookrun '#Epilog=' \
-  Epilog=/usr/sbin/hookrun '#TaskProlog=' TaskProlog=/usr/sbin/hookrun PrologFlags=Contain,Alloc \
-  '#HealthCheckProgram=' HealthCheckProgram=/usr/sbin/hookrun '#HealthCheckInterval=' \
+printf '%s\n' ClusterName=omnia SlurmctldHost=head '#Prolog=' Prolog=/usr/lib/qoslane/hookrun '#Epilog=' \
+  Epilog=/usr/lib/qoslane/hookrun '#TaskProlog=' TaskProlog=/usr/lib/qoslane/hookrun PrologFlags=Contain,Alloc \
+  '#HealthCheckProgram=' HealthCheckProgram=/usr/lib/qoslane/hookrun '#HealthCheckInterval=' \
   HealthCheckInterval=120 HealthCheckNodeState=ANY,CYCLE PrologEpilogTimeout=30 \
   'NodeName=node[001-004] CPUs=64 State=UNKNOWN' 'PartitionName=normal Nodes=ALL Default=YES State=UP' \
   > "$WORK/omnia-slurm.conf.expected"
@@ -413,8 +416,8 @@ check "run 1: the site Prolog is adopted into prolog.d" \
 check "run 1: epilog.d/logout_user.sh kept" test -x /etc/slurm/epilog.d/logout_user.sh
 check "run 1: hookrun.conf from the switches" bash -c \
   "grep -qx 'on_failure = drain' /etc/slurm/hookrun.conf && grep -qx 'budget = 20s' /etc/slurm/hookrun.conf"
-for kv in Prolog=/usr/sbin/hookrun Epilog=/usr/sbin/hookrun TaskProlog=/usr/sbin/hookrun \
-          HealthCheckProgram=/usr/sbin/hookrun HealthCheckInterval=120 HealthCheckNodeState=ANY,CYCLE \
+for kv in Prolog=/usr/lib/qoslane/hookrun Epilog=/usr/lib/qoslane/hookrun TaskProlog=/usr/lib/qoslane/hookrun \
+          HealthCheckProgram=/usr/lib/qoslane/hookrun HealthCheckInterval=120 HealthCheckNodeState=ANY,CYCLE \
           PrologFlags=Alloc PrologEpilogTimeout=40; do
   k=${kv%%=*}
   check "run 1: slurm.conf has $kv, once" eq "$(conf_count "$k") $(conf_value "$k")" "1 ${kv#*=}"
@@ -422,7 +425,7 @@ done
 strip_managed() { grep -viE '^\s*(Prolog|Epilog|TaskProlog|HealthCheckProgram|HealthCheckInterval|HealthCheckNodeState|PrologFlags|PrologEpilogTimeout)\s*=' "$1"; }
 check "run 1: every other slurm.conf line untouched" cmp -s <(strip_managed "$WORK/slurm.conf.orig") <(strip_managed "$CONF")
 check "run 1: original slurm.conf kept for removal" cmp -s "$WORK/slurm.conf.orig" "$CONF.qoslane-orig"
-check "run 1: slurmctld uses hookrun (reconfigured)" eq "$(slurmd_config Prolog)" /usr/sbin/hookrun
+check "run 1: slurmctld uses qoslane's hookrun entry (reconfigured)" eq "$(slurmd_config Prolog)" /usr/lib/qoslane/hookrun
 check "run 1: sync audited the first mapping" eq "$(audit mapping_changed outcome)" applied
 check "run 1: audited hash = the admin's file" eq "$(audit mapping_changed mapping_sha256)" "$(sha256sum < "$MAP" | cut -d' ' -f1)"
 check "run 1: QoS standby created (priority 1)" eq "$(sacctmgr -n -P show qos standby format=priority)" 1
@@ -691,13 +694,14 @@ check "binaries: /usr/sbin/qoslane and hookrun are the release binaries, no pack
 for h in prolog.d/10-qoslane epilog.d/50-qoslane task-prolog.d/10-qoslane health.d/10-qoslane; do
   check "binaries: hook $h is a symlink to qoslane" eq "$(readlink "/etc/slurm/$h")" /usr/sbin/qoslane
 done
+check "binaries: slurm.conf's entry is a link to qoslane named hookrun" eq "$(readlink /usr/lib/qoslane/hookrun)" /usr/sbin/qoslane
 j=$(run_job high)
 check "binaries: high job UCX_IB_SL=4" eq "$(env_of "$j" UCX_IB_SL)" 4
 reads=$(slurmd_reads)
 play remove-binaries slurm_qos_network_remove.yml -e slurm_qos_network_uninstall=true || { tail -40 "$WORK/remove-binaries.log" >&2; exit 1; }
 check "removal (binaries): slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
 check "removal (binaries): slurm.conf byte-identical to the original" eq "$(sha256sum < "$CONF")" "$CONF_SHA0"
-check "removal (binaries): binaries gone" test ! -e /usr/sbin/qoslane -a ! -e /usr/sbin/hookrun
+check "removal (binaries): binaries and the entry gone" test ! -e /usr/sbin/qoslane -a ! -e /usr/sbin/hookrun -a ! -L /usr/lib/qoslane/hookrun
 fi
 play remove-again slurm_qos_network_remove.yml "${uninstall[@]}" || { tail -40 "$WORK/remove-again.log" >&2; exit 1; }
 check "removal again: changed=0" eq "$(recap remove-again changed)" 0

@@ -112,7 +112,8 @@ check "hookrun package: hookrun, its man pages, completions and removal check; n
            /usr/share/doc/hookrun/copyright /usr/share/doc/hookrun/changelog.Debian.gz; do
     grep -qx -- "$f" <<<"$1" || { echo "  not in hookrun: $f" >&2; exit 1; }
   done
-  ! grep -q hookrun <<<"$(grep -v "^/usr/share/doc/qoslane/hookrun.md.gz$" <<<"$2")"' _ "$hfiles" "$files"
+  ! grep -q hookrun <<<"$(grep -vE "^/usr/(share/doc/qoslane/hookrun\.md\.gz|lib/qoslane/hookrun)$" <<<"$2")"' _ "$hfiles" "$files"
+check "deb: qoslane's entry for slurm.conf, /usr/lib/qoslane/hookrun, is qoslane under hookrun's name" has_all /usr/lib/qoslane/hookrun
 check "deb: qoslane depends on the hookrun of its own version" bash -c \
   "dpkg-deb -f '$DEB' Depends | grep -q 'hookrun (= $(dpkg-deb -f "$DEB" Version))' && [ \"\$(dpkg-deb -f '$HDEB' Version)\" = \"\$(dpkg-deb -f '$DEB' Version)\" ]"
 check "deb: no man page in section 1" no_man1

@@ -318,6 +318,51 @@ slurm_cmd env SLURMD_NODENAME="$NODE" "$R/bin/hookrun" health >/dev/null 2>&1 ||
 check "admin drain kept" eq "$(node_reason)" "admin: maintenance"
 resume_node
 
+say "case: as shipped: slurm.conf's hookrun is qoslane's entry, its hooks built in (one program start per hook)"
+# The packaged layout: the entry a link to qoslane named hookrun, qoslane's Prolog and Epilog hooks
+# links to the binary (run built in, in a fork of the entry); the TaskProlog's hook stays a script
+# (its own --root: the job user's environment is not trusted) and the site's Epilog hook is a
+# script: both started as before. Under strace where the node has it: the programs each hook
+# phase starts, counted.
+cp "$CH$R/bin/hookrun" "$CH$WORK/hookrun.plain"
+cp -P "$CH$R/etc/slurm/prolog.d/10-qoslane" "$CH$WORK/prolog-10-qoslane"
+cp -P "$CH$R/etc/slurm/epilog.d/10-qoslane" "$CH$WORK/epilog-10-qoslane"
+install -d -m 0755 "$CH$R/bin/entry"
+ln -sfn "$QL" "$CH$R/bin/entry/hookrun"
+ln -sfn "$QL" "$CH$R/etc/slurm/prolog.d/10-qoslane"
+ln -sfn "$QL" "$CH$R/etc/slurm/epilog.d/10-qoslane"
+STRACE=""; [ -x "$CH/usr/bin/strace" ] && STRACE="/usr/bin/strace -f -qq -e trace=execve -o $R/out/strace.\$SLURM_SCRIPT_CONTEXT.\$\$"
+rm -f "$CH$R"/out/strace.*
+printf '#!/bin/sh\nQOSLANE_ROOT=%s QOSLANE_SMPQUERY=%s/bin/smpquery QOSLANE_TIMEOUT_MS=3000 exec %s %s/bin/entry/hookrun --root %s "$@"\n' \
+  "$R" "$R" "$STRACE" "$R" "$R" > "$CH$R/bin/hookrun.new"
+chmod 0755 "$CH$R/bin/hookrun.new"; mv "$CH$R/bin/hookrun.new" "$CH$R/bin/hookrun"
+j=$(submit high)
+poll 60 "job $j running" is_running "$j"
+check "as shipped: high job UCX_IB_SL=2 (the TaskProlog's exports through the entry)" eq "$(env_of "$j" UCX_IB_SL)" 2
+check "as shipped: high's setting in force" eq "$(settings)" "$BASE_TOS 8388608"
+release "$j"; poll 60 "job $j done" is_gone "$j"
+poll 10 "epilog audited" test "$(audit_of "$R" "$j" epilog outcome)" = reverted
+check "as shipped: audit prolog applied, epilog reverted" eq \
+  "$(audit_of "$R" "$j" prolog outcome)/$(audit_of "$R" "$j" epilog outcome)" applied/reverted
+check "as shipped: the site's Epilog hook ran" grep -qx "$j" "$CH$R/out/logout_user.log"
+check "as shipped: baseline after it ends" eq "$(settings)" "$BASE_TOS $BASE_RMEM"
+if [ -n "$STRACE" ]; then
+  execs() { cat "$CH$R/out/strace.$1".* 2>/dev/null | grep -E 'execve\(.* = 0$' | sed -E 's/^[0-9]+ +execve\("([^"]*)".*/\1/'; }
+  # (and squeue, which qoslane asks for the QoS where this Slurm gives the Prolog none: $QSRC)
+  sq=""; [ "$QSRC" = squeue ] && sq="/usr/bin/squeue "
+  check "as shipped: the Prolog started the entry${sq:+ and squeue}, no second program; qoslane's hook ran built in" eq \
+    "$(execs prolog_slurmd | tr '\n' ' ')" "$R/bin/entry/hookrun $sq"
+  check "as shipped: the Epilog started the entry and the site's script only" eq \
+    "$(execs epilog_slurmd | sort | tr '\n' ' ')" "$R/bin/entry/hookrun $R/etc/slurm/epilog.d/90-logout_user.sh "
+  check "as shipped: the TaskProlog's script hook was started (a plain hook still runs)" bash -c \
+    "$(declare -f execs); CH='$CH' R='$R'; execs prolog_task | grep -qx '$R/etc/slurm/task-prolog.d/10-qoslane'"
+else
+  say "  (no strace in $SLURM_SUITE: the programs each hook starts are not counted here)"
+fi
+mv "$CH$WORK/hookrun.plain" "$CH$R/bin/hookrun"
+mv "$CH$WORK/prolog-10-qoslane" "$CH$R/etc/slurm/prolog.d/10-qoslane"
+mv "$CH$WORK/epilog-10-qoslane" "$CH$R/etc/slurm/epilog.d/10-qoslane"
+
 check "the node ends idle" eq "$(node_state)" idle
 check "no job record left on the node" eq "$(ls "$CH$R/run/qoslane/jobs")" ""
 say "summary (Slurm $SLURM_VERSION): $E2E_PASSED passed, $E2E_FAILED failed"

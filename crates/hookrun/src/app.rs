@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::builtin::BuiltIn;
+use crate::child::Entry;
 use crate::cli::{Cli, Command, Generate};
 use crate::config::{Config, ENV_JOB_ID, ENV_NODENAME, ENV_SCRIPT_CONTEXT, EnvSnapshot};
 use crate::decide;
@@ -42,6 +44,14 @@ pub fn on_terminal() -> bool {
 
 /// Entry point of the binary; returns the exit code.
 pub fn main() -> i32 {
+    main_with(None)
+}
+
+/// Entry point of a binary that embeds hookrun and has a hook of its own
+/// (qoslane's, run under the name `hookrun`): a hook file that is the
+/// running binary runs `built_in` in a fork, without exec
+/// ([`crate::builtin`]); every other hook as [`main`] runs it.
+pub fn main_with(built_in: Option<Entry>) -> i32 {
     let fast = crate::cli::hook_line(std::env::args_os().skip(1));
     let cli = match fast.map_or_else(crate::cli::parse, Ok) {
         Ok(cli) => cli,
@@ -58,11 +68,16 @@ pub fn main() -> i32 {
             };
         }
     };
-    run(&cli, &EnvSnapshot::from_process())
+    run_with(&cli, &EnvSnapshot::from_process(), built_in)
 }
 
 /// Runs a parsed command line against an environment snapshot.
 pub fn run(cli: &Cli, env: &EnvSnapshot) -> i32 {
+    run_with(cli, env, None)
+}
+
+/// [`run`], with the running binary's own hook ([`main_with`]).
+pub fn run_with(cli: &Cli, env: &EnvSnapshot, built_in: Option<Entry>) -> i32 {
     if let Some(Command::Generate { what }) = &cli.command {
         return generate(what);
     }
@@ -94,7 +109,10 @@ pub fn run(cli: &Cli, env: &EnvSnapshot) -> i32 {
             );
             list::print(&config, None)
         }
-        Action::Run(phase) => run_phase(phase, &config, env).exit_code(),
+        Action::Run(phase) => {
+            let built_in = built_in.and_then(BuiltIn::of_running_binary);
+            run_phase(phase, &config, env, built_in.as_ref()).exit_code()
+        }
     }
 }
 
@@ -164,7 +182,12 @@ fn generate(what: &Generate) -> i32 {
     }
 }
 
-fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
+fn run_phase(
+    phase: Phase,
+    config: &Config,
+    env: &EnvSnapshot,
+    built_in: Option<&BuiltIn>,
+) -> ExitClass {
     let started = Instant::now();
     let name = phase.name();
     // The TaskProlog's SLURM_JOB_ID comes from the user's environment: not a
@@ -243,7 +266,7 @@ fn run_phase(phase: Phase, config: &Config, env: &EnvSnapshot) -> ExitClass {
         hook_timeout: config.hook_timeout,
         kill_grace: config.kill_grace,
     };
-    let report = runner::run_phase(phase, &listing.hooks, limits, &signals);
+    let report = runner::run_phase(phase, &listing.hooks, limits, &signals, built_in);
     let class = decide::decide(&report, config, env, &scontrol);
     let summary_priority = match class {
         ExitClass::Success => Priority::Info,

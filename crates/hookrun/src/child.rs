@@ -11,7 +11,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-pub use nodeio::child::{Dropped, Ending, Env, Finished, Line, LineSink, Program, Stream};
+pub use nodeio::child::{Dropped, Ending, Entry, Env, Finished, Line, LineSink, Program, Stream};
 use nodeio::child::{Output, Timing};
 
 use crate::signals::Signals;

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::Access;
 
+use crate::trust::FileId;
+
 /// A hook whose file name ends with this is optional: its failure is logged and
 /// counted, never acted on.
 pub const OPTIONAL_SUFFIX: &str = ".optional";
@@ -46,6 +48,9 @@ pub struct Hook {
     /// Set when the file may not be trusted to run as this user (see
     /// [`crate::trust`]): it is not run, and counts as a failed hook.
     pub refused: Option<String>,
+    /// The file judged (a symlink's target), when it was: a hook that is
+    /// the running binary itself may run built in ([`crate::builtin`]).
+    pub file: Option<FileId>,
 }
 
 /// Why an entry of the directory does not run.
@@ -173,16 +178,22 @@ pub fn scan(root: &Path, dir: &Path) -> Result<Listing, ScanError> {
     for file_name in names {
         let name = file_name.to_string_lossy().into_owned();
         let path = dir.join(&file_name);
-        match classify(&file_name, &path) {
-            Some(reason) => listing.ignored.push((name, reason)),
-            None => listing.hooks.push(Hook {
-                required: !is_optional(&file_name),
-                refused: crate::trust::check_file(root, &path).err(),
-                file_name,
-                name,
-                path,
-            }),
+        if let Some(reason) = classify(&file_name, &path) {
+            listing.ignored.push((name, reason));
+            continue;
         }
+        let (file, refused) = match crate::trust::check_file(root, &path) {
+            Ok(file) => (Some(file), None),
+            Err(why) => (None, Some(why)),
+        };
+        listing.hooks.push(Hook {
+            required: !is_optional(&file_name),
+            refused,
+            file,
+            file_name,
+            name,
+            path,
+        });
     }
     Ok(listing)
 }

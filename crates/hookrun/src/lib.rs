@@ -15,7 +15,10 @@
 //! - [`child`] — running one program (`nodeio::child`: its own process
 //!   group, a deadline) with hookrun's limits, [`signals`] stopping it on
 //!   SIGTERM/SIGINT/SIGHUP;
-//! - [`runner`] — running a phase's hooks and reporting each result;
+//! - [`runner`] — running a phase's hooks and reporting each result; a hook
+//!   that is the running binary itself runs built in ([`builtin`]: a fork
+//!   calling the entry a program embedding hookrun gave [`app::main_with`],
+//!   no exec);
 //!   [`protocol`] — the TaskProlog stdout protocol;
 //! - [`app`] — dispatch; [`decide`] — what a phase's result means (exit
 //!   non-zero, requeue-hold, drain with hookrun's reason, shaped by
@@ -29,6 +32,7 @@
 //! ([`health`]), and `hookrun list`.
 
 pub mod app;
+pub mod builtin;
 pub mod child;
 pub mod cli;
 pub mod conffile;

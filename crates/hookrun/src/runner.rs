@@ -7,6 +7,7 @@ use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
+use crate::builtin::BuiltIn;
 use crate::child::{self, Dropped, Ending, Line, Program, Stream};
 use crate::discover::Hook;
 use crate::exit::HOOK_REFUSES_JOB;
@@ -155,8 +156,15 @@ pub struct Limits {
     pub kill_grace: Duration,
 }
 
-/// Runs `hooks` in order.
-pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals) -> PhaseReport {
+/// Runs `hooks` in order; a hook that is the running binary runs `built_in`
+/// (see [`crate::builtin`]).
+pub fn run_phase(
+    phase: Phase,
+    hooks: &[Hook],
+    limits: Limits,
+    signals: &Signals,
+    built_in: Option<&BuiltIn>,
+) -> PhaseReport {
     let mut report = PhaseReport {
         phase,
         results: Vec::with_capacity(hooks.len()),
@@ -209,7 +217,18 @@ pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals
             "{} ({limit})",
             humantime::format_duration(round_ms(deadline - now))
         );
-        let (result, dropped) = run_hook(phase, hook, deadline, &allowed, limits, signals);
+        let entry = built_in.filter(|b| b.runs(hook)).map(|b| b.entry);
+        let (result, dropped) = run_hook(
+            phase,
+            hook,
+            Run {
+                deadline,
+                allowed: &allowed,
+                limits,
+                signals,
+                entry,
+            },
+        );
         if dropped != Dropped::default() {
             report.lines_dropped.insert(hook.name.clone(), dropped);
         }
@@ -228,14 +247,25 @@ pub fn run_phase(phase: Phase, hooks: &[Hook], limits: Limits, signals: &Signals
     report
 }
 
-fn run_hook(
-    phase: Phase,
-    hook: &Hook,
+/// How one hook runs: until when, and built in or exec'd.
+struct Run<'a> {
     deadline: Instant,
-    allowed: &str,
+    /// The deadline in words, for the log line of a timeout.
+    allowed: &'a str,
     limits: Limits,
-    signals: &Signals,
-) -> (HookResult, Dropped) {
+    signals: &'a Signals,
+    /// The running binary's entry, when the hook is that binary.
+    entry: Option<child::Entry>,
+}
+
+fn run_hook(phase: Phase, hook: &Hook, run: Run<'_>) -> (HookResult, Dropped) {
+    let Run {
+        deadline,
+        allowed,
+        limits,
+        signals,
+        entry,
+    } = run;
     if let Some(why) = &hook.refused {
         let result = HookResult {
             name: hook.name.clone(),
@@ -296,7 +326,10 @@ fn run_hook(
     // up in PATH; one under a relative directory is run from where hookrun
     // runs, as before.
     let path = std::path::absolute(&hook.path).unwrap_or_else(|_| hook.path.clone());
-    let program = Program::new(path, child::HOOK_ENV).var(ENV_PHASE, phase.name());
+    let mut program = Program::new(path, child::HOOK_ENV).var(ENV_PHASE, phase.name());
+    if let Some(entry) = entry {
+        program = program.built_in(entry);
+    }
     let run = child::run(&program, deadline, limits.kill_grace, signals, &mut sink);
     let (fate, elapsed, detail, dropped) = match run {
         Err(error) => (

@@ -30,12 +30,23 @@ pub fn check_dir(root: &Path, dir: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// Which file a path leads to: its device and inode, as judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
 /// A file hookrun runs or reads its configuration from: opened without
 /// following a symlink someone else made, judged by its descriptor, in a
 /// directory [`check_dir`] accepts. A symlink of root or ours is judged by its target.
-pub fn check_file(root: &Path, path: &Path) -> Result<(), String> {
+/// Which file was judged (the symlink's target).
+pub fn check_file(root: &Path, path: &Path) -> Result<FileId, String> {
     trusted::check_file(root, path)
-        .map(drop)
+        .map(|o| FileId {
+            dev: o.dev,
+            ino: o.ino,
+        })
         .map_err(|e| e.to_string())
 }
 
@@ -100,7 +111,7 @@ mod tests {
         fs::write(&hook, "#!/bin/sh\n").expect("write");
         chmod(&hook, 0o755);
         assert_eq!(check_dir(root, &dir), Ok(()));
-        assert_eq!(check_file(root, &hook), Ok(()));
+        assert!(check_file(root, &hook).is_ok());
 
         chmod(&hook, 0o775);
         assert!(

@@ -25,7 +25,9 @@
 //! - [`spool`]: taking a spool file another program appends to (rename,
 //!   bounded read, the tail read again next round), never through a symlink;
 //!
-//! - [`build`]: which build this is (package version, revision, commit).
+//! - [`build`]: which build this is (package version, revision, commit);
+//! - [`process`]: what the primitives remember of the process (its pid),
+//!   forgotten in a fork that does not exec (`child`'s built-in programs).
 //!
 //! Nothing here knows about Slurm or InfiniBand.
 
@@ -38,6 +40,7 @@ pub mod counter_file;
 pub mod error;
 pub mod lock;
 pub mod log;
+pub mod process;
 pub mod prom;
 pub mod sigmask;
 pub mod spool;

@@ -17,7 +17,7 @@ use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, poll};
@@ -64,7 +64,8 @@ struct Logger {
     fields: Vec<(String, String)>,
 }
 
-static LOGGER: OnceLock<Logger> = OnceLock::new();
+/// `None` until [`init`]; emptied by [`forget`] (a fork without exec).
+static LOGGER: RwLock<Option<Logger>> = RwLock::new(None);
 static DEADLINE: Mutex<Option<Instant>> = Mutex::new(None);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
@@ -85,11 +86,28 @@ pub fn init(config: Config) {
     } else {
         Sink::None
     };
-    let _ = LOGGER.set(Logger {
-        ident: config.ident,
-        sink,
-        fields: config.fields,
-    });
+    if let Ok(mut logger) = LOGGER.write()
+        && logger.is_none()
+    {
+        *logger = Some(Logger {
+            ident: config.ident,
+            sink,
+            fields: config.fields,
+        });
+    }
+}
+
+/// Forgets the sink, the deadline and the count of dropped lines: called in
+/// the child of a fork that does not exec (`child`'s built-in programs), which
+/// is a new program and chooses its own ([`init`]).
+pub(crate) fn forget() {
+    if let Ok(mut logger) = LOGGER.write() {
+        *logger = None;
+    }
+    if let Ok(mut d) = DEADLINE.lock() {
+        *d = None;
+    }
+    DROPPED.store(0, Ordering::Relaxed);
 }
 
 /// Every later line waits for stderr at most until `until`.
@@ -111,12 +129,19 @@ pub fn take_dropped() -> u64 {
 
 /// The program's name for its lines (`init`'s `ident`; `nodeio` before it).
 pub fn ident() -> &'static str {
-    LOGGER.get().map_or("nodeio", |l| l.ident)
+    LOGGER
+        .read()
+        .ok()
+        .and_then(|l| l.as_ref().map(|l| l.ident))
+        .unwrap_or("nodeio")
 }
 
 /// Which persistent sink is in use: `journal`, `syslog` or `none`.
 pub fn sink_name() -> &'static str {
-    match LOGGER.get().map(|l| &l.sink) {
+    let Ok(logger) = LOGGER.read() else {
+        return "none";
+    };
+    match logger.as_ref().map(|l| &l.sink) {
         Some(Sink::Journal(_)) => "journal",
         Some(Sink::Syslog(_)) => "syslog",
         _ => "none",
@@ -127,7 +152,10 @@ pub fn sink_name() -> &'static str {
 /// `message` is what the persistent sink gets, with `fields`.
 pub fn emit(priority: Priority, line: &str, message: &str, fields: &[(&str, &str)]) {
     write_stderr(line);
-    let Some(logger) = LOGGER.get() else {
+    let Ok(logger) = LOGGER.read() else {
+        return;
+    };
+    let Some(logger) = logger.as_ref() else {
         return;
     };
     let sent = match &logger.sink {

@@ -39,6 +39,10 @@ pub struct Opened {
     pub size: u64,
     pub uid: u32,
     pub mode: u32,
+    /// Which file it is: its device and inode (hookrun tells a hook that is
+    /// its own binary by them).
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// Opens `path` for reading as described above. `Ok(None)` when it (or a
@@ -271,6 +275,8 @@ fn open_in(dir: &Dir, name: &OsStr, path: &Path) -> Result<Step> {
         size: u64::try_from(st.st_size).unwrap_or(0),
         uid: st.st_uid,
         mode: st.st_mode & 0o7777,
+        dev: st.st_dev,
+        ino: st.st_ino,
     }))
 }
 

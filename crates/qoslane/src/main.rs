@@ -1,7 +1,16 @@
 //! `qoslane`: parse the command line, decide whether the environment may be
 //! trusted, build the run's context, dispatch in one match; the exit code is
 //! the exit class's.
+//!
+//! One binary, two programs: run under the name `hookrun` (the link the
+//! packages install, `/usr/lib/qoslane/hookrun`, which slurm.conf names as
+//! Prolog, Epilog, TaskProlog and HealthCheckProgram) it is hookrun, with
+//! qoslane's hook built in: a hook file that is this binary (the packaged
+//! links to `/usr/sbin/qoslane`) runs in a fork of hookrun that calls
+//! [`hook`], without a second exec (hookrun's `builtin.rs`). Under any other
+//! name it is qoslane.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -82,9 +91,40 @@ fn env_path(name: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The name under which this binary is hookrun.
+const HOOKRUN: &str = "hookrun";
+
 fn main() -> ExitCode {
-    let parsed =
-        qoslane::cli::hook_line(std::env::args_os().skip(1)).map_or_else(qoslane::cli::parse, Ok);
+    let mut args = std::env::args_os();
+    let name = args.next();
+    if name
+        .as_deref()
+        .and_then(|n| Path::new(n).file_name())
+        .is_some_and(|n| n == HOOKRUN)
+    {
+        let code = hookrun::app::main_with(Some(hook));
+        return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
+    }
+    run(args.collect()).into()
+}
+
+/// qoslane as a hook, built into hookrun's runner: called in the fork that
+/// runs a hook file that is this binary, with the argv an exec would have
+/// given it (the hook's path, then its arguments: none, for a hook).
+pub(crate) fn hook(argv: &[OsString]) -> i32 {
+    run(argv.iter().skip(1).cloned().collect()).code()
+}
+
+/// qoslane, given its arguments (without the program's name).
+fn run(args: Vec<OsString>) -> ExitClass {
+    let parsed = qoslane::cli::hook_line(args.iter().cloned()).map_or_else(
+        || {
+            let matches = qoslane::cli::command()
+                .try_get_matches_from(std::iter::once(OsString::from("qoslane")).chain(args))?;
+            <Cli as clap::FromArgMatches>::from_arg_matches(&matches)
+        },
+        Ok,
+    );
     let mut cli = match parsed {
         Ok(c) => c,
         Err(e) => {
@@ -93,21 +133,20 @@ fn main() -> ExitCode {
                 ExitClass::Usage
             } else {
                 ExitClass::Ok
-            }
-            .into();
+            };
         }
     };
     let context = std::env::var("SLURM_SCRIPT_CONTEXT").ok();
     let phase = std::env::var("HOOKRUN_PHASE").ok();
     if let Err(msg) = cli.one_mapping() {
         eprintln!("qoslane: error: {msg}");
-        return ExitClass::Usage.into();
+        return ExitClass::Usage;
     }
     let mode = match Mode::of(cli.command.take(), context.as_deref(), phase.as_deref()) {
         Ok(m) => m,
         Err(msg) => {
             eprintln!("qoslane: {msg}");
-            return ExitClass::Usage.into();
+            return ExitClass::Usage;
         }
     };
 
@@ -118,7 +157,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("qoslane: error: {e}");
-            return e.exit_class().into();
+            return e.exit_class();
         }
     };
 
@@ -167,9 +206,9 @@ fn main() -> ExitCode {
         }
     };
     match result {
-        Ok(class) => class.into(),
+        Ok(class) => class,
         // The reader went away (`| head`): nothing to say, to nobody.
-        Err(e @ Error::BrokenPipe) => e.exit_class().into(),
+        Err(e @ Error::BrokenPipe) => e.exit_class(),
         Err(e) => {
             // The error, then its causes (as cargo-nextest prints them).
             eprintln!("qoslane: error: {e}");
@@ -182,7 +221,7 @@ fn main() -> ExitCode {
                 }
                 last = text;
             }
-            e.exit_class().into()
+            e.exit_class()
         }
     }
 }

@@ -131,6 +131,12 @@ fn files() -> String {
         "The hooks for \\fBhookrun\\fR(8), each a link to qoslane: prolog.d, epilog.d, task\\-prolog.d, health.d.",
     );
     s += &item(
+        "/usr/lib/qoslane/hookrun",
+        "A link to qoslane named hookrun, the program slurm.conf names as Prolog, Epilog, \
+         TaskProlog and HealthCheckProgram: run so, qoslane is \\fBhookrun\\fR(8), and a hook \
+         that is this binary (the links above) runs in a fork of it, without a second exec.",
+    );
+    s += &item(
         DOC_DIR,
         "The admin guide (admin\\-guide.md), fabric.md, hookrun.md, metrics.md, omnia.md; \
          the Prometheus alert rules and Grafana dashboard are in \\fB/usr/share/qoslane\\fR.",

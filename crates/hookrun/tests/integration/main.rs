@@ -1,6 +1,7 @@
 //! hookrun's integration tests: the real binary against temp-root hook trees.
 //! One test binary (fast to link); the fixture builder is in `util`.
 
+mod built_in;
 mod deadlines;
 mod discovery;
 mod dispatch;

@@ -20,6 +20,48 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_hookrun");
 
+/// The example program `examples/embedded.rs`, built beside the binary by
+/// `cargo test -p hookrun` and `cargo build --all-targets` (not by a build
+/// of the integration tests alone: then this fails when it is missing or
+/// stale, naming the command).
+pub fn embedded() -> PathBuf {
+    let path = Path::new(BIN)
+        .parent()
+        .expect("the binary's directory")
+        .join("examples/embedded");
+    // Older than a source of what it embeds (hookrun's, nodeio's) or its
+    // own: a build of the tests alone (`--test integration`) left it stale.
+    fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+        fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .filter_map(|e| {
+                let p = e.path();
+                if p.is_dir() {
+                    newest(&p)
+                } else {
+                    fs::metadata(&p).and_then(|m| m.modified()).ok()
+                }
+            })
+            .max()
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = [
+        manifest.join("src"),
+        manifest.join("examples"),
+        manifest.join("../nodeio/src"),
+    ];
+    let fresh = fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|at| sources.iter().filter_map(|d| newest(d)).all(|s| at >= s));
+    assert!(
+        fresh,
+        "{} is missing or older than the sources it is built from: build it with `cargo build -p hookrun --examples` (`cargo test -p hookrun` builds it)",
+        path.display()
+    );
+    path
+}
+
 /// An idle node as `scontrol show node -o` prints it (trimmed).
 pub const NODE_IDLE: &str = "NodeName=c1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 \
     State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=debug \
@@ -220,6 +262,28 @@ impl Fixture {
     /// hookrun with `--root` and the fake scontrol's path, empty environment.
     pub fn hookrun(&self) -> Hookrun {
         self.hookrun_with(Command::new(BIN))
+    }
+
+    /// The example program that embeds hookrun and has a hook of its own
+    /// (`examples/embedded.rs`), run through `<root>/bin/hookrun`, a link
+    /// named so: hookrun with that hook built in. Otherwise as
+    /// [`Fixture::hookrun`].
+    pub fn embedded_hookrun(&self) -> Hookrun {
+        let link = self.path("bin/hookrun");
+        if !link.exists() {
+            fs::create_dir_all(link.parent().expect("parent")).expect("mkdir bin");
+            std::os::unix::fs::symlink(embedded(), &link).expect("link hookrun");
+        }
+        self.hookrun_with(Command::new(link))
+    }
+
+    /// `<root>/etc/slurm/<phase>.d/<name>`, a link to the embedding program
+    /// (the hook that runs built in under [`Fixture::embedded_hookrun`]).
+    pub fn embedded_hook(&self, phase: &str, name: &str) -> PathBuf {
+        let path = self.path(&format!("etc/slurm/{phase}.d/{name}"));
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::os::unix::fs::symlink(embedded(), &path).expect("link the hook");
+        path
     }
 
     /// [`Fixture::hookrun`] as another user, the way slurmstepd runs a

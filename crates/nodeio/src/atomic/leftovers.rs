@@ -12,12 +12,10 @@ use rustix::io::Errno;
 
 use crate::walk::Dir;
 
-/// This process's pid, asked of the kernel once (every temp name and every
-/// look for leftovers needs it; no code of these crates forks without
-/// `exec`, so it cannot change under a writer).
+/// This process's pid ([`crate::process::id`]: asked of the kernel once
+/// per process; a fork without `exec`, `child`'s built-in program, asks again).
 pub(super) fn own_pid() -> u32 {
-    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *PID.get_or_init(std::process::id)
+    crate::process::id()
 }
 
 /// Whether `name` is a temp file of [`replace`](super::replace): its writer's pid.

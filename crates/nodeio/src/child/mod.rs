@@ -27,12 +27,16 @@
 //! ([`run_many`]: the three SMP queries of a port). No reader or waiter
 //! threads: on a busy node each would wait for a time slice before it could
 //! hand its output over. Programs are started with `posix_spawn` (no
-//! `pre_exec`): one clone per program, nothing else.
+//! `pre_exec`): one clone per program, nothing else — or, for a program
+//! that is the running binary itself ([`Program::built_in`]), by a fork that
+//! calls its entry without exec (`fork.rs`: the one `unsafe` block of this
+//! module), watched, stopped and reaped the same way.
 //!
 //! A process that called `setsid`/`setpgid` has left the group on purpose
 //! and is not ours to kill; what it writes into an inherited pipe after
 //! [`DRAIN_WAIT`] is not read.
 
+mod fork;
 mod lines;
 mod program;
 mod running;
@@ -41,8 +45,9 @@ mod tests;
 
 use std::io;
 
+pub use fork::single_threaded;
 pub use lines::{Dropped, Line, LineSink, Stream};
-pub use program::{Ending, Env, Finished, Interrupt, Output, Program, TOOL_PATH, Timing};
+pub use program::{Ending, Entry, Env, Finished, Interrupt, Output, Program, TOOL_PATH, Timing};
 pub use running::DRAIN_WAIT;
 use running::{Running, wait_all};
 

@@ -43,6 +43,13 @@ impl Env {
     }
 }
 
+/// A program's entry point compiled into the running binary: called in the
+/// child of a fork, without exec ([`Program::built_in`]), with the argument
+/// vector an exec would have given the program (its path first, then its
+/// arguments); returns its exit status (the low 8 bits are what its parent
+/// sees, as with `exit`).
+pub type Entry = fn(&[OsString]) -> i32;
+
 /// What to run: a program by absolute path, its arguments, its environment.
 #[derive(Debug, Clone)]
 pub struct Program {
@@ -51,6 +58,8 @@ pub struct Program {
     pub(super) env: Env,
     /// Set on top of `env`.
     pub(super) vars: Vec<(OsString, OsString)>,
+    /// Run in a fork of this process instead of exec'ing `path`.
+    pub(super) built_in: Option<Entry>,
 }
 
 impl Program {
@@ -61,7 +70,27 @@ impl Program {
             args: Vec::new(),
             env,
             vars: Vec::new(),
+            built_in: None,
         }
+    }
+
+    /// `path` is the running binary itself (the caller checked: the same
+    /// file), and `entry` is what exec'ing it would run: call `entry` in a
+    /// fork of this process instead of exec'ing it, when this process is
+    /// single-threaded (a fork of a process with other threads may find a
+    /// lock held that no thread of the child will release); else `path` is
+    /// exec'd as usual. Everything else is the same either way: its own
+    /// process group, stdin `/dev/null`, its stdout and stderr piped, the
+    /// environment (`env` and `vars`), the deadline, the group's kills, the
+    /// pidfd, the reaping. The child is a new program: the signal handlers
+    /// of this one are reset to their defaults (as exec resets them; ignored
+    /// signals stay ignored; Rust's own stack-overflow handlers stay, as the
+    /// program's start would install them) and what `nodeio` remembers of
+    /// the process (its pid, the log's sink) is forgotten (`child/fork.rs`).
+    #[must_use]
+    pub fn built_in(mut self, entry: Entry) -> Program {
+        self.built_in = Some(entry);
+        self
     }
 
     #[must_use]

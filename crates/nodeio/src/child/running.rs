@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -102,10 +102,44 @@ impl Taken<'_> {
     }
 }
 
+/// The process a program runs in: spawned (`posix_spawn` and exec), or a
+/// fork of this one running a built-in entry (`fork.rs`).
+enum Leader {
+    Spawned(std::process::Child),
+    Forked(Pid),
+}
+
+impl Leader {
+    /// Reaps it if it has exited.
+    fn try_wait(&mut self) -> Option<ExitStatus> {
+        match self {
+            Leader::Spawned(child) => child.try_wait().ok().flatten(),
+            Leader::Forked(pid) => {
+                match rustix::process::waitpid(Some(*pid), rustix::process::WaitOptions::NOHANG) {
+                    Ok(Some((_, status))) => Some(ExitStatus::from_raw(status.as_raw())),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// Waits for it (it was just SIGKILLed).
+    fn wait(&mut self) {
+        match self {
+            Leader::Spawned(child) => {
+                let _ = child.wait();
+            }
+            Leader::Forked(pid) => {
+                let _ = rustix::process::waitpid(Some(*pid), rustix::process::WaitOptions::empty());
+            }
+        }
+    }
+}
+
 /// One program being waited for.
 pub(super) struct Running<'s> {
     pub(super) path: PathBuf,
-    child: std::process::Child,
+    child: Leader,
     pid: Pid,
     pidfd: OwnedFd,
     /// stdout, stderr; `None` once closed.
@@ -131,22 +165,36 @@ impl<'s> Running<'s> {
                 "not an absolute path (programs run with no PATH)",
             )));
         }
-        let mut command = Command::new(&path);
-        command.args(&program.args);
-        if let Env::Exact(vars) = &program.env {
-            command.env_clear().envs(vars.iter().map(|(k, v)| (k, v)));
-        }
-        command
-            .envs(program.vars.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
         let started = Instant::now();
-        let mut child = command.spawn().map_err(Error::io("run", &path))?;
-        let pid = Pid::from_child(&child);
-        let stdout = child.stdout.take().map(OwnedFd::from);
-        let stderr = child.stderr.take().map(OwnedFd::from);
+        let (mut child, pid, stdout, stderr) = match program.built_in {
+            Some(entry) if super::fork::single_threaded() => {
+                let forked = super::fork::start(program, entry).map_err(Error::io("run", &path))?;
+                (
+                    Leader::Forked(forked.pid),
+                    forked.pid,
+                    Some(forked.stdout),
+                    Some(forked.stderr),
+                )
+            }
+            _ => {
+                let mut command = Command::new(&path);
+                command.args(&program.args);
+                if let Env::Exact(vars) = &program.env {
+                    command.env_clear().envs(vars.iter().map(|(k, v)| (k, v)));
+                }
+                command
+                    .envs(program.vars.iter().map(|(k, v)| (k, v)))
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0);
+                let mut child = command.spawn().map_err(Error::io("run", &path))?;
+                let pid = Pid::from_child(&child);
+                let stdout = child.stdout.take().map(OwnedFd::from);
+                let stderr = child.stderr.take().map(OwnedFd::from);
+                (Leader::Spawned(child), pid, stdout, stderr)
+            }
+        };
         let setup = (|| {
             let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
             for fd in [&stdout, &stderr].into_iter().flatten() {
@@ -158,7 +206,7 @@ impl<'s> Running<'s> {
             Ok(pidfd) => pidfd,
             Err(e) => {
                 kill_group(pid, Signal::KILL);
-                let _ = child.wait();
+                child.wait();
                 return Err(Error::errno("watch", path)(e));
             }
         };
@@ -259,7 +307,7 @@ impl<'s> Running<'s> {
     /// in the group goes now; then it is reaped.
     fn leader_exited(&mut self) {
         kill_group(self.pid, Signal::KILL);
-        self.status = self.child.try_wait().ok().flatten();
+        self.status = self.child.try_wait();
         self.elapsed = Some(self.started.elapsed());
         if self.status.is_none() {
             // A pidfd is readable only once the process has exited: not

@@ -457,3 +457,28 @@ fn several_programs_run_at_once_not_one_after_another() {
         assert_eq!(f.stdout, b"met\n");
     }
 }
+
+/// A built-in program in a process with other threads (this test harness's)
+/// is never forked: the program's path is exec'd, the same program the
+/// slow way (`fork.rs`: a fork of a threaded process may inherit a held lock).
+/// The fork itself is tested where the process is single-threaded: hookrun's
+/// `built_in` tests, through `examples/embedded.rs`.
+#[test]
+fn a_built_in_in_a_threaded_process_is_exec_d_instead() {
+    fn entry(_: &[std::ffi::OsString]) -> i32 {
+        7
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let other = std::thread::spawn(move || {
+        let _ = rx.recv_timeout(Duration::from_secs(60));
+    });
+    assert!(!single_threaded(), "a second thread lives");
+    let f = capture(
+        &sh("echo exec\\'d").built_in(entry),
+        within(Duration::from_secs(20)),
+    );
+    exited_ok(&f);
+    assert_eq!(f.stdout, b"exec'd\n");
+    let _ = tx.send(());
+    other.join().unwrap();
+}

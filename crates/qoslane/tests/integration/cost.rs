@@ -46,9 +46,13 @@ fn cost(n: &Node, args: &[&str], env: &[(&str, &str)]) -> Option<Cost> {
 
 /// What `strace -f` saw of `qoslane ARGS`.
 fn trace(n: &Node, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
+    trace_command(n, &n.cmd(args, env))
+}
+
+/// What `strace -f` saw of the command `c`.
+fn trace_command(n: &Node, c: &Command) -> Option<String> {
     let strace = strace()?;
     let log = n.root().join("strace.txt");
-    let c = n.cmd(args, env);
     let bin = c.get_program().to_owned();
     let mut s = Command::new(strace);
     s.args(["-f", "-qq", "-o"])
@@ -300,5 +304,155 @@ fn health_opens_each_port_once_for_its_first_hop_and_its_counters() {
         prom.lines().any(|l| l
             .starts_with("qoslane_xmit_wait_ticks_total{device=\"mlx5_0\",port=\"1\",vl=\"0\"")),
         "{prom}"
+    );
+}
+
+/// Per process of a traced run (`strace -f`), in the order they appear: the
+/// programs it exec'd, the processes it forked, the threads it started.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Process {
+    execs: usize,
+    forks: usize,
+    threads: usize,
+}
+
+fn processes(text: &str) -> Vec<(String, Process)> {
+    let lines: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(tid, call)| (tid, call.trim_start()))
+        .collect();
+    let result = |call: &str| call.rsplit("= ").next().unwrap_or("").trim().to_owned();
+    // First every thread: its id and its creator's (a thread's clone may be
+    // split, `clone3(… CLONE_THREAD … <unfinished ...>` then `<... clone3
+    // resumed> …) = TID`, and the new thread may log before the resumption).
+    let mut threads: Vec<(String, String)> = Vec::new();
+    let mut pending: Vec<&str> = Vec::new();
+    for &(tid, call) in &lines {
+        if call.starts_with("<... clone") {
+            if let Some(i) = pending.iter().position(|p| *p == tid) {
+                pending.remove(i);
+                threads.push((result(call), tid.to_owned()));
+            }
+        } else if call.contains("CLONE_THREAD") {
+            if call.ends_with("<unfinished ...>") {
+                pending.push(tid);
+            } else {
+                threads.push((result(call), tid.to_owned()));
+            }
+        }
+    }
+    let process_of = |tid: &str| -> String {
+        let mut id = tid.to_owned();
+        while let Some((_, creator)) = threads.iter().find(|(t, _)| *t == id) {
+            id.clone_from(creator);
+        }
+        id
+    };
+    let mut all: Vec<(String, Process)> = Vec::new();
+    for &(tid, call) in &lines {
+        let pid = process_of(tid);
+        if !all.iter().any(|(p, _)| *p == pid) {
+            all.push((pid.clone(), Process::default()));
+        }
+        let Some((_, p)) = all.iter_mut().find(|(p, _)| *p == pid) else {
+            continue;
+        };
+        if call.starts_with("execve(") && call.ends_with("= 0") {
+            p.execs += 1;
+        }
+        if call.starts_with("clone") || call.starts_with("vfork") {
+            if call.contains("CLONE_THREAD") {
+                p.threads += 1;
+            } else {
+                p.forks += 1;
+            }
+        }
+    }
+    all
+}
+
+/// The hooks as they ship: slurm.conf names the packaged entry
+/// (`/usr/lib/qoslane/hookrun`, a link to the binary named `hookrun`), which
+/// is hookrun; qoslane's hook link in the phase directory is the binary
+/// itself, so it runs built in, in a fork of hookrun: **one program started
+/// per hook** (the entry, by slurmd), none by hookrun, and the hook's
+/// process is the fork, exec'ing nothing (QoS from `SLURM_JOB_QOS`: no
+/// squeue) and starting the run's one watchdog thread. Its audit line says
+/// what it did, as when exec'd.
+#[test]
+fn the_shipped_entry_runs_qoslane_s_hook_in_one_process_start() {
+    let Some((n, _run)) = node(util::MAPPING, false) else {
+        return;
+    };
+    let entry = n.path("/usr/lib/qoslane/hookrun");
+    std::fs::create_dir_all(entry.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(util::BIN, &entry).unwrap();
+    for hook in [
+        "etc/slurm/prolog.d/10-qoslane",
+        "etc/slurm/epilog.d/50-qoslane",
+    ] {
+        let hook = n.path(hook);
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(util::BIN, &hook).unwrap();
+    }
+    let slurmd = |env: &[(&str, &str)]| {
+        let base = n.cmd(&[], env);
+        let mut c = Command::new(&entry);
+        // hookrun's own root prefix (its hook directories, its metrics);
+        // qoslane's is QOSLANE_ROOT, which the hook inherits.
+        c.arg("--root").arg(n.root());
+        for (k, v) in base.get_envs() {
+            if let Some(v) = v {
+                c.env(k, v);
+            }
+        }
+        c
+    };
+    let prolog = slurmd(&[
+        ("SLURM_JOB_ID", "2"),
+        ("SLURM_JOB_QOS", "high"),
+        ("SLURM_SCRIPT_CONTEXT", "prolog_slurmd"),
+    ]);
+    let Some(text) = trace_command(&n, &prolog) else {
+        return;
+    };
+    let procs = processes(&text);
+    let hookrun = Process {
+        execs: 1,
+        forks: 1,
+        threads: 0,
+    };
+    let hook = Process {
+        execs: 0,
+        forks: 0,
+        threads: 1,
+    };
+    assert_eq!(
+        procs.iter().map(|(_, p)| p).collect::<Vec<_>>(),
+        [&hookrun, &hook],
+        "the entry (one exec: slurmd's) and its built-in hook\n{text}"
+    );
+    let line = n.last_audit("prolog");
+    assert_eq!(line["outcome"], "applied");
+    assert_eq!(line["job_id"], 2);
+    assert_eq!(line["qos_source"], "env");
+    assert_eq!(n.settings(), ("74".into(), "8388608".into()));
+
+    let epilog = slurmd(&[
+        ("SLURM_JOB_ID", "2"),
+        ("SLURM_SCRIPT_CONTEXT", "epilog_slurmd"),
+    ]);
+    let text = trace_command(&n, &epilog).unwrap();
+    let procs = processes(&text);
+    assert_eq!(
+        procs.iter().map(|(_, p)| p).collect::<Vec<_>>(),
+        [&hookrun, &hook],
+        "{text}"
+    );
+    assert_eq!(n.last_audit("epilog")["outcome"], "reverted");
+    assert_eq!(
+        n.settings(),
+        (util::BASE_TOS.into(), util::BASE_RMEM.into())
     );
 }

@@ -86,6 +86,38 @@ fn every_crate_keeps_its_layer_table() {
 }
 
 /// The `[package]` name of a Cargo.toml (what a binary calls its library).
+/// CONTRIBUTING's crate rule: hookrun knows nothing of qoslane, and of
+/// qoslane only the binary (`main.rs`, hookrun with qoslane's hook built in)
+/// uses hookrun's library; the library never does.
+#[test]
+fn only_qoslane_s_binary_uses_hookrun() {
+    let root = workspace();
+    let mut problems = Vec::new();
+    for (krate, other, allowed) in [
+        ("qoslane", "hookrun", Some("main.rs")),
+        ("hookrun", "qoslane", None),
+    ] {
+        for (file, text) in sources(&root.join("crates").join(krate).join("src")) {
+            if Some(file.as_str()) == allowed {
+                continue;
+            }
+            let uses = text.lines().any(|l| {
+                let l = l.trim_start();
+                !l.starts_with("//")
+                    && (l.contains(&format!("{other}::")) || l.contains(&format!("use {other}")))
+            });
+            if uses {
+                problems.push(format!("crates/{krate}/src/{file} uses the crate {other}"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "CONTRIBUTING.md's crate rule (only qoslane's main.rs uses hookrun; hookrun nothing of qoslane):\n{}",
+        problems.join("\n")
+    );
+}
+
 fn package_name(manifest: &str) -> Option<String> {
     let package = manifest
         .split("\n[")
