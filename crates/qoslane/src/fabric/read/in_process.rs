@@ -77,8 +77,23 @@ impl InProcess {
     /// one SA PathRecord Get per (source LID, destination LID, attribute):
     /// the SL of each answer.
     fn path_records(&self, asks: &[(u16, u16, Attr)], deadline: &Deadline) -> Vec<Result<u8>> {
+        let gets = match self.path_gets(asks, deadline) {
+            Ok(gets) => gets,
+            Err(e) => return asks.iter().map(|_| Err(Error::Fabric(e.clone()))).collect(),
+        };
+        let answers = smp_batch::get_all(&mut self.umad.borrow_mut(), &gets, self.window, deadline);
+        path_record_sls(answers)
+    }
+
+    /// The SA Gets of [`InProcess::path_records`] (the SM's LID read
+    /// first), or why not.
+    fn path_gets(
+        &self,
+        asks: &[(u16, u16, Attr)],
+        deadline: &Deadline,
+    ) -> std::result::Result<Vec<Get>, String> {
         let Some(&(first, _, _)) = asks.first() else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let info = Get {
             route: Route::Lid(first),
@@ -88,28 +103,26 @@ impl InProcess {
         let mut umad = self.umad.borrow_mut();
         let sm = match smp_batch::get_all(&mut umad, &[info], 1, deadline).pop() {
             Some(Ok(d)) => u16::from_be_bytes([d[18], d[19]]),
-            Some(Err(e)) => {
-                let e = e.to_string();
-                return asks
-                    .iter()
-                    .map(|_| Err(Error::Fabric(format!("the SM's LID: {e}"))))
-                    .collect();
-            }
-            None => return Vec::new(),
+            Some(Err(e)) => return Err(format!("the SM's LID: {e}")),
+            None => return Ok(Vec::new()),
         };
-        let gets: Vec<Get> = asks
+        Ok(asks
             .iter()
             .map(|&(s, d, attr)| Get {
                 route: Route::Sa(sm),
                 attr,
                 modifier: (u32::from(s) << 16) | u32::from(d),
             })
-            .collect();
-        smp_batch::get_all(&mut umad, &gets, self.window, deadline)
-            .into_iter()
-            .map(|r| r.map(|d| mad::path_record_sl(&d)))
-            .collect()
+            .collect())
     }
+}
+
+/// The SL of each path record answer.
+fn path_record_sls(answers: Vec<Result<mad::SmpData>>) -> Vec<Result<u8>> {
+    answers
+        .into_iter()
+        .map(|r| r.map(|d| mad::path_record_sl(&d)))
+        .collect()
 }
 
 impl Reader for InProcess {
@@ -148,6 +161,38 @@ impl Reader for InProcess {
             self.window,
             deadline,
         )
+    }
+
+    /// The path records' Gets in flight beside the egress read's, each
+    /// lane its own window.
+    fn egress_and_paths(
+        &self,
+        ports: &[EgressPort],
+        ins: &[Vec<u32>],
+        pairs: &[(u16, u16)],
+        deadline: &Deadline,
+    ) -> (Vec<Result<EgressRead>>, Vec<Result<u8>>) {
+        let asks: Vec<(u16, u16, Attr)> = pairs
+            .iter()
+            .map(|&(s, d)| (s, d, Attr::PathRecord))
+            .collect();
+        let (gets, failed) = match self.path_gets(&asks, deadline) {
+            Ok(gets) => (gets, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let (read, answers) = smp_batch::read_egress_beside(
+            &mut self.umad.borrow_mut(),
+            ports,
+            ins,
+            self.window,
+            &gets,
+            deadline,
+        );
+        let sls = match failed {
+            Some(e) => asks.iter().map(|_| Err(Error::Fabric(e.clone()))).collect(),
+            None => path_record_sls(answers),
+        };
+        (read, sls)
     }
 
     /// One SMP Get per block of 64 LIDs per switch.

@@ -36,6 +36,10 @@ struct Flight<'a, D> {
     results: Vec<Option<Result<D>>>,
     /// By the low half of the transaction id (the kernel owns the high half).
     pending: HashMap<u32, Pending>,
+    /// Where the second lane's Gets start (`gets.len()`: one lane), and how
+    /// many of them are in flight.
+    second: usize,
+    in_second: usize,
 }
 
 /// The low half of the next transaction id: unique across batches, so a
@@ -99,10 +103,18 @@ impl<D: AttrData> Flight<'_, D> {
                     sent: Instant::now(),
                     attempt,
                 };
+                self.in_second += usize::from(index >= self.second);
                 self.pending.insert(tid, p);
             }
             Err(e) => self.results[index] = Some(Err(self.fail(index, e))),
         }
+    }
+
+    /// The Get in flight under transaction id `t`, no longer in flight.
+    fn take(&mut self, t: u32) -> Option<Pending> {
+        let p = self.pending.remove(&t)?;
+        self.in_second -= usize::from(p.index >= self.second);
+        Some(p)
     }
 
     /// Unanswered: sent again, or given up after [`ATTEMPTS`].
@@ -130,7 +142,7 @@ impl<D: AttrData> Flight<'_, D> {
             return;
         };
         // Not ours, or a late answer to a Get sent again: ignored.
-        let Some(p) = self.pending.remove(&t) else {
+        let Some(p) = self.take(t) else {
             return;
         };
         if got.status != 0 {
@@ -161,7 +173,7 @@ impl<D: AttrData> Flight<'_, D> {
             .map(|(t, _)| *t)
             .collect();
         for t in late {
-            if let Some(p) = self.pending.remove(&t) {
+            if let Some(p) = self.take(t) {
                 self.again(p);
             }
         }
@@ -182,7 +194,7 @@ pub fn get_all(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<Result<SmpData>> {
-    get_all_of(umad, gets, window, deadline)
+    get_all_of(umad, gets, (window, gets.len(), 0), deadline)
 }
 
 /// [`get_all`] of PMA Gets: each answer's whole 192-byte data area.
@@ -192,13 +204,17 @@ pub fn get_all_pma(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<Result<PmaData>> {
-    get_all_of(umad, gets, window, deadline)
+    get_all_of(umad, gets, (window, gets.len(), 0), deadline)
 }
 
+/// `gets` in two lanes of one flight: those before `second` at most
+/// `window` in flight, those from it at most `window2` beside them (the
+/// SA's path records during the egress read: a slow SA answer holds no
+/// slot of the SMPs).
 fn get_all_of<D: AttrData>(
     umad: &mut Umad,
     gets: &[Get],
-    window: usize,
+    (window, second, window2): (usize, usize, usize),
     deadline: &Deadline,
 ) -> Vec<Result<D>> {
     let mut f = Flight {
@@ -206,12 +222,19 @@ fn get_all_of<D: AttrData>(
         gets,
         results: gets.iter().map(|_| None).collect(),
         pending: HashMap::new(),
+        second,
+        in_second: 0,
     };
     let mut next = 0usize;
+    let mut next2 = second;
     loop {
-        while f.pending.len() < window.max(1) && next < gets.len() {
+        while f.pending.len() - f.in_second < window.max(1) && next < second {
             f.send(next, 1);
             next += 1;
+        }
+        while f.in_second < window2.max(1) && next2 < gets.len() {
+            f.send(next2, 1);
+            next2 += 1;
         }
         let Some(due) = f.due() else { break };
         if deadline.remaining().is_zero() {
@@ -219,7 +242,8 @@ fn get_all_of<D: AttrData>(
                 .pending
                 .drain()
                 .map(|(_, p)| p.index)
-                .chain(next..gets.len());
+                .chain(next..second)
+                .chain(next2..gets.len());
             for i in left.collect::<Vec<_>>() {
                 f.results[i] = Some(Err(deadline.passed(gets[i].to_string())));
             }
@@ -229,6 +253,7 @@ fn get_all_of<D: AttrData>(
         let wait = until.saturating_duration_since(Instant::now()).as_millis();
         match f.umad.recv(i32::try_from(wait).unwrap_or(1000)) {
             Err(e) => {
+                f.in_second = 0;
                 for p in f.pending.drain().map(|(_, p)| p).collect::<Vec<_>>() {
                     f.results[p.index] = Some(Err(f.fail(p.index, &e)));
                 }
@@ -254,6 +279,21 @@ pub fn read_egress(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<Result<EgressRead>> {
+    read_egress_beside(umad, ports, ins, window, &[], deadline).0
+}
+
+/// [`read_egress`] with `beside` (SA Gets: the path records, which do
+/// not depend on it) in flight during its longest phase, at most `window`
+/// of them beside its own: each port's reading, and each of `beside`'s
+/// answers in order.
+pub fn read_egress_beside(
+    umad: &mut Umad,
+    ports: &[EgressPort],
+    ins: &[Vec<u32>],
+    window: usize,
+    beside: &[Get],
+    deadline: &Deadline,
+) -> (Vec<Result<EgressRead>>, Vec<Result<SmpData>>) {
     let port_info: Vec<Get> = ports
         .iter()
         .map(|p| Get {
@@ -271,11 +311,14 @@ pub fn read_egress(
         .zip(ins)
         .map(|((p, info), in_ports)| plan(p, in_ports, &info?, &mut gets))
         .collect();
-    let mut answers = get_all(umad, &gets, window, deadline).into_iter();
-    plans
+    let own = gets.len();
+    gets.extend_from_slice(beside);
+    let mut answers = get_all_of(umad, &gets, (window, own, window), deadline).into_iter();
+    let read = plans
         .into_iter()
         .map(|plan| assemble(plan?, &mut answers))
-        .collect()
+        .collect();
+    (read, answers.collect())
 }
 
 /// What to read of a port after its PortInfo; the Gets go to `gets`.

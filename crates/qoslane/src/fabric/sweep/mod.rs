@@ -202,7 +202,8 @@ pub struct Cost {
     pub topology_ms: u64,
     /// The pairs the routes take, from the forwarding tables read.
     pub routed_ms: u64,
-    /// Every egress port's tables read.
+    /// Every egress port's tables read (and the deadlock check's path
+    /// records, sent beside them).
     pub egress_ms: u64,
     /// Every level judged on every port pair read (the lane rules).
     pub judge_ms: u64,
@@ -211,7 +212,8 @@ pub struct Cost {
     /// `fabric watch`'s re-audits).
     pub ports_judged: usize,
     /// The SM-policy check and the transmit wait (the deadlock check's
-    /// parts are `deadlock.read_ms`, `judge_ms` and `path_ms`).
+    /// parts are `deadlock.read_ms` and `judge_ms`; its path records are
+    /// sent beside the egress read, their time inside `egress_ms`).
     pub sm_policy_ms: u64,
     pub wait_ms: u64,
     /// MADs this process sent during the sweep by kind (in process; the
@@ -262,8 +264,11 @@ pub fn sweep_again(
     let t = Instant::now();
     let taken = taken(&lft, &items, &ins);
     let routed_ms = ms_since(t);
+    // The deadlock check's path records do not depend on the read: sent
+    // beside it (in process; one after the other by the program reader).
+    let pairs = routes::path_pairs(&lft);
     let t = Instant::now();
-    let reads = reader.egress(&items, &taken, deadline);
+    let (reads, paths) = reader.egress_and_paths(&items, &taken, &pairs, deadline);
     let mut cost = Cost {
         egress_ms: ms_since(t),
         routed_ms,
@@ -301,7 +306,7 @@ pub fn sweep_again(
         judge::sweep_levels(&ok, &ok_ins, mapping.levels(), &mut kept.lanes);
     cost.judge_ms = ms_since(t);
     cost.ports_judged = ports_judged;
-    let deadlock = routes::check(topo, lft, &ok, reader, mapping, deadline, &mut kept.routes);
+    let deadlock = routes::check(topo, lft, &ok, paths, mapping, &mut kept.routes);
     let t = Instant::now();
     let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
     cost.sm_policy_ms = ms_since(t);

@@ -70,8 +70,6 @@ pub struct Routes {
     /// SL2VL rows, cabling) and SLs the same (`fabric watch`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kept: bool,
-    /// How long the path records took.
-    pub path_ms: u64,
 }
 
 impl Routes {
@@ -338,9 +336,8 @@ pub fn check(
     topo: &Topology,
     lft: Forwarding,
     ok: &[(&EgressPort, EgressRead)],
-    reader: &dyn Reader,
+    paths: Vec<crate::error::Result<u8>>,
     mapping: &Mapping,
-    deadline: &Deadline,
     kept: &mut Option<KeptRoutes>,
 ) -> Routes {
     let Forwarding {
@@ -390,10 +387,8 @@ pub fn check(
         unjudged.insert(0, "not every forwarding table was read".into());
     }
     let judge_ms = millis(started);
-    let started = std::time::Instant::now();
-    let (path_sls, path_sls_unread) = path_sls(&fabric, reader, deadline);
+    let (path_sls, path_sls_unread) = path_sls(paths);
     let per_pair_sl2vl = per_pair(&fabric);
-    let path_ms = millis(started);
     if judged {
         *kept = Some(KeptRoutes {
             fabric,
@@ -410,7 +405,6 @@ pub fn check(
         read_ms,
         judge_ms,
         kept: was_kept,
-        path_ms,
     }
 }
 
@@ -543,14 +537,12 @@ fn add_rows(f: &mut Fabric, num: &Numbering<'_>, ok: &[(&EgressPort, EgressRead)
 /// Sources of the path records asked: the first HCAs of the fabric.
 const PATH_SOURCES: usize = 2;
 
-/// The SLs of the SA's path records from the first HCAs to every other.
-fn path_sls(
-    f: &Fabric,
-    reader: &dyn Reader,
-    deadline: &Deadline,
-) -> (BTreeMap<u8, usize>, Option<String>) {
-    let pairs: Vec<(u16, u16)> = f
-        .hcas
+/// The pairs whose path records the deadlock check asks (before the
+/// egress read, beside which they are sent): from the first HCAs of the
+/// forwarding tables' fabric to every other.
+pub fn path_pairs(lft: &Forwarding) -> Vec<(u16, u16)> {
+    let f = &lft.fabric;
+    f.hcas
         .iter()
         .take(PATH_SOURCES)
         .flat_map(|s| {
@@ -559,11 +551,17 @@ fn path_sls(
                 .filter(move |d| d.lid != s.lid)
                 .map(move |d| (s.lid, d.lid))
         })
-        .collect();
+        .collect()
+}
+
+/// The SLs of the SA's path records (of [`path_pairs`]), counted, and why
+/// some were not answered.
+fn path_sls(answers: Vec<crate::error::Result<u8>>) -> (BTreeMap<u8, usize>, Option<String>) {
+    let asked = answers.len();
     let mut sls = BTreeMap::new();
     let mut unread = None;
     let mut failed = 0usize;
-    for r in reader.path_sls(&pairs, deadline) {
+    for r in answers {
         match r {
             Ok(sl) => *sls.entry(sl).or_default() += 1,
             Err(e) => {
@@ -572,7 +570,7 @@ fn path_sls(
             }
         }
     }
-    let unread = unread.map(|e| format!("{failed} of {} path records: {e}", pairs.len()));
+    let unread = unread.map(|e| format!("{failed} of {asked} path records: {e}"));
     (sls, unread)
 }
 
