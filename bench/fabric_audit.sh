@@ -123,7 +123,7 @@ breakdown() {
 every_pair() { jq '(.report.not_routed.pairs // 0) as $n | del(.report.not_routed) | .report.levels |= map(.pairs.carried += $n)' "$1"; }
 # .report.deadlock: both judge it (the smpquery reader by ibroute); only the
 # in-process reader asks the SA for path records; the timings differ.
-same() { jq -S 'del(.report.cost, .report.duration_ms, .report.reader, .report.workers, .report.deadlock.read_ms, .report.deadlock.judge_ms, .report.deadlock.path_ms, .report.deadlock.path_sls, .report.deadlock.path_sls_unread)' "$1"; }
+same() { jq -S 'del(.report.cost, .report.duration_ms, .report.sm_policy.ms, .report.reader, .report.workers, .report.deadlock.read_ms, .report.deadlock.judge_ms, .report.deadlock.path_ms, .report.deadlock.path_sls, .report.deadlock.path_sls_unread)' "$1"; }
 
 echo "| fabric | egress ports | --workers | smpquery | in process | floor | in process / floor | smpquery / in process | reports |"
 echo "|---|---|---|---|---|---|---|---|---|"

@@ -9,17 +9,19 @@
 //! tables are the program reader's.
 
 use std::cell::RefCell;
+use std::path::Path;
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::fabric::counters::pma::{Kind, PortWait, Reading};
 use crate::fabric::counters::wait::{self, WaitPort};
 use crate::fabric::first_hop::read as first_hop_read;
+use crate::fabric::read::discover;
 use crate::fabric::read::mad::{self, Attr, Get, PathKey, PmaData, Route};
 use crate::fabric::read::reader::Reader;
-use crate::fabric::read::smp_batch;
 use crate::fabric::read::umad::Umad;
-use crate::fabric::tables::{EgressPort, EgressRead, FirstHop, PortId};
+use crate::fabric::read::{smp_batch, topology};
+use crate::fabric::tables::{EgressPort, EgressRead, FirstHop, PortId, Topology};
 
 /// A port opened for Gets, and how many may be in flight at once.
 #[derive(Debug)]
@@ -29,6 +31,9 @@ pub struct InProcess {
     /// The node's own port opened and its LID ([`InProcess::own`]): whose
     /// counters [`Reader::port_counters`] reads.
     own: Option<(PortId, u16)>,
+    /// The topology walked in process ([`InProcess::discovering`]), not
+    /// by `ibnetdiscover`.
+    discovers: bool,
 }
 
 impl InProcess {
@@ -48,6 +53,7 @@ impl InProcess {
             umad: RefCell::new(Umad::open(via, classes)?),
             window: window.max(1),
             own: None,
+            discovers: false,
         })
     }
 
@@ -65,6 +71,16 @@ impl InProcess {
     pub fn counting(mut self, port: &PortId, lid: u16) -> Self {
         self.own = Some((port.clone(), lid));
         self.window = self.window.max(Kind::ALL.len());
+        self
+    }
+
+    /// This reader walks the topology itself (`discover.rs`: what
+    /// `ibnetdiscover -p` prints, by directed-route Gets through this
+    /// port), when nothing ibnetdiscover reads besides the fabric is in
+    /// force (`discover::names_in_force`, the caller's to ask).
+    #[must_use]
+    pub fn discovering(mut self) -> Self {
+        self.discovers = true;
         self
     }
 
@@ -128,6 +144,25 @@ fn path_record_sls(answers: Vec<Result<mad::SmpData>>) -> Vec<Result<u8>> {
 impl Reader for InProcess {
     fn name(&self) -> &'static str {
         "in-process"
+    }
+
+    /// Walked in process when [`InProcess::discovering`]; else
+    /// `ibnetdiscover -p`, as every reader.
+    fn topology(
+        &self,
+        ibnetdiscover: &Path,
+        via: Option<&PortId>,
+        deadline: &Deadline,
+    ) -> Result<Topology> {
+        if !self.discovers {
+            return topology::discover(ibnetdiscover, via, deadline);
+        }
+        let mut umad = self.umad.borrow_mut();
+        let window = self.window;
+        discover::discover(
+            &mut |gets, deadline| smp_batch::get_all(&mut umad, gets, window, deadline),
+            deadline,
+        )
     }
 
     /// In full (`first_hop/read.rs`'s `in_process`, from the port opened);

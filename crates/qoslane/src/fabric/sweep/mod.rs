@@ -198,8 +198,12 @@ impl Sweep {
 /// so never compared between runs).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Cost {
-    /// `ibnetdiscover -p` and its parsing (the command's, before the sweep).
+    /// The topology read (the command's, before the sweep): walked in
+    /// process, or `ibnetdiscover -p` and its parsing.
     pub topology_ms: u64,
+    /// How: `in-process` or `ibnetdiscover` (empty: not said).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub topology_from: &'static str,
     /// The pairs the routes take, from the forwarding tables read.
     pub routed_ms: u64,
     /// Every egress port's tables read (and the deadlock check's path
