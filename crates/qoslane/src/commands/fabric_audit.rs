@@ -41,11 +41,7 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
             );
             s.fallback = fallback;
             s.cost.topology_ms = topology_ms;
-            s.cost.topology_from = if walks {
-                "in-process"
-            } else {
-                "ibnetdiscover"
-            };
+            s.cost.topology_from = if walks { "in-process" } else { "ibnetdiscover" };
             if args.reset_wait {
                 // Every wait counter that was read, cleared by the same reader;
                 // what could not be, with the counters not read.
@@ -160,7 +156,8 @@ fn reader(
     };
     let walks = discover::names_in_force(&ctx.paths.root).is_none();
     let in_process = || {
-        InProcess::open(via, sweep::window(workers)).map(|r| if walks { r.discovering() } else { r })
+        InProcess::open(via, sweep::window(workers))
+            .map(|r| if walks { r.discovering() } else { r })
     };
     Ok(match kind {
         FabricReader::Smpquery => (smpquery(), None, false),

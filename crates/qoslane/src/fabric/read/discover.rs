@@ -67,11 +67,22 @@ enum Ask {
         path: Vec<u8>,
         from: Option<(usize, u8)>,
     },
-    NodeDesc { path: Vec<u8>, node: usize },
-    PortInfo { path: Vec<u8>, node: usize, port: u8 },
+    NodeDesc {
+        path: Vec<u8>,
+        node: usize,
+    },
+    PortInfo {
+        path: Vec<u8>,
+        node: usize,
+        port: u8,
+    },
     /// ibnetdiscover's ExtendedPortInfo of a Mellanox QDR port: nothing
     /// sent, the port's next step one place later in the queue.
-    Delay { path: Vec<u8>, node: usize, port: u8 },
+    Delay {
+        path: Vec<u8>,
+        node: usize,
+        port: u8,
+    },
 }
 
 impl Ask {
@@ -153,12 +164,10 @@ fn clean_desc(d: &SmpData) -> String {
 /// The Mellanox devices ibnetdiscover asks ExtendedPortInfo of.
 fn mellanox_extended(device: u16, vendor: u32) -> bool {
     let bull = vendor == 0x119f;
-    matches!(device, 0xc738..=0xc73b | 0xc839 | 0xcb20 | 0xcf08 | 0xcf09 | 0xd2f0)
-        || (bull
-            && matches!(
-                device,
-                0x1b02 | 0x1b50 | 0x1ba0 | 0x1bd0..=0x1bd5 | 0x1bf0
-            ))
+    matches!(
+        device,
+        0xc738..=0xc73b | 0xc839 | 0xcb20 | 0xcf08 | 0xcf09 | 0xd2f0
+    ) || (bull && matches!(device, 0x1b02 | 0x1b50 | 0x1ba0 | 0x1bd0..=0x1bd5 | 0x1bf0))
         || matches!(device, 0x1003..=0x101b | 0xa2d2)
         || (bull
             && matches!(
@@ -329,7 +338,14 @@ impl Walk {
         }
     }
 
-    fn port_info(&mut self, path: Vec<u8>, node: usize, port: u8, d: &SmpData, next: &mut Vec<Ask>) {
+    fn port_info(
+        &mut self,
+        path: Vec<u8>,
+        node: usize,
+        port: u8,
+        d: &SmpData,
+        next: &mut Vec<Ask>,
+    ) {
         let port_guid = self.nodes[node].port_guid;
         let Some(slot) = self.port_mut(node, port) else {
             return;
@@ -455,9 +471,7 @@ pub fn walk(
                     // Unanswered: nothing follows from it.
                     Some(Err(_)) => continue,
                     None => {
-                        return Err(Error::Internal(
-                            "discovery: fewer answers than Gets".into(),
-                        ));
+                        return Err(Error::Internal("discovery: fewer answers than Gets".into()));
                     }
                 }
             } else {

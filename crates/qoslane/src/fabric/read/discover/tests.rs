@@ -31,7 +31,9 @@ impl Fake {
     fn at(&self, path: &[u8]) -> Option<(usize, u8)> {
         let (mut node, mut port) = (0usize, self.start);
         for &out in path {
-            let (n, p) = (*self.nodes[node].cables.get(usize::from(out).checked_sub(1)?)?)?;
+            let (n, p) = (*self.nodes[node]
+                .cables
+                .get(usize::from(out).checked_sub(1)?)?)?;
             (node, port) = (n, p);
         }
         Some((node, port))
@@ -83,7 +85,11 @@ impl Fake {
                 let up = p == 0 || n.cables[usize::from(p) - 1].is_some();
                 d[32] = if up { 4 } else { 1 };
                 d[33] = if up { LINK_UP << 4 } else { 2 << 4 };
-                let speed = if p == 0 { 1 } else { n.speed[usize::from(p) - 1] };
+                let speed = if p == 0 {
+                    1
+                } else {
+                    n.speed[usize::from(p) - 1]
+                };
                 d[35] = speed << 4;
             }
             a => panic!("not asked by a walk: {a:?}"),
@@ -247,7 +253,11 @@ fn unanswered_gets_leave_out_what_ibnetdiscover_leaves_out() {
         .find(|p| p.end.name == "leaf2" && p.end.port == 2)
         .unwrap();
     assert_eq!(leaf2_2.remote, None);
-    assert!(t.ports.iter().any(|p| p.end.name.is_empty() && p.end.lid == 1));
+    assert!(
+        t.ports
+            .iter()
+            .any(|p| p.end.name.is_empty() && p.end.lid == 1)
+    );
     // The walk's own node silent: no topology.
     let mut fake = two_leaves();
     fake.deaf = vec![(Attr::NodeInfo, 0)];
@@ -287,10 +297,18 @@ fn names_in_force_are_a_node_name_map_or_an_ibdiag_setting() {
     std::fs::write(conf.join("ibdiag.conf"), "# a comment\n\n#MLX_EPI=false\n").unwrap();
     assert_eq!(names_in_force(root.path()), None);
     std::fs::write(conf.join("ibdiag.conf"), "# a comment\nMLX_EPI=false\n").unwrap();
-    assert!(names_in_force(root.path()).unwrap().contains("MLX_EPI=false"));
+    assert!(
+        names_in_force(root.path())
+            .unwrap()
+            .contains("MLX_EPI=false")
+    );
     std::fs::write(conf.join("ibdiag.conf"), "").unwrap();
     let rdma = root.path().join("etc/rdma");
     std::fs::create_dir_all(&rdma).unwrap();
     std::fs::write(rdma.join("ib-node-name-map"), "0x1 \"x\"\n").unwrap();
-    assert!(names_in_force(root.path()).unwrap().contains("ib-node-name-map"));
+    assert!(
+        names_in_force(root.path())
+            .unwrap()
+            .contains("ib-node-name-map")
+    );
 }

@@ -146,7 +146,10 @@ fn the_requests_name_the_attribute_modifier_and_route() {
     assert!(own(vec![1; 63]).is_ok());
     assert!(own(vec![1; 64]).is_err());
     assert_eq!(Route::Directed(Vec::new()).to_string(), "directed route 0");
-    assert_eq!(Route::Directed(vec![1, 3]).to_string(), "directed route 0,1,3");
+    assert_eq!(
+        Route::Directed(vec![1, 3]).to_string(),
+        "directed route 0,1,3"
+    );
 }
 
 #[test]
