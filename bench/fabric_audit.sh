@@ -97,7 +97,8 @@ audit() {
         "${AUDIT_BIN:-$bin}" fabric audit --config "$mapping" --format json --timeout 3600 \
         --workers "$workers" --reader "$reader" >"$work/$name.json" || [ $? -eq 1 ]
     t1=$(date +%s.%N)
-    awk '{ print $1 + $2 }' "$work/$name.time" >"$work/$name.cpu"
+    # The last line: time(1) puts "Command exited with non-zero status 1" first.
+    tail -n 1 "$work/$name.time" | awk '{ print $1 + $2 }' >"$work/$name.cpu"
     echo "$(( $(cpu "$RIG_IBSIM_PID") - sim0 )) $(( $(cpu "$RIG_OSM_PID") - osm0 ))" |
         awk -v hz="$hz" '{ printf "%.2f %.2f\n", $1 / hz, $2 / hz }' >"$work/$name.sim"
     echo "$t1 - $t0" | bc
@@ -155,6 +156,7 @@ for ((i = 1; i <= runs; i++)); do
             say "run $i: in process, --workers $w, the old build $old_bin"
             old=$(AUDIT_BIN=$old_bin AUDIT_OUT=old audit in-process "$w" LD_PRELOAD="$RIG_UMAD2SIM" SIM_HOST=node2 IBSIM_SOCKNAME="$IBSIM_SOCKNAME")
             say "run $i: the old build: $old s"
+            breakdown old
             if ! diff <(every_pair "$work/old.json" | same /dev/stdin) <(every_pair "$work/in-process.json" | same /dev/stdin) >"$work/diff-old.txt"; then
                 verdict="$verdict; FAIL: the old build's report differs ($work/diff-old.txt)"
                 head -n 60 "$work/diff-old.txt" >&2
