@@ -111,7 +111,7 @@ breakdown() {
     jq -r --arg cpu "$(cat "$work/$1.cpu")" --arg sim "$sim" --arg osm "$osm" '.report as $r |
         "  \($r.reader): topology \($r.cost.topology_ms) ms, routes walked \($r.cost.routed_ms // 0) ms, egress read \($r.cost.egress_ms) ms, "
         + "lanes judged \($r.cost.judge_ms) ms, deadlock: LFT read \($r.deadlock.read_ms) ms, "
-        + "judged \($r.deadlock.judge_ms) ms, path records beside the egress read; "
+        + "judged \($r.deadlock.judge_ms) ms, path records \(if $r.deadlock.path_ms then "\($r.deadlock.path_ms) ms" else "beside the egress read" end); "
         + "sm-policy \($r.cost.sm_policy_ms) ms, wait \($r.cost.wait_ms) ms; "
         + "MADs \($r.cost.mads | to_entries | map("\(.key) \(.value)") | join(", ")) "
         + "(\($r.cost.mads | add)); port pairs \([$r.levels[0].pairs[]] | add); "
