@@ -29,7 +29,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::fabric::read::mad::{Attr, Get, Route, SmpData};
 use crate::fabric::tables::{DiscoveredPort, LinkEnd, NodeType, Topology};
@@ -104,7 +103,7 @@ impl Ask {
 
 /// A port found.
 #[derive(Clone, Debug, Default)]
-struct Port {
+struct FoundPort {
     guid: u64,
     lid: u16,
     info: Option<SmpData>,
@@ -113,7 +112,7 @@ struct Port {
 
 /// A node found.
 #[derive(Debug)]
-struct Node {
+struct FoundNode {
     kind: NodeType,
     /// NodeInfo.PortGUID as first read: a port's GUID until its own is.
     port_guid: u64,
@@ -123,12 +122,12 @@ struct Node {
     /// Port 0's LID (a switch's).
     lid: u16,
     /// By number, 0 to NumPorts.
-    ports: Vec<Option<Port>>,
+    ports: Vec<Option<FoundPort>>,
 }
 
 /// The walk's state: the nodes in the order found.
 struct Walk {
-    nodes: Vec<Node>,
+    nodes: Vec<FoundNode>,
     by_guid: HashMap<u64, usize>,
     /// The node and port the walk started from.
     start: Option<(usize, u8)>,
@@ -213,7 +212,7 @@ impl Walk {
         }
     }
 
-    fn port_mut(&mut self, node: usize, port: u8) -> Option<&mut Option<Port>> {
+    fn port_mut(&mut self, node: usize, port: u8) -> Option<&mut Option<FoundPort>> {
         self.nodes.get_mut(node)?.ports.get_mut(usize::from(port))
     }
 
@@ -260,28 +259,27 @@ impl Walk {
         let guid = be64(&d[12..20]);
         let port_guid = be64(&d[20..28]);
         let local = d[36];
-        let (node, new) = match self.by_guid.get(&guid) {
-            Some(&n) => (n, false),
-            None => {
-                let n = self.nodes.len();
-                self.nodes.push(Node {
-                    kind,
-                    port_guid,
-                    device: be16(&d[30..32]),
-                    vendor: u32::from_be_bytes([0, d[37], d[38], d[39]]),
-                    desc: String::new(),
-                    lid: 0,
-                    ports: vec![None; usize::from(d[3]) + 1],
-                });
-                self.by_guid.insert(guid, n);
-                (n, true)
-            }
+        let (node, new) = if let Some(&n) = self.by_guid.get(&guid) {
+            (n, false)
+        } else {
+            let n = self.nodes.len();
+            self.nodes.push(FoundNode {
+                kind,
+                port_guid,
+                device: be16(&d[30..32]),
+                vendor: u32::from_be_bytes([0, d[37], d[38], d[39]]),
+                desc: String::new(),
+                lid: 0,
+                ports: vec![None; usize::from(d[3]) + 1],
+            });
+            self.by_guid.insert(guid, n);
+            (n, true)
         };
         let Some(slot) = self.port_mut(node, local) else {
             // A LocalPortNum past NumPorts: nothing to hang it on.
             return Ok(());
         };
-        slot.get_or_insert_with(Port::default).guid = port_guid;
+        slot.get_or_insert_with(FoundPort::default).guid = port_guid;
         match from {
             None => self.start = Some((node, local)),
             Some((far, far_port)) => {
@@ -350,9 +348,9 @@ impl Walk {
         let Some(slot) = self.port_mut(node, port) else {
             return;
         };
-        let p = slot.get_or_insert_with(|| Port {
+        let p = slot.get_or_insert_with(|| FoundPort {
             guid: port_guid,
-            ..Port::default()
+            ..FoundPort::default()
         });
         p.info = Some(*d);
         p.lid = be16(&d[16..18]);
@@ -446,14 +444,15 @@ impl Walk {
     }
 }
 
+/// The answers to a generation's Gets, in order.
+pub type Answers = Vec<Result<SmpData>>;
+
 /// Walks the fabric from the port `ask` sends through: `ask` sends each
 /// generation's Gets and gives back their answers in order (a Get not
 /// answered is left out of the walk, as ibnetdiscover leaves it; past the
-/// deadline, the walk fails).
-pub fn walk(
-    ask: &mut dyn FnMut(&[Get]) -> Vec<Result<SmpData>>,
-    mlx_epi: bool,
-) -> Result<Topology> {
+/// deadline, the walk fails). `mlx_epi`: as ibnetdiscover by default
+/// (`ibdiag.conf`'s `MLX_EPI`), Mellanox QDR ports a step later.
+pub fn walk(ask: &mut dyn FnMut(&[Get]) -> Answers, mlx_epi: bool) -> Result<Topology> {
     let mut w = Walk::new(mlx_epi);
     let mut queue = vec![Ask::NodeInfo {
         path: Vec::new(),
@@ -487,15 +486,6 @@ pub fn walk(
         ));
     }
     Ok(w.topology())
-}
-
-/// [`walk`] with ibnetdiscover's defaults, through `get_all` (a window of
-/// Gets in flight under the run's deadline).
-pub fn discover(
-    get_all: &mut dyn FnMut(&[Get], &Deadline) -> Vec<Result<SmpData>>,
-    deadline: &Deadline,
-) -> Result<Topology> {
-    walk(&mut |gets| get_all(gets, deadline), true)
 }
 
 #[cfg(test)]

@@ -133,6 +133,12 @@ impl InProcess {
     }
 }
 
+/// SA Gets in flight beside the egress read: few, so the SM's answers
+/// are spread over the read (on the simulated fabric the SM shares the
+/// cores with the simulator, which answers every SMP; a window of 16 made
+/// the read slower by more than the records took after it).
+pub const PATHS_BESIDE: usize = 2;
+
 /// The SL of each path record answer.
 fn path_record_sls(answers: Vec<Result<mad::SmpData>>) -> Vec<Result<u8>> {
     answers
@@ -159,9 +165,9 @@ impl Reader for InProcess {
         }
         let mut umad = self.umad.borrow_mut();
         let window = self.window;
-        discover::discover(
-            &mut |gets, deadline| smp_batch::get_all(&mut umad, gets, window, deadline),
-            deadline,
+        discover::walk(
+            &mut |gets| smp_batch::get_all(&mut umad, gets, window, deadline),
+            true,
         )
     }
 
@@ -198,8 +204,8 @@ impl Reader for InProcess {
         )
     }
 
-    /// The path records' Gets in flight beside the egress read's, each
-    /// lane its own window.
+    /// The path records' Gets in flight beside the egress read's, at most
+    /// [`PATHS_BESIDE`] of them.
     fn egress_and_paths(
         &self,
         ports: &[EgressPort],
@@ -220,7 +226,7 @@ impl Reader for InProcess {
             ports,
             ins,
             self.window,
-            &gets,
+            (&gets, PATHS_BESIDE),
             deadline,
         );
         let sls = match failed {

@@ -279,19 +279,19 @@ pub fn read_egress(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<Result<EgressRead>> {
-    read_egress_beside(umad, ports, ins, window, &[], deadline).0
+    read_egress_beside(umad, ports, ins, window, (&[], 1), deadline).0
 }
 
 /// [`read_egress`] with `beside` (SA Gets: the path records, which do
-/// not depend on it) in flight during its longest phase, at most `window`
-/// of them beside its own: each port's reading, and each of `beside`'s
-/// answers in order.
+/// not depend on it) in flight during its longest phase, at most
+/// `beside_window` of them beside its own: each port's reading, and each of
+/// `beside`'s answers in order.
 pub fn read_egress_beside(
     umad: &mut Umad,
     ports: &[EgressPort],
     ins: &[Vec<u32>],
     window: usize,
-    beside: &[Get],
+    (beside, beside_window): (&[Get], usize),
     deadline: &Deadline,
 ) -> (Vec<Result<EgressRead>>, Vec<Result<SmpData>>) {
     let port_info: Vec<Get> = ports
@@ -313,7 +313,7 @@ pub fn read_egress_beside(
         .collect();
     let own = gets.len();
     gets.extend_from_slice(beside);
-    let mut answers = get_all_of(umad, &gets, (window, own, window), deadline).into_iter();
+    let mut answers = get_all_of(umad, &gets, (window, own, beside_window), deadline).into_iter();
     let read = plans
         .into_iter()
         .map(|plan| assemble(plan?, &mut answers))

@@ -270,7 +270,7 @@ pub fn sweep_again(
     let routed_ms = ms_since(t);
     // The deadlock check's path records do not depend on the read: sent
     // beside it (in process; one after the other by the program reader).
-    let pairs = routes::path_pairs(&lft);
+    let pairs = routes::path_pairs(&lft.fabric);
     let t = Instant::now();
     let (reads, paths) = reader.egress_and_paths(&items, &taken, &pairs, deadline);
     let mut cost = Cost {

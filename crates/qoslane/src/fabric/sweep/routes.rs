@@ -546,46 +546,6 @@ fn add_rows(f: &mut Fabric, num: &Numbering<'_>, ok: &[(&EgressPort, EgressRead)
     }
 }
 
-/// Sources of the path records asked: the first HCAs of the fabric.
-const PATH_SOURCES: usize = 2;
-
-/// The pairs whose path records the deadlock check asks (before the
-/// egress read, beside which they are sent): from the first HCAs of the
-/// forwarding tables' fabric to every other.
-pub fn path_pairs(lft: &Forwarding) -> Vec<(u16, u16)> {
-    let f = &lft.fabric;
-    f.hcas
-        .iter()
-        .take(PATH_SOURCES)
-        .flat_map(|s| {
-            f.hcas
-                .iter()
-                .filter(move |d| d.lid != s.lid)
-                .map(move |d| (s.lid, d.lid))
-        })
-        .collect()
-}
-
-/// The SLs of the SA's path records (of [`path_pairs`]), counted, and why
-/// some were not answered.
-fn path_sls(answers: Vec<crate::error::Result<u8>>) -> (BTreeMap<u8, usize>, Option<String>) {
-    let asked = answers.len();
-    let mut sls = BTreeMap::new();
-    let mut unread = None;
-    let mut failed = 0usize;
-    for r in answers {
-        match r {
-            Ok(sl) => *sls.entry(sl).or_default() += 1,
-            Err(e) => {
-                failed += 1;
-                unread.get_or_insert_with(|| e.to_string());
-            }
-        }
-    }
-    let unread = unread.map(|e| format!("{failed} of {asked} path records: {e}"));
-    (sls, unread)
-}
-
 /// Switches whose SL2VL rows are not all alike.
 fn per_pair(f: &Fabric) -> Vec<String> {
     f.switches
@@ -598,6 +558,11 @@ fn per_pair(f: &Fabric) -> Vec<String> {
         .map(|s| format!("{} (lid {})", s.name, s.lid))
         .collect()
 }
+
+mod paths;
+
+pub use paths::path_pairs;
+use paths::path_sls;
 
 #[cfg(test)]
 mod tests;

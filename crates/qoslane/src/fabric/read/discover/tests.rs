@@ -1,4 +1,5 @@
 use super::*;
+use crate::deadline::Deadline;
 use crate::fabric::read::mad::SMP_DATA_SIZE;
 use crate::fabric::read::parse::parse_topology;
 
