@@ -1,5 +1,6 @@
 //! The whole-fabric sweep (`qoslane fabric audit`), for a control node (any
-//! host with an HCA on the fabric): the topology from `ibnetdiscover -p`,
+//! host with an HCA on the fabric): the topology (walked in process,
+//! `read/discover.rs`, or `ibnetdiscover -p`),
 //! then every connected egress port's tables read once by LID-routed SMP
 //! queries under one deadline, by the [`Reader`] given (`Reader::egress`):
 //!
@@ -129,7 +130,7 @@ pub struct Sweep {
     /// default and could not start).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
-    /// What `ibnetdiscover -p` found: the links the page draws.
+    /// The topology read: the links the page draws.
     #[serde(skip)]
     pub topology: Topology,
     /// PortVLXmitWait of every Active switch egress port (`fabric::wait`).
