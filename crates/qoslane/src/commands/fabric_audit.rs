@@ -14,7 +14,7 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::exit_code::ExitClass;
 use crate::fabric::judge::lane::Lane;
-use crate::fabric::read::umad;
+use crate::fabric::read::{discover, umad};
 use crate::fabric::sweep::page::{self, Page};
 use crate::fabric::sweep::{self, Sweep, verdict};
 use crate::fabric::{InProcess, PortId, Reader, Smpquery};
@@ -26,7 +26,7 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     let via = via(&args.read);
     let deadline = Deadline::after(std::time::Duration::from_secs(args.read.timeout));
     let started = std::time::SystemTime::now();
-    let (reader, fallback) = reader(ctx, &args.read, via.as_ref())?;
+    let (reader, fallback, walks) = reader(ctx, &args.read, via.as_ref())?;
     let discovering = std::time::Instant::now();
     let result = reader
         .topology(&ctx.paths.ibnetdiscover, via.as_ref(), &deadline)
@@ -41,6 +41,7 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
             );
             s.fallback = fallback;
             s.cost.topology_ms = topology_ms;
+            s.cost.topology_from = if walks { "in-process" } else { "ibnetdiscover" };
             if args.reset_wait {
                 // Every wait counter that was read, cleared by the same reader;
                 // what could not be, with the counters not read.
@@ -58,7 +59,11 @@ pub fn run(ctx: &Ctx, args: &AuditArgs) -> Result<ExitClass> {
     let sweep = result.map_err(|e| match e {
         e @ Error::Program { .. } => e,
         e => Error::Program {
-            program: ctx.paths.ibnetdiscover.clone(),
+            program: if walks {
+                umad::LIBRARY.into()
+            } else {
+                ctx.paths.ibnetdiscover.clone()
+            },
             detail: format!("the fabric could not be read: {e}"),
         },
     })?;
@@ -128,13 +133,16 @@ fn via(read: &ReadArgs) -> Option<PortId> {
 }
 
 /// The reader asked for: in process when it can start (`auto`: else
-/// smpquery, and why), or the one named. The program reader reads the
-/// transmit wait by `perfquery` when it has one (`QOSLANE_PERFQUERY`).
+/// smpquery, and why), or the one named; and whether it walks the
+/// topology itself (in process, when no node-name-map or `ibdiag.conf`
+/// setting of `ibnetdiscover`'s is in force: `discover::names_in_force`;
+/// else `ibnetdiscover -p`). The program reader reads the transmit wait by
+/// `perfquery` when it has one (`QOSLANE_PERFQUERY`).
 fn reader(
     ctx: &Ctx,
     read: &ReadArgs,
     via: Option<&PortId>,
-) -> Result<(Box<dyn Reader>, Option<String>)> {
+) -> Result<(Box<dyn Reader>, Option<String>, bool)> {
     let (kind, workers) = (read.reader, usize::from(read.workers));
     let smpquery = || -> Box<dyn Reader> {
         Box::new(
@@ -145,19 +153,24 @@ fn reader(
                 .with_window(workers),
         )
     };
-    let in_process = || InProcess::open(via, sweep::window(workers));
+    let walks = discover::names_in_force(&ctx.paths.root).is_none();
+    let in_process = || {
+        InProcess::open(via, sweep::window(workers))
+            .map(|r| if walks { r.discovering() } else { r })
+    };
     Ok(match kind {
-        FabricReader::Smpquery => (smpquery(), None),
+        FabricReader::Smpquery => (smpquery(), None, false),
         FabricReader::InProcess => (
             Box::new(in_process().map_err(|e| Error::Program {
                 program: umad::LIBRARY.into(),
                 detail: format!("--reader in-process: {e}"),
             })?),
             None,
+            walks,
         ),
         FabricReader::Auto => match in_process() {
-            Ok(r) => (Box::new(r), None),
-            Err(e) => (smpquery(), Some(e)),
+            Ok(r) => (Box::new(r), None, walks),
+            Err(e) => (smpquery(), Some(e), false),
         },
     })
 }

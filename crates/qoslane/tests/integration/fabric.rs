@@ -23,6 +23,7 @@ use qoslane::mapping::{Mapping, validate_str};
 use qoslane::paths::{Overrides, Paths};
 
 mod deadlock;
+mod discover;
 mod names;
 mod page;
 mod page_view;

@@ -100,7 +100,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
             )
         })?;
     let via = via(&args.read);
-    let (inner, fallback) = reader(ctx, &args.read, via.as_ref())?;
+    let (inner, fallback, _) = reader(ctx, &args.read, via.as_ref())?;
     if let Some(why) = fallback {
         log::warn(&format!(
             "fabric watch: reading by smpquery (in process unavailable: {why})"

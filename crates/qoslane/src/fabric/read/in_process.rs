@@ -10,17 +10,19 @@
 //! tables are the program reader's.
 
 use std::cell::RefCell;
+use std::path::Path;
 
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::fabric::counters::pma::{Kind, PortWait, Reading};
 use crate::fabric::counters::wait::{self, WaitPort};
 use crate::fabric::first_hop::read as first_hop_read;
+use crate::fabric::read::discover;
 use crate::fabric::read::mad::{self, Attr, Get, PathKey, PmaData, Route};
 use crate::fabric::read::reader::Reader;
-use crate::fabric::read::smp_batch;
 use crate::fabric::read::umad::Umad;
-use crate::fabric::tables::{EgressPort, EgressRead, FirstHop, PortId};
+use crate::fabric::read::{smp_batch, topology};
+use crate::fabric::tables::{EgressPort, EgressRead, FirstHop, PortId, Topology};
 
 /// A port opened for Gets, and how many may be in flight at once to one
 /// destination LID.
@@ -31,6 +33,9 @@ pub struct InProcess {
     /// The node's own port opened and its LID ([`InProcess::own`]): whose
     /// counters [`Reader::port_counters`] reads.
     own: Option<(PortId, u16)>,
+    /// The topology walked in process ([`InProcess::discovering`]), not
+    /// by `ibnetdiscover`.
+    discovers: bool,
 }
 
 impl InProcess {
@@ -50,6 +55,7 @@ impl InProcess {
             umad: RefCell::new(Umad::open(via, classes)?),
             window: window.max(1),
             own: None,
+            discovers: false,
         })
     }
 
@@ -70,6 +76,16 @@ impl InProcess {
         self
     }
 
+    /// This reader walks the topology itself (`discover.rs`: what
+    /// `ibnetdiscover -p` prints, by directed-route Gets through this
+    /// port), when nothing ibnetdiscover reads besides the fabric is in
+    /// force (`discover::names_in_force`, the caller's to ask).
+    #[must_use]
+    pub fn discovering(mut self) -> Self {
+        self.discovers = true;
+        self
+    }
+
     /// How many Gets are in flight at once to one destination LID.
     pub fn window(&self) -> usize {
         self.window
@@ -79,8 +95,23 @@ impl InProcess {
     /// one SA PathRecord Get per (source LID, destination LID, attribute):
     /// the SL of each answer.
     fn path_records(&self, asks: &[(u16, u16, Attr)], deadline: &Deadline) -> Vec<Result<u8>> {
+        let gets = match self.path_gets(asks, deadline) {
+            Ok(gets) => gets,
+            Err(e) => return asks.iter().map(|_| Err(Error::Fabric(e.clone()))).collect(),
+        };
+        let answers = smp_batch::get_all(&mut self.umad.borrow_mut(), &gets, self.window, deadline);
+        path_record_sls(answers)
+    }
+
+    /// The SA Gets of [`InProcess::path_records`] (the SM's LID read
+    /// first), or why not.
+    fn path_gets(
+        &self,
+        asks: &[(u16, u16, Attr)],
+        deadline: &Deadline,
+    ) -> std::result::Result<Vec<Get>, String> {
         let Some(&(first, _, _)) = asks.first() else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let info = Get {
             route: Route::Lid(first),
@@ -90,33 +121,56 @@ impl InProcess {
         let mut umad = self.umad.borrow_mut();
         let sm = match smp_batch::get_all(&mut umad, &[info], 1, deadline).pop() {
             Some(Ok(d)) => u16::from_be_bytes([d[18], d[19]]),
-            Some(Err(e)) => {
-                let e = e.to_string();
-                return asks
-                    .iter()
-                    .map(|_| Err(Error::Fabric(format!("the SM's LID: {e}"))))
-                    .collect();
-            }
-            None => return Vec::new(),
+            Some(Err(e)) => return Err(format!("the SM's LID: {e}")),
+            None => return Ok(Vec::new()),
         };
-        let gets: Vec<Get> = asks
+        Ok(asks
             .iter()
             .map(|&(s, d, attr)| Get {
                 route: Route::Sa(sm),
                 attr,
                 modifier: (u32::from(s) << 16) | u32::from(d),
             })
-            .collect();
-        smp_batch::get_all(&mut umad, &gets, self.window, deadline)
-            .into_iter()
-            .map(|r| r.map(|d| mad::path_record_sl(&d)))
-            .collect()
+            .collect())
     }
+}
+
+/// SA Gets in flight beside the egress read: few, so the SM's answers
+/// are spread over the read (on the simulated fabric the SM shares the
+/// cores with the simulator, which answers every SMP; a window of 16 made
+/// the read slower by more than the records took after it).
+pub const PATHS_BESIDE: usize = 2;
+
+/// The SL of each path record answer.
+fn path_record_sls(answers: Vec<Result<mad::SmpData>>) -> Vec<Result<u8>> {
+    answers
+        .into_iter()
+        .map(|r| r.map(|d| mad::path_record_sl(&d)))
+        .collect()
 }
 
 impl Reader for InProcess {
     fn name(&self) -> &'static str {
         "in-process"
+    }
+
+    /// Walked in process when [`InProcess::discovering`]; else
+    /// `ibnetdiscover -p`, as every reader.
+    fn topology(
+        &self,
+        ibnetdiscover: &Path,
+        via: Option<&PortId>,
+        deadline: &Deadline,
+    ) -> Result<Topology> {
+        if !self.discovers {
+            return topology::discover(ibnetdiscover, via, deadline);
+        }
+        let mut umad = self.umad.borrow_mut();
+        let window = self.window;
+        discover::walk(
+            &mut |gets| smp_batch::get_all(&mut umad, gets, window, deadline),
+            true,
+        )
     }
 
     /// In full (`first_hop/read.rs`'s `in_process`, from the port opened);
@@ -150,6 +204,38 @@ impl Reader for InProcess {
             self.window,
             deadline,
         )
+    }
+
+    /// The path records' Gets in flight beside the egress read's, at most
+    /// [`PATHS_BESIDE`] of them.
+    fn egress_and_paths(
+        &self,
+        ports: &[EgressPort],
+        ins: &[Vec<u32>],
+        pairs: &[(u16, u16)],
+        deadline: &Deadline,
+    ) -> (Vec<Result<EgressRead>>, Vec<Result<u8>>) {
+        let asks: Vec<(u16, u16, Attr)> = pairs
+            .iter()
+            .map(|&(s, d)| (s, d, Attr::PathRecord))
+            .collect();
+        let (gets, failed) = match self.path_gets(&asks, deadline) {
+            Ok(gets) => (gets, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let (read, answers) = smp_batch::read_egress_beside(
+            &mut self.umad.borrow_mut(),
+            ports,
+            ins,
+            self.window,
+            (&gets, PATHS_BESIDE),
+            deadline,
+        );
+        let sls = match failed {
+            Some(e) => asks.iter().map(|_| Err(Error::Fabric(e.clone()))).collect(),
+            None => path_record_sls(answers),
+        };
+        (read, sls)
     }
 
     /// One SMP Get per block of 64 LIDs per switch.

@@ -233,8 +233,8 @@ impl fmt::Display for Route {
             Self::Perf(l) => write!(f, "PMA of lid {l}"),
             Self::Sa(l) => write!(f, "SA at lid {l}"),
             Self::Directed(p) => {
-                let hops: Vec<String> = p.iter().map(u8::to_string).collect();
-                write!(f, "directed route 0,{}", hops.join(","))
+                f.write_str("directed route 0")?;
+                p.iter().try_for_each(|h| write!(f, ",{h}"))
             }
         }
     }
@@ -333,9 +333,10 @@ pub fn encode_get(get: &Get, tid: u64) -> Result<[u8; MAD_SIZE], MadError> {
         m[DATA_OFFSET + 2..DATA_OFFSET + 4].copy_from_slice(&[0xff, 0xff]);
     }
     if let Route::Directed(path) = &get.route {
-        if path.is_empty() || path.len() > 63 {
+        // No hop: the sending port's own node (`smpquery -D … 0`).
+        if path.len() > 63 {
             return Err(MadError(format!(
-                "a directed route has 1 to 63 hops, not {}",
+                "a directed route has 0 to 63 hops, not {}",
                 path.len()
             )));
         }

@@ -8,13 +8,15 @@
 //!   through `exec`, on the caller's thread;
 //! - the in-process reader: [`in_process`] (its `Reader`), [`mad`] (the
 //!   Gets as bytes), [`umad`] (libibumad), [`smp_batch`] (a window of Gets
-//!   in flight under one deadline);
+//!   in flight under one deadline), [`discover`] (the topology walked by
+//!   directed route, as `ibnetdiscover -p` prints it);
 //! - [`parse`]: every parser of a fabric tool's output;
 //! - [`sysfs`]: the node's HCA ports; [`cache`]: the tables last probed.
 //!
 //! No reader thread: the concurrency is the window.
 
 pub mod cache;
+pub mod discover;
 pub mod in_process;
 pub mod mad;
 pub mod memo;

@@ -140,6 +140,20 @@ pub trait Reader {
             .collect()
     }
 
+    /// [`Reader::egress`] and [`Reader::path_sls`] of `pairs` (which do
+    /// not depend on it); a reader that can ask both at once does (in
+    /// process: the path records in flight beside the egress read).
+    fn egress_and_paths(
+        &self,
+        ports: &[EgressPort],
+        ins: &[Vec<u32>],
+        pairs: &[(u16, u16)],
+        deadline: &Deadline,
+    ) -> (Vec<Result<EgressRead>>, Vec<Result<u8>>) {
+        let read = self.egress(ports, ins, deadline);
+        (read, self.path_sls(pairs, deadline))
+    }
+
     /// The linear forwarding table of each switch (by LID), LIDs
     /// `0..=top`: the out port of each (`0xFF`: none). The deadlock
     /// check's routes (`judge/deadlock.rs`).

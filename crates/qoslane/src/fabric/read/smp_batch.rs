@@ -41,7 +41,12 @@ struct Flight<'a, D> {
     /// they were sent (an answered one is dropped when it reaches the
     /// front): the front's is the oldest Get in flight, the next due.
     sent: VecDeque<(u32, Instant)>,
+    /// The first lane's Gets (those before `second`), taken in turn.
     turns: Turns,
+    /// Where the second lane's Gets start (`gets.len()`: one lane), and how
+    /// many of them are started and not finished.
+    second: usize,
+    in_second: usize,
 }
 
 /// The low half of the next transaction id: unique across batches, so a
@@ -183,7 +188,11 @@ impl<D: AttrData> Flight<'_, D> {
     /// Get `index`'s result: its destination has room again.
     fn finish(&mut self, index: usize, r: Result<D>) {
         self.results[index] = Some(r);
-        self.turns.done(index);
+        if index < self.second {
+            self.turns.done(index);
+        } else {
+            self.in_second -= 1;
+        }
     }
 
     fn send(&mut self, umad: &mut Umad, index: usize, attempt: u32) {
@@ -330,7 +339,7 @@ pub fn get_all(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<Result<SmpData>> {
-    get_all_of(umad, gets, window, deadline)
+    get_all_of(umad, gets, (window, gets.len(), 0), deadline)
 }
 
 /// [`get_all`] of PMA Gets: each answer's whole 192-byte data area.
@@ -340,13 +349,17 @@ pub fn get_all_pma(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<Result<PmaData>> {
-    get_all_of(umad, gets, window, deadline)
+    get_all_of(umad, gets, (window, gets.len(), 0), deadline)
 }
 
+/// `gets` in two lanes of one flight: those before `second` at most
+/// `window` in flight, those from it at most `window2` beside them (the
+/// SA's path records during the egress read: a slow SA answer holds no
+/// slot of the SMPs).
 fn get_all_of<D: AttrData>(
     umad: &mut Umad,
     gets: &[Get],
-    window: usize,
+    (window, second, window2): (usize, usize, usize),
     deadline: &Deadline,
 ) -> Vec<Result<D>> {
     let in_flight = IN_FLIGHT.max(window);
@@ -355,12 +368,22 @@ fn get_all_of<D: AttrData>(
         results: gets.iter().map(|_| None).collect(),
         pending: HashMap::with_capacity(in_flight.min(gets.len())),
         sent: VecDeque::with_capacity(in_flight.min(gets.len())),
-        turns: Turns::new(gets, window),
+        turns: Turns::new(&gets[..second], window),
+        second,
+        in_second: 0,
     };
+    let mut next2 = second;
     loop {
-        while f.pending.len() < in_flight {
+        // The first lane's Gets in turn, then the second lane's beside them
+        // (its own window; what is in flight of it is `in_second`).
+        while f.pending.len().saturating_sub(f.in_second) < in_flight {
             let Some(i) = f.turns.next() else { break };
             f.send(umad, i, 1);
+        }
+        while f.in_second < window2.max(1) && next2 < gets.len() {
+            f.in_second += 1;
+            f.send(umad, next2, 1);
+            next2 += 1;
         }
         let Some((_, oldest)) = f.oldest() else {
             break;
@@ -418,6 +441,21 @@ pub fn read_egress(
     window: usize,
     deadline: &Deadline,
 ) -> Vec<Result<EgressRead>> {
+    read_egress_beside(umad, ports, ins, window, (&[], 1), deadline).0
+}
+
+/// [`read_egress`] with `beside` (SA Gets: the path records, which do
+/// not depend on it) in flight during its longest phase, at most
+/// `beside_window` of them beside its own: each port's reading, and each of
+/// `beside`'s answers in order.
+pub fn read_egress_beside(
+    umad: &mut Umad,
+    ports: &[EgressPort],
+    ins: &[Vec<u32>],
+    window: usize,
+    (beside, beside_window): (&[Get], usize),
+    deadline: &Deadline,
+) -> (Vec<Result<EgressRead>>, Vec<Result<SmpData>>) {
     let port_info: Vec<Get> = ports
         .iter()
         .map(|p| Get {
@@ -435,11 +473,14 @@ pub fn read_egress(
         .zip(ins)
         .map(|((p, info), in_ports)| plan(p, in_ports, &info?, &mut gets))
         .collect();
-    let mut answers = get_all(umad, &gets, window, deadline).into_iter();
-    plans
+    let own = gets.len();
+    gets.extend_from_slice(beside);
+    let mut answers = get_all_of(umad, &gets, (window, own, beside_window), deadline).into_iter();
+    let read = plans
         .into_iter()
         .map(|plan| assemble(plan?, &mut answers))
-        .collect()
+        .collect();
+    (read, answers.collect())
 }
 
 /// What to read of a port after its PortInfo; the Gets go to `gets`.

@@ -1,6 +1,7 @@
-//! The fabric's topology: `ibnetdiscover -p`, one program both kinds of
-//! reader use (the in-process reader has no topology walk of its own), run
-//! through `exec` under the run's deadline and parsed by `parse/topology.rs`.
+//! The fabric's topology by `ibnetdiscover -p`: the program reader's, and
+//! the in-process reader's where it does not walk it itself (`discover.rs`:
+//! a node-name-map or an `ibdiag.conf` setting in force), run through
+//! `exec` under the run's deadline and parsed by `parse/topology.rs`.
 //! Reached through [`Reader::topology`](crate::fabric::read::reader::Reader::topology).
 
 use std::path::Path;

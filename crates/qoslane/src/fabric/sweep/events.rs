@@ -14,7 +14,8 @@
 //! - `LFT_CHANGE` names a switch: re-read it (its LFT, SL2VL, VLArb) and
 //!   judge again the paths through it;
 //! - `TRAP` (a port changed state): the sweep that follows may change the
-//!   links, so the topology is read again (one `ibnetdiscover`) and the
+//!   links, so the topology is read again (walked in process, else one
+//!   `ibnetdiscover`) and the
 //!   nodes whose links changed are re-read too;
 //! - `SUBNET_UP`, `UCAST_ROUTING_DONE`: the SM finished its sweep: act on
 //!   what was gathered since the last act. A heavy sweep that rerouted

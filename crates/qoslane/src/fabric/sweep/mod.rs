@@ -1,5 +1,6 @@
 //! The whole-fabric sweep (`qoslane fabric audit`), for a control node (any
-//! host with an HCA on the fabric): the topology from `ibnetdiscover -p`,
+//! host with an HCA on the fabric): the topology (walked in process,
+//! `read/discover.rs`, or `ibnetdiscover -p`),
 //! then every connected egress port's tables read once by LID-routed SMP
 //! queries under one deadline, by the [`Reader`] given (`Reader::egress`):
 //!
@@ -129,7 +130,7 @@ pub struct Sweep {
     /// default and could not start).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
-    /// What `ibnetdiscover -p` found: the links the page draws.
+    /// The topology read: the links the page draws.
     #[serde(skip)]
     pub topology: Topology,
     /// PortVLXmitWait of every Active switch egress port (`fabric::wait`).
@@ -198,11 +199,16 @@ impl Sweep {
 /// so never compared between runs).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Cost {
-    /// `ibnetdiscover -p` and its parsing (the command's, before the sweep).
+    /// The topology read (the command's, before the sweep): walked in
+    /// process, or `ibnetdiscover -p` and its parsing.
     pub topology_ms: u64,
+    /// How: `in-process` or `ibnetdiscover` (empty: not said).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub topology_from: &'static str,
     /// The pairs the routes take, from the forwarding tables read.
     pub routed_ms: u64,
-    /// Every egress port's tables read.
+    /// Every egress port's tables read (and the deadlock check's path
+    /// records, sent beside them).
     pub egress_ms: u64,
     /// Every level judged on every port pair read (the lane rules).
     pub judge_ms: u64,
@@ -211,7 +217,8 @@ pub struct Cost {
     /// `fabric watch`'s re-audits).
     pub ports_judged: usize,
     /// The SM-policy check and the transmit wait (the deadlock check's
-    /// parts are `deadlock.read_ms`, `judge_ms` and `path_ms`).
+    /// parts are `deadlock.read_ms` and `judge_ms`; its path records are
+    /// sent beside the egress read, their time inside `egress_ms`).
     pub sm_policy_ms: u64,
     pub wait_ms: u64,
     /// MADs this process sent during the sweep by kind (in process; the
@@ -262,8 +269,11 @@ pub fn sweep_again(
     let t = Instant::now();
     let taken = taken(&lft, &items, &ins);
     let routed_ms = ms_since(t);
+    // The deadlock check's path records do not depend on the read: sent
+    // beside it (in process; one after the other by the program reader).
+    let pairs = routes::path_pairs(&lft.fabric);
     let t = Instant::now();
-    let reads = reader.egress(&items, &taken, deadline);
+    let (reads, paths) = reader.egress_and_paths(&items, &taken, &pairs, deadline);
     let mut cost = Cost {
         egress_ms: ms_since(t),
         routed_ms,
@@ -301,7 +311,7 @@ pub fn sweep_again(
         judge::sweep_levels(&ok, &ok_ins, mapping.levels(), &mut kept.lanes);
     cost.judge_ms = ms_since(t);
     cost.ports_judged = ports_judged;
-    let deadlock = routes::check(topo, lft, &ok, reader, mapping, deadline, &mut kept.routes);
+    let deadlock = routes::check(topo, lft, &ok, paths, mapping, &mut kept.routes);
     let t = Instant::now();
     let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
     cost.sm_policy_ms = ms_since(t);
@@ -354,13 +364,15 @@ fn wait_ports(ok: &[(&Item, Read)]) -> Vec<WaitPort> {
         .collect()
 }
 
-/// SMPs in flight in process for `--workers N`: what N smpquery workers
-/// would keep in flight per query, times the queries a port needs.
+/// SMPs in flight in process to one destination LID for `--workers N`:
+/// what N smpquery workers would keep in flight per query, times the
+/// queries a port needs (the LIDs are taken in turn, at most
+/// `smp_batch::IN_FLIGHT` in all).
 pub fn window(workers: usize) -> usize {
     workers.clamp(1, MAX_WINDOW) * WINDOW_PER_WORKER
 }
 
-/// In-process SMPs in flight per `--workers`.
+/// In-process SMPs in flight to one LID per `--workers`.
 pub const WINDOW_PER_WORKER: usize = 4;
 
 /// The in ports of each egress port: a switch's data ports but the egress

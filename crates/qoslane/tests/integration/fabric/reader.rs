@@ -53,13 +53,7 @@ fn report(out: &Output) -> serde_json::Value {
     // reader by ibroute) and judge the same; only the in-process reader
     // asks the SA for path records.
     let d = r["deadlock"].as_object_mut().unwrap();
-    for k in [
-        "read_ms",
-        "judge_ms",
-        "path_ms",
-        "path_sls",
-        "path_sls_unread",
-    ] {
+    for k in ["read_ms", "judge_ms", "path_sls", "path_sls_unread"] {
         d.remove(k);
     }
     v

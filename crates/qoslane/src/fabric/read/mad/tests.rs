@@ -129,16 +129,26 @@ fn the_requests_name_the_attribute_modifier_and_route() {
     )
     .unwrap();
     assert_eq!(want.to_vec(), dr[0].1);
-    assert!(
+    // No hop: the sending port's own node (hop count 0); 64 hops: none.
+    let own = |path: Vec<u8>| {
         encode_get(
             &Get {
-                route: Route::Directed(Vec::new()),
+                route: Route::Directed(path),
                 attr: Attr::PortInfo,
-                modifier: 0
+                modifier: 0,
             },
-            1
+            1,
         )
-        .is_err()
+    };
+    let local = own(Vec::new()).unwrap();
+    assert_eq!((local[1], local[7]), (CLASS_DIRECTED, 0));
+    assert_eq!(&local[32..36], &[0xff; 4]);
+    assert!(own(vec![1; 63]).is_ok());
+    assert!(own(vec![1; 64]).is_err());
+    assert_eq!(Route::Directed(Vec::new()).to_string(), "directed route 0");
+    assert_eq!(
+        Route::Directed(vec![1, 3]).to_string(),
+        "directed route 0,1,3"
     );
 }
 
