@@ -306,21 +306,51 @@ pub fn sweep_again(
             }),
         }
     }
-    let t = Instant::now();
-    let (levels, ports_judged) =
-        judge::sweep_levels(&ok, &ok_ins, mapping.levels(), &mut kept.lanes);
-    cost.judge_ms = ms_since(t);
+    // What is left is judged on the tables in memory while the reader
+    // (this thread's: it is not shared) asks the SA's policy and the wait
+    // counters: the lanes and the deadlock check each on a thread of their
+    // own, every verdict the same as one after the other.
+    let Judged {
+        lanes: kept_lanes,
+        routes: kept_routes,
+    } = kept;
+    let (judged, deadlock, sm_policy, waits) = std::thread::scope(|scope| {
+        let lanes = scope.spawn(|| {
+            let t = Instant::now();
+            let judged = judge::sweep_levels(&ok, &ok_ins, mapping.levels(), kept_lanes);
+            (judged, ms_since(t))
+        });
+        let deadlock = scope.spawn(|| routes::check(topo, lft, &ok, paths, mapping, kept_routes));
+        let t = Instant::now();
+        let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
+        let sm_policy_ms = ms_since(t);
+        let t = Instant::now();
+        let wait_ports = wait_ports(&ok);
+        // The program reader reads them by perfquery when it has one.
+        let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
+        let wait_levels = wait::peaks(&wait::levels_of(mapping), &wait_ports, &xmit_wait);
+        let waits = (
+            wait_ports,
+            xmit_wait,
+            xmit_wait_unread,
+            wait_levels,
+            ms_since(t),
+        );
+        let judged = lanes
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let deadlock = deadlock
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (judged, deadlock, (sm_policy, sm_policy_ms), waits)
+    });
+    let ((levels, ports_judged), judge_ms) = judged;
+    let (sm_policy, sm_policy_ms) = sm_policy;
+    let (wait_ports, xmit_wait, xmit_wait_unread, wait_levels, wait_ms) = waits;
+    cost.judge_ms = judge_ms;
     cost.ports_judged = ports_judged;
-    let deadlock = routes::check(topo, lft, &ok, paths, mapping, &mut kept.routes);
-    let t = Instant::now();
-    let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
-    cost.sm_policy_ms = ms_since(t);
-    let t = Instant::now();
-    let wait_ports = wait_ports(&ok);
-    // The program reader reads them by perfquery when it has one.
-    let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
-    let wait_levels = wait::peaks(&wait::levels_of(mapping), &wait_ports, &xmit_wait);
-    cost.wait_ms = ms_since(t);
+    cost.sm_policy_ms = sm_policy_ms;
+    cost.wait_ms = wait_ms;
     let mads_after = smp_batch::sent_by_kind();
     cost.mads = smp_batch::KINDS
         .iter()
