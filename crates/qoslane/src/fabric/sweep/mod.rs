@@ -314,43 +314,32 @@ pub fn sweep_again(
         lanes: kept_lanes,
         routes: kept_routes,
     } = kept;
-    let (judged, deadlock, sm_policy, waits) = std::thread::scope(|scope| {
+    let (judged, deadlock, asked) = std::thread::scope(|scope| {
         let lanes = scope.spawn(|| {
             let t = Instant::now();
             let judged = judge::sweep_levels(&ok, &ok_ins, mapping.levels(), kept_lanes);
             (judged, ms_since(t))
         });
         let deadlock = scope.spawn(|| routes::check(topo, lft, &ok, paths, mapping, kept_routes));
-        let t = Instant::now();
-        let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
-        let sm_policy_ms = ms_since(t);
-        let t = Instant::now();
-        let wait_ports = wait_ports(&ok);
-        // The program reader reads them by perfquery when it has one.
-        let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
-        let wait_levels = wait::peaks(&wait::levels_of(mapping), &wait_ports, &xmit_wait);
-        let waits = (
-            wait_ports,
-            xmit_wait,
-            xmit_wait_unread,
-            wait_levels,
-            ms_since(t),
-        );
+        let asked = ask(topo, reader, mapping, deadline, &ok, &mut cost);
         let judged = lanes
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         let deadlock = deadlock
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (judged, deadlock, (sm_policy, sm_policy_ms), waits)
+        (judged, deadlock, asked)
     });
     let ((levels, ports_judged), judge_ms) = judged;
-    let (sm_policy, sm_policy_ms) = sm_policy;
-    let (wait_ports, xmit_wait, xmit_wait_unread, wait_levels, wait_ms) = waits;
+    let Asked {
+        sm_policy,
+        wait_ports,
+        xmit_wait,
+        xmit_wait_unread,
+        wait_levels,
+    } = asked;
     cost.judge_ms = judge_ms;
     cost.ports_judged = ports_judged;
-    cost.sm_policy_ms = sm_policy_ms;
-    cost.wait_ms = wait_ms;
     let mads_after = smp_batch::sent_by_kind();
     cost.mads = smp_batch::KINDS
         .iter()
@@ -376,6 +365,42 @@ pub fn sweep_again(
         sm_policy,
         cost,
         wait_ports,
+    }
+}
+
+/// What the reader asks after the read, beside the judging: the SA's
+/// policy and the wait counters.
+struct Asked {
+    sm_policy: sm_classes::ClassCheck,
+    wait_ports: Vec<WaitPort>,
+    xmit_wait: Vec<PortWait>,
+    xmit_wait_unread: Vec<String>,
+    wait_levels: Vec<LevelWait>,
+}
+
+fn ask(
+    topo: &Topology,
+    reader: &dyn Reader,
+    mapping: &Mapping,
+    deadline: &Deadline,
+    ok: &[(&Item, Read)],
+    cost: &mut Cost,
+) -> Asked {
+    let t = Instant::now();
+    let sm_policy = sm_classes::check(topo, reader, mapping, deadline);
+    cost.sm_policy_ms = ms_since(t);
+    let t = Instant::now();
+    let wait_ports = wait_ports(ok);
+    // The program reader reads them by perfquery when it has one.
+    let (xmit_wait, xmit_wait_unread) = reader.xmit_wait(&wait_ports, deadline);
+    let wait_levels = wait::peaks(&wait::levels_of(mapping), &wait_ports, &xmit_wait);
+    cost.wait_ms = ms_since(t);
+    Asked {
+        sm_policy,
+        wait_ports,
+        xmit_wait,
+        xmit_wait_unread,
+        wait_levels,
     }
 }
 
