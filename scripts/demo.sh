@@ -2,7 +2,8 @@
 # demo.sh — the whole qoslane flow on this machine (the README's main command):
 #   a simulated InfiniBand fabric (ibsim) with a real OpenSM programming QoS
 #   SL2VL tables, read by the real smpquery; the host's real single-node Slurm
-#   cluster (rigs/slurm_versions.tsv) with hookrun as Prolog/Epilog/TaskProlog; one job per QoS; what
+#   cluster (rigs/slurm_versions.tsv) with qoslane's hookrun entry as Prolog/Epilog/TaskProlog, its
+#   hooks run built in as the packages lay them out; one job per QoS; what
 #   each job got (its SL exports, the node setting, the fabric check, the audit
 #   lines); the SM re-programmed under our feet (drift) reported by the health
 #   check, the fail_job level refused (requeued by hookrun, not held) while the node serves the others; the
@@ -47,6 +48,10 @@ make_node "$R" examples/qos-network.yml
 # This node's HCA port is the simulated node2's (identity, real smpquery).
 . "$E2E_REPO/rigs/sim_port.sh"
 attach_sim_port "$R"
+# Its hooks as the packages lay them out: slurm.conf names the entry (a link to
+# qoslane named hookrun), qoslane's Prolog and Epilog hooks are links to the
+# binary, run built in (scripts/lib/node.sh).
+node_hooks_shipped "$R"
 # The node's runs read its port by smpquery (this host has no ib_umad module: shown_run).
 q() { QOSLANE_SMPQUERY=$R/bin/smpquery shown_run "$WORK/q.err" "$QL" --root "$R" "$@"; }
 
@@ -61,10 +66,14 @@ title "Health: every level lands on its VL (fresh probe)"
 q health || true
 
 # ------------------------------------------------------------------ Slurm
-title "A real Slurm $SLURM_VERSION cluster (the host's), hookrun as Prolog/Epilog/TaskProlog"
+title "A real Slurm $SLURM_VERSION cluster (the host's), qoslane's hookrun entry as Prolog/Epilog/TaskProlog"
 start_slurm "$R"
 sed -n '/^Prolog=/p; /^Epilog=/p; /^TaskProlog=/p; /^PrologFlags=/p; /^PrologEpilogTimeout=/p' /etc/slurm/slurm.conf | sed 's/^/  /'
-printf '%s\n' "$R"/etc/slurm/*.d/* | sed "s|$R||; s/^/  /"
+echo "  (bin/hookrun: the node's wrapper for its root prefix; on a node slurm.conf names /usr/lib/qoslane/hookrun)"
+for f in "$R"/bin/entry/hookrun "$R"/etc/slurm/*.d/*; do
+  if [ -L "$f" ]; then echo "  ${f#"$R"} -> qoslane"; else echo "  ${f#"$R"} (a script)"; fi
+done
+echo "  (the links to qoslane run built in: one program start per hook, hookrun's deadline and process group kept)"
 # A real Prometheus on the node's textfiles from now on (tests/e2e/lib.sh; the
 # shipped rules with every for: at 1s, so the alert below shows within seconds)
 install -d "$WORK/prom"

@@ -96,6 +96,24 @@ node_hooks() {
   printf 'on_failure = requeue\nbudget = 15s\nhook_timeout = 5s\n' > "$h/etc/slurm/hookrun.conf"
 }
 
+# node_hooks_shipped ROOT [PREFIX] : the node's hooks as the packages lay them out
+# (after node_hooks): ROOT/bin/hookrun, which slurm.conf names, execs the entry
+# ROOT/bin/entry/hookrun, a link to qoslane ($QL) named hookrun, and qoslane's
+# Prolog and Epilog hooks are links to the binary, run built in (a fork of the
+# entry: one program start per hook); the TaskProlog's hook (its own --root: the
+# job user's environment is not trusted), the health hook and the site's Epilog
+# hook stay scripts, started as before. PREFIX (e.g. strace) runs the entry.
+node_hooks_shipped() {
+  local r=$1 h=${NODE_CH:-}$1 prefix=${2:-} ql=${QL:?node_hooks_shipped: QL (the qoslane binary) is not set}
+  install -d -m 0755 "$h/bin/entry"
+  ln -sfn "$ql" "$h/bin/entry/hookrun"
+  ln -sfn "$ql" "$h/etc/slurm/prolog.d/10-qoslane"
+  ln -sfn "$ql" "$h/etc/slurm/epilog.d/10-qoslane"
+  printf '#!/bin/sh\nQOSLANE_ROOT=%s QOSLANE_SMPQUERY=%s/bin/smpquery QOSLANE_TIMEOUT_MS=3000 exec %s %s/bin/entry/hookrun --root %s "$@"\n' \
+    "$r" "$r" "$prefix" "$r" "$r" > "$h/bin/hookrun.new"
+  chmod 0755 "$h/bin/hookrun.new"; mv "$h/bin/hookrun.new" "$h/bin/hookrun"
+}
+
 # site_epilog_hook FILE DIR : a site's own Epilog hook (like Omnia's
 # epilog.d/logout_user.sh) that appends each job id to DIR/logout_user.log
 site_epilog_hook() {

@@ -327,15 +327,9 @@ say "case: as shipped: slurm.conf's hookrun is qoslane's entry, its hooks built 
 cp "$CH$R/bin/hookrun" "$CH$WORK/hookrun.plain"
 cp -P "$CH$R/etc/slurm/prolog.d/10-qoslane" "$CH$WORK/prolog-10-qoslane"
 cp -P "$CH$R/etc/slurm/epilog.d/10-qoslane" "$CH$WORK/epilog-10-qoslane"
-install -d -m 0755 "$CH$R/bin/entry"
-ln -sfn "$QL" "$CH$R/bin/entry/hookrun"
-ln -sfn "$QL" "$CH$R/etc/slurm/prolog.d/10-qoslane"
-ln -sfn "$QL" "$CH$R/etc/slurm/epilog.d/10-qoslane"
 STRACE=""; [ -x "$CH/usr/bin/strace" ] && STRACE="/usr/bin/strace -f -qq -e trace=execve -o $R/out/strace.\$SLURM_SCRIPT_CONTEXT.\$\$"
 rm -f "$CH$R"/out/strace.*
-printf '#!/bin/sh\nQOSLANE_ROOT=%s QOSLANE_SMPQUERY=%s/bin/smpquery QOSLANE_TIMEOUT_MS=3000 exec %s %s/bin/entry/hookrun --root %s "$@"\n' \
-  "$R" "$R" "$STRACE" "$R" "$R" > "$CH$R/bin/hookrun.new"
-chmod 0755 "$CH$R/bin/hookrun.new"; mv "$CH$R/bin/hookrun.new" "$CH$R/bin/hookrun"
+node_hooks_shipped "$R" "$STRACE"
 j=$(submit high)
 poll 60 "job $j running" is_running "$j"
 check "as shipped: high job UCX_IB_SL=2 (the TaskProlog's exports through the entry)" eq "$(env_of "$j" UCX_IB_SL)" 2

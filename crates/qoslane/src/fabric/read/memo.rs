@@ -174,44 +174,16 @@ impl<R: Reader + ?Sized> Memo<R> {
     fn is_all(&self) -> bool {
         *self.scope.borrow() == MemoScope::All
     }
-}
 
-impl<R: Reader + ?Sized> Reader for Memo<R> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn topology(
-        &self,
-        ibnetdiscover: &Path,
-        via: Option<&PortId>,
-        deadline: &Deadline,
-    ) -> Result<Topology> {
-        self.inner.topology(ibnetdiscover, via, deadline)
-    }
-
-    fn probe(&self, port: &PortId, deadline: &Deadline) -> Result<PortTables> {
-        self.inner.probe(port, deadline)
-    }
-
-    fn first_hop(&self, port: &PortId, deadline: &Deadline) -> FirstHop {
-        self.inner.first_hop(port, deadline)
-    }
-
-    fn first_hop_at(
-        &self,
-        port: &PortId,
-        identity: &PortIdentity,
-        deadline: &Deadline,
-    ) -> (FirstHop, Option<u64>) {
-        self.inner.first_hop_at(port, identity, deadline)
-    }
-
-    fn egress(
+    /// The egress read of `ports` (see the module's text): what is kept
+    /// answered from the store, the sentinels checked, and the ports to
+    /// read whole given to `read` (not called when there are none).
+    fn egress_reading(
         &self,
         ports: &[EgressPort],
         ins: &[Vec<u32>],
         deadline: &Deadline,
+        read: impl FnOnce(&[EgressPort], &[Vec<u32>]) -> Vec<Result<EgressRead>>,
     ) -> Vec<Result<EgressRead>> {
         if self.is_all() {
             self.store.borrow_mut().egress.clear();
@@ -271,7 +243,7 @@ impl<R: Reader + ?Sized> Reader for Memo<R> {
         let read = if sub.is_empty() {
             Vec::new()
         } else {
-            self.inner.egress(&sub, &sub_ins, deadline)
+            read(&sub, &sub_ins)
         };
         let mut store = self.store.borrow_mut();
         let mut out: Vec<Option<Result<EgressRead>>> = ports
@@ -300,6 +272,113 @@ impl<R: Reader + ?Sized> Reader for Memo<R> {
         out.into_iter()
             .map(|r| r.unwrap_or_else(|| Err(crate::error::Error::Internal("memo: unread".into()))))
             .collect()
+    }
+
+    /// The path records kept (a full read starts afresh), and the indices
+    /// of `pairs` to ask.
+    fn paths_kept(&self, pairs: &[(u16, u16)]) -> (Vec<Option<Result<u8>>>, Vec<usize>) {
+        let all = self.is_all();
+        let mut store = self.store.borrow_mut();
+        if all {
+            store.paths.clear();
+        }
+        let out: Vec<Option<Result<u8>>> = pairs
+            .iter()
+            .map(|p| store.paths.get(p).copied().map(Ok))
+            .collect();
+        let ask = (0..pairs.len()).filter(|&i| out[i].is_none()).collect();
+        (out, ask)
+    }
+
+    /// The answers to the pairs asked (`read`, in `ask`'s order) kept, and
+    /// every pair's SL.
+    fn paths_keep(
+        &self,
+        pairs: &[(u16, u16)],
+        mut out: Vec<Option<Result<u8>>>,
+        ask: &[usize],
+        read: Vec<Result<u8>>,
+    ) -> Vec<Result<u8>> {
+        let mut store = self.store.borrow_mut();
+        for (&i, r) in ask.iter().zip(read) {
+            if let Ok(sl) = &r {
+                store.paths.insert(pairs[i], *sl);
+            }
+            out[i] = Some(r);
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(crate::error::Error::Internal("memo: unread".into()))))
+            .collect()
+    }
+}
+
+impl<R: Reader + ?Sized> Reader for Memo<R> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn topology(
+        &self,
+        ibnetdiscover: &Path,
+        via: Option<&PortId>,
+        deadline: &Deadline,
+    ) -> Result<Topology> {
+        self.inner.topology(ibnetdiscover, via, deadline)
+    }
+
+    fn probe(&self, port: &PortId, deadline: &Deadline) -> Result<PortTables> {
+        self.inner.probe(port, deadline)
+    }
+
+    fn first_hop(&self, port: &PortId, deadline: &Deadline) -> FirstHop {
+        self.inner.first_hop(port, deadline)
+    }
+
+    fn first_hop_at(
+        &self,
+        port: &PortId,
+        identity: &PortIdentity,
+        deadline: &Deadline,
+    ) -> (FirstHop, Option<u64>) {
+        self.inner.first_hop_at(port, identity, deadline)
+    }
+
+    fn egress(
+        &self,
+        ports: &[EgressPort],
+        ins: &[Vec<u32>],
+        deadline: &Deadline,
+    ) -> Vec<Result<EgressRead>> {
+        self.egress_reading(ports, ins, deadline, |sub, sub_ins| {
+            self.inner.egress(sub, sub_ins, deadline)
+        })
+    }
+
+    /// The path records not kept go to the wrapped reader in the same call
+    /// as the egress ports it reads ([`Reader::egress_and_paths`]: in
+    /// process, in flight beside them), as in a full audit.
+    fn egress_and_paths(
+        &self,
+        ports: &[EgressPort],
+        ins: &[Vec<u32>],
+        pairs: &[(u16, u16)],
+        deadline: &Deadline,
+    ) -> (Vec<Result<EgressRead>>, Vec<Result<u8>>) {
+        let (kept, ask) = self.paths_kept(pairs);
+        let asked: Vec<(u16, u16)> = ask.iter().map(|&i| pairs[i]).collect();
+        let mut beside = None;
+        let read = self.egress_reading(ports, ins, deadline, |sub, sub_ins| {
+            let (read, paths) = self.inner.egress_and_paths(sub, sub_ins, &asked, deadline);
+            beside = Some(paths);
+            read
+        });
+        // No egress port read: the path records alone.
+        let paths = match beside {
+            Some(paths) => paths,
+            None if asked.is_empty() => Vec::new(),
+            None => self.inner.path_sls(&asked, deadline),
+        };
+        (read, self.paths_keep(pairs, kept, &ask, paths))
     }
 
     fn forwarding(&self, switches: &[u16], top: u16, deadline: &Deadline) -> Vec<Result<Vec<u8>>> {
@@ -349,31 +428,14 @@ impl<R: Reader + ?Sized> Reader for Memo<R> {
     }
 
     fn path_sls(&self, pairs: &[(u16, u16)], deadline: &Deadline) -> Vec<Result<u8>> {
-        let all = self.is_all();
-        let mut store = self.store.borrow_mut();
-        if all {
-            store.paths.clear();
-        }
-        let mut out: Vec<Option<Result<u8>>> = pairs
-            .iter()
-            .map(|p| store.paths.get(p).copied().map(Ok))
-            .collect();
-        let ask: Vec<usize> = (0..pairs.len()).filter(|&i| out[i].is_none()).collect();
-        let sub: Vec<(u16, u16)> = ask.iter().map(|&i| pairs[i]).collect();
-        let read = if sub.is_empty() {
+        let (kept, ask) = self.paths_kept(pairs);
+        let asked: Vec<(u16, u16)> = ask.iter().map(|&i| pairs[i]).collect();
+        let read = if asked.is_empty() {
             Vec::new()
         } else {
-            self.inner.path_sls(&sub, deadline)
+            self.inner.path_sls(&asked, deadline)
         };
-        for (&i, r) in ask.iter().zip(read) {
-            if let Ok(sl) = &r {
-                store.paths.insert(pairs[i], *sl);
-            }
-            out[i] = Some(r);
-        }
-        out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(crate::error::Error::Internal("memo: unread".into()))))
-            .collect()
+        self.paths_keep(pairs, kept, &ask, read)
     }
 
     fn xmit_wait(&self, ports: &[WaitPort], deadline: &Deadline) -> (Vec<PortWait>, Vec<String>) {
@@ -424,6 +486,9 @@ mod tests {
         egress: Cell<usize>,
         lft: Cell<usize>,
         rows: Cell<u8>,
+        /// Path records asked, and calls that asked them beside an egress read.
+        paths: Cell<usize>,
+        beside: Cell<usize>,
     }
 
     impl Reader for Counting {
@@ -451,6 +516,20 @@ mod tests {
                     })
                 })
                 .collect()
+        }
+        fn path_sls(&self, pairs: &[(u16, u16)], _d: &Deadline) -> Vec<Result<u8>> {
+            self.paths.set(self.paths.get() + pairs.len());
+            pairs.iter().map(|&(s, _)| Ok((s % 16) as u8)).collect()
+        }
+        fn egress_and_paths(
+            &self,
+            ports: &[EgressPort],
+            ins: &[Vec<u32>],
+            pairs: &[(u16, u16)],
+            d: &Deadline,
+        ) -> (Vec<Result<EgressRead>>, Vec<Result<u8>>) {
+            self.beside.set(self.beside.get() + 1);
+            (self.egress(ports, ins, d), self.path_sls(pairs, d))
         }
         fn forwarding(&self, s: &[u16], top: u16, _d: &Deadline) -> Vec<Result<Vec<u8>>> {
             self.lft.set(self.lft.get() + s.len());
@@ -515,6 +594,39 @@ mod tests {
         let c = memo.counted();
         assert_eq!((c.egress, c.egress_kept), (4, 2));
         assert_eq!(memo.counted(), Passed::default());
+    }
+
+    #[test]
+    fn path_records_not_kept_go_beside_the_egress_ports_read() {
+        let memo = Memo::new(Box::new(Counting::default()));
+        let d = Deadline::after(std::time::Duration::from_secs(5));
+        let ports = [item(0xa, 1, 1), item(0xb, 2, 1)];
+        let ins = vec![Vec::new(); 2];
+        let (read, sls) = memo.egress_and_paths(&ports, &ins, &[(3, 4), (5, 6)], &d);
+        assert_eq!((read.len(), memo.inner.egress.get()), (2, 2));
+        assert_eq!(sls.into_iter().collect::<Result<Vec<_>>>().unwrap(), [3, 5]);
+        assert_eq!((memo.inner.paths.get(), memo.inner.beside.get()), (2, 1));
+        let topo = Topology {
+            ports: vec![DiscoveredPort {
+                end: end(NodeType::Switch, 0xb, 2, 1),
+                remote: None,
+            }],
+        };
+        // Nothing named: no egress port read; the new pair asked alone.
+        memo.only(&BTreeSet::new(), &BTreeSet::new(), &topo);
+        let (_, sls) = memo.egress_and_paths(&ports, &ins, &[(3, 4), (7, 8)], &d);
+        assert_eq!(sls.into_iter().collect::<Result<Vec<_>>>().unwrap(), [3, 7]);
+        assert_eq!(memo.inner.egress.get(), 2, "every port kept");
+        assert_eq!((memo.inner.paths.get(), memo.inner.beside.get()), (3, 1));
+        // 0xb named: its port read, the pair not kept asked in the same call.
+        memo.only(&[0xb].into(), &BTreeSet::new(), &topo);
+        memo.egress_and_paths(&ports, &ins, &[(3, 4), (9, 10)], &d);
+        assert_eq!(memo.inner.egress.get(), 3, "0xb's port only");
+        assert_eq!((memo.inner.paths.get(), memo.inner.beside.get()), (4, 2));
+        // A full read asks every pair again, beside the whole read.
+        memo.all();
+        memo.egress_and_paths(&ports, &ins, &[(3, 4)], &d);
+        assert_eq!((memo.inner.paths.get(), memo.inner.beside.get()), (5, 3));
     }
 
     #[test]
