@@ -23,7 +23,8 @@
 #      same way, quiet (the change's own before/after in this run's load):
 #      run directly, and, with --before-hookrun OLD_HOOKRUN, as shipped
 #      before (the plain OLD_HOOKRUN exec'ing OLD_QOSLANE's hook link)
-#      against as shipped now.
+#      against as shipped now; with --before-entry, OLD_QOSLANE as shipped
+#      since 0.3.0 (its own entry, its hooks built in) against as shipped now.
 #
 #   5. with --resident: a fourth side in 1 and 2, the prototype of a resident
 #      per-node process the hooks talk to (not shipped: qoslane's example
@@ -33,7 +34,7 @@
 #      and a fifth, the same server running the hook in itself, no fork.
 #
 #   bench/yardstick.sh [--cycles N] [--bin QOSLANE] [--before OLD_QOSLANE]
-#                      [--before-hookrun OLD_HOOKRUN] [--resident]
+#                      [--before-hookrun OLD_HOOKRUN] [--before-entry] [--resident]
 #                      [--rt] [--wait-quiet S] [--update-doc]
 #
 # --rt: the quiet cycles (1 and 4) run at a real-time priority (chrt -f 20,
@@ -47,18 +48,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-CYCLES=150 BIN="" BEFORE="" BEFORE_HOOKRUN="" RESIDENT=0 WAIT_QUIET=0 UPDATE_DOC=0 RT=()
+CYCLES=150 BIN="" BEFORE="" BEFORE_HOOKRUN="" BEFORE_ENTRY=0 RESIDENT=0 WAIT_QUIET=0 UPDATE_DOC=0 RT=()
 while [ $# -gt 0 ]; do
   case $1 in
     --cycles) CYCLES=$2; shift ;;
     --bin) BIN=$2; shift ;;
     --before) BEFORE=$2; shift ;;
     --before-hookrun) BEFORE_HOOKRUN=$2; shift ;;
+    --before-entry) BEFORE_ENTRY=1 ;;
     --resident) RESIDENT=1 ;;
     --rt) RT=(chrt -f 20) ;;
     --wait-quiet) WAIT_QUIET=$2; shift ;;
     --update-doc) UPDATE_DOC=1 ;;
-    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 64 ;;
   esac
   shift
@@ -204,6 +206,15 @@ if [ -n "$BEFORE" ]; then
     hook_links "$R/etc/slurm-before" "$WORK/bin/qoslane-before"
     sides=(shipped-before "$WORK/bin/hookrun-before --hook-dir $R/etc/slurm-before" "$WORK/bin/hookrun-before --hook-dir $R/etc/slurm-before"
            shipped "$ENTRY" "$ENTRY" "${sides[@]}")
+  fi
+  if [ "$BEFORE_ENTRY" = 1 ]; then
+    # As shipped since 0.3.0: OLD's own entry (a link to it named hookrun), its hooks built in.
+    install -d -m 0755 "$WORK/bin/entry-before"
+    ln -s "$WORK/bin/qoslane-before" "$WORK/bin/entry-before/hookrun"
+    hook_links "$R/etc/slurm-entry-before" "$WORK/bin/qoslane-before"
+    sides=(entry-before "$WORK/bin/entry-before/hookrun --hook-dir $R/etc/slurm-entry-before"
+           "$WORK/bin/entry-before/hookrun --hook-dir $R/etc/slurm-entry-before" "${sides[@]}")
+    [ -n "$BEFORE_HOOKRUN" ] || sides+=(shipped "$ENTRY" "$ENTRY")
   fi
   from=$(alines "$R")
   "${RT[@]}" "$WORK/bin/cycle" "$CYCLES" 200000 "${sides[@]}" > "$OUT/raw/before-after.txt"

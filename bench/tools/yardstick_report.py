@@ -25,6 +25,7 @@ SIDES = ("shipped", "qoslane", "shell")
 LABEL = {"shipped": "qoslane as shipped (hookrun entry, hook built in)",
          "qoslane": "qoslane run directly (no hookrun)", "shell": "the minimal shell Prolog",
          "shipped-before": "as shipped before (hookrun exec'ing qoslane)",
+         "entry-before": "qoslane before as shipped (its entry, hook built in)",
          "before": "qoslane before, run directly",
          "resident": "prototype: a resident process forking per hook, its small client started per hook",
          "resident-in": "prototype: the resident process running the hook in itself (no fork)"}
@@ -117,9 +118,9 @@ s.append("(`shipped`: the entry's process and its built-in hook's fork together;
 ba = os.path.join(raw, "before-after.txt")
 if os.path.exists(ba):
     by = sides("before-after")
-    s += ["", "| this build against the binaries before (`--before`, `--before-hookrun`), quiet, interleaved | cycle median ms | p95 ms | prolog median ms | epilog median ms |",
+    s += ["", "| this build against the binaries before (`--before`, `--before-hookrun`, `--before-entry`), quiet, interleaved | cycle median ms | p95 ms | prolog median ms | epilog median ms |",
           "|---|---:|---:|---:|---:|"]
-    for side in ("shipped-before", "shipped", "before", "qoslane"):
+    for side in ("shipped-before", "entry-before", "shipped", "before", "qoslane"):
         if side not in by:
             continue
         c = by[side]["cycle"]
