@@ -452,6 +452,13 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(leftovers, [PROM_FILE]);
+        // The state: replaced through its kept spare, nothing else made.
+        let mut state_files: Vec<_> = fs::read_dir(&paths.state_dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        state_files.sort();
+        assert_eq!(state_files, [".metrics.json.spare", STATE_FILE, LOCK_FILE]);
     }
 
     #[test]

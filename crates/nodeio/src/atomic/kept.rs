@@ -44,8 +44,8 @@ pub fn spare_name(name: &OsStr) -> String {
 pub fn replace_kept(dir: &Dir, name: &OsStr, data: &[u8], mode: u32) -> Result<()> {
     let spare = spare_name(name);
     let path = dir.path().join(&spare);
-    let file = match reuse(dir, &spare, mode) {
-        Some(file) => file,
+    let (file, old_len) = match reuse(dir, &spare, mode) {
+        Some(kept) => kept,
         None => {
             // The first run, or a spare that was not ours as asked: made
             // anew (and a writer of an older version's leftovers removed).
@@ -59,11 +59,17 @@ pub fn replace_kept(dir: &Dir, name: &OsStr, data: &[u8], mode: u32) -> Result<(
             .map_err(Error::errno("create", &path))?;
             // The create honoured the umask; set the mode we mean.
             rfs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(Error::errno("chmod", &path))?;
-            File::from(fd)
+            (File::from(fd), 0)
         }
     };
-    write_over(&file, data).map_err(Error::io("write", &path))?;
-    match rfs::renameat_with(dir.fd(), spare.as_str(), dir.fd(), name, RenameFlags::EXCHANGE) {
+    write_over(&file, old_len, data).map_err(Error::io("write", &path))?;
+    match rfs::renameat_with(
+        dir.fd(),
+        spare.as_str(),
+        dir.fd(),
+        name,
+        RenameFlags::EXCHANGE,
+    ) {
         Ok(()) => Ok(()),
         // No file in place yet, or a filesystem without exchange: the spare
         // becomes the file (the next run makes a spare again).
@@ -72,10 +78,10 @@ pub fn replace_kept(dir: &Dir, name: &OsStr, data: &[u8], mode: u32) -> Result<(
     }
 }
 
-/// The kept spare, opened for writing, if it is one this process may write
-/// into: else removed (whatever it is: the name goes, nothing is followed)
-/// and `None`.
-fn reuse(dir: &Dir, spare: &str, mode: u32) -> Option<File> {
+/// The kept spare, opened for writing, and its length, if it is one this
+/// process may write into: else removed (whatever it is: the name goes,
+/// nothing is followed) and `None`.
+fn reuse(dir: &Dir, spare: &str, mode: u32) -> Option<(File, u64)> {
     let opened = rfs::openat(
         dir.fd(),
         spare,
@@ -90,27 +96,30 @@ fn reuse(dir: &Dir, spare: &str, mode: u32) -> Option<File> {
             return None;
         }
     };
-    let ours = rfs::fstat(&fd).is_ok_and(|st| {
+    let ours = rfs::fstat(&fd).ok().filter(|st| {
         FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
             && st.st_uid == rustix::process::geteuid().as_raw()
             && st.st_nlink == 1
             && st.st_mode & 0o7777 == mode
     });
-    if !ours {
+    let Some(st) = ours else {
         drop(fd);
         let _ = rfs::unlinkat(dir.fd(), spare, AtFlags::empty());
         return None;
-    }
-    Some(File::from(fd))
+    };
+    Some((
+        File::from(fd),
+        u64::try_from(st.st_size).unwrap_or(u64::MAX),
+    ))
 }
 
 /// `data` written over the file from its start, then the file cut to its
 /// length — never truncated to zero first: ext4 (`auto_da_alloc`) flushes a
 /// file truncated to zero when it is closed, which a run would wait for.
-fn write_over(file: &File, data: &[u8]) -> std::io::Result<()> {
+fn write_over(file: &File, old_len: u64, data: &[u8]) -> std::io::Result<()> {
     file.write_all_at(data, 0)?;
     let len = data.len() as u64;
-    if file.metadata()?.len() != len {
+    if old_len > len {
         file.set_len(len)?;
     }
     Ok(())
@@ -143,7 +152,11 @@ mod tests {
         let d = walk::open_dir(root, root, Judge::Trusted, None).expect("dir");
         let name = OsStr::new("m.json");
         replace_kept(&d, name, b"first, a long one\n", 0o644).expect("first");
-        assert_eq!(names(root), ["m.json"], "no spare before there is an old file");
+        assert_eq!(
+            names(root),
+            ["m.json"],
+            "no spare before there is an old file"
+        );
         replace_kept(&d, name, b"second\n", 0o644).expect("second");
         assert_eq!(names(root), [".m.json.spare", "m.json"]);
         assert_eq!(fs::read(root.join("m.json")).expect("read"), b"second\n");
@@ -161,7 +174,10 @@ mod tests {
         assert_eq!(held, "second\n", "what a reader opened is not written to");
         replace_kept(&d, name, b"4\n", 0o644).expect("fourth");
         assert_eq!(fs::read(root.join("m.json")).expect("read"), b"4\n");
-        let mode = fs::metadata(root.join("m.json")).expect("stat").permissions().mode();
+        let mode = fs::metadata(root.join("m.json"))
+            .expect("stat")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o7777, 0o644);
     }
 
@@ -183,11 +199,17 @@ mod tests {
         fs::rename(root.join(".m.json.spare.tmp"), root.join(".m.json.spare")).expect("mv");
         replace_kept(&d, name, b"newer\n", 0o644).expect("over a hard link");
         assert_eq!(fs::read_to_string(&other).expect("read"), "keep me\n");
-        fs::set_permissions(root.join(".m.json.spare"), fs::Permissions::from_mode(0o600))
-            .expect("chmod");
+        fs::set_permissions(
+            root.join(".m.json.spare"),
+            fs::Permissions::from_mode(0o600),
+        )
+        .expect("chmod");
         replace_kept(&d, name, b"newest\n", 0o644).expect("another mode");
         assert_eq!(fs::read(root.join("m.json")).expect("read"), b"newest\n");
-        let mode = fs::metadata(root.join("m.json")).expect("stat").permissions().mode();
+        let mode = fs::metadata(root.join("m.json"))
+            .expect("stat")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o7777, 0o644);
         assert_eq!(fs::read_to_string(&other).expect("read"), "keep me\n");
     }
