@@ -44,23 +44,22 @@ pub fn spare_name(name: &OsStr) -> String {
 pub fn replace_kept(dir: &Dir, name: &OsStr, data: &[u8], mode: u32) -> Result<()> {
     let spare = spare_name(name);
     let path = dir.path().join(&spare);
-    let (file, old_len) = match reuse(dir, &spare, mode) {
-        Some(kept) => kept,
-        None => {
-            // The first run, or a spare that was not ours as asked: made
-            // anew (and a writer of an older version's leftovers removed).
-            remove_leftovers(dir);
-            let fd = rfs::openat(
-                dir.fd(),
-                spare.as_str(),
-                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(mode),
-            )
-            .map_err(Error::errno("create", &path))?;
-            // The create honoured the umask; set the mode we mean.
-            rfs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(Error::errno("chmod", &path))?;
-            (File::from(fd), 0)
-        }
+    let (file, old_len) = if let Some(kept) = reuse(dir, &spare, mode) {
+        kept
+    } else {
+        // The first run, or a spare that was not ours as asked: made anew
+        // (and a writer of an older version's leftovers removed).
+        remove_leftovers(dir);
+        let fd = rfs::openat(
+            dir.fd(),
+            spare.as_str(),
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(Error::errno("create", &path))?;
+        // The create honoured the umask; set the mode we mean.
+        rfs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(Error::errno("chmod", &path))?;
+        (File::from(fd), 0)
     };
     write_over(&file, old_len, data).map_err(Error::io("write", &path))?;
     match rfs::renameat_with(
