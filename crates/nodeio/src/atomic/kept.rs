@@ -28,7 +28,7 @@ use std::os::unix::fs::FileExt;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use super::remove_leftovers;
+use super::leftovers::remove_leftovers;
 use crate::error::{Error, Result};
 use crate::walk::Dir;
 
