@@ -152,7 +152,9 @@ pub fn scan(root: &Path, dir: &Path) -> Result<Listing, ScanError> {
     // Whoever can write the directory decides what runs (crate::trust).
     let judged = match crate::trust::open_dir(root, dir) {
         Ok(judged) => judged,
-        Err(e) if e.is_not_found() => {
+        // Missing, whatever the directories above it are (as before it was
+        // judged through its descriptor): nothing runs.
+        Err(e) if e.is_not_found() || !dir.exists() => {
             return Ok(Listing {
                 dir: dir.to_owned(),
                 exists: false,
