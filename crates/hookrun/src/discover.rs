@@ -8,12 +8,13 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::fs;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::Access;
+use nodeio::walk::Dir;
+use rustix::fs::{Access, AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use crate::trust::FileId;
 
@@ -138,36 +139,36 @@ pub fn is_optional(name: &OsStr) -> bool {
     name.as_bytes().ends_with(OPTIONAL_SUFFIX.as_bytes())
 }
 
-/// Lists `dir`. A missing directory is an empty listing.
+/// Lists `dir`. A missing directory is an empty listing. The directory is
+/// judged once ([`crate::trust::open_dir`]) and everything after goes
+/// through its descriptor: its entries read, each one looked at and each
+/// hook judged in it — not by its path again, which could lead elsewhere by
+/// then.
 pub fn scan(root: &Path, dir: &Path) -> Result<Listing, ScanError> {
     let scan_error = |error| ScanError {
         dir: dir.to_owned(),
         error,
     };
     // Whoever can write the directory decides what runs (crate::trust).
-    if dir.exists()
-        && let Err(why) = crate::trust::check_dir(root, dir)
-    {
-        return Err(scan_error(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("refusing to use it: {why}"),
-        )));
-    }
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+    let judged = match crate::trust::open_dir(root, dir) {
+        Ok(judged) => judged,
+        // Missing, whatever the directories above it are (as before it was
+        // judged through its descriptor): nothing runs.
+        Err(e) if e.is_not_found() || !dir.exists() => {
             return Ok(Listing {
                 dir: dir.to_owned(),
                 exists: false,
                 ..Listing::default()
             });
         }
-        Err(error) => return Err(scan_error(error)),
+        Err(why) => {
+            return Err(scan_error(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("refusing to use it: {why}"),
+            )));
+        }
     };
-    let mut names = Vec::new();
-    for entry in entries {
-        names.push(entry.map_err(scan_error)?.file_name());
-    }
+    let mut names = entries(&judged).map_err(scan_error)?;
     names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
 
     let mut listing = Listing {
@@ -178,11 +179,11 @@ pub fn scan(root: &Path, dir: &Path) -> Result<Listing, ScanError> {
     for file_name in names {
         let name = file_name.to_string_lossy().into_owned();
         let path = dir.join(&file_name);
-        if let Some(reason) = classify(&file_name, &path) {
+        if let Some(reason) = classify(&judged, &file_name) {
             listing.ignored.push((name, reason));
             continue;
         }
-        let (file, refused) = match crate::trust::check_file(root, &path) {
+        let (file, refused) = match crate::trust::check_file_in(root, &judged, &file_name) {
             Ok(file) => (Some(file), None),
             Err(why) => (None, Some(why)),
         };
@@ -198,32 +199,51 @@ pub fn scan(root: &Path, dir: &Path) -> Result<Listing, ScanError> {
     Ok(listing)
 }
 
+/// The names in a judged directory (`.` and `..` left out).
+fn entries(dir: &Dir) -> io::Result<Vec<OsString>> {
+    let fd = rustix::fs::openat(
+        dir.fd(),
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut names = Vec::new();
+    let mut reader = rustix::fs::Dir::new(fd)?;
+    while let Some(entry) = reader.read() {
+        let name = entry?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            names.push(OsString::from_vec(name));
+        }
+    }
+    Ok(names)
+}
+
 /// `None` when the entry runs.
-fn classify(file_name: &OsStr, path: &Path) -> Option<Ignored> {
+fn classify(dir: &Dir, file_name: &OsStr) -> Option<Ignored> {
     if let Some(reason) = ignored_by_name(file_name) {
         return Some(reason);
     }
-    // `metadata` follows symlinks: a link to an executable is a hook.
-    let metadata = match fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(error) => {
-            let is_link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-            return Some(if is_link && error.kind() == io::ErrorKind::NotFound {
+    // Followed: a link to an executable is a hook.
+    let st = match rustix::fs::statat(dir.fd(), file_name, AtFlags::empty()) {
+        Ok(st) => st,
+        Err(errno) => {
+            let is_link = rustix::fs::statat(dir.fd(), file_name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+            return Some(if is_link && errno == Errno::NOENT {
                 Ignored::BrokenSymlink
             } else {
-                Ignored::Unreadable(error.to_string())
+                Ignored::Unreadable(io::Error::from(errno).to_string())
             });
         }
     };
-    if metadata.is_dir() {
-        return Some(Ignored::Directory);
-    }
-    if !metadata.is_file() {
-        return Some(Ignored::NotRegularFile);
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => return Some(Ignored::Directory),
+        FileType::RegularFile => {}
+        _ => return Some(Ignored::NotRegularFile),
     }
     // access(2) answers "may *this* process execute it", which is what matters
     // (the TaskProlog runs as the job user).
-    if rustix::fs::access(path, Access::EXEC_OK).is_err() {
+    if rustix::fs::accessat(dir.fd(), file_name, Access::EXEC_OK, AtFlags::empty()).is_err() {
         return Some(Ignored::NotExecutable);
     }
     None

@@ -55,7 +55,8 @@ fn files() -> String {
     );
     text += &item(
         &format!("{}/", config::DEFAULT_STATE_DIR),
-        "The metric counters (metrics.json); whether a drain of hookrun's may be in place\n\
+        "The metric counters (metrics.json, replaced through the spare .metrics.json.spare\n\
+         kept beside it); whether a drain of hookrun's may be in place\n\
          (drained: a passing health check reads the node's state only then).",
     );
     text += &item(

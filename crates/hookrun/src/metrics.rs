@@ -2,11 +2,12 @@
 //!
 //! hookrun is short-lived and Prologs of different jobs run concurrently, so the
 //! counters live in a JSON state file (`<root>/var/lib/hookrun/metrics.json`),
-//! updated under an exclusive flock with a bounded wait, and every update
-//! re-renders `hookrun.prom` in the classic text format (HELP/TYPE lines, no
+//! updated under an exclusive flock with a bounded wait (replaced through a
+//! kept spare file, see [`record`]), and every update re-renders
+//! `hookrun.prom` in the classic text format (HELP/TYPE lines, no
 //! timestamps), written to a temporary name that node_exporter ignores and
-//! renamed into place (not fsynced: every run rewrites it). A metrics failure
-//! is logged, never fatal.
+//! put in place (not fsynced: every run rewrites it). A metrics failure is
+//! logged, never fatal.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -271,19 +272,23 @@ pub struct Paths {
 /// logging (e.g. a corrupt state file that was started over).
 ///
 /// The state file is updated under its lock (`nodeio::counter_file`: a lock
-/// file nobody else can open), not flushed (a node crash costs at most the
-/// last counts). Under
-/// the same lock (so the last textfile shows the last count), the textfile
-/// is replaced atomically (`nodeio::atomic`) in a directory reached
+/// file nobody else can open), its directory reached once, the file
+/// replaced through a kept spare (`.metrics.json.spare`: no file created or
+/// removed per run; `/var/lib/hookrun` is root's, and purge removes it),
+/// not flushed (a node crash costs at most the last counts). Under the same
+/// lock (so the last textfile shows the last count), the textfile is
+/// replaced atomically (`nodeio::atomic`: a new file per run, as
+/// node_exporter reads it on its own schedule) in a directory reached
 /// without following anyone else's symlink: on Debian it belongs to the
-/// `prometheus` user. It is not flushed: every run rewrites it.
+/// `prometheus` user. It is not flushed: every run rewrites it. No textfile
+/// directory (node_exporter not installed): no textfile.
 pub fn record(
     paths: &Paths,
     records: &[Record<'_>],
     lock_wait: Duration,
 ) -> Result<Vec<String>, MetricsError> {
     let mut notes = Vec::new();
-    let updated = counter_file::update::<State, _>(
+    let updated = counter_file::update_kept::<State, _>(
         &paths.root,
         &paths.state_dir,
         STATE_FILE,
@@ -297,25 +302,33 @@ pub fn record(
         },
     )?;
     notes.extend(updated.restarted.clone());
-    if paths.textfile_dir.is_dir() {
-        let _visible = atomic::replace(
-            &paths.root,
-            &paths.textfile_dir.join(PROM_FILE),
-            updated.value.render().as_bytes(),
-            0o644,
-            Judge::NoFollow,
-            false,
-            atomic::Durability::Visible,
-        )?;
+    let written = atomic::replace(
+        &paths.root,
+        &paths.textfile_dir.join(PROM_FILE),
+        updated.value.render().as_bytes(),
+        0o644,
+        Judge::NoFollow,
+        false,
+        atomic::Durability::Visible,
+    );
+    match written {
+        Ok(_visible) => {}
+        Err(_) if !paths.textfile_dir.is_dir() => {}
+        Err(e) => return Err(e.into()),
     }
     updated.release()?;
     Ok(notes)
 }
 
-/// Reads the state file (for tests and diagnostics).
+/// Reads the state file (`hookrun list`, tests). Read without the lock: a
+/// read that overlapped two runs' updates (it can, through the kept spare)
+/// does not parse, and is read again.
 pub fn load(state_dir: &Path) -> io::Result<State> {
-    let bytes = fs::read(state_dir.join(STATE_FILE))?;
-    serde_json::from_slice(&bytes).map_err(io::Error::other)
+    let path = state_dir.join(STATE_FILE);
+    let parse = || -> io::Result<State> {
+        serde_json::from_slice(&fs::read(&path)?).map_err(io::Error::other)
+    };
+    parse().or_else(|_| parse())
 }
 
 #[cfg(test)]
@@ -439,6 +452,13 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(leftovers, [PROM_FILE]);
+        // The state: replaced through its kept spare, nothing else made.
+        let mut state_files: Vec<_> = fs::read_dir(&paths.state_dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        state_files.sort();
+        assert_eq!(state_files, [".metrics.json.spare", STATE_FILE, LOCK_FILE]);
     }
 
     #[test]

@@ -16,18 +16,25 @@
 //! configuration that fails it is a setup failure. The reason names the path,
 //! its owner or mode.
 
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use nodeio::trusted;
+use nodeio::walk::Dir;
 
 /// A directory whose entries hookrun runs: reached from the root prefix
 /// through directories nobody else can write (sticky ones allowed), itself
 /// owned by root or us and writable by no one else (`nodeio::trusted`).
 pub fn check_dir(root: &Path, dir: &Path) -> Result<(), String> {
+    open_dir(root, dir).map(drop).map_err(|e| e.to_string())
+}
+
+/// [`check_dir`], keeping the judged directory: its entries are listed and
+/// judged through it ([`check_file_in`]). `nodeio`'s error, whose
+/// [`nodeio::Error::is_not_found`] tells a missing directory.
+pub fn open_dir(root: &Path, dir: &Path) -> Result<Dir, nodeio::Error> {
     trusted::check_dir(root, dir)
-        .map(drop)
-        .map_err(|e| e.to_string())
 }
 
 /// Which file a path leads to: its device and inode, as judged.
@@ -35,6 +42,17 @@ pub fn check_dir(root: &Path, dir: &Path) -> Result<(), String> {
 pub struct FileId {
     pub dev: u64,
     pub ino: u64,
+}
+
+/// [`check_file`] of the entry `name` of a directory [`open_dir`] judged,
+/// opened through it (not reached from the root prefix again).
+pub fn check_file_in(root: &Path, dir: &Dir, name: &OsStr) -> Result<FileId, String> {
+    trusted::check_file_in(root, dir, name)
+        .map(|o| FileId {
+            dev: o.dev,
+            ino: o.ino,
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// A file hookrun runs or reads its configuration from: opened without

@@ -33,7 +33,9 @@ use rustix::io::Errno;
 use crate::error::{Error, Result};
 use crate::walk::{self, Dir, Judge};
 
+mod kept;
 mod leftovers;
+pub use kept::{replace_kept, spare_name};
 use leftovers::own_pid;
 pub use leftovers::{remove_leftovers, temp_file_writer};
 

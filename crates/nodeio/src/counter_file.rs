@@ -40,7 +40,8 @@ pub struct Updated<T> {
     pub written: Vec<u8>,
     /// Set when the old file could not be read and counting started over.
     pub restarted: Option<String>,
-    pending: Pending,
+    /// `None` when replaced through a kept spare ([`update_kept`]).
+    pending: Option<Pending>,
     lock: crate::lock::Lock,
 }
 
@@ -73,8 +74,60 @@ where
     let d = walk::open_dir(root, dir, Judge::Trusted, Some(0o755))?;
     let lock = crate::lock::acquire(&d, lock_name, until)?;
     let path = dir.join(name);
+    let (value, restarted, data) = modify(&path, load::<T>(root, &path), f)?;
+    let pending = atomic::replace_in(d, name.as_ref(), &data, mode, Durability::Visible)?;
+    Ok(Updated {
+        value,
+        written: data,
+        restarted,
+        pending: Some(pending),
+        lock,
+    })
+}
+
+/// [`update`], for a file only its writers and an admin's tools read: the
+/// directory reached once (the lock and the file opened through it), the
+/// file replaced through a kept spare (`atomic::replace_kept`: no file
+/// created or removed per update; a reader holding the file open across two
+/// updates can read a mix: its readers read again what does not parse). The spare, `.NAME.spare`, lives in `dir` for good: whoever
+/// removes the directory removes it.
+pub fn update_kept<T, F>(
+    root: &Path,
+    dir: &Path,
+    name: &str,
+    lock_name: &str,
+    mode: u32,
+    until: Instant,
+    f: F,
+) -> Result<Updated<T>>
+where
+    T: Serialize + DeserializeOwned + Default,
+    F: FnOnce(&mut T),
+{
+    let d = walk::open_dir(root, dir, Judge::Trusted, Some(0o755))?;
+    let lock = crate::lock::acquire(&d, lock_name, until)?;
+    let path = dir.join(name);
+    let read = trusted::read_in(&d, name.as_ref(), MAX_BYTES).and_then(|b| parse(&path, b));
+    let (value, restarted, data) = modify(&path, read, f)?;
+    atomic::replace_kept(&d, name.as_ref(), &data, mode)?;
+    Ok(Updated {
+        value,
+        written: data,
+        restarted,
+        pending: None,
+        lock,
+    })
+}
+
+/// The value read (or started over, and said), `f` applied, and the bytes
+/// to write (compact JSON).
+fn modify<T, F>(path: &Path, read: Result<Option<T>>, f: F) -> Result<(T, Option<String>, Vec<u8>)>
+where
+    T: Serialize + Default,
+    F: FnOnce(&mut T),
+{
     let mut restarted = None;
-    let mut value = match load::<T>(root, &path) {
+    let mut value = match read {
         Ok(v) => v.unwrap_or_default(),
         Err(e @ (Error::Untrusted { .. } | Error::TooLarge { .. })) => {
             restarted = Some(format!("{e}; counting from zero"));
@@ -93,18 +146,11 @@ where
     // Compact: a short-lived process reads and writes it at every run.
     let mut data = serde_json::to_vec(&value).map_err(|e| Error::Io {
         op: "serialise",
-        path: path.clone(),
+        path: path.to_path_buf(),
         source: std::io::Error::other(e),
     })?;
     data.push(b'\n');
-    let pending = atomic::replace_in(d, name.as_ref(), &data, mode, Durability::Visible)?;
-    Ok(Updated {
-        value,
-        written: data,
-        restarted,
-        pending,
-        lock,
-    })
+    Ok((value, restarted, data))
 }
 
 /// The file's bytes, judged as [`load`] judges them, unparsed; `Ok(None)`

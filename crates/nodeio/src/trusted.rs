@@ -81,6 +81,24 @@ pub fn read(root: &Path, path: &Path, symlink: Symlink, limit: u64) -> Result<Op
     let Some(o) = open(root, path, symlink)? else {
         return Ok(None);
     };
+    read_opened(o, path, limit).map(Some)
+}
+
+/// [`read`] of the entry `name` of a directory already reached under
+/// [`Judge::Trusted`] (its caller holds it: a state directory it also locks
+/// in), a symlink refused ([`Symlink::Refuse`]): the directory is not
+/// reached from the root prefix again. `Ok(None)` when absent.
+pub fn read_in(dir: &Dir, name: &OsStr, limit: u64) -> Result<Option<Vec<u8>>> {
+    let path = dir.path().join(name);
+    judge_holder(dir)?;
+    match open_in(dir, name, &path)? {
+        Step::Absent => Ok(None),
+        Step::Link(_) => Err(Error::untrusted(&path, "is a symlink; refusing to read it")),
+        Step::Opened(o) => read_opened(o, &path, limit).map(Some),
+    }
+}
+
+fn read_opened(o: Opened, path: &Path, limit: u64) -> Result<Vec<u8>> {
     if o.size > limit {
         return Err(Error::TooLarge {
             path: path.to_path_buf(),
@@ -100,7 +118,7 @@ pub fn read(root: &Path, path: &Path, symlink: Symlink, limit: u64) -> Result<Op
             limit,
         });
     }
-    Ok(Some(buf))
+    Ok(buf)
 }
 
 /// Judges a file that must exist (a hook, a configuration): [`open`], with
@@ -111,6 +129,34 @@ pub fn check_file(root: &Path, path: &Path) -> Result<Opened> {
         path: path.to_path_buf(),
         source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error()),
     })
+}
+
+/// [`check_file`] of the entry `name` of a directory [`check_dir`] judged,
+/// opened from its descriptor: the directory is not reached from the root
+/// prefix again for each of its files (a hook directory's hooks). A symlink
+/// (of root or the caller) is followed as [`open`] follows it, its target
+/// reached and judged from the root prefix.
+pub fn check_file_in(root: &Path, dir: &Dir, name: &OsStr) -> Result<Opened> {
+    let path = dir.path().join(name);
+    judge_holder(dir)?;
+    let absent = || Error::Io {
+        op: "open",
+        path: path.clone(),
+        source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error()),
+    };
+    match open_in(dir, name, &path)? {
+        Step::Absent => Err(absent()),
+        Step::Opened(o) => Ok(o),
+        Step::Link(target) => {
+            let target = Path::new(OsStr::from_bytes(&target));
+            let target = if target.is_absolute() {
+                target.to_path_buf()
+            } else {
+                dir.path().join(target)
+            };
+            check_file(root, &target)
+        }
+    }
 }
 
 /// Judges a directory whose entries decide what root does (a hook

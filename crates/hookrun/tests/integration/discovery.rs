@@ -79,6 +79,31 @@ fn missing_hook_directories_are_success() {
     }
 }
 
+/// Judging the hook directory through its descriptor (issue 38) reaches it
+/// by a walk that judges the directories above it first: a phase directory
+/// that does not exist is still nothing to run, whatever its parent is —
+/// not a setup failure (which would drain the node at a health check).
+#[test]
+fn a_missing_hook_directory_under_a_writable_parent_is_still_nothing_to_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let slurm = fx.path("etc/slurm");
+    fs::create_dir_all(&slurm).expect("mkdir");
+    fs::set_permissions(&slurm, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let run = fx.hookrun().args(["epilog"]).run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.has_line("does not exist: nothing to run"),
+        "{}",
+        run.stderr
+    );
+    // One that exists there is refused, as before.
+    fs::create_dir(slurm.join("epilog.d")).expect("mkdir");
+    let run = fx.hookrun().args(["epilog"]).run();
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
+    assert!(run.has_line("refusing to use it"), "{}", run.stderr);
+}
+
 #[test]
 fn empty_hook_directories_are_success() {
     let fx = Fixture::new();

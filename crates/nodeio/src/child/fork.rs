@@ -48,21 +48,13 @@ pub(super) struct Forked {
     pub(super) stderr: OwnedFd,
 }
 
-/// Whether this process has one thread, from `/proc/self/stat` (its 20th
-/// field; the name in parentheses before it may hold anything). Unknown
-/// counts as no.
+/// Whether this process has one thread: `/proc/self/task` holds a directory
+/// per thread, and its link count is 2 plus their number (one `stat`, where
+/// reading `/proc/self/stat` took an open, a read per doubling of the buffer
+/// and the kernel's formatting of fifty fields). Unknown counts as no, and
+/// so does any other count: the binary is exec'd instead.
 pub fn single_threaded() -> bool {
-    let Ok(stat) = std::fs::read("/proc/self/stat") else {
-        return false;
-    };
-    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
-        return false;
-    };
-    std::str::from_utf8(&stat[close + 1..])
-        .ok()
-        .and_then(|rest| rest.split_ascii_whitespace().nth(17))
-        .and_then(|n| n.parse::<u64>().ok())
-        == Some(1)
+    rustix::fs::stat("/proc/self/task").is_ok_and(|st| st.st_nlink == 3)
 }
 
 /// Forks and calls `entry` in the child, set up as described above.
