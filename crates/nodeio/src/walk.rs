@@ -233,7 +233,12 @@ pub(crate) fn first_look_for_leftovers(dir: &Dir) -> bool {
 /// missing directories with that mode on the way (`mkdir -p`, race-free).
 pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result<Dir> {
     if judge != Judge::Trusted {
-        return resolve(root, dir, judge, create);
+        // Others' directories are resolved every time, from the nearest
+        // directory above them this run judged trusted.
+        return match resume(root, dir, create, judge)? {
+            Some(d) => Ok(d),
+            None => resolve(root, dir, judge, create),
+        };
     }
     let remembered = JUDGED.with_borrow(|judged| known(judged.as_ref()?, root, dir));
     if let Some(fd) = remembered {
@@ -242,7 +247,7 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
             path: dir.to_path_buf(),
         });
     }
-    let d = match resume(root, dir, create)? {
+    let d = match resume(root, dir, create, judge)? {
         Some(d) => d,
         None => resolve(root, dir, judge, create)?,
     };
@@ -293,11 +298,12 @@ fn note(root: &Path, dir: &Path, fd: &Arc<OwnedFd>, plain: bool) {
 
 /// `dir` reached from the nearest directory above it that this run already
 /// judged [`Judge::Trusted`] (remembered: see [`remember_judged_dirs`]),
-/// judging each directory below it as [`resolve`] would: the walk from the
+/// judging each directory below it as [`resolve`] would under `judge` (only
+/// trusted ones remembered): the walk from the
 /// root prefix to that ancestor is not made again. `None` when no ancestor
 /// is remembered, or the rest of the way is not plain names of directories
 /// (a `..`, a symlink: [`resolve`] walks it whole, from the root prefix).
-fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
+fn resume(root: &Path, dir: &Path, create: Option<u32>, judge: Judge) -> Result<Option<Dir>> {
     let found = JUDGED.with_borrow(|judged| {
         let judged = judged.as_ref()?;
         dir.ancestors()
@@ -340,7 +346,9 @@ fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
         let st = rfs::fstat(&next).map_err(Error::errno("inspect", &here))?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {
-                if let Some(why) = judge_dir(st.st_uid, st.st_mode, true) {
+                if judge == Judge::Trusted
+                    && let Some(why) = judge_dir(st.st_uid, st.st_mode, true)
+                {
                     return Err(Error::untrusted(&here, why));
                 }
             }
@@ -348,7 +356,9 @@ fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
             _ => return Err(Error::untrusted(&here, "is not a directory")),
         }
         let next = Arc::new(next);
-        note(root, &here, &next, true);
+        if judge == Judge::Trusted {
+            note(root, &here, &next, true);
+        }
         fd = Some(next);
         at = here;
         k += 1;

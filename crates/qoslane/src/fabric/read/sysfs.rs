@@ -186,29 +186,30 @@ fn port_numbers(paths: &Paths, dir: &Path) -> Result<Vec<u32>> {
     Ok(ports)
 }
 
-/// A sysfs attribute's text: open, one `read` into a page-sized buffer
-/// (the kernel gives an attribute whole, at most a page, in one read), close
-/// — no `statx` for a size sysfs does not know, no second read for the end.
-/// A longer file (not an attribute) is read on to its end.
+/// A sysfs attribute's text: open, one `read` (the kernel gives an
+/// attribute whole in one read), close — no `statx` for a size sysfs does
+/// not know, no second read for the end. A read that fills the buffer (not
+/// one of the short attributes read here) is read on to the end.
 fn read_attribute(p: &Path) -> io::Result<String> {
     use io::Read as _;
     let mut f = fs::File::open(p)?;
-    let mut buf = vec![0; ATTRIBUTE_MAX];
+    let mut first = [0; ATTRIBUTE_READ];
     let n = loop {
-        match f.read(&mut buf) {
+        match f.read(&mut first) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             other => break other?,
         }
     };
-    buf.truncate(n);
-    if n == ATTRIBUTE_MAX {
+    let mut buf = first[..n].to_vec();
+    if n == ATTRIBUTE_READ {
         f.read_to_end(&mut buf)?;
     }
     String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// What one sysfs attribute holds at most: a page.
-const ATTRIBUTE_MAX: usize = 4096;
+/// What the one read of an attribute asks for: more than any attribute
+/// read here holds (a GUID, a state, a rate: a few dozen bytes).
+const ATTRIBUTE_READ: usize = 256;
 
 /// Whether the node has `ib_umad` loaded: its ABI file under the root
 /// prefix's sysfs (`sys/class/infiniband_mad/abi_version`, which the kernel
@@ -460,11 +461,11 @@ mod tests {
         let f = tmp.path().join("attr");
         fs::write(&f, "0a7f:bc12:45ef:d23b").expect("write");
         assert_eq!(read_attribute(&f).expect("read"), "0a7f:bc12:45ef:d23b");
-        let long = "x".repeat(ATTRIBUTE_MAX * 2 + 3);
+        let long = "x".repeat(ATTRIBUTE_READ * 2 + 3);
         fs::write(&f, &long).expect("write");
         assert_eq!(read_attribute(&f).expect("read"), long);
-        fs::write(&f, "y".repeat(ATTRIBUTE_MAX)).expect("write");
-        assert_eq!(read_attribute(&f).expect("read").len(), ATTRIBUTE_MAX);
+        fs::write(&f, "y".repeat(ATTRIBUTE_READ)).expect("write");
+        assert_eq!(read_attribute(&f).expect("read").len(), ATTRIBUTE_READ);
         fs::write(&f, [0xff, 0xfe]).expect("write");
         assert_eq!(
             read_attribute(&f).map_err(|e| e.kind()).unwrap_err(),
