@@ -83,13 +83,16 @@ struct KeptRead {
 }
 
 /// What this thread's run remembers: which run it is
-/// ([`walk::run_remembering`]), the files it read ([`read`]) and the state
-/// directories it judged ([`state_dir`]).
+/// ([`walk::run_remembering`]), the files it read ([`read`]), the state
+/// directories it judged ([`state_dir`]) and the holders of the files it
+/// read (`judge_holder`).
 #[derive(Default)]
 struct RunMemory {
     run: u64,
     read: Vec<KeptRead>,
     state_dirs: Vec<(OsString, OsString)>,
+    /// The directories judged as a trusted file's holder (root prefix, path).
+    holders: Vec<(OsString, OsString)>,
 }
 
 thread_local! {
@@ -128,7 +131,7 @@ fn open_for(root: &Path, path: &Path, symlink: Symlink, hand_out: bool) -> Resul
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),
         };
-        judge_holder(&dir)?;
+        judge_holder(root, &dir)?;
         match open_in(&dir, name, &path, hand_out)? {
             Step::Absent => return Ok(None),
             Step::Opened(o) => return Ok(Some(o)),
@@ -219,7 +222,7 @@ fn read_again(root: &Path, path: &Path, limit: u64) -> Option<Vec<u8>> {
     let still = (|| {
         let (dir_path, name) = walk::split(path).ok()?;
         let dir = walk::open_dir(root, dir_path, Judge::Trusted, None).ok()?;
-        judge_holder(&dir).ok()?;
+        judge_holder(root, &dir).ok()?;
         rfs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).ok()
     })();
     remembered(|m| {
@@ -283,7 +286,7 @@ pub fn check_file(root: &Path, path: &Path) -> Result<Opened> {
 /// nobody else, sticky or not.
 pub fn check_dir(root: &Path, dir: &Path) -> Result<Dir> {
     let d = walk::open_dir(root, dir, Judge::Trusted, None)?;
-    judge_holder(&d)?;
+    judge_holder(root, &d)?;
     Ok(d)
 }
 
@@ -412,13 +415,31 @@ fn widen(fd: BorrowedFd<'_>, dir: &Path, mode: u32) -> Result<()> {
 }
 
 /// The directory holding a trusted file: sticky does not help there (others
-/// could add a file beside ours).
-fn judge_holder(dir: &Dir) -> Result<()> {
-    let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
-    match judge_dir(st.st_uid, st.st_mode, false) {
-        Some(why) => Err(Error::untrusted(dir.path(), why)),
-        None => Ok(()),
+/// could add a file beside ours). While a run's guard lives, judged once
+/// (the walk hands out the descriptor it judged, whose owner and mode only
+/// root or the caller can change).
+fn judge_holder(root: &Path, dir: &Dir) -> Result<()> {
+    let known = |m: &RunMemory| {
+        m.holders.iter().any(|(r, d)| {
+            d.as_os_str() == dir.path().as_os_str() && r.as_os_str() == root.as_os_str()
+        })
+    };
+    if remembered(|m| known(m)) == Some(true) {
+        return Ok(());
     }
+    let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
+    if let Some(why) = judge_dir(st.st_uid, st.st_mode, false) {
+        return Err(Error::untrusted(dir.path(), why));
+    }
+    remembered(|m| {
+        if !known(m) {
+            m.holders.push((
+                root.as_os_str().to_owned(),
+                dir.path().as_os_str().to_owned(),
+            ));
+        }
+    });
+    Ok(())
 }
 
 enum Step {
