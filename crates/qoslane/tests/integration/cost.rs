@@ -308,6 +308,63 @@ fn health_opens_each_port_once_for_its_first_hop_and_its_counters() {
     );
 }
 
+/// A Prolog and an Epilog open each file that decides what they do once:
+/// the mapping, its last-known-good copy and the grants were read two or
+/// three times per hook (the mapping's gate, the promotion under the lock,
+/// the metrics' gauges); a later read of the same, unchanged file is a
+/// `statx` of its name (nodeio::trusted). The node state and the grants
+/// are read again only after the run replaced them (its transaction, the
+/// grant it recorded).
+#[test]
+fn a_hook_opens_the_mapping_and_the_copy_in_force_once() {
+    let Some((n, _run)) = node(util::MAPPING, true) else {
+        return;
+    };
+    let smp = n.fake_smpquery().display().to_string();
+    let runs: [(&str, &[(&str, &str)]); 2] = [
+        (
+            "prolog",
+            &[
+                ("QOSLANE_SMPQUERY", &smp),
+                ("SLURM_JOB_ID", "2"),
+                ("FAKE_QOS", "high"),
+            ],
+        ),
+        (
+            "epilog",
+            &[("QOSLANE_SMPQUERY", &smp), ("SLURM_JOB_ID", "2")],
+        ),
+    ];
+    for (hook, env) in runs {
+        let Some(text) = trace(&n, &[hook], env) else {
+            return;
+        };
+        assert_eq!(n.last_audit(hook)["job_id"], 2);
+        let opens = |name: &str| {
+            text.lines()
+                .filter(|l| {
+                    l.contains("openat(")
+                        && l.contains(&format!("\"{name}\""))
+                        && l.contains("O_RDONLY")
+                        && !l.contains("ENOENT")
+                })
+                .count()
+        };
+        for (file, most) in [
+            ("qos-network.yml", 1),
+            ("last-known-good.yml", 1),
+            ("node.json", 2),
+            ("grants.json", 2),
+        ] {
+            assert!(
+                opens(file) <= most,
+                "{hook} opened {file} {} times",
+                opens(file)
+            );
+        }
+    }
+}
+
 /// A job's hooks on a node without `ib_umad` (no
 /// `sys/class/infiniband_mad/abi_version` under the root prefix, as the
 /// kernel shows none without the module) do not load libibumad to find out
