@@ -63,6 +63,10 @@ node() {
   printf '%s\n' "$guid" | sed 's/^0x//; s/\(....\)/\1:/g; s/:$//' > "$d/node_guid"
   printf '0x%x\n' "$lid" > "$d/ports/1/lid"
   printf '0x%x\n' "$sm_lid" > "$d/ports/1/sm_lid"
+  # ib_umad loaded (the preload, or umad-answer, is its umad): its ABI file
+  # in the node's sysfs, without which qoslane does not load libibumad.
+  install -d -m 0755 "$r/sys/class/infiniband_mad"
+  echo 5 > "$r/sys/class/infiniband_mad/abi_version"
 }
 ON=$WORK/on OFF=$WORK/off PQ=$WORK/perfquery
 node "$ON"

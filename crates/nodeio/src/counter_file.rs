@@ -107,7 +107,7 @@ where
     let d = walk::open_dir(root, dir, Judge::Trusted, Some(0o755))?;
     let lock = crate::lock::acquire(&d, lock_name, until)?;
     let path = dir.join(name);
-    let read = trusted::read_in(&d, name.as_ref(), MAX_BYTES).and_then(|b| parse(&path, b));
+    let read = trusted::read_in(root, &d, name.as_ref(), MAX_BYTES).and_then(|b| parse(&path, b));
     let (value, restarted, data) = modify(&path, read, f)?;
     atomic::replace_kept(&d, name.as_ref(), &data, mode)?;
     Ok(Updated {

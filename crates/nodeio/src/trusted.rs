@@ -7,10 +7,11 @@
 //!
 //! [`walk`]: crate::walk
 
-use std::ffi::OsStr;
+use std::cell::RefCell;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -43,11 +44,85 @@ pub struct Opened {
     /// its own binary by them).
     pub dev: u64,
     pub ino: u64,
+    /// When it was last changed, as `fstat` gave it: what a run's second
+    /// read of the same file compares ([`read`]).
+    changed: Changed,
+}
+
+/// A file's last modification and status change, in nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Changed {
+    mtime: i128,
+    ctime: i128,
+}
+
+impl Changed {
+    fn of(st: &rfs::Stat) -> Self {
+        let ns = |s: i128, n: i128| s * 1_000_000_000 + n;
+        Self {
+            mtime: ns(i128::from(st.st_mtime), i128::from(st.st_mtime_nsec)),
+            ctime: ns(i128::from(st.st_ctime), i128::from(st.st_ctime_nsec)),
+        }
+    }
+}
+
+/// A file read while a run's guard lives ([`walk::remember_judged_dirs`]):
+/// its descriptor held (so that its inode, and the inode's number, stay
+/// this file's while remembered), what `fstat` said of it, and its bytes.
+struct KeptRead {
+    root: OsString,
+    path: OsString,
+    _held: File,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    uid: u32,
+    mode: u32,
+    changed: Changed,
+    bytes: Vec<u8>,
+}
+
+/// What this thread's run remembers: which run it is
+/// ([`walk::run_remembering`]), the files it read ([`read`]), the state
+/// directories it judged ([`state_dir`]) and the holders of the files it
+/// read (`judge_holder`).
+#[derive(Default)]
+struct RunMemory {
+    run: u64,
+    read: Vec<KeptRead>,
+    state_dirs: Vec<(OsString, OsString)>,
+    /// The directories judged as a trusted file's holder (root prefix, path).
+    holders: Vec<(OsString, OsString)>,
+}
+
+thread_local! {
+    static MEMORY: RefCell<RunMemory> = RefCell::new(RunMemory::default());
+}
+
+/// `f` on this run's memory, `None` without a run's guard. A memory of an
+/// earlier run (its guard gone) is forgotten first.
+fn remembered<R>(f: impl FnOnce(&mut RunMemory) -> R) -> Option<R> {
+    let run = walk::run_remembering()?;
+    Some(MEMORY.with_borrow_mut(|m| {
+        if m.run != run {
+            *m = RunMemory {
+                run,
+                ..RunMemory::default()
+            };
+        }
+        f(m)
+    }))
 }
 
 /// Opens `path` for reading as described above. `Ok(None)` when it (or a
 /// directory on its way) does not exist.
 pub fn open(root: &Path, path: &Path, symlink: Symlink) -> Result<Option<Opened>> {
+    open_for(root, path, symlink, true)
+}
+
+/// [`open`]; `hand_out`: the file is handed to the caller (`O_NONBLOCK`
+/// cleared), not only read here.
+fn open_for(root: &Path, path: &Path, symlink: Symlink, hand_out: bool) -> Result<Option<Opened>> {
     let mut path = path.to_path_buf();
     for _ in 0..40 {
         let (dir_path, name) = walk::split(&path)?;
@@ -56,8 +131,8 @@ pub fn open(root: &Path, path: &Path, symlink: Symlink) -> Result<Option<Opened>
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),
         };
-        judge_holder(&dir)?;
-        match open_in(&dir, name, &path)? {
+        judge_holder(root, &dir)?;
+        match open_in(&dir, name, &path, hand_out)? {
             Step::Absent => return Ok(None),
             Step::Opened(o) => return Ok(Some(o)),
             Step::Link(target) => {
@@ -77,28 +152,43 @@ pub fn open(root: &Path, path: &Path, symlink: Symlink) -> Result<Option<Opened>
 }
 
 /// Reads at most `limit` bytes of a trusted file (see [`open`]).
+///
+/// While a run's guard lives ([`walk::remember_judged_dirs`]), a file read
+/// once is read again only if it changed: the name is looked up in its
+/// judged directory (`statat`, no symlink followed) and, when it is still
+/// the inode read (its descriptor is held: the number cannot have been
+/// given to another file), with the size, owner, mode and change times read,
+/// the bytes read are handed out again — one `statx` for an open, `fstat`s,
+/// reads and a close. A file replaced (every state file is put in place by a
+/// rename: another inode), changed in place, removed, or reached through a
+/// symlink is read afresh.
 pub fn read(root: &Path, path: &Path, symlink: Symlink, limit: u64) -> Result<Option<Vec<u8>>> {
-    let Some(o) = open(root, path, symlink)? else {
+    if let Some(bytes) = read_again(root, path, limit) {
+        return Ok(Some(bytes));
+    }
+    let Some(o) = open_for(root, path, symlink, false)? else {
         return Ok(None);
     };
-    read_opened(o, path, limit).map(Some)
+    let buf = read_opened(&o, path, limit)?;
+    remember(root, path, o, &buf);
+    Ok(Some(buf))
 }
 
 /// [`read`] of the entry `name` of a directory already reached under
 /// [`Judge::Trusted`] (its caller holds it: a state directory it also locks
 /// in), a symlink refused ([`Symlink::Refuse`]): the directory is not
 /// reached from the root prefix again. `Ok(None)` when absent.
-pub fn read_in(dir: &Dir, name: &OsStr, limit: u64) -> Result<Option<Vec<u8>>> {
+pub fn read_in(root: &Path, dir: &Dir, name: &OsStr, limit: u64) -> Result<Option<Vec<u8>>> {
     let path = dir.path().join(name);
-    judge_holder(dir)?;
-    match open_in(dir, name, &path)? {
+    judge_holder(root, dir)?;
+    match open_in(dir, name, &path, false)? {
         Step::Absent => Ok(None),
         Step::Link(_) => Err(Error::untrusted(&path, "is a symlink; refusing to read it")),
-        Step::Opened(o) => read_opened(o, &path, limit).map(Some),
+        Step::Opened(o) => read_opened(&o, &path, limit).map(Some),
     }
 }
 
-fn read_opened(o: Opened, path: &Path, limit: u64) -> Result<Vec<u8>> {
+fn read_opened(o: &Opened, path: &Path, limit: u64) -> Result<Vec<u8>> {
     if o.size > limit {
         return Err(Error::TooLarge {
             path: path.to_path_buf(),
@@ -106,11 +196,7 @@ fn read_opened(o: Opened, path: &Path, limit: u64) -> Result<Vec<u8>> {
             limit,
         });
     }
-    let mut buf = Vec::with_capacity(usize::try_from(o.size).unwrap_or(0));
-    o.file
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(Error::io("read", path))?;
+    let buf = read_all(&o.file, o.size, limit, path)?;
     if buf.len() as u64 > limit {
         return Err(Error::TooLarge {
             path: path.to_path_buf(),
@@ -119,6 +205,89 @@ fn read_opened(o: Opened, path: &Path, limit: u64) -> Result<Vec<u8>> {
         });
     }
     Ok(buf)
+}
+
+/// The whole of a regular file of `size` bytes (as `fstat` said), at most
+/// `limit` + 1: one `read` of `size` + 1 bytes, whose short count is the
+/// end of a regular file; a file grown meanwhile is read on to its end.
+fn read_all(mut file: &File, size: u64, limit: u64, path: &Path) -> Result<Vec<u8>> {
+    let first = usize::try_from(size.min(limit).saturating_add(1)).unwrap_or(usize::MAX);
+    let mut buf = vec![0; first];
+    let mut got = 0;
+    let n = loop {
+        match file.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => break other.map_err(Error::io("read", path))?,
+        }
+    };
+    got += n;
+    buf.truncate(got);
+    if got == first {
+        file.take(limit.saturating_add(1) - got as u64)
+            .read_to_end(&mut buf)
+            .map_err(Error::io("read", path))?;
+    }
+    Ok(buf)
+}
+
+/// The bytes of `path` this run read before, if it is still that file,
+/// unchanged and still trusted (see [`read`]). `None`: read it afresh.
+fn read_again(root: &Path, path: &Path, limit: u64) -> Option<Vec<u8>> {
+    let at = remembered(|m| {
+        m.read.iter().position(|r| {
+            r.path.as_os_str() == path.as_os_str() && r.root.as_os_str() == root.as_os_str()
+        })
+    })??;
+    let still = (|| {
+        let (dir_path, name) = walk::split(path).ok()?;
+        let dir = walk::open_dir(root, dir_path, Judge::Trusted, None).ok()?;
+        judge_holder(root, &dir).ok()?;
+        rfs::statat(dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW).ok()
+    })();
+    remembered(|m| {
+        let read = &mut m.read;
+        let r = &read[at];
+        let same = still.as_ref().is_some_and(|st| {
+            st.st_dev == r.dev
+                && st.st_ino == r.ino
+                && u64::try_from(st.st_size).ok() == Some(r.size)
+                && st.st_uid == r.uid
+                && st.st_mode & 0o7777 == r.mode
+                && Changed::of(st) == r.changed
+        });
+        if same && r.size <= limit {
+            Some(r.bytes.clone())
+        } else {
+            read.swap_remove(at);
+            None
+        }
+    })?
+}
+
+/// Remembers what [`read`] read, while a run's guard lives: only a file
+/// opened at its own path (no symlink followed on the last step).
+fn remember(root: &Path, path: &Path, o: Opened, bytes: &[u8]) {
+    if o.path != path || o.size != bytes.len() as u64 {
+        return;
+    }
+    remembered(|m| {
+        let read = &mut m.read;
+        read.retain(|r| {
+            r.path.as_os_str() != path.as_os_str() || r.root.as_os_str() != root.as_os_str()
+        });
+        read.push(KeptRead {
+            root: root.as_os_str().to_owned(),
+            path: path.as_os_str().to_owned(),
+            _held: o.file,
+            dev: o.dev,
+            ino: o.ino,
+            size: o.size,
+            uid: o.uid,
+            mode: o.mode,
+            changed: o.changed,
+            bytes: bytes.to_vec(),
+        });
+    });
 }
 
 /// Judges a file that must exist (a hook, a configuration): [`open`], with
@@ -138,13 +307,13 @@ pub fn check_file(root: &Path, path: &Path) -> Result<Opened> {
 /// reached and judged from the root prefix.
 pub fn check_file_in(root: &Path, dir: &Dir, name: &OsStr) -> Result<Opened> {
     let path = dir.path().join(name);
-    judge_holder(dir)?;
+    judge_holder(root, dir)?;
     let absent = || Error::Io {
         op: "open",
         path: path.clone(),
         source: std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error()),
     };
-    match open_in(dir, name, &path)? {
+    match open_in(dir, name, &path, true)? {
         Step::Absent => Err(absent()),
         Step::Opened(o) => Ok(o),
         Step::Link(target) => {
@@ -164,7 +333,7 @@ pub fn check_file_in(root: &Path, dir: &Dir, name: &OsStr) -> Result<Opened> {
 /// nobody else, sticky or not.
 pub fn check_dir(root: &Path, dir: &Path) -> Result<Dir> {
     let d = walk::open_dir(root, dir, Judge::Trusted, None)?;
-    judge_holder(&d)?;
+    judge_holder(root, &d)?;
     Ok(d)
 }
 
@@ -172,7 +341,40 @@ pub fn check_dir(root: &Path, dir: &Path) -> Result<Dir> {
 /// [`Judge::Trusted`] (made when `create`, [`STATE_DIR_MODE`] whatever the
 /// umask, and widened to it when narrower), itself never a symlink, owned by
 /// the caller (not merely by root), writable by nobody else.
+///
+/// While a run's guard lives ([`walk::remember_judged_dirs`]) it is judged
+/// once: the same descriptor is handed out after (nobody else can rename or
+/// replace it, nor a directory above it: see the guard).
 pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
+    let judged = remembered(|m| {
+        m.state_dirs
+            .iter()
+            .any(|(r, d)| d.as_os_str() == dir.as_os_str() && r.as_os_str() == root.as_os_str())
+    });
+    let walked = walk::remembered_dir(root, dir);
+    if judged == Some(true)
+        && let Some((d, _)) = walked
+    {
+        return Ok(d);
+    }
+    let d = match walked {
+        // Walked to already, its last step no symlink: judged by its
+        // descriptor, not opened again.
+        Some((d, true)) => {
+            judge_state_fd(d.fd(), dir)?;
+            d
+        }
+        _ => judge_state_dir(root, dir, create)?,
+    };
+    remembered(|m| {
+        walk::remember_dir(root, &d);
+        m.state_dirs
+            .push((root.as_os_str().to_owned(), dir.as_os_str().to_owned()));
+    });
+    Ok(d)
+}
+
+fn judge_state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
     let (parent, name) = walk::split(dir)?;
     let holder = walk::open_dir(root, parent, Judge::Trusted, create.then_some(0o755))?;
     let open = || {
@@ -191,7 +393,15 @@ pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
         other => other,
     }
     .map_err(Error::errno("open directory", dir))?;
-    let st = rfs::fstat(&fd).map_err(Error::errno("inspect directory", dir))?;
+    judge_state_fd(fd.as_fd(), dir)?;
+    Ok(Dir::from_parts(fd, dir.to_path_buf()))
+}
+
+/// Judges the state directory `dir` by its descriptor (opened without
+/// following a symlink at its last step): a directory, the caller's, not
+/// writable by others; widened to [`STATE_DIR_MODE`] when narrower.
+fn judge_state_fd(fd: BorrowedFd<'_>, dir: &Path) -> Result<()> {
+    let st = rfs::fstat(fd).map_err(Error::errno("inspect directory", dir))?;
     let me = rustix::process::geteuid().as_raw();
     match FileType::from_raw_mode(st.st_mode) {
         FileType::Symlink => return Err(Error::untrusted(dir, "is a symlink; refusing to use it")),
@@ -214,9 +424,9 @@ pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
         ));
     }
     if st.st_mode & STATE_DIR_MODE != STATE_DIR_MODE {
-        widen(&fd, dir, st.st_mode & 0o7777)?;
+        widen(fd, dir, st.st_mode & 0o7777)?;
     }
-    Ok(Dir::from_parts(fd, dir.to_path_buf()))
+    Ok(())
 }
 
 /// A state directory's mode: its readers are other users (a job's
@@ -227,7 +437,7 @@ pub const STATE_DIR_MODE: u32 = 0o755;
 /// a umask such as 027, or by hand) to what its readers need, and says so.
 /// Only the read and search bits are added: the caller has refused one
 /// writable by others, and owns it.
-fn widen(fd: &OwnedFd, dir: &Path, mode: u32) -> Result<()> {
+fn widen(fd: BorrowedFd<'_>, dir: &Path, mode: u32) -> Result<()> {
     let wanted = mode | STATE_DIR_MODE;
     let opened = rfs::openat(
         fd,
@@ -252,13 +462,31 @@ fn widen(fd: &OwnedFd, dir: &Path, mode: u32) -> Result<()> {
 }
 
 /// The directory holding a trusted file: sticky does not help there (others
-/// could add a file beside ours).
-fn judge_holder(dir: &Dir) -> Result<()> {
-    let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
-    match judge_dir(st.st_uid, st.st_mode, false) {
-        Some(why) => Err(Error::untrusted(dir.path(), why)),
-        None => Ok(()),
+/// could add a file beside ours). While a run's guard lives, judged once
+/// (the walk hands out the descriptor it judged, whose owner and mode only
+/// root or the caller can change).
+fn judge_holder(root: &Path, dir: &Dir) -> Result<()> {
+    let known = |m: &RunMemory| {
+        m.holders.iter().any(|(r, d)| {
+            d.as_os_str() == dir.path().as_os_str() && r.as_os_str() == root.as_os_str()
+        })
+    };
+    if remembered(|m| known(m)) == Some(true) {
+        return Ok(());
     }
+    let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
+    if let Some(why) = judge_dir(st.st_uid, st.st_mode, false) {
+        return Err(Error::untrusted(dir.path(), why));
+    }
+    remembered(|m| {
+        if !known(m) {
+            m.holders.push((
+                root.as_os_str().to_owned(),
+                dir.path().as_os_str().to_owned(),
+            ));
+        }
+    });
+    Ok(())
 }
 
 enum Step {
@@ -267,7 +495,9 @@ enum Step {
     Link(Vec<u8>),
 }
 
-fn open_in(dir: &Dir, name: &OsStr, path: &Path) -> Result<Step> {
+fn open_in(dir: &Dir, name: &OsStr, path: &Path, hand_out: bool) -> Result<Step> {
+    #[cfg(test)]
+    tests::OPENS.set(tests::OPENS.get() + 1);
     let fd: OwnedFd = match rfs::openat(
         dir.fd(),
         name,
@@ -313,8 +543,11 @@ fn open_in(dir: &Dir, name: &OsStr, path: &Path) -> Result<Step> {
             ),
         ));
     }
-    // Reads of a regular file do not block; clear O_NONBLOCK anyway.
-    let _ = rfs::fcntl_setfl(&fd, OFlags::empty());
+    // Reads of a regular file do not block; a file handed out has
+    // O_NONBLOCK cleared anyway (one read here needs no `fcntl`).
+    if hand_out {
+        let _ = rfs::fcntl_setfl(&fd, OFlags::empty());
+    }
     Ok(Step::Opened(Opened {
         file: File::from(fd),
         path: path.to_path_buf(),
@@ -323,6 +556,7 @@ fn open_in(dir: &Dir, name: &OsStr, path: &Path) -> Result<Step> {
         mode: st.st_mode & 0o7777,
         dev: st.st_dev,
         ino: st.st_ino,
+        changed: Changed::of(&st),
     }))
 }
 
@@ -334,6 +568,89 @@ mod tests {
 
     fn chmod(p: &Path, mode: u32) {
         fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    thread_local! {
+        /// The files this thread opened to read them (`open_in`).
+        pub(super) static OPENS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// While a run's guard lives, a file read again that is the same,
+    /// unchanged file is not opened again (its bytes are the ones read);
+    /// replaced by a rename, changed in place, made writable by others or
+    /// removed, it is read (or refused) afresh; without a guard, always.
+    #[test]
+    fn a_run_reads_an_unchanged_file_once() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("etc/q")).expect("mkdir");
+        let f = root.join("etc/q/m.yml");
+        fs::write(&f, "one").expect("write");
+        chmod(&f, 0o644);
+        let read = || read(root, &f, Symlink::Refuse, 100);
+        let opens = || OPENS.get();
+        let run = walk::remember_judged_dirs();
+        assert_eq!(read().expect("read"), Some(b"one".to_vec()));
+        let first = opens();
+        assert_eq!(read().expect("again"), Some(b"one".to_vec()));
+        assert_eq!(opens(), first, "an unchanged file is not opened again");
+        assert!(
+            matches!(
+                super::read(root, &f, Symlink::Refuse, 2),
+                Err(Error::TooLarge { size: 3, .. })
+            ),
+            "the caller's limit still holds"
+        );
+
+        let new = root.join("etc/q/.m.yml.new");
+        fs::write(&new, "two").expect("write");
+        chmod(&new, 0o644);
+        fs::rename(&new, &f).expect("rename");
+        assert_eq!(read().expect("replaced"), Some(b"two".to_vec()));
+
+        let mut w = fs::OpenOptions::new().append(true).open(&f).expect("open");
+        std::io::Write::write_all(&mut w, b"!").expect("append");
+        drop(w);
+        assert_eq!(read().expect("changed"), Some(b"two!".to_vec()));
+        let now = opens();
+        assert_eq!(read().expect("again"), Some(b"two!".to_vec()));
+        assert_eq!(opens(), now);
+
+        chmod(&f, 0o666);
+        assert!(read().unwrap_err().to_string().contains("mode 666"));
+        chmod(&f, 0o644);
+        fs::remove_file(&f).expect("rm");
+        assert_eq!(read().expect("gone"), None);
+
+        fs::write(&f, "three").expect("write");
+        chmod(&f, 0o644);
+        assert_eq!(read().expect("back"), Some(b"three".to_vec()));
+        drop(run);
+        let now = opens();
+        assert_eq!(read().expect("no guard"), Some(b"three".to_vec()));
+        assert_eq!(opens(), now + 1, "without a guard every read opens");
+    }
+
+    /// While a run's guard lives, its state directory is judged once: the
+    /// same directory is handed out after, as the walk's remembered ones.
+    #[test]
+    fn a_run_judges_its_state_directory_once() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        let dir = root.join("run/q");
+        fs::create_dir_all(&dir).expect("mkdir");
+        let _run = walk::remember_judged_dirs();
+        let first = state_dir(root, &dir, false).expect("ours");
+        fs::rename(&dir, root.join("run/old")).expect("rename");
+        fs::create_dir(&dir).expect("mkdir");
+        chmod(&dir, 0o777);
+        let again = state_dir(root, &dir, false).expect("the one judged");
+        let fd = rfs::openat(again.fd(), c".", OFlags::RDONLY, Mode::empty()).expect("open");
+        let st = rfs::fstat(&fd).expect("stat");
+        let old = fs::metadata(root.join("run/old")).expect("md");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(st.st_ino, old.ino(), "the directory the run judged");
+        drop(first);
     }
 
     #[test]

@@ -125,15 +125,23 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
 /// prefix, path, descriptor. A run judges a handful and looks them up at
 /// every access: a list compared byte for byte costs less than hashing
 /// (a `PathBuf` hashes component by component).
-type Judged = (usize, Vec<(OsString, OsString, Arc<OwnedFd>)>);
+/// `plain`: the descriptor is the directory the path's last component
+/// names itself (opened without following a symlink there), not a link's
+/// target.
+type Judged = (usize, Vec<(OsString, OsString, Arc<OwnedFd>, bool)>);
 
 /// The remembered descriptor of `dir` under `root`.
 fn known(judged: &Judged, root: &Path, dir: &Path) -> Option<Arc<OwnedFd>> {
+    known_plain(judged, root, dir).map(|(fd, _)| fd)
+}
+
+/// [`known`], and whether it is `plain` (see [`Judged`]).
+fn known_plain(judged: &Judged, root: &Path, dir: &Path) -> Option<(Arc<OwnedFd>, bool)> {
     judged
         .1
         .iter()
-        .find(|(r, d, _)| d.as_os_str() == dir.as_os_str() && r.as_os_str() == root.as_os_str())
-        .map(|(_, _, fd)| Arc::clone(fd))
+        .find(|(r, d, _, _)| d.as_os_str() == dir.as_os_str() && r.as_os_str() == root.as_os_str())
+        .map(|(_, _, fd, plain)| (Arc::clone(fd), *plain))
 }
 
 thread_local! {
@@ -144,6 +152,8 @@ thread_local! {
     /// remembered. The thread's own: another thread (another test, a run's
     /// helper thread) judges every directory afresh.
     static JUDGED: RefCell<Option<Judged>> = const { RefCell::new(None) };
+    /// How many runs of this thread took a first guard ([`run_remembering`]).
+    static RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// While it lives, [`open_dir`] resolves each directory it judges
@@ -170,6 +180,7 @@ pub fn remember_judged_dirs() -> Remembered {
         } else {
             *judged = Some((1, Vec::new()));
             SWEPT.set(Some(Vec::new()));
+            RUNS.set(RUNS.get() + 1);
         }
     });
     Remembered(std::marker::PhantomData)
@@ -187,6 +198,19 @@ impl Drop for Remembered {
             }
         });
     }
+}
+
+/// Whether a [`Remembered`] guard of this thread lives (a run: what it
+/// reads may be remembered too, `trusted::read`).
+pub(crate) fn remembering() -> bool {
+    JUDGED.with_borrow(Option::is_some)
+}
+
+/// Which run of this thread holds the guard now (counted from 1: each time
+/// a first guard is taken), `None` without one: what a run remembered
+/// elsewhere (`trusted`) is its own, forgotten when another run's is asked.
+pub(crate) fn run_remembering() -> Option<u64> {
+    remembering().then(|| RUNS.get())
 }
 
 /// Whether `dir`'s dead writers' temp files are to be looked for now: always
@@ -209,7 +233,12 @@ pub(crate) fn first_look_for_leftovers(dir: &Dir) -> bool {
 /// missing directories with that mode on the way (`mkdir -p`, race-free).
 pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result<Dir> {
     if judge != Judge::Trusted {
-        return resolve(root, dir, judge, create);
+        // Others' directories are resolved every time, from the nearest
+        // directory above them this run judged trusted.
+        return match resume(root, dir, create, judge)? {
+            Some(d) => Ok(d),
+            None => resolve(root, dir, judge, create),
+        };
     }
     let remembered = JUDGED.with_borrow(|judged| known(judged.as_ref()?, root, dir));
     if let Some(fd) = remembered {
@@ -218,29 +247,63 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
             path: dir.to_path_buf(),
         });
     }
-    let d = match resume(root, dir, create)? {
+    let d = match resume(root, dir, create, judge)? {
         Some(d) => d,
         None => resolve(root, dir, judge, create)?,
     };
+    // Already there (`plain`) when the walk followed no symlink: `dir`
+    // is then the path it noted on the way.
+    note(root, dir, &d.fd, false);
+    Ok(d)
+}
+
+/// Remembers `d` (reached from `root`), judged at least as
+/// [`Judge::Trusted`] would, while a guard lives (`trusted::state_dir`).
+pub(crate) fn remember_dir(root: &Path, d: &Dir) {
+    note(root, &d.path, &d.fd, true);
+}
+
+/// The directory `dir` under `root` as this run judged it, if remembered,
+/// and whether it is the directory `dir`'s last component names itself,
+/// not a symlink's target (`plain`).
+pub(crate) fn remembered_dir(root: &Path, dir: &Path) -> Option<(Dir, bool)> {
+    let (fd, plain) = JUDGED.with_borrow(|judged| known_plain(judged.as_ref()?, root, dir))?;
+    Some((
+        Dir {
+            fd,
+            path: dir.to_path_buf(),
+        },
+        plain,
+    ))
+}
+
+/// Remembers `dir` under `root`, judged [`Judge::Trusted`] (the target of a
+/// walk or a directory on its way: each judged alike), while a guard lives.
+fn note(root: &Path, dir: &Path, fd: &Arc<OwnedFd>, plain: bool) {
     JUDGED.with_borrow_mut(|judged| {
-        if let Some((_, known)) = judged.as_mut() {
+        if let Some((_, known)) = judged.as_mut()
+            && !known.iter().any(|(r, d, _, _)| {
+                d.as_os_str() == dir.as_os_str() && r.as_os_str() == root.as_os_str()
+            })
+        {
             known.push((
                 root.as_os_str().to_owned(),
                 dir.as_os_str().to_owned(),
-                Arc::clone(&d.fd),
+                Arc::clone(fd),
+                plain,
             ));
         }
     });
-    Ok(d)
 }
 
 /// `dir` reached from the nearest directory above it that this run already
 /// judged [`Judge::Trusted`] (remembered: see [`remember_judged_dirs`]),
-/// judging each directory below it as [`resolve`] would: the walk from the
+/// judging each directory below it as [`resolve`] would under `judge` (only
+/// trusted ones remembered): the walk from the
 /// root prefix to that ancestor is not made again. `None` when no ancestor
 /// is remembered, or the rest of the way is not plain names of directories
 /// (a `..`, a symlink: [`resolve`] walks it whole, from the root prefix).
-fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
+fn resume(root: &Path, dir: &Path, create: Option<u32>, judge: Judge) -> Result<Option<Dir>> {
     let found = JUDGED.with_borrow(|judged| {
         let judged = judged.as_ref()?;
         dir.ancestors()
@@ -261,12 +324,12 @@ fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
             _ => return Ok(None),
         }
     }
-    let mut fd: Option<OwnedFd> = None;
+    let mut fd: Option<Arc<OwnedFd>> = None;
     let mut k = 0;
     while k < names.len() {
         let name = &names[k];
         let here = at.join(name);
-        let from = fd.as_ref().map_or_else(|| first.as_fd(), AsFd::as_fd);
+        let from = fd.as_ref().map_or_else(|| first.as_fd(), |f| f.as_fd());
         let next = match rfs::openat(
             from,
             name.as_os_str(),
@@ -283,19 +346,25 @@ fn resume(root: &Path, dir: &Path, create: Option<u32>) -> Result<Option<Dir>> {
         let st = rfs::fstat(&next).map_err(Error::errno("inspect", &here))?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {
-                if let Some(why) = judge_dir(st.st_uid, st.st_mode, true) {
+                if judge == Judge::Trusted
+                    && let Some(why) = judge_dir(st.st_uid, st.st_mode, true)
+                {
                     return Err(Error::untrusted(&here, why));
                 }
             }
             FileType::Symlink => return Ok(None),
             _ => return Err(Error::untrusted(&here, "is not a directory")),
         }
+        let next = Arc::new(next);
+        if judge == Judge::Trusted {
+            note(root, &here, &next, true);
+        }
         fd = Some(next);
         at = here;
         k += 1;
     }
     Ok(fd.map(|fd| Dir {
-        fd: Arc::new(fd),
+        fd,
         path: dir.to_path_buf(),
     }))
 }
@@ -308,10 +377,14 @@ fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result
     };
     let mut queue: VecDeque<Comp> = VecDeque::new();
     push_components(&mut queue, rest);
-    let mut fd = open_start(start, judge)?;
+    let mut fd = Arc::new(open_start(start, judge)?);
     let mut at = start.to_path_buf();
+    if judge == Judge::Trusted {
+        // The root prefix is opened following a symlink: not `plain`.
+        note(root, &at, &fd, false);
+    }
     // The directories above `fd`, for `..` (physical, as the kernel's).
-    let mut above: Vec<(OwnedFd, PathBuf)> = Vec::new();
+    let mut above: Vec<(Arc<OwnedFd>, PathBuf)> = Vec::new();
     let mut hops = 0;
     while let Some(comp) = queue.pop_front() {
         let comp = match comp {
@@ -362,7 +435,7 @@ fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result
                 pushed.extend(queue);
                 queue = pushed;
                 if target.is_absolute() {
-                    fd = open_start(Path::new("/"), judge)?;
+                    fd = Arc::new(open_start(Path::new("/"), judge)?);
                     at = PathBuf::from("/");
                     above.clear();
                 }
@@ -373,6 +446,10 @@ fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result
                 {
                     return Err(Error::untrusted(&here, why));
                 }
+                let next = Arc::new(next);
+                if judge == Judge::Trusted {
+                    note(root, &here, &next, true);
+                }
                 above.push((
                     std::mem::replace(&mut fd, next),
                     std::mem::replace(&mut at, here),
@@ -382,7 +459,7 @@ fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result
         }
     }
     Ok(Dir {
-        fd: Arc::new(fd),
+        fd,
         path: dir.to_path_buf(),
     })
 }
@@ -597,6 +674,33 @@ mod tests {
             "second",
             "without a guard every call resolves"
         );
+    }
+
+    /// While a guard lives, the directories judged on the way to one are
+    /// remembered as it is: a later walk to one of them (or below it) starts
+    /// there, not at the root prefix.
+    #[test]
+    fn the_directories_on_the_way_are_remembered_too() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("run/q/jobs")).expect("mkdir");
+        fs::write(root.join("run/q/marker"), "first").expect("write");
+        let _remembered = remember_judged_dirs();
+        open_dir(root, &root.join("run/q/jobs"), Judge::Trusted, None).expect("dir");
+        fs::rename(root.join("run/q"), root.join("run/old")).expect("rename");
+        fs::create_dir_all(root.join("run/q")).expect("mkdir");
+        fs::write(root.join("run/q/marker"), "second").expect("write");
+        let q = open_dir(root, &root.join("run/q"), Judge::Trusted, None).expect("dir");
+        let fd = rfs::openat(
+            q.fd(),
+            "marker",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .expect("marker");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut fs::File::from(fd), &mut text).expect("read");
+        assert_eq!(text, "first", "judged on the way to run/q/jobs");
     }
 
     /// While a guard lives, a directory below one already judged is reached

@@ -218,8 +218,8 @@ fn sync_and_health_read_the_first_hop_without_a_reader_thread() {
 
 /// Thirty other jobs active on the node: a Prolog and an Epilog read none of
 /// their records (the node state's claims hold what the planner and the
-/// metrics need) and walk to the job directory once (the session resolves
-/// each trusted directory once), beside the store's check of it. Before, a run read every active record
+/// metrics need) and open the job directory once (the session resolves
+/// each trusted directory once, the store's check of it included). Before, a run read every active record
 /// twice, each through a walk from the root prefix.
 #[test]
 fn a_run_beside_many_jobs_reads_no_other_record_and_walks_to_the_jobs_once() {
@@ -249,11 +249,12 @@ fn a_run_beside_many_jobs_reads_no_other_record_and_walks_to_the_jobs_once() {
             .iter()
             .filter(|l| l.contains("\"jobs\"") && l.contains("O_PATH"))
             .collect();
-        // One walk, and the store's own check of the directory as it opens
-        // (owned by root, not a symlink: nodeio::trusted::state_dir).
+        // One: the store's own check of the directory as it opens (owned by
+        // root, not a symlink: nodeio::trusted::state_dir), which the run
+        // remembers with the directories it judged (its walks reuse it).
         assert_eq!(
             walks.len(),
-            2,
+            1,
             "{hook} walked to the job directory: {walks:#?}"
         );
         assert_eq!(n.last_audit(hook)["job_id"], 2);
@@ -304,6 +305,126 @@ fn health_opens_each_port_once_for_its_first_hop_and_its_counters() {
         prom.lines().any(|l| l
             .starts_with("qoslane_xmit_wait_ticks_total{device=\"mlx5_0\",port=\"1\",vl=\"0\"")),
         "{prom}"
+    );
+}
+
+/// A Prolog and an Epilog open each file that decides what they do once:
+/// the mapping, its last-known-good copy and the grants were read two or
+/// three times per hook (the mapping's gate, the promotion under the lock,
+/// the metrics' gauges); a later read of the same, unchanged file is a
+/// `statx` of its name (nodeio::trusted). The node state and the grants
+/// are read again only after the run replaced them (its transaction, the
+/// grant it recorded).
+#[test]
+fn a_hook_opens_the_mapping_and_the_copy_in_force_once() {
+    let Some((n, _run)) = node(util::MAPPING, true) else {
+        return;
+    };
+    let smp = n.fake_smpquery().display().to_string();
+    let runs: [(&str, &[(&str, &str)]); 2] = [
+        (
+            "prolog",
+            &[
+                ("QOSLANE_SMPQUERY", &smp),
+                ("SLURM_JOB_ID", "2"),
+                ("FAKE_QOS", "high"),
+            ],
+        ),
+        (
+            "epilog",
+            &[("QOSLANE_SMPQUERY", &smp), ("SLURM_JOB_ID", "2")],
+        ),
+    ];
+    for (hook, env) in runs {
+        let Some(text) = trace(&n, &[hook], env) else {
+            return;
+        };
+        assert_eq!(n.last_audit(hook)["job_id"], 2);
+        let opens = |name: &str| {
+            text.lines()
+                .filter(|l| {
+                    l.contains("openat(")
+                        && l.contains(&format!("\"{name}\""))
+                        && l.contains("O_RDONLY")
+                        && !l.contains("ENOENT")
+                })
+                .count()
+        };
+        for (file, most) in [
+            ("qos-network.yml", 1),
+            ("last-known-good.yml", 1),
+            ("node.json", 2),
+            ("grants.json", 2),
+        ] {
+            assert!(
+                opens(file) <= most,
+                "{hook} opened {file} {} times",
+                opens(file)
+            );
+        }
+    }
+}
+
+/// A job's hooks on a node without `ib_umad` (no
+/// `sys/class/infiniband_mad/abi_version` under the root prefix, as the
+/// kernel shows none without the module) do not load libibumad to find out
+/// that no port opens (the loader's work, and libibumad's `ibwarn` on
+/// stderr, at every hook); where the ABI file is, the Prolog loads it (here
+/// `bench/tools/umad-answer.c` built as libibumad) and reads the port's
+/// counters through it.
+#[test]
+fn a_job_s_counters_load_libibumad_only_where_ib_umad_is() {
+    let Some(gcc) = util::tool(&["gcc", "cc"]) else {
+        return;
+    };
+    let Some((n, _run)) = node(util::MAPPING, true) else {
+        return;
+    };
+    let lib = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/tools/umad-answer.c");
+    let built = Command::new(gcc)
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(lib.path().join("libibumad.so.3"))
+        .arg(&source)
+        .output_within();
+    ok(&built);
+    let smp = n.fake_smpquery().display().to_string();
+    let dir = lib.path().display().to_string();
+    let loads = |hook: &str, job: &str| {
+        let env = [
+            ("QOSLANE_SMPQUERY", smp.as_str()),
+            ("LD_LIBRARY_PATH", dir.as_str()),
+            ("SLURM_JOB_ID", job),
+            ("FAKE_QOS", "high"),
+        ];
+        let text = trace(&n, &[hook], &env)?;
+        assert_eq!(n.last_audit(hook)["job_id"], job.parse::<u64>().unwrap());
+        let loads = text
+            .lines()
+            .filter(|l| l.contains("openat(") && l.contains("libibumad.so.3\""))
+            .count();
+        assert!(
+            !text.contains("ibwarn"),
+            "{hook}: libibumad's warning:\n{text}"
+        );
+        Some(loads)
+    };
+    for hook in ["prolog", "epilog"] {
+        let Some(n) = loads(hook, "2") else { return };
+        assert_eq!(n, 0, "{hook} loaded libibumad on a node without ib_umad");
+    }
+    let abi = n.path("/sys/class/infiniband_mad/abi_version");
+    std::fs::create_dir_all(abi.parent().unwrap()).unwrap();
+    std::fs::write(&abi, "5\n").unwrap();
+    assert_eq!(
+        loads("prolog", "3"),
+        Some(1),
+        "where ib_umad is, it is used"
+    );
+    let counters = n.path("/run/qoslane/counters/3.json");
+    assert!(
+        counters.exists(),
+        "the Prolog read the port's counters in process"
     );
 }
 

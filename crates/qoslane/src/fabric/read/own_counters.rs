@@ -46,7 +46,8 @@ pub fn active(paths: &Paths) -> crate::error::Result<Vec<CountedPort>> {
 /// Every attribute of each port (in order) that can be read: in process
 /// where the port opens (through its opening in `opened`, if the run has
 /// one), the rest with `perfquery` (all at once) when one is configured; a
-/// port neither reads is left out.
+/// port neither reads is left out. A node without `ib_umad`
+/// (`sysfs::umad_loaded`) opens none in process: libibumad is not loaded.
 pub fn read(
     paths: &Paths,
     ports: &[CountedPort],
@@ -56,10 +57,15 @@ pub fn read(
 ) -> Vec<PortReading> {
     let mut out: Vec<(usize, PortReading)> = Vec::new();
     let mut by_program: Vec<(usize, PortId)> = Vec::new();
+    let umad = ports
+        .iter()
+        .any(|p| !opened.iter().any(|(id, _)| *id == p.id))
+        && crate::fabric::read::sysfs::umad_loaded(paths);
     for (i, p) in ports.iter().enumerate() {
         let reader = match opened.iter().position(|(id, _)| *id == p.id) {
             Some(k) => Ok(opened.swap_remove(k).1.counting(&p.id, p.lid)),
-            None => InProcess::own(&p.id, p.lid),
+            None if umad => InProcess::own(&p.id, p.lid),
+            None => Err(String::new()),
         };
         match reader {
             Ok(reader) => {

@@ -186,6 +186,44 @@ fn port_numbers(paths: &Paths, dir: &Path) -> Result<Vec<u32>> {
     Ok(ports)
 }
 
+/// A sysfs attribute's text: open, one `read` (the kernel gives an
+/// attribute whole in one read), close — no `statx` for a size sysfs does
+/// not know, no second read for the end. A read that fills the buffer (not
+/// one of the short attributes read here) is read on to the end.
+fn read_attribute(p: &Path) -> io::Result<String> {
+    use io::Read as _;
+    let mut f = fs::File::open(p)?;
+    let mut first = [0; ATTRIBUTE_READ];
+    let n = loop {
+        match f.read(&mut first) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => break other?,
+        }
+    };
+    let mut buf = first[..n].to_vec();
+    if n == ATTRIBUTE_READ {
+        f.read_to_end(&mut buf)?;
+    }
+    String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// What the one read of an attribute asks for: more than any attribute
+/// read here holds (a GUID, a state, a rate: a few dozen bytes).
+const ATTRIBUTE_READ: usize = 256;
+
+/// Whether the node has `ib_umad` loaded: its ABI file under the root
+/// prefix's sysfs (`sys/class/infiniband_mad/abi_version`, which the kernel
+/// shows while the module is loaded). Without it no port opens in process:
+/// libibumad is not loaded to find that out (the loader's work, and its
+/// `ibwarn` on stderr, at every hook of such a node).
+pub fn umad_loaded(paths: &Paths) -> bool {
+    let abi = paths
+        .sysfs_ib()
+        .with_file_name("infiniband_mad")
+        .join("abi_version");
+    fs::symlink_metadata(abi).is_ok()
+}
+
 /// Why a port was not read: it is gone, or reading failed.
 enum PortUnread {
     Gone,
@@ -309,7 +347,7 @@ impl SysFile<'_> {
     /// gone, the port gone.
     fn read(&self, name: &str) -> Result<String, PortUnread> {
         let p = self.path(name);
-        match fs::read_to_string(&p) {
+        match read_attribute(&p) {
             Ok(s) => Ok(s.trim().to_owned()),
             Err(e) if nodeio::Absence::of_io(&e) == Some(nodeio::Absence::Device) => {
                 Err(PortUnread::Gone)
@@ -322,7 +360,7 @@ impl SysFile<'_> {
     /// its device gone is the port gone.
     fn read_opt(&self, name: &str) -> Result<Option<String>, PortUnread> {
         let p = self.path(name);
-        match fs::read_to_string(&p) {
+        match read_attribute(&p) {
             Ok(s) => Ok(Some(s.trim().to_owned())),
             Err(e) => match nodeio::Absence::of_io(&e) {
                 Some(nodeio::Absence::File) => Ok(None),
@@ -412,6 +450,42 @@ mod tests {
         assert_eq!(parse_hex_u16("4"), None);
         assert_eq!(parse_hex_u16("0x"), None);
         assert_eq!(parse_hex_u16("0x10000"), None);
+    }
+
+    /// An attribute is read whole in one read of a page (with or without
+    /// its newline); a longer file is read on to its end; a file that is
+    /// not text is an error, as `read_to_string`'s.
+    #[test]
+    fn an_attribute_is_read_whole() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let f = tmp.path().join("attr");
+        fs::write(&f, "0a7f:bc12:45ef:d23b").expect("write");
+        assert_eq!(read_attribute(&f).expect("read"), "0a7f:bc12:45ef:d23b");
+        let long = "x".repeat(ATTRIBUTE_READ * 2 + 3);
+        fs::write(&f, &long).expect("write");
+        assert_eq!(read_attribute(&f).expect("read"), long);
+        fs::write(&f, "y".repeat(ATTRIBUTE_READ)).expect("write");
+        assert_eq!(read_attribute(&f).expect("read").len(), ATTRIBUTE_READ);
+        fs::write(&f, [0xff, 0xfe]).expect("write");
+        assert_eq!(
+            read_attribute(&f).map_err(|e| e.kind()).unwrap_err(),
+            io::ErrorKind::InvalidData
+        );
+    }
+
+    /// `ib_umad` is there when its ABI file is, under the root prefix.
+    #[test]
+    fn umad_is_loaded_where_its_abi_file_is() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let paths = Paths::new(crate::paths::Overrides {
+            root: Some(tmp.path().to_path_buf()),
+            ..Default::default()
+        });
+        assert!(!umad_loaded(&paths));
+        let mad = tmp.path().join("sys/class/infiniband_mad");
+        fs::create_dir_all(&mad).expect("mkdir");
+        fs::write(mad.join("abi_version"), "5\n").expect("write");
+        assert!(umad_loaded(&paths));
     }
 
     /// While a run's guard lives, the ports are read once per filter (a

@@ -268,6 +268,12 @@ impl SimNode {
         for p in ports {
             write_port(&paths, p);
         }
+        // ib_umad's ABI file, as the kernel shows it while the module is
+        // loaded: the rig's umad preload is this node's umad (a job's
+        // counters are read in process only where the file is).
+        let mad = paths.sysfs_ib().with_file_name("infiniband_mad");
+        fs::create_dir_all(&mad).unwrap();
+        fs::write(mad.join("abi_version"), "5\n").unwrap();
         Self {
             _dir: dir,
             paths,
