@@ -13,7 +13,8 @@
 #       a Debian changelog on stdin as an RPM %changelog on stdout, entry for entry.
 #
 # A release without a date, or items outside a release, are refused: the changelog is
-# what the packages say, so it must parse.
+# what the packages say, so it must parse. An `## Unreleased` section on top (what main
+# has that no release has yet) is left out.
 set -euo pipefail
 
 die() { printf 'changelog.sh: %s\n' "$*" >&2; exit 1; }
@@ -46,7 +47,11 @@ debian() {
       if (d == "") fail("release " ver ": no date (YYYY-MM-DD) in its heading")
       print ""; printf " -- %s  %s\n", maint, d
     }
+    # What is not released yet (`## Unreleased`, above the newest release) is in no package.
+    /^## Unreleased$/ { if (ver != "") fail("\"## Unreleased\" belongs above the newest release"); skip = 1; next }
+    skip && !/^## / { next }
     /^## / {
+      skip = 0
       if (ver != "") { trailer(); print "" }
       if (!match($0, /^## [0-9][^ ]* \([0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]( [0-2][0-9]:[0-5][0-9] UTC)?\)$/))
         fail("a release heading is \"## VERSION (YYYY-MM-DD)\" or \"## VERSION (YYYY-MM-DD HH:MM UTC)\": " $0)

@@ -12,7 +12,6 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 use qoslane::cli::{Cli, Command, FabricCommand, Generate};
@@ -94,7 +93,9 @@ fn env_path(name: &str) -> Option<PathBuf> {
 /// The name under which this binary is hookrun.
 const HOOKRUN: &str = "hookrun";
 
-fn main() -> ExitCode {
+/// The program: hookrun under its name, qoslane under any other; the
+/// process's exit code (`entry.rs` is the process's entry point).
+pub(crate) fn entry() -> i32 {
     let mut args = std::env::args_os();
     let name = args.next();
     if name
@@ -103,9 +104,10 @@ fn main() -> ExitCode {
         .is_some_and(|n| n == HOOKRUN)
     {
         let code = hookrun::app::main_with(Some(hook));
-        return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
+        return i32::from(u8::try_from(code).unwrap_or(u8::MAX));
     }
-    run(args.collect()).into()
+    // Every documented code fits in a byte (as `ExitCode::from(ExitClass)`).
+    i32::from(u8::try_from(run(args.collect()).code()).unwrap_or(70))
 }
 
 /// qoslane as a hook, built into hookrun's runner: called in the fork that

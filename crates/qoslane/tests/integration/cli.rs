@@ -372,6 +372,74 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
     }
 }
 
+/// `c` (the binary with its arguments and environment) as `/bin/sh` runs
+/// it with its standard input, output and error closed, as a careless
+/// parent may start it: `sh` closes them, then execs it.
+fn with_stdio_closed(c: &Command) -> Command {
+    let mut sh = Command::new("/bin/sh");
+    sh.env_clear();
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            sh.env(k, v);
+        }
+    }
+    sh.args(["-c", r#"exec "$0" "$@" <&- >&- 2>&-"#])
+        .arg(c.get_program())
+        .args(c.get_args());
+    sh
+}
+
+/// The binary's entry (`entry.rs`, `#![no_main]`) opens a standard
+/// descriptor it was started without on `/dev/null`, as Rust's own start
+/// did: else the first files a run opens become its stdin, stdout and
+/// stderr, and what it prints goes into them. Seen in a run that stays
+/// (`log --follow`, its audit log open): its descriptors 0, 1 and 2 are
+/// `/dev/null`. And a Prolog started so records its audit line, every line
+/// of the log JSON.
+#[test]
+fn a_run_started_with_its_standard_descriptors_closed_has_them_on_dev_null() {
+    let n = crate::util::Node::new();
+    let out = with_stdio_closed(&n.cmd(
+        &["prolog"],
+        &[
+            ("SLURM_JOB_ID", "7"),
+            ("FAKE_QOS", "high"),
+            ("SLURM_JOB_USER", "alice"),
+        ],
+    ))
+    .output_within();
+    assert_eq!(out.status.code(), Some(0), "prolog: {:?}", out.status);
+    let lines = n.audit_events("prolog");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "applied", "{lines:?}");
+
+    let mut sh = with_stdio_closed(&n.cmd(&["log", "--follow"], &[]));
+    let mut child = crate::util::Proc::spawn(
+        "qoslane log --follow, its stdio closed",
+        crate::util::default_signals(&mut sh),
+    );
+    let pid = child.pid();
+    let fd = |i: u32| std::fs::read_link(format!("/proc/{pid}/fd/{i}")).ok();
+    let audit = n.path("/var/log/qoslane/audit.jsonl");
+    let end = std::time::Instant::now() + crate::util::PATIENCE;
+    // Once sh has exec'd it and it follows the log (the log open).
+    while !(0..64).any(|i| fd(i).as_deref() == Some(audit.as_path())) {
+        assert!(child.exited().is_none(), "log --follow ended");
+        assert!(
+            std::time::Instant::now() < end,
+            "log --follow did not open the audit log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for i in 0..3 {
+        assert_eq!(
+            fd(i).as_deref(),
+            Some(std::path::Path::new("/dev/null")),
+            "descriptor {i}"
+        );
+    }
+}
+
 /// Issue 25: `recover` and a `sync` that changed nothing printed nothing; a
 /// command run by hand says in one line what it did or checked.
 #[test]
