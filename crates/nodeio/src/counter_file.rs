@@ -89,8 +89,9 @@ where
 /// directory reached once (the lock and the file opened through it), the
 /// file replaced through a kept spare (`atomic::replace_kept`: no file
 /// created or removed per update; a reader holding the file open across two
-/// updates can read a mix: its readers read again what does not parse). The spare, `.NAME.spare`, lives in `dir` for good: whoever
-/// removes the directory removes it.
+/// updates can read a mix: its readers read again what does not parse).
+/// The spare, `.NAME.spare`, lives in `dir` for good: whoever removes the
+/// directory removes it.
 pub fn update_kept<T, F>(
     root: &Path,
     dir: &Path,
