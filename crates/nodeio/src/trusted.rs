@@ -196,7 +196,7 @@ fn read_opened(o: &Opened, path: &Path, limit: u64) -> Result<Vec<u8>> {
             limit,
         });
     }
-    let buf = read_all(&o.file, o.size, limit, path)?;
+    let buf = read_sized(&o.file, o.size, limit).map_err(Error::io("read", path))?;
     if buf.len() as u64 > limit {
         return Err(Error::TooLarge {
             path: path.to_path_buf(),
@@ -207,25 +207,24 @@ fn read_opened(o: &Opened, path: &Path, limit: u64) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// The whole of a regular file of `size` bytes (as `fstat` said), at most
-/// `limit` + 1: one `read` of `size` + 1 bytes, whose short count is the
-/// end of a regular file; a file grown meanwhile is read on to its end.
-fn read_all(mut file: &File, size: u64, limit: u64, path: &Path) -> Result<Vec<u8>> {
+/// The whole of a file expected to hold `size` bytes (as `fstat` said, or
+/// the most a sysfs attribute holds), at most `limit` + 1: one `read` of
+/// `size` + 1 bytes, whose short count is the end of a regular file (a
+/// sysfs attribute comes whole in one read); a file that fills it is read
+/// on to its end. Also qoslane's sysfs attributes.
+pub fn read_sized(mut file: &File, size: u64, limit: u64) -> std::io::Result<Vec<u8>> {
     let first = usize::try_from(size.min(limit).saturating_add(1)).unwrap_or(usize::MAX);
     let mut buf = vec![0; first];
-    let mut got = 0;
-    let n = loop {
+    let got = loop {
         match file.read(&mut buf) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            other => break other.map_err(Error::io("read", path))?,
+            other => break other?,
         }
     };
-    got += n;
     buf.truncate(got);
     if got == first {
         file.take(limit.saturating_add(1) - got as u64)
-            .read_to_end(&mut buf)
-            .map_err(Error::io("read", path))?;
+            .read_to_end(&mut buf)?;
     }
     Ok(buf)
 }

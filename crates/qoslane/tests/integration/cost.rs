@@ -262,21 +262,11 @@ fn a_run_beside_many_jobs_reads_no_other_record_and_walks_to_the_jobs_once() {
     assert_eq!(n.records().len(), 30);
 }
 
-/// `health` opens each of the node's ports once: its first hop and its
-/// counters read through the one opening (before, each opened the port:
-/// libibumad loaded twice, the agents registered twice). The port opens
-/// through `bench/tools/umad-answer.c` built as libibumad (every Get
-/// answered at once, in process: no HCA here), found by the dynamic
-/// loader first; each load of the library is one `openat` of its file.
-#[test]
-fn health_opens_each_port_once_for_its_first_hop_and_its_counters() {
-    let Some(gcc) = util::tool(&["gcc", "cc"]) else {
-        return;
-    };
-    let mapping = util::MAPPING.replace("fabric_check: off", "fabric_check: enforce");
-    let Some((n, _run)) = node(&mapping, true) else {
-        return;
-    };
+/// `bench/tools/umad-answer.c` built as `libibumad.so.3` in a directory of
+/// its own (for `LD_LIBRARY_PATH`): every Get answered at once. `None`
+/// where this machine has no C compiler.
+fn answering_libibumad() -> Option<tempfile::TempDir> {
+    let gcc = util::tool(&["gcc", "cc"])?;
     let lib = tempfile::tempdir().unwrap();
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/tools/umad-answer.c");
     let built = Command::new(gcc)
@@ -285,6 +275,24 @@ fn health_opens_each_port_once_for_its_first_hop_and_its_counters() {
         .arg(&source)
         .output_within();
     ok(&built);
+    Some(lib)
+}
+
+/// `health` opens each of the node's ports once: its first hop and its
+/// counters read through the one opening (before, each opened the port:
+/// libibumad loaded twice, the agents registered twice). The port opens
+/// through `bench/tools/umad-answer.c` built as libibumad (every Get
+/// answered at once, in process: no HCA here), found by the dynamic
+/// loader first; each load of the library is one `openat` of its file.
+#[test]
+fn health_opens_each_port_once_for_its_first_hop_and_its_counters() {
+    let mapping = util::MAPPING.replace("fabric_check: off", "fabric_check: enforce");
+    let Some((n, _run)) = node(&mapping, true) else {
+        return;
+    };
+    let Some(lib) = answering_libibumad() else {
+        return;
+    };
     let smp = n.fake_smpquery().display().to_string();
     let dir = lib.path().display().to_string();
     let Some(text) = trace(
@@ -374,20 +382,12 @@ fn a_hook_opens_the_mapping_and_the_copy_in_force_once() {
 /// counters through it.
 #[test]
 fn a_job_s_counters_load_libibumad_only_where_ib_umad_is() {
-    let Some(gcc) = util::tool(&["gcc", "cc"]) else {
-        return;
-    };
     let Some((n, _run)) = node(util::MAPPING, true) else {
         return;
     };
-    let lib = tempfile::tempdir().unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/tools/umad-answer.c");
-    let built = Command::new(gcc)
-        .args(["-O2", "-shared", "-fPIC", "-o"])
-        .arg(lib.path().join("libibumad.so.3"))
-        .arg(&source)
-        .output_within();
-    ok(&built);
+    let Some(lib) = answering_libibumad() else {
+        return;
+    };
     let smp = n.fake_smpquery().display().to_string();
     let dir = lib.path().display().to_string();
     let loads = |hook: &str, job: &str| {

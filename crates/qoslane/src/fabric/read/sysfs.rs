@@ -187,23 +187,13 @@ fn port_numbers(paths: &Paths, dir: &Path) -> Result<Vec<u32>> {
 }
 
 /// A sysfs attribute's text: open, one `read` (the kernel gives an
-/// attribute whole in one read), close — no `statx` for a size sysfs does
-/// not know, no second read for the end. A read that fills the buffer (not
-/// one of the short attributes read here) is read on to the end.
+/// attribute whole in one read: `nodeio::trusted::read_sized`), close — no
+/// `statx` for a size sysfs does not know, no second read for the end. A
+/// read that fills the buffer (not one of the short attributes read here)
+/// is read on to the end.
 fn read_attribute(p: &Path) -> io::Result<String> {
-    use io::Read as _;
-    let mut f = fs::File::open(p)?;
-    let mut first = [0; ATTRIBUTE_READ];
-    let n = loop {
-        match f.read(&mut first) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            other => break other?,
-        }
-    };
-    let mut buf = first[..n].to_vec();
-    if n == ATTRIBUTE_READ {
-        f.read_to_end(&mut buf)?;
-    }
+    let f = fs::File::open(p)?;
+    let buf = nodeio::trusted::read_sized(&f, ATTRIBUTE_READ as u64 - 1, u64::MAX)?;
     String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
