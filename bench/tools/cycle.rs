@@ -7,7 +7,8 @@
 //!
 //!   cycle N FIRST_JOB NAME_A PROLOG_A EPILOG_A NAME_B PROLOG_B EPILOG_B [NAME PROLOG EPILOG]...
 //!
-//! Each PROLOG/EPILOG is a command line split on spaces (no shell); it runs
+//! Each PROLOG/EPILOG is a command line split on spaces (no shell), leading
+//! NAME=VALUE words its own environment variables (as env(1)'s); it runs
 //! with the inherited environment plus SLURM_JOB_ID (a new id per cycle) and
 //! SLURM_SCRIPT_CONTEXT (prolog_slurmd / epilog_slurmd), stdout and stderr to
 //! /dev/null. A cycle is the wall time from the prolog's spawn to the
@@ -24,11 +25,18 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 fn run(cmd: &str, job: &str, ctx: &str) -> u128 {
-    let mut words = cmd.split(' ').filter(|w| !w.is_empty());
+    let mut words = cmd.split(' ').filter(|w| !w.is_empty()).peekable();
+    // Leading NAME=VALUE words are the program's environment (as env(1)'s).
+    let mut vars = Vec::new();
+    while let Some((name, value)) = words.peek().and_then(|w| w.split_once('=')) {
+        vars.push((name, value));
+        words.next();
+    }
     let program = words.next().expect("empty command");
     let t = Instant::now();
     let status = Command::new(program)
         .args(words)
+        .envs(vars)
         .env("SLURM_JOB_ID", job)
         .env("SLURM_SCRIPT_CONTEXT", ctx)
         .stdin(Stdio::null())
