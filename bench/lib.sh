@@ -32,7 +32,7 @@ bsay() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 # bench_binaries BIN DIR : DIR/qoslane, a copy of BIN (or of a release build
 # made now when BIN is empty: others may rebuild target/ during a run), and
 # the drivers of bench/tools (a workspace member, linted like the rest)
-# beside it: DIR/cycle, DIR/storm.
+# beside it: DIR/cycle, DIR/storm, DIR/floor.
 bench_binaries() {
   local bin=$1 dir=$2 t=${CARGO_TARGET_DIR:-target}
   if [ -z "$bin" ]; then
@@ -42,7 +42,7 @@ bench_binaries() {
   fi
   cp "$bin" "$dir/qoslane"
   cargo build --release -q -p qoslane-bench-tools
-  cp "$t/release/cycle" "$t/release/storm" "$dir/"
+  cp "$t/release/cycle" "$t/release/storm" "$t/release/floor" "$dir/"
 }
 
 # gen_mapping LEVELS QOS_TOTAL : a valid mapping on stdout. Prints the QoS the

@@ -26,7 +26,15 @@
 #      against as shipped now; with --before-entry, OLD_QOSLANE as shipped
 #      since 0.3.0 (its own entry, its hooks built in) against as shipped now.
 #
-#   5. with --resident: a fourth side in 1 and 2, the prototype of a resident
+#   5. with --floor: three more sides in 1 and 2, what the machine charges
+#      whatever the design: `/bin/true` as both hooks (two execs and nothing
+#      else), and the least a compiled hook with qoslane's guarantees does
+#      (bench/tools/floor.c with gcc, bench/tools/floor.rs in Rust: the
+#      shell's job plus the node lock, the journal, the setting read back,
+#      the job's record, the audit line flushed, the textfile; no mapping,
+#      no checks) — the floor under any target for a hook run per job.
+#
+#   6. with --resident: a fourth side in 1 and 2, the prototype of a resident
 #      per-node process the hooks talk to (not shipped: qoslane's example
 #      resident_prototype, which forks its warm self per request and runs
 #      qoslane's hook, and bench/tools/resident-client.c, the small program
@@ -34,7 +42,7 @@
 #      and a fifth, the same server running the hook in itself, no fork.
 #
 #   bench/yardstick.sh [--cycles N] [--bin QOSLANE] [--before OLD_QOSLANE]
-#                      [--before-hookrun OLD_HOOKRUN] [--before-entry] [--resident]
+#                      [--before-hookrun OLD_HOOKRUN] [--before-entry] [--floor] [--resident]
 #                      [--rt] [--wait-quiet S] [--update-doc]
 #
 # --rt: the quiet cycles (1 and 4) run at a real-time priority (chrt -f 20,
@@ -48,7 +56,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-CYCLES=150 BIN="" BEFORE="" BEFORE_HOOKRUN="" BEFORE_ENTRY=0 RESIDENT=0 WAIT_QUIET=0 UPDATE_DOC=0 RT=()
+CYCLES=150 BIN="" BEFORE="" BEFORE_HOOKRUN="" BEFORE_ENTRY=0 FLOOR=0 RESIDENT=0 WAIT_QUIET=0 UPDATE_DOC=0 RT=()
 while [ $# -gt 0 ]; do
   case $1 in
     --cycles) CYCLES=$2; shift ;;
@@ -56,11 +64,12 @@ while [ $# -gt 0 ]; do
     --before) BEFORE=$2; shift ;;
     --before-hookrun) BEFORE_HOOKRUN=$2; shift ;;
     --before-entry) BEFORE_ENTRY=1 ;;
+    --floor) FLOOR=1 ;;
     --resident) RESIDENT=1 ;;
     --rt) RT=(chrt -f 20) ;;
     --wait-quiet) WAIT_QUIET=$2; shift ;;
     --update-doc) UPDATE_DOC=1 ;;
-    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,61p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 64 ;;
   esac
   shift
@@ -125,6 +134,19 @@ SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=2 "$ENTRY" >/dev/null 2>&1
 SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=2 "$ENTRY" >/dev/null 2>&1
 node_is_baseline "$R" || nok "the entry's first cycle did not end at the baseline"
 
+FLOOR_SIDE=()
+if [ "$FLOOR" = 1 ]; then
+  bsay "the floor: bench/tools/floor.c (gcc) and floor.rs, and /bin/true"
+  gcc -O2 -o "$WORK/bin/floor-c" bench/tools/floor.c
+  for side in floor-c floor; do # a first cycle each: its files made
+    SLURM_SCRIPT_CONTEXT=prolog_slurmd SLURM_JOB_ID=3 "$WORK/bin/$side" || nok "$side: first prolog failed"
+    SLURM_SCRIPT_CONTEXT=epilog_slurmd SLURM_JOB_ID=3 "$WORK/bin/$side" || nok "$side: first epilog failed"
+  done
+  node_is_baseline "$R" || nok "the floor's first cycles did not end at the baseline"
+  FLOOR_SIDE=(floor-c "$WORK/bin/floor-c" "$WORK/bin/floor-c" floor-rs "$WORK/bin/floor" "$WORK/bin/floor"
+              true /bin/true /bin/true)
+fi
+
 RESIDENT_SIDE=()
 if [ "$RESIDENT" = 1 ]; then
   bsay "the resident prototype: its server (qoslane's example) and its client (gcc)"
@@ -159,7 +181,7 @@ cycles() { # cycles NAME FIRST_JOB [PRIORITY...]
     shipped "$ENTRY" "$ENTRY" \
     qoslane "$HOOK" "$HOOK" \
     shell "/bin/sh $REPO/bench/min-prolog.sh" "/bin/sh $REPO/bench/min-epilog.sh" \
-    "${RESIDENT_SIDE[@]}" > "$OUT/raw/$name.txt"
+    "${FLOOR_SIDE[@]}" "${RESIDENT_SIDE[@]}" > "$OUT/raw/$name.txt"
   node_is_baseline "$R" || nok "$name: node not at baseline after the cycles"
 }
 

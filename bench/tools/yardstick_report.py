@@ -28,7 +28,11 @@ LABEL = {"shipped": "qoslane as shipped (hookrun entry, hook built in)",
          "entry-before": "qoslane before as shipped (its entry, hook built in)",
          "before": "qoslane before, run directly",
          "resident": "prototype: a resident process forking per hook, its small client started per hook",
-         "resident-in": "prototype: the resident process running the hook in itself (no fork)"}
+         "resident-in": "prototype: the resident process running the hook in itself (no fork)",
+         "floor-c": "floor: the least a hook with qoslane's guarantees does, in C (bench/tools/floor.c)",
+         "floor-rs": "floor: the same in Rust (bench/tools/floor.rs)",
+         "true": "floor: `/bin/true` as both hooks (two execs, nothing done)"}
+FLOORS = ("floor-c", "floor-rs", "true")
 
 
 def sides(case):
@@ -76,12 +80,12 @@ s += ["| case | side | cycle median ms | p95 ms | p99 ms | prolog median ms | ep
 ratio = {}
 for case, label in (("quiet", "quiet machine"), ("busy", "both cores busy")):
     by = sides(case)
-    for side in SIDES + tuple(r for r in ("resident", "resident-in") if r in by):
+    for side in SIDES + tuple(r for r in ("resident", "resident-in") + FLOORS if r in by):
         c = by[side]["cycle"]
         s.append(f"| {label} | {LABEL[side]} | {f(st.median(c))} | {f(pct(c, 95))} | {f(pct(c, 99))} | "
                  f"{f(st.median(by[side]['prolog']))} | {f(st.median(by[side]['epilog']))} |")
     h = by["shell"]["cycle"]
-    for side in ("shipped", "qoslane", "resident", "resident-in"):
+    for side in ("shipped", "qoslane", "resident", "resident-in") + FLOORS:
         if side not in by:
             continue
         q = by[side]["cycle"]
@@ -101,6 +105,13 @@ if ("quiet", "resident") in ratio:
     s += ["", "| the resident prototypes ÷ the minimal shell Prolog | quiet: cycle median (target ≤ 0.6×) | both cores busy: cycle p95 (target ≤ 0.8×) |",
           "|---|---:|---:|"]
     for side in ("resident", "resident-in"):
+        q, b = ratio[("quiet", side)], ratio[("busy", side)]
+        s.append(f"| {LABEL[side]} | {q['median']:.2f}× (p95 {q['p95']:.2f}×) | {b['p95']:.2f}× (median {b['median']:.2f}×) |")
+
+if ("quiet", "floor-rs") in ratio:
+    s += ["", "| the floor ÷ the minimal shell Prolog (`--floor`) | quiet: cycle median (target ≤ 0.6×) | both cores busy: cycle p95 (target ≤ 0.8×) |",
+          "|---|---:|---:|"]
+    for side in FLOORS:
         q, b = ratio[("quiet", side)], ratio[("busy", side)]
         s.append(f"| {LABEL[side]} | {q['median']:.2f}× (p95 {q['p95']:.2f}×) | {b['p95']:.2f}× (median {b['median']:.2f}×) |")
 
