@@ -40,6 +40,7 @@ mod fork;
 mod lines;
 mod program;
 mod running;
+mod spawn;
 #[cfg(test)]
 mod tests;
 
