@@ -63,8 +63,7 @@ fn behave(how: &str, argv: &[OsString]) -> i32 {
             .unwrap_or_default()
             .lines()
             .find_map(|l| l.strip_prefix("SigBlk:"))
-            .map(str::trim)
-            .unwrap_or("unknown"),
+            .map_or("unknown", str::trim),
     );
     match what.as_str() {
         "" => println!("{line}"),

@@ -113,7 +113,11 @@ mod tests {
             )
             .unwrap();
             let (reader, was) = super::take_into_fd(&[Signal::SIGUSR1 as i32]).unwrap();
-            assert_eq!(was, [Signal::SIGUSR2 as i32], "the inherited mask, reported");
+            assert_eq!(
+                was,
+                [Signal::SIGUSR2 as i32],
+                "the inherited mask, reported"
+            );
             let mut now = SigSet::empty();
             pthread_sigmask(SigmaskHow::SIG_BLOCK, None, Some(&mut now)).unwrap();
             assert_eq!(now.iter().collect::<Vec<_>>(), [Signal::SIGUSR1]);

@@ -75,7 +75,8 @@ pub(super) fn start(program: &Program) -> io::Result<Forked> {
     attr.set_sigdefault(&SigSet::from(Signal::SIGPIPE))?;
     let pid = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &envp)?;
     drop::<(OwnedFd, OwnedFd, OwnedFd)>((null, out_w, err_w));
-    let pid = Pid::from_raw(pid.as_raw()).ok_or_else(|| io::Error::other("spawn returned no pid"))?;
+    let pid =
+        Pid::from_raw(pid.as_raw()).ok_or_else(|| io::Error::other("spawn returned no pid"))?;
     Ok(Forked {
         pid,
         stdout: out_r,

@@ -278,7 +278,11 @@ fn a_program_starts_with_an_empty_mask_and_sigpipe_at_its_default() {
         let f = capture(
             &Program::new("/bin/sed", Env::Exact(vec![("TWICE".into(), "1".into())]))
                 .var("TWICE", "2")
-                .args(["-n", "s/^\\(SigBlk\\|SigIgn\\):[[:space:]]*//p", "/proc/self/status"]),
+                .args([
+                    "-n",
+                    "s/^\\(SigBlk\\|SigIgn\\):[[:space:]]*//p",
+                    "/proc/self/status",
+                ]),
             within(Duration::from_secs(10)),
         );
         pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&term), None).unwrap();
@@ -289,13 +293,20 @@ fn a_program_starts_with_an_empty_mask_and_sigpipe_at_its_default() {
         // SIGPIPE is bit 13 (value 0x1000): not ignored, whatever the
         // test process's disposition.
         let ignored = u64::from_str_radix(lines.get(1).copied().unwrap_or(""), 16).unwrap();
-        assert_eq!(ignored & (1 << (Signal::SIGPIPE as u32 - 1)), 0, "ignored: {out}");
+        assert_eq!(
+            ignored & (1 << (Signal::SIGPIPE as u32 - 1)),
+            0,
+            "ignored: {out}"
+        );
     })
     .join()
     .unwrap();
     let f = capture(
-        &Program::new("/usr/bin/env", Env::Exact(vec![("TWICE".into(), "1".into())]))
-            .var("TWICE", "2"),
+        &Program::new(
+            "/usr/bin/env",
+            Env::Exact(vec![("TWICE".into(), "1".into())]),
+        )
+        .var("TWICE", "2"),
         within(Duration::from_secs(10)),
     );
     exited_ok(&f);

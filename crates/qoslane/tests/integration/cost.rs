@@ -526,7 +526,8 @@ fn entry_takes_its_stop_signals_from_one_fd(text: &str, entry: &str) {
         assert!(
             !calls
                 .iter()
-                .any(|(n, c)| *n == "rt_sigaction" && c.starts_with(&format!("rt_sigaction({signal},"))),
+                .any(|(n, c)| *n == "rt_sigaction"
+                    && c.starts_with(&format!("rt_sigaction({signal},"))),
             "no handler for {signal}\n{text}"
         );
     }
