@@ -7,8 +7,9 @@
 //! would ignore slurmd's SIGTERM at PrologEpilogTimeout, and the hook in its
 //! own process group would outlive slurmd's SIGKILL, which reaches only
 //! hookrun's group. Children started by [`crate::child`] get an empty mask
-//! anyway (std's spawn sets it, and so does a built-in's fork); this is for
-//! the process itself.
+//! whatever their caller's (`posix_spawn`'s attribute in `child/spawn.rs` —
+//! std's spawn passes the caller's mask on — and the emptied mask of a
+//! built-in's fork); this is for the process itself.
 //!
 //! [`take_into_fd`] is how hookrun receives its stop signals: the mask set
 //! to exactly them (whatever it inherited cleared) and a `signalfd` that
