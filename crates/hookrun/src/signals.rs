@@ -82,3 +82,43 @@ impl Interrupt for Signals {
         self.received.load(Ordering::SeqCst) != 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stop signal that comes while hookrun runs no hook stays pending
+    /// (blocked, not lost) until `termination` reads it; `stop` answers
+    /// what was read, and the descriptor is what the poll loop waits on.
+    #[test]
+    fn a_stop_signal_between_hooks_is_read_when_asked() {
+        // On a thread of its own, signalled with `raise` (to the calling
+        // thread): the mask is per thread, and a signal to the process could
+        // be taken by another test thread with its default action.
+        std::thread::spawn(|| {
+            let signals = Signals::install().expect("signalfd");
+            assert_eq!(signals.termination(), None);
+            assert!(!signals.stop());
+            nix::sys::signal::raise(nix::sys::signal::Signal::SIGHUP).expect("raise");
+            assert!(!signals.stop(), "not read yet");
+            let mut fds = [rustix::event::PollFd::from_borrowed_fd(
+                signals.wake_fd(),
+                rustix::event::PollFlags::IN,
+            )];
+            let timeout = rustix::event::Timespec {
+                tv_sec: 5,
+                tv_nsec: 0,
+            };
+            assert_eq!(
+                rustix::event::poll(&mut fds, Some(&timeout)).expect("poll"),
+                1
+            );
+            signals.drain();
+            assert!(signals.stop(), "read by the drain");
+            assert_eq!(signals.termination(), Some(SIGHUP));
+            nodeio::sigmask::clear().expect("unblock");
+        })
+        .join()
+        .expect("the test thread");
+    }
+}
