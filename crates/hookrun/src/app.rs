@@ -205,7 +205,7 @@ fn run_phase(
             log::phase(
                 Priority::Error,
                 name,
-                &format!("failed to install signal handlers: {error}"),
+                &format!("failed to set up the stop signals (signalfd): {error}"),
             );
             return ExitClass::SetupFailed;
         }

@@ -282,11 +282,19 @@ pub struct Paths {
 /// without following anyone else's symlink: on Debian it belongs to the
 /// `prometheus` user. It is not flushed: every run rewrites it. No textfile
 /// directory (node_exporter not installed): no textfile.
+///
+/// Both directories are reached in one walk's memory
+/// (`nodeio::walk::remember_judged_dirs`, held for this call only: hookrun
+/// forks no hook while it lives): the trusted directories on the way to the
+/// state directory are judged once, and the textfile directory is reached
+/// from its nearest trusted ancestor (`/var/lib`), each directory below it
+/// judged, instead of from the root again.
 pub fn record(
     paths: &Paths,
     records: &[Record<'_>],
     lock_wait: Duration,
 ) -> Result<Vec<String>, MetricsError> {
+    let _one_walk = nodeio::walk::remember_judged_dirs();
     let mut notes = Vec::new();
     let updated = counter_file::update_kept::<State, _>(
         &paths.root,

@@ -1,77 +1,124 @@
-//! Signal handling without `unsafe`: signal-hook records the signal and writes a
-//! byte to a socket, and `nodeio::child` polls that socket next to the hook's
-//! pipes and pidfd ([`Signals`] is its [`Interrupt`]). So SIGTERM from Slurm
-//! (its PrologEpilogTimeout; SIGKILL follows ~10 ms later) wakes hookrun at
-//! once, and the running hook's process group is killed before anything else.
-//! A hook's exit wakes the loop through its pidfd: no SIGCHLD handler.
-//! The signal mask hookrun inherited is cleared first: a SIGTERM blocked by
-//! whoever started it would never reach the handler.
+//! Signal handling without handlers: SIGTERM, SIGINT and SIGHUP are blocked
+//! and read from a `signalfd` (`nodeio::sigmask::take_into_fd`), which
+//! `nodeio::child` polls next to the hook's pipes and pidfd ([`Signals`] is
+//! its [`Interrupt`]). So SIGTERM from Slurm (its PrologEpilogTimeout;
+//! SIGKILL follows ~10 ms later) wakes hookrun at once, and the running
+//! hook's process group is killed before anything else; a stop signal that
+//! arrives between hooks stays pending until [`Signals::termination`] reads
+//! it. A hook's exit wakes the loop through its pidfd: no SIGCHLD handler.
+//! The signal mask hookrun inherited is cleared (but for the three): a
+//! SIGTERM blocked by whoever started it still reaches hookrun, through the
+//! fd. Its hooks start with an empty mask (spawned or forked).
 
-use std::io::{self, Read};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use nodeio::child::Interrupt;
+use nodeio::sigmask::SignalReader;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 
 /// The signals that stop hookrun (after it stopped its hook).
 pub const TERMINATION_SIGNALS: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
 
-/// The last termination signal received, 0 for none. Set from the handler.
-static TERMINATION: AtomicUsize = AtomicUsize::new(0);
-
-/// Installed handlers plus the read end of the wake-up socket.
+/// The stop signals' descriptor and the last one read.
 #[derive(Debug)]
 pub struct Signals {
-    wake: UnixStream,
-    /// The signals hookrun was started with blocked (now unblocked).
+    reader: SignalReader,
+    /// The last termination signal read, 0 for none.
+    received: AtomicI32,
+    /// The signals hookrun was started with blocked (the mask now holds
+    /// only the stop signals, read from the fd).
     pub were_blocked: Vec<i32>,
 }
 
 impl Signals {
-    /// Clears the inherited signal mask and installs the handlers. Call once
-    /// per process, before any thread is started.
+    /// Blocks the stop signals into their descriptor, the rest of the
+    /// inherited mask cleared. Call once per process, before any thread is
+    /// started.
     pub fn install() -> io::Result<Signals> {
-        let were_blocked = nodeio::sigmask::clear().map_err(io::Error::from)?;
-        let (wake, notify) = UnixStream::pair()?;
-        wake.set_nonblocking(true)?;
-        for signal in TERMINATION_SIGNALS {
-            // Small positive constants: the conversion cannot fail.
-            let value = usize::try_from(signal).unwrap_or(usize::MAX);
-            signal_hook::flag::register_usize(signal, &TERMINATION, value)?;
-            signal_hook::low_level::pipe::register(signal, notify.try_clone()?)?;
-        }
-        Ok(Signals { wake, were_blocked })
+        let (reader, were_blocked) =
+            nodeio::sigmask::take_into_fd(&TERMINATION_SIGNALS).map_err(io::Error::from)?;
+        Ok(Signals {
+            reader,
+            received: AtomicI32::new(0),
+            were_blocked,
+        })
     }
 
-    /// The termination signal received so far, if any.
+    /// Takes what the descriptor holds into `received`.
+    fn read(&self) {
+        if let Some(signal) = self.reader.take() {
+            self.received.store(signal, Ordering::SeqCst);
+        }
+    }
+
+    /// The termination signal received so far, if any (one read of the
+    /// descriptor: a signal pending since is taken now).
     pub fn termination(&self) -> Option<i32> {
-        match TERMINATION.load(Ordering::SeqCst) {
+        self.read();
+        match self.received.load(Ordering::SeqCst) {
             0 => None,
-            signal => i32::try_from(signal).ok(),
+            signal => Some(signal),
         }
     }
 }
 
 impl Interrupt for Signals {
-    /// Readable when a signal arrived since the last [`Interrupt::drain`].
+    /// Readable while a stop signal is pending.
     fn wake_fd(&self) -> BorrowedFd<'_> {
-        self.wake.as_fd()
+        self.reader.fd()
     }
 
-    /// Empties the wake-up socket.
+    /// Reads the pending signals.
     fn drain(&self) {
-        let mut buffer = [0u8; 64];
-        while let Ok(n) = (&self.wake).read(&mut buffer) {
-            if n == 0 {
-                break;
-            }
-        }
+        self.read();
     }
 
-    /// A termination signal stops the running hook at once.
+    /// A termination signal stops the running hook at once. Asked before
+    /// every wait: what was read when the fd woke the loop (a signal that
+    /// came before the wait makes the fd readable at once).
     fn stop(&self) -> bool {
-        self.termination().is_some()
+        self.received.load(Ordering::SeqCst) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stop signal that comes while hookrun runs no hook stays pending
+    /// (blocked, not lost) until `termination` reads it; `stop` answers
+    /// what was read, and the descriptor is what the poll loop waits on.
+    #[test]
+    fn a_stop_signal_between_hooks_is_read_when_asked() {
+        // On a thread of its own, signalled with `raise` (to the calling
+        // thread): the mask is per thread, and a signal to the process could
+        // be taken by another test thread with its default action.
+        std::thread::spawn(|| {
+            let signals = Signals::install().expect("signalfd");
+            assert_eq!(signals.termination(), None);
+            assert!(!signals.stop());
+            nix::sys::signal::raise(nix::sys::signal::Signal::SIGHUP).expect("raise");
+            assert!(!signals.stop(), "not read yet");
+            let mut fds = [rustix::event::PollFd::from_borrowed_fd(
+                signals.wake_fd(),
+                rustix::event::PollFlags::IN,
+            )];
+            let timeout = rustix::event::Timespec {
+                tv_sec: 5,
+                tv_nsec: 0,
+            };
+            assert_eq!(
+                rustix::event::poll(&mut fds, Some(&timeout)).expect("poll"),
+                1
+            );
+            signals.drain();
+            assert!(signals.stop(), "read by the drain");
+            assert_eq!(signals.termination(), Some(SIGHUP));
+            nodeio::sigmask::clear().expect("unblock");
+        })
+        .join()
+        .expect("the test thread");
     }
 }

@@ -13,7 +13,7 @@ use rustix::process::{Pid, Signal};
 use crate::util::{Fixture, Run, wait_for_line, wait_gone};
 
 /// The fields of the hook's line (`built in: pid=… ppid=… pgid=… phase=…
-/// argv0=…`), by name; and how it ran.
+/// argv0=… sigblk=…`), by name; and how it ran.
 fn how_it_ran(run: &Run, hook: &str) -> (String, Vec<(String, String)>) {
     let prefix = format!("{hook}> ");
     let line = run
@@ -58,6 +58,9 @@ fn the_binary_s_own_hook_runs_built_in_in_its_own_group_and_a_plain_hook_still_r
     assert_ne!(field(&fields, "ppid"), pid);
     assert_eq!(field(&fields, "phase"), "prolog");
     assert_eq!(field(&fields, "argv0"), hook.display().to_string());
+    // No signal blocked, as a spawned program's: hookrun's stop signals,
+    // blocked into its signalfd, are not the hook's.
+    assert_eq!(field(&fields, "sigblk"), "0000000000000000");
     assert_eq!(fx.ran(), ["20-plain"], "the plain hook still runs");
     assert!(run.has_line("20-plain> plain ran"), "{}", run.stderr);
     assert_eq!(fx.runs("prolog", "10-embedded", "ok"), Some(1.0));

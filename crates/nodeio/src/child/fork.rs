@@ -10,7 +10,9 @@
 //! to their defaults as exec resets them (ignored signals stay ignored;
 //! Rust's stack-overflow handlers, which the program's own start would
 //! install, stay), every signal blocked across the fork so that none
-//! reaches a handler of the parent's in the child; the environment the
+//! reaches a handler of the parent's in the child, then the mask emptied
+//! (as `posix_spawn` leaves a spawned program's: the parent's is not the
+//! program's — hookrun blocks its stop signals into a `signalfd`); the environment the
 //! program is given; what `nodeio` remembers of the process (the pid, the
 //! log's sink) forgotten. The child never returns into its parent's code:
 //! it ends with `_exit` and the entry's status (a panic: 101, as Rust's).
@@ -88,7 +90,7 @@ pub(super) fn start(program: &Program, entry: Entry) -> io::Result<Forked> {
     // thread between): no lock of another thread can be held in the child,
     // so it may allocate and run ordinary code. Every signal is blocked
     // across the fork, and in the child the handlers are reset before the
-    // mask is restored, so no handler of the parent's runs in the child
+    // mask is emptied, so no handler of the parent's runs in the child
     // (`sigaction` is unsafe only for the handler it installs: here the
     // defaults and SIG_IGN, no code). The environment is changed
     // (`set_var`/`remove_var`) in the child, which has no other thread to
@@ -115,7 +117,11 @@ pub(super) fn start(program: &Program, entry: Entry) -> io::Result<Forked> {
                         let _ = sigaction(signal, &ignore);
                     }
                 }
-                let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&mask), None);
+                // Empty, as std's spawn leaves an exec'd program's: not the
+                // parent's (hookrun's stop signals are blocked into its
+                // signalfd, and a blocked SIGTERM would reach no handler of
+                // the hook's).
+                let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
                 let stdio = nix::unistd::dup2_stdin(&null)
                     .and_then(|()| nix::unistd::dup2_stdout(&out_w))
                     .and_then(|()| nix::unistd::dup2_stderr(&err_w));

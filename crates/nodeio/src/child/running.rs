@@ -5,9 +5,9 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -15,7 +15,7 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Signal};
 
 use super::lines::{Dropped, LineSink, Splitter, Stream};
-use super::program::{Ending, Env, Finished, Interrupt, Output, Program, Timing};
+use super::program::{Ending, Finished, Interrupt, Output, Program, Timing};
 use crate::error::{Error, Result};
 
 /// After the leader exited (and its group was killed), how long to keep
@@ -105,7 +105,7 @@ impl Taken<'_> {
 /// The process a program runs in: spawned (`posix_spawn` and exec), or a
 /// fork of this one running a built-in entry (`fork.rs`).
 enum Leader {
-    Spawned(std::process::Child),
+    Spawned(Pid),
     Forked(Pid),
 }
 
@@ -113,8 +113,7 @@ impl Leader {
     /// Reaps it if it has exited.
     fn try_wait(&mut self) -> Option<ExitStatus> {
         match self {
-            Leader::Spawned(child) => child.try_wait().ok().flatten(),
-            Leader::Forked(pid) => {
+            Leader::Spawned(pid) | Leader::Forked(pid) => {
                 match rustix::process::waitpid(Some(*pid), rustix::process::WaitOptions::NOHANG) {
                     Ok(Some((_, status))) => Some(ExitStatus::from_raw(status.as_raw())),
                     _ => None,
@@ -126,10 +125,7 @@ impl Leader {
     /// Waits for it (it was just SIGKILLed).
     fn wait(&mut self) {
         match self {
-            Leader::Spawned(child) => {
-                let _ = child.wait();
-            }
-            Leader::Forked(pid) => {
+            Leader::Spawned(pid) | Leader::Forked(pid) => {
                 let _ = rustix::process::waitpid(Some(*pid), rustix::process::WaitOptions::empty());
             }
         }
@@ -177,22 +173,13 @@ impl<'s> Running<'s> {
                 )
             }
             _ => {
-                let mut command = Command::new(&path);
-                command.args(&program.args);
-                if let Env::Exact(vars) = &program.env {
-                    command.env_clear().envs(vars.iter().map(|(k, v)| (k, v)));
-                }
-                command
-                    .envs(program.vars.iter().map(|(k, v)| (k, v)))
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .process_group(0);
-                let mut child = command.spawn().map_err(Error::io("run", &path))?;
-                let pid = Pid::from_child(&child);
-                let stdout = child.stdout.take().map(OwnedFd::from);
-                let stderr = child.stderr.take().map(OwnedFd::from);
-                (Leader::Spawned(child), pid, stdout, stderr)
+                let spawned = super::spawn::start(program).map_err(Error::io("run", &path))?;
+                (
+                    Leader::Spawned(spawned.pid),
+                    spawned.pid,
+                    Some(spawned.stdout),
+                    Some(spawned.stderr),
+                )
             }
         };
         let setup = (|| {

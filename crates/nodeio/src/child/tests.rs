@@ -262,6 +262,57 @@ fn with_an_exact_environment_the_callers_variables_are_absent() {
     assert!(!tool.contains(&format!("{name}={value}")), "{tool:?}");
 }
 
+/// A program starts with no signal blocked and SIGPIPE at its default,
+/// whatever its caller's: hookrun runs with its stop signals blocked (read
+/// from a `signalfd`), and std's spawn passed the mask on (a hook exec'd
+/// with SIGTERM blocked never saw the deadline's SIGTERM, only the SIGKILL
+/// after the grace). A variable set twice gets the later value.
+#[test]
+fn a_program_starts_with_an_empty_mask_and_sigpipe_at_its_default() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    // On a thread of its own: the mask is per thread, and the spawn takes
+    // the calling thread's.
+    std::thread::spawn(|| {
+        let term = SigSet::from(Signal::SIGTERM);
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&term), None).unwrap();
+        let f = capture(
+            &Program::new("/bin/sed", Env::Exact(vec![("TWICE".into(), "1".into())]))
+                .var("TWICE", "2")
+                .args([
+                    "-n",
+                    "s/^\\(SigBlk\\|SigIgn\\):[[:space:]]*//p",
+                    "/proc/self/status",
+                ]),
+            within(Duration::from_secs(10)),
+        );
+        pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&term), None).unwrap();
+        exited_ok(&f);
+        let out = String::from_utf8(f.stdout).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.first(), Some(&"0000000000000000"), "blocked: {out}");
+        // SIGPIPE is bit 13 (value 0x1000): not ignored, whatever the
+        // test process's disposition.
+        let ignored = u64::from_str_radix(lines.get(1).copied().unwrap_or(""), 16).unwrap();
+        assert_eq!(
+            ignored & (1 << (Signal::SIGPIPE as u32 - 1)),
+            0,
+            "ignored: {out}"
+        );
+    })
+    .join()
+    .unwrap();
+    let f = capture(
+        &Program::new(
+            "/usr/bin/env",
+            Env::Exact(vec![("TWICE".into(), "1".into())]),
+        )
+        .var("TWICE", "2"),
+        within(Duration::from_secs(10)),
+    );
+    exited_ok(&f);
+    assert_eq!(String::from_utf8(f.stdout).unwrap(), "TWICE=2\n");
+}
+
 #[test]
 fn stdin_is_dev_null() {
     let f = capture(&sh("/bin/cat; echo end"), within(Duration::from_secs(10)));

@@ -493,6 +493,46 @@ fn processes(text: &str) -> Vec<(String, Process)> {
     all
 }
 
+/// The calls of one process of a traced run (its first thread's lines, the
+/// resumed halves left out): the call's name and its line.
+fn calls_of<'t>(text: &'t str, pid: &str) -> Vec<(&'t str, &'t str)> {
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(tid, _)| *tid == pid)
+        .map(|(_, call)| call.trim_start())
+        .filter(|call| !call.starts_with("<...") && !call.starts_with("+++"))
+        .map(|call| (call.split('(').next().unwrap_or(call), call))
+        .collect()
+}
+
+/// The entry's stop signals (SIGTERM, SIGINT, SIGHUP: slurmd's at
+/// PrologEpilogTimeout) are blocked into one `signalfd` polled with the
+/// hook's pipes: no handler installed for any of them, no self-pipe (a
+/// socketpair, a `dup`, two `fcntl`s and a test `sendto` per signal, ~20
+/// calls per run, until session 16). That SIGTERM still stops the hook's
+/// group at once is hookrun's `deadlines` tests'.
+fn entry_takes_its_stop_signals_from_one_fd(text: &str, entry: &str) {
+    let calls = calls_of(text, entry);
+    let named = |name: &str| calls.iter().filter(|(n, _)| *n == name).count();
+    assert_eq!(named("signalfd4"), 1, "one signalfd\n{text}");
+    assert_eq!(named("socketpair"), 0, "no self-pipe\n{text}");
+    assert!(
+        !calls
+            .iter()
+            .any(|(n, c)| *n == "sendto" && c.contains(", \"\", 0, ")),
+        "no test send\n{text}"
+    );
+    for signal in ["SIGTERM", "SIGINT", "SIGHUP"] {
+        assert!(
+            !calls
+                .iter()
+                .any(|(n, c)| *n == "rt_sigaction"
+                    && c.starts_with(&format!("rt_sigaction({signal},"))),
+            "no handler for {signal}\n{text}"
+        );
+    }
+}
+
 /// The hooks as they ship: slurm.conf names the packaged entry
 /// (`/usr/lib/qoslane/hookrun`, a link to the binary named `hookrun`), which
 /// is hookrun; qoslane's hook link in the phase directory is the binary
@@ -554,6 +594,7 @@ fn the_shipped_entry_runs_qoslane_s_hook_in_one_process_start() {
         [&hookrun, &hook],
         "the entry (one exec: slurmd's) and its built-in hook\n{text}"
     );
+    entry_takes_its_stop_signals_from_one_fd(&text, &procs[0].0);
     let line = n.last_audit("prolog");
     assert_eq!(line["outcome"], "applied");
     assert_eq!(line["job_id"], 2);
@@ -571,6 +612,7 @@ fn the_shipped_entry_runs_qoslane_s_hook_in_one_process_start() {
         [&hookrun, &hook],
         "{text}"
     );
+    entry_takes_its_stop_signals_from_one_fd(&text, &procs[0].0);
     assert_eq!(n.last_audit("epilog")["outcome"], "reverted");
     assert_eq!(
         n.settings(),
