@@ -125,6 +125,17 @@ pub fn persistent(fd: impl std::os::fd::AsFd) -> bool {
     rfs::fstatfs(fd).map_or(true, |st| !matches!(st.f_type, TMPFS_MAGIC | RAMFS_MAGIC))
 }
 
+/// [`persistent`] of a directory a caller writes into. While a run's guard
+/// lives ([`walk::remember_judged_dirs`]) asked once per directory
+/// descriptor ([`walk::on_disk_once`]): the filesystem an open directory is
+/// on cannot change under its descriptor (a mount over its path changes
+/// what the path names, not what the descriptor is), so a run writing
+/// several files into one directory makes one `fstatfs` there, not one per
+/// file.
+pub(crate) fn dir_persistent(dir: &Dir) -> bool {
+    walk::on_disk_once(dir, || persistent(dir.fd()))
+}
+
 /// [`write`] of a file another user owns (`owner`: uid, gid), made theirs
 /// before it is in place (`fchown` of the temp file this process created:
 /// no name is followed or changed hands on the way); mode `mode` (e.g.
@@ -168,7 +179,7 @@ fn replace_in_as(
     durability: Durability,
 ) -> Result<Pending> {
     remove_leftovers(&dir);
-    let on_disk = persistent(dir.fd());
+    let on_disk = dir_persistent(&dir);
     let tmp = temp_name(name, own_pid(), SEQ.fetch_add(1, Ordering::Relaxed));
     let tmp_path = dir.path().join(&tmp);
     let final_path = dir.path().join(name);
@@ -257,7 +268,7 @@ pub fn remove(root: &Path, path: &Path, judge: Judge) -> Result<bool> {
     };
     match rfs::unlinkat(dir.fd(), name, AtFlags::empty()) {
         Ok(()) => {
-            if persistent(dir.fd()) {
+            if dir_persistent(&dir) {
                 sync_dir(&dir)?;
             }
             Ok(true)

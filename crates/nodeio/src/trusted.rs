@@ -360,7 +360,7 @@ pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
         // Walked to already, its last step no symlink: judged by its
         // descriptor, not opened again.
         Some((d, true)) => {
-            judge_state_fd(d.fd(), dir)?;
+            judge_state_fd(d.fd(), dir, walk::remembered_stat(root, &d))?;
             d
         }
         _ => judge_state_dir(root, dir, create)?,
@@ -392,38 +392,46 @@ fn judge_state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
         other => other,
     }
     .map_err(Error::errno("open directory", dir))?;
-    judge_state_fd(fd.as_fd(), dir)?;
+    judge_state_fd(fd.as_fd(), dir, None)?;
     Ok(Dir::from_parts(fd, dir.to_path_buf()))
 }
 
 /// Judges the state directory `dir` by its descriptor (opened without
 /// following a symlink at its last step): a directory, the caller's, not
 /// writable by others; widened to [`STATE_DIR_MODE`] when narrower.
-fn judge_state_fd(fd: BorrowedFd<'_>, dir: &Path) -> Result<()> {
-    let st = rfs::fstat(fd).map_err(Error::errno("inspect directory", dir))?;
+/// `seen`: its owner and mode as this run's walk saw them by the same
+/// descriptor ([`walk::remembered_stat`]), not asked again.
+fn judge_state_fd(fd: BorrowedFd<'_>, dir: &Path, seen: Option<(u32, u32)>) -> Result<()> {
+    let (st_uid, st_mode) = match seen {
+        Some(seen) => seen,
+        None => {
+            let st = rfs::fstat(fd).map_err(Error::errno("inspect directory", dir))?;
+            (st.st_uid, st.st_mode)
+        }
+    };
     let me = rustix::process::geteuid().as_raw();
-    match FileType::from_raw_mode(st.st_mode) {
+    match FileType::from_raw_mode(st_mode) {
         FileType::Symlink => return Err(Error::untrusted(dir, "is a symlink; refusing to use it")),
         FileType::Directory => {}
         _ => return Err(Error::untrusted(dir, "is not a directory")),
     }
-    if st.st_uid != me {
+    if st_uid != me {
         return Err(Error::untrusted(
             dir,
-            format!("is owned by uid {}, not {me}", st.st_uid),
+            format!("is owned by uid {}, not {me}", st_uid),
         ));
     }
-    if st.st_mode & 0o022 != 0 {
+    if st_mode & 0o022 != 0 {
         return Err(Error::untrusted(
             dir,
             format!(
                 "is writable by group or others (mode {:o})",
-                st.st_mode & 0o7777
+                st_mode & 0o7777
             ),
         ));
     }
-    if st.st_mode & STATE_DIR_MODE != STATE_DIR_MODE {
-        widen(fd, dir, st.st_mode & 0o7777)?;
+    if st_mode & STATE_DIR_MODE != STATE_DIR_MODE {
+        widen(fd, dir, st_mode & 0o7777)?;
     }
     Ok(())
 }
@@ -473,8 +481,17 @@ fn judge_holder(root: &Path, dir: &Dir) -> Result<()> {
     if remembered(|m| known(m)) == Some(true) {
         return Ok(());
     }
-    let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
-    if let Some(why) = judge_dir(st.st_uid, st.st_mode, false) {
+    // The walk that reached it this run looked at this very descriptor: its
+    // owner and mode as it saw them (only root or the caller can change
+    // them since), not a second `fstat`.
+    let (uid, mode) = match walk::remembered_stat(root, dir) {
+        Some(seen) => seen,
+        None => {
+            let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
+            (st.st_uid, st.st_mode)
+        }
+    };
+    if let Some(why) = judge_dir(uid, mode, false) {
         return Err(Error::untrusted(dir.path(), why));
     }
     remembered(|m| {
