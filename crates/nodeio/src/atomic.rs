@@ -37,7 +37,7 @@ mod kept;
 mod leftovers;
 pub use kept::{replace_kept, spare_name};
 use leftovers::own_pid;
-pub use leftovers::{remove_leftovers, temp_file_writer};
+pub use leftovers::{remove_leftovers, remove_leftovers_listing, temp_file_writer};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -61,6 +61,14 @@ impl Pending {
             .sync_all()
             .map_err(Error::io("fsync", self.dir.path()))?;
         sync_dir(&self.dir)
+    }
+}
+
+impl Pending {
+    /// The replacement, open (not flushed): the file now at the name, for a
+    /// caller that tells later whether it still is ([`crate::counter_file`]).
+    pub fn into_file(self) -> File {
+        self.file
     }
 }
 
