@@ -124,6 +124,34 @@ pub fn write(
     Ok(())
 }
 
+/// [`write`] (under [`Judge::Trusted`]) of a file the run reads again
+/// later: the replacement is remembered as read ([`trusted::read`] hands
+/// `data` back while it is still the file at `path`, for one `statat`).
+///
+/// [`trusted::read`]: crate::trusted::read
+pub fn write_read_again(
+    root: &Path,
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    create_dirs: bool,
+) -> Result<()> {
+    let done = replace(
+        root,
+        path,
+        data,
+        mode,
+        Judge::Trusted,
+        create_dirs,
+        Durability::Durable,
+    )?;
+    if done.persistent {
+        sync_dir(&done.dir)?;
+    }
+    crate::trusted::remember_written(root, path, done.file, data);
+    Ok(())
+}
+
 /// Whether files under `fd` outlive a reboot, so that an fsync there means
 /// something: false on tmpfs and ramfs. When the filesystem cannot be told,
 /// true (an fsync too many costs time, one too few a torn file).
@@ -511,6 +539,27 @@ mod tests {
         assert_eq!(temp_file_writer(".a.b.tmp.12.3"), Some(12));
         assert_eq!(temp_file_writer(".a.b.tmp.12"), Some(12));
         assert_eq!(temp_file_writer("a.b"), None);
+    }
+
+    /// The look for leftovers hands out the other names it listed (one
+    /// listing for a caller that lists the directory too), once per run
+    /// and directory, as it looks once.
+    #[test]
+    fn the_look_for_leftovers_hands_out_the_other_names_once_per_run() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir(root.join("jobs")).expect("mkdir");
+        for f in ["1.json", "2.json", ".3.json.tmp.4194305.0", ".4.json.tmp.1.0"] {
+            fs::write(root.join("jobs").join(f), "{}").expect("write");
+        }
+        let _run = walk::remember_judged_dirs();
+        let d = walk::open_dir(root, &root.join("jobs"), Judge::Trusted, None).expect("dir");
+        let mut listed = remove_leftovers_listing(&d).expect("listed");
+        listed.sort();
+        assert_eq!(listed, ["1.json", "2.json"]);
+        assert!(!root.join("jobs/.3.json.tmp.4194305.0").exists(), "dead writer's");
+        assert!(root.join("jobs/.4.json.tmp.1.0").exists(), "a live writer's");
+        assert_eq!(remove_leftovers_listing(&d), None, "looked already");
     }
 
     /// A writer killed and not yet reaped (a zombie: the first run after a

@@ -289,6 +289,36 @@ fn remember(root: &Path, path: &Path, o: Opened, bytes: &[u8]) {
     });
 }
 
+/// Remembers the file this run just put at `path` (an atomic replacement:
+/// `file` is the replacement, now at the name, `bytes` its content), while
+/// a run's guard lives, as if [`read`] had read it: a later read of `path`
+/// in the run is handed `bytes` back after one `statat` showing the name
+/// still holds that file, unchanged (anyone's replacement since is another
+/// inode: read afresh). One `fstat` here, for an open, an `fstat`, a read
+/// and a close there. Without a guard, nothing.
+pub(crate) fn remember_written(root: &Path, path: &Path, file: File, bytes: &[u8]) {
+    if walk::run_remembering().is_none() {
+        return;
+    }
+    let Ok(st) = rfs::fstat(&file) else {
+        return;
+    };
+    if u64::try_from(st.st_size).ok() != Some(bytes.len() as u64) {
+        return;
+    }
+    let o = Opened {
+        file,
+        path: path.to_path_buf(),
+        size: bytes.len() as u64,
+        uid: st.st_uid,
+        mode: st.st_mode & 0o7777,
+        dev: st.st_dev,
+        ino: st.st_ino,
+        changed: Changed::of(&st),
+    };
+    remember(root, path, o, bytes);
+}
+
 /// Judges a file that must exist (a hook, a configuration): [`open`], with
 /// absence an error.
 pub fn check_file(root: &Path, path: &Path) -> Result<Opened> {
@@ -356,24 +386,25 @@ pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
     {
         return Ok(d);
     }
-    let d = match walked {
+    let (d, seen) = match walked {
         // Walked to already, its last step no symlink: judged by its
         // descriptor, not opened again.
         Some((d, true)) => {
-            judge_state_fd(d.fd(), dir, walk::remembered_stat(root, &d))?;
-            d
+            let seen = judge_state_fd(d.fd(), dir, walk::remembered_stat(root, &d))?;
+            (d, seen)
         }
         _ => judge_state_dir(root, dir, create)?,
     };
     remembered(|m| {
-        walk::remember_dir(root, &d);
+        // With what it saw of it: a read in it judges its holder by that.
+        walk::remember_dir(root, &d, Some(seen));
         m.state_dirs
             .push((root.as_os_str().to_owned(), dir.as_os_str().to_owned()));
     });
     Ok(d)
 }
 
-fn judge_state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
+fn judge_state_dir(root: &Path, dir: &Path, create: bool) -> Result<(Dir, (u32, u32))> {
     let (parent, name) = walk::split(dir)?;
     let holder = walk::open_dir(root, parent, Judge::Trusted, create.then_some(0o755))?;
     let open = || {
@@ -392,16 +423,21 @@ fn judge_state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
         other => other,
     }
     .map_err(Error::errno("open directory", dir))?;
-    judge_state_fd(fd.as_fd(), dir, None)?;
-    Ok(Dir::from_parts(fd, dir.to_path_buf()))
+    let seen = judge_state_fd(fd.as_fd(), dir, None)?;
+    Ok((Dir::from_parts(fd, dir.to_path_buf()), seen))
 }
 
 /// Judges the state directory `dir` by its descriptor (opened without
 /// following a symlink at its last step): a directory, the caller's, not
 /// writable by others; widened to [`STATE_DIR_MODE`] when narrower.
 /// `seen`: its owner and mode as this run's walk saw them by the same
-/// descriptor ([`walk::remembered_stat`]), not asked again.
-fn judge_state_fd(fd: BorrowedFd<'_>, dir: &Path, seen: Option<(u32, u32)>) -> Result<()> {
+/// descriptor ([`walk::remembered_stat`]), not asked again. The owner and
+/// mode judged.
+fn judge_state_fd(
+    fd: BorrowedFd<'_>,
+    dir: &Path,
+    seen: Option<(u32, u32)>,
+) -> Result<(u32, u32)> {
     let (st_uid, st_mode) = match seen {
         Some(seen) => seen,
         None => {
@@ -433,7 +469,7 @@ fn judge_state_fd(fd: BorrowedFd<'_>, dir: &Path, seen: Option<(u32, u32)>) -> R
     if st_mode & STATE_DIR_MODE != STATE_DIR_MODE {
         widen(fd, dir, st_mode & 0o7777)?;
     }
-    Ok(())
+    Ok((st_uid, st_mode))
 }
 
 /// A state directory's mode: its readers are other users (a job's
@@ -589,6 +625,34 @@ mod tests {
     thread_local! {
         /// The files this thread opened to read them (`open_in`).
         pub(super) static OPENS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// A file the run put in place itself (`atomic::write_read_again`) is
+    /// handed back by a later read without being opened, while it is still
+    /// the file at its name; replaced since (by anyone), it is read afresh.
+    #[test]
+    fn a_run_reads_back_what_it_wrote_without_opening_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("run/q")).expect("mkdir");
+        let f = root.join("run/q/node.json");
+        let opens = || OPENS.get();
+        let read = || read(root, &f, Symlink::Refuse, 100);
+        let run = walk::remember_judged_dirs();
+        crate::atomic::write_read_again(root, &f, b"{\"n\":1}", 0o600, false).expect("write");
+        let before = opens();
+        assert_eq!(read().expect("read"), Some(b"{\"n\":1}".to_vec()));
+        assert_eq!(opens(), before, "what the run wrote is not opened");
+        // Another writer's replacement (same size, same content even).
+        crate::atomic::write(root, &f, b"{\"n\":2}", 0o600, Judge::Trusted, false)
+            .expect("write");
+        assert_eq!(read().expect("replaced"), Some(b"{\"n\":2}".to_vec()));
+        assert_eq!(opens(), before + 1, "read afresh");
+        drop(run);
+        // Without a run: nothing remembered.
+        crate::atomic::write_read_again(root, &f, b"{\"n\":3}", 0o600, false).expect("write");
+        assert_eq!(read().expect("read"), Some(b"{\"n\":3}".to_vec()));
+        assert_eq!(opens(), before + 2);
     }
 
     /// While a run's guard lives, a file read again that is the same,

@@ -293,8 +293,10 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
 
 /// Remembers `d` (reached from `root`), judged at least as
 /// [`Judge::Trusted`] would, while a guard lives (`trusted::state_dir`).
-pub(crate) fn remember_dir(root: &Path, d: &Dir) {
-    note(root, &d.path, &d.fd, true, None);
+/// `seen`: its owner and mode as the caller's `fstat` of it gave them
+/// ([`remembered_stat`]).
+pub(crate) fn remember_dir(root: &Path, d: &Dir, seen: Option<(u32, u32)>) {
+    note(root, &d.path, &d.fd, true, seen);
 }
 
 /// The owner and mode (uid, `st_mode`) of `d` (reached from `root`) as this

@@ -143,6 +143,23 @@ pub fn read_json<T: serde::de::DeserializeOwned>(paths: &Paths, path: &Path) -> 
 
 /// Writes a state file as compact JSON (one line): the hooks write and read
 /// them at every run; `qoslane status` shows them to people.
+/// [`write_json`] of a state file this run reads again (the node state:
+/// the metrics' gauges read it after the transaction wrote it): the read
+/// is handed what was written while nobody replaced it since
+/// (`nodeio::atomic::write_read_again`).
+pub fn write_json_read_again<T: serde::Serialize>(
+    paths: &Paths,
+    path: &Path,
+    value: &T,
+    mode: u32,
+) -> Result<()> {
+    let mut data = serde_json::to_vec(value)
+        .map_err(|e| Error::Internal(format!("serialise {}: {e}", path.display())))?;
+    data.push(b'\n');
+    atomic::write_read_again(&paths.root, path, &data, mode, false)?;
+    Ok(())
+}
+
 pub fn write_json<T: serde::Serialize>(
     paths: &Paths,
     path: &Path,

@@ -334,7 +334,7 @@ impl<'p> Store<'p> {
     }
 
     pub fn put_node_state(&self, s: &NodeState) -> Result<()> {
-        fsutil::write_json(self.paths, &self.paths.node_state(), s, PRIVATE)
+        fsutil::write_json_read_again(self.paths, &self.paths.node_state(), s, PRIVATE)
     }
 
     pub fn journal(&self) -> Result<Option<Journal>> {
