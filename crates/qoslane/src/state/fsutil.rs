@@ -143,8 +143,8 @@ pub fn read_json<T: serde::de::DeserializeOwned>(paths: &Paths, path: &Path) -> 
 
 /// Writes a state file as compact JSON (one line): the hooks write and read
 /// them at every run; `qoslane status` shows them to people.
-/// [`write_json`] of a state file this run reads again (the node state:
-/// the metrics' gauges read it after the transaction wrote it): the read
+/// [`write_json`] of a state file this run reads again (the node state and
+/// the grants: the metrics' gauges read them after the run wrote them): the read
 /// is handed what was written while nobody replaced it since
 /// (`nodeio::atomic::write_read_again`).
 pub fn write_json_read_again<T: serde::Serialize>(
