@@ -549,7 +549,12 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path();
         fs::create_dir(root.join("jobs")).expect("mkdir");
-        for f in ["1.json", "2.json", ".3.json.tmp.4194305.0", ".4.json.tmp.1.0"] {
+        for f in [
+            "1.json",
+            "2.json",
+            ".3.json.tmp.4194305.0",
+            ".4.json.tmp.1.0",
+        ] {
             fs::write(root.join("jobs").join(f), "{}").expect("write");
         }
         let _run = walk::remember_judged_dirs();
@@ -557,8 +562,14 @@ mod tests {
         let mut listed = remove_leftovers_listing(&d).expect("listed");
         listed.sort();
         assert_eq!(listed, ["1.json", "2.json"]);
-        assert!(!root.join("jobs/.3.json.tmp.4194305.0").exists(), "dead writer's");
-        assert!(root.join("jobs/.4.json.tmp.1.0").exists(), "a live writer's");
+        assert!(
+            !root.join("jobs/.3.json.tmp.4194305.0").exists(),
+            "dead writer's"
+        );
+        assert!(
+            root.join("jobs/.4.json.tmp.1.0").exists(),
+            "a live writer's"
+        );
         assert_eq!(remove_leftovers_listing(&d), None, "looked already");
     }
 

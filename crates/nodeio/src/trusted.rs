@@ -424,12 +424,11 @@ fn judge_holder(root: &Path, dir: &Dir) -> Result<()> {
     // The walk that reached it this run looked at this very descriptor: its
     // owner and mode as it saw them (only root or the caller can change
     // them since), not a second `fstat`.
-    let (uid, mode) = match walk::remembered_stat(root, dir) {
-        Some(seen) => seen,
-        None => {
-            let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
-            (st.st_uid, st.st_mode)
-        }
+    let (uid, mode) = if let Some(seen) = walk::remembered_stat(root, dir) {
+        seen
+    } else {
+        let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
+        (st.st_uid, st.st_mode)
     };
     if let Some(why) = judge_dir(uid, mode, false) {
         return Err(Error::untrusted(dir.path(), why));
@@ -548,8 +547,7 @@ mod tests {
         assert_eq!(read().expect("read"), Some(b"{\"n\":1}".to_vec()));
         assert_eq!(opens(), before, "what the run wrote is not opened");
         // Another writer's replacement (same size, same content even).
-        crate::atomic::write(root, &f, b"{\"n\":2}", 0o600, Judge::Trusted, false)
-            .expect("write");
+        crate::atomic::write(root, &f, b"{\"n\":2}", 0o600, Judge::Trusted, false).expect("write");
         assert_eq!(read().expect("replaced"), Some(b"{\"n\":2}".to_vec()));
         assert_eq!(opens(), before + 1, "read afresh");
         drop(run);

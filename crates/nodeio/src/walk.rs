@@ -58,7 +58,7 @@ impl Dir {
     pub fn child(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
-pub(crate) fn from_parts(fd: OwnedFd, path: PathBuf) -> Self {
+    pub(crate) fn from_parts(fd: OwnedFd, path: PathBuf) -> Self {
         Self {
             fd: Arc::new(fd),
             path,
@@ -159,10 +159,14 @@ thread_local! {
     static JUDGED: RefCell<Option<Judged>> = const { RefCell::new(None) };
     /// Whether the filesystem of a directory descriptor outlives a reboot,
     /// as this run asked it ([`on_disk_once`]); `None` without a guard.
-    static ON_DISK: RefCell<Option<Vec<(Arc<OwnedFd>, bool)>>> = const { RefCell::new(None) };
+    static ON_DISK: RefCell<Option<OnDisk>> = const { RefCell::new(None) };
     /// How many runs of this thread took a first guard ([`run_remembering`]).
     static RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
+
+/// [`on_disk_once`]'s answers: per directory descriptor (held), whether its
+/// filesystem outlives a reboot.
+type OnDisk = Vec<(Arc<OwnedFd>, bool)>;
 
 /// While it lives, [`open_dir`] resolves each directory it judges
 /// [`Judge::Trusted`] once and hands out the same descriptor after.

@@ -69,7 +69,8 @@ pub fn remove_leftovers_listing(dir: &Dir) -> Option<Vec<OsString>> {
         };
         let name = e.file_name().to_bytes();
         let Some(pid) = temp_file_writer(&String::from_utf8_lossy(name)) else {
-            if name != b"." && name != b".."
+            if name != b"."
+                && name != b".."
                 && let Some(l) = listed.as_mut()
             {
                 l.push(OsStr::from_bytes(name).to_owned());

@@ -46,12 +46,11 @@ pub(super) fn judge_state_fd(
     dir: &Path,
     seen: Option<(u32, u32)>,
 ) -> Result<(u32, u32)> {
-    let (st_uid, st_mode) = match seen {
-        Some(seen) => seen,
-        None => {
-            let st = rfs::fstat(fd).map_err(Error::errno("inspect directory", dir))?;
-            (st.st_uid, st.st_mode)
-        }
+    let (st_uid, st_mode) = if let Some(seen) = seen {
+        seen
+    } else {
+        let st = rfs::fstat(fd).map_err(Error::errno("inspect directory", dir))?;
+        (st.st_uid, st.st_mode)
     };
     let me = rustix::process::geteuid().as_raw();
     match FileType::from_raw_mode(st_mode) {
@@ -62,7 +61,7 @@ pub(super) fn judge_state_fd(
     if st_uid != me {
         return Err(Error::untrusted(
             dir,
-            format!("is owned by uid {}, not {me}", st_uid),
+            format!("is owned by uid {st_uid}, not {me}"),
         ));
     }
     if st_mode & 0o022 != 0 {

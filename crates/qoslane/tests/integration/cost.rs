@@ -323,8 +323,12 @@ fn a_hook_asks_the_kernel_each_fact_once() {
     for j in ["100", "101", "102"] {
         ok(&n.run(&["prolog"], &[("SLURM_JOB_ID", j), ("FAKE_QOS", "low")]));
     }
-    let runs: [(&str, &[(&str, &str)], usize); 2] = [
-        ("prolog", &[("SLURM_JOB_ID", "2"), ("FAKE_QOS", "high")], PROLOG_GETDENTS),
+    let runs: [Hook<'_>; 2] = [
+        (
+            "prolog",
+            &[("SLURM_JOB_ID", "2"), ("FAKE_QOS", "high")],
+            PROLOG_GETDENTS,
+        ),
         ("epilog", &[("SLURM_JOB_ID", "2")], EPILOG_GETDENTS),
     ];
     for (hook, env, getdents) in runs {
@@ -334,7 +338,10 @@ fn a_hook_asks_the_kernel_each_fact_once() {
         assert_eq!(n.last_audit(hook)["job_id"], 2);
         let calls = main_thread(&text);
         let dirs = asked_again(&calls, |c| c.starts_with("fstat(") && c.contains("S_IFDIR"));
-        assert!(dirs.is_empty(), "{hook}: directories fstat'ed again: {dirs:#?}");
+        assert!(
+            dirs.is_empty(),
+            "{hook}: directories fstat'ed again: {dirs:#?}"
+        );
         let fs = asked_again(&calls, |c| c.starts_with("fstatfs("));
         assert!(fs.is_empty(), "{hook}: fstatfs asked again: {fs:#?}");
         let opened = |name: &str, flag: &str| {
@@ -346,11 +353,21 @@ fn a_hook_asks_the_kernel_each_fact_once() {
         };
         assert_eq!(opened("audit.jsonl", ""), 1, "{hook}: the audit log opened");
         assert_eq!(opened("node.json", "O_RDONLY"), 1, "{hook}: node.json read");
-        assert_eq!(opened("counters.json", "O_RDONLY"), 1, "{hook}: counters.json read");
-        let listed = calls.iter().filter(|c| c.starts_with("getdents64(")).count();
+        assert_eq!(
+            opened("counters.json", "O_RDONLY"),
+            1,
+            "{hook}: counters.json read"
+        );
+        let listed = calls
+            .iter()
+            .filter(|c| c.starts_with("getdents64("))
+            .count();
         assert_eq!(listed, getdents, "{hook}: getdents64 calls");
     }
 }
+
+/// A hook to trace: its name, its environment, the `getdents64` it makes.
+type Hook<'a> = (&'a str, &'a [(&'a str, &'a str)], usize);
 
 /// A Prolog's and an Epilog's `getdents64` on the cost node (two each per
 /// directory listed): the state directories' looks for leftovers (`run`,

@@ -882,7 +882,7 @@ mod faults {
     /// meanwhile, then let go (the state put back after it ended).
     fn prolog_with_port_meanwhile(n: &Node, job: u32, state: &str) {
         let dir = n.path(&format!("/hold-{job}"));
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).expect("the hold directory");
         let fault = format!("hold:check:{}", dir.display());
         let smp = n.fake_smpquery().display().to_string();
         let id = job.to_string();
@@ -904,18 +904,21 @@ mod faults {
         let port = n.path("/sys/class/infiniband/mlx5_0/ports/1/state");
         let since = Instant::now();
         while !dir.join("held").exists() {
-            assert!(proc.exited().is_none(), "job {job}'s prolog ended before its hold");
+            assert!(
+                proc.exited().is_none(),
+                "job {job}'s prolog ended before its hold"
+            );
             assert!(since.elapsed() < Duration::from_secs(60), "never held");
             std::thread::sleep(Duration::from_millis(10));
         }
-        let was = std::fs::read_to_string(&port).unwrap();
-        std::fs::write(&port, format!("{state}\n")).unwrap();
-        std::fs::write(dir.join("go"), b"").unwrap();
+        let was = std::fs::read_to_string(&port).expect("the port's state");
+        std::fs::write(&port, format!("{state}\n")).expect("the port's state");
+        std::fs::write(dir.join("go"), b"").expect("the go file");
         while proc.exited().is_none() {
             assert!(since.elapsed() < Duration::from_secs(120), "never ended");
             std::thread::sleep(Duration::from_millis(10));
         }
-        std::fs::write(&port, was).unwrap();
+        std::fs::write(&port, was).expect("the port's state");
     }
 
     /// The ports' check after a transaction guards against a setting taking
