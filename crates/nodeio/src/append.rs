@@ -61,12 +61,17 @@ pub fn append_line(root: &Path, path: &Path, record: &[u8], mode: u32) -> Result
             Mode::from_raw_mode(mode),
         )
     };
-    // Made here: `mode` exactly, whatever the umask; an existing file keeps
-    // the mode it has.
-    let fd = match open(OFlags::CREATE | OFlags::EXCL) {
-        Ok(fd) => rfs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777)).map(|()| fd),
-        Err(Errno::EXIST) => open(OFlags::empty()),
-        Err(e) => Err(e),
+    // The log exists but at a node's first run: opened as it is (it keeps
+    // the mode it has), made only when absent — here, with `mode` exactly,
+    // whatever the umask. Another appender making it between the two opens:
+    // theirs is opened.
+    let fd = match open(OFlags::empty()) {
+        Err(Errno::NOENT) => match open(OFlags::CREATE | OFlags::EXCL) {
+            Ok(fd) => rfs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777)).map(|()| fd),
+            Err(Errno::EXIST) => open(OFlags::empty()),
+            Err(e) => Err(e),
+        },
+        other => other,
     }
     .map_err(Error::errno("open", path))?;
     let mut f = File::from(fd);
@@ -222,6 +227,23 @@ mod tests {
         let empty = text.lines().filter(|l| l.is_empty()).count();
         assert_eq!(empty, 0, "empty lines among {}", text.lines().count());
         assert_eq!(text.lines().count(), 800);
+    }
+
+    /// The log is opened as it is first (the common case: one open), made
+    /// only when absent: a new log has the mode asked, an existing one keeps
+    /// its own.
+    #[test]
+    fn a_missing_log_is_made_with_its_mode_and_an_existing_one_keeps_its_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        append(d.path(), "{\"n\":1}\n").unwrap();
+        let log = d.path().join("log/audit.jsonl");
+        let mode = || std::fs::metadata(&log).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(), 0o640);
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o600)).unwrap();
+        append(d.path(), "{\"n\":2}\n").unwrap();
+        assert_eq!(mode(), 0o600);
+        assert_eq!(read(d.path()), "{\"n\":1}\n{\"n\":2}\n");
     }
 
     #[test]

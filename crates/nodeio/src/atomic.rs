@@ -37,7 +37,7 @@ mod kept;
 mod leftovers;
 pub use kept::{replace_kept, spare_name};
 use leftovers::own_pid;
-pub use leftovers::{remove_leftovers, temp_file_writer};
+pub use leftovers::{remove_leftovers, remove_leftovers_listing, temp_file_writer};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -61,6 +61,14 @@ impl Pending {
             .sync_all()
             .map_err(Error::io("fsync", self.dir.path()))?;
         sync_dir(&self.dir)
+    }
+}
+
+impl Pending {
+    /// The replacement, open (not flushed): the file now at the name, for a
+    /// caller that tells later whether it still is ([`crate::counter_file`]).
+    pub fn into_file(self) -> File {
+        self.file
     }
 }
 
@@ -116,6 +124,34 @@ pub fn write(
     Ok(())
 }
 
+/// [`write`] (under [`Judge::Trusted`]) of a file the run reads again
+/// later: the replacement is remembered as read ([`trusted::read`] hands
+/// `data` back while it is still the file at `path`, for one `statat`).
+///
+/// [`trusted::read`]: crate::trusted::read
+pub fn write_read_again(
+    root: &Path,
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    create_dirs: bool,
+) -> Result<()> {
+    let done = replace(
+        root,
+        path,
+        data,
+        mode,
+        Judge::Trusted,
+        create_dirs,
+        Durability::Durable,
+    )?;
+    if done.persistent {
+        sync_dir(&done.dir)?;
+    }
+    crate::trusted::remember_written(root, path, done.file, data);
+    Ok(())
+}
+
 /// Whether files under `fd` outlive a reboot, so that an fsync there means
 /// something: false on tmpfs and ramfs. When the filesystem cannot be told,
 /// true (an fsync too many costs time, one too few a torn file).
@@ -123,6 +159,17 @@ pub fn persistent(fd: impl std::os::fd::AsFd) -> bool {
     const TMPFS_MAGIC: rfs::FsWord = 0x0102_1994;
     const RAMFS_MAGIC: rfs::FsWord = 0x8584_58f6;
     rfs::fstatfs(fd).map_or(true, |st| !matches!(st.f_type, TMPFS_MAGIC | RAMFS_MAGIC))
+}
+
+/// [`persistent`] of a directory a caller writes into. While a run's guard
+/// lives ([`walk::remember_judged_dirs`]) asked once per directory
+/// descriptor ([`walk::on_disk_once`]): the filesystem an open directory is
+/// on cannot change under its descriptor (a mount over its path changes
+/// what the path names, not what the descriptor is), so a run writing
+/// several files into one directory makes one `fstatfs` there, not one per
+/// file.
+pub(crate) fn dir_persistent(dir: &Dir) -> bool {
+    walk::on_disk_once(dir, || persistent(dir.fd()))
 }
 
 /// [`write`] of a file another user owns (`owner`: uid, gid), made theirs
@@ -168,7 +215,7 @@ fn replace_in_as(
     durability: Durability,
 ) -> Result<Pending> {
     remove_leftovers(&dir);
-    let on_disk = persistent(dir.fd());
+    let on_disk = dir_persistent(&dir);
     let tmp = temp_name(name, own_pid(), SEQ.fetch_add(1, Ordering::Relaxed));
     let tmp_path = dir.path().join(&tmp);
     let final_path = dir.path().join(name);
@@ -257,7 +304,7 @@ pub fn remove(root: &Path, path: &Path, judge: Judge) -> Result<bool> {
     };
     match rfs::unlinkat(dir.fd(), name, AtFlags::empty()) {
         Ok(()) => {
-            if persistent(dir.fd()) {
+            if dir_persistent(&dir) {
                 sync_dir(&dir)?;
             }
             Ok(true)
@@ -492,6 +539,38 @@ mod tests {
         assert_eq!(temp_file_writer(".a.b.tmp.12.3"), Some(12));
         assert_eq!(temp_file_writer(".a.b.tmp.12"), Some(12));
         assert_eq!(temp_file_writer("a.b"), None);
+    }
+
+    /// The look for leftovers hands out the other names it listed (one
+    /// listing for a caller that lists the directory too), once per run
+    /// and directory, as it looks once.
+    #[test]
+    fn the_look_for_leftovers_hands_out_the_other_names_once_per_run() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir(root.join("jobs")).expect("mkdir");
+        for f in [
+            "1.json",
+            "2.json",
+            ".3.json.tmp.4194305.0",
+            ".4.json.tmp.1.0",
+        ] {
+            fs::write(root.join("jobs").join(f), "{}").expect("write");
+        }
+        let _run = walk::remember_judged_dirs();
+        let d = walk::open_dir(root, &root.join("jobs"), Judge::Trusted, None).expect("dir");
+        let mut listed = remove_leftovers_listing(&d).expect("listed");
+        listed.sort();
+        assert_eq!(listed, ["1.json", "2.json"]);
+        assert!(
+            !root.join("jobs/.3.json.tmp.4194305.0").exists(),
+            "dead writer's"
+        );
+        assert!(
+            root.join("jobs/.4.json.tmp.1.0").exists(),
+            "a live writer's"
+        );
+        assert_eq!(remove_leftovers_listing(&d), None, "looked already");
     }
 
     /// A writer killed and not yet reaped (a zombie: the first run after a

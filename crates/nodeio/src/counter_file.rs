@@ -55,6 +55,54 @@ impl<T> Updated<T> {
     }
 }
 
+impl<T> Updated<T> {
+    /// [`Updated::release`], and the file written, held open: whether it is
+    /// still the file at its name tells whether anyone updated it since
+    /// ([`Written::in_place`]: a `statat`, where comparing the content read
+    /// back costs an open, a read and a close). `None` when replaced
+    /// through a kept spare ([`update_kept`]: compare the content).
+    pub fn release_written(self) -> Result<(T, Option<Written>)> {
+        drop(self.lock);
+        let written = self.pending.and_then(|p| {
+            let file = p.into_file();
+            let st = rustix::fs::fstat(&file).ok()?;
+            Some(Written {
+                file,
+                dev: st.st_dev,
+                ino: st.st_ino,
+            })
+        });
+        Ok((self.value, written))
+    }
+}
+
+/// The file an update wrote, held open: its inode, and so its number, stays
+/// its own while this lives (no file made later can take the number and be
+/// taken for it).
+#[derive(Debug)]
+pub struct Written {
+    #[expect(dead_code, reason = "held: see the type")]
+    file: std::fs::File,
+    dev: u64,
+    ino: u64,
+}
+
+impl Written {
+    /// Whether `path` (the file updated) is still this file: nobody updated
+    /// it since (every update puts a new file in place by a rename). Any
+    /// doubt (the file or its directory unreadable) says no.
+    pub fn in_place(&self, root: &Path, path: &Path) -> bool {
+        let Ok((dir, name)) = walk::split(path) else {
+            return false;
+        };
+        let Ok(d) = walk::open_dir(root, dir, Judge::Trusted, None) else {
+            return false;
+        };
+        rustix::fs::statat(d.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| st.st_dev == self.dev && st.st_ino == self.ino)
+    }
+}
+
 /// Updates `dir/name` under the lock `dir/lock_name` (waiting until
 /// `until`): reads it (default when absent), applies `f`, replaces it with
 /// mode `mode`. `dir` is made when missing (0755) and must be trusted.
@@ -185,6 +233,36 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
     use std::time::Duration;
+
+    /// A writer tells whether anyone updated the file since its own update
+    /// by the file at the name, not by reading it back.
+    #[test]
+    fn the_file_written_is_in_place_until_another_update() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("lib");
+        let path = dir.join("c.json");
+        let update = || {
+            update::<BTreeMap<String, u64>, _>(
+                tmp.path(),
+                &dir,
+                "c.json",
+                "c.lock",
+                0o644,
+                Instant::now() + Duration::from_secs(1),
+                |m| *m.entry("runs".into()).or_default() += 1,
+            )
+            .expect("updated")
+        };
+        let (_, mine) = update().release_written().expect("released");
+        let mine = mine.expect("written by a rename");
+        assert!(mine.in_place(tmp.path(), &path));
+        // Another run's update, even with the same content.
+        let (_, theirs) = update().release_written().expect("released");
+        assert!(!mine.in_place(tmp.path(), &path), "updated since");
+        assert!(theirs.expect("written").in_place(tmp.path(), &path));
+        std::fs::remove_file(&path).expect("rm");
+        assert!(!mine.in_place(tmp.path(), &path), "gone");
+    }
 
     #[test]
     fn counts_add_up_and_corrupt_files_restart() {

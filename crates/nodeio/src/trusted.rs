@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +20,10 @@ use rustix::io::Errno;
 
 use crate::error::{Error, Result};
 use crate::walk::{self, Dir, Judge, judge_dir, trusted_uid};
+
+mod own_dir;
+pub use own_dir::STATE_DIR_MODE;
+use own_dir::{judge_state_dir, judge_state_fd};
 
 /// What to do with a final symlink.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,6 +293,36 @@ fn remember(root: &Path, path: &Path, o: Opened, bytes: &[u8]) {
     });
 }
 
+/// Remembers the file this run just put at `path` (an atomic replacement:
+/// `file` is the replacement, now at the name, `bytes` its content), while
+/// a run's guard lives, as if [`read`] had read it: a later read of `path`
+/// in the run is handed `bytes` back after one `statat` showing the name
+/// still holds that file, unchanged (anyone's replacement since is another
+/// inode: read afresh). One `fstat` here, for an open, an `fstat`, a read
+/// and a close there. Without a guard, nothing.
+pub(crate) fn remember_written(root: &Path, path: &Path, file: File, bytes: &[u8]) {
+    if walk::run_remembering().is_none() {
+        return;
+    }
+    let Ok(st) = rfs::fstat(&file) else {
+        return;
+    };
+    if u64::try_from(st.st_size).ok() != Some(bytes.len() as u64) {
+        return;
+    }
+    let o = Opened {
+        file,
+        path: path.to_path_buf(),
+        size: bytes.len() as u64,
+        uid: st.st_uid,
+        mode: st.st_mode & 0o7777,
+        dev: st.st_dev,
+        ino: st.st_ino,
+        changed: Changed::of(&st),
+    };
+    remember(root, path, o, bytes);
+}
+
 /// Judges a file that must exist (a hook, a configuration): [`open`], with
 /// absence an error.
 pub fn check_file(root: &Path, path: &Path) -> Result<Opened> {
@@ -356,108 +390,22 @@ pub fn state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
     {
         return Ok(d);
     }
-    let d = match walked {
+    let (d, seen) = match walked {
         // Walked to already, its last step no symlink: judged by its
         // descriptor, not opened again.
         Some((d, true)) => {
-            judge_state_fd(d.fd(), dir)?;
-            d
+            let seen = judge_state_fd(d.fd(), dir, walk::remembered_stat(root, &d))?;
+            (d, seen)
         }
         _ => judge_state_dir(root, dir, create)?,
     };
     remembered(|m| {
-        walk::remember_dir(root, &d);
+        // With what it saw of it: a read in it judges its holder by that.
+        walk::remember_dir(root, &d, Some(seen));
         m.state_dirs
             .push((root.as_os_str().to_owned(), dir.as_os_str().to_owned()));
     });
     Ok(d)
-}
-
-fn judge_state_dir(root: &Path, dir: &Path, create: bool) -> Result<Dir> {
-    let (parent, name) = walk::split(dir)?;
-    let holder = walk::open_dir(root, parent, Judge::Trusted, create.then_some(0o755))?;
-    let open = || {
-        rfs::openat(
-            holder.fd(),
-            name,
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-    };
-    let fd = match open() {
-        Err(Errno::NOENT) if create => {
-            walk::make_dir(holder.fd(), name, STATE_DIR_MODE, dir)?;
-            open()
-        }
-        other => other,
-    }
-    .map_err(Error::errno("open directory", dir))?;
-    judge_state_fd(fd.as_fd(), dir)?;
-    Ok(Dir::from_parts(fd, dir.to_path_buf()))
-}
-
-/// Judges the state directory `dir` by its descriptor (opened without
-/// following a symlink at its last step): a directory, the caller's, not
-/// writable by others; widened to [`STATE_DIR_MODE`] when narrower.
-fn judge_state_fd(fd: BorrowedFd<'_>, dir: &Path) -> Result<()> {
-    let st = rfs::fstat(fd).map_err(Error::errno("inspect directory", dir))?;
-    let me = rustix::process::geteuid().as_raw();
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::Symlink => return Err(Error::untrusted(dir, "is a symlink; refusing to use it")),
-        FileType::Directory => {}
-        _ => return Err(Error::untrusted(dir, "is not a directory")),
-    }
-    if st.st_uid != me {
-        return Err(Error::untrusted(
-            dir,
-            format!("is owned by uid {}, not {me}", st.st_uid),
-        ));
-    }
-    if st.st_mode & 0o022 != 0 {
-        return Err(Error::untrusted(
-            dir,
-            format!(
-                "is writable by group or others (mode {:o})",
-                st.st_mode & 0o7777
-            ),
-        ));
-    }
-    if st.st_mode & STATE_DIR_MODE != STATE_DIR_MODE {
-        widen(fd, dir, st.st_mode & 0o7777)?;
-    }
-    Ok(())
-}
-
-/// A state directory's mode: its readers are other users (a job's
-/// TaskProlog reads its record, a metrics user the counters).
-pub const STATE_DIR_MODE: u32 = 0o755;
-
-/// Widens our own state directory made too narrow (by an earlier run under
-/// a umask such as 027, or by hand) to what its readers need, and says so.
-/// Only the read and search bits are added: the caller has refused one
-/// writable by others, and owns it.
-fn widen(fd: BorrowedFd<'_>, dir: &Path, mode: u32) -> Result<()> {
-    let wanted = mode | STATE_DIR_MODE;
-    let opened = rfs::openat(
-        fd,
-        c".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(Error::errno("open directory", dir))?;
-    rfs::fchmod(&opened, Mode::from_raw_mode(wanted))
-        .map_err(Error::errno("set the mode of", dir))?;
-    let msg = format!(
-        "{}: mode {mode:o} is too narrow for its readers; widened to {wanted:o}",
-        dir.display()
-    );
-    crate::log::emit(
-        crate::log::Priority::Warning,
-        &format!("{}: warning: {msg}", crate::log::ident()),
-        &msg,
-        &[],
-    );
-    Ok(())
 }
 
 /// The directory holding a trusted file: sticky does not help there (others
@@ -473,8 +421,16 @@ fn judge_holder(root: &Path, dir: &Dir) -> Result<()> {
     if remembered(|m| known(m)) == Some(true) {
         return Ok(());
     }
-    let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
-    if let Some(why) = judge_dir(st.st_uid, st.st_mode, false) {
+    // The walk that reached it this run looked at this very descriptor: its
+    // owner and mode as it saw them (only root or the caller can change
+    // them since), not a second `fstat`.
+    let (uid, mode) = if let Some(seen) = walk::remembered_stat(root, dir) {
+        seen
+    } else {
+        let st = rfs::fstat(dir.fd()).map_err(Error::errno("inspect", dir.path()))?;
+        (st.st_uid, st.st_mode)
+    };
+    if let Some(why) = judge_dir(uid, mode, false) {
         return Err(Error::untrusted(dir.path(), why));
     }
     remembered(|m| {
@@ -572,6 +528,33 @@ mod tests {
     thread_local! {
         /// The files this thread opened to read them (`open_in`).
         pub(super) static OPENS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// A file the run put in place itself (`atomic::write_read_again`) is
+    /// handed back by a later read without being opened, while it is still
+    /// the file at its name; replaced since (by anyone), it is read afresh.
+    #[test]
+    fn a_run_reads_back_what_it_wrote_without_opening_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("run/q")).expect("mkdir");
+        let f = root.join("run/q/node.json");
+        let opens = || OPENS.get();
+        let read = || read(root, &f, Symlink::Refuse, 100);
+        let run = walk::remember_judged_dirs();
+        crate::atomic::write_read_again(root, &f, b"{\"n\":1}", 0o600, false).expect("write");
+        let before = opens();
+        assert_eq!(read().expect("read"), Some(b"{\"n\":1}".to_vec()));
+        assert_eq!(opens(), before, "what the run wrote is not opened");
+        // Another writer's replacement (same size, same content even).
+        crate::atomic::write(root, &f, b"{\"n\":2}", 0o600, Judge::Trusted, false).expect("write");
+        assert_eq!(read().expect("replaced"), Some(b"{\"n\":2}".to_vec()));
+        assert_eq!(opens(), before + 1, "read afresh");
+        drop(run);
+        // Without a run: nothing remembered.
+        crate::atomic::write_read_again(root, &f, b"{\"n\":3}", 0o600, false).expect("write");
+        assert_eq!(read().expect("read"), Some(b"{\"n\":3}".to_vec()));
+        assert_eq!(opens(), before + 2);
     }
 
     /// While a run's guard lives, a file read again that is the same,

@@ -128,7 +128,12 @@ pub fn judge_dir(uid: u32, mode: u32, sticky_ok: bool) -> Option<String> {
 /// `plain`: the descriptor is the directory the path's last component
 /// names itself (opened without following a symlink there), not a link's
 /// target.
-type Judged = (usize, Vec<(OsString, OsString, Arc<OwnedFd>, bool)>);
+type Judged = (usize, Vec<Known>);
+
+/// One remembered directory: root prefix, path, descriptor, `plain`, and
+/// its owner and mode as the walk's `fstat` gave them when it judged it
+/// (`None`: not looked at here, the root prefix).
+type Known = (OsString, OsString, Arc<OwnedFd>, bool, Option<(u32, u32)>);
 
 /// The remembered descriptor of `dir` under `root`.
 fn known(judged: &Judged, root: &Path, dir: &Path) -> Option<Arc<OwnedFd>> {
@@ -140,8 +145,8 @@ fn known_plain(judged: &Judged, root: &Path, dir: &Path) -> Option<(Arc<OwnedFd>
     judged
         .1
         .iter()
-        .find(|(r, d, _, _)| d.as_os_str() == dir.as_os_str() && r.as_os_str() == root.as_os_str())
-        .map(|(_, _, fd, plain)| (Arc::clone(fd), *plain))
+        .find(|(r, d, ..)| d.as_os_str() == dir.as_os_str() && r.as_os_str() == root.as_os_str())
+        .map(|(_, _, fd, plain, _)| (Arc::clone(fd), *plain))
 }
 
 thread_local! {
@@ -152,9 +157,16 @@ thread_local! {
     /// remembered. The thread's own: another thread (another test, a run's
     /// helper thread) judges every directory afresh.
     static JUDGED: RefCell<Option<Judged>> = const { RefCell::new(None) };
+    /// Whether the filesystem of a directory descriptor outlives a reboot,
+    /// as this run asked it ([`on_disk_once`]); `None` without a guard.
+    static ON_DISK: RefCell<Option<OnDisk>> = const { RefCell::new(None) };
     /// How many runs of this thread took a first guard ([`run_remembering`]).
     static RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
+
+/// [`on_disk_once`]'s answers: per directory descriptor (held), whether its
+/// filesystem outlives a reboot.
+type OnDisk = Vec<(Arc<OwnedFd>, bool)>;
 
 /// While it lives, [`open_dir`] resolves each directory it judges
 /// [`Judge::Trusted`] once and hands out the same descriptor after.
@@ -180,6 +192,7 @@ pub fn remember_judged_dirs() -> Remembered {
         } else {
             *judged = Some((1, Vec::new()));
             SWEPT.set(Some(Vec::new()));
+            ON_DISK.set(Some(Vec::new()));
             RUNS.set(RUNS.get() + 1);
         }
     });
@@ -194,6 +207,7 @@ impl Drop for Remembered {
                 if *guards == 0 {
                     *judged = None;
                     SWEPT.set(None);
+                    ON_DISK.set(None);
                 }
             }
         });
@@ -211,6 +225,30 @@ pub(crate) fn remembering() -> bool {
 /// elsewhere (`trusted`) is its own, forgotten when another run's is asked.
 pub(crate) fn run_remembering() -> Option<u64> {
     remembering().then(|| RUNS.get())
+}
+
+/// `ask()` (whether `dir`'s filesystem outlives a reboot: `fstatfs`), once
+/// per directory descriptor while a [`Remembered`] guard lives: the
+/// filesystem an open descriptor is on cannot change (a mount over the path
+/// changes what the path names, not the descriptor). The memory holds the
+/// descriptor, so its number is no other's meanwhile; it goes with the
+/// guard. Without a guard, asked every time.
+pub(crate) fn on_disk_once(dir: &Dir, ask: impl FnOnce() -> bool) -> bool {
+    let known = ON_DISK.with_borrow(|m| {
+        m.as_ref()?
+            .iter()
+            .find(|(fd, _)| Arc::ptr_eq(fd, &dir.fd))
+            .map(|(_, on_disk)| *on_disk)
+    });
+    known.unwrap_or_else(|| {
+        let on_disk = ask();
+        ON_DISK.with_borrow_mut(|m| {
+            if let Some(m) = m.as_mut() {
+                m.push((Arc::clone(&dir.fd), on_disk));
+            }
+        });
+        on_disk
+    })
 }
 
 /// Whether `dir`'s dead writers' temp files are to be looked for now: always
@@ -253,14 +291,35 @@ pub fn open_dir(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> R
     };
     // Already there (`plain`) when the walk followed no symlink: `dir`
     // is then the path it noted on the way.
-    note(root, dir, &d.fd, false);
+    note(root, dir, &d.fd, false, None);
     Ok(d)
 }
 
 /// Remembers `d` (reached from `root`), judged at least as
 /// [`Judge::Trusted`] would, while a guard lives (`trusted::state_dir`).
-pub(crate) fn remember_dir(root: &Path, d: &Dir) {
-    note(root, &d.path, &d.fd, true);
+/// `seen`: its owner and mode as the caller's `fstat` of it gave them
+/// ([`remembered_stat`]).
+pub(crate) fn remember_dir(root: &Path, d: &Dir, seen: Option<(u32, u32)>) {
+    note(root, &d.path, &d.fd, true, seen);
+}
+
+/// The owner and mode (uid, `st_mode`) of `d` (reached from `root`) as this
+/// run's walk saw them when it judged the directory — `fstat` of the very
+/// descriptor `d` holds, whose owner and mode only root or the caller can
+/// change (see [`remember_judged_dirs`]) — so that a caller judging it
+/// again (as a trusted file's holder, as a state directory) need not ask
+/// the kernel again. `None` without a guard, or for a descriptor this run's
+/// walk did not inspect.
+pub(crate) fn remembered_stat(root: &Path, d: &Dir) -> Option<(u32, u32)> {
+    JUDGED.with_borrow(|judged| {
+        judged.as_ref()?.1.iter().find_map(|(r, p, fd, _, seen)| {
+            (Arc::ptr_eq(fd, &d.fd)
+                && p.as_os_str() == d.path.as_os_str()
+                && r.as_os_str() == root.as_os_str())
+            .then_some(*seen)
+            .flatten()
+        })
+    })
 }
 
 /// The directory `dir` under `root` as this run judged it, if remembered,
@@ -279,10 +338,10 @@ pub(crate) fn remembered_dir(root: &Path, dir: &Path) -> Option<(Dir, bool)> {
 
 /// Remembers `dir` under `root`, judged [`Judge::Trusted`] (the target of a
 /// walk or a directory on its way: each judged alike), while a guard lives.
-fn note(root: &Path, dir: &Path, fd: &Arc<OwnedFd>, plain: bool) {
+fn note(root: &Path, dir: &Path, fd: &Arc<OwnedFd>, plain: bool, seen: Option<(u32, u32)>) {
     JUDGED.with_borrow_mut(|judged| {
         if let Some((_, known)) = judged.as_mut()
-            && !known.iter().any(|(r, d, _, _)| {
+            && !known.iter().any(|(r, d, ..)| {
                 d.as_os_str() == dir.as_os_str() && r.as_os_str() == root.as_os_str()
             })
         {
@@ -291,6 +350,7 @@ fn note(root: &Path, dir: &Path, fd: &Arc<OwnedFd>, plain: bool) {
                 dir.as_os_str().to_owned(),
                 Arc::clone(fd),
                 plain,
+                seen,
             ));
         }
     });
@@ -357,7 +417,7 @@ fn resume(root: &Path, dir: &Path, create: Option<u32>, judge: Judge) -> Result<
         }
         let next = Arc::new(next);
         if judge == Judge::Trusted {
-            note(root, &here, &next, true);
+            note(root, &here, &next, true, Some((st.st_uid, st.st_mode)));
         }
         fd = Some(next);
         at = here;
@@ -381,7 +441,7 @@ fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result
     let mut at = start.to_path_buf();
     if judge == Judge::Trusted {
         // The root prefix is opened following a symlink: not `plain`.
-        note(root, &at, &fd, false);
+        note(root, &at, &fd, false, None);
     }
     // The directories above `fd`, for `..` (physical, as the kernel's).
     let mut above: Vec<(Arc<OwnedFd>, PathBuf)> = Vec::new();
@@ -448,7 +508,7 @@ fn resolve(root: &Path, dir: &Path, judge: Judge, create: Option<u32>) -> Result
                 }
                 let next = Arc::new(next);
                 if judge == Judge::Trusted {
-                    note(root, &here, &next, true);
+                    note(root, &here, &next, true, Some((st.st_uid, st.st_mode)));
                 }
                 above.push((
                     std::mem::replace(&mut fd, next),
@@ -630,6 +690,54 @@ mod tests {
     /// While a guard lives, a trusted directory is resolved once: renamed
     /// away and replaced (by root, here the test), the run keeps the one it
     /// judged. Without a guard, or judged only NoFollow, every call resolves.
+    /// A run judging a directory again (a trusted file's holder, a state
+    /// directory) is handed the owner and mode the walk's `fstat` saw for
+    /// that very descriptor; a descriptor the walk did not inspect, or no
+    /// run, gets nothing (the caller asks the kernel).
+    #[test]
+    fn the_walk_hands_out_what_it_saw_of_the_descriptor_it_judged() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("etc/q")).expect("mkdir");
+        chmod(&root.join("etc/q"), 0o750);
+        let dir = root.join("etc/q");
+        let outside = open_dir(root, &dir, Judge::Trusted, None).expect("dir");
+        assert_eq!(remembered_stat(root, &outside), None, "no run: not kept");
+        let _remembered = remember_judged_dirs();
+        let d = open_dir(root, &dir, Judge::Trusted, None).expect("dir");
+        let st = rfs::fstat(d.fd()).expect("fstat");
+        assert_eq!(remembered_stat(root, &d), Some((st.st_uid, st.st_mode)));
+        assert_eq!(st.st_mode & 0o7777, 0o750);
+        // Another descriptor of the same path: not what the walk looked at.
+        assert_eq!(remembered_stat(root, &outside), None);
+    }
+
+    /// Whether a directory's files outlive a reboot is asked once per
+    /// directory descriptor in a run, every time without a run, and afresh
+    /// in the next run.
+    #[test]
+    fn a_directory_s_filesystem_is_asked_once_per_run() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path();
+        fs::create_dir_all(root.join("var/q")).expect("mkdir");
+        let dir = root.join("var/q");
+        let asked = std::cell::Cell::new(0);
+        let ask = || {
+            asked.set(asked.get() + 1);
+            true
+        };
+        let d = open_dir(root, &dir, Judge::Trusted, None).expect("dir");
+        assert!(on_disk_once(&d, ask) && on_disk_once(&d, ask));
+        assert_eq!(asked.get(), 2, "no run: asked every time");
+        for run in 1..=2 {
+            let _remembered = remember_judged_dirs();
+            let d = open_dir(root, &dir, Judge::Trusted, None).expect("dir");
+            let again = open_dir(root, &dir, Judge::Trusted, None).expect("dir");
+            assert!(on_disk_once(&d, ask) && on_disk_once(&again, ask));
+            assert_eq!(asked.get(), 2 + run, "once in run {run}");
+        }
+    }
+
     #[test]
     fn trusted_directories_are_resolved_once_while_remembered() {
         let tmp = tempfile::tempdir().expect("tempdir");

@@ -346,7 +346,13 @@ pub enum Installed {
 /// last-known-good copy's. The fact itself, cheap (two reads, no
 /// validation): what every run's textfile and each scrape render.
 pub fn installed_in_force(paths: &Paths) -> bool {
-    installed_sha(paths).is_some_and(|sha| last_known_good_sha(paths).as_deref() == Some(&sha))
+    installed_is(paths, last_known_good_sha(paths).as_deref())
+}
+
+/// [`installed_in_force`], the last-known-good copy's hash read already
+/// (`lkg_sha`; `None`: no copy).
+pub fn installed_is(paths: &Paths, lkg_sha: Option<&str>) -> bool {
+    installed_sha(paths).is_some_and(|sha| lkg_sha == Some(sha.as_str()))
 }
 
 /// [`Installed`] now, with why when the file is not in force (judged only

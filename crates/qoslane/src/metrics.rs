@@ -75,11 +75,11 @@ pub fn record_and_publish(
     )
     .map_err(crate::error::Error::from)
     .and_then(|dir| try_publish_lock(&dir));
-    let written = std::mem::take(&mut updated.written);
+    let bytes = std::mem::take(&mut updated.written);
     // Visible at once, not flushed: see nodeio::counter_file.
-    let counted = updated.release()?;
+    let (counted, written) = updated.release_written()?;
     match publishing? {
-        Some(lock) => publish_latest(paths, gauges, lock, counted, written),
+        Some(lock) => publish_latest(paths, gauges, lock, counted, (bytes, written)),
         // Another run is publishing: it looks at the counters again when done.
         None => Ok(()),
     }
@@ -101,8 +101,9 @@ fn try_publish_lock(dir: &nodeio::walk::Dir) -> Result<Option<nodeio::lock::Lock
 ///
 /// One run publishes at a time (`publish.lock`, never waited for). A run
 /// that finds another one publishing leaves it to that one: when done, a
-/// publisher looks at the counters again (their bytes, compared with what it
-/// published: no parse when nobody counted meanwhile) and publishes again if
+/// publisher looks at the counters again (the file it wrote still in place,
+/// or after a later look their bytes compared with what it published: no
+/// read, no parse when nobody counted meanwhile) and publishes again if
 /// any run counted meanwhile. Every run counts after its transaction
 /// committed, so the last textfile written shows every count and the final
 /// state, while N jobs ending at once read the N job records far fewer than
@@ -112,7 +113,7 @@ fn publish_latest(
     gauges: &dyn Fn() -> Gauges,
     mut publishing: nodeio::lock::Lock,
     mut counted: Counters,
-    mut bytes: Vec<u8>,
+    (mut bytes, mut written): (Vec<u8>, Option<nodeio::counter_file::Written>),
 ) -> Result<()> {
     let path = paths.counters();
     // The counters are read under the publish lock, so what is published
@@ -122,9 +123,13 @@ fn publish_latest(
     for _ in 0..64 {
         publish(paths, &counted, &gauges())?;
         drop(publishing);
-        if nodeio::counter_file::load_bytes(&paths.root, &path)
-            .is_ok_and(|now| now.as_deref() == Some(bytes.as_slice()))
-        {
+        let unchanged = match written.take() {
+            // The file this run wrote is still the one at the name.
+            Some(w) => w.in_place(&paths.root, &path),
+            None => nodeio::counter_file::load_bytes(&paths.root, &path)
+                .is_ok_and(|now| now.as_deref() == Some(bytes.as_slice())),
+        };
+        if unchanged {
             return Ok(());
         }
         let dir = nodeio::walk::open_dir(

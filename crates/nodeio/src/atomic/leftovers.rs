@@ -4,7 +4,7 @@
 //! by a later process), told from `/proc`. A live writer's file is never
 //! touched.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
@@ -33,26 +33,48 @@ pub fn temp_file_writer(name: &str) -> Option<i32> {
 /// A run (a [`Remembered`](crate::walk::Remembered) guard) looks in each
 /// directory once.
 pub fn remove_leftovers(dir: &Dir) {
+    let _ = remove_leftovers_listing(dir);
+}
+
+/// [`remove_leftovers`], and the names the look found in `dir` that are not
+/// temp files (`.` and `..` left out): one listing for a caller that lists
+/// the directory too (a state directory's records, under the lock that
+/// keeps them as they are). `None` when it did not look (this run looked
+/// before) or could not list the whole directory.
+pub fn remove_leftovers_listing(dir: &Dir) -> Option<Vec<OsString>> {
     if !crate::walk::first_look_for_leftovers(dir) {
-        return;
+        return None;
     }
-    let Ok(fd) = rfs::openat(
+    let fd = rfs::openat(
         dir.fd(),
         c".",
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-    ) else {
-        return;
-    };
+    )
+    .ok()?;
     // The descriptor is the stream's own (`read_from` would open "." again).
-    let Ok(mut entries) = rfs::Dir::new(fd) else {
-        return;
-    };
+    let mut entries = rfs::Dir::new(fd).ok()?;
     let me = own_pid();
     let mut dead = Vec::new();
-    while let Some(Ok(e)) = entries.next() {
+    let mut listed = Some(Vec::new());
+    loop {
+        let e = match entries.next() {
+            None => break,
+            Some(Ok(e)) => e,
+            // Not the whole directory: no listing to hand out.
+            Some(Err(_)) => {
+                listed = None;
+                break;
+            }
+        };
         let name = e.file_name().to_bytes();
         let Some(pid) = temp_file_writer(&String::from_utf8_lossy(name)) else {
+            if name != b"."
+                && name != b".."
+                && let Some(l) = listed.as_mut()
+            {
+                l.push(OsStr::from_bytes(name).to_owned());
+            }
             continue;
         };
         // Our own pid's names are left to the writer (see `replace_in`).
@@ -63,6 +85,7 @@ pub fn remove_leftovers(dir: &Dir) {
     for name in dead {
         let _ = rfs::unlinkat(dir.fd(), OsStr::from_bytes(&name), AtFlags::empty());
     }
+    listed
 }
 
 /// Seconds of slack when comparing a process's start with a file's time:

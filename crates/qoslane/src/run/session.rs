@@ -417,6 +417,9 @@ pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
             .map(|r| r.level)
             .collect(),
     };
+    // The installed file in force: its hash is the copy's, read above (not
+    // read again for it: `config::installed_in_force` would).
+    let mapping_valid = config::installed_is(paths, sha.as_deref());
     let mut g = metrics::Gauges::new(levels, sha, active);
     // The recorded grants, of the levels in force (a record of an older
     // mapping may name levels that are gone).
@@ -428,7 +431,7 @@ pub fn node_gauges(paths: &Paths) -> metrics::Gauges {
             .map(|(l, grant)| (l, grant.decision.gets_its_sl()))
             .collect();
     }
-    g.mapping_valid = config::installed_in_force(paths);
+    g.mapping_valid = mapping_valid;
     g.vl_levels = vl_levels;
     g.on_failure = on_failure;
     g

@@ -3,6 +3,7 @@
 //! replace, with nodeio's errors as qoslane's. No primitive is written here:
 //! each lives once, in `nodeio`.
 
+use std::ffi::OsString;
 use std::path::Path;
 
 use nodeio::atomic::{self, Durability};
@@ -109,9 +110,14 @@ pub fn remove(paths: &Paths, path: &Path) -> Result<bool> {
 
 /// Removes the temp files of atomic writes in `dir` whose writer is gone.
 pub fn remove_stale_temp_files(paths: &Paths, dir: &Path) {
-    if let Ok(d) = nodeio::walk::open_dir(&paths.root, dir, Judge::Trusted, None) {
-        atomic::remove_leftovers(&d);
-    }
+    let _ = remove_stale_temp_files_listing(paths, dir);
+}
+
+/// [`remove_stale_temp_files`], and the other names the look found in `dir`
+/// (`nodeio`'s `remove_leftovers_listing`): `None` when it did not list it.
+pub fn remove_stale_temp_files_listing(paths: &Paths, dir: &Path) -> Option<Vec<OsString>> {
+    let d = nodeio::walk::open_dir(&paths.root, dir, Judge::Trusted, None).ok()?;
+    atomic::remove_leftovers_listing(&d)
 }
 
 /// Reads a state file: never through a symlink, a regular file of root or
@@ -137,6 +143,23 @@ pub fn read_json<T: serde::de::DeserializeOwned>(paths: &Paths, path: &Path) -> 
 
 /// Writes a state file as compact JSON (one line): the hooks write and read
 /// them at every run; `qoslane status` shows them to people.
+/// [`write_json`] of a state file this run reads again (the node state and
+/// the grants: the metrics' gauges read them after the run wrote them): the read
+/// is handed what was written while nobody replaced it since
+/// (`nodeio::atomic::write_read_again`).
+pub fn write_json_read_again<T: serde::Serialize>(
+    paths: &Paths,
+    path: &Path,
+    value: &T,
+    mode: u32,
+) -> Result<()> {
+    let mut data = serde_json::to_vec(value)
+        .map_err(|e| Error::Internal(format!("serialise {}: {e}", path.display())))?;
+    data.push(b'\n');
+    atomic::write_read_again(&paths.root, path, &data, mode, false)?;
+    Ok(())
+}
+
 pub fn write_json<T: serde::Serialize>(
     paths: &Paths,
     path: &Path,

@@ -38,5 +38,5 @@ pub fn load(paths: &Paths) -> Result<Option<Record>> {
 /// Replaces the record.
 pub fn store(paths: &Paths, record: &Record) -> Result<()> {
     fsutil::ensure_dir(paths, &paths.run_dir)?;
-    fsutil::write_json(paths, &paths.grants(), record, PUBLIC)
+    fsutil::write_json_read_again(paths, &paths.grants(), record, PUBLIC)
 }

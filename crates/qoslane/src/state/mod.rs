@@ -190,6 +190,17 @@ pub struct Journal {
     pub records_before: Vec<(JobId, Option<JobRecord>)>,
 }
 
+/// The job whose record the job directory's entry `name` is: `ID.json`
+/// (a temp file, live or left by a killed writer, is none).
+fn record_id(name: &std::ffi::OsStr) -> Option<JobId> {
+    let name = name.to_string_lossy();
+    if fsutil::temp_file_writer(&name).is_some() {
+        return None;
+    }
+    name.strip_suffix(".json")
+        .and_then(|s| JobId::parse(s).ok())
+}
+
 /// The state directories of one node, checked and ready.
 #[derive(Debug)]
 pub struct Store<'p> {
@@ -251,19 +262,33 @@ impl<'p> Store<'p> {
         };
         for entry in entries {
             let entry = entry.map_err(Error::io("list", &dir))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if fsutil::temp_file_writer(&name).is_some() {
-                continue;
-            }
-            if let Some(id) = name
-                .strip_suffix(".json")
-                .and_then(|s| JobId::parse(s).ok())
-            {
+            if let Some(id) = record_id(&entry.file_name()) {
                 out.insert(id);
             }
         }
         Ok(out)
+    }
+
+    /// [`Store::remove_stale_temp_files`], and the ids of the jobs that
+    /// have a record, from the same listing of the job directory (`None`:
+    /// not listed there — this run looked before). Under the node lock the
+    /// records stay as listed until the holder writes one.
+    pub fn remove_stale_temp_files_listing_records(
+        &self,
+    ) -> Option<std::collections::BTreeSet<JobId>> {
+        let mut ids = None;
+        for dir in [
+            &self.paths.run_dir,
+            &self.paths.jobs_dir(),
+            &self.paths.notices_dir(),
+            &self.paths.lib_dir,
+        ] {
+            let listed = fsutil::remove_stale_temp_files_listing(self.paths, dir);
+            if *dir == self.paths.jobs_dir() {
+                ids = listed.map(|names| names.iter().filter_map(|n| record_id(n)).collect());
+            }
+        }
+        ids
     }
 
     /// The active jobs' claims: the node state's, checked against the
@@ -273,7 +298,16 @@ impl<'p> Store<'p> {
     /// where something other than a transaction changed them. One listing,
     /// and no record read in the steady state.
     pub fn claims(&self, node: &NodeState) -> Result<Claims> {
-        let ids = self.record_ids()?;
+        self.claims_listed(node, self.record_ids()?)
+    }
+
+    /// [`Store::claims`], the records' ids listed already (`ids`: under
+    /// the node lock, by [`Store::remove_stale_temp_files_listing_records`]).
+    pub fn claims_listed(
+        &self,
+        node: &NodeState,
+        ids: std::collections::BTreeSet<JobId>,
+    ) -> Result<Claims> {
         let mut out = node.claims.clone().unwrap_or_default();
         out.retain(|id, _| ids.contains(id));
         for id in ids {
@@ -292,14 +326,7 @@ impl<'p> Store<'p> {
     /// `remove_leftovers` judges that, zombies and reused pids included).
     /// Taking the node lock calls it, before the recovery.
     pub fn remove_stale_temp_files(&self) {
-        for dir in [
-            &self.paths.run_dir,
-            &self.paths.jobs_dir(),
-            &self.paths.notices_dir(),
-            &self.paths.lib_dir,
-        ] {
-            fsutil::remove_stale_temp_files(self.paths, dir);
-        }
+        let _ = self.remove_stale_temp_files_listing_records();
     }
 
     pub fn node_state(&self) -> Result<NodeState> {
@@ -307,7 +334,7 @@ impl<'p> Store<'p> {
     }
 
     pub fn put_node_state(&self, s: &NodeState) -> Result<()> {
-        fsutil::write_json(self.paths, &self.paths.node_state(), s, PRIVATE)
+        fsutil::write_json_read_again(self.paths, &self.paths.node_state(), s, PRIVATE)
     }
 
     pub fn journal(&self) -> Result<Option<Journal>> {

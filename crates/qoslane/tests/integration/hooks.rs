@@ -877,6 +877,88 @@ mod faults {
         )
     }
 
+    /// A Prolog of job `job` at QoS high held where its transaction checks
+    /// the ports again (`hold:check`), its port's state set to `state`
+    /// meanwhile, then let go (the state put back after it ended).
+    fn prolog_with_port_meanwhile(n: &Node, job: u32, state: &str) {
+        let dir = n.path(&format!("/hold-{job}"));
+        std::fs::create_dir_all(&dir).expect("the hold directory");
+        let fault = format!("hold:check:{}", dir.display());
+        let smp = n.fake_smpquery().display().to_string();
+        let id = job.to_string();
+        let mut proc = util::Proc::spawn(
+            "a held prolog",
+            n.cmd(
+                &["prolog"],
+                &[
+                    ("SLURM_JOB_ID", &id),
+                    ("FAKE_QOS", "high"),
+                    ("QOSLANE_SMPQUERY", &smp),
+                    ("QOSLANE_FAULT", &fault),
+                    ("QOSLANE_TIMEOUT_MS", "60000"),
+                ],
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+        );
+        let port = n.path("/sys/class/infiniband/mlx5_0/ports/1/state");
+        let since = Instant::now();
+        while !dir.join("held").exists() {
+            assert!(
+                proc.exited().is_none(),
+                "job {job}'s prolog ended before its hold"
+            );
+            assert!(since.elapsed() < Duration::from_secs(60), "never held");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let was = std::fs::read_to_string(&port).expect("the port's state");
+        std::fs::write(&port, format!("{state}\n")).expect("the port's state");
+        std::fs::write(dir.join("go"), b"").expect("the go file");
+        while proc.exited().is_none() {
+            assert!(since.elapsed() < Duration::from_secs(120), "never ended");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::fs::write(&port, was).expect("the port's state");
+    }
+
+    /// The ports' check after a transaction guards against a setting taking
+    /// a link down: a Prolog that wrote a setting and finds its port DOWN
+    /// fails and puts everything back; a Prolog whose transaction writes
+    /// records only (its level's settings already in force for another
+    /// job) wrote nothing that could take a link down, and reads no port
+    /// again (before, it read the state again, and failed on a port that
+    /// went down of itself).
+    #[test]
+    fn the_ports_are_checked_again_only_after_a_setting_was_written() {
+        let n = Node::with_mapping(
+            &util::MAPPING.replace("fabric_check: off", "fabric_check: enforce"),
+        );
+        n.add_hca("qos-identity");
+        let smp = n.fake_smpquery().display().to_string();
+        prolog_with_port_meanwhile(&n, 2, "1: DOWN");
+        let a = n.last_audit("prolog");
+        assert!(a.to_string().contains("no longer ACTIVE"), "{a}");
+        assert_eq!(n.settings(), settings(BASE_TOS, BASE_RMEM));
+        assert!(n.records().is_empty(), "{:?}", n.records());
+        assert!(!n.journal_exists());
+
+        ok(&n.run(
+            &["prolog"],
+            &[
+                ("SLURM_JOB_ID", "3"),
+                ("FAKE_QOS", "high"),
+                ("QOSLANE_SMPQUERY", &smp),
+            ],
+        ));
+        assert_eq!(n.settings(), settings("74", "8388608"));
+        prolog_with_port_meanwhile(&n, 4, "1: DOWN");
+        let a = n.last_audit("prolog");
+        assert_eq!(a["job_id"], 4, "{a}");
+        assert_eq!(a["outcome"], "applied", "{a}");
+        assert_eq!(n.records().len(), 2, "{:?}", n.records());
+        assert_eq!(n.settings(), settings("74", "8388608"));
+    }
+
     /// SIGKILL at every step of a prolog, an epilog and a sync: the next run
     /// of anything restores the pre-transaction values exactly.
     #[test]
