@@ -16,13 +16,20 @@
 # (fail), or only warns (warn); with slurm_qos_network_opensm_apply the role
 # writes `qoslane fabric sm-config`'s options into the rig's opensm.conf,
 # HUPs its OpenSM and the audit passes; an unreadable fabric stops it with
-# its own message; the periodic audit's cron job writes its textfile.
+# its own message; the periodic audit's cron job writes its textfile;
+# slurm_qos_network_opensm_plugin installs the built qoslane-opensm-plugin
+# package, adds qoslane_sm to the rig's opensm.conf beside a plugin the site
+# lists (its words kept), and the rig's real OpenSM, restarted, loads it (its
+# log line; records in the spool, a link bounce's too); a second run changes
+# nothing; the removal puts opensm.conf back byte for byte, restarts OpenSM
+# without it and removes the package; without a verdict its watcher is refused
+# at validation, naming the key.
 #
 # This machine has no InfiniBand HCA: the test mapping is the shipped Omnia
 # input with `fabric_check: off` (the SL/VL check itself is proven in
 # crates/qoslane/tests/integration/fabric.rs and rigs/fabric_e2e.sh on the simulated
 # fabric). Everything it changes on the machine (/etc/slurm, /etc/qoslane,
-# qoslane's state, the qoslane package, QoS it adds) is put back on exit, and
+# qoslane's state, the qoslane and plugin packages, QoS it adds) is put back on exit, and
 # the rig is left stopped. Bounded polls, no guessed sleeps.
 #
 #   bash tests/e2e/omnia.sh
@@ -51,6 +58,7 @@ pre=()
 for p in "${STATE_PATHS[@]}"; do [ -e "/$p" ] && pre+=("$p"); done
 tar -C / -cpf "$WORK/pre-state.tar" --files-from /dev/null "${pre[@]}"
 PKG_BEFORE=$(dpkg-query -W -f='${Status}' qoslane hookrun 2>/dev/null | grep -c "ok installed" || true)
+PLUGIN_BEFORE=$(dpkg-query -W -f='${Status}' qoslane-opensm-plugin 2>/dev/null | grep -c "ok installed" || true)
 QOS_BEFORE=""   # name|priority of each QoS once the rig is up
 FABRIC_RIG=$E2E_REPO/rigs/fabric_path_rig.sh
 FABRIC_ENV=""   # the multi-switch fabric rig's env file, once started
@@ -69,6 +77,9 @@ cleanup() {
   fi
   stop_slurm
   [ -z "$FABRIC_ENV" ] || bash "$FABRIC_RIG" stop "$FABRIC_ENV" >/dev/null 2>&1
+  if [ "$PLUGIN_BEFORE" = 0 ] && dpkg-query -W -f='${Status}' qoslane-opensm-plugin 2>/dev/null | grep -q "ok installed\|config-files"; then
+    dpkg --purge qoslane-opensm-plugin >/dev/null 2>&1
+  fi
   if [ "$PKG_BEFORE" = 0 ]; then
     local pkg
     for pkg in qoslane hookrun; do
@@ -554,6 +565,65 @@ check "overwrite: QoS priorities follow the mapping's order" priorities_ordered
 check "overwrite: nothing else changed (slurm.conf)" eq "$(sha256sum < "$CONF")" "$conf_sha"
 cp "$WORK/config.good" "$CFG"
 
+# ------------------------------------------------------------ the OpenSM event plugin
+# slurm_qos_network_opensm_plugin on the rig's real OpenSM (OpenSM host: localhost, the rig's
+# opensm.conf), left on in the input for the cases below (the removal takes it out): the
+# plugin's package from the packages built above installed with dpkg; qoslane_sm added beside a
+# plugin the site already lists (its words in event_plugin_options kept); OpenSM restarted, by
+# the rig as `systemctl restart opensm` would (a fresh SM, on the next HCA), loads the
+# package's library: its log says so and the spool gets records, of a link bounce too. A second
+# run changes nothing and does not restart OpenSM. No systemd here: the watcher is not started,
+# and the play says how to run it.
+say "case: slurm_qos_network_opensm_plugin: the plugin loaded into the rig's OpenSM, beside the site's plugin"
+SPOOL=$WORK/sm-spool
+cat > "$WORK/restart-opensm" <<EOS
+#!/bin/sh
+exec bash $FABRIC_RIG restart-sm $FABRIC_ENV
+EOS
+chmod 0755 "$WORK/restart-opensm"
+printf '%s\n' 'event_plugin_name other_plugin' 'event_plugin_options other_word=1' >> "$OSM_CONF"
+cp "$OSM_CONF" "$WORK/opensm.conf.before-plugin"
+sed -i 's/^slurm_qos_network_opensm_plugin: false$/slurm_qos_network_opensm_plugin: true/' "$CFG"
+cat >> "$CFG" <<EOF
+
+# The test's: the rig's OpenSM (restarted by the rig), the plugin's spool in \$WORK.
+slurm_qos_network_opensm_host: localhost
+slurm_qos_network_opensm_conf: $OSM_CONF
+slurm_qos_network_opensm_restart_command: $WORK/restart-opensm
+slurm_qos_network_opensm_plugin_spool: $SPOOL
+EOF
+grep -q '^slurm_qos_network_opensm_plugin: true$' "$CFG" || { say "could not turn slurm_qos_network_opensm_plugin on in $CFG"; exit 1; }
+osm_pid_before=$(fabric RIG_OSM_PID)
+play plugin slurm_qos_network.yml || { tail -40 "$WORK/plugin.log" >&2; exit 1; }
+check "plugin: the package installed on the OpenSM host (dpkg, the build's version)" bash -c \
+  "dpkg-query -W -f='\${Status} \${Version}' qoslane-opensm-plugin | grep -qx 'install ok installed $VERSION-1'"
+check "plugin: qoslane_sm added after the site's plugin, once" eq \
+  "$(grep -c '^event_plugin_name' "$OSM_CONF") $(sed -n 's/^event_plugin_name //p' "$OSM_CONF")" "1 other_plugin qoslane_sm"
+check "plugin: its words added to event_plugin_options, the site's kept" eq \
+  "$(grep -c '^event_plugin_options' "$OSM_CONF") $(sed -n 's/^event_plugin_options //p' "$OSM_CONF")" \
+  "1 other_word=1,qoslane_spool=$SPOOL,qoslane_spool_max=1048576"
+check "plugin: every other line of opensm.conf untouched" cmp -s <(grep -v '^event_plugin_' "$WORK/opensm.conf.before-plugin") <(grep -v '^event_plugin_' "$OSM_CONF")
+check "plugin: OpenSM restarted (not HUPed: the plugin's options are read at start)" test "$(fabric RIG_OSM_PID)" != "$osm_pid_before"
+OSM_LOG=$(fabric RIG_WORK)/opensm.log
+check "plugin: OpenSM loaded the package's build ($VERSION-1), for its own version" \
+  grep -q "qoslane_sm: build $VERSION-1 .*for OpenSM" "$OSM_LOG"
+check "plugin: its log says where it spools" grep -qF "qoslane_sm: spooling to $SPOOL/events" "$OSM_LOG"
+check "plugin: the site's other plugin was tried too (the line kept it)" grep -qF "cannot load plugin 'other_plugin'" "$OSM_LOG"
+spooled() { local n; n=$(stat -c %s "$SPOOL/events" 2>/dev/null) || return 1; [ "$n" -gt 0 ] && [ $((n % 64)) = 0 ] && echo "$n"; }
+check "plugin: the spool has whole 64-byte records (the SM's start and first sweep)" poll 10 "records in $SPOOL" spooled
+n_before=$(spooled || echo 0)
+bash "$FABRIC_RIG" bounce "$FABRIC_ENV" leaf1 3 2>>"$WORK/fabric-rig.log"
+grew() { [ "$(spooled || echo 0)" -gt "$n_before" ]; }
+check "plugin: a link bounce adds records ($n_before bytes before)" poll 10 "records of the bounce" grew
+check "plugin: no systemd here: the watcher not started, the play says how to run it" \
+  grep -qF "does not run systemd: qoslane-fabric-watch.service was not started" "$WORK/plugin.log"
+osm_pid=$(fabric RIG_OSM_PID)
+cp "$OSM_CONF" "$WORK/opensm.conf.plugin"
+play plugin-again slurm_qos_network.yml || { tail -40 "$WORK/plugin-again.log" >&2; exit 1; }
+check "plugin: a second run changes nothing (changed=0)" eq "$(recap plugin-again changed)" 0
+check "plugin: a second run leaves OpenSM running (not restarted) and opensm.conf as it was" bash -c \
+  "[ '$(fabric RIG_OSM_PID)' = '$osm_pid' ] && cmp -s '$WORK/opensm.conf.plugin' '$OSM_CONF'"
+
 # ------------------------------------------------------------ invalid input
 say "case: an invalid mapping stops at validation; nothing on the node changes"
 snapshot > "$WORK/before.sha"
@@ -603,6 +673,13 @@ if play invalid-verdict slurm_qos_network.yml; then fail "a relative fabric verd
 check "a relative fabric verdict path: names the file, line $verdict_line and what it must be" bash -c \
   "grep -qF 'slurm_qos_network_config.yml, line $verdict_line: slurm_qos_network_fabric_verdict must be ' '$WORK/invalid-verdict.log' &&
    grep -qF 'or an absolute path, and needs slurm_qos_network_audit_timer: true' '$WORK/invalid-verdict.log'"
+cp "$WORK/config.good" "$CFG"
+watch_line=$(grep -n '^slurm_qos_network_opensm_plugin_watch: ' "$CFG" | cut -d: -f1)
+sed -i 's|^slurm_qos_network_fabric_verdict: .*|slurm_qos_network_fabric_verdict: ""|' "$CFG"
+if play invalid-watch slurm_qos_network.yml; then fail "the plugin's watcher without a verdict: the playbook failed"; else pass "the plugin's watcher without a verdict: the playbook failed"; fi
+check "the plugin's watcher without a verdict: names the file, line $watch_line and the keys" \
+  grep -qF "slurm_qos_network_config.yml, line $watch_line: slurm_qos_network_opensm_plugin_watch: true needs slurm_qos_network_fabric_verdict" "$WORK/invalid-watch.log"
+check "the plugin's watcher without a verdict: stopped before any node play" bash -c "! grep -q 'PLAY \[Configure' '$WORK/invalid-watch.log'"
 cp "$WORK/config.good" "$CFG"
 sed -i 's/^slurm_qos_network_enabled: true$/slurm_qos_network_enabled: false/' "$CFG"
 play disabled slurm_qos_network.yml || { tail -40 "$WORK/disabled.log" >&2; exit 1; }
@@ -676,6 +753,17 @@ check "removal: the audit log stays" test -s /var/log/qoslane/audit.jsonl
 check "removal: the periodic audit, its textfile, its verdict and the staged mappings gone" \
   test ! -e "$CRON" -a ! -e "$PROM" -a ! -e /var/lib/qoslane-fabric-audit -a ! -e "$VERDICT"
 check "removal: the node's QOSLANE_FABRIC_VERDICT gone" bash -c "! grep -qs '^QOSLANE_FABRIC_VERDICT=' /etc/default/qoslane"
+check "removal: qoslane_sm out of opensm.conf, the site's plugin and words kept: byte-identical to before" \
+  cmp "$WORK/opensm.conf.before-plugin" "$OSM_CONF"
+OSM_LOG=$(fabric RIG_WORK)/opensm.log
+check "removal: OpenSM restarted without the plugin (a new SM, its log without qoslane_sm)" bash -c \
+  "[ '$(fabric RIG_OSM_PID)' != '$osm_pid' ] && grep -q 'SUBNET UP' '$OSM_LOG' && ! grep -q 'qoslane_sm' '$OSM_LOG'"
+check "removal: the plugin's package removed" bash -c "! dpkg-query -W -f='\${Status}' qoslane-opensm-plugin 2>/dev/null | grep -q 'ok installed'"
+osm_pid=$(fabric RIG_OSM_PID)
+play remove-plugin-again slurm_qos_network_remove.yml "${uninstall[@]}" "${RESTART[@]}" || { tail -40 "$WORK/remove-plugin-again.log" >&2; exit 1; }
+check "removal again, the plugin still asked for: changed=0, OpenSM not restarted" bash -c \
+  "[ '$(recap remove-plugin-again changed)' = 0 ] && [ '$(fabric RIG_OSM_PID)' = '$osm_pid' ]"
+sed -i 's/^slurm_qos_network_opensm_plugin: true$/slurm_qos_network_opensm_plugin: false/' "$CFG"
 if [ "$PKG_BEFORE" = 0 ]; then
   check "removal: both packages uninstalled" bash -c "! dpkg-query -W -f='\${Status}' qoslane hookrun 2>/dev/null | grep -q 'ok installed'"
 fi
