@@ -108,20 +108,7 @@ pub fn write(
     judge: Judge,
     create_dirs: bool,
 ) -> Result<()> {
-    // The data was fsynced before the rename: only the directory is left.
-    let done = replace(
-        root,
-        path,
-        data,
-        mode,
-        judge,
-        create_dirs,
-        Durability::Durable,
-    )?;
-    if done.persistent {
-        sync_dir(&done.dir)?;
-    }
-    Ok(())
+    flushed(root, path, data, mode, judge, create_dirs).map(|_| ())
 }
 
 /// [`write`] (under [`Judge::Trusted`]) of a file the run reads again
@@ -136,20 +123,35 @@ pub fn write_read_again(
     mode: u32,
     create_dirs: bool,
 ) -> Result<()> {
+    let done = flushed(root, path, data, mode, Judge::Trusted, create_dirs)?;
+    crate::trusted::remember_written(root, path, done.file, data);
+    Ok(())
+}
+
+/// [`replace`] durably, then the directory flushed where it outlives a
+/// reboot (the data was fsynced before the rename: only the directory is
+/// left).
+fn flushed(
+    root: &Path,
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    judge: Judge,
+    create_dirs: bool,
+) -> Result<Pending> {
     let done = replace(
         root,
         path,
         data,
         mode,
-        Judge::Trusted,
+        judge,
         create_dirs,
         Durability::Durable,
     )?;
     if done.persistent {
         sync_dir(&done.dir)?;
     }
-    crate::trusted::remember_written(root, path, done.file, data);
-    Ok(())
+    Ok(done)
 }
 
 /// Whether files under `fd` outlive a reboot, so that an fsync there means

@@ -153,9 +153,7 @@ pub fn write_json_read_again<T: serde::Serialize>(
     value: &T,
     mode: u32,
 ) -> Result<()> {
-    let mut data = serde_json::to_vec(value)
-        .map_err(|e| Error::Internal(format!("serialise {}: {e}", path.display())))?;
-    data.push(b'\n');
+    let data = json_line(path, value)?;
     atomic::write_read_again(&paths.root, path, &data, mode, false)?;
     Ok(())
 }
@@ -166,8 +164,13 @@ pub fn write_json<T: serde::Serialize>(
     value: &T,
     mode: u32,
 ) -> Result<()> {
+    atomic_write(paths, path, &json_line(path, value)?, mode)
+}
+
+/// `value` as the one JSON line a state file holds.
+fn json_line<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>> {
     let mut data = serde_json::to_vec(value)
         .map_err(|e| Error::Internal(format!("serialise {}: {e}", path.display())))?;
     data.push(b'\n');
-    atomic_write(paths, path, &data, mode)
+    Ok(data)
 }
