@@ -117,8 +117,8 @@ pub(super) fn start(program: &Program, entry: Entry) -> io::Result<Forked> {
                         let _ = sigaction(signal, &ignore);
                     }
                 }
-                // Empty, as std's spawn leaves an exec'd program's: not the
-                // parent's (hookrun's stop signals are blocked into its
+                // Empty, as `spawn.rs`'s attribute leaves an exec'd
+                // program's: not the parent's (hookrun's stop signals are blocked into its
                 // signalfd, and a blocked SIGTERM would reach no handler of
                 // the hook's).
                 let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
