@@ -41,7 +41,7 @@ pub const SETUP_FAILED: i32 = 4;
 pub const SIGNAL_BASE: i32 = 128;
 /// stdout's reader went away before `hookrun list` finished (`| head`):
 /// 128 + SIGPIPE, said by nothing — qoslane's views end the same way.
-pub const BROKEN_PIPE: i32 = SIGNAL_BASE + signal_hook::consts::SIGPIPE;
+pub const BROKEN_PIPE: i32 = SIGNAL_BASE + nix::sys::signal::Signal::SIGPIPE as i32;
 
 /// How a hookrun invocation ended, before it becomes a number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -439,26 +439,10 @@ pub fn describe_status(status: std::process::ExitStatus) -> String {
     }
 }
 
-/// The usual name of a signal number, for log lines.
+/// The usual name of a signal number, for log lines ("signal" for a
+/// number that names none).
 pub fn signal_name(signal: i32) -> &'static str {
-    use signal_hook::consts::signal as s;
-    match signal {
-        s::SIGHUP => "SIGHUP",
-        s::SIGINT => "SIGINT",
-        s::SIGQUIT => "SIGQUIT",
-        s::SIGILL => "SIGILL",
-        s::SIGABRT => "SIGABRT",
-        s::SIGBUS => "SIGBUS",
-        s::SIGFPE => "SIGFPE",
-        s::SIGKILL => "SIGKILL",
-        s::SIGSEGV => "SIGSEGV",
-        s::SIGPIPE => "SIGPIPE",
-        s::SIGALRM => "SIGALRM",
-        s::SIGTERM => "SIGTERM",
-        s::SIGUSR1 => "SIGUSR1",
-        s::SIGUSR2 => "SIGUSR2",
-        _ => "signal",
-    }
+    nix::sys::signal::Signal::try_from(signal).map_or("signal", |s| s.as_str())
 }
 
 #[cfg(test)]
@@ -518,5 +502,16 @@ mod tests {
             describe_status(ExitStatus::from_raw(11)),
             "killed by signal 11 (SIGSEGV)"
         );
+    }
+
+    #[test]
+    fn a_signal_number_is_named_as_the_kernel_names_it() {
+        assert_eq!(signal_name(15), "SIGTERM");
+        assert_eq!(signal_name(17), "SIGCHLD");
+        assert_eq!(signal_name(24), "SIGXCPU");
+        // No name: 0, a real-time signal, a number past them.
+        for unnamed in [0, 34, 64, 200, -1] {
+            assert_eq!(signal_name(unnamed), "signal", "{unnamed}");
+        }
     }
 }

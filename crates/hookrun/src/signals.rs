@@ -14,12 +14,16 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use nix::sys::signal::Signal;
 use nodeio::child::Interrupt;
 use nodeio::sigmask::SignalReader;
-use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 
 /// The signals that stop hookrun (after it stopped its hook).
-pub const TERMINATION_SIGNALS: [i32; 3] = [SIGTERM, SIGINT, SIGHUP];
+pub const TERMINATION_SIGNALS: [i32; 3] = [
+    Signal::SIGTERM as i32,
+    Signal::SIGINT as i32,
+    Signal::SIGHUP as i32,
+];
 
 /// The stop signals' descriptor and the last one read.
 #[derive(Debug)]
@@ -115,7 +119,7 @@ mod tests {
             );
             signals.drain();
             assert!(signals.stop(), "read by the drain");
-            assert_eq!(signals.termination(), Some(SIGHUP));
+            assert_eq!(signals.termination(), Some(Signal::SIGHUP as i32));
             nodeio::sigmask::clear().expect("unblock");
         })
         .join()
