@@ -8,6 +8,9 @@
 #                              chroot Slurms; CI runs them
 #   QOSLANE_SLURM_VERSIONS     the Slurm versions to run the e2e suite on
 #                              (default: every row of rigs/slurm_versions.tsv)
+#   QOSLANE_SUITE_TIMEOUT      seconds an end-to-end suite may take before it is
+#                              stopped and counted failed (default 1800; the
+#                              longest, omnia.sh, takes ~600 s)
 #
 # Suites: formatting and lints; Cargo.lock against the RustSec advisories (offline); shellcheck over every shell script; the Slurm versions
 # table's consistency; unit and
@@ -74,8 +77,19 @@ promtool check rules deploy/prometheus/qoslane-alerts.yml
 (cd deploy/prometheus && promtool test rules qoslane-alerts.test.yml)
 promtool check metrics < crates/qoslane/tests/golden/metrics.prom
 
+# Every suite below runs under a cap (its own process group, SIGTERM at the cap, SIGKILL 30 s
+# later): each waits with deadlines of its own, and a hang none of them foresaw still ends CI.
+suite_cap=${QOSLANE_SUITE_TIMEOUT:-1800}
+capped() { # capped SCRIPT [ARGS…]: the suite, its exit status; 124 when the cap stopped it
+  local rc=0
+  timeout --kill-after=30 "$suite_cap" bash "$@" || rc=$?
+  [ "$rc" != 124 ] && [ "$rc" != 137 ] ||
+    printf '[test.sh] %s stopped at the cap of %ss (QOSLANE_SUITE_TIMEOUT)\n' "$*" "$suite_cap" >&2
+  return "$rc"
+}
+
 step "packages: the .deb's contents, lintian, man pages, logrotate, install and purge (no Slurm)"
-bash tests/e2e/packages.sh
+capped tests/e2e/packages.sh
 
 # The Slurm suite once per Slurm version of rigs/slurm_versions.tsv: the host's, then each in its
 # chroot (rigs/slurm_chroot_rig.sh creates each when missing, ~30 s, then reuses it); each closes
@@ -108,7 +122,7 @@ for t in "${runs[@]}"; do
   t0=$(date +%s)
   rc=0
   # shellcheck disable=SC2086  # "script --slurm VERSION": split on purpose
-  bash $t || rc=$?
+  capped $t || rc=$?
   printf '[test.sh] %s took %ss (exit %s)\n' "$t" "$(($(date +%s) - t0))" "$rc" >&2
   [ "$rc" = 0 ] || failed+=("$t")
 done
