@@ -157,9 +157,16 @@ if [ -n "$REBUILD" ]; then
 fi
 # The build's name, compiled into both binaries (`--version`, qoslane_build_info):
 # two package revisions, or two commits, never print the same version.
-COMMIT=$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-if [ "$COMMIT" != unknown ] && ! git -C "$REPO" diff --quiet HEAD -- 2>/dev/null; then COMMIT="$COMMIT+dirty"; fi
-export QOSLANE_BUILD="${VERSION}-${REVISION} (git $COMMIT)"
+# shellcheck source=build_name.sh
+. "$REPO/packaging/build_name.sh"
+QOSLANE_BUILD=$(qoslane_build_name "$REPO" "$REVISION") || die "cannot name the build"
+export QOSLANE_BUILD
+# A rebuild as another revision in a target directory of its own: revision 1's build in
+# target/release stays the end-to-end suites' (same name: nothing relinked), and a second
+# build of that revision (a later suite's) finds its own.
+if [ "$REVISION" != 1 ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
+  export CARGO_TARGET_DIR="$REPO/target/revision-$REVISION"
+fi
 log "cargo build --release -p qoslane -p hookrun ($QOSLANE_BUILD)"
 cargo build --release -q -p qoslane -p hookrun
 REL=${CARGO_TARGET_DIR:-$REPO/target}/release

@@ -12,6 +12,8 @@
 # shellcheck source=../../scripts/lib/node.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/node.sh"
 E2E_REPO=$NODE_REPO
+# shellcheck source=../../packaging/build_name.sh
+. "$E2E_REPO/packaging/build_name.sh"
 # Where cargo puts the release build (CARGO_TARGET_DIR, as packaging/build.sh).
 E2E_RELEASE=${CARGO_TARGET_DIR:-$E2E_REPO/target}/release
 QL=$E2E_RELEASE/qoslane
@@ -40,9 +42,13 @@ poll() {
   done
 }
 
+# The build named as packaging/build.sh names revision 1 (packaging/build_name.sh): the
+# suites' build and the packages' are one build to cargo, neither relinks after the other.
 build_release() {
   say "building release binaries"
-  (cd "$E2E_REPO" && cargo build --release -q -p qoslane -p hookrun)
+  local name
+  name=$(qoslane_build_name "$E2E_REPO" 1) || return 1
+  (cd "$E2E_REPO" && QOSLANE_BUILD=$name cargo build --release -q -p qoslane -p hookrun)
 }
 
 # make_node ROOT MAPPING_FILE : a compute node under the Slurm rig: one port,
