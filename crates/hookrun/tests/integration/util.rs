@@ -301,13 +301,15 @@ impl Fixture {
 
     /// [`Fixture::hookrun`] started with SIGTERM blocked, as a supervisor
     /// that blocked it around its fork would start it (a signal mask
-    /// survives `exec`): perl blocks it, then execs hookrun.
+    /// survives `exec`): perl sets the mask to exactly SIGTERM (not added
+    /// to whatever the test's thread had blocked: std's spawn passes that
+    /// on), then execs hookrun.
     pub fn hookrun_with_sigterm_blocked(&self) -> Hookrun {
         let mut command = Command::new("/usr/bin/perl");
         command
             .arg("-MPOSIX")
             .arg("-e")
-            .arg("sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTERM)) or die; exec @ARGV or die")
+            .arg("sigprocmask(SIG_SETMASK, POSIX::SigSet->new(SIGTERM)) or die; exec @ARGV or die")
             .arg(BIN);
         self.hookrun_with(command)
     }
