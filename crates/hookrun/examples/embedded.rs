@@ -8,7 +8,8 @@
 //!
 //! - unset: print how it runs, one line (`built in` or `exec'd`, its pid,
 //!   its parent's, its process group, `HOOKRUN_PHASE`, its argv\[0\], its
-//!   signal mask: `SigBlk` of `/proc/self/status`);
+//!   signal mask and its ignored signals: `SigBlk` and `SigIgn` of
+//!   `/proc/self/status`);
 //! - `sleep`: the same line; start `/bin/sleep 600` (in its process group),
 //!   write its own pid and the sleep's to the file `EMBEDDED_PIDS` names,
 //!   one a line, then sleep until killed;
@@ -50,8 +51,15 @@ fn hook(argv: &[OsString]) -> i32 {
 
 fn behave(how: &str, argv: &[OsString]) -> i32 {
     let what = std::env::var("EMBEDDED_DO").unwrap_or_default();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let of_status = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .map_or("unknown", str::trim)
+    };
     let line = format!(
-        "{how}: pid={} ppid={} pgid={} phase={} argv0={} sigblk={}",
+        "{how}: pid={} ppid={} pgid={} phase={} argv0={} sigblk={} sigign={}",
         std::process::id(),
         rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get()),
         rustix::process::getpgrp().as_raw_nonzero().get(),
@@ -59,11 +67,8 @@ fn behave(how: &str, argv: &[OsString]) -> i32 {
         argv.first()
             .map(|a| a.to_string_lossy())
             .unwrap_or_default(),
-        std::fs::read_to_string("/proc/self/status")
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("SigBlk:"))
-            .map_or("unknown", str::trim),
+        of_status("SigBlk:"),
+        of_status("SigIgn:"),
     );
     match what.as_str() {
         "" => println!("{line}"),

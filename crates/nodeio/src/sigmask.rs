@@ -80,12 +80,27 @@ impl SignalReader {
 mod tests {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 
+    /// The calling thread's mask as a test runner may have left it: a
+    /// thread inherits its creator's mask, and `cargo test` run from a
+    /// shell or supervisor that blocked a signal (SIGHUP here) hands it to
+    /// every test thread. What a test asserts must not depend on it.
+    fn as_a_runner_may_leave_it() {
+        pthread_sigmask(
+            SigmaskHow::SIG_BLOCK,
+            Some(&SigSet::from(Signal::SIGHUP)),
+            None,
+        )
+        .unwrap();
+    }
+
     #[test]
     fn an_inherited_block_is_cleared_and_reported() {
         // On a thread of its own: the mask is per thread.
         std::thread::spawn(|| {
+            as_a_runner_may_leave_it();
+            // the inherited mask: exactly SIGTERM, whatever the runner left.
             pthread_sigmask(
-                SigmaskHow::SIG_BLOCK,
+                SigmaskHow::SIG_SETMASK,
                 Some(&SigSet::from(Signal::SIGTERM)),
                 None,
             )
@@ -107,8 +122,10 @@ mod tests {
         // thread): a signal to the process could be taken by another test
         // thread.
         std::thread::spawn(|| {
+            as_a_runner_may_leave_it();
+            // the inherited mask: exactly SIGUSR2, whatever the runner left.
             pthread_sigmask(
-                SigmaskHow::SIG_BLOCK,
+                SigmaskHow::SIG_SETMASK,
                 Some(&SigSet::from(Signal::SIGUSR2)),
                 None,
             )

@@ -687,9 +687,6 @@ mod tests {
         }
     }
 
-    /// While a guard lives, a trusted directory is resolved once: renamed
-    /// away and replaced (by root, here the test), the run keeps the one it
-    /// judged. Without a guard, or judged only NoFollow, every call resolves.
     /// A run judging a directory again (a trusted file's holder, a state
     /// directory) is handed the owner and mode the walk's `fstat` saw for
     /// that very descriptor; a descriptor the walk did not inspect, or no
@@ -738,6 +735,9 @@ mod tests {
         }
     }
 
+    /// While a guard lives, a trusted directory is resolved once: renamed
+    /// away and replaced (by root, here the test), the run keeps the one it
+    /// judged. Without a guard, or judged only NoFollow, every call resolves.
     #[test]
     fn trusted_directories_are_resolved_once_while_remembered() {
         let tmp = tempfile::tempdir().expect("tempdir");

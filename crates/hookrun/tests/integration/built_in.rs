@@ -13,7 +13,7 @@ use rustix::process::{Pid, Signal};
 use crate::util::{Fixture, Run, wait_for_line, wait_gone};
 
 /// The fields of the hook's line (`built in: pid=… ppid=… pgid=… phase=…
-/// argv0=… sigblk=…`), by name; and how it ran.
+/// argv0=… sigblk=… sigign=…`), by name; and how it ran.
 fn how_it_ran(run: &Run, hook: &str) -> (String, Vec<(String, String)>) {
     let prefix = format!("{hook}> ");
     let line = run
@@ -65,6 +65,31 @@ fn the_binary_s_own_hook_runs_built_in_in_its_own_group_and_a_plain_hook_still_r
     assert!(run.has_line("20-plain> plain ran"), "{}", run.stderr);
     assert_eq!(fx.runs("prolog", "10-embedded", "ok"), Some(1.0));
     assert_eq!(fx.runs("prolog", "20-plain", "ok"), Some(1.0));
+}
+
+/// hookrun started with SIGTERM ignored (a wrapper's `trap '' TERM` before
+/// its `exec`: an ignored disposition survives it) reads its own
+/// SIGTERM all the same (blocked into its `signalfd`), and its built-in hook
+/// gets SIGTERM at its default, as a spawned program does: the hook's
+/// deadline is a SIGTERM to its group, and an ignored one would be lost
+/// (only the SIGKILL after the grace). Before, the fork kept every ignored
+/// disposition, SIGTERM's too.
+#[test]
+fn a_built_in_hook_gets_sigterm_at_its_default_whatever_hookrun_ignores() {
+    let fx = Fixture::new();
+    fx.fake_scontrol(0);
+    fx.embedded_hook("prolog", "10-embedded");
+    let run = fx
+        .embedded_hookrun_with_sigterm_ignored()
+        .args(["prolog"])
+        .env("SLURM_JOB_ID", "7")
+        .run();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let (how, fields) = how_it_ran(&run, "10-embedded");
+    assert_eq!(how, "built in", "{}", run.stderr);
+    let ignored = u64::from_str_radix(field(&fields, "sigign"), 16).expect("SigIgn in hex");
+    let sigterm = 1 << (Signal::TERM.as_raw() - 1);
+    assert_eq!(ignored & sigterm, 0, "SIGTERM ignored: {}", run.stderr);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{SigSet, SigmaskHow, Signal as NixSignal, pthread_sigmask};
 use rustix::process::{Pid, Signal};
 
 use crate::util::{Fixture, pid_from, wait_gone};
@@ -213,10 +214,22 @@ fn sigterm_reaches_hookrun_started_with_it_blocked() {
         ),
     );
     hanging_hook(&fx, "prolog", "10-hang", "");
+    // Started from a thread with SIGHUP blocked, as a test runner may leave
+    // its threads (std's spawn passes the caller's mask on): what hookrun
+    // is started with is the wrapper's mask, exactly SIGTERM, whatever the
+    // runner's.
+    let mut runner = SigSet::empty();
+    pthread_sigmask(
+        SigmaskHow::SIG_BLOCK,
+        Some(&SigSet::from(NixSignal::SIGHUP)),
+        Some(&mut runner),
+    )
+    .expect("block SIGHUP");
     let mut child = fx
         .hookrun_with_sigterm_blocked()
         .args(["prolog", "--hook-timeout", "30s"])
         .spawn();
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&runner), None).expect("the mask back");
     let (hook, grandchild) = pids(&fx, "10-hang");
     let status = sigterm_and_wait(&mut child);
     assert_eq!(status.code(), Some(143));

@@ -269,12 +269,29 @@ impl Fixture {
     /// named so: hookrun with that hook built in. Otherwise as
     /// [`Fixture::hookrun`].
     pub fn embedded_hookrun(&self) -> Hookrun {
+        self.hookrun_with(Command::new(self.embedded_link()))
+    }
+
+    /// [`Fixture::embedded_hookrun`] started with SIGTERM ignored, as a
+    /// wrapper that ran `trap '' TERM` before its `exec` starts it (an ignored
+    /// disposition survives `exec`, as a mask does): `env --ignore-signal`
+    /// (coreutils) ignores it, then execs the link.
+    pub fn embedded_hookrun_with_sigterm_ignored(&self) -> Hookrun {
+        let mut command = Command::new("/usr/bin/env");
+        command
+            .arg("--ignore-signal=TERM")
+            .arg(self.embedded_link());
+        self.hookrun_with(command)
+    }
+
+    /// `<root>/bin/hookrun`, a link to the embedding program (made once).
+    fn embedded_link(&self) -> PathBuf {
         let link = self.path("bin/hookrun");
         if !link.exists() {
             fs::create_dir_all(link.parent().expect("parent")).expect("mkdir bin");
             std::os::unix::fs::symlink(embedded(), &link).expect("link hookrun");
         }
-        self.hookrun_with(Command::new(link))
+        link
     }
 
     /// `<root>/etc/slurm/<phase>.d/<name>`, a link to the embedding program
@@ -301,13 +318,15 @@ impl Fixture {
 
     /// [`Fixture::hookrun`] started with SIGTERM blocked, as a supervisor
     /// that blocked it around its fork would start it (a signal mask
-    /// survives `exec`): perl blocks it, then execs hookrun.
+    /// survives `exec`): perl sets the mask to exactly SIGTERM (not added
+    /// to whatever the test's thread had blocked: std's spawn passes that
+    /// on), then execs hookrun.
     pub fn hookrun_with_sigterm_blocked(&self) -> Hookrun {
         let mut command = Command::new("/usr/bin/perl");
         command
             .arg("-MPOSIX")
             .arg("-e")
-            .arg("sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTERM)) or die; exec @ARGV or die")
+            .arg("sigprocmask(SIG_SETMASK, POSIX::SigSet->new(SIGTERM)) or die; exec @ARGV or die")
             .arg(BIN);
         self.hookrun_with(command)
     }

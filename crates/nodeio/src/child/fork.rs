@@ -7,9 +7,11 @@
 //! runs: its own process group (set by both sides, so that the parent's
 //! kills reach the group as soon as `fork` returns); stdin `/dev/null`,
 //! stdout and stderr the pipes the parent reads; the signal handlers reset
-//! to their defaults as exec resets them (ignored signals stay ignored;
-//! Rust's stack-overflow handlers, which the program's own start would
-//! install, stay), every signal blocked across the fork so that none
+//! to their defaults as exec resets them (ignored signals stay ignored but
+//! SIGTERM, set to its default as `spawn.rs` sets a spawned program's: the
+//! deadline is a SIGTERM to the group; Rust's stack-overflow handlers,
+//! which the program's own start would install, stay), every signal blocked
+//! across the fork so that none
 //! reaches a handler of the parent's in the child, then the mask emptied
 //! (as `posix_spawn` leaves a spawned program's: the parent's is not the
 //! program's — hookrun blocks its stop signals into a `signalfd`); the environment the
@@ -113,6 +115,7 @@ pub(super) fn start(program: &Program, entry: Entry) -> io::Result<Forked> {
                     }
                     if let Ok(old) = sigaction(signal, &default)
                         && matches!(old.handler(), SigHandler::SigIgn)
+                        && signal != Signal::SIGTERM
                     {
                         let _ = sigaction(signal, &ignore);
                     }

@@ -27,8 +27,8 @@
 //! ([`run_many`]: the three SMP queries of a port). No reader or waiter
 //! threads: on a busy node each would wait for a time slice before it could
 //! hand its output over. Programs are started with `posix_spawn` (no
-//! `pre_exec`; `spawn.rs`, with an empty signal mask and SIGPIPE at its
-//! default whatever the caller's): one clone per program, nothing else — or, for a program
+//! `pre_exec`; `spawn.rs`, with an empty signal mask, SIGPIPE and SIGTERM
+//! at their defaults whatever the caller's): one clone per program, nothing else — or, for a program
 //! that is the running binary itself ([`Program::built_in`]), by a fork that
 //! calls its entry without exec (`fork.rs`: the one `unsafe` block of this
 //! module), watched, stopped and reaped the same way.

@@ -2,12 +2,15 @@
 //! one clone per program, the exec's error reported by the call) with
 //! what the program starts with set by the spawn itself — stdin
 //! `/dev/null`, stdout and stderr the pipes the parent reads, its own
-//! process group, **an empty signal mask** and SIGPIPE at its default —
-//! whatever this process's are. std's `Command` leaves the mask as the
-//! parent's: hookrun reads its stop signals from a `signalfd`, so it runs
-//! with SIGTERM, SIGINT and SIGHUP blocked, and a hook exec'd with them
+//! process group, **an empty signal mask**, SIGPIPE and SIGTERM at their
+//! defaults — whatever this process's are. std's `Command` leaves the mask
+//! as the parent's: hookrun reads its stop signals from a `signalfd`, so it
+//! runs with SIGTERM, SIGINT and SIGHUP blocked, and a hook exec'd with them
 //! blocked would never see the deadline's SIGTERM (only the SIGKILL after
-//! the grace).
+//! the grace). An ignored SIGTERM survives `exec` the same way (a caller
+//! started with it ignored: a wrapper's `trap '' TERM` before its `exec`): the
+//! deadline's SIGTERM would be lost on the program, which could not even
+//! `trap` it, so it too is set back to its default.
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -72,7 +75,9 @@ pub(super) fn start(program: &Program) -> io::Result<Forked> {
     )?;
     attr.set_pgroup(nix::unistd::Pid::from_raw(0))?;
     attr.set_sigmask(&SigSet::empty())?;
-    attr.set_sigdefault(&SigSet::from(Signal::SIGPIPE))?;
+    let mut default = SigSet::from(Signal::SIGPIPE);
+    default.add(Signal::SIGTERM);
+    attr.set_sigdefault(&default)?;
     let pid = posix_spawn(path.as_c_str(), &actions, &attr, &argv, &envp)?;
     drop::<(OwnedFd, OwnedFd, OwnedFd)>((null, out_w, err_w));
     let pid =

@@ -180,6 +180,36 @@ fn a_program_that_stops_at_sigterm_gets_its_grace() {
     assert!(f.elapsed < Duration::from_secs(15), "{:?}", f.elapsed);
 }
 
+/// A caller started with SIGTERM ignored (an ignored disposition survives
+/// `exec` as a mask does: a wrapper's `trap '' TERM`) does
+/// not pass it on: the program still gets the deadline's SIGTERM and its
+/// grace (a shell cannot even `trap` a signal ignored at its start). Shown
+/// by the test above, run in a copy of this test binary that `env` starts
+/// with SIGTERM ignored: before, the program ignored the SIGTERM, printed
+/// nothing and was SIGKILLed at the end of the grace.
+#[test]
+fn a_caller_s_ignored_sigterm_is_not_the_program_s() {
+    let exe = std::env::current_exe().unwrap();
+    let f = capture(
+        &Program::new("/usr/bin/env", Env::Inherit)
+            .args(["--ignore-signal=TERM"])
+            .args([exe.as_os_str()])
+            .args([
+                "--exact",
+                "child::tests::a_program_that_stops_at_sigterm_gets_its_grace",
+                "--test-threads=1",
+            ]),
+        within(Duration::from_secs(60)),
+    );
+    let out = String::from_utf8_lossy(&f.stdout);
+    assert!(
+        matches!(f.ending, Ending::Exited(s) if s.success()) && out.contains("1 passed"),
+        "{:?}\n{out}\n{}",
+        f.ending,
+        String::from_utf8_lossy(&f.stderr)
+    );
+}
+
 #[test]
 fn unbounded_output_is_capped_and_the_program_killed() {
     let flood = "while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done";

@@ -121,7 +121,8 @@ pub fn grant(
 
 impl JobGrant {
     /// The job's record put through the transaction (the job's level in
-    /// force on the node), its ports checked still ACTIVE before commit.
+    /// force on the node), its ports checked still ACTIVE before commit
+    /// when the transaction wrote a setting (`LockedNode::transact`).
     /// The same Prolog run twice changes nothing the second time.
     pub fn transact(self, s: &mut Session<'_>) -> RunResult {
         let Self {

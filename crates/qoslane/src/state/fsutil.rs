@@ -141,8 +141,6 @@ pub fn read_json<T: serde::de::DeserializeOwned>(paths: &Paths, path: &Path) -> 
     }
 }
 
-/// Writes a state file as compact JSON (one line): the hooks write and read
-/// them at every run; `qoslane status` shows them to people.
 /// [`write_json`] of a state file this run reads again (the node state and
 /// the grants: the metrics' gauges read them after the run wrote them): the read
 /// is handed what was written while nobody replaced it since
@@ -158,6 +156,8 @@ pub fn write_json_read_again<T: serde::Serialize>(
     Ok(())
 }
 
+/// Writes a state file as compact JSON (one line): the hooks write and read
+/// them at every run; `qoslane status` shows them to people.
 pub fn write_json<T: serde::Serialize>(
     paths: &Paths,
     path: &Path,
