@@ -49,6 +49,9 @@ pub struct Session<'p> {
     node: Option<LockedNode<'p>>,
     /// The lock was held and given back before the end ([`Session::release`]).
     released: bool,
+    /// The `recover` runs this run audited, counted by [`Session::finish`]
+    /// after the node lock is given back.
+    recovered: Vec<Report>,
     /// What a run ended by its watchdog reports (`Session::arm`).
     armed: Arc<Mutex<(Report, Exit)>>,
     /// The run resolves each trusted state directory once
@@ -78,6 +81,7 @@ impl<'p> Session<'p> {
             start,
             node: None,
             released: false,
+            recovered: Vec::new(),
             armed,
             _dirs: nodeio::walk::remember_judged_dirs(),
             _ports: crate::fabric::read::sysfs::remember_for_run(),
@@ -131,8 +135,12 @@ impl<'p> Session<'p> {
     }
 
     /// An interrupted transaction this run undid gets its own `recover` line
-    /// and count, whichever step of the run took the lock.
-    fn audit_recovered(&self, r: &Recovered) {
+    /// and count, whichever step of the run took the lock. The line is
+    /// written at once, under the lock (the rolled-back journal is gone: the
+    /// line is the rollback's only record); the count waits for
+    /// [`Session::finish`], after the lock (the metrics' locks are waited
+    /// for, and nothing that waits runs under the node lock).
+    fn audit_recovered(&mut self, r: &Recovered) {
         let mut report = Report::new(Event::Recover).with(Outcome::Reverted);
         report.job.job_id = r.journal.job_id;
         report.changes.clone_from(&r.journal.changes);
@@ -144,7 +152,7 @@ impl<'p> Session<'p> {
         report.gone(r.gone.clone());
         log::warn(&report.notes[0]);
         write_audit(self.paths, &Entry::of(&report, None, 0.0));
-        count(self.paths, &report, 0.0, self.deadline.instant());
+        self.recovered.push(report);
     }
 
     /// The mapping for this run. An unusable admin file is logged and noted
@@ -343,6 +351,9 @@ impl<'p> Session<'p> {
             }
         }
         count(self.paths, &report, secs, self.deadline.instant());
+        for recovered in std::mem::take(&mut self.recovered) {
+            count(self.paths, &recovered, 0.0, self.deadline.instant());
+        }
         class
     }
 }

@@ -735,3 +735,65 @@ fn the_shipped_entry_runs_qoslane_s_hook_in_one_process_start() {
         (util::BASE_TOS.into(), util::BASE_RMEM.into())
     );
 }
+
+/// A run that finds an interrupted transaction rolls it back under the node
+/// lock and writes its `recover` line there (the journal is gone after the
+/// rollback: that line is its only record), but counts it after giving the
+/// lock back, as it counts itself: the counters' and the textfile's locks
+/// are waited for, and nothing that waits runs under the node lock. Before:
+/// the recovered run was counted at once, `counters.lock` and `publish.lock`
+/// taken with the node lock held.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_recovered_transaction_is_counted_after_the_node_lock() {
+    let n = Node::new();
+    let out = n
+        .cmd(
+            &["prolog"],
+            &[
+                ("SLURM_JOB_ID", "7"),
+                ("FAKE_QOS", "high"),
+                ("QOSLANE_FAULT", "journaled"),
+            ],
+        )
+        .output_within();
+    assert!(out.status.code().is_none(), "killed at the fault point");
+    assert!(n.journal_exists());
+    let Some(text) = trace(
+        &n,
+        &["prolog"],
+        &[("SLURM_JOB_ID", "8"), ("FAKE_QOS", "high")],
+    ) else {
+        return;
+    };
+    assert!(!n.journal_exists(), "the Prolog recovered the journal");
+    assert_eq!(n.last_audit("recover")["outcome"], "reverted");
+    let calls = main_thread(&text);
+    let lock_fd = calls
+        .iter()
+        .find(|c| c.starts_with("openat(") && c.contains("\"lock\""))
+        .and_then(|c| returned_fd(c))
+        .expect("the node lock opened");
+    let held = calls
+        .iter()
+        .position(|c| c.contains("\"lock\"") && returned_fd(c) == Some(lock_fd))
+        .unwrap();
+    let given_back = calls[held..]
+        .iter()
+        .position(|c| c.starts_with(&format!("close({lock_fd})")))
+        .map(|i| held + i)
+        .expect("the node lock closed");
+    let under_lock: Vec<&&str> = calls[held..given_back]
+        .iter()
+        .filter(|c| c.contains("counters.lock") || c.contains("publish.lock"))
+        .collect();
+    assert!(
+        under_lock.is_empty(),
+        "metrics' locks taken under the node lock: {under_lock:#?}"
+    );
+    let counted = calls[given_back..]
+        .iter()
+        .filter(|c| c.starts_with("openat(") && c.contains("counters.lock"))
+        .count();
+    assert_eq!(counted, 2, "the Prolog and the recovery each counted");
+}
