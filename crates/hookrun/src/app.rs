@@ -286,8 +286,9 @@ fn run_phase(
     class
 }
 
-/// A signal mask hookrun was started with (now cleared): worth a line, as
-/// whoever started it blocked what Slurm stops it with.
+/// A signal mask hookrun was started with: worth a line, as whoever started
+/// it may have blocked what Slurm stops it with (the stop signals stay
+/// blocked, read from their descriptor; the rest is cleared).
 fn warn_about_signals(signals: &Signals, name: &str) {
     if signals.were_blocked.is_empty() {
         return;
@@ -301,7 +302,7 @@ fn warn_about_signals(signals: &Signals, name: &str) {
         Priority::Warning,
         name,
         &format!(
-            "started with signals blocked, unblocked: {} (its hooks start with none blocked)",
+            "started with signals blocked: {} (its stop signals read all the same, the rest cleared; its hooks start with none blocked)",
             names.join(", ")
         ),
     );
