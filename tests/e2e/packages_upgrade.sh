@@ -155,7 +155,7 @@ names_both() {
 # state_files: hookrun's metric state directory's names, sorted, on one line (this release
 # replaces metrics.json through a spare kept beside it, .metrics.json.spare; 0.3.0 and older
 # through a temp file per run, and leave the spare alone)
-state_files() { (cd "$CH/var/lib/hookrun" && ls -A | sort | tr '\n' ' '); }
+state_files() { find "$CH/var/lib/hookrun" -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' '; }
 HOOKRUN_STATE=".metrics.json.spare metrics.json metrics.lock "
 build_infos() {
   build_info qoslane.prom qoslane_build_info "$1" "$2" && build_info hookrun.prom hookrun_build_info "$1" "$2"
