@@ -6,7 +6,7 @@
 # is rmem_max (the chroot's /proc/sys/net/core/rmem_max, a file of the suite bind-mounted over
 # it: the host's value is never written). With a job running:
 #   every upgrade path to this release and the downgrades, .deb and .rpm (packages_upgrade.sh:
-#     from the single-package layout, from 0.1.0, with the Omnia role's command);
+#     from the single-package layout, from 0.1.0, 0.2.0 and 0.3.0, with the Omnia role's command);
 #   .deb (dpkg in the chroot): upgrade 1 -> 2, the job's Epilog (the new qoslane) restores the
 #     baseline; remove qoslane: its level released at once, audited, the node in service, the
 #     next job runs with the hooks' links broken (skipped); removing hookrun is refused while

@@ -7,12 +7,15 @@
 #     shell hooks) with the command the Omnia role runs (dpkg -i --force-confdef --force-confold
 #     hookrun qoslane; rpm -U of both): the .deb with an edited /etc/default/qoslane (kept, no
 #     prompt without a terminal), the .rpm with an unedited one (replaced);
-#   - a downgrade to that layout: the .deb works (qoslane 0.1.0 beside hookrun 0.2.0, which keeps
-#     /usr/sbin/hookrun: it replaces that file of the old qoslane), and back up again; the .rpm
-#     is refused (the file conflicts), the installed release untouched, the job's level held;
+#   - a downgrade to that layout: the .deb works (qoslane 0.1.0 beside this release's hookrun,
+#     which keeps /usr/sbin/hookrun: it replaces that file of the old qoslane), and back up again;
+#     the .rpm is refused (the file conflicts), the installed release untouched, the job's level
+#     held;
 #   - a downgrade to the first release of the current layout (OLD_SPLIT, 0.1.0): works;
 #   - from that release back up to this one;
-#   - a downgrade to the previous release (OLD_PREV, 0.2.0) and back up to this one.
+#   - a downgrade to the release before the previous one (OLD_020, 0.2.0) and from it up to this
+#     one (a site that skipped 0.3.0);
+#   - a downgrade to the previous release (OLD_PREV, 0.3.0) and back up to this one.
 # After each: the running job's level held and its Epilog (the installed qoslane's) restoring the
 # baseline, the next job granted and released, the node never drained (sinfo sampled every
 # 0.2 s from before the command to the next job's end), the audit history before the change a
@@ -24,11 +27,12 @@
 # still_holds, end_job, released, epilog_audited, in_service, logged, refused, deb_state.
 
 # The last commit of the single-package layout: the first parent of e4a36d0 ("Merge s8-package",
-# which made hookrun its own package). The first release of the current layout: 0.1.0. The
-# previous release: 0.2.0.
+# which made hookrun its own package). The first release of the current layout: 0.1.0. Then
+# 0.2.0, and the previous release: 0.3.0.
 OLD_SINGLE=e14e30c5f308bb99a54ae7468054cdc964fc62e0
 OLD_SPLIT=a030725bff23229c47984f3862e4de15bc4f60b3
-OLD_PREV=68792356a0bbedf6720ef8bbe532bf74853b35ff
+OLD_020=68792356a0bbedf6720ef8bbe532bf74853b35ff
+OLD_PREV=c50f93cb581883747ff85bd2644a7bd0af9e9d2f
 PROM_CH=/var/lib/prometheus/node-exporter
 
 old_packages() { # old_packages COMMIT DIR: its packages (cached) into the chroot's WORK/DIR
@@ -41,8 +45,9 @@ old_packages() { # old_packages COMMIT DIR: its packages (cached) into the chroo
 t=$(date +%s.%N)
 old_packages "$OLD_SINGLE" single || exit 1
 old_packages "$OLD_SPLIT" split || exit 1
+old_packages "$OLD_020" r020 || exit 1
 old_packages "$OLD_PREV" prev || exit 1
-say "the packages of ${OLD_SINGLE:0:12} (one package), ${OLD_SPLIT:0:12} (0.1.0) and ${OLD_PREV:0:12} (0.2.0) in $(secs "$t")s (cached by commit)"
+say "the packages of ${OLD_SINGLE:0:12} (one package), ${OLD_SPLIT:0:12} (0.1.0), ${OLD_020:0:12} (0.2.0) and ${OLD_PREV:0:12} (0.3.0) in $(secs "$t")s (cached by commit)"
 check "the single-package layout: one qoslane package holding /usr/sbin/hookrun, no hookrun package" bash -c \
   "dpkg-deb -c '$(ls "$CH$WORK"/single/qoslane_*.deb)' | grep -c ' ./usr/sbin/hookrun$' >/dev/null &&
    ! ls '$CH$WORK'/single/hookrun* >/dev/null 2>&1"
@@ -147,6 +152,11 @@ names_both() {
   local at=${HOOKRUN_AT:-$1 $2}
   ch_names_build /usr/sbin/qoslane "$1" "$2" && ch_names_build /usr/sbin/hookrun "${at% *}" "${at#* }"
 }
+# state_files: hookrun's metric state directory's names, sorted, on one line (this release
+# replaces metrics.json through a spare kept beside it, .metrics.json.spare; 0.3.0 and older
+# through a temp file per run, and leave the spare alone)
+state_files() { find "$CH/var/lib/hookrun" -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' '; }
+HOOKRUN_STATE=".metrics.json.spare metrics.json metrics.lock "
 build_infos() {
   build_info qoslane.prom qoslane_build_info "$1" "$2" && build_info hookrun.prom hookrun_build_info "$1" "$2"
 }
@@ -168,8 +178,8 @@ install -d -m 0755 "$CH$PROM_CH"
 SHIPPED_DEFAULT=$E2E_REPO/packaging/default/qoslane
 
 # deb_upgrade_paths: from the single package to this release (an edited /etc/default/qoslane),
-# the downgrades, and from 0.1.0 and 0.2.0 back to this release; ends with this release (r1)
-# installed
+# the downgrades, and from 0.1.0, 0.2.0 and 0.3.0 back to this release; ends with this release
+# (r1) installed
 deb_upgrade_paths() {
   PM=deb
   check "deb: the single-package qoslane of ${OLD_SINGLE:0:12} installed (dpkg -i)" \
@@ -190,7 +200,8 @@ deb_upgrade_paths() {
     "[ \"\$(readlink '$CH/usr/lib/qoslane/hooks/epilog.d/50-qoslane')\" = ../../../../sbin/qoslane ] && ! [ -e '$CH/usr/lib/qoslane/site-options' ]"
 
   # Back to the single package: dpkg unpacks it and keeps hookrun's /usr/sbin/hookrun (hookrun
-  # replaces that file of every qoslane before 0.2.0); hookrun 0.2.0 stays and runs its hooks.
+  # replaces that file of every qoslane before 0.2.0); this release's hookrun stays and runs its
+  # hooks.
   HOOKRUN_AT="$NEW_VERSION $NEW_COMMIT" changes_with_job \
     "deb: downgrade $NEW_VERSION -> the single package (the role's dpkg -i)" deb-to-single.log \
     0.1.0-1 "${OLD_SINGLE:0:12}" deb_install single
@@ -206,10 +217,18 @@ deb_upgrade_paths() {
     0.1.0-1 "${OLD_SPLIT:0:12}" deb_install split
   changes_with_job "deb: upgrade 0.1.0-1 (${OLD_SPLIT:0:12}) -> $NEW_VERSION" deb-from-split.log \
     "$NEW_VERSION" "$NEW_COMMIT" deb_install r1
-  changes_with_job "deb: downgrade $NEW_VERSION -> 0.2.0-1 (${OLD_PREV:0:12})" deb-to-prev.log \
-    0.2.0-1 "${OLD_PREV:0:12}" deb_install prev
-  changes_with_job "deb: upgrade 0.2.0-1 (${OLD_PREV:0:12}) -> $NEW_VERSION" deb-from-prev.log \
+  changes_with_job "deb: downgrade $NEW_VERSION -> 0.2.0-1 (${OLD_020:0:12})" deb-to-020.log \
+    0.2.0-1 "${OLD_020:0:12}" deb_install r020
+  changes_with_job "deb: upgrade 0.2.0-1 (${OLD_020:0:12}) -> $NEW_VERSION" deb-from-020.log \
     "$NEW_VERSION" "$NEW_COMMIT" deb_install r1
+  changes_with_job "deb: downgrade $NEW_VERSION -> 0.3.0-1 (${OLD_PREV:0:12})" deb-to-prev.log \
+    0.3.0-1 "${OLD_PREV:0:12}" deb_install prev
+  check "deb: ... 0.3.0's hookrun wrote its metric state beside this release's spare, no temp file left" \
+    eq "$(state_files)" "$HOOKRUN_STATE"
+  changes_with_job "deb: upgrade 0.3.0-1 (${OLD_PREV:0:12}) -> $NEW_VERSION" deb-from-prev.log \
+    "$NEW_VERSION" "$NEW_COMMIT" deb_install r1
+  check "deb: ... hookrun's metric state through its kept spare again, no other file" \
+    eq "$(state_files)" "$HOOKRUN_STATE"
   check "deb: through every change, the admin's /etc/default/qoslane kept" \
     cmp -s "$CH$WORK/default.edited" "$CH/etc/default/qoslane"
 
@@ -259,8 +278,12 @@ rpm_upgrade_paths() {
     rpm-to-split.log 0.1.0-1 "${OLD_SPLIT:0:12}" rpm_upgrade split --oldpackage
   changes_with_job "rpm: upgrade 0.1.0-1 (${OLD_SPLIT:0:12}) -> $NEW_VERSION" rpm-from-split.log \
     "$NEW_VERSION" "$NEW_COMMIT" rpm_upgrade r1
-  changes_with_job "rpm: downgrade $NEW_VERSION -> 0.2.0-1 (${OLD_PREV:0:12}, rpm -U --oldpackage)" \
-    rpm-to-prev.log 0.2.0-1 "${OLD_PREV:0:12}" rpm_upgrade prev --oldpackage
-  changes_with_job "rpm: upgrade 0.2.0-1 (${OLD_PREV:0:12}) -> $NEW_VERSION" rpm-from-prev.log \
+  changes_with_job "rpm: downgrade $NEW_VERSION -> 0.2.0-1 (${OLD_020:0:12}, rpm -U --oldpackage)" \
+    rpm-to-020.log 0.2.0-1 "${OLD_020:0:12}" rpm_upgrade r020 --oldpackage
+  changes_with_job "rpm: upgrade 0.2.0-1 (${OLD_020:0:12}) -> $NEW_VERSION" rpm-from-020.log \
+    "$NEW_VERSION" "$NEW_COMMIT" rpm_upgrade r1
+  changes_with_job "rpm: downgrade $NEW_VERSION -> 0.3.0-1 (${OLD_PREV:0:12}, rpm -U --oldpackage)" \
+    rpm-to-prev.log 0.3.0-1 "${OLD_PREV:0:12}" rpm_upgrade prev --oldpackage
+  changes_with_job "rpm: upgrade 0.3.0-1 (${OLD_PREV:0:12}) -> $NEW_VERSION" rpm-from-prev.log \
     "$NEW_VERSION" "$NEW_COMMIT" rpm_upgrade r1
 }
