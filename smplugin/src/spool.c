@@ -48,8 +48,10 @@ int qsm_parse_options(const char *options, char *dir, size_t dirlen,
 			num[m] = 0;
 			char *end;
 			errno = 0;
+			/* digits only: strtoull takes "-1" for 2^64-1 */
 			unsigned long long v = strtoull(num, &end, 10);
-			if (errno || *end || v < QSM_MIN_CAP) {
+			if (num[0] < '0' || num[0] > '9' || errno || *end ||
+			    v < QSM_MIN_CAP) {
 				snprintf(err, errlen,
 					 "qoslane_spool_max=%s: not a number of bytes >= %u",
 					 num, QSM_MIN_CAP);

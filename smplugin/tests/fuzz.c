@@ -137,6 +137,23 @@ int main(int argc, char **argv)
 	printf("fuzz: seed %llu, %d threads x %ld events\n",
 	       (unsigned long long)seed, THREADS, per_thread);
 
+	/* a cap that is not a plain decimal number is refused: strtoull takes
+	 * "-1" for 2^64-1 (no cap: the file grows till the tmpfs is full) */
+	static const char *const bad_caps[] = {
+		"qoslane_spool_max=-1", "qoslane_spool_max=-18446744073709551000",
+		"qoslane_spool_max=+4096", "qoslane_spool_max=0x10000",
+	};
+	for (size_t i = 0; i < sizeof(bad_caps) / sizeof(bad_caps[0]); i++) {
+		char d[64], err[128];
+		uint64_t cap;
+		if (qsm_parse_options(bad_caps[i], d, sizeof(d), &cap, err,
+				      sizeof(err)) != -1) {
+			printf("fuzz: FAILED (%s taken: a cap of %llu bytes)\n",
+			       bad_caps[i], (unsigned long long)cap);
+			return 1;
+		}
+	}
+
 	/* options: random words never crash the parser */
 	uint64_t x = seed | 1;
 	for (int i = 0; i < 20000; i++) {
