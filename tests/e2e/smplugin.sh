@@ -10,7 +10,8 @@
 #      one (a reader audits everything), the spool fills: exactly one OVERFLOW marker, the file
 #      stays within its cap, and the SM goes on sweeping (its log, smpquery answers); once the
 #      reader takes the full file, the drops show in the next records;
-#   5. a reader killed mid-loop, then the spool directory removed under the SM: it sweeps on;
+#   5. a reader killed mid-loop, then the spool directory removed under the SM: it sweeps on
+#      and the plugin makes the directory again for its next records;
 #      a plugin built against another OpenSM version, or given a bad option, is not loaded and
 #      the SM runs without it;
 #   6. the plugin's core under ASan/UBSan with random events from 4 threads and a hostile reader
@@ -170,6 +171,9 @@ rm -rf "$SPOOL"
 n_up=$(ups)
 "$RIG" bounce "$ENV" leaf3 3 >&2
 check "the spool directory removed: the SM sweeps on (SUBNET UP $n_up -> $(ups))" test "$(ups)" -gt "$n_up"
+bounce_in_new_spool() { records | awk '$2 == "SUBNET_UP"' | grep -q .; }
+check "the spool directory removed: the plugin made it again, the bounce's records in it" \
+  poll_for 5 bounce_in_new_spool
 check "smpquery answers with the spool gone" answers
 check "OpenSM logged no plugin error" bash -c "! grep -qi 'ERR 1000\|qoslane_sm:.*\(error\|fail\)' '$RIG_WORK'/opensm.log*"
 RIG_KEEP_WORKDIR=1 "$RIG" stop "$ENV" >&2; ENV=""
