@@ -48,8 +48,10 @@ int qsm_parse_options(const char *options, char *dir, size_t dirlen,
 			num[m] = 0;
 			char *end;
 			errno = 0;
+			/* digits only: strtoull takes "-1" for 2^64-1 */
 			unsigned long long v = strtoull(num, &end, 10);
-			if (errno || *end || v < QSM_MIN_CAP) {
+			if (num[0] < '0' || num[0] > '9' || errno || *end ||
+			    v < QSM_MIN_CAP) {
 				snprintf(err, errlen,
 					 "qoslane_spool_max=%s: not a number of bytes >= %u",
 					 num, QSM_MIN_CAP);
@@ -71,14 +73,58 @@ int qsm_parse_options(const char *options, char *dir, size_t dirlen,
 	return 0;
 }
 
+/* The spool directory at s->dir, made (0755, one level) when missing, opened
+ * (never through a symlink) and judged: ours or root's, not writable by group
+ * or others unless sticky. Its descriptor, or -1 with a message in err. */
+static int open_dir(const struct qsm_spool *s, char *err, size_t errlen)
+{
+	if (mkdir(s->dir, 0755) && errno != EEXIST) {
+		snprintf(err, errlen, "mkdir %s: %s", s->dir, strerror(errno));
+		return -1;
+	}
+	int fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "open %s: %s", s->dir, strerror(errno));
+		return -1;
+	}
+	struct stat d;
+	if (fstat(fd, &d) || (d.st_uid != geteuid() && d.st_uid != 0) ||
+	    ((d.st_mode & (S_IWGRP | S_IWOTH)) && !(d.st_mode & S_ISVTX))) {
+		snprintf(err, errlen,
+			 "%s: not ours, or writable by others (want 0755, ours or root's)",
+			 s->dir);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The directory was removed (systemd-tmpfiles, an admin's rm -rf): its
+ * descriptor names a directory no one reads, where no file can be made. Make
+ * and open the one at the path again, in its place (dup3: atomic for every
+ * thread's fstatat). 0, or -1 (still gone, or not one to write to). */
+static int follow_dir(struct qsm_spool *s)
+{
+	struct stat d;
+	if (fstat(s->dirfd, &d) || d.st_nlink > 0)
+		return -1;
+	char err[64 + PATH_MAX];
+	int fd = open_dir(s, err, sizeof(err));
+	if (fd < 0)
+		return -1;
+	int rc = dup3(fd, s->dirfd, O_CLOEXEC) < 0 ? -1 : 0;
+	close(fd);
+	return rc;
+}
+
 /* A new spool file in place of the current one (the reader renamed it away,
  * or it was never there). 0, or -1 (the caller keeps writing to the old one). */
 static int start_file(struct qsm_spool *s)
 {
-	int fd = openat(s->dirfd, QSM_SPOOL_FILE,
-			O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
-				O_CLOEXEC,
-			0640);
+	int flags = O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int fd = openat(s->dirfd, QSM_SPOOL_FILE, flags, 0640);
+	if (fd < 0 && errno == ENOENT && follow_dir(s) == 0)
+		fd = openat(s->dirfd, QSM_SPOOL_FILE, flags, 0640);
 	if (fd < 0)
 		return -1;
 	struct stat st;
@@ -178,25 +224,10 @@ int qsm_spool_open(struct qsm_spool *s, const char *dir, uint64_t cap,
 	if (getrandom(&s->instance, sizeof(s->instance), GRND_NONBLOCK) !=
 	    sizeof(s->instance))
 		s->instance = now_ns() ^ ((uint64_t)getpid() << 32);
-	if (mkdir(dir, 0755) && errno != EEXIST) {
-		snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
+	snprintf(s->dir, sizeof(s->dir), "%s", dir);
+	s->dirfd = open_dir(s, err, errlen);
+	if (s->dirfd < 0)
 		return -1;
-	}
-	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->dirfd < 0) {
-		snprintf(err, errlen, "open %s: %s", dir, strerror(errno));
-		return -1;
-	}
-	struct stat d;
-	if (fstat(s->dirfd, &d) ||
-	    (d.st_uid != geteuid() && d.st_uid != 0) ||
-	    ((d.st_mode & (S_IWGRP | S_IWOTH)) && !(d.st_mode & S_ISVTX))) {
-		snprintf(err, errlen,
-			 "%s: not ours, or writable by others (want 0755, ours or root's)",
-			 dir);
-		close(s->dirfd);
-		return -1;
-	}
 	if (start_file(s)) {
 		snprintf(err, errlen, "open %s/%s: %s (a regular file of ours?)",
 			 dir, QSM_SPOOL_FILE, strerror(errno));

@@ -3,6 +3,7 @@
 #ifndef QSM_SPOOL_H
 #define QSM_SPOOL_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -28,6 +29,7 @@ struct qsm_spool {
 	uint64_t instance;
 	uint64_t cap;
 	pthread_mutex_t reopen;       /* only ever trylock'ed */
+	char dir[PATH_MAX];           /* made and opened again when it was removed */
 };
 
 /* Parse the plugin's words of event_plugin_options (shared by every

@@ -127,6 +127,35 @@ static void *take_files(void *arg)
 	return NULL;
 }
 
+/* The spool directory removed (systemd-tmpfiles, an admin's rm -rf) after
+ * the reader took the file, then made again or not: the next event's record
+ * must reach DIR/events of the directory at the path (the plugin made it
+ * again when nobody did), not a file nobody can read any more. 0 when so. */
+static int a_replaced_directory_is_followed(const char *base, int remake)
+{
+	char sp[300], live[340], cmd[700];
+	snprintf(sp, sizeof(sp), "%s/replaced-%d", base, remake);
+	snprintf(live, sizeof(live), "%s/events", sp);
+	char options[400];
+	snprintf(options, sizeof(options), "qoslane_spool=%s", sp);
+	void *s = qsm_create_with(options, quiet, NULL);
+	if (!s)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'%s%s", sp, remake ? " && mkdir -m 0755 " : "",
+		 remake ? sp : "");
+	if (system(cmd) != 0)
+		return -1;
+	struct qsm_record r = { .kind = QSM_SUBNET_UP };
+	qsm_spool_emit(s, &r);
+	struct stat st;
+	int ok = stat(live, &st) == 0 && st.st_size == QSM_RECORD_SIZE;
+	if (!ok)
+		printf("fuzz: FAILED (the spool directory %s: the record after it was %s "
+		       "is not in %s)\n", sp, remake ? "replaced" : "removed", live);
+	qsm_delete_with(s, quiet_ok, NULL);
+	return ok ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -136,6 +165,23 @@ int main(int argc, char **argv)
 		seed = strtoull(getenv("QSM_FUZZ_SEED"), NULL, 0);
 	printf("fuzz: seed %llu, %d threads x %ld events\n",
 	       (unsigned long long)seed, THREADS, per_thread);
+
+	/* a cap that is not a plain decimal number is refused: strtoull takes
+	 * "-1" for 2^64-1 (no cap: the file grows till the tmpfs is full) */
+	static const char *const bad_caps[] = {
+		"qoslane_spool_max=-1", "qoslane_spool_max=-18446744073709551000",
+		"qoslane_spool_max=+4096", "qoslane_spool_max=0x10000",
+	};
+	for (size_t i = 0; i < sizeof(bad_caps) / sizeof(bad_caps[0]); i++) {
+		char d[64], err[128];
+		uint64_t cap;
+		if (qsm_parse_options(bad_caps[i], d, sizeof(d), &cap, err,
+				      sizeof(err)) != -1) {
+			printf("fuzz: FAILED (%s taken: a cap of %llu bytes)\n",
+			       bad_caps[i], (unsigned long long)cap);
+			return 1;
+		}
+	}
 
 	/* options: random words never crash the parser */
 	uint64_t x = seed | 1;
@@ -158,6 +204,8 @@ int main(int argc, char **argv)
 		perror("mkdtemp");
 		return 1;
 	}
+	if (a_replaced_directory_is_followed(dir, 1) || a_replaced_directory_is_followed(dir, 0))
+		return 1;
 	snprintf(spool, sizeof(spool), "%s/spool", dir);
 	char options[400];
 	/* a spool directory others may write to is refused */

@@ -10,7 +10,8 @@
 #      one (a reader audits everything), the spool fills: exactly one OVERFLOW marker, the file
 #      stays within its cap, and the SM goes on sweeping (its log, smpquery answers); once the
 #      reader takes the full file, the drops show in the next records;
-#   5. a reader killed mid-loop, then the spool directory removed under the SM: it sweeps on;
+#   5. a reader killed mid-loop, then the spool directory removed under the SM: it sweeps on
+#      and the plugin makes the directory again for its next records;
 #      a plugin built against another OpenSM version, or given a bad option, is not loaded and
 #      the SM runs without it;
 #   6. the plugin's core under ASan/UBSan with random events from 4 threads and a hostile reader
@@ -168,13 +169,19 @@ n_up=$(ups)
 check "a killed reader: the SM sweeps on (SUBNET UP $n_up -> $(ups))" test "$(ups)" -gt "$n_up"
 rm -rf "$SPOOL"
 n_up=$(ups)
+t5=$(now_ns)
 "$RIG" bounce "$ENV" leaf3 3 >&2
 check "the spool directory removed: the SM sweeps on (SUBNET UP $n_up -> $(ups))" test "$(ups)" -gt "$n_up"
+# (the small cap of step 4 holds: the bounce's first records, then one OVERFLOW)
+bounce_in_new_spool() { [ -d "$SPOOL" ] && since "$t5" TRAP | grep -q .; }
+check "the spool directory removed: the plugin made it again, the bounce's records in it" \
+  poll_for 5 bounce_in_new_spool
 check "smpquery answers with the spool gone" answers
 check "OpenSM logged no plugin error" bash -c "! grep -qi 'ERR 1000\|qoslane_sm:.*\(error\|fail\)' '$RIG_WORK'/opensm.log*"
 RIG_KEEP_WORKDIR=1 "$RIG" stop "$ENV" >&2; ENV=""
 check "the plugin said its counts when the SM stopped" grep -q 'qoslane_sm: stopped: .* events dropped' "$RIG_WORK/opensm.log"
 case $RIG_WORK in */fabric-path-rig.*) rm -rf "$RIG_WORK" ;; esac
+rm -rf "$SPOOL"   # its STOP record made it again
 
 # ------------------------------------------------------------------ 5b. built against another OpenSM
 # OpenSM compares the plugin's osm_version with its own: another is skipped, the SM runs without it

@@ -110,6 +110,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
     let spool_dir = args.spool.clone().unwrap_or_else(|| ctx.paths.sm_spool());
     let mut spool = Spool::new(&ctx.paths.root, &spool_dir);
     let mut tracker = Tracker::new();
+    let mut spool_failing = false;
     let mut last: Option<Last> = None;
     let mut kept = Judged::default();
     let mut heard = Instant::now().checked_sub(Duration::from_millis(args.quiet_ms));
@@ -124,7 +125,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
         verdict_file.display()
     ));
     loop {
-        let round = take(&mut spool, &mut tracker);
+        let round = take(&mut spool, &mut tracker, &mut spool_failing);
         if round {
             heard = Some(Instant::now());
         }
@@ -184,25 +185,37 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<ExitClass> {
 }
 
 /// One round of the spool: its records fed to the tracker; whether any
-/// came.
-fn take(spool: &mut Spool, tracker: &mut Tracker) -> bool {
+/// came. A spool that cannot be taken (`failing`: since the last round
+/// that could) asks one full audit when it starts failing and is no record
+/// heard: the watcher still goes quiet and acts (its full audit, `--once`,
+/// `--full-every`) while it fails.
+fn take(spool: &mut Spool, tracker: &mut Tracker, failing: &mut bool) -> bool {
     match spool.take(LIVE, TAKEN, READ_LIMIT) {
         Ok(round) => {
+            if std::mem::take(failing) {
+                log::info("fabric watch: the spool is read again");
+            }
             // The last file's tail, then the file taken now: each decoded
-            // from its own start (a record never spans the two).
-            let (a, bad_a) = events::decode_all(&round.bytes[..round.start]);
+            // from its own start (a record never spans the two), fed as
+            // one round (a hole the tail leaves open may be closed by a
+            // record late into the file taken now).
+            let (mut records, bad_a) = events::decode_all(&round.bytes[..round.start]);
             let (b, bad_b) = events::decode_all(&round.bytes[round.start..]);
+            records.extend(b);
             if round.truncated {
                 tracker.insist(Why::TooMuch);
             }
-            tracker.feed(&a, bad_a);
-            tracker.feed(&b, bad_b);
-            !a.is_empty() || !b.is_empty() || bad_a + bad_b > 0
+            tracker.feed(&records, bad_a + bad_b);
+            !records.is_empty() || bad_a + bad_b > 0
         }
         Err(e) => {
-            log::warn(&format!("fabric watch: the spool: {e}"));
-            tracker.insist(Why::BadRecords(1));
-            true
+            if !std::mem::replace(failing, true) {
+                log::warn(&format!(
+                    "fabric watch: the spool: {e} (a full audit; said once until it is read again)"
+                ));
+                tracker.insist(Why::BadRecords(1));
+            }
+            false
         }
     }
 }
@@ -522,6 +535,101 @@ mod tests {
             end: end(a, ap),
             remote: Some(end(b, bp)),
         }
+    }
+
+    /// A record of the plugin's format (smplugin/README.md).
+    fn record(kind: u16, seq: u64, guid: u64) -> [u8; events::SIZE] {
+        let mut b = [0u8; events::SIZE];
+        b[0..4].copy_from_slice(&events::MAGIC.to_le_bytes());
+        b[4..6].copy_from_slice(&events::FORMAT.to_le_bytes());
+        b[6..8].copy_from_slice(&kind.to_le_bytes());
+        b[8..16].copy_from_slice(&seq.to_le_bytes());
+        b[16..24].copy_from_slice(&0xfeed_u64.to_le_bytes());
+        b[32..40].copy_from_slice(&guid.to_le_bytes());
+        let c = events::check(&b);
+        b[60..64].copy_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    fn spool_dir(mode: u32) -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        d
+    }
+
+    fn append(dir: &std::path::Path, records: &[[u8; events::SIZE]]) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(LIVE))
+            .unwrap();
+        for r in records {
+            f.write_all(r).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_record_late_into_the_next_file_closes_its_hole() {
+        // seq 3's SM thread took its number before the reader's rename and
+        // wrote after it, into the plugin's next file: the round that takes
+        // that file closes the hole (the old file's empty tail, read first
+        // in the same round, is no round of its own: it said Gap)
+        let d = spool_dir(0o755);
+        let mut spool = Spool::new(std::path::Path::new("/"), d.path());
+        let mut tracker = Tracker::new();
+        let mut failing = false;
+        append(d.path(), &[record(64, 1, 0), record(6, 2, 0xa), record(6, 4, 0xb)]);
+        assert!(take(&mut spool, &mut tracker, &mut failing));
+        assert!(matches!(tracker.take().0, Action::Full(_)));
+        append(d.path(), &[record(6, 3, 0xc), record(1, 5, 0)]);
+        assert!(take(&mut spool, &mut tracker, &mut failing));
+        assert_eq!(
+            tracker.take().0,
+            Action::Switches {
+                guids: [0xc].into(),
+                topology: true
+            }
+        );
+        // a number that never comes is still a gap, one round later
+        append(d.path(), &[record(6, 7, 0xa)]);
+        assert!(take(&mut spool, &mut tracker, &mut failing));
+        append(d.path(), &[record(1, 8, 0)]);
+        assert!(take(&mut spool, &mut tracker, &mut failing));
+        assert_eq!(tracker.take().0, Action::Full(Why::Gap { missing: 1 }));
+    }
+
+    #[test]
+    fn a_spool_that_cannot_be_read_asks_one_full_audit_and_lets_the_watcher_act() {
+        // a spool directory others may write to is refused at every round:
+        // that is no record heard (the watcher must go quiet and act: its
+        // full audit, `--once`, `--full-every`), and one full audit asked,
+        // not one a round
+        let d = spool_dir(0o777);
+        let mut spool = Spool::new(std::path::Path::new("/"), d.path());
+        let mut tracker = Tracker::new();
+        let mut failing = false;
+        let _ = tracker.take();
+        assert!(!take(&mut spool, &mut tracker, &mut failing));
+        assert_eq!(tracker.pending().full, Some(Why::BadRecords(1)));
+        assert!(tracker.due(true));
+        let _ = tracker.take();
+        assert!(!take(&mut spool, &mut tracker, &mut failing));
+        assert_eq!(tracker.pending().full, None, "asked again while still failing");
+        // readable again: records are heard; a later failure asks again
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        append(d.path(), &[record(64, 1, 0)]);
+        assert!(take(&mut spool, &mut tracker, &mut failing));
+        let _ = tracker.take();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        assert!(!take(&mut spool, &mut tracker, &mut failing));
+        assert_eq!(tracker.pending().full, Some(Why::BadRecords(1)));
     }
 
     #[test]
