@@ -213,7 +213,7 @@ fn take(spool: &mut Spool, tracker: &mut Tracker, failing: &mut bool) -> bool {
                 log::warn(&format!(
                     "fabric watch: the spool: {e} (a full audit; said once until it is read again)"
                 ));
-                tracker.insist(Why::BadRecords(1));
+                tracker.insist(Why::Unreadable);
             }
             false
         }
@@ -579,7 +579,10 @@ mod tests {
         let mut spool = Spool::new(std::path::Path::new("/"), d.path());
         let mut tracker = Tracker::new();
         let mut failing = false;
-        append(d.path(), &[record(64, 1, 0), record(6, 2, 0xa), record(6, 4, 0xb)]);
+        append(
+            d.path(),
+            &[record(64, 1, 0), record(6, 2, 0xa), record(6, 4, 0xb)],
+        );
         assert!(take(&mut spool, &mut tracker, &mut failing));
         assert!(matches!(tracker.take().0, Action::Full(_)));
         append(d.path(), &[record(6, 3, 0xc), record(1, 5, 0)]);
@@ -611,11 +614,15 @@ mod tests {
         let mut failing = false;
         let _ = tracker.take();
         assert!(!take(&mut spool, &mut tracker, &mut failing));
-        assert_eq!(tracker.pending().full, Some(Why::BadRecords(1)));
+        assert_eq!(tracker.pending().full, Some(Why::Unreadable));
         assert!(tracker.due(true));
         let _ = tracker.take();
         assert!(!take(&mut spool, &mut tracker, &mut failing));
-        assert_eq!(tracker.pending().full, None, "asked again while still failing");
+        assert_eq!(
+            tracker.pending().full,
+            None,
+            "asked again while still failing"
+        );
         // readable again: records are heard; a later failure asks again
         {
             use std::os::unix::fs::PermissionsExt;
@@ -629,7 +636,7 @@ mod tests {
             std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         }
         assert!(!take(&mut spool, &mut tracker, &mut failing));
-        assert_eq!(tracker.pending().full, Some(Why::BadRecords(1)));
+        assert_eq!(tracker.pending().full, Some(Why::Unreadable));
     }
 
     #[test]

@@ -200,6 +200,9 @@ pub enum Why {
     Gap { missing: u64 },
     /// Bytes that do not check (or another format).
     BadRecords(usize),
+    /// The spool could not be taken (refused, or an I/O error): what
+    /// happened meanwhile is unknown.
+    Unreadable,
     /// A heavy sweep no trap started: QoS tables may be rewritten anywhere.
     UntoldSweep,
     /// More switches named than the bound (or the file was larger than
@@ -223,6 +226,7 @@ impl std::fmt::Display for Why {
             }
             Self::Gap { missing } => write!(f, "{missing} sequence numbers missing"),
             Self::BadRecords(n) => write!(f, "{n} stretches of the spool did not check"),
+            Self::Unreadable => f.write_str("the spool could not be read"),
             Self::UntoldSweep => {
                 f.write_str("a heavy sweep no trap started (SIGHUP, the SM's own)")
             }
