@@ -21,9 +21,15 @@
 # package, adds qoslane_sm to the rig's opensm.conf beside a plugin the site
 # lists (its words kept), and the rig's real OpenSM, restarted, loads it (its
 # log line; records in the spool, a link bounce's too); a second run changes
-# nothing; the removal puts opensm.conf back byte for byte, restarts OpenSM
-# without it and removes the package; without a verdict its watcher is refused
-# at validation, naming the key.
+# nothing; a run whose OpenSM restart fails fails (no time mark left), and the
+# next, changing no line, restarts the OpenSM that predates opensm.conf; an
+# option the plugin refuses (qoslane_spool_max=-1) fails the play (OpenSM did
+# not load it: the new process is checked, not a record the old one wrote as
+# it stopped), and so does the next run, restarting it again; the removal, its
+# restart failed once, restarts the OpenSM still running the plugin on the next
+# run, puts opensm.conf back byte for byte and removes the package; without a
+# verdict its watcher is refused at validation, naming the key, and so are a
+# spool with a comma and a cap of -1.
 #
 # This machine has no InfiniBand HCA: the test mapping is the shipped Omnia
 # input with `fabric_check: off` (the SL/VL check itself is proven in
@@ -809,6 +815,16 @@ cp "$WORK/config.good" "$CFG"
 say "case: the removal path puts slurm.conf back as it was"
 if [ "$PKG_BEFORE" = 0 ]; then uninstall=(-e slurm_qos_network_uninstall=true); else uninstall=(); fi
 reads=$(slurmd_reads)
+# A removal whose OpenSM restart fails has taken qoslane_sm out of opensm.conf already: the next
+# removal changes no line, and restarts OpenSM because the running one still maps the plugin.
+osm_pid=$(fabric RIG_OSM_PID)
+if play remove-restart-fails slurm_qos_network_remove.yml "${uninstall[@]}" "${RESTART[@]}" \
+  -e slurm_qos_network_opensm_restart_command=/bin/false; then
+  fail "removal, OpenSM's restart fails: the playbook failed"; else pass "removal, OpenSM's restart fails: the playbook failed"; fi
+check "removal, OpenSM's restart fails: says so; opensm.conf without qoslane_sm, the old OpenSM and the package still there" bash -c \
+  "grep -qF 'no longer loads qoslane_sm, but OpenSM could not be restarted (/bin/false exited 1' '$WORK/remove-restart-fails.log' &&
+   cmp -s '$WORK/opensm.conf.before-plugin' '$OSM_CONF' && [ '$(fabric RIG_OSM_PID)' = '$osm_pid' ] &&
+   dpkg-query -W -f='\${Status}' qoslane-opensm-plugin | grep -q 'ok installed'"
 play remove slurm_qos_network_remove.yml "${uninstall[@]}" "${RESTART[@]}" || { tail -40 "$WORK/remove.log" >&2; exit 1; }
 check "removal: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
 check "removal: slurm.conf byte-identical to the original" eq "$(sha256sum < "$CONF")" "$CONF_SHA0"
@@ -827,7 +843,7 @@ check "removal: the node's QOSLANE_FABRIC_VERDICT gone" bash -c "! grep -qs '^QO
 check "removal: qoslane_sm out of opensm.conf, the site's plugin and words kept: byte-identical to before" \
   cmp "$WORK/opensm.conf.before-plugin" "$OSM_CONF"
 OSM_LOG=$(fabric RIG_WORK)/opensm.log
-check "removal: OpenSM restarted without the plugin (a new SM, its log without qoslane_sm)" bash -c \
+check "removal: OpenSM (which still ran the plugin) restarted without it (a new SM, its log without qoslane_sm)" bash -c \
   "[ '$(fabric RIG_OSM_PID)' != '$osm_pid' ] && grep -q 'SUBNET UP' '$OSM_LOG' && ! grep -q 'qoslane_sm' '$OSM_LOG'"
 check "removal: the plugin's package removed" bash -c "! dpkg-query -W -f='\${Status}' qoslane-opensm-plugin 2>/dev/null | grep -q 'ok installed'"
 osm_pid=$(fabric RIG_OSM_PID)
