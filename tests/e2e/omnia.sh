@@ -21,9 +21,15 @@
 # package, adds qoslane_sm to the rig's opensm.conf beside a plugin the site
 # lists (its words kept), and the rig's real OpenSM, restarted, loads it (its
 # log line; records in the spool, a link bounce's too); a second run changes
-# nothing; the removal puts opensm.conf back byte for byte, restarts OpenSM
-# without it and removes the package; without a verdict its watcher is refused
-# at validation, naming the key.
+# nothing; a run whose OpenSM restart fails fails (no time mark left), and the
+# next, changing no line, restarts the OpenSM that predates opensm.conf; an
+# option the plugin refuses (qoslane_spool_max=-1) fails the play (OpenSM did
+# not load it: the new process is checked, not a record the old one wrote as
+# it stopped), and so does the next run, restarting it again; the removal, its
+# restart failed once, restarts the OpenSM still running the plugin on the next
+# run, puts opensm.conf back byte for byte and removes the package; without a
+# verdict its watcher is refused at validation, naming the key, and so are a
+# spool with a comma and a cap of -1.
 #
 # This machine has no InfiniBand HCA: the test mapping is the shipped Omnia
 # input with `fabric_check: off` (the SL/VL check itself is proven in
@@ -624,6 +630,58 @@ check "plugin: a second run changes nothing (changed=0)" eq "$(recap plugin-agai
 check "plugin: a second run leaves OpenSM running (not restarted) and opensm.conf as it was" bash -c \
   "[ '$(fabric RIG_OSM_PID)' = '$osm_pid' ] && cmp -s '$WORK/opensm.conf.plugin' '$OSM_CONF'"
 
+# A run that edited opensm.conf and then failed leaves the next run to finish: whether OpenSM runs
+# the plugin is read from the running OpenSM (its process maps libqoslane_sm.so, holds the spool
+# open, started after opensm.conf's last change), not from what the run changed; the load is
+# proved by the new process, not by a record in the spool (the old OpenSM's STOP record lands
+# there after the restart). No time mark is left behind on the SM host, whatever fails.
+say "case: the plugin's restart fails, then its options are refused: each run fails, the next restarts OpenSM"
+OSM_LOG=$(fabric RIG_WORK)/opensm.log
+marks() { find /tmp -maxdepth 1 -name 'qoslane-sm-restart.*' 2>/dev/null | sort; }
+marks_before=$(marks)
+osm_pid=$(fabric RIG_OSM_PID)
+if play plugin-restart-fails slurm_qos_network.yml -e slurm_qos_network_opensm_plugin_spool_max=2097152 \
+  -e slurm_qos_network_opensm_restart_command=/bin/false; then
+  fail "plugin, restart fails: the playbook failed"; else pass "plugin, restart fails: the playbook failed"; fi
+check "plugin, restart fails: says so, naming the command" \
+  grep -qF "loads qoslane_sm, but OpenSM could not be restarted (/bin/false exited 1" "$WORK/plugin-restart-fails.log"
+check "plugin, restart fails: opensm.conf has the new cap, the old OpenSM still runs" bash -c \
+  "grep -qx 'event_plugin_options other_word=1,qoslane_spool=$SPOOL,qoslane_spool_max=2097152' '$OSM_CONF' &&
+   [ '$(fabric RIG_OSM_PID)' = '$osm_pid' ]"
+check "plugin, restart fails: no time mark left on the SM host" eq "$(marks)" "$marks_before"
+cp "$OSM_CONF" "$WORK/opensm.conf.2m"
+play plugin-stale slurm_qos_network.yml -e slurm_qos_network_opensm_plugin_spool_max=2097152 ||
+  { tail -40 "$WORK/plugin-stale.log" >&2; exit 1; }
+OSM_LOG=$(fabric RIG_WORK)/opensm.log
+check "plugin, the next run (opensm.conf already edited): OpenSM restarted, it read the new cap" bash -c \
+  "cmp -s '$WORK/opensm.conf.2m' '$OSM_CONF' && [ '$(fabric RIG_OSM_PID)' != '$osm_pid' ] &&
+   grep -qF 'qoslane_sm: spooling to $SPOOL/events (at most 2097152 bytes)' '$OSM_LOG'"
+# The role refuses qoslane_spool_max=-1 at validation (below): its words are given whole here,
+# as a plugin that refuses what the role passes.
+REFUSED=(-e "{\"slurm_qos_network_sm_words\": [\"qoslane_spool=$SPOOL\", \"qoslane_spool_max=-1\"]}"
+         -e slurm_qos_network_opensm_plugin_timeout=5)
+for again in "" -again; do
+  osm_pid=$(fabric RIG_OSM_PID)
+  if play "plugin-refused$again" slurm_qos_network.yml "${REFUSED[@]}"; then
+    fail "plugin refused$again: the playbook failed"; else pass "plugin refused$again: the playbook failed"; fi
+  OSM_LOG=$(fabric RIG_WORK)/opensm.log
+  check "plugin refused$again: OpenSM restarted, the plugin refused qoslane_spool_max=-1" bash -c \
+    "[ '$(fabric RIG_OSM_PID)' != '$osm_pid' ] && grep -qF 'qoslane_spool_max=-1: not a number of bytes >= 256' '$OSM_LOG'"
+  check "plugin refused$again: the play says OpenSM did not load it" \
+    grep -qF "OpenSM did not load it" "$WORK/plugin-refused$again.log"
+done
+check "plugin refused: no time mark left on the SM host" eq "$(marks)" "$marks_before"
+osm_pid=$(fabric RIG_OSM_PID)
+play plugin-back slurm_qos_network.yml || { tail -40 "$WORK/plugin-back.log" >&2; exit 1; }
+OSM_LOG=$(fabric RIG_WORK)/opensm.log
+check "plugin back to the input's options: OpenSM restarted, the plugin loaded, opensm.conf as after the first run" bash -c \
+  "[ '$(fabric RIG_OSM_PID)' != '$osm_pid' ] && cmp -s '$WORK/opensm.conf.plugin' '$OSM_CONF' &&
+   grep -qF 'qoslane_sm: spooling to $SPOOL/events (at most 1048576 bytes)' '$OSM_LOG'"
+osm_pid=$(fabric RIG_OSM_PID)
+play plugin-back-again slurm_qos_network.yml || { tail -40 "$WORK/plugin-back-again.log" >&2; exit 1; }
+check "plugin back, a second run: changed=0, OpenSM not restarted" bash -c \
+  "[ '$(recap plugin-back-again changed)' = 0 ] && [ '$(fabric RIG_OSM_PID)' = '$osm_pid' ]"
+
 # ------------------------------------------------------------ invalid input
 say "case: an invalid mapping stops at validation; nothing on the node changes"
 snapshot > "$WORK/before.sha"
@@ -680,6 +738,25 @@ if play invalid-watch slurm_qos_network.yml; then fail "the plugin's watcher wit
 check "the plugin's watcher without a verdict: names the file, line $watch_line and the keys" \
   grep -qF "slurm_qos_network_config.yml, line $watch_line: slurm_qos_network_opensm_plugin_watch: true needs slurm_qos_network_fabric_verdict" "$WORK/invalid-watch.log"
 check "the plugin's watcher without a verdict: stopped before any node play" bash -c "! grep -q 'PLAY \[Configure' '$WORK/invalid-watch.log'"
+cp "$WORK/config.good" "$CFG"
+# The plugin's words in opensm.conf: a spool with a comma would hand the plugin another word; a
+# cap the plugin refuses (not decimal digits, under 256) would leave the SM without it.
+spool_line=$(grep -n '^slurm_qos_network_opensm_plugin_spool: ' "$CFG" | cut -d: -f1)
+sed -i "s|^slurm_qos_network_opensm_plugin_spool: .*|slurm_qos_network_opensm_plugin_spool: $SPOOL,qoslane_spool_max=9|" "$CFG"
+if play invalid-spool slurm_qos_network.yml; then fail "a spool with a comma: the playbook failed"; else pass "a spool with a comma: the playbook failed"; fi
+check "a spool with a comma: names the file, line $spool_line, the key, the rule and the value" bash -c \
+  "grep -qF 'slurm_qos_network_config.yml, line $spool_line: slurm_qos_network_opensm_plugin_spool must be an absolute path without blanks, commas or ' '$WORK/invalid-spool.log' &&
+   grep -qF 'found \\\"$SPOOL,qoslane_spool_max=9\\\"' '$WORK/invalid-spool.log'"
+cp "$WORK/config.good" "$CFG"
+echo "slurm_qos_network_opensm_plugin_spool_max: -1" >> "$CFG"
+max_line=$(wc -l < "$CFG")
+if play invalid-spool-max slurm_qos_network.yml; then fail "qoslane_spool_max -1: the playbook failed"; else pass "qoslane_spool_max -1: the playbook failed"; fi
+check "qoslane_spool_max -1: names the file, line $max_line, the key, the rule and the value" bash -c \
+  "grep -qF 'slurm_qos_network_config.yml, line $max_line: slurm_qos_network_opensm_plugin_spool_max must be a number of bytes in decimal digits from 256' '$WORK/invalid-spool-max.log' &&
+   grep -qF 'found \\\"-1\\\"' '$WORK/invalid-spool-max.log'"
+check "invalid plugin words: stopped before any node play, opensm.conf as it was" bash -c \
+  "! grep -q 'PLAY \[Configure' '$WORK/invalid-spool.log' && ! grep -q 'PLAY \[Configure' '$WORK/invalid-spool-max.log' &&
+   cmp -s '$WORK/opensm.conf.plugin' '$OSM_CONF'"
 cp "$WORK/config.good" "$CFG"
 sed -i 's/^slurm_qos_network_enabled: true$/slurm_qos_network_enabled: false/' "$CFG"
 play disabled slurm_qos_network.yml || { tail -40 "$WORK/disabled.log" >&2; exit 1; }
@@ -738,6 +815,16 @@ cp "$WORK/config.good" "$CFG"
 say "case: the removal path puts slurm.conf back as it was"
 if [ "$PKG_BEFORE" = 0 ]; then uninstall=(-e slurm_qos_network_uninstall=true); else uninstall=(); fi
 reads=$(slurmd_reads)
+# A removal whose OpenSM restart fails has taken qoslane_sm out of opensm.conf already: the next
+# removal changes no line, and restarts OpenSM because the running one still maps the plugin.
+osm_pid=$(fabric RIG_OSM_PID)
+if play remove-restart-fails slurm_qos_network_remove.yml "${uninstall[@]}" "${RESTART[@]}" \
+  -e slurm_qos_network_opensm_restart_command=/bin/false; then
+  fail "removal, OpenSM's restart fails: the playbook failed"; else pass "removal, OpenSM's restart fails: the playbook failed"; fi
+check "removal, OpenSM's restart fails: says so; opensm.conf without qoslane_sm, the old OpenSM and the package still there" bash -c \
+  "grep -qF 'no longer loads qoslane_sm, but OpenSM could not be restarted (/bin/false exited 1' '$WORK/remove-restart-fails.log' &&
+   cmp -s '$WORK/opensm.conf.before-plugin' '$OSM_CONF' && [ '$(fabric RIG_OSM_PID)' = '$osm_pid' ] &&
+   dpkg-query -W -f='\${Status}' qoslane-opensm-plugin | grep -q 'ok installed'"
 play remove slurm_qos_network_remove.yml "${uninstall[@]}" "${RESTART[@]}" || { tail -40 "$WORK/remove.log" >&2; exit 1; }
 check "removal: slurmd reread slurm.conf" poll 30 "slurmd reconfigured" slurmd_reread "$reads"
 check "removal: slurm.conf byte-identical to the original" eq "$(sha256sum < "$CONF")" "$CONF_SHA0"
@@ -756,7 +843,7 @@ check "removal: the node's QOSLANE_FABRIC_VERDICT gone" bash -c "! grep -qs '^QO
 check "removal: qoslane_sm out of opensm.conf, the site's plugin and words kept: byte-identical to before" \
   cmp "$WORK/opensm.conf.before-plugin" "$OSM_CONF"
 OSM_LOG=$(fabric RIG_WORK)/opensm.log
-check "removal: OpenSM restarted without the plugin (a new SM, its log without qoslane_sm)" bash -c \
+check "removal: OpenSM (which still ran the plugin) restarted without it (a new SM, its log without qoslane_sm)" bash -c \
   "[ '$(fabric RIG_OSM_PID)' != '$osm_pid' ] && grep -q 'SUBNET UP' '$OSM_LOG' && ! grep -q 'qoslane_sm' '$OSM_LOG'"
 check "removal: the plugin's package removed" bash -c "! dpkg-query -W -f='\${Status}' qoslane-opensm-plugin 2>/dev/null | grep -q 'ok installed'"
 osm_pid=$(fabric RIG_OSM_PID)
