@@ -4,7 +4,8 @@
 //! What to send and when is decided in [`crate::slurm_config`] (pure); this
 //! runs scontrol and keeps the record of the last send
 //! (`/run/qoslane/placement.json`, written only after scontrol succeeded:
-//! a failed send is tried again by the next run). Owned by `health`; a
+//! a failed send is tried again by the next run; one refused with the
+//! node's own features of the record reads them again and sends once more). Owned by `health`; a
 //! Prolog that refuses its level sends too, so that Slurm stops placing the
 //! level here before the next health run.
 //!
@@ -69,30 +70,51 @@ pub fn sync(paths: &Paths, mapping: &Mapping, record: &Record, deadline: &Deadli
     }
     let failed = |error: String| Synced::Failed { due, error };
     let mut calls = 0;
-    let site = if let (false, Some(l)) = (due.reads_site_features(), last) {
-        l.site
-    } else {
-        calls += 1;
+    let read_site = |calls: &mut u32| {
+        *calls += 1;
         let line = exec::run(scontrol, &["show", "node", "-o", &node], deadline)
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
         match line.as_deref().map(slurm_config::site_features) {
-            Ok(Some(site)) => site,
-            Ok(None) => {
-                return failed(format!(
-                    "`scontrol show node {node}` lists no AvailableFeatures: is this node's \
-                     Slurm name {node}?"
-                ));
-            }
-            Err(e) => return failed(e.to_string()),
+            Ok(Some(site)) => Ok(site),
+            Ok(None) => Err(format!(
+                "`scontrol show node {node}` lists no AvailableFeatures: is this node's \
+                 Slurm name {node}?"
+            )),
+            Err(e) => Err(e.to_string()),
         }
     };
-    let active = slurm_config::active_set(&ours, &site);
-    let arg_node = format!("NodeName={node}");
-    let arg_active = format!("ActiveFeatures={}", active.join(","));
-    calls += 1;
-    if let Err(e) = exec::run(scontrol, &["update", &arg_node, &arg_active], deadline) {
-        return failed(e.to_string());
-    }
+    let send = |site: &[String], calls: &mut u32| {
+        let active = slurm_config::active_set(&ours, site);
+        let arg_node = format!("NodeName={node}");
+        let arg_active = format!("ActiveFeatures={}", active.join(","));
+        *calls += 1;
+        exec::run(scontrol, &["update", &arg_node, &arg_active], deadline)
+            .map(|_| active)
+            .map_err(|e| e.to_string())
+    };
+    let fresh = |calls: &mut u32| {
+        read_site(calls).map(|site| {
+            let sent = send(&site, calls);
+            (site, sent)
+        })
+    };
+    // The node's own features as last read, unless this send reads them:
+    // an admin may have changed slurm.conf's since (a reconfigure), and
+    // slurmctld refuses a set that is not a subset of the available
+    // features. Refused, they are read again and the set sent once more;
+    // else every later run would send the same refused set until a reboot.
+    let recorded = last.filter(|_| !due.reads_site_features()).map(|l| l.site);
+    let (site, sent) = match recorded.map(|site| (send(&site, &mut calls), site)) {
+        Some((Ok(active), site)) => (site, Ok(active)),
+        _ => match fresh(&mut calls) {
+            Ok(read) => read,
+            Err(e) => return failed(e),
+        },
+    };
+    let active = match sent {
+        Ok(active) => active,
+        Err(e) => return failed(e),
+    };
     let sent = Sent {
         node,
         site,
