@@ -151,7 +151,7 @@ pub fn withdraw(
     let line = exec::run(scontrol, &["show", "node", "-o", node], deadline)
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .map_err(|e| e.to_string())?;
-    let Some(active) = slurm_config::withdrawn(&line, features) else {
+    let Some(active) = slurm_config::withdrawn(&line, node, features) else {
         return Ok(None);
     };
     let arg_node = format!("NodeName={node}");

@@ -116,12 +116,21 @@ pub fn site_features(show_node: &str) -> Option<Vec<String>> {
     )
 }
 
-/// A node's ActiveFeatures without `withdrawn` (the features of levels the
-/// fabric verdict says it lost), from `scontrol show node -o NAME`'s line;
-/// `None` when the line has none, or none of them is active (nothing to
-/// send).
-pub fn withdrawn(show_node: &str, withdrawn: &[String]) -> Option<Vec<String>> {
-    let value = show_node
+/// Node `node`'s ActiveFeatures without `withdrawn` (the features of levels
+/// the fabric verdict says it lost), from its line of `scontrol show node -o
+/// NAME`'s output (the line that begins `NodeName=NODE `: a name taken from
+/// a node description may be a host list, `n[1-64]` or `a,b`, which scontrol
+/// expands, and whose update would give every node of it the first one's
+/// set); `None` when no line is its own, it has none, or none of them is
+/// active (nothing to send).
+pub fn withdrawn(show_node: &str, node: &str, withdrawn: &[String]) -> Option<Vec<String>> {
+    let line = show_node.lines().find(|l| {
+        l.split_whitespace()
+            .next()
+            .and_then(|w| w.strip_prefix("NodeName="))
+            == Some(node)
+    })?;
+    let value = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("ActiveFeatures="))?;
     let active: Vec<&str> = value
@@ -148,17 +157,32 @@ mod tests {
     fn a_lost_levels_feature_is_withdrawn_the_rest_kept() {
         let line = "NodeName=n3 AvailableFeatures=qoslane,qoslane_mc,gpu ActiveFeatures=qoslane,qoslane_mc,gpu State=IDLE";
         assert_eq!(
-            withdrawn(line, &["qoslane_mc".into()]),
+            withdrawn(line, "n3", &["qoslane_mc".into()]),
             Some(vec!["qoslane".into(), "gpu".into()])
         );
         assert_eq!(
-            withdrawn(line, &["qoslane_high".into()]),
+            withdrawn(line, "n3", &["qoslane_high".into()]),
             None,
             "not active: nothing to send"
         );
         assert_eq!(
-            withdrawn("NodeName=n3 State=IDLE", &["qoslane_mc".into()]),
+            withdrawn("NodeName=n3 State=IDLE", "n3", &["qoslane_mc".into()]),
             None
+        );
+    }
+
+    #[test]
+    fn a_hostlist_named_by_a_node_description_is_not_sent() {
+        // `scontrol show node -o 'n[1-2]'` answers one line per node; the
+        // update would set n1's set on both.
+        let two = "NodeName=n1 AvailableFeatures=qoslane,qoslane_mc,gpu ActiveFeatures=qoslane,qoslane_mc,gpu State=IDLE\n\
+                   NodeName=n2 AvailableFeatures=qoslane,qoslane_mc,rackB ActiveFeatures=qoslane,qoslane_mc,rackB State=IDLE\n";
+        assert_eq!(withdrawn(two, "n[1-2]", &["qoslane_mc".into()]), None);
+        assert_eq!(withdrawn(two, "n1,n2", &["qoslane_mc".into()]), None);
+        assert_eq!(
+            withdrawn(two, "n2", &["qoslane_mc".into()]),
+            Some(vec!["qoslane".into(), "rackB".into()]),
+            "a node's own line"
         );
     }
 
