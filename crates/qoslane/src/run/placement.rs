@@ -45,8 +45,18 @@ pub enum Synced {
 
 /// Sends the node's active features when they changed, are due for a
 /// refresh, or were never sent since the boot; `record`: the grants just
-/// decided (by `health`, or a Prolog's refusal merged in).
-pub fn sync(paths: &Paths, mapping: &Mapping, record: &Record, deadline: &Deadline) -> Synced {
+/// decided (by `health`, or a Prolog's refusal merged in). `refused`: a
+/// Prolog refused its job's level here — slurmctld placed the job as if the
+/// node carried it, so its set is not the one last sent (a reconfigure or a
+/// restart gave the node all of slurm.conf's features back), and the node
+/// sends even when its grants did not change ([`Due::Landed`]).
+pub fn sync(
+    paths: &Paths,
+    mapping: &Mapping,
+    record: &Record,
+    deadline: &Deadline,
+    refused: bool,
+) -> Synced {
     let Some(scontrol) = &paths.scontrol else {
         return Synced::Off;
     };
@@ -62,7 +72,10 @@ pub fn sync(paths: &Paths, mapping: &Mapping, record: &Record, deadline: &Deadli
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let due = slurm_config::due(last.as_ref(), &node, &ours, now);
+    let due = match slurm_config::due(last.as_ref(), &node, &ours, now) {
+        Due::No if refused => Due::Landed,
+        due => due,
+    };
     if due == Due::No {
         return Synced::Unchanged {
             active: last.map(|l| l.active).unwrap_or_default(),

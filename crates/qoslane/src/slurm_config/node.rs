@@ -41,6 +41,10 @@ pub enum Due {
     Refresh,
     /// Never sent since the boot (no record), or for another node name.
     First,
+    /// Unchanged, but a job of a level this node does not carry landed
+    /// here and its Prolog refused it: slurmctld's set is not the one last
+    /// sent (a reconfigure, a restart without `-R`, another writer).
+    Landed,
 }
 
 impl Due {
@@ -48,7 +52,7 @@ impl Due {
     /// holds them, except the first time and at each refresh (a reconfigure
     /// may have changed them).
     pub fn reads_site_features(self) -> bool {
-        matches!(self, Self::First | Self::Refresh)
+        matches!(self, Self::First | Self::Refresh | Self::Landed)
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -56,6 +60,7 @@ impl Due {
             Self::Changed => "changed",
             Self::Refresh => "refresh",
             Self::First => "first since boot",
+            Self::Landed => "a job of a level not carried landed here",
         }
     }
 }
@@ -212,7 +217,11 @@ mod tests {
             "clock back"
         );
         assert_eq!(due(Some(&last), "n1", &ours[..1], 1000 + 60), Due::Changed);
-        assert!(Due::First.reads_site_features() && Due::Refresh.reads_site_features());
+        assert!(
+            Due::First.reads_site_features()
+                && Due::Refresh.reads_site_features()
+                && Due::Landed.reads_site_features()
+        );
         assert!(!Due::Changed.reads_site_features());
     }
 

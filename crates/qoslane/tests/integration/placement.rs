@@ -328,6 +328,32 @@ fn a_refusing_prolog_takes_the_level_off_at_once() {
     // health agrees (the level is still not carried): nothing more sent.
     n.run(&["health"], &env);
     assert_eq!(n.scontrol_calls().len(), 3, "{:?}", n.scontrol_calls());
+    // slurmctld gave the node all its features back (`scontrol reconfigure`,
+    // a restart without -R), which the node cannot see: another job of the
+    // level lands here and is refused. Its Prolog sends the node's set again
+    // (its own features read first: slurm.conf may have changed), though the
+    // record says it was sent: else every such job is refused here until
+    // the refresh.
+    prolog_env[3] = ("SLURM_JOB_ID", "6");
+    let out = n.run(&["prolog"], &prolog_env);
+    assert_eq!(out.status.code(), Some(100), "{}", util::stderr(&out));
+    assert_eq!(
+        n.scontrol_calls()[3..],
+        [
+            format!("show node -o {NODE}"),
+            format!("update NodeName={NODE} ActiveFeatures=qoslane"),
+        ],
+        "sent again"
+    );
+    assert!(
+        n.last_audit("prolog")["notes"].to_string().contains(
+            "placement: sent active features qoslane (level mission-critical refused here)"
+        ),
+        "{}",
+        n.last_audit("prolog")["notes"]
+    );
+    n.run(&["health"], &env);
+    assert_eq!(n.scontrol_calls().len(), 5, "{:?}", n.scontrol_calls());
     assert!(
         n.scontrol_calls().iter().all(|c| !c.ends_with("LOCKED")),
         "never under the node lock: {:?}",
