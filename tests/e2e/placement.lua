@@ -79,6 +79,8 @@ eq("a running job's QoS change: the constraint is not touched", modify("normal",
 eq("another update: nothing", modify(nil, nil, "mission-critical", "qoslane_mc"), "nil")
 eq("QoS change with counts", modify("high", nil, "mission-critical", "[(a&qoslane_mc)*1&(b&qoslane_mc)*2]&qoslane_mc"),
    "[(a&qoslane_high)*1&(b&qoslane_high)*2]&qoslane_high")
+eq("a user's counted term of the any-node feature is the user's", modify("high", nil, "normal", "[rackA*1&qoslane*1]"),
+   "[(rackA&qoslane_high)*1&(qoslane&qoslane_high)*1]&qoslane_high")
 eq("QoS change with counts to unconstrained", modify("normal", nil, "mission-critical", "[(a&qoslane_mc)*1&b*2]&qoslane_mc"),
    "[(a)*1&b*2]")
 
