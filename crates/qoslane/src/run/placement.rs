@@ -151,7 +151,8 @@ pub fn sync(
 /// one added: what a node carries is its own `health` run's to say, and
 /// it sends them back when its grants give them back). One `scontrol show
 /// node` and, when a feature is to go, one `scontrol update`, as [`sync`]
-/// sends. `Ok(None)`: nothing of it was active.
+/// sends. `Ok(None)`: nothing of it was active, or scontrol answered for
+/// no node or for several (`node` a host list: never sent).
 ///
 /// # Errors
 /// scontrol failed or did not answer within the deadline.
@@ -164,7 +165,8 @@ pub fn withdraw(
     let line = exec::run(scontrol, &["show", "node", "-o", node], deadline)
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .map_err(|e| e.to_string())?;
-    let Some(active) = slurm_config::withdrawn(&line, node, features) else {
+    // The node Slurm answered for (one, never a host list), by Slurm's name.
+    let Some((node, active)) = slurm_config::withdrawn(&line, features) else {
         return Ok(None);
     };
     let arg_node = format!("NodeName={node}");

@@ -121,20 +121,25 @@ pub fn site_features(show_node: &str) -> Option<Vec<String>> {
     )
 }
 
-/// Node `node`'s ActiveFeatures without `withdrawn` (the features of levels
-/// the fabric verdict says it lost), from its line of `scontrol show node -o
-/// NAME`'s output (the line that begins `NodeName=NODE `: a name taken from
-/// a node description may be a host list, `n[1-64]` or `a,b`, which scontrol
-/// expands, and whose update would give every node of it the first one's
-/// set); `None` when no line is its own, it has none, or none of them is
-/// active (nothing to send).
-pub fn withdrawn(show_node: &str, node: &str, withdrawn: &[String]) -> Option<Vec<String>> {
-    let line = show_node.lines().find(|l| {
-        l.split_whitespace()
-            .next()
-            .and_then(|w| w.strip_prefix("NodeName="))
-            == Some(node)
-    })?;
+/// The one node `scontrol show node -o NAME` answered for, and its
+/// ActiveFeatures without `withdrawn` (the features of levels the fabric
+/// verdict says it lost). `None` when it answered for no node or for more
+/// than one — a name taken from a node description may be a host list,
+/// `n[1-64]` or `a,b`, which scontrol expands, and whose update would give
+/// every node of it one node's set — when the line has no ActiveFeatures, or
+/// none of `withdrawn` is active (nothing to send). The name is Slurm's
+/// (`NodeName=`): NAME may be its host name.
+pub fn withdrawn(show_node: &str, withdrawn: &[String]) -> Option<(String, Vec<String>)> {
+    let mut lines = show_node.lines().filter(|l| l.starts_with("NodeName="));
+    let line = lines.next()?;
+    if lines.next().is_some() {
+        return None;
+    }
+    let node = line
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.strip_prefix("NodeName="))
+        .filter(|n| !n.is_empty())?;
     let value = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("ActiveFeatures="))?;
@@ -146,11 +151,12 @@ pub fn withdrawn(show_node: &str, node: &str, withdrawn: &[String]) -> Option<Ve
         .iter()
         .any(|f| withdrawn.iter().any(|w| w == f))
         .then(|| {
-            active
+            let kept = active
                 .iter()
                 .filter(|f| !withdrawn.iter().any(|w| w == *f))
                 .map(|f| (*f).to_owned())
-                .collect()
+                .collect();
+            (node.to_owned(), kept)
         })
 }
 
@@ -162,16 +168,16 @@ mod tests {
     fn a_lost_levels_feature_is_withdrawn_the_rest_kept() {
         let line = "NodeName=n3 AvailableFeatures=qoslane,qoslane_mc,gpu ActiveFeatures=qoslane,qoslane_mc,gpu State=IDLE";
         assert_eq!(
-            withdrawn(line, "n3", &["qoslane_mc".into()]),
-            Some(vec!["qoslane".into(), "gpu".into()])
+            withdrawn(line, &["qoslane_mc".into()]),
+            Some(("n3".into(), vec!["qoslane".into(), "gpu".into()]))
         );
         assert_eq!(
-            withdrawn(line, "n3", &["qoslane_high".into()]),
+            withdrawn(line, &["qoslane_high".into()]),
             None,
             "not active: nothing to send"
         );
         assert_eq!(
-            withdrawn("NodeName=n3 State=IDLE", "n3", &["qoslane_mc".into()]),
+            withdrawn("NodeName=n3 State=IDLE", &["qoslane_mc".into()]),
             None
         );
     }
@@ -182,12 +188,16 @@ mod tests {
         // update would set n1's set on both.
         let two = "NodeName=n1 AvailableFeatures=qoslane,qoslane_mc,gpu ActiveFeatures=qoslane,qoslane_mc,gpu State=IDLE\n\
                    NodeName=n2 AvailableFeatures=qoslane,qoslane_mc,rackB ActiveFeatures=qoslane,qoslane_mc,rackB State=IDLE\n";
-        assert_eq!(withdrawn(two, "n[1-2]", &["qoslane_mc".into()]), None);
-        assert_eq!(withdrawn(two, "n1,n2", &["qoslane_mc".into()]), None);
+        assert_eq!(withdrawn(two, &["qoslane_mc".into()]), None);
+        let one = two.lines().nth(1).unwrap();
         assert_eq!(
-            withdrawn(two, "n2", &["qoslane_mc".into()]),
-            Some(vec!["qoslane".into(), "rackB".into()]),
-            "a node's own line"
+            withdrawn(one, &["qoslane_mc".into()]),
+            Some(("n2".into(), vec!["qoslane".into(), "rackB".into()])),
+            "one node: Slurm's name for it (scontrol also answers for its host name)"
+        );
+        assert_eq!(
+            withdrawn("Node n9 not found\n", &["qoslane_mc".into()]),
+            None
         );
     }
 
