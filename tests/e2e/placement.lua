@@ -51,6 +51,9 @@ eq("the association's default QoS", submit(nil, nil, "mission-critical"), "qosla
 eq("no QoS, no default: normal, unconstrained", submit(nil, nil, nil), "nil")
 eq("an unconstrained level keeps the user's OR", submit("normal", "a|b"), "a|b")
 eq("a QoS list takes every listed level", submit("normal,mission-critical,high", nil), "qoslane_high&qoslane_mc")
+-- Slurm finds a QoS whatever its case (assoc_mgr_fill_in_qos: strcasecmp) and stores it in lower
+-- case: --qos=Mission-Critical is the level's QoS, as the Prolog reads it (level_for_qos)
+eq("--qos in another case", submit("Mission-Critical", nil), "qoslane_mc")
 -- the user's constraint kept
 eq("AND", submit("mission-critical", "a&b"), "a&b&qoslane_mc")
 eq("OR is grouped first", submit("mission-critical", "a|b"), "(a|b)&qoslane_mc")
@@ -68,6 +71,7 @@ eq("QoS to unconstrained, nothing left: the any-node feature", modify("normal", 
 eq("QoS to another level", modify("high", nil, "mission-critical", "qoslane_mc"), "qoslane_high")
 eq("QoS from unconstrained", modify("mission-critical", nil, "normal", "qoslane"), "qoslane_mc")
 eq("QoS from unconstrained with an OR", modify("mission-critical", nil, "normal", "a|b"), "(a|b)&qoslane_mc")
+eq("QoS changed to one in another case", modify("MISSION-CRITICAL", nil, "normal", "qoslane"), "qoslane_mc")
 eq("the user's new constraint", modify(nil, "z|y", "mission-critical", "qoslane_mc"), "(z|y)&qoslane_mc")
 eq("the user's cleared constraint", modify(nil, "", "mission-critical", "qoslane_mc"), "qoslane_mc")
 eq("a pending job with a flag (requeued) is still pending", modify("normal", nil, "mission-critical", "qoslane_mc", 0x400), "qoslane")
@@ -75,6 +79,8 @@ eq("a running job's QoS change: the constraint is not touched", modify("normal",
 eq("another update: nothing", modify(nil, nil, "mission-critical", "qoslane_mc"), "nil")
 eq("QoS change with counts", modify("high", nil, "mission-critical", "[(a&qoslane_mc)*1&(b&qoslane_mc)*2]&qoslane_mc"),
    "[(a&qoslane_high)*1&(b&qoslane_high)*2]&qoslane_high")
+eq("a user's counted term of the any-node feature is the user's", modify("high", nil, "normal", "[rackA*1&qoslane*1]"),
+   "[(rackA&qoslane_high)*1&(qoslane&qoslane_high)*1]&qoslane_high")
 eq("QoS change with counts to unconstrained", modify("normal", nil, "mission-critical", "[(a&qoslane_mc)*1&b*2]&qoslane_mc"),
    "[(a)*1&b*2]")
 

@@ -142,6 +142,12 @@ release_all "$j"
 j=$(submit normal)
 check "a normal job gets no constraint" eq "$(features_of "$j")" "(null)"
 release_all "$j"
+# Slurm finds a QoS ignoring its case (the script gets it as typed; 26.05's squeue prints it so):
+# the level's feature all the same
+j=$(submit Mission-Critical)
+check "--qos=Mission-Critical: QoS mission-critical, the level's feature" \
+  eq "$(slurm_cmd /usr/bin/squeue -h -j "$j" -o %q | tr '[:upper:]' '[:lower:]') $(features_of "$j")" "mission-critical $MC"
+release_all "$j"
 
 # ------------------------------------------------------------ some nodes lose it
 if [ -n "$CH" ]; then

@@ -411,7 +411,7 @@ fn tell_slurm(
             ..Record::default()
         });
     rec.grants.insert(level.to_owned(), g.clone());
-    match super::placement::sync(s.paths, m, &rec, &s.deadline.half()) {
+    match super::placement::sync(s.paths, m, &rec, &s.deadline.half(), true) {
         Synced::Sent { active, .. } => r.notes.push(format!(
             "placement: sent active features {} (level {level} refused here)",
             active.join(",")

@@ -4,7 +4,8 @@
 //! What to send and when is decided in [`crate::slurm_config`] (pure); this
 //! runs scontrol and keeps the record of the last send
 //! (`/run/qoslane/placement.json`, written only after scontrol succeeded:
-//! a failed send is tried again by the next run). Owned by `health`; a
+//! a failed send is tried again by the next run; one refused with the
+//! node's own features of the record reads them again and sends once more). Owned by `health`; a
 //! Prolog that refuses its level sends too, so that Slurm stops placing the
 //! level here before the next health run.
 //!
@@ -44,8 +45,18 @@ pub enum Synced {
 
 /// Sends the node's active features when they changed, are due for a
 /// refresh, or were never sent since the boot; `record`: the grants just
-/// decided (by `health`, or a Prolog's refusal merged in).
-pub fn sync(paths: &Paths, mapping: &Mapping, record: &Record, deadline: &Deadline) -> Synced {
+/// decided (by `health`, or a Prolog's refusal merged in). `refused`: a
+/// Prolog refused its job's level here — slurmctld placed the job as if the
+/// node carried it, so its set is not the one last sent (a reconfigure or a
+/// restart gave the node all of slurm.conf's features back), and the node
+/// sends even when its grants did not change ([`Due::Landed`]).
+pub fn sync(
+    paths: &Paths,
+    mapping: &Mapping,
+    record: &Record,
+    deadline: &Deadline,
+    refused: bool,
+) -> Synced {
     let Some(scontrol) = &paths.scontrol else {
         return Synced::Off;
     };
@@ -61,7 +72,10 @@ pub fn sync(paths: &Paths, mapping: &Mapping, record: &Record, deadline: &Deadli
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let due = slurm_config::due(last.as_ref(), &node, &ours, now);
+    let due = match slurm_config::due(last.as_ref(), &node, &ours, now) {
+        Due::No if refused => Due::Landed,
+        due => due,
+    };
     if due == Due::No {
         return Synced::Unchanged {
             active: last.map(|l| l.active).unwrap_or_default(),
@@ -69,30 +83,51 @@ pub fn sync(paths: &Paths, mapping: &Mapping, record: &Record, deadline: &Deadli
     }
     let failed = |error: String| Synced::Failed { due, error };
     let mut calls = 0;
-    let site = if let (false, Some(l)) = (due.reads_site_features(), last) {
-        l.site
-    } else {
-        calls += 1;
+    let read_site = |calls: &mut u32| {
+        *calls += 1;
         let line = exec::run(scontrol, &["show", "node", "-o", &node], deadline)
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
         match line.as_deref().map(slurm_config::site_features) {
-            Ok(Some(site)) => site,
-            Ok(None) => {
-                return failed(format!(
-                    "`scontrol show node {node}` lists no AvailableFeatures: is this node's \
-                     Slurm name {node}?"
-                ));
-            }
-            Err(e) => return failed(e.to_string()),
+            Ok(Some(site)) => Ok(site),
+            Ok(None) => Err(format!(
+                "`scontrol show node {node}` lists no AvailableFeatures: is this node's \
+                 Slurm name {node}?"
+            )),
+            Err(e) => Err(e.to_string()),
         }
     };
-    let active = slurm_config::active_set(&ours, &site);
-    let arg_node = format!("NodeName={node}");
-    let arg_active = format!("ActiveFeatures={}", active.join(","));
-    calls += 1;
-    if let Err(e) = exec::run(scontrol, &["update", &arg_node, &arg_active], deadline) {
-        return failed(e.to_string());
-    }
+    let send = |site: &[String], calls: &mut u32| {
+        let active = slurm_config::active_set(&ours, site);
+        let arg_node = format!("NodeName={node}");
+        let arg_active = format!("ActiveFeatures={}", active.join(","));
+        *calls += 1;
+        exec::run(scontrol, &["update", &arg_node, &arg_active], deadline)
+            .map(|_| active)
+            .map_err(|e| e.to_string())
+    };
+    let fresh = |calls: &mut u32| {
+        read_site(calls).map(|site| {
+            let sent = send(&site, calls);
+            (site, sent)
+        })
+    };
+    // The node's own features as last read, unless this send reads them:
+    // an admin may have changed slurm.conf's since (a reconfigure), and
+    // slurmctld refuses a set that is not a subset of the available
+    // features. Refused, they are read again and the set sent once more;
+    // else every later run would send the same refused set until a reboot.
+    let recorded = last.filter(|_| !due.reads_site_features()).map(|l| l.site);
+    let (site, sent) = match recorded.map(|site| (send(&site, &mut calls), site)) {
+        Some((Ok(active), site)) => (site, Ok(active)),
+        _ => match fresh(&mut calls) {
+            Ok(read) => read,
+            Err(e) => return failed(e),
+        },
+    };
+    let active = match sent {
+        Ok(active) => active,
+        Err(e) => return failed(e),
+    };
     let sent = Sent {
         node,
         site,
@@ -116,7 +151,8 @@ pub fn sync(paths: &Paths, mapping: &Mapping, record: &Record, deadline: &Deadli
 /// one added: what a node carries is its own `health` run's to say, and
 /// it sends them back when its grants give them back). One `scontrol show
 /// node` and, when a feature is to go, one `scontrol update`, as [`sync`]
-/// sends. `Ok(None)`: nothing of it was active.
+/// sends. `Ok(None)`: nothing of it was active, or scontrol answered for
+/// no node or for several (`node` a host list: never sent).
 ///
 /// # Errors
 /// scontrol failed or did not answer within the deadline.
@@ -129,7 +165,8 @@ pub fn withdraw(
     let line = exec::run(scontrol, &["show", "node", "-o", node], deadline)
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .map_err(|e| e.to_string())?;
-    let Some(active) = slurm_config::withdrawn(&line, features) else {
+    // The node Slurm answered for (one, never a host list), by Slurm's name.
+    let Some((node, active)) = slurm_config::withdrawn(&line, features) else {
         return Ok(None);
     };
     let arg_node = format!("NodeName={node}");

@@ -41,6 +41,10 @@ pub enum Due {
     Refresh,
     /// Never sent since the boot (no record), or for another node name.
     First,
+    /// Unchanged, but a job of a level this node does not carry landed
+    /// here and its Prolog refused it: slurmctld's set is not the one last
+    /// sent (a reconfigure, a restart without `-R`, another writer).
+    Landed,
 }
 
 impl Due {
@@ -48,7 +52,7 @@ impl Due {
     /// holds them, except the first time and at each refresh (a reconfigure
     /// may have changed them).
     pub fn reads_site_features(self) -> bool {
-        matches!(self, Self::First | Self::Refresh)
+        matches!(self, Self::First | Self::Refresh | Self::Landed)
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -56,6 +60,7 @@ impl Due {
             Self::Changed => "changed",
             Self::Refresh => "refresh",
             Self::First => "first since boot",
+            Self::Landed => "a job of a level not carried landed here",
         }
     }
 }
@@ -116,12 +121,26 @@ pub fn site_features(show_node: &str) -> Option<Vec<String>> {
     )
 }
 
-/// A node's ActiveFeatures without `withdrawn` (the features of levels the
-/// fabric verdict says it lost), from `scontrol show node -o NAME`'s line;
-/// `None` when the line has none, or none of them is active (nothing to
-/// send).
-pub fn withdrawn(show_node: &str, withdrawn: &[String]) -> Option<Vec<String>> {
-    let value = show_node
+/// The one node `scontrol show node -o NAME` answered for, and its
+/// ActiveFeatures without `withdrawn` (the features of levels the fabric
+/// verdict says it lost). `None` when it answered for no node or for more
+/// than one — a name taken from a node description may be a host list,
+/// `n[1-64]` or `a,b`, which scontrol expands, and whose update would give
+/// every node of it one node's set — when the line has no ActiveFeatures, or
+/// none of `withdrawn` is active (nothing to send). The name is Slurm's
+/// (`NodeName=`): NAME may be its host name.
+pub fn withdrawn(show_node: &str, withdrawn: &[String]) -> Option<(String, Vec<String>)> {
+    let mut lines = show_node.lines().filter(|l| l.starts_with("NodeName="));
+    let line = lines.next()?;
+    if lines.next().is_some() {
+        return None;
+    }
+    let node = line
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.strip_prefix("NodeName="))
+        .filter(|n| !n.is_empty())?;
+    let value = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("ActiveFeatures="))?;
     let active: Vec<&str> = value
@@ -132,11 +151,12 @@ pub fn withdrawn(show_node: &str, withdrawn: &[String]) -> Option<Vec<String>> {
         .iter()
         .any(|f| withdrawn.iter().any(|w| w == f))
         .then(|| {
-            active
+            let kept = active
                 .iter()
                 .filter(|f| !withdrawn.iter().any(|w| w == *f))
                 .map(|f| (*f).to_owned())
-                .collect()
+                .collect();
+            (node.to_owned(), kept)
         })
 }
 
@@ -149,7 +169,7 @@ mod tests {
         let line = "NodeName=n3 AvailableFeatures=qoslane,qoslane_mc,gpu ActiveFeatures=qoslane,qoslane_mc,gpu State=IDLE";
         assert_eq!(
             withdrawn(line, &["qoslane_mc".into()]),
-            Some(vec!["qoslane".into(), "gpu".into()])
+            Some(("n3".into(), vec!["qoslane".into(), "gpu".into()]))
         );
         assert_eq!(
             withdrawn(line, &["qoslane_high".into()]),
@@ -158,6 +178,25 @@ mod tests {
         );
         assert_eq!(
             withdrawn("NodeName=n3 State=IDLE", &["qoslane_mc".into()]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_hostlist_named_by_a_node_description_is_not_sent() {
+        // `scontrol show node -o 'n[1-2]'` answers one line per node; the
+        // update would set n1's set on both.
+        let two = "NodeName=n1 AvailableFeatures=qoslane,qoslane_mc,gpu ActiveFeatures=qoslane,qoslane_mc,gpu State=IDLE\n\
+                   NodeName=n2 AvailableFeatures=qoslane,qoslane_mc,rackB ActiveFeatures=qoslane,qoslane_mc,rackB State=IDLE\n";
+        assert_eq!(withdrawn(two, &["qoslane_mc".into()]), None);
+        let one = two.lines().nth(1).unwrap();
+        assert_eq!(
+            withdrawn(one, &["qoslane_mc".into()]),
+            Some(("n2".into(), vec!["qoslane".into(), "rackB".into()])),
+            "one node: Slurm's name for it (scontrol also answers for its host name)"
+        );
+        assert_eq!(
+            withdrawn("Node n9 not found\n", &["qoslane_mc".into()]),
             None
         );
     }
@@ -188,7 +227,11 @@ mod tests {
             "clock back"
         );
         assert_eq!(due(Some(&last), "n1", &ours[..1], 1000 + 60), Due::Changed);
-        assert!(Due::First.reads_site_features() && Due::Refresh.reads_site_features());
+        assert!(
+            Due::First.reads_site_features()
+                && Due::Refresh.reads_site_features()
+                && Due::Landed.reads_site_features()
+        );
         assert!(!Due::Changed.reads_site_features());
     }
 

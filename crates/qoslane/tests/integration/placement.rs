@@ -115,6 +115,44 @@ fn health_sends_the_features_on_the_first_run_and_a_change_only() {
     );
 }
 
+/// The node's own features changed in slurm.conf (an admin removed one and
+/// reconfigured) after the node's last send: a change of its grant sent
+/// with the features of its record is refused by slurmctld (`Active features
+/// not subset of available features`); the send reads them again and sends
+/// once more, so that the node is not refused at every run until a reboot.
+#[test]
+fn a_send_refused_for_a_feature_no_longer_available_reads_the_nodes_features_again() {
+    let n = Node::new();
+    let out = health(&n, &[("FAKE_SCONTROL_FEATURES", "rackA,ib")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(sent(&n)["site"], serde_json::json!(["rackA", "ib"]));
+    // slurm.conf without `ib`, reconfigured; then the level is lost.
+    let rack = [("FAKE_SCONTROL_FEATURES", "rackA")];
+    break_mission_critical(&n);
+    let out = health(&n, &rack);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(
+        n.scontrol_calls()[2..],
+        [
+            format!("update NodeName={NODE} ActiveFeatures=qoslane,rackA,ib"),
+            format!("show node -o {NODE}"),
+            format!("update NodeName={NODE} ActiveFeatures=qoslane,rackA"),
+        ],
+        "refused, the features read again, sent"
+    );
+    assert_eq!(sent(&n)["site"], serde_json::json!(["rackA"]));
+    assert!(notes(&n).contains("(changed)"), "{}", notes(&n));
+    // Healed: the level back, one call.
+    repair_mission_critical(&n);
+    health(&n, &rack);
+    assert_eq!(
+        n.scontrol_calls()[5..],
+        [format!(
+            "update NodeName={NODE} ActiveFeatures=qoslane,qoslane_mission-critical,rackA"
+        )]
+    );
+}
+
 #[test]
 fn a_failed_send_is_a_warning_and_the_next_run_sends_again() {
     let n = Node::new();
@@ -290,6 +328,32 @@ fn a_refusing_prolog_takes_the_level_off_at_once() {
     // health agrees (the level is still not carried): nothing more sent.
     n.run(&["health"], &env);
     assert_eq!(n.scontrol_calls().len(), 3, "{:?}", n.scontrol_calls());
+    // slurmctld gave the node all its features back (`scontrol reconfigure`,
+    // a restart without -R), which the node cannot see: another job of the
+    // level lands here and is refused. Its Prolog sends the node's set again
+    // (its own features read first: slurm.conf may have changed), though the
+    // record says it was sent: else every such job is refused here until
+    // the refresh.
+    prolog_env[3] = ("SLURM_JOB_ID", "6");
+    let out = n.run(&["prolog"], &prolog_env);
+    assert_eq!(out.status.code(), Some(100), "{}", util::stderr(&out));
+    assert_eq!(
+        n.scontrol_calls()[3..],
+        [
+            format!("show node -o {NODE}"),
+            format!("update NodeName={NODE} ActiveFeatures=qoslane"),
+        ],
+        "sent again"
+    );
+    assert!(
+        n.last_audit("prolog")["notes"].to_string().contains(
+            "placement: sent active features qoslane (level mission-critical refused here)"
+        ),
+        "{}",
+        n.last_audit("prolog")["notes"]
+    );
+    n.run(&["health"], &env);
+    assert_eq!(n.scontrol_calls().len(), 5, "{:?}", n.scontrol_calls());
     assert!(
         n.scontrol_calls().iter().all(|c| !c.ends_with("LOCKED")),
         "never under the node lock: {:?}",

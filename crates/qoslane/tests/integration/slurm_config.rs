@@ -449,3 +449,47 @@ fn the_sizes_are_required() {
     let e = String::from_utf8(out.stderr).unwrap();
     assert!(e.contains("--placeholders <K>"), "{e}");
 }
+
+/// The constraint logic of the rendered scripts (`tests/e2e/placement.lua`,
+/// which tests/e2e/placement.sh also runs before its Slurm rig): qoslane's
+/// job_submit.lua and the module called as a site's script calls it, with
+/// Lua 5.1 (slurmctld's job_submit/lua), on every `cargo test`.
+#[test]
+fn the_rendered_scripts_pass_the_constraint_logic_cases() {
+    let Some(lua) = crate::util::tool(&["lua5.1"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // As placement.lua expects: mission-critical -> qoslane_mc, high -> qoslane_high.
+    let mapping = write(
+        &dir,
+        "mapping.yml",
+        "default_level: normal\nlevels:\n  - name: mc\n    qos: [mission-critical]\n    \
+         service_level: 3\n    on_failure: fail_job\n  - name: high\n    qos: [high]\n    \
+         service_level: 2\n    on_failure: fail_job\n  - name: normal\n    qos: [normal]\n    \
+         service_level: 0\n",
+    );
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let mut args = SIZES.to_vec();
+    args.extend(["--output", out_dir.to_str().unwrap()]);
+    let out = slurm_config(&mapping, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cases = manifest().join("../../tests/e2e/placement.lua");
+    for script in ["job_submit.lua", "qoslane_placement.lua"] {
+        let out = std::process::Command::new(&lua)
+            .arg(&cases)
+            .arg(out_dir.join(script))
+            .output_within();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.trim_end() == "all ok",
+            "{script}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -235,7 +235,7 @@ fn carriers(level: &str, real: &[&SlurmNode]) -> LevelCarriers {
 }
 
 /// The pending jobs qoslane turned away, and those whose constraint asks
-/// for a level carried nowhere.
+/// for a level carried nowhere (also one no node lists).
 fn pending(jobs: &[QueuedJob], levels: &[LevelCarriers]) -> (Vec<TurnedAway>, Vec<Waiting>) {
     let nowhere: BTreeSet<&str> = levels
         .iter()
@@ -262,8 +262,16 @@ fn pending(jobs: &[QueuedJob], levels: &[LevelCarriers]) -> (Vec<TurnedAway>, Ve
                 admin_comment: c.to_owned(),
             });
         }
+        // A level's feature carried nowhere, or that no node lists at all
+        // (the job pends since before its level was renamed or unplaced:
+        // no node will ever carry it).
         let asked: BTreeSet<&str> = constraint_features(&j.features)
-            .filter(|f| nowhere.contains(f))
+            .filter(|f| {
+                nowhere.contains(f)
+                    || (f.len() > FEATURE_PREFIX.len()
+                        && f.starts_with(FEATURE_PREFIX)
+                        && !levels.iter().any(|l| l.feature == *f))
+            })
             .collect();
         if !asked.is_empty() {
             waiting.push(Waiting {
@@ -406,6 +414,30 @@ mod tests {
                 ("10", &["mc".to_owned()][..]),
                 ("11", &["mc".to_owned()][..])
             ]
+        );
+    }
+
+    /// A job that pends since before a level was renamed or made
+    /// `continue` (slurm.conf and the script rendered again): no node lists
+    /// its `qoslane_<level>` any more, so no node ever will carry it.
+    #[test]
+    fn a_job_waiting_for_a_level_no_node_lists_is_listed() {
+        let nodes = [node("n1", "IDLE", ALL, ALL)];
+        let jobs = [
+            job("14", "rackA&qoslane_old", None),
+            job("15", "rackA&qoslane_mc", None),
+            job("16", "qoslane", None),
+        ];
+        let v = view(&nodes, &jobs);
+        let waiting: Vec<(&str, &[String])> = v
+            .waiting
+            .iter()
+            .map(|w| (w.job.as_str(), w.levels.as_slice()))
+            .collect();
+        assert_eq!(waiting, [("14", &["old".to_owned()][..])]);
+        assert!(
+            !v.needs_attention(),
+            "a job's constraint is the user's: it does not fail the check"
         );
     }
 

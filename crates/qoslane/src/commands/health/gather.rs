@@ -175,7 +175,7 @@ fn placement(s: &mut Session<'_>, f: &FabricFacts) -> Synced {
         return Synced::Off;
     }
     s.unlock();
-    placement::sync(s.paths, &f.mapping, &f.record, &s.deadline)
+    placement::sync(s.paths, &f.mapping, &f.record, &s.deadline, false)
 }
 
 /// The installed file and the mapping in force: an unusable file leaves
